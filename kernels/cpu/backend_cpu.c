@@ -1,0 +1,95 @@
+/* backend_cpu.c: the CPU pz_backend table, its memory functions and its
+ * thread setting.
+ *
+ * "Device" memory is host memory here, so to_host/from_host are memcpy.
+ * Threads: every OpenMP region in kernels/cpu/ names pz_cpu_nt() threads, and
+ * OpenBLAS (which runs its own pthread pool in the Debian build) is set to the
+ * same count, so matmuls and the elementwise ops use the same cores. */
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "runtime/util.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+int pz_cpu_nthreads_ = 0;
+
+/* The count set by pz_backend_cpu_set_threads, or OpenMP's default (which
+ * honours OMP_NUM_THREADS) if it was never called. */
+int pz_cpu_nt(void) {
+    return pz_cpu_nthreads_ > 0 ? pz_cpu_nthreads_ : omp_get_max_threads();
+}
+
+void pz_backend_cpu_set_threads(int n) {
+    if (n <= 0) n = omp_get_num_procs();
+    pz_cpu_nthreads_ = n;
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
+
+int pz_backend_cpu_threads(void) { return pz_cpu_nt(); }
+
+/* Clear `bytes` at p. Large buffers are cleared by all threads: on a fresh
+ * allocation this is also where the kernel faults the pages in, and that
+ * work (page clearing was 11% of llm.c's CPU profile) spreads over cores. */
+static void cpu_zero(void *p, size_t bytes) {
+    const size_t par_min = (size_t)1 << 20;
+    if (bytes < par_min) {
+        memset(p, 0, bytes);
+        return;
+    }
+    const int nt = pz_cpu_nt();
+    #pragma omp parallel num_threads(nt)
+    {
+        const int n = omp_get_num_threads(), i = omp_get_thread_num();
+        /* 4 KiB-aligned slices so no page is touched by two threads */
+        const size_t pages = (bytes + 4095) / 4096;
+        const size_t lo = pages * (size_t)i / (size_t)n * 4096;
+        size_t hi = pages * (size_t)(i + 1) / (size_t)n * 4096;
+        if (hi > bytes) hi = bytes;
+        if (hi > lo) memset((char *)p + lo, 0, hi - lo);
+    }
+}
+
+/* 64-byte aligned (a cache line, an AVX-512 vector) and zero-filled, as the
+ * backend contract promises; xaligned_alloc aborts with file and line. */
+static void *cpu_alloc(size_t bytes) {
+    void *p = xaligned_alloc(bytes);
+    cpu_zero(p, bytes);
+    return p;
+}
+
+static void cpu_free(void *p) { free(p); }
+
+static void cpu_copy(void *dst, const void *src, size_t bytes) {
+    if (bytes) memcpy(dst, src, bytes);
+}
+
+static const pz_backend cpu_backend = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .zero = cpu_zero,
+    .to_host = cpu_copy,
+    .from_host = cpu_copy,
+    .copy = cpu_copy,
+    .encoder_forward = pz_cpu_encoder_forward,
+    .encoder_backward = pz_cpu_encoder_backward,
+    .layernorm_forward = pz_cpu_layernorm_forward,
+    .layernorm_backward = pz_cpu_layernorm_backward,
+    .matmul_forward = pz_cpu_matmul_forward,
+    .matmul_backward = pz_cpu_matmul_backward,
+    .attention_forward = pz_cpu_attention_forward,
+    .attention_backward = pz_cpu_attention_backward,
+    .gelu_forward = pz_cpu_gelu_forward,
+    .gelu_backward = pz_cpu_gelu_backward,
+    .residual_forward = pz_cpu_residual_forward,
+    .residual_backward = pz_cpu_residual_backward,
+    .crossentropy_forward = pz_cpu_crossentropy_forward,
+    .sumsq = pz_cpu_sumsq,
+    .adamw_update = pz_cpu_adamw_update,
+};
+
+const pz_backend *pz_backend_cpu(void) { return &cpu_backend; }

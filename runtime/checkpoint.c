@@ -1,0 +1,753 @@
+/* checkpoint.c: see checkpoint.h.
+ *
+ * Both loaders fill only the tensors of the stage they are given and read
+ * only those bytes (safetensors through a read-only mmap, llm.c through
+ * pread), so every pipeline stage can load its part of one big file. */
+#include "runtime/checkpoint.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "checkpoint files are little-endian; this code reads and writes them in place"
+#endif
+
+#define LLMC_HEADER_INTS 256
+#define LLMC_HEADER_BYTES (LLMC_HEADER_INTS * 4)
+#define MAX_LAYERS 1024 /* pz_gpt2_config_validate's bound; keeps layer indices small */
+
+/* ------------------------------------------------------------- numbers */
+
+float pz_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t pz_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+        return (uint16_t)((u >> 16) | 0x0040u); /* NaN: keep sign and payload top, force quiet */
+    /* add half an ulp of the kept part, plus one if the kept part is odd
+     * (ties to even); a carry into the exponent rounds up to the next binade
+     * or to infinity, as IEEE rounding does */
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu, u;
+    if (exp == 0x1F) {
+        u = sign | 0x7F800000u | (man << 13);
+    } else if (exp == 0) {
+        /* zero or subnormal: man * 2^-24 is exact in fp32 */
+        float v = (float)man * (1.0f / 16777216.0f);
+        memcpy(&u, &v, 4);
+        u |= sign;
+    } else {
+        u = sign | ((exp + 112u) << 23) | (man << 13); /* rebias 15 -> 127 */
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static int loadable_dtype(pz_st_dtype d) {
+    return d == PZ_ST_F32 || d == PZ_ST_BF16 || d == PZ_ST_F16;
+}
+
+/* dst (n) <- n elements of dtype dt at src (unaligned little-endian bytes). */
+static void decode(float *dst, const uint8_t *src, size_t n, pz_st_dtype dt) {
+    if (dt == PZ_ST_F32) { memcpy(dst, src, n * 4); return; }
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, src + 2 * i, 2);
+        dst[i] = dt == PZ_ST_BF16 ? pz_bf16_to_f32(h) : f16_to_f32(h);
+    }
+}
+
+/* dst (R, K) <- transpose of src (K, R): HF Conv1D (in, out) to Linear
+ * (out, in). 32x32 tiles keep both sides in cache. */
+static void decode_transposed(float *dst, const uint8_t *src, size_t K, size_t R, pz_st_dtype dt) {
+    size_t esz = (size_t)pz_st_dtype_bits(dt) / 8;
+    float tmp[32];
+    for (size_t k0 = 0; k0 < K; k0 += 32) {
+        size_t kn = K - k0 < 32 ? K - k0 : 32;
+        for (size_t r0 = 0; r0 < R; r0 += 32) {
+            size_t rn = R - r0 < 32 ? R - r0 : 32;
+            for (size_t k = k0; k < k0 + kn; k++) {
+                decode(tmp, src + (k * R + r0) * esz, rn, dt);
+                for (size_t j = 0; j < rn; j++) dst[(r0 + j) * K + k] = tmp[j];
+            }
+        }
+    }
+}
+
+/* --------------------------------------------------------------- names */
+
+/* HF names of the block tensors, in pz_block_tensor order. */
+static const char *const block_suffix[PZ_BLOCK_NTENSORS] = {
+    "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+    "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+    "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias",
+};
+
+/* HF shape of each block tensor in units of C: {ndim, d0/C, d1/C}. The 2-D
+ * ones are exactly the Conv1D weights, stored (in, out). */
+static const int block_hf_shape[PZ_BLOCK_NTENSORS][3] = {
+    {1, 1, 0}, {1, 1, 0}, {2, 1, 3}, {1, 3, 0}, {2, 1, 1}, {1, 1, 0},
+    {1, 1, 0}, {1, 1, 0}, {2, 1, 4}, {1, 4, 0}, {2, 4, 1}, {1, 1, 0},
+};
+
+enum { N_WTE, N_WPE, N_LNFW, N_LNFB, N_LMHEAD, N_BLOCK, N_BUFFER, N_UNKNOWN };
+
+/* Kind of a tensor name; for N_BLOCK / N_BUFFER *layer, for N_BLOCK *which. */
+static int classify(const char *name, int *layer, int *which) {
+    if (strcmp(name, "lm_head.weight") == 0) return N_LMHEAD;
+    if (strncmp(name, "transformer.", 12) == 0) name += 12; /* transformers' state_dict() */
+    if (strcmp(name, "wte.weight") == 0) return N_WTE;
+    if (strcmp(name, "wpe.weight") == 0) return N_WPE;
+    if (strcmp(name, "ln_f.weight") == 0) return N_LNFW;
+    if (strcmp(name, "ln_f.bias") == 0) return N_LNFB;
+    if (strncmp(name, "h.", 2) != 0) return N_UNKNOWN;
+    const char *s = name + 2;
+    int v = 0, nd = 0;
+    while (*s >= '0' && *s <= '9' && nd < 5) { v = v * 10 + (*s - '0'); s++; nd++; }
+    if (nd == 0 || (nd > 1 && name[2] == '0') || *s != '.' || v >= MAX_LAYERS) return N_UNKNOWN;
+    s++;
+    *layer = v;
+    for (int t = 0; t < PZ_BLOCK_NTENSORS; t++)
+        if (strcmp(s, block_suffix[t]) == 0) { *which = t; return N_BLOCK; }
+    /* the causal-mask buffers some exports keep; not parameters */
+    if (strcmp(s, "attn.bias") == 0 || strcmp(s, "attn.masked_bias") == 0) return N_BUFFER;
+    return N_UNKNOWN;
+}
+
+/* The GPT-2 tensors of a safetensors file, by role. */
+typedef struct {
+    const pz_st_tensor *wte, *wpe, *lnfw, *lnfb, *lm_head;
+    const pz_st_tensor **blk;  /* (nslots, PZ_BLOCK_NTENSORS), NULL where absent */
+    unsigned char *present;    /* (nslots) some tensor or buffer of h.i is there */
+    int nslots;                /* 1 + highest h.i index, 0 if none */
+} st_index;
+
+static void index_free(st_index *ix) {
+    free(ix->blk);
+    free(ix->present);
+    memset(ix, 0, sizeof *ix);
+}
+
+static pz_status index_build(st_index *ix, const pz_st_file *f, const char *what) {
+    memset(ix, 0, sizeof *ix);
+    int layer = 0, which = 0;
+    for (int i = 0; i < f->ntensors; i++) {
+        int k = classify(f->tensors[i].name, &layer, &which);
+        if (k == N_UNKNOWN)
+            return pz_fail(PZ_ERR_FORMAT, "%s: unexpected tensor '%s' (not a GPT-2 parameter)",
+                           what, f->tensors[i].name);
+        if ((k == N_BLOCK || k == N_BUFFER) && layer + 1 > ix->nslots) ix->nslots = layer + 1;
+    }
+    ix->blk = xcalloc((size_t)(ix->nslots ? ix->nslots : 1) * PZ_BLOCK_NTENSORS, sizeof *ix->blk);
+    ix->present = xcalloc((size_t)(ix->nslots ? ix->nslots : 1), 1);
+    for (int i = 0; i < f->ntensors; i++) {
+        const pz_st_tensor *t = &f->tensors[i];
+        const pz_st_tensor **slot = NULL;
+        switch (classify(t->name, &layer, &which)) {
+        case N_WTE: slot = &ix->wte; break;
+        case N_WPE: slot = &ix->wpe; break;
+        case N_LNFW: slot = &ix->lnfw; break;
+        case N_LNFB: slot = &ix->lnfb; break;
+        case N_LMHEAD: slot = &ix->lm_head; break;
+        case N_BLOCK: slot = &ix->blk[layer * PZ_BLOCK_NTENSORS + which]; ix->present[layer] = 1; break;
+        case N_BUFFER: ix->present[layer] = 1; continue;
+        }
+        if (*slot) {
+            pz_status st = pz_fail(PZ_ERR_FORMAT, "%s: tensors '%s' and '%s' are the same parameter "
+                                   "(with and without the 'transformer.' prefix)", what, (*slot)->name, t->name);
+            index_free(ix);
+            return st;
+        }
+        *slot = t;
+    }
+    return PZ_OK;
+}
+
+/* "[a, b, ...]" for messages. */
+static const char *shape_str(char *buf, size_t n, int ndim, const uint64_t *dims) {
+    size_t at = 0;
+    at += (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < ndim && at < n; d++)
+        at += (size_t)snprintf(buf + at, n - at, d ? ", %" PRIu64 : "%" PRIu64, dims[d]);
+    if (at < n) snprintf(buf + at, n - at, "]");
+    return buf;
+}
+
+/* Checks t's dtype is loadable and its shape is (d0) or (d0, d1). */
+static pz_status check_tensor(const pz_st_tensor *t, const char *what, int ndim, int d0, int d1) {
+    char got[128], want[64];
+    uint64_t w[2] = {(uint64_t)d0, (uint64_t)d1};
+    if (!loadable_dtype(t->dtype))
+        return pz_fail(PZ_ERR_FORMAT, "%s: tensor '%s' has dtype %s; supported: F32, BF16, F16",
+                       what, t->name, pz_st_dtype_name(t->dtype));
+    if (t->ndim != ndim || t->shape[0] != w[0] || (ndim == 2 && t->shape[1] != w[1]))
+        return pz_fail(PZ_ERR_SHAPE, "%s: tensor '%s' has shape %s, expected %s", what, t->name,
+                       shape_str(got, sizeof got, t->ndim, t->shape), shape_str(want, sizeof want, ndim, w));
+    return PZ_OK;
+}
+
+/* Every GPT-2 tensor present in the file against cfg. lm_head must look
+ * like wte (its contents are compared by the loader). */
+static pz_status check_shapes(const st_index *ix, const pz_gpt2_config *c, const char *what) {
+    pz_status st;
+    int C = c->channels;
+    if (ix->wte && (st = check_tensor(ix->wte, what, 2, c->vocab_size, C))) return st;
+    if (ix->wpe && (st = check_tensor(ix->wpe, what, 2, c->max_seq_len, C))) return st;
+    if (ix->lnfw && (st = check_tensor(ix->lnfw, what, 1, C, 0))) return st;
+    if (ix->lnfb && (st = check_tensor(ix->lnfb, what, 1, C, 0))) return st;
+    if (ix->lm_head) {
+        if (!ix->wte || ix->lm_head->dtype != ix->wte->dtype || ix->lm_head->ndim != 2
+            || ix->lm_head->shape[0] != ix->wte->shape[0] || ix->lm_head->shape[1] != ix->wte->shape[1])
+            return pz_fail(PZ_ERR_FORMAT, "%s: lm_head.weight is not a copy of wte.weight: untied output "
+                           "heads are not supported", what);
+    }
+    for (int l = 0; l < ix->nslots; l++)
+        for (int t = 0; t < PZ_BLOCK_NTENSORS; t++) {
+            const pz_st_tensor *x = ix->blk[l * PZ_BLOCK_NTENSORS + t];
+            const int *s = block_hf_shape[t];
+            if (x && (st = check_tensor(x, what, s[0], s[1] * C, s[2] * C))) return st;
+        }
+    return PZ_OK;
+}
+
+/* Optional non-negative integer metadata; *v unchanged if absent. */
+static pz_status meta_int(const pz_st_file *f, const char *what, const char *key, int *v, int *present) {
+    const char *s = pz_st_meta_get(f, key);
+    *present = s != NULL;
+    if (!s) return PZ_OK;
+    long x = 0;
+    int nd = 0;
+    for (; *s >= '0' && *s <= '9' && nd < 10; s++, nd++) x = x * 10 + (*s - '0');
+    if (nd == 0 || *s || x > INT_MAX)
+        return pz_fail(PZ_ERR_FORMAT, "%s: __metadata__ \"%s\": \"%s\" is not a non-negative integer",
+                       what, key, pz_st_meta_get(f, key));
+    *v = (int)x;
+    return PZ_OK;
+}
+
+/* Reads a dimension into an int, or fails naming the tensor. */
+static pz_status dim_int(const pz_st_tensor *t, int d, int ndim, const char *what, int *out) {
+    char got[128];
+    if (t->ndim != ndim)
+        return pz_fail(PZ_ERR_SHAPE, "%s: tensor '%s' has shape %s, expected %d dimensions", what, t->name,
+                       shape_str(got, sizeof got, t->ndim, t->shape), ndim);
+    if (t->shape[d] > INT_MAX)
+        return pz_fail(PZ_ERR_SHAPE, "%s: tensor '%s': dimension %" PRIu64 " is too large",
+                       what, t->name, t->shape[d]);
+    *out = (int)t->shape[d];
+    return PZ_OK;
+}
+
+/* Metadata key `key`, when present, must agree with the value `v` read from `from`. */
+static pz_status agree(const char *what, const char *key, int present, int m, int v, const char *from) {
+    if (present && v >= 0 && m != v)
+        return pz_fail(PZ_ERR_FORMAT, "%s: __metadata__ %s=%d disagrees with %s (%d)", what, key, m, from, v);
+    return PZ_OK;
+}
+
+static pz_status config_from_index(const pz_st_file *f, const st_index *ix, const char *what,
+                                   pz_gpt2_config *cfg) {
+    pz_status st;
+    enum { M_HEAD, M_CTX, M_VOCAB, M_PVOCAB, M_LAYER, M_EMBD, M_N };
+    static const char *const keys[M_N] = {"n_head", "n_ctx", "vocab_size", "padded_vocab_size",
+                                          "n_layer", "n_embd"};
+    int m[M_N] = {0}, has[M_N];
+    for (int i = 0; i < M_N; i++)
+        if ((st = meta_int(f, what, keys[i], &m[i], &has[i]))) return st;
+
+    /* block_range "a-b": a stage file holding blocks [a, b) */
+    const char *br = pz_st_meta_get(f, "block_range");
+    int a = 0, b = 0;
+    if (br) {
+        const char *s = br;
+        int nd = 0;
+        for (; *s >= '0' && *s <= '9' && nd < 5; s++, nd++) a = a * 10 + (*s - '0');
+        int ok = nd > 0 && *s == '-';
+        nd = 0;
+        if (ok) for (s++; *s >= '0' && *s <= '9' && nd < 5; s++, nd++) b = b * 10 + (*s - '0');
+        if (!ok || nd == 0 || *s || a > b || b > MAX_LAYERS)
+            return pz_fail(PZ_ERR_FORMAT, "%s: __metadata__ \"block_range\": \"%s\" is not \"l0-l1\" with "
+                           "l0 <= l1", what, br);
+    }
+
+    int V = -1, C = -1, T = -1;
+    if (ix->wte) {
+        if ((st = dim_int(ix->wte, 0, 2, what, &V)) || (st = dim_int(ix->wte, 1, 2, what, &C))) return st;
+    }
+    if (ix->wpe) {
+        if ((st = dim_int(ix->wpe, 0, 2, what, &T))) return st;
+        if (C < 0 && (st = dim_int(ix->wpe, 1, 2, what, &C))) return st;
+    }
+    if (C < 0 && ix->lnfw && (st = dim_int(ix->lnfw, 0, 1, what, &C))) return st;
+    for (int l = 0; C < 0 && l < ix->nslots; l++) {
+        const pz_st_tensor *ln = ix->blk[l * PZ_BLOCK_NTENSORS + PZ_LN1W];
+        if (ln && (st = dim_int(ln, 0, 1, what, &C))) return st;
+    }
+    if ((st = agree(what, "n_embd", has[M_EMBD], m[M_EMBD], C, "the tensor shapes"))) return st;
+    if ((st = agree(what, "vocab_size", has[M_VOCAB], m[M_VOCAB], V, "wte.weight"))) return st;
+    if ((st = agree(what, "n_ctx", has[M_CTX], m[M_CTX], T, "wpe.weight"))) return st;
+    if (C < 0 && has[M_EMBD]) C = m[M_EMBD];
+    if (V < 0 && has[M_VOCAB]) V = m[M_VOCAB];
+    if (T < 0 && has[M_CTX]) T = m[M_CTX];
+    if (C < 0) return pz_fail(PZ_ERR_FORMAT, "%s: cannot tell the channel count: no wte.weight, wpe.weight "
+                              "or LayerNorm, and no __metadata__ n_embd", what);
+    if (V < 0) return pz_fail(PZ_ERR_FORMAT, "%s: cannot tell the vocabulary size: no wte.weight and no "
+                              "__metadata__ vocab_size", what);
+    if (T < 0) return pz_fail(PZ_ERR_FORMAT, "%s: cannot tell the context length: no wpe.weight and no "
+                              "__metadata__ n_ctx", what);
+
+    /* Layers: a whole-model file holds h.0 .. h.L-1; a stage file exactly its range. */
+    int lo = br ? a : 0, hi;
+    if (br) {
+        if (!has[M_LAYER])
+            return pz_fail(PZ_ERR_FORMAT, "%s: a stage file (block_range %s) needs __metadata__ n_layer", what, br);
+        hi = b;
+    } else {
+        hi = ix->nslots;
+        if (hi == 0) return pz_fail(PZ_ERR_FORMAT, "%s: no transformer blocks (h.N.*)", what);
+    }
+    int L = has[M_LAYER] ? m[M_LAYER] : hi;
+    if (hi > L)
+        return pz_fail(PZ_ERR_FORMAT, "%s: holds blocks up to h.%d but __metadata__ n_layer is %d",
+                       what, (br ? b : ix->nslots) - 1, L);
+    for (int l = 0; l < ix->nslots; l++)
+        if (ix->present[l] && (l < lo || l >= hi))
+            return pz_fail(PZ_ERR_FORMAT, "%s: block h.%d is outside the file's block range [%d, %d)",
+                           what, l, lo, hi);
+    for (int l = lo; l < hi; l++) {
+        if (l >= ix->nslots || !ix->present[l])
+            return pz_fail(PZ_ERR_FORMAT, "%s: block h.%d is missing (blocks must be %d..%d with no gap)",
+                           what, l, lo, hi - 1);
+        for (int t = 0; t < PZ_BLOCK_NTENSORS; t++)
+            if (!ix->blk[l * PZ_BLOCK_NTENSORS + t])
+                return pz_fail(PZ_ERR_FORMAT, "%s: block h.%d is incomplete: missing tensor 'h.%d.%s'",
+                               what, l, l, block_suffix[t]);
+    }
+    if (!br) {
+        const char *missing = !ix->wte ? "wte.weight" : !ix->wpe ? "wpe.weight"
+                            : !ix->lnfw ? "ln_f.weight" : !ix->lnfb ? "ln_f.bias" : NULL;
+        if (missing) return pz_fail(PZ_ERR_FORMAT, "%s: missing tensor '%s'", what, missing);
+    }
+
+    int NH;
+    if (has[M_HEAD]) NH = m[M_HEAD];
+    else if (C % 64 == 0) NH = C / 64; /* GPT-2 family: head size 64 */
+    else return pz_fail(PZ_ERR_FORMAT, "%s: channels %d is not a multiple of 64, so the head count cannot "
+                        "be guessed; add __metadata__ \"n_head\"", what, C);
+    pz_gpt2_config c = {T, V, has[M_PVOCAB] ? m[M_PVOCAB] : pz_pad_vocab(V), L, NH, C};
+    if (pz_gpt2_config_validate(&c) != PZ_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", pz_last_error());
+        return pz_fail(PZ_ERR_FORMAT, "%s: config from the file is invalid: %s", what, msg);
+    }
+    if ((st = check_shapes(ix, &c, what))) return st;
+    *cfg = c;
+    return PZ_OK;
+}
+
+pz_status pz_ckpt_config_from_safetensors(const pz_st_file *f, const char *what, pz_gpt2_config *cfg) {
+    st_index ix;
+    pz_status st = index_build(&ix, f, what);
+    if (st) return st;
+    st = config_from_index(f, &ix, what, cfg);
+    index_free(&ix);
+    return st;
+}
+
+/* ---------------------------------------------------------------- llm.c */
+
+static pz_status pread_all(int fd, void *buf, size_t n, uint64_t off, const char *path) {
+    uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t got = pread(fd, p, n, (off_t)off);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0)
+            return pz_fail(PZ_ERR_IO, "%s: read failed at byte %" PRIu64 ": %s", path, off, strerror(errno));
+        if (got == 0)
+            return pz_fail(PZ_ERR_IO, "%s: unexpected end of file at byte %" PRIu64 " (truncated?)", path, off);
+        p += got;
+        n -= (size_t)got;
+        off += (uint64_t)got;
+    }
+    return PZ_OK;
+}
+
+/* Validates an llm.c model header (h, 256 int32) against the file size
+ * and returns its config and version. */
+static pz_status llmc_header(const char *path, const int32_t *h, uint64_t fsize,
+                             pz_gpt2_config *cfg, int *version) {
+    if (h[0] != PZ_LLMC_MODEL_MAGIC)
+        return pz_fail(PZ_ERR_FORMAT, "%s: bad magic %" PRId32 " in header slot 0, expected %d (llm.c model)",
+                       path, h[0], PZ_LLMC_MODEL_MAGIC);
+    switch (h[1]) {
+    case 3: case 5: break;
+    case 1: case 2: case 4: {
+        static const char *const why[] = {"", "fp32 with an unpadded vocab", "bf16 with an unpadded vocab",
+                                          "", "bf16 with older layernorm handling"};
+        return pz_fail(PZ_ERR_FORMAT, "%s: llm.c model version %" PRId32 " (%s) is retired; re-export it "
+                       "with current llm.c (version 3 = fp32 or 5 = bf16, padded vocab)", path, h[1], why[h[1]]);
+    }
+    default:
+        return pz_fail(PZ_ERR_FORMAT, "%s: unknown llm.c model version %" PRId32 " in header slot 1 "
+                       "(supported: 3 = fp32, 5 = bf16)", path, h[1]);
+    }
+    pz_gpt2_config c = {h[2], h[3], h[7], h[4], h[5], h[6]};
+    if (pz_gpt2_config_validate(&c) != PZ_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", pz_last_error());
+        return pz_fail(PZ_ERR_FORMAT, "%s: llm.c header slots 2..7: %s", path, msg);
+    }
+    uint64_t esz = h[1] == 3 ? 4 : 2;
+    uint64_t want = LLMC_HEADER_BYTES + (uint64_t)pz_gpt2_numel(&c) * esz;
+    if (fsize < want)
+        return pz_fail(PZ_ERR_IO, "%s: truncated: the header (V=%d Vp=%d L=%d C=%d maxT=%d, %s) needs %" PRIu64
+                       " bytes, the file has %" PRIu64, path, c.vocab_size, c.padded_vocab_size, c.num_layers,
+                       c.channels, c.max_seq_len, esz == 4 ? "fp32" : "bf16", want, fsize);
+    if (fsize > want)
+        return pz_fail(PZ_ERR_FORMAT, "%s: %" PRIu64 " unexpected bytes after the %" PRIu64 " the header "
+                       "describes", path, fsize - want, want);
+    *cfg = c;
+    *version = h[1];
+    return PZ_OK;
+}
+
+/* Opens an llm.c model file and validates its header; *fd stays open on success. */
+static pz_status llmc_open(const char *path, int *fd, pz_gpt2_config *cfg, int *version) {
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0) return pz_fail(PZ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    int32_t h[LLMC_HEADER_INTS];
+    pz_status st = PZ_OK;
+    if (fstat(*fd, &sb) != 0) st = pz_fail(PZ_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    else if ((uint64_t)sb.st_size < LLMC_HEADER_BYTES)
+        st = pz_fail(PZ_ERR_IO, "%s: truncated: %" PRIu64 " bytes, an llm.c header alone is %d",
+                     path, (uint64_t)sb.st_size, LLMC_HEADER_BYTES);
+    else if (!(st = pread_all(*fd, h, LLMC_HEADER_BYTES, 0, path)))
+        st = llmc_header(path, h, (uint64_t)sb.st_size, cfg, version);
+    if (st) { close(*fd); *fd = -1; }
+    return st;
+}
+
+/* dst (n) <- n elements starting at element `elem` of the payload. */
+static pz_status llmc_read(int fd, const char *path, int version, uint64_t elem, float *dst, size_t n) {
+    if (version == 3) return pread_all(fd, dst, n * 4, LLMC_HEADER_BYTES + elem * 4, path);
+    enum { CHUNK = 1 << 16 };
+    uint16_t *tmp = xmalloc(CHUNK * sizeof *tmp);
+    pz_status st = PZ_OK;
+    for (size_t i = 0; i < n && !st; i += CHUNK) {
+        size_t k = n - i < CHUNK ? n - i : CHUNK;
+        st = pread_all(fd, tmp, k * 2, LLMC_HEADER_BYTES + (elem + i) * 2, path);
+        for (size_t j = 0; !st && j < k; j++) dst[i + j] = pz_bf16_to_f32(tmp[j]);
+    }
+    free(tmp);
+    return st;
+}
+
+static float *block_tensor(const pz_block_params *b, int t) {
+    float *const ptrs[PZ_BLOCK_NTENSORS] = {b->ln1w, b->ln1b, b->qkvw, b->qkvb, b->attprojw, b->attprojb,
+                                            b->ln2w, b->ln2b, b->fcw, b->fcb, b->fcprojw, b->fcprojb};
+    return ptrs[t];
+}
+
+static pz_status config_mismatch(const char *path, const pz_gpt2_config *f, const pz_gpt2_config *m) {
+    const char *names[6] = {"max_seq_len", "vocab_size", "padded_vocab_size", "num_layers", "num_heads",
+                            "channels"};
+    int fv[6] = {f->max_seq_len, f->vocab_size, f->padded_vocab_size, f->num_layers, f->num_heads, f->channels};
+    int mv[6] = {m->max_seq_len, m->vocab_size, m->padded_vocab_size, m->num_layers, m->num_heads, m->channels};
+    for (int i = 0; i < 6; i++)
+        if (fv[i] != mv[i])
+            return pz_fail(PZ_ERR_SHAPE, "%s: the file has %s=%d, the model %d", path, names[i], fv[i], mv[i]);
+    return PZ_OK;
+}
+
+/* Element offsets of the llm.c payload: tensor-major, every per-layer
+ * tensor stacked over the L layers. */
+typedef struct { uint64_t wte, wpe, blk[PZ_BLOCK_NTENSORS], lnfw, lnfb; } llmc_offsets;
+
+static llmc_offsets llmc_layout(const pz_gpt2_config *c) {
+    llmc_offsets o;
+    uint64_t C = (uint64_t)c->channels, at = 0;
+    o.wte = at; at += (uint64_t)c->padded_vocab_size * C;
+    o.wpe = at; at += (uint64_t)c->max_seq_len * C;
+    for (int t = 0; t < PZ_BLOCK_NTENSORS; t++) {
+        o.blk[t] = at;
+        at += (uint64_t)c->num_layers * pz_block_tensor_numel(c, t);
+    }
+    o.lnfw = at; at += C;
+    o.lnfb = at;
+    return o;
+}
+
+static pz_status load_llmc(const char *path, pz_gpt2_params *p) {
+    int fd, version;
+    pz_gpt2_config fc;
+    pz_status st = llmc_open(path, &fd, &fc, &version);
+    if (st) return st;
+    st = config_mismatch(path, &fc, &p->cfg);
+    llmc_offsets o = llmc_layout(&fc);
+    size_t C = (size_t)fc.channels;
+    if (!st && p->wte) st = llmc_read(fd, path, version, o.wte, p->wte, (size_t)fc.padded_vocab_size * C);
+    if (!st && p->wpe) st = llmc_read(fd, path, version, o.wpe, p->wpe, (size_t)fc.max_seq_len * C);
+    for (int i = 0; !st && i < p->range.l1 - p->range.l0; i++) {
+        uint64_t l = (uint64_t)(p->range.l0 + i);
+        for (int t = 0; !st && t < PZ_BLOCK_NTENSORS; t++) {
+            size_t n = pz_block_tensor_numel(&fc, t);
+            st = llmc_read(fd, path, version, o.blk[t] + l * n, block_tensor(&p->blocks[i], t), n);
+        }
+    }
+    if (!st && p->lnfw) st = llmc_read(fd, path, version, o.lnfw, p->lnfw, C);
+    if (!st && p->lnfb) st = llmc_read(fd, path, version, o.lnfb, p->lnfb, C);
+    close(fd);
+    return st;
+}
+
+/* ------------------------------------------------------------ detection */
+
+/* llm.c model magic in the first int32, else safetensors; a few obvious
+ * wrong files (other llm.c files, implausible header lengths) get their
+ * own message instead of a safetensors parse error. */
+static pz_status detect(const char *path, pz_ckpt_format *fmt) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return pz_fail(PZ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    uint8_t head[8] = {0};
+    size_t got = fread(head, 1, 8, f);
+    int err = ferror(f);
+    fclose(f);
+    if (err) return pz_fail(PZ_ERR_IO, "%s: read error", path);
+    if (got < 4)
+        return pz_fail(PZ_ERR_FORMAT, "%s: %zu bytes is too short to be a model checkpoint", path, got);
+    int32_t first;
+    uint64_t n;
+    memcpy(&first, head, 4);
+    memcpy(&n, head, 8);
+    if (first == PZ_LLMC_MODEL_MAGIC) { *fmt = PZ_CKPT_LLMC; return PZ_OK; }
+    static const struct { int32_t magic; const char *what; } other[] = {
+        {20240327, "a debug state"}, {20240328, "a tokenizer"}, {20240520, "a token shard"},
+        {20240522, "an eval set"}, {20240527, "a training state"}, {20240801, "a llama-3 token shard"},
+    };
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
+        if (first == other[i].magic)
+            return pz_fail(PZ_ERR_FORMAT, "%s: magic %d marks %s file from llm.c, not a model (magic %d)",
+                           path, first, other[i].what, PZ_LLMC_MODEL_MAGIC);
+    if (got == 8 && n > PZ_ST_MAX_HEADER)
+        return pz_fail(PZ_ERR_FORMAT, "%s: not a model checkpoint: the first int32 %d is not the llm.c magic "
+                       "%d and the first u64 %" PRIu64 " is no safetensors header length", path, first,
+                       PZ_LLMC_MODEL_MAGIC, n);
+    *fmt = PZ_CKPT_SAFETENSORS;
+    return PZ_OK;
+}
+
+pz_status pz_ckpt_read_config(const char *path, pz_gpt2_config *cfg, pz_ckpt_format *fmt) {
+    pz_ckpt_format got;
+    pz_status st = detect(path, &got);
+    if (st) return st;
+    if (fmt) *fmt = got;
+    if (got == PZ_CKPT_LLMC) {
+        int fd, version;
+        if ((st = llmc_open(path, &fd, cfg, &version))) return st;
+        close(fd);
+        return PZ_OK;
+    }
+    pz_st_file f;
+    if ((st = pz_st_open(&f, path))) return st;
+    st = pz_ckpt_config_from_safetensors(&f, path, cfg);
+    pz_st_close(&f);
+    return st;
+}
+
+/* ---------------------------------------------------- safetensors load */
+
+static pz_status load_safetensors(const char *path, pz_gpt2_params *p) {
+    const pz_gpt2_config *c = &p->cfg;
+    pz_st_file f;
+    st_index ix;
+    pz_status st = pz_st_open(&f, path);
+    if (st) return st;
+    if ((st = index_build(&ix, &f, path))) { pz_st_close(&f); return st; }
+
+    /* metadata that contradicts the model is an error even when the
+     * shapes cannot show it (n_head, n_layer); padded_vocab_size is ours
+     * to choose since the file stores wte unpadded */
+    static const char *const keys[5] = {"n_head", "n_ctx", "vocab_size", "n_layer", "n_embd"};
+    int want[5] = {c->num_heads, c->max_seq_len, c->vocab_size, c->num_layers, c->channels};
+    for (int i = 0; i < 5 && !st; i++) {
+        int v = 0, has = 0;
+        if ((st = meta_int(&f, path, keys[i], &v, &has))) break;
+        if (has && v != want[i])
+            st = pz_fail(PZ_ERR_SHAPE, "%s: __metadata__ %s=%d but the model has %d", path, keys[i], v, want[i]);
+    }
+    if (!st && ix.nslots > c->num_layers)
+        st = pz_fail(PZ_ERR_FORMAT, "%s: unexpected block h.%d: the model has %d layers",
+                     path, ix.nslots - 1, c->num_layers);
+    if (!st) st = check_shapes(&ix, c, path);
+    if (!st && ix.lm_head && p->wte
+        && memcmp(ix.lm_head->data, ix.wte->data, (size_t)(ix.wte->end - ix.wte->begin)) != 0)
+        st = pz_fail(PZ_ERR_FORMAT, "%s: lm_head.weight differs from wte.weight: untied output heads are "
+                     "not supported", path);
+
+    int n = pz_gpt2_params_tensors(p, NULL);
+    pz_tensor_info *ts = xcalloc((size_t)n, sizeof *ts);
+    pz_gpt2_params_tensors(p, ts);
+    for (int i = 0; i < n && !st; i++) {
+        pz_tensor_info *t = &ts[i];
+        int layer = 0, which = 0;
+        const pz_st_tensor *src = NULL;
+        switch (classify(t->name, &layer, &which)) {
+        case N_WTE: src = ix.wte; break;
+        case N_WPE: src = ix.wpe; break;
+        case N_LNFW: src = ix.lnfw; break;
+        case N_LNFB: src = ix.lnfb; break;
+        case N_BLOCK: if (layer < ix.nslots) src = ix.blk[layer * PZ_BLOCK_NTENSORS + which]; break;
+        }
+        if (!src) { st = pz_fail(PZ_ERR_FORMAT, "%s: missing tensor '%s'", path, t->name); break; }
+        /* shapes were checked against cfg above */
+        if (t->conv1d) {
+            decode_transposed(t->data, src->data, (size_t)t->shape[1], (size_t)t->shape[0], src->dtype);
+        } else if (src == ix.wte) {
+            size_t have = (size_t)c->vocab_size * (size_t)c->channels;
+            decode(t->data, src->data, have, src->dtype);
+            memset(t->data + have, 0, (t->numel - have) * sizeof(float)); /* padded rows */
+        } else {
+            decode(t->data, src->data, t->numel, src->dtype);
+        }
+    }
+    free(ts);
+    index_free(&ix);
+    pz_st_close(&f);
+    return st;
+}
+
+pz_status pz_ckpt_load(const char *path, pz_gpt2_params *p) {
+    const pz_stage_range *r = &p->range;
+    if (r->l0 < 0 || r->l0 > r->l1 || r->l1 > p->cfg.num_layers)
+        return pz_fail(PZ_ERR_ARG, "%s: bad stage range [%d, %d) for %d layers", path, r->l0, r->l1,
+                       p->cfg.num_layers);
+    pz_ckpt_format fmt;
+    pz_status st = detect(path, &fmt);
+    if (st) return st;
+    return fmt == PZ_CKPT_LLMC ? load_llmc(path, p) : load_safetensors(path, p);
+}
+
+/* ---------------------------------------------------------------- save */
+
+static int is_whole_model(const pz_gpt2_params *p) {
+    return p->range.l0 == 0 && p->range.l1 == p->cfg.num_layers && p->range.has_embed && p->range.has_head;
+}
+
+pz_status pz_ckpt_save_safetensors(const char *path, const pz_gpt2_params *p) {
+    const pz_gpt2_config *c = &p->cfg;
+    int n = pz_gpt2_params_tensors(p, NULL);
+    pz_tensor_info *ts = xcalloc((size_t)n, sizeof *ts);
+    pz_st_write_tensor *ws = xcalloc((size_t)n, sizeof *ws);
+    pz_gpt2_params_tensors(p, ts);
+    for (int i = 0; i < n; i++) {
+        pz_tensor_info *t = &ts[i];
+        pz_st_write_tensor *w = &ws[i];
+        w->name = t->name;
+        w->dtype = PZ_ST_F32;
+        w->data = t->data;
+        w->ndim = t->ndim;
+        w->shape[0] = (uint64_t)t->shape[0];
+        w->shape[1] = (uint64_t)t->shape[1];
+        if (strcmp(t->name, "wte.weight") == 0) {
+            w->shape[0] = (uint64_t)c->vocab_size; /* HF stores wte unpadded: the first V rows */
+        } else if (t->conv1d) {
+            w->shape[0] = (uint64_t)t->shape[1]; /* (in, out) */
+            w->shape[1] = (uint64_t)t->shape[0];
+            w->transposed = 1;
+        }
+    }
+    char val[7][24];
+    pz_st_meta meta[8];
+    int nm = 0;
+    meta[nm++] = (pz_st_meta){"format", "pt"};
+    const char *keys[6] = {"n_head", "n_ctx", "vocab_size", "padded_vocab_size", "n_layer", "n_embd"};
+    int vals[6] = {c->num_heads, c->max_seq_len, c->vocab_size, c->padded_vocab_size, c->num_layers, c->channels};
+    for (int i = 0; i < 6; i++) {
+        snprintf(val[i], sizeof val[i], "%d", vals[i]);
+        meta[nm++] = (pz_st_meta){keys[i], val[i]};
+    }
+    if (!is_whole_model(p)) {
+        snprintf(val[6], sizeof val[6], "%d-%d", p->range.l0, p->range.l1);
+        meta[nm++] = (pz_st_meta){"block_range", val[6]};
+    }
+    pz_status st = pz_st_write(path, ws, n, meta, nm);
+    free(ws);
+    free(ts);
+    return st;
+}
+
+static pz_status write_bytes(pz_atomic_file *af, const void *p, size_t n) {
+    if (n && fwrite(p, 1, n, af->f) != n)
+        return pz_fail(PZ_ERR_IO, "%s: write failed: %s", af->tmp, strerror(errno));
+    return PZ_OK;
+}
+
+/* x (n) as fp32 (version 3) or bf16 (version 5). */
+static pz_status write_floats(pz_atomic_file *af, const float *x, size_t n, int version) {
+    if (version == 3) return write_bytes(af, x, n * sizeof *x);
+    enum { CHUNK = 1 << 16 };
+    uint16_t *tmp = xmalloc(CHUNK * sizeof *tmp);
+    pz_status st = PZ_OK;
+    for (size_t i = 0; i < n && !st; i += CHUNK) {
+        size_t k = n - i < CHUNK ? n - i : CHUNK;
+        for (size_t j = 0; j < k; j++) tmp[j] = pz_f32_to_bf16(x[i + j]);
+        st = write_bytes(af, tmp, k * sizeof *tmp);
+    }
+    free(tmp);
+    return st;
+}
+
+pz_status pz_ckpt_save_llmc(const char *path, const pz_gpt2_params *p, int version) {
+    const pz_gpt2_config *c = &p->cfg;
+    if (version != 3 && version != 5)
+        return pz_fail(PZ_ERR_ARG, "%s: llm.c model version %d cannot be written (3 = fp32, 5 = bf16)",
+                       path, version);
+    if (!is_whole_model(p))
+        return pz_fail(PZ_ERR_ARG, "%s: the llm.c format holds a whole model; this stage holds blocks "
+                       "[%d, %d)%s%s of %d (save stages as safetensors)", path, p->range.l0, p->range.l1,
+                       p->range.has_embed ? " + embeddings" : "", p->range.has_head ? " + head" : "",
+                       c->num_layers);
+    int32_t h[LLMC_HEADER_INTS] = {PZ_LLMC_MODEL_MAGIC, version, c->max_seq_len, c->vocab_size,
+                                   c->num_layers, c->num_heads, c->channels, c->padded_vocab_size};
+    pz_atomic_file af;
+    pz_status st = pz_atomic_open(&af, path);
+    if (st) return st;
+    size_t C = (size_t)c->channels;
+    st = write_bytes(&af, h, sizeof h);
+    if (!st) st = write_floats(&af, p->wte, (size_t)c->padded_vocab_size * C, version);
+    if (!st) st = write_floats(&af, p->wpe, (size_t)c->max_seq_len * C, version);
+    /* our memory is block-major; llm.c stacks each tensor over the layers */
+    for (int t = 0; !st && t < PZ_BLOCK_NTENSORS; t++)
+        for (int l = 0; !st && l < c->num_layers; l++)
+            st = write_floats(&af, block_tensor(&p->blocks[l], t), pz_block_tensor_numel(c, t), version);
+    if (!st) st = write_floats(&af, p->lnfw, C, version);
+    if (!st) st = write_floats(&af, p->lnfb, C, version);
+    if (st) { pz_atomic_abort(&af); return st; }
+    return pz_atomic_commit(&af);
+}
+
+pz_status pz_ckpt_save(const char *path, const pz_gpt2_params *p, pz_ckpt_format fmt) {
+    if (fmt == PZ_CKPT_AUTO) {
+        size_t n = strlen(path);
+        fmt = n >= 4 && strcmp(path + n - 4, ".bin") == 0 ? PZ_CKPT_LLMC : PZ_CKPT_SAFETENSORS;
+    }
+    return fmt == PZ_CKPT_LLMC ? pz_ckpt_save_llmc(path, p, 3) : pz_ckpt_save_safetensors(path, p);
+}

@@ -1,0 +1,248 @@
+/* cli.c: subcommands and a small table-driven flag parser, so that --help is
+ * generated from the same table that parses the flags and cannot drift. */
+#include "runtime/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "runtime/data.h"
+#include "runtime/train.h"
+
+typedef enum { FLAG_INT, FLAG_LONG, FLAG_FLOAT, FLAG_STR, FLAG_BOOL } flag_kind;
+
+typedef struct {
+    const char *name;      /* "--batch" */
+    flag_kind kind;
+    void *ptr;             /* int*, long*, float*, const char**, int* */
+    const char *help;
+    double lo, hi;         /* range for numbers */
+    int *given;            /* set to 1 when the flag appears (optional) */
+} flag_spec;
+
+static void print_flags(FILE *f, const flag_spec *fs, int n) {
+    for (int i = 0; i < n; i++) {
+        const char *arg = fs[i].kind == FLAG_BOOL ? "" : fs[i].kind == FLAG_STR ? " S" : " N";
+        char left[64];
+        snprintf(left, sizeof left, "%s%s", fs[i].name, arg);
+        fprintf(f, "  %-22s %s", left, fs[i].help);
+        switch (fs[i].kind) {
+        case FLAG_INT: fprintf(f, " (default %d)", *(int *)fs[i].ptr); break;
+        case FLAG_LONG: fprintf(f, " (default %ld)", *(long *)fs[i].ptr); break;
+        case FLAG_FLOAT: fprintf(f, " (default %g)", (double)*(float *)fs[i].ptr); break;
+        case FLAG_STR:
+            if (*(const char **)fs[i].ptr) fprintf(f, " (default %s)", *(const char **)fs[i].ptr);
+            break;
+        case FLAG_BOOL: break;
+        }
+        fputc('\n', f);
+    }
+}
+
+/* Returns 0 on success, 1 after printing an error, 2 if --help was printed. */
+static int parse_flags(const char *cmd, const char *usage, int argc, char **argv,
+                       const flag_spec *fs, int n, int *rest_start) {
+    int i = 0;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            printf("%s\n\nflags:\n", usage);
+            print_flags(stdout, fs, n);
+            return 2;
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            if (rest_start) break;   /* positional arguments follow */
+            fprintf(stderr, "pipezip %s: error: unexpected argument '%s' (see --help)\n", cmd, a);
+            return 1;
+        }
+        if (strcmp(a, "--") == 0) { i++; break; }
+        /* accept --flag=value as well as --flag value */
+        char name[64];
+        const char *eq = strchr(a, '=');
+        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
+        if (nlen >= sizeof name) nlen = sizeof name - 1;
+        memcpy(name, a, nlen);
+        name[nlen] = 0;
+        const flag_spec *f = NULL;
+        for (int k = 0; k < n; k++)
+            if (strcmp(fs[k].name, name) == 0) f = &fs[k];
+        if (!f) {
+            fprintf(stderr, "pipezip %s: error: unknown flag '%s' (see --help)\n", cmd, name);
+            return 1;
+        }
+        if (f->given) *f->given = 1;
+        if (f->kind == FLAG_BOOL) {
+            if (eq) { fprintf(stderr, "pipezip %s: error: %s takes no value\n", cmd, name); return 1; }
+            *(int *)f->ptr = 1;
+            continue;
+        }
+        const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!val) {
+            fprintf(stderr, "pipezip %s: error: %s needs a value\n", cmd, name);
+            return 1;
+        }
+        pz_status st = PZ_OK;
+        if (f->kind == FLAG_STR) {
+            if (!*val) { fprintf(stderr, "pipezip %s: error: %s: empty value\n", cmd, name); return 1; }
+            *(const char **)f->ptr = val;
+        } else if (f->kind == FLAG_INT || f->kind == FLAG_LONG) {
+            long v;
+            st = pz_parse_int(val, (long)f->lo, (long)f->hi, &v, name);
+            if (st == PZ_OK) {
+                if (f->kind == FLAG_INT) *(int *)f->ptr = (int)v;
+                else *(long *)f->ptr = v;
+            }
+        } else {
+            double v;
+            st = pz_parse_float(val, f->lo, f->hi, &v, name);
+            if (st == PZ_OK) *(float *)f->ptr = (float)v;
+        }
+        if (st != PZ_OK) {
+            fprintf(stderr, "pipezip %s: error: %s\n", cmd, pz_last_error());
+            return 1;
+        }
+    }
+    if (rest_start) *rest_start = i;
+    return 0;
+}
+
+static int fail(const char *cmd, pz_status st) {
+    fprintf(stderr, "pipezip %s: error: %s\n", cmd, pz_last_error());
+    (void)st;
+    return 1;
+}
+
+#define NFLAGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static int cmd_train(int argc, char **argv) {
+    pz_train_opts o;
+    pz_train_opts_default(&o);
+    const flag_spec fs[] = {
+        {"--preset", FLAG_STR, &o.preset, "start from random weights of a preset: gpt2, demo, tiny", 0, 0, NULL},
+        {"--init", FLAG_STR, &o.init, "start from a checkpoint (HF safetensors or llm.c .bin)", 0, 0, NULL},
+        {"--data", FLAG_STR, &o.data, "training token shards: a file, a comma list or a glob", 0, 0, NULL},
+        {"--val-data", FLAG_STR, &o.val_data, "validation token shards", 0, 0, NULL},
+        {"--batch", FLAG_INT, &o.batch, "sequences per micro-batch (B)", 1, 65536, NULL},
+        {"--seq", FLAG_INT, &o.seq, "tokens per sequence (T), at most the model's context", 1, 65536, NULL},
+        {"--steps", FLAG_INT, &o.steps, "optimizer steps", 1, 100000000, NULL},
+        {"--accum", FLAG_INT, &o.accum, "micro-batches accumulated per step", 1, 65536, NULL},
+        {"--lr", FLAG_FLOAT, &o.optim.lr, "peak learning rate", 0, 10, NULL},
+        {"--min-lr-frac", FLAG_FLOAT, &o.optim.min_lr_frac, "cosine decays to lr x this", 0, 1, NULL},
+        {"--warmup", FLAG_INT, &o.optim.warmup_steps, "linear warm-up steps (default: steps/10)", 0, 100000000, &o.warmup_given},
+        {"--weight-decay", FLAG_FLOAT, &o.optim.weight_decay, "AdamW decoupled weight decay on 2-D weights", 0, 10, NULL},
+        {"--beta1", FLAG_FLOAT, &o.optim.beta1, "AdamW beta1", 0, 0.999999, NULL},
+        {"--beta2", FLAG_FLOAT, &o.optim.beta2, "AdamW beta2", 0, 0.999999, NULL},
+        {"--grad-clip", FLAG_FLOAT, &o.optim.grad_clip, "clip the global gradient norm to this (0 = off)", 0, 1e9, NULL},
+        {"--seed", FLAG_LONG, &o.seed, "seed for initialisation and shuffling", 0, 1e18, NULL},
+        {"--val-every", FLAG_INT, &o.val_every, "validate every N steps (and after the last step; 0 = never)", 0, 100000000, NULL},
+        {"--val-batches", FLAG_INT, &o.val_batches, "validation batches, read in file order", 1, 100000000, NULL},
+        {"--save", FLAG_STR, &o.save, "write the trained model here at the end (.bin = llm.c v3, else safetensors)", 0, 0, NULL},
+        {"--threads", FLAG_INT, &o.threads, "CPU threads (0 = all cores)", 0, 1024, NULL},
+    };
+    int r = parse_flags("train", "usage: pipezip train (--preset NAME | --init FILE) --data SHARDS [flags]\n\n"
+                        "Trains a GPT-2 in one process. Prints one JSON line per step on stdout:\n"
+                        "  {\"step\",\"loss\",\"lr\",\"norm\",\"ms\",\"tok_s\"} and {\"step\",\"val_loss\"} lines.",
+                        argc, argv, fs, NFLAGS(fs), NULL);
+    if (r) return r == 2 ? 0 : 1;
+    pz_status st = pz_train_run(&o);
+    return st == PZ_OK ? 0 : fail("train", st);
+}
+
+static int cmd_eval(int argc, char **argv) {
+    const char *model = NULL, *data = NULL;
+    int batch = 4, seq = 64, batches = 0, threads = 0;
+    const flag_spec fs[] = {
+        {"--model", FLAG_STR, &model, "checkpoint (HF safetensors or llm.c .bin)", 0, 0, NULL},
+        {"--data", FLAG_STR, &data, "token shards", 0, 0, NULL},
+        {"--batch", FLAG_INT, &batch, "sequences per batch (B)", 1, 65536, NULL},
+        {"--seq", FLAG_INT, &seq, "tokens per sequence (T)", 1, 65536, NULL},
+        {"--batches", FLAG_INT, &batches, "batches to evaluate, in file order (0 = all)", 0, 100000000, NULL},
+        {"--threads", FLAG_INT, &threads, "CPU threads (0 = all cores)", 0, 1024, NULL},
+    };
+    int r = parse_flags("eval", "usage: pipezip eval --model FILE --data SHARDS [--batch B --seq T --batches N]\n\n"
+                        "Prints {\"loss\": mean next-token cross-entropy (natural log)} over the first N\n"
+                        "batches in file order: batch k is tokens [k*B*T, (k+1)*B*T] of the data, inputs\n"
+                        "and targets shifted by one, as llm.c's loader reads them.",
+                        argc, argv, fs, NFLAGS(fs), NULL);
+    if (r) return r == 2 ? 0 : 1;
+    if (!model || !data) {
+        fprintf(stderr, "pipezip eval: error: --model and --data are required\n");
+        return 1;
+    }
+    pz_backend_cpu_set_threads(threads);
+    pz_stage s;
+    pz_acts a;
+    pz_dataset d;
+    pz_status st = pz_model_create(&s, pz_backend_cpu(), NULL, model, 0, batch, seq);
+    if (st != PZ_OK) return fail("eval", st);
+    if ((st = pz_dataset_open(&d, data, seq, s.cfg.vocab_size)) != PZ_OK) {
+        pz_stage_free(&s);
+        return fail("eval", st);
+    }
+    pz_acts_init(&a, &s);
+    double loss;
+    int used = 0;
+    st = pz_eval_loss(&s, &a, &d, batches, &loss, &used);
+    if (st == PZ_OK) printf("{\"loss\":%.7f,\"batches\":%d,\"tokens\":%ld}\n", loss, used, (long)used * batch * seq);
+    pz_acts_free(&a, &s);
+    pz_dataset_close(&d);
+    pz_stage_free(&s);
+    return st == PZ_OK ? 0 : fail("eval", st);
+}
+
+static int cmd_tokenize(int argc, char **argv) {
+    const char *out = NULL, *val_out = NULL;
+    float val_fraction = 0.0f;
+    const flag_spec fs[] = {
+        {"--out", FLAG_STR, &out, "training shard to write", 0, 0, NULL},
+        {"--val-out", FLAG_STR, &val_out, "validation shard to write (the tail of the text)", 0, 0, NULL},
+        {"--val-fraction", FLAG_FLOAT, &val_fraction, "fraction of bytes for validation", 0, 0.99, NULL},
+    };
+    int rest = 0;
+    int r = parse_flags("tokenize", "usage: pipezip tokenize --out TRAIN.bin [--val-out VAL.bin --val-fraction F] FILE...\n\n"
+                        "Byte-level tokenizer (vocabulary 256): concatenates the text files in the order\n"
+                        "given and writes llm.c token shards. The last F of the bytes (cut back to a\n"
+                        "newline when one is within 4 KiB) go to the validation shard.",
+                        argc, argv, fs, NFLAGS(fs), &rest);
+    if (r) return r == 2 ? 0 : 1;
+    if (!out || rest >= argc) {
+        fprintf(stderr, "pipezip tokenize: error: --out and at least one input file are required\n");
+        return 1;
+    }
+    if ((val_out != NULL) != (val_fraction > 0.0f)) {
+        fprintf(stderr, "pipezip tokenize: error: --val-out and --val-fraction go together\n");
+        return 1;
+    }
+    pz_status st = pz_tokenize_bytes((const char *const *)(argv + rest), argc - rest, out, val_out, val_fraction);
+    return st == PZ_OK ? 0 : fail("tokenize", st);
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} commands[] = {
+    {"train", cmd_train, "train a GPT-2 in one process"},
+    {"eval", cmd_eval, "mean next-token loss of a checkpoint on token shards"},
+    {"tokenize", cmd_tokenize, "turn text files into byte-level token shards"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: pipezip COMMAND [flags]   (pipezip COMMAND --help for its flags)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+}
+
+int pz_cli_main(int argc, char **argv) {
+    if (argc < 2) { usage(stderr); return 1; }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) { printf("pipezip 0.1.0\n"); return 0; }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 2, argv + 2);
+    fprintf(stderr, "pipezip: error: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 1;
+}

@@ -1,0 +1,42 @@
+/* optim.h: AdamW over a stage's parameters, learning-rate schedule and
+ * global-norm gradient clipping. Weight decay is applied only to tensors
+ * marked decay (2-D weights, embeddings), never to biases and LayerNorm. */
+#ifndef PZ_OPTIM_H
+#define PZ_OPTIM_H
+
+#include "stages/stage.h"
+
+typedef struct {
+    float lr;            /* peak learning rate */
+    float min_lr_frac;   /* cosine decays to lr * min_lr_frac */
+    int warmup_steps;    /* linear warm-up from lr/warmup to lr */
+    int total_steps;     /* cosine ends here */
+    float beta1, beta2, eps;
+    float weight_decay;
+    float grad_clip;     /* max global L2 norm; <= 0 disables */
+} pz_optim_config;
+
+void pz_optim_config_default(pz_optim_config *c);
+
+typedef struct {
+    pz_optim_config cfg;
+    float *m, *v;        /* backend memory, numel each */
+    size_t numel;
+    int t;               /* steps taken */
+    int ntensors;
+    pz_tensor_info *tensors; /* of the stage's params, for the decay mask */
+} pz_optim;
+
+pz_status pz_optim_init(pz_optim *o, const pz_stage *s, const pz_optim_config *cfg);
+void pz_optim_free(pz_optim *o, const pz_stage *s);
+/* Learning rate at 0-based step. */
+float pz_lr_at(const pz_optim_config *c, int step);
+/* Sum of squares of the stage's gradients (pipeline stages add theirs). */
+double pz_grad_sumsq(const pz_stage *s);
+/* Clip factor for a global norm: min(1, clip / norm). */
+float pz_clip_scale(const pz_optim_config *c, double global_norm);
+/* One AdamW step at the scheduled lr for step o->t, gradients multiplied by
+ * grad_scale first. Returns the lr used. */
+float pz_optim_step(pz_optim *o, pz_stage *s, float grad_scale);
+
+#endif

@@ -1,0 +1,213 @@
+/* train.c: one process trains the whole model: load data, forward and
+ * backward over accumulated micro-batches, clip, AdamW, log, validate, save. */
+#include "runtime/train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/checkpoint.h"
+
+/* Fails early, before hours of training, if `path`'s directory cannot take a file. */
+static pz_status check_writable_dir(const char *path) {
+    char *dir = xstrdup(path);
+    char *slash = strrchr(dir, '/');
+    const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+    pz_status st = access(d, W_OK | X_OK) == 0
+                       ? PZ_OK
+                       : pz_fail(PZ_ERR_IO, "--save %s: directory %s is not writable: %s", path, d, strerror(errno));
+    free(dir);
+    return st;
+}
+
+void pz_train_opts_default(pz_train_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->batch = 8;
+    o->seq = 64;
+    o->steps = 100;
+    o->accum = 1;
+    o->threads = 0;
+    o->val_every = 25;
+    o->val_batches = 8;
+    o->seed = 1337;
+    pz_optim_config_default(&o->optim);
+}
+
+pz_status pz_model_create(pz_stage *s, const pz_backend *be, const char *preset,
+                          const char *init, uint64_t seed, int B, int T) {
+    pz_gpt2_config cfg;
+    pz_status st;
+    if ((preset == NULL) == (init == NULL))
+        return pz_fail(PZ_ERR_ARG, "give exactly one of --preset NAME or --init FILE");
+    if (preset) {
+        if ((st = pz_gpt2_preset(preset, &cfg)) != PZ_OK) return st;
+    } else {
+        pz_ckpt_format fmt;
+        if ((st = pz_ckpt_read_config(init, &cfg, &fmt)) != PZ_OK) return st;
+    }
+    pz_stage_range r = pz_whole_model(&cfg);
+    if ((st = pz_stage_init(s, be, &cfg, &r, B, T)) != PZ_OK) return st;
+    /* parameters are built on the host and copied, so a device backend works too */
+    float *host = xmalloc(s->params.numel * sizeof(float));
+    pz_gpt2_params hp;
+    pz_gpt2_params_bind(&hp, &cfg, &r, host);
+    if (preset) {
+        pz_gpt2_params_init(&hp, seed);
+    } else if ((st = pz_ckpt_load(init, &hp)) != PZ_OK) {
+        pz_gpt2_params_unbind(&hp);
+        free(host);
+        pz_stage_free(s);
+        return st;
+    }
+    be->from_host(s->param_mem, host, s->params.numel * sizeof(float));
+    pz_gpt2_params_unbind(&hp);
+    free(host);
+    return PZ_OK;
+}
+
+pz_status pz_model_save(const pz_stage *s, const char *path) {
+    float *host = xmalloc(s->params.numel * sizeof(float));
+    s->be->to_host(host, s->param_mem, s->params.numel * sizeof(float));
+    pz_gpt2_params hp;
+    pz_gpt2_params_bind(&hp, &s->cfg, &s->range, host);
+    size_t len = strlen(path);
+    pz_status st = (len > 4 && strcmp(path + len - 4, ".bin") == 0)
+                       ? pz_ckpt_save_llmc(path, &hp, 3)
+                       : pz_ckpt_save_safetensors(path, &hp);
+    pz_gpt2_params_unbind(&hp);
+    free(host);
+    return st;
+}
+
+pz_status pz_eval_loss(pz_stage *s, pz_acts *a, const pz_dataset *d, int nbatches,
+                       double *loss, int *batches_used) {
+    pz_loader l;
+    pz_status st = pz_loader_init(&l, d, s->B, 0, 0);
+    if (st != PZ_OK) return st;
+    int avail = (int)pz_loader_batches_per_epoch(&l);
+    if (avail < 1) {
+        pz_loader_free(&l);
+        return pz_fail(PZ_ERR_SHAPE, "evaluation data has fewer than one batch of %d x %d tokens",
+                       s->B, s->T);
+    }
+    int n = (nbatches <= 0 || nbatches > avail) ? avail : nbatches;
+    size_t BT = (size_t)s->B * s->T;
+    int *inp = xmalloc(BT * sizeof(int)), *tgt = xmalloc(BT * sizeof(int));
+    double sum = 0.0;
+    for (int k = 0; k < n; k++) {
+        pz_loader_next(&l, inp, tgt, NULL);
+        pz_stage_forward(s, a, inp, NULL, tgt, 0.0f);
+        sum += a->loss;
+    }
+    free(inp);
+    free(tgt);
+    pz_loader_free(&l);
+    *loss = sum / n;
+    if (batches_used) *batches_used = n;
+    return PZ_OK;
+}
+
+pz_status pz_train_run(const pz_train_opts *o) {
+    pz_status st = PZ_OK;
+    const pz_backend *be = pz_backend_cpu();
+    pz_backend_cpu_set_threads(o->threads);
+    pz_stage s;
+    pz_acts a;
+    pz_optim opt;
+    pz_dataset train, val;
+    pz_loader loader;
+    int have_stage = 0, have_acts = 0, have_opt = 0, have_train = 0, have_val = 0, have_loader = 0;
+    int *inp = NULL, *tgt = NULL;
+
+    if (!o->data) return pz_fail(PZ_ERR_ARG, "--data is required (token shards; see 'pipezip tokenize')");
+    if (o->save && (st = check_writable_dir(o->save)) != PZ_OK) return st;
+    if ((st = pz_model_create(&s, be, o->preset, o->init, (uint64_t)o->seed, o->batch, o->seq)) != PZ_OK)
+        goto cleanup;
+    have_stage = 1;
+    if ((st = pz_dataset_open(&train, o->data, o->seq, s.cfg.vocab_size)) != PZ_OK) goto cleanup;
+    have_train = 1;
+    if (o->val_data) {
+        if ((st = pz_dataset_open(&val, o->val_data, o->seq, s.cfg.vocab_size)) != PZ_OK) goto cleanup;
+        have_val = 1;
+    }
+    if ((st = pz_loader_init(&loader, &train, o->batch, 1, (uint64_t)o->seed)) != PZ_OK) goto cleanup;
+    have_loader = 1;
+    if (pz_loader_batches_per_epoch(&loader) < 1) {
+        st = pz_fail(PZ_ERR_SHAPE, "%s: fewer than %d samples of %d tokens: no full batch",
+                     o->data, o->batch, o->seq + 1);
+        goto cleanup;
+    }
+    if ((st = pz_acts_init(&a, &s)) != PZ_OK) goto cleanup;
+    have_acts = 1;
+    pz_optim_config oc = o->optim;
+    oc.total_steps = o->steps;
+    if (!o->warmup_given) oc.warmup_steps = o->steps / 10;
+    if ((st = pz_optim_init(&opt, &s, &oc)) != PZ_OK) goto cleanup;
+    have_opt = 1;
+
+    size_t nparams = pz_gpt2_numel(&s.cfg);
+    fprintf(stderr, "pipezip train: %zu parameters (L=%d NH=%d C=%d V=%d Vp=%d maxT=%d), "
+            "batch %d x seq %d x accum %d, %zu training samples, %d threads\n",
+            nparams, s.cfg.num_layers, s.cfg.num_heads, s.cfg.channels, s.cfg.vocab_size,
+            s.cfg.padded_vocab_size, s.cfg.max_seq_len, o->batch, o->seq, o->accum,
+            pz_dataset_num_samples(&train), pz_backend_cpu_threads());
+
+    size_t BT = (size_t)o->batch * o->seq;
+    inp = xmalloc(BT * sizeof(int));
+    tgt = xmalloc(BT * sizeof(int));
+    int tty = isatty(2);
+    float dscale = 1.0f / ((float)BT * (float)o->accum);
+    for (int step = 0; step < o->steps; step++) {
+        double t0 = pz_now();
+        pz_stage_zero_grad(&s);
+        double loss = 0.0;
+        for (int micro = 0; micro < o->accum; micro++) {
+            pz_loader_next(&loader, inp, tgt, NULL);
+            pz_stage_forward(&s, &a, inp, NULL, tgt, dscale);
+            pz_stage_backward(&s, &a, NULL, NULL);
+            loss += a.loss;
+        }
+        loss /= o->accum;
+        double norm = sqrt(pz_grad_sumsq(&s));
+        if (!isfinite(loss) || !isfinite(norm)) {
+            st = pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: training diverged "
+                         "(try a lower --lr)", step + 1, loss, norm);
+            goto cleanup;
+        }
+        float lr = pz_optim_step(&opt, &s, pz_clip_scale(&opt.cfg, norm));
+        double ms = 1e3 * (pz_now() - t0);
+        double tok_s = (double)BT * o->accum / (ms * 1e-3);
+        printf("{\"step\":%d,\"loss\":%.6f,\"lr\":%.6g,\"norm\":%.4f,\"ms\":%.1f,\"tok_s\":%.1f}\n",
+               step + 1, loss, lr, norm, ms, tok_s);
+        fflush(stdout);
+        if (tty) fprintf(stderr, "\rstep %d/%d loss %.4f  %.0f ms  %.0f tok/s   ",
+                         step + 1, o->steps, loss, ms, tok_s);
+        int last = step + 1 == o->steps;
+        if (have_val && o->val_every > 0 && ((step + 1) % o->val_every == 0 || last)) {
+            double vl;
+            int used;
+            if ((st = pz_eval_loss(&s, &a, &val, o->val_batches, &vl, &used)) != PZ_OK) goto cleanup;
+            printf("{\"step\":%d,\"val_loss\":%.6f,\"val_batches\":%d}\n", step + 1, vl, used);
+            fflush(stdout);
+            if (tty) fprintf(stderr, "\n");
+        }
+    }
+    if (tty) fprintf(stderr, "\n");
+    if (o->save) {
+        if ((st = pz_model_save(&s, o->save)) != PZ_OK) goto cleanup;
+        fprintf(stderr, "pipezip train: saved %s\n", o->save);
+    }
+
+cleanup:
+    free(inp);
+    free(tgt);
+    if (have_opt) pz_optim_free(&opt, &s);
+    if (have_acts) pz_acts_free(&a, &s);
+    if (have_loader) pz_loader_free(&loader);
+    if (have_val) pz_dataset_close(&val);
+    if (have_train) pz_dataset_close(&train);
+    if (have_stage) pz_stage_free(&s);
+    return st;
+}

@@ -1,0 +1,225 @@
+/* stage.c: forward and backward of a GPT-2 stage (embedding?, blocks, head?).
+ *
+ * The backward runs in place on one residual-gradient buffer `d`: every op's
+ * backward accumulates into its input gradient, and a pre-LN block's residual
+ * branches add into the stream, so after a block's backward `d` holds the
+ * gradient of the block's input without any copy. */
+#include "stages/stage.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- activation slot layout ------------------------------------------- */
+
+/* Points a's views into base (or only counts when base is NULL); returns floats used. */
+static size_t acts_layout(pz_acts *a, const pz_stage *s, float *base) {
+    size_t BT = (size_t)s->B * s->T, C = (size_t)s->cfg.channels;
+    size_t att = (size_t)s->B * s->cfg.num_heads * s->T * s->T;
+    size_t off = 0;
+#define TAKE(field, n) do { (field) = base ? base + off : NULL; off += (n); } while (0)
+    TAKE(a->input, BT * C);
+    for (int i = 0; i < s->range.l1 - s->range.l0; i++) {
+        pz_block_acts *b = &a->blocks[i];
+        TAKE(b->ln1, BT * C); TAKE(b->ln1_mean, BT); TAKE(b->ln1_rstd, BT);
+        TAKE(b->qkv, 3 * BT * C); TAKE(b->atty, BT * C); TAKE(b->att, att);
+        TAKE(b->attproj, BT * C); TAKE(b->res2, BT * C);
+        TAKE(b->ln2, BT * C); TAKE(b->ln2_mean, BT); TAKE(b->ln2_rstd, BT);
+        TAKE(b->fch, 4 * BT * C); TAKE(b->fch_gelu, 4 * BT * C);
+        TAKE(b->fcproj, BT * C); TAKE(b->res3, BT * C);
+    }
+    if (s->range.has_head) {
+        TAKE(a->lnf, BT * C); TAKE(a->lnf_mean, BT); TAKE(a->lnf_rstd, BT);
+        TAKE(a->logits, BT * (size_t)s->cfg.padded_vocab_size);
+        TAKE(a->losses, BT);
+    }
+#undef TAKE
+    return off;
+}
+
+pz_status pz_acts_init(pz_acts *a, const pz_stage *s) {
+    memset(a, 0, sizeof *a);
+    a->B = s->B;
+    a->T = s->T;
+    int nb = s->range.l1 - s->range.l0;
+    a->blocks = xcalloc(nb > 0 ? (size_t)nb : 1, sizeof *a->blocks);
+    a->numel = acts_layout(a, s, NULL);
+    a->mem = s->be->alloc(a->numel * sizeof(float));
+    acts_layout(a, s, a->mem);
+    size_t BT = (size_t)s->B * s->T;
+    a->tokens = s->be->alloc(2 * BT * sizeof(int));
+    a->targets = a->tokens + BT;
+    return PZ_OK;
+}
+
+void pz_acts_free(pz_acts *a, const pz_stage *s) {
+    if (a->mem) s->be->free(a->mem);
+    if (a->tokens) s->be->free(a->tokens);
+    free(a->blocks);
+    memset(a, 0, sizeof *a);
+}
+
+/* ---- stage ------------------------------------------------------------ */
+
+pz_status pz_stage_init(pz_stage *s, const pz_backend *be, const pz_gpt2_config *cfg,
+                        const pz_stage_range *range, int B, int T) {
+    memset(s, 0, sizeof *s);
+    pz_status st = pz_gpt2_config_validate(cfg);
+    if (st != PZ_OK) return st;
+    if (range->l0 < 0 || range->l1 > cfg->num_layers || range->l0 > range->l1)
+        return pz_fail(PZ_ERR_ARG, "stage block range [%d, %d) is not inside [0, %d)",
+                       range->l0, range->l1, cfg->num_layers);
+    if (range->l0 == range->l1 && !range->has_embed && !range->has_head)
+        return pz_fail(PZ_ERR_ARG, "stage owns nothing (no blocks, no embedding, no head)");
+    if (B < 1 || B > 1 << 20)
+        return pz_fail(PZ_ERR_ARG, "batch size %d out of range [1, 2^20]", B);
+    if (T < 1 || T > cfg->max_seq_len)
+        return pz_fail(PZ_ERR_ARG, "sequence length %d must be in [1, %d] (the position table)",
+                       T, cfg->max_seq_len);
+    s->be = be;
+    s->cfg = *cfg;
+    s->range = *range;
+    s->B = B;
+    s->T = T;
+    size_t n = pz_stage_numel(cfg, range);
+    s->param_mem = be->alloc(n * sizeof(float));
+    s->grad_mem = be->alloc(n * sizeof(float));
+    pz_gpt2_params_bind(&s->params, cfg, range, s->param_mem);
+    pz_gpt2_params_bind(&s->grads, cfg, range, s->grad_mem);
+
+    size_t BT = (size_t)B * T, C = (size_t)cfg->channels;
+    size_t att = (size_t)B * cfg->num_heads * T * T;
+    size_t scratch = 2 * BT * C /* dres, dres2 */ + BT * C /* dln */ + 3 * BT * C /* dqkv */
+                   + BT * C /* datty */ + att /* datt */ + 8 * BT * C /* dfch, dfch_gelu */;
+    s->scratch = be->alloc(scratch * sizeof(float));
+    float *at = s->scratch;
+    s->dres = at; at += BT * C;
+    s->dres2 = at; at += BT * C;
+    s->dln = at; at += BT * C;
+    s->dqkv = at; at += 3 * BT * C;
+    s->datty = at; at += BT * C;
+    s->datt = at; at += att;
+    s->dfch = at; at += 4 * BT * C;
+    s->dfch_gelu = at; at += 4 * BT * C;
+    assert((size_t)(at - s->scratch) == scratch);
+    return PZ_OK;
+}
+
+void pz_stage_free(pz_stage *s) {
+    if (!s->be) return;
+    pz_gpt2_params_unbind(&s->params);
+    pz_gpt2_params_unbind(&s->grads);
+    s->be->free(s->param_mem);
+    s->be->free(s->grad_mem);
+    s->be->free(s->scratch);
+    memset(s, 0, sizeof *s);
+}
+
+void pz_stage_zero_grad(pz_stage *s) {
+    s->be->zero(s->grad_mem, s->grads.numel * sizeof(float));
+}
+
+/* x (B,T,C) -> res3 (B,T,C) through one pre-LN block */
+static void block_forward(const pz_stage *s, const pz_block_params *w, pz_block_acts *a, const float *x) {
+    const pz_backend *be = s->be;
+    int B = s->B, T = s->T, C = s->cfg.channels, NH = s->cfg.num_heads, N = B * T;
+    size_t NC = (size_t)N * C;
+    be->layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, N, C);
+    be->matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
+    be->attention_forward(a->atty, a->att, a->qkv, B, T, C, NH);
+    be->matmul_forward(a->attproj, a->atty, w->attprojw, w->attprojb, N, C, C);
+    be->residual_forward(a->res2, x, a->attproj, NC);
+    be->layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N, C);
+    be->matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, 4 * C);
+    be->gelu_forward(a->fch_gelu, a->fch, 4 * NC);
+    be->matmul_forward(a->fcproj, a->fch_gelu, w->fcprojw, w->fcprojb, N, 4 * C, C);
+    be->residual_forward(a->res3, a->res2, a->fcproj, NC);
+}
+
+/* d (B,T,C): on entry the gradient of res3, on exit the gradient of x */
+static void block_backward(pz_stage *s, const pz_block_params *w, pz_block_params *g,
+                           const pz_block_acts *a, const float *x, float *d) {
+    const pz_backend *be = s->be;
+    int B = s->B, T = s->T, C = s->cfg.channels, NH = s->cfg.num_heads, N = B * T;
+    size_t NC = (size_t)N * C;
+    /* MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))) */
+    be->zero(s->dfch_gelu, 4 * NC * sizeof(float));
+    be->matmul_backward(s->dfch_gelu, g->fcprojw, g->fcprojb, d, a->fch_gelu, w->fcprojw, N, 4 * C, C);
+    be->zero(s->dfch, 4 * NC * sizeof(float));
+    be->gelu_backward(s->dfch, a->fch, s->dfch_gelu, 4 * NC);
+    be->zero(s->dln, NC * sizeof(float));
+    be->matmul_backward(s->dln, g->fcw, g->fcb, s->dfch, a->ln2, w->fcw, N, C, 4 * C);
+    /* the identity path already left d(res3) in d; the branch adds to it: d = d(res2) */
+    be->layernorm_backward(d, g->ln2w, g->ln2b, s->dln, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd, N, C);
+    /* attention branch: res2 = x + attproj(attn(qkv(ln1(x)))) */
+    be->zero(s->datty, NC * sizeof(float));
+    be->matmul_backward(s->datty, g->attprojw, g->attprojb, d, a->atty, w->attprojw, N, C, C);
+    be->zero(s->dqkv, 3 * NC * sizeof(float));
+    be->attention_backward(s->dqkv, s->datt, s->datty, a->qkv, a->att, B, T, C, NH);
+    be->zero(s->dln, NC * sizeof(float));
+    be->matmul_backward(s->dln, g->qkvw, g->qkvb, s->dqkv, a->ln1, w->qkvw, N, C, 3 * C);
+    be->layernorm_backward(d, g->ln1w, g->ln1b, s->dln, x, w->ln1w, a->ln1_mean, a->ln1_rstd, N, C);
+}
+
+static const float *block_input(const pz_acts *a, int i) {
+    return i == 0 ? a->input : a->blocks[i - 1].res3;
+}
+
+const float *pz_stage_forward(pz_stage *s, pz_acts *a, const int *tokens,
+                              const float *x_in, const int *targets, float dscale) {
+    const pz_backend *be = s->be;
+    const pz_gpt2_config *c = &s->cfg;
+    int B = s->B, T = s->T, C = c->channels, N = B * T;
+    size_t NC = (size_t)N * C;
+    assert(a->B == B && a->T == T);
+    if (s->range.has_embed) {
+        for (int i = 0; i < N; i++) assert(tokens[i] >= 0 && tokens[i] < c->vocab_size);
+        be->from_host(a->tokens, tokens, (size_t)N * sizeof(int));
+        be->encoder_forward(a->input, a->tokens, s->params.wte, s->params.wpe, B, T, C);
+    } else {
+        be->copy(a->input, x_in, NC * sizeof(float));
+    }
+    int nb = s->range.l1 - s->range.l0;
+    for (int i = 0; i < nb; i++)
+        block_forward(s, &s->params.blocks[i], &a->blocks[i], block_input(a, i));
+    const float *out = block_input(a, nb);
+    if (!s->range.has_head) return out;
+
+    for (int i = 0; i < N; i++) assert(targets[i] >= 0 && targets[i] < c->vocab_size);
+    be->from_host(a->targets, targets, (size_t)N * sizeof(int));
+    be->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, out, s->params.lnfw, s->params.lnfb, N, C);
+    be->matmul_forward(a->logits, a->lnf, s->params.wte, NULL, N, C, c->padded_vocab_size);
+    be->crossentropy_forward(a->losses, a->logits, a->targets, N, c->vocab_size,
+                             c->padded_vocab_size, dscale);
+    float *losses = xmalloc((size_t)N * sizeof(float));
+    be->to_host(losses, a->losses, (size_t)N * sizeof(float));
+    double sum = 0.0;
+    for (int i = 0; i < N; i++) sum += losses[i];
+    free(losses);
+    a->loss = (float)(sum / N);
+    return NULL;
+}
+
+void pz_stage_backward(pz_stage *s, pz_acts *a, const float *dout, float *dx_in) {
+    const pz_backend *be = s->be;
+    const pz_gpt2_config *c = &s->cfg;
+    int B = s->B, T = s->T, C = c->channels, N = B * T;
+    size_t NC = (size_t)N * C;
+    int nb = s->range.l1 - s->range.l0;
+    /* the residual-stream gradient is carried in dx_in when the caller wants it */
+    float *d = dx_in ? dx_in : s->dres;
+    if (s->range.has_head) {
+        be->zero(s->dln, NC * sizeof(float));
+        be->matmul_backward(s->dln, s->grads.wte, NULL, a->logits, a->lnf, s->params.wte,
+                            N, C, c->padded_vocab_size);
+        be->zero(d, NC * sizeof(float));
+        be->layernorm_backward(d, s->grads.lnfw, s->grads.lnfb, s->dln, block_input(a, nb),
+                               s->params.lnfw, a->lnf_mean, a->lnf_rstd, N, C);
+    } else {
+        be->copy(d, dout, NC * sizeof(float));
+    }
+    for (int i = nb - 1; i >= 0; i--)
+        block_backward(s, &s->params.blocks[i], &s->grads.blocks[i], &a->blocks[i], block_input(a, i), d);
+    if (s->range.has_embed)
+        be->encoder_backward(s->grads.wte, s->grads.wpe, d, a->tokens, B, T, C);
+}

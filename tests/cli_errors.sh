@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Bad input to the pipezip command line must give a clear message naming the
+# problem and a non-zero exit, and leave no half-written file.
+#   usage: cli_errors.sh PATH/TO/pipezip
+set -u
+pz="$1"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fails=0; n=0
+
+# expect_fail "description" "regex the message must match" cmd...
+expect_fail() {
+  local what="$1" pattern="$2"; shift 2
+  n=$((n + 1))
+  local out rc
+  out=$("$@" 2>&1 >/dev/null); rc=$?
+  if [ "$rc" = 0 ]; then
+    echo "FAIL: $what: exit 0"; fails=$((fails + 1))
+  elif ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL: $what: message does not match /$pattern/: $out"; fails=$((fails + 1))
+  else
+    echo "ok: $what -> $(head -n 1 <<<"$out")"
+  fi
+}
+
+printf 'hello world, this is a small corpus of text.\n%.0s' $(seq 1 200) > "$dir/text.txt"
+"$pz" tokenize --out "$dir/tok.bin" --val-out "$dir/val.bin" --val-fraction 0.1 "$dir/text.txt" \
+  || { echo "FAIL: tokenize of a good file"; exit 1; }
+
+expect_fail "unknown command" "unknown command 'trian'" "$pz" trian
+expect_fail "unknown flag" "unknown flag '--bogus'" "$pz" train --preset tiny --data "$dir/tok.bin" --bogus 1
+expect_fail "flag without value" "--steps needs a value" "$pz" train --preset tiny --data "$dir/tok.bin" --steps
+expect_fail "non-numeric value" "not an integer" "$pz" train --preset tiny --data "$dir/tok.bin" --steps ten
+expect_fail "out-of-range value" "out of range" "$pz" train --preset tiny --data "$dir/tok.bin" --batch 0
+expect_fail "unknown preset" "unknown preset 'huge'" "$pz" train --preset huge --data "$dir/tok.bin"
+expect_fail "both preset and init" "exactly one of --preset" "$pz" train --preset tiny --init x.safetensors --data "$dir/tok.bin"
+expect_fail "missing data flag" "--data is required" "$pz" train --preset tiny
+expect_fail "missing data file" "nothing.bin" "$pz" train --preset tiny --data "$dir/nothing.bin" --steps 1
+expect_fail "seq longer than the position table" "sequence length 65 must be in \[1, 64\]" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --seq 65 --steps 1
+head -c 2000 /dev/urandom > "$dir/garbage.bin"
+expect_fail "shard with bad magic" "garbage.bin.*magic" "$pz" train --preset tiny --data "$dir/garbage.bin" --steps 1
+head -c 1500 "$dir/tok.bin" > "$dir/short.bin"
+expect_fail "truncated shard" "short.bin" "$pz" train --preset tiny --data "$dir/short.bin" --steps 1
+expect_fail "missing checkpoint" "nope.safetensors" "$pz" eval --model "$dir/nope.safetensors" --data "$dir/tok.bin"
+expect_fail "garbage checkpoint" "garbage.bin" "$pz" eval --model "$dir/garbage.bin" --data "$dir/tok.bin"
+expect_fail "tokenize without inputs" "at least one input" "$pz" tokenize --out "$dir/x.bin"
+expect_fail "tokenize missing input" "missing.txt" "$pz" tokenize --out "$dir/x.bin" "$dir/missing.txt"
+
+# a save that cannot be written fails and leaves nothing behind
+n=$((n + 1))
+if "$pz" train --preset tiny --data "$dir/tok.bin" --steps 1 --batch 2 --seq 16 \
+     --save "$dir/no/such/dir/m.safetensors" >/dev/null 2>"$dir/err"; then
+  echo "FAIL: save into a missing directory succeeded"; fails=$((fails + 1))
+elif [ -n "$(find "$dir" -name '*.tmp.*')" ] || [ -e "$dir/no" ]; then
+  echo "FAIL: failed save left files behind"; fails=$((fails + 1))
+else
+  echo "ok: failed save -> $(tail -n 1 "$dir/err")"
+fi
+# a tokenize into a missing directory leaves nothing either
+expect_fail "tokenize into a missing directory" "no/such" "$pz" tokenize --out "$dir/no/such/x.bin" "$dir/text.txt"
+
+echo "$((n - fails)) of $n cli error checks passed"
+[ "$fails" = 0 ]

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Sets everything up and runs every test suite:
+#   1. the release build (-Werror): all suites;
+#   2. an AddressSanitizer + UndefinedBehaviorSanitizer build: the unit suite;
+#   3. with clang, a bounded libFuzzer run of each fuzz target.
+# Ends with one line "N passed, N failed, N skipped" (exit 1 if anything failed).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash tools/setup.sh --tests || { echo "0 passed, 1 failed"; exit 1; }
+
+passed=0; failed=0; skipped=0
+count() {  # add the counts of a meson test run from its JSON log
+  local log="$1/meson-logs/testlog.json"
+  [ -f "$log" ] || { failed=$((failed + 1)); return; }
+  local p f s
+  p=$(grep -c '"result": "OK"' "$log"); f=$(grep -c -E '"result": "(FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS)"' "$log")
+  s=$(grep -c '"result": "SKIP"' "$log")
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+}
+
+echo "== release build: all suites"
+meson test -C build --print-errorlogs --num-processes 2
+count build
+
+echo "== ASan + UBSan build: unit suite"
+if [ ! -f build-asan/build.ninja ]; then
+  meson setup build-asan --buildtype=debugoptimized -Dwerror=true \
+    -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+fi
+if ninja -C build-asan >/dev/null; then
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    meson test -C build-asan --suite unit --print-errorlogs --num-processes 2 --timeout-multiplier 4
+  count build-asan
+else
+  echo "ASan build failed"; failed=$((failed + 1))
+fi
+
+if command -v clang >/dev/null && [ -n "$(ls tests/fuzz_*.c 2>/dev/null)" ]; then
+  echo "== libFuzzer (clang), 30 s per target"
+  if [ ! -f build-fuzz/build.ninja ]; then
+    CC=clang meson setup build-fuzz --buildtype=debugoptimized -Dwerror=true \
+      -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+  fi
+  if ninja -C build-fuzz >/dev/null; then
+    for f in build-fuzz/tests/fuzz_*; do
+      [ -x "$f" ] || continue
+      corpus=$(mktemp -d)
+      if "$f" -max_total_time=30 -rss_limit_mb=2048 "$corpus" >"$corpus.log" 2>&1; then
+        echo "fuzz $(basename "$f"): ok ($(grep -o 'stat::number_of_executed_units: [0-9]*' "$corpus.log" || tail -n 1 "$corpus.log"))"
+        passed=$((passed + 1))
+      else
+        echo "fuzz $(basename "$f"): FAILED"; tail -n 30 "$corpus.log"; failed=$((failed + 1))
+      fi
+      rm -rf "$corpus" "$corpus.log"
+    done
+  else
+    echo "fuzz build failed"; failed=$((failed + 1))
+  fi
+fi
+
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" = 0 ]

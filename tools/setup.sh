@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Set-up for pipezip on Debian 12: installs missing Debian packages (when root;
+# otherwise prints the exact apt-get command and stops) and builds into build/.
+#   bash tools/setup.sh            packages for building and the main job, then build
+#   bash tools/setup.sh --tests    also the packages the test suite needs
+# Idempotent: a second run installs nothing and rebuilds only what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_tests=0
+for a in "$@"; do
+  case "$a" in
+    --tests) want_tests=1 ;;
+    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown argument '$a'" >&2; exit 2 ;;
+  esac
+done
+
+# build: compiler, meson, BLAS, OpenMP runtime (part of gcc)
+pkgs=(gcc g++ pkg-config meson ninja-build libopenblas-dev)
+# the built-in corpora (see tools/make_corpus.sh)
+pkgs+=(python3.11-doc fortunes)
+if [ "$want_tests" = 1 ]; then
+  # PyTorch reference checks; clang's sanitizer/fuzzer runtimes
+  pkgs+=(python3-torch python3-numpy clang libclang-rt-14-dev)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "setup: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "setup: missing Debian packages; run as root:" >&2
+    echo "  sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+if [ ! -f build/build.ninja ]; then
+  meson setup build --buildtype=release -Dwerror=true >/dev/null
+fi
+ninja -C build
+echo "setup: built build/pipezip" >&2
