@@ -326,7 +326,7 @@ static pz_status config_from_index(const pz_st_file *f, const st_index *ix, cons
     int L = has[M_LAYER] ? m[M_LAYER] : hi;
     if (hi > L)
         return pz_fail(PZ_ERR_FORMAT, "%s: holds blocks up to h.%d but __metadata__ n_layer is %d",
-                       what, (br ? b : ix->nslots) - 1, L);
+                       what, hi - 1, L);
     for (int l = 0; l < ix->nslots; l++)
         if (ix->present[l] && (l < lo || l >= hi))
             return pz_fail(PZ_ERR_FORMAT, "%s: block h.%d is outside the file's block range [%d, %d)",

@@ -26,7 +26,7 @@ void pz_backend_cpu_set_threads(int n) {
     if (n <= 0) n = omp_get_num_procs();
     pz_cpu_nthreads_ = n;
     omp_set_num_threads(n);
-    openblas_set_num_threads(n);
+    openblas_set_num_threads(getenv("PZ_MM_SPLIT") && atoi(getenv("PZ_MM_SPLIT")) ? 1 : n);
 }
 
 int pz_backend_cpu_threads(void) { return pz_cpu_nt(); }

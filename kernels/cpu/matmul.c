@@ -14,8 +14,33 @@
 #include <omp.h>
 
 /* out (N,OC) = inp (N,C) . weight (OC,C)^T + bias (OC); bias may be NULL */
+#include <stdlib.h>
+static int split_mode_(void) {
+    static int m = -1;
+    if (m < 0) m = getenv("PZ_MM_SPLIT") ? atoi(getenv("PZ_MM_SPLIT")) : 0;
+    return m;
+}
+
 void pz_cpu_matmul_forward(float *out, const float *inp, const float *weight,
                            const float *bias, int N, int C, int OC) {
+    if (split_mode_()) {
+        #pragma omp parallel num_threads(pz_cpu_nt())
+        {
+            int lo, hi;
+            pz_cpu_split(OC, omp_get_num_threads(), omp_get_thread_num(), 16, &lo, &hi);
+            if (hi > lo) {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, hi - lo, C,
+                            1.0f, inp, C, weight + (size_t)lo * C, C, 0.0f, out + lo, OC);
+                if (bias)
+                    for (int r = 0; r < N; r++) {
+                        float *o = out + (size_t)r * OC;
+                        #pragma omp simd
+                        for (int c = lo; c < hi; c++) o[c] += bias[c];
+                    }
+            }
+        }
+        return;
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C,
                 1.0f, inp, C, weight, C, 0.0f, out, OC);
     if (!bias) return;
@@ -46,6 +71,29 @@ static void colsum_acc_(float *dbias, const float *dout, int N, int OC) {
  * dbias (OC) += colsum(dout). dinp and dbias may be NULL (not needed). */
 void pz_cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, int N, int C, int OC) {
+    if (split_mode_()) {
+        #pragma omp parallel num_threads(pz_cpu_nt())
+        {
+            const int nt = omp_get_num_threads(), it = omp_get_thread_num();
+            int lo, hi;
+            pz_cpu_split(C, nt, it, 16, &lo, &hi);
+            if (dinp && hi > lo)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, hi - lo, OC,
+                            1.0f, dout, OC, weight + lo, C, 1.0f, dinp + lo, C);
+            pz_cpu_split(OC, nt, it, 16, &lo, &hi);
+            if (hi > lo) {
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, C, N,
+                            1.0f, dout + lo, OC, inp, C, 1.0f, dweight + (size_t)lo * C, C);
+                if (dbias)
+                    for (int r = 0; r < N; r++) {
+                        const float *d = dout + (size_t)r * OC;
+                        #pragma omp simd
+                        for (int c = lo; c < hi; c++) dbias[c] += d[c];
+                    }
+            }
+        }
+        return;
+    }
     if (dinp)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC,
                     1.0f, dout, OC, weight, C, 1.0f, dinp, C);

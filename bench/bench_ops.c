@@ -1,0 +1,301 @@
+/* bench_ops.c: timings of the CPU backend's ops at GPT-2 124M shapes, and of
+ * a whole training step through the stage API.
+ *
+ *   bench_ops [threads (2)] [B (4)] [T (64)] [steps (5)]
+ *
+ * Each op is run until ~0.3 s have passed and the best time is printed: on a
+ * shared 2-core VM the minimum is the stable statistic. Matmuls are printed
+ * next to a bare cblas_sgemm of the same shapes, so the bias pass and call
+ * overhead show. Attention is also timed at T = 1024, against a variant
+ * with one sgemm per (b,h) on strided views (kept here, not in the backend,
+ * because the row kernel won; see the numbers it prints). */
+#include "kernels/backend.h"
+#include "runtime/optim.h"
+#include "runtime/train.h"
+#include "runtime/util.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const pz_backend *be;
+static pz_rng rng;
+
+typedef void (*op_fn)(void *ctx);
+
+/* best seconds per call of fn over ~0.3 s (at least 3 calls, one warm-up) */
+static double best_time(op_fn fn, void *ctx) {
+    fn(ctx);
+    double best = 1e30, start = pz_now();
+    int reps = 0;
+    while (reps < 3 || pz_now() - start < 0.3) {
+        const double t0 = pz_now();
+        fn(ctx);
+        const double t = pz_now() - t0;
+        best = t < best ? t : best;
+        reps++;
+    }
+    return best;
+}
+
+static float *randbuf(size_t n, float sd) {
+    float *x = be->alloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = sd * pz_rng_normal(&rng);
+    return x;
+}
+
+/* ---- matmul ----------------------------------------------------------- */
+
+typedef struct {
+    int N, C, OC;
+    float *inp, *w, *bias, *out, *dout, *dinp, *dw, *db;
+} mm_ctx;
+
+static void mm_fwd(void *p) {
+    mm_ctx *c = p;
+    be->matmul_forward(c->out, c->inp, c->w, c->bias, c->N, c->C, c->OC);
+}
+static void mm_bwd(void *p) {
+    mm_ctx *c = p;
+    be->matmul_backward(c->dinp, c->dw, c->db, c->dout, c->inp, c->w, c->N, c->C, c->OC);
+}
+static void sgemm_fwd(void *p) {
+    mm_ctx *c = p;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->N, c->OC, c->C, 1.0f, c->inp, c->C,
+                c->w, c->C, 0.0f, c->out, c->OC);
+}
+static void sgemm_bwd(void *p) {
+    mm_ctx *c = p;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->N, c->C, c->OC, 1.0f, c->dout,
+                c->OC, c->w, c->C, 1.0f, c->dinp, c->C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c->OC, c->C, c->N, 1.0f, c->dout, c->OC,
+                c->inp, c->C, 1.0f, c->dw, c->C);
+}
+
+/* prints one shape; returns the op's fwd + bwd seconds */
+static double bench_matmul(const char *name, int N, int C, int OC, int has_bias) {
+    mm_ctx c = {N, C, OC, randbuf((size_t)N * C, 1), randbuf((size_t)OC * C, 0.02f),
+                has_bias ? randbuf(OC, 0.02f) : NULL, randbuf((size_t)N * OC, 1),
+                randbuf((size_t)N * OC, 1e-3f), randbuf((size_t)N * C, 0),
+                randbuf((size_t)OC * C, 0), has_bias ? randbuf(OC, 0) : NULL};
+    const double f = 2.0 * N * C * OC;
+    const double tf = best_time(mm_fwd, &c), tb = best_time(mm_bwd, &c);
+    const double sf = best_time(sgemm_fwd, &c), sb = best_time(sgemm_bwd, &c);
+    printf("  matmul %-8s N=%d C=%d OC=%d  fwd %7.2f ms %6.1f GF/s (sgemm %6.1f)"
+           "  bwd %7.2f ms %6.1f GF/s (sgemm pair %6.1f)\n",
+           name, N, C, OC, tf * 1e3, f / tf * 1e-9, f / sf * 1e-9, tb * 1e3, 2 * f / tb * 1e-9,
+           2 * f / sb * 1e-9);
+    be->free(c.inp); be->free(c.w); be->free(c.out); be->free(c.dout); be->free(c.dinp);
+    be->free(c.dw);
+    if (has_bias) { be->free(c.bias); be->free(c.db); }
+    return tf + tb;
+}
+
+/* ---- attention, and the sgemm-per-head variant it was measured against -- */
+
+typedef struct {
+    int B, T, C, NH;
+    float *qkv, *out, *att, *dout, *dqkv, *scratch;
+} att_ctx;
+
+static void att_fwd(void *p) {
+    att_ctx *c = p;
+    be->attention_forward(c->out, c->att, c->qkv, c->B, c->T, c->C, c->NH);
+}
+static void att_bwd(void *p) {
+    att_ctx *c = p;
+    be->attention_backward(c->dqkv, c->scratch, c->dout, c->qkv, c->att, c->B, c->T, c->C, c->NH);
+}
+
+/* softmax of the causal rows of s (rows, T) in place; row r is query r % T */
+static void causal_softmax_(float *s, long rows, int T) {
+    #pragma omp parallel for schedule(static) num_threads(pz_backend_cpu_threads())
+    for (long r = 0; r < rows; r++) {
+        float *a = s + r * T;
+        const int t = (int)(r % T);
+        float mx = a[0], sum = 0.0f;
+        for (int t2 = 1; t2 <= t; t2++) mx = a[t2] > mx ? a[t2] : mx;
+        for (int t2 = 0; t2 <= t; t2++) sum += (a[t2] = expf(a[t2] - mx));
+        for (int t2 = 0; t2 <= t; t2++) a[t2] /= sum;
+        for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
+    }
+}
+
+/* the same forward as one sgemm per (b,h) for scores and one for att . v */
+static void att_fwd_sgemm(void *p) {
+    att_ctx *c = p;
+    const int T = c->T, C = c->C, hs = C / c->NH;
+    for (int b = 0; b < c->B; b++)
+        for (int h = 0; h < c->NH; h++) {
+            const float *q = c->qkv + (size_t)b * T * 3 * C + h * hs;
+            float *a = c->att + ((size_t)b * c->NH + h) * T * T;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f / sqrtf(hs), q,
+                        3 * C, q + C, 3 * C, 0.0f, a, T);
+        }
+    causal_softmax_(c->att, (long)c->B * c->NH * T, T);
+    for (int b = 0; b < c->B; b++)
+        for (int h = 0; h < c->NH; h++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f,
+                        c->att + ((size_t)b * c->NH + h) * T * T, T,
+                        c->qkv + (size_t)b * T * 3 * C + 2 * C + h * hs, 3 * C, 0.0f,
+                        c->out + (size_t)b * T * C + h * hs, C);
+}
+
+static void bench_attention(int B, int T, int C, int NH) {
+    const size_t n3 = (size_t)B * T * 3 * C, n = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    att_ctx c = {B, T, C, NH, randbuf(n3, 1), randbuf(n, 0), randbuf(na, 0), randbuf(n, 1),
+                 randbuf(n3, 0), randbuf(na, 0)};
+    /* useful (causal) flops: 2 products forward, 4 backward */
+    const double f = 2.0 * B * NH * (T * (T + 1.0) / 2) * (C / NH) * 2;
+    const double tf = best_time(att_fwd, &c), tb = best_time(att_bwd, &c);
+    const double ts = best_time(att_fwd_sgemm, &c);
+    printf("  attention B=%d T=%d  fwd %7.2f ms %5.1f GF/s  bwd %7.2f ms %5.1f GF/s"
+           "  | sgemm-per-head fwd %7.2f ms\n",
+           B, T, tf * 1e3, f / tf * 1e-9, tb * 1e3, 2 * f / tb * 1e-9, ts * 1e3);
+    be->free(c.qkv); be->free(c.out); be->free(c.att); be->free(c.dout); be->free(c.dqkv);
+    be->free(c.scratch);
+}
+
+/* ---- elementwise, layernorm, loss, optimizer ------------------------- */
+
+typedef struct {
+    size_t n;
+    int N, C, V, Vp;
+    float *a, *b, *c, *d, *mean, *rstd, *w, *bias, *dw, *db;
+    int *ids;
+} ew_ctx;
+
+static void gelu_f(void *p) { ew_ctx *c = p; be->gelu_forward(c->b, c->a, c->n); }
+static void gelu_b(void *p) { ew_ctx *c = p; be->gelu_backward(c->c, c->a, c->b, c->n); }
+static void res_f(void *p) { ew_ctx *c = p; be->residual_forward(c->c, c->a, c->b, c->n); }
+static void res_b(void *p) { ew_ctx *c = p; be->residual_backward(c->c, c->d, c->a, c->n); }
+static void ln_f(void *p) {
+    ew_ctx *c = p;
+    be->layernorm_forward(c->b, c->mean, c->rstd, c->a, c->w, c->bias, c->N, c->C);
+}
+static void ln_b(void *p) {
+    ew_ctx *c = p;
+    be->layernorm_backward(c->c, c->dw, c->db, c->d, c->a, c->w, c->mean, c->rstd, c->N, c->C);
+}
+static void ce(void *p) {
+    ew_ctx *c = p;
+    /* refresh the logits each call: the op overwrites them with dlogits */
+    memcpy(c->b, c->a, (size_t)c->N * c->Vp * sizeof(float));
+    be->crossentropy_forward(c->mean, c->b, c->ids, c->N, c->V, c->Vp, 1.0f / c->N);
+}
+static void ce_copy(void *p) {
+    ew_ctx *c = p;
+    memcpy(c->b, c->a, (size_t)c->N * c->Vp * sizeof(float));
+}
+static void adamw(void *p) {
+    ew_ctx *c = p;
+    be->adamw_update(c->a, c->b, c->c, c->d, c->n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 10);
+}
+static volatile double sink;
+static void sumsq(void *p) { ew_ctx *c = p; sink = be->sumsq(c->b, c->n); }
+
+static void bench_misc(int N, int C, int V, int Vp, size_t nparams, double *per_step_ms) {
+    ew_ctx e = {0};
+    e.n = (size_t)N * 4 * C;
+    e.a = randbuf(e.n, 1); e.b = randbuf(e.n, 1); e.c = randbuf(e.n, 0); e.d = randbuf(e.n, 1);
+    const double gf = best_time(gelu_f, &e), gb = best_time(gelu_b, &e);
+    printf("  gelu n=%zu  fwd %6.3f ms  bwd %6.3f ms\n", e.n, gf * 1e3, gb * 1e3);
+    e.n = (size_t)N * C;
+    const double rf = best_time(res_f, &e), rb = best_time(res_b, &e);
+    printf("  residual n=%zu  fwd %6.3f ms  bwd %6.3f ms\n", e.n, rf * 1e3, rb * 1e3);
+    e.N = N; e.C = C;
+    e.mean = randbuf(N, 0); e.rstd = randbuf(N, 0); e.w = randbuf(C, 1); e.bias = randbuf(C, 1);
+    e.dw = randbuf(C, 0); e.db = randbuf(C, 0);
+    const double lf = best_time(ln_f, &e), lb = best_time(ln_b, &e);
+    printf("  layernorm N=%d C=%d  fwd %6.3f ms  bwd %6.3f ms\n", N, C, lf * 1e3, lb * 1e3);
+    be->free(e.a); be->free(e.b);
+
+    e.V = V; e.Vp = Vp;
+    e.a = randbuf((size_t)N * Vp, 2); e.b = randbuf((size_t)N * Vp, 0);
+    e.ids = be->alloc(N * sizeof(int));
+    for (int i = 0; i < N; i++) e.ids[i] = (int)pz_rng_below(&rng, (uint64_t)V);
+    const double cet = best_time(ce, &e) - best_time(ce_copy, &e);
+    printf("  crossentropy N=%d Vp=%d (with dlogits)  %6.3f ms\n", N, Vp, cet * 1e3);
+    be->free(e.a); be->free(e.b); be->free(e.c); be->free(e.d); be->free(e.ids);
+
+    e.n = nparams;
+    e.a = randbuf(e.n, 1); e.b = randbuf(e.n, 1e-3f); e.c = randbuf(e.n, 0); e.d = randbuf(e.n, 0);
+    const double ta = best_time(adamw, &e), ts = best_time(sumsq, &e);
+    printf("  adamw n=%zu  %6.1f ms (%.1f GB/s)   sumsq %6.1f ms\n", e.n, ta * 1e3,
+           28.0 * e.n / ta * 1e-9, ts * 1e3);
+    be->free(e.a); be->free(e.b); be->free(e.c); be->free(e.d);
+    be->free(e.mean); be->free(e.rstd); be->free(e.w); be->free(e.bias); be->free(e.dw);
+    be->free(e.db);
+    /* per step: 12 blocks x (2 layernorm, 1 gelu, 2 residual) + final layernorm */
+    *per_step_ms = 1e3 * (12 * (2 * (lf + lb) + gf + gb + 2 * (rf + rb)) + lf + lb + cet + ta + ts);
+}
+
+/* ---- a whole step through the stage API ------------------------------- */
+
+static void bench_step(int B, int T, int steps) {
+    pz_stage s;
+    pz_acts a;
+    pz_optim opt;
+    pz_optim_config oc;
+    if (pz_model_create(&s, be, "gpt2", NULL, 1, B, T) != PZ_OK ||
+        pz_acts_init(&a, &s) != PZ_OK) {
+        printf("  step: cannot build the model: %s\n", pz_last_error());
+        return;
+    }
+    pz_optim_config_default(&oc);
+    if (pz_optim_init(&opt, &s, &oc) != PZ_OK) {
+        printf("  step: cannot init the optimizer: %s\n", pz_last_error());
+        return;
+    }
+    int *tok = xmalloc((size_t)B * (T + 1) * sizeof(int));
+    for (int i = 0; i < B * (T + 1); i++) tok[i] = (int)pz_rng_below(&rng, 50257);
+    double best = 1e30, tfwd = 0, tbwd = 0, topt = 0;
+    for (int i = 0; i <= steps; i++) {
+        const double t0 = pz_now();
+        pz_stage_zero_grad(&s);
+        pz_stage_forward(&s, &a, tok, NULL, tok + B, 1.0f / (B * T));
+        const double t1 = pz_now();
+        pz_stage_backward(&s, &a, NULL, NULL);
+        const double t2 = pz_now();
+        const double norm = sqrt(pz_grad_sumsq(&s));
+        pz_optim_step(&opt, &s, pz_clip_scale(&opt.cfg, norm));
+        const double t3 = pz_now();
+        if (i > 0 && t3 - t0 < best) { /* step 0 pays first-touch page faults */
+            best = t3 - t0;
+            tfwd = t1 - t0; tbwd = t2 - t1; topt = t3 - t2;
+        }
+        printf("  step %d: %.3f s (loss %.4f)\n", i, t3 - t0, a.loss);
+    }
+    const double flops = 6.0 * 124475904.0 * B * T + 6.0 * 12 * 768 * (double)T * B * T; /* ~mfu.h */
+    printf("  best step %.3f s = zero+fwd %.3f + bwd %.3f + norm+adamw %.3f; %.1f GFLOP/s"
+           " (%.0f GFLOP per step)\n", best, tfwd, tbwd, topt, flops / best * 1e-9, flops * 1e-9);
+    free(tok);
+    pz_optim_free(&opt, &s);
+    pz_acts_free(&a, &s);
+    pz_stage_free(&s);
+}
+
+int main(int argc, char **argv) {
+    const int nt = argc > 1 ? atoi(argv[1]) : 2;
+    const int B = argc > 2 ? atoi(argv[2]) : 4, T = argc > 3 ? atoi(argv[3]) : 64;
+    const int steps = argc > 4 ? atoi(argv[4]) : 5;
+    const int C = 768, NH = 12, V = 50257, Vp = 50304, N = B * T;
+    be = pz_backend_cpu();
+    pz_backend_cpu_set_threads(nt);
+    pz_rng_seed(&rng, 42);
+    printf("bench_ops: threads %d, B=%d T=%d (GPT-2 124M shapes)\n", pz_backend_cpu_threads(), B, T);
+    double mm = 12 * (bench_matmul("qkv", N, C, 3 * C, 1) + bench_matmul("attproj", N, C, C, 1) +
+                      bench_matmul("fc", N, C, 4 * C, 1) + bench_matmul("fcproj", N, 4 * C, C, 1));
+    mm += bench_matmul("lm_head", N, C, Vp, 0);
+    bench_attention(B, T, C, NH);
+    if (T != 1024) bench_attention(B, 1024, C, NH);
+    double misc;
+    bench_misc(N, C, V, Vp, 124475904, &misc);
+    printf("  sum of op times per step: matmul %.0f ms + other %.0f ms (attention excluded)\n",
+           mm * 1e3, misc);
+    if (steps > 0) bench_step(B, T, steps);
+    return 0;
+}

@@ -1,0 +1,67 @@
+/* codec_impl.h: how a base codec plugs into the codec framework (private to compress/).
+ *
+ * A base codec is a stateless transform between n floats and a payload. The
+ * framework (codec.c) parses specs, writes and checks the message header
+ * (which carries the codec id and its serialized parameters), applies the
+ * optional "+zstd" stage, and runs the stateful wrappers ef(), ef21(), aq()
+ * around a base codec. A base codec only sees its parameters, the shape,
+ * the context (for its random stream) and byte buffers. */
+#ifndef PZ_CODEC_IMPL_H
+#define PZ_CODEC_IMPL_H
+
+#include "compress/codec.h"
+
+enum pz_codec_id {
+    PZ_CODEC_FP32 = 1, PZ_CODEC_FP16, PZ_CODEC_BF16, PZ_CODEC_Q, PZ_CODEC_NUQ,
+    PZ_CODEC_TOPK, PZ_CODEC_SIGN, PZ_CODEC_JOINTSQ,
+};
+
+enum pz_scale_mode { PZ_SCALE_ABSMAX = 0, PZ_SCALE_MINMAX };
+enum pz_group_mode { PZ_GROUP_CHANNEL = 0, PZ_GROUP_ROW, PZ_GROUP_BLOCK, PZ_GROUP_TENSOR };
+enum pz_round_mode { PZ_ROUND_STOCHASTIC = 0, PZ_ROUND_NEAREST };
+enum pz_value_mode { PZ_VALUES_FP32 = 0, PZ_VALUES_FP16, PZ_VALUES_Q8 };
+
+/* Parameters of every base codec (each uses the fields it documents). They
+ * travel in the message header, so a decoder needs nothing but the message. */
+typedef struct {
+    uint16_t id;          /* enum pz_codec_id */
+    uint8_t bits;         /* q<b>, nuq<b>: 1..8 */
+    uint8_t scale_mode;   /* q: enum pz_scale_mode */
+    uint8_t group_mode;   /* q, sign, jointsq: enum pz_group_mode */
+    uint8_t round_mode;   /* q: enum pz_round_mode */
+    uint8_t scale_fp32;   /* q, sign: scales as fp32 (1) or fp16 (0) */
+    uint8_t value_mode;   /* topk: enum pz_value_mode */
+    uint8_t per_row;      /* topk: select per row (1) or over the tensor (0) */
+    uint8_t elias;        /* nuq: Elias-coded level indices (1) or fixed-width (0) */
+    uint8_t stochastic;   /* sign: binary randomisation (1) or scaled sign (0) */
+    uint32_t group_size;  /* q, sign, jointsq: block size for PZ_GROUP_BLOCK; nuq: bucket */
+    float fraction;       /* topk: fraction kept, (0, 1] */
+    float budget;         /* jointsq: bits per element, everything on the wire counted */
+} pz_codec_params;
+
+typedef struct {
+    const char *name;     /* spec name: "fp16", "q", "nuq", "topk", "sign", "jointsq" */
+    uint16_t id;
+    /* Parses the text after the name ("4:scale=minmax", ":0.1", "") into p,
+     * with defaults for what is not given. `where` is the offset of args in the
+     * whole spec, for error messages that point at the offending text. */
+    pz_status (*parse)(pz_codec_params *p, const char *args, const char *spec, size_t where);
+    /* Canonical spec text with every parameter. */
+    void (*format)(const pz_codec_params *p, char *buf, size_t cap);
+    /* Checks parameters read back from a message header (untrusted). */
+    pz_status (*validate)(const pz_codec_params *p);
+    /* Exact payload size for this shape when it does not depend on the data,
+     * else an upper bound. */
+    size_t (*max_payload)(const pz_codec_params *p, const pz_shape *s);
+    pz_status (*encode)(const pz_codec_params *p, const float *x, const pz_shape *s,
+                        const pz_codec_ctx *ctx, uint8_t *payload, size_t cap, size_t *len);
+    /* payload is untrusted: every length and index is checked. */
+    pz_status (*decode)(const pz_codec_params *p, const uint8_t *payload, size_t len,
+                        const pz_shape *s, float *out);
+} pz_codec_impl;
+
+/* The table of base codecs (compress/registry.c). */
+const pz_codec_impl *pz_codec_impl_by_name(const char *name, size_t len);
+const pz_codec_impl *pz_codec_impl_by_id(uint16_t id);
+
+#endif

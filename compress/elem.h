@@ -1,0 +1,150 @@
+/* elem.h: per-element math shared by every codec, usable from C and CUDA.
+ *
+ * All functions are static inline and marked PZ_HD (__host__ __device__ under
+ * nvcc), use only integer and IEEE-754 single-precision arithmetic, and never
+ * depend on the floating-point environment except for the default
+ * round-to-nearest-even mode, so a CPU and a GPU produce the same bits.
+ *
+ *  - fp32 <-> fp16 (IEEE binary16): round to nearest, ties to even; overflow
+ *    goes to +-inf (|x| >= 65520), subnormals are exact, NaN stays NaN
+ *    (made quiet, payload bits kept), as F16C hardware does.
+ *  - fp32 <-> bf16: round to nearest, ties to even; NaN stays NaN (quiet).
+ *  - pz_uniform(key, i): the uniform number of element i in [0, 1), a multiple
+ *    of 2^-24, from a counter-based hash (no state, any order, any thread).
+ *    key = pz_ctx_key(ctx) hashes (seed, step, edge, dir, micro).
+ *  - rounding: pz_round_stoch(y, u) = floor(y) + (u < y - floor(y)), which is
+ *    unbiased: E = y up to the 2^-24 granularity of u;
+ *    pz_round_near(y) = nearest integer, ties to even.
+ */
+#ifndef PZ_ELEM_H
+#define PZ_ELEM_H
+
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+#include "compress/codec.h"
+
+#ifdef __CUDACC__
+#define PZ_HD __host__ __device__
+#else
+#define PZ_HD
+#endif
+
+/* ---- bit casts ---- */
+static inline PZ_HD uint32_t pz_f2u(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline PZ_HD float pz_u2f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* ---- fp16 ---- */
+static inline PZ_HD uint16_t pz_f32_to_f16(float x) {
+    uint32_t f = pz_f2u(x);
+    uint32_t sign = (f >> 16) & 0x8000u;
+    uint32_t a = f & 0x7fffffffu;
+    uint32_t h;
+    if (a >= 0x7f800000u) {                 /* inf or NaN */
+        h = a > 0x7f800000u ? 0x7e00u | ((a >> 13) & 0x3ffu) : 0x7c00u;
+    } else if (a >= 0x477ff000u) {          /* rounds to inf: >= 65520 */
+        h = 0x7c00u;
+    } else if (a < 0x38800000u) {           /* below 2^-14: subnormal half or zero */
+        /* adding 0.5 puts the half's subnormal unit (2^-24) at the float's
+         * last mantissa bit; the FPU rounds to nearest even for us */
+        h = pz_f2u(pz_u2f(a) + 0.5f) - 0x3f000000u;
+    } else {                                /* normal */
+        uint32_t odd = (a >> 13) & 1u;
+        h = (a + 0xc8000fffu + odd) >> 13;  /* rebias exponent (-112 << 23), round */
+    }
+    return (uint16_t)(sign | h);
+}
+
+static inline PZ_HD float pz_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu;
+    uint32_t m = h & 0x3ffu;
+    uint32_t f;
+    if (e == 0x1fu) f = m ? 0x7fc00000u | (m << 13) : 0x7f800000u;  /* NaN made quiet */
+    else if (e == 0) f = pz_f2u((float)m * 0x1p-24f);   /* exact */
+    else f = ((e + 112u) << 23) | (m << 13);
+    return pz_u2f(sign | f);
+}
+
+/* ---- bf16 ---- */
+static inline PZ_HD uint16_t pz_f32_to_bf16(float x) {
+    uint32_t f = pz_f2u(x);
+    if ((f & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((f >> 16) | 0x40u);
+    return (uint16_t)((f + 0x7fffu + ((f >> 16) & 1u)) >> 16);
+}
+static inline PZ_HD float pz_bf16_to_f32(uint16_t h) { return pz_u2f((uint32_t)h << 16); }
+
+/* ---- counter-based uniforms ---- */
+static inline PZ_HD uint64_t pz_mix64(uint64_t z) {      /* splitmix64 finaliser */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static inline PZ_HD uint32_t pz_mix32(uint32_t h) {      /* 32-bit avalanche */
+    h ^= h >> 16;
+    h *= 0x7feb352du;
+    h ^= h >> 15;
+    h *= 0x846ca68bu;
+    h ^= h >> 16;
+    return h;
+}
+
+/* Key of one message's random stream. */
+static inline PZ_HD uint64_t pz_ctx_key(const pz_codec_ctx *ctx) {
+    uint64_t h = pz_mix64(0x9e3779b97f4a7c15ull ^ (ctx ? ctx->seed : 0));
+    if (ctx) {
+        h = pz_mix64(h ^ ctx->step);
+        h = pz_mix64(h ^ ((uint64_t)ctx->edge | ((uint64_t)ctx->dir << 32)));
+        h = pz_mix64(h ^ ctx->micro);
+    } else {
+        h = pz_mix64(h);
+    }
+    return h;
+}
+
+/* The 32-bit words that the uniform of element i uses: lo = low half of the
+ * key, hi = high half of the key mixed with the high half of i. Hot loops
+ * compute it once per 2^32 elements and call pz_uniform_w. */
+typedef struct { uint32_t lo, hi; } pz_ukey;
+static inline PZ_HD pz_ukey pz_ukey_at(uint64_t key, uint64_t i) {
+    pz_ukey k;
+    k.lo = (uint32_t)key;
+    k.hi = (uint32_t)(key >> 32) ^ ((uint32_t)(i >> 32) * 0x9e3779b9u);
+    return k;
+}
+static inline PZ_HD uint32_t pz_uhash_w(pz_ukey k, uint32_t ilo) {
+    return pz_mix32(pz_mix32(ilo ^ k.lo) ^ k.hi);
+}
+/* [0, 1), multiple of 2^-24 */
+static inline PZ_HD float pz_uniform_w(pz_ukey k, uint32_t ilo) {
+    return (float)(int32_t)(pz_uhash_w(k, ilo) >> 8) * 0x1p-24f;
+}
+static inline PZ_HD float pz_uniform(uint64_t key, uint64_t i) {
+    return pz_uniform_w(pz_ukey_at(key, i), (uint32_t)i);
+}
+
+/* ---- rounding ---- */
+/* floor(y) + Bernoulli(y - floor(y)) with u uniform in [0, 1): unbiased.
+ * y must be finite and |y| < 2^23. */
+static inline PZ_HD float pz_round_stoch(float y, float u) {
+    float f = floorf(y);
+    return f + (u < y - f ? 1.0f : 0.0f);
+}
+/* nearest integer, ties to even */
+static inline PZ_HD float pz_round_near(float y) { return rintf(y); }
+
+/* Clamp to [lo, hi]; NaN goes to lo. */
+static inline PZ_HD float pz_clampf(float v, float lo, float hi) {
+    return v > lo ? (v < hi ? v : hi) : lo;
+}
+
+#endif
