@@ -1,15 +1,16 @@
 /* bench_ops.c: timings of the CPU backend's ops at GPT-2 124M shapes, and of
  * a whole training step through the stage API.
  *
- *   bench_ops [threads (2)] [B (4)] [T (64)] [steps (5)]
+ *   bench_ops [threads (2)] [B (4)] [T (64)] [steps (5)] [ops (1): 0 = step only]
  *
  * Each op is run until ~0.3 s have passed and the best time is printed: on a
  * shared 2-core VM the minimum is the stable statistic. Matmuls are printed
  * next to a bare cblas_sgemm of the same shapes, so the bias pass and call
- * overhead show. Attention is also timed at T = 1024, against a variant
- * with one sgemm per (b,h) on strided views (kept here, not in the backend,
- * because the row kernel won; see the numbers it prints). */
+ * overhead show. Attention is also timed at T = 1024, and its forward
+ * against the first version (per-row vectorized loops, kept here), which the
+ * per-head sgemm version replaced. */
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_ops.h" /* pz_cpu_expf, for the old attention loop */
 #include "runtime/optim.h"
 #include "runtime/train.h"
 #include "runtime/util.h"
@@ -110,38 +111,40 @@ static void att_bwd(void *p) {
     be->attention_backward(c->dqkv, c->scratch, c->dout, c->qkv, c->att, c->B, c->T, c->C, c->NH);
 }
 
-/* softmax of the causal rows of s (rows, T) in place; row r is query r % T */
-static void causal_softmax_(float *s, long rows, int T) {
-    #pragma omp parallel for schedule(static) num_threads(pz_backend_cpu_threads())
-    for (long r = 0; r < rows; r++) {
-        float *a = s + r * T;
-        const int t = (int)(r % T);
-        float mx = a[0], sum = 0.0f;
-        for (int t2 = 1; t2 <= t; t2++) mx = a[t2] > mx ? a[t2] : mx;
-        for (int t2 = 0; t2 <= t; t2++) sum += (a[t2] = expf(a[t2] - mx));
+/* The first attention forward, kept for comparison: one task per (b,h,t)
+ * row, hs-long vectorized dot products for the scores and axpys for the
+ * output. */
+static void att_fwd_rows(void *p) {
+    att_ctx *c = p;
+    const int T = c->T, C = c->C, NH = c->NH, hs = C / NH;
+    const size_t C3 = 3 * (size_t)C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const long rows = (long)c->B * NH * T;
+    #pragma omp parallel for schedule(static, 1) num_threads(pz_backend_cpu_threads())
+    for (long row = 0; row < rows; row++) {
+        const int t = (int)(row % T), bh = (int)(row / T), b = bh / NH, h = bh % NH;
+        const float *base = c->qkv + (size_t)b * T * C3 + (size_t)h * hs, *q = base + t * C3;
+        float *a = c->att + (size_t)row * T, mx = -INFINITY, sum = 0.0f;
+        for (int t2 = 0; t2 <= t; t2++) {
+            const float *k = base + t2 * C3 + C;
+            float s = 0.0f;
+            #pragma omp simd reduction(+:s)
+            for (int i = 0; i < hs; i++) s = fmaf(q[i], k[i], s);
+            a[t2] = s * scale;
+            mx = a[t2] > mx ? a[t2] : mx;
+        }
+        #pragma omp simd reduction(+:sum)
+        for (int t2 = 0; t2 <= t; t2++) sum += (a[t2] = pz_cpu_expf(a[t2] - mx));
         for (int t2 = 0; t2 <= t; t2++) a[t2] /= sum;
         for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
-    }
-}
-
-/* the same forward as one sgemm per (b,h) for scores and one for att . v */
-static void att_fwd_sgemm(void *p) {
-    att_ctx *c = p;
-    const int T = c->T, C = c->C, hs = C / c->NH;
-    for (int b = 0; b < c->B; b++)
-        for (int h = 0; h < c->NH; h++) {
-            const float *q = c->qkv + (size_t)b * T * 3 * C + h * hs;
-            float *a = c->att + ((size_t)b * c->NH + h) * T * T;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f / sqrtf(hs), q,
-                        3 * C, q + C, 3 * C, 0.0f, a, T);
+        float *o = c->out + ((size_t)b * T + t) * C + (size_t)h * hs;
+        for (int i = 0; i < hs; i++) o[i] = 0.0f;
+        for (int t2 = 0; t2 <= t; t2++) {
+            const float *v = base + t2 * C3 + 2 * C;
+            #pragma omp simd
+            for (int i = 0; i < hs; i++) o[i] = fmaf(a[t2], v[i], o[i]);
         }
-    causal_softmax_(c->att, (long)c->B * c->NH * T, T);
-    for (int b = 0; b < c->B; b++)
-        for (int h = 0; h < c->NH; h++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f,
-                        c->att + ((size_t)b * c->NH + h) * T * T, T,
-                        c->qkv + (size_t)b * T * 3 * C + 2 * C + h * hs, 3 * C, 0.0f,
-                        c->out + (size_t)b * T * C + h * hs, C);
+    }
 }
 
 static void bench_attention(int B, int T, int C, int NH) {
@@ -151,9 +154,9 @@ static void bench_attention(int B, int T, int C, int NH) {
     /* useful (causal) flops: 2 products forward, 4 backward */
     const double f = 2.0 * B * NH * (T * (T + 1.0) / 2) * (C / NH) * 2;
     const double tf = best_time(att_fwd, &c), tb = best_time(att_bwd, &c);
-    const double ts = best_time(att_fwd_sgemm, &c);
+    const double ts = best_time(att_fwd_rows, &c);
     printf("  attention B=%d T=%d  fwd %7.2f ms %5.1f GF/s  bwd %7.2f ms %5.1f GF/s"
-           "  | sgemm-per-head fwd %7.2f ms\n",
+           "  | per-row loops fwd %7.2f ms\n",
            B, T, tf * 1e3, f / tf * 1e-9, tb * 1e3, 2 * f / tb * 1e-9, ts * 1e3);
     be->free(c.qkv); be->free(c.out); be->free(c.att); be->free(c.dout); be->free(c.dqkv);
     be->free(c.scratch);
@@ -281,12 +284,13 @@ static void bench_step(int B, int T, int steps) {
 int main(int argc, char **argv) {
     const int nt = argc > 1 ? atoi(argv[1]) : 2;
     const int B = argc > 2 ? atoi(argv[2]) : 4, T = argc > 3 ? atoi(argv[3]) : 64;
-    const int steps = argc > 4 ? atoi(argv[4]) : 5;
+    const int steps = argc > 4 ? atoi(argv[4]) : 5, ops = argc > 5 ? atoi(argv[5]) : 1;
     const int C = 768, NH = 12, V = 50257, Vp = 50304, N = B * T;
     be = pz_backend_cpu();
     pz_backend_cpu_set_threads(nt);
     pz_rng_seed(&rng, 42);
     printf("bench_ops: threads %d, B=%d T=%d (GPT-2 124M shapes)\n", pz_backend_cpu_threads(), B, T);
+    if (!ops) goto step;
     double mm = 12 * (bench_matmul("qkv", N, C, 3 * C, 1) + bench_matmul("attproj", N, C, C, 1) +
                       bench_matmul("fc", N, C, 4 * C, 1) + bench_matmul("fcproj", N, 4 * C, C, 1));
     mm += bench_matmul("lm_head", N, C, Vp, 0);
@@ -296,6 +300,7 @@ int main(int argc, char **argv) {
     bench_misc(N, C, V, Vp, 124475904, &misc);
     printf("  sum of op times per step: matmul %.0f ms + other %.0f ms (attention excluded)\n",
            mm * 1e3, misc);
+step:
     if (steps > 0) bench_step(B, T, steps);
     return 0;
 }

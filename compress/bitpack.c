@@ -1,5 +1,15 @@
 /* bitpack.c: b-bit code packing (CGX layout), LEB128 varints, Elias codes. */
+
+/* hot loops are throughput-bound: let gcc use 512-bit vectors where the
+ * build targets AVX-512 (it defaults to 256 bits) */
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC target("prefer-vector-width=512")
+#endif
 #include "compress/bitpack.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 /* ---- b-bit codes ---- */
 
@@ -16,10 +26,23 @@
 void pz_pack_codes(const uint8_t *codes, size_t n, int b, uint8_t *out) {
     size_t full = n / 8;
     switch (b) {
-    case 1: PACK_LOOP(1) break;
-    case 2: PACK_LOOP(2) break;
+    case 1: /* the same layout, byte-wise loops that vectorize */
+        for (size_t k = 0; k < full; k++) {
+            const uint8_t *c = codes + 8 * k;
+            out[k] = (uint8_t)((c[0] & 1) | (c[1] & 1) << 1 | (c[2] & 1) << 2 | (c[3] & 1) << 3 |
+                               (c[4] & 1) << 4 | (c[5] & 1) << 5 | (c[6] & 1) << 6 | (c[7] & 1) << 7);
+        }
+        break;
+    case 2:
+        for (size_t k = 0; k < 2 * full; k++) {
+            const uint8_t *c = codes + 4 * k;
+            out[k] = (uint8_t)((c[0] & 3) | (c[1] & 3) << 2 | (c[2] & 3) << 4 | (c[3] & 3) << 6);
+        }
+        break;
     case 3: PACK_LOOP(3) break;
-    case 4: PACK_LOOP(4) break;
+    case 4:
+        for (size_t k = 0; k < 4 * full; k++) out[k] = (uint8_t)((codes[2 * k] & 15) | (codes[2 * k + 1] & 15) << 4);
+        break;
     case 5: PACK_LOOP(5) break;
     case 6: PACK_LOOP(6) break;
     case 7: PACK_LOOP(7) break;
@@ -48,10 +71,21 @@ pz_status pz_unpack_codes(const uint8_t *in, size_t len, size_t n, int b, uint8_
     if (b < 1 || b > 8 || len != pz_pack_bytes(n, b)) return PZ_ERR_FORMAT;
     size_t full = n / 8;
     switch (b) {
-    case 1: UNPACK_LOOP(1) break;
-    case 2: UNPACK_LOOP(2) break;
+    case 1:
+        for (size_t k = 0; k < full; k++)
+            for (int j = 0; j < 8; j++) codes[8 * k + (size_t)j] = (uint8_t)((in[k] >> j) & 1);
+        break;
+    case 2:
+        for (size_t k = 0; k < 2 * full; k++)
+            for (int j = 0; j < 4; j++) codes[4 * k + (size_t)j] = (uint8_t)((in[k] >> (2 * j)) & 3);
+        break;
     case 3: UNPACK_LOOP(3) break;
-    case 4: UNPACK_LOOP(4) break;
+    case 4:
+        for (size_t k = 0; k < 4 * full; k++) {
+            codes[2 * k] = in[k] & 15;
+            codes[2 * k + 1] = (uint8_t)(in[k] >> 4);
+        }
+        break;
     case 5: UNPACK_LOOP(5) break;
     case 6: UNPACK_LOOP(6) break;
     case 7: UNPACK_LOOP(7) break;
@@ -66,6 +100,26 @@ pz_status pz_unpack_codes(const uint8_t *in, size_t len, size_t n, int b, uint8_
         memcpy(codes + full * 8, c, rem);
     }
     return PZ_OK;
+}
+
+void pz_bits_to_pm1(const uint8_t *bits, size_t n, float *out) {
+    size_t i = 0;
+#if defined(__AVX512F__)
+    const __m512 pos = _mm512_set1_ps(1.0f), neg = _mm512_set1_ps(-1.0f);
+    for (; i + 16 <= n; i += 16) {
+        uint16_t m;
+        memcpy(&m, bits + i / 8, 2);
+        _mm512_storeu_ps(out + i, _mm512_mask_blend_ps((__mmask16)m, neg, pos));
+    }
+#endif
+    for (; i + 8 <= n; i += 8) {
+        uint32_t b = bits[i / 8];
+        for (int j = 0; j < 8; j++) out[i + (size_t)j] = (float)(int32_t)(((b >> j) & 1u) * 2u) - 1.0f;
+    }
+    if (i < n) {
+        uint32_t b = bits[i / 8];
+        for (size_t j = 0; i + j < n; j++) out[i + j] = (float)(int32_t)(((b >> j) & 1u) * 2u) - 1.0f;
+    }
 }
 
 /* ---- varints ---- */

@@ -52,6 +52,10 @@ void pz_pack_codes(const uint8_t *codes, size_t n, int b, uint8_t *out);
  * len == pz_pack_bytes(n, b) and the tail padding is zero. */
 pz_status pz_unpack_codes(const uint8_t *in, size_t len, size_t n, int b, uint8_t *codes);
 
+/* Bits (CGX layout, b = 1: element i is bit i%8 of byte i/8) to floats:
+ * out[i] = bit ? +1.0f : -1.0f for i < n. */
+void pz_bits_to_pm1(const uint8_t *bits, size_t n, float *out);
+
 /* ---- LEB128 varints ---- */
 #define PZ_VARINT_MAX 10
 /* Writes v at out (room for PZ_VARINT_MAX bytes); returns bytes written. */

@@ -75,6 +75,16 @@ static inline PZ_HD float pz_f16_to_f32(uint16_t h) {
     return pz_u2f(sign | f);
 }
 
+/* Directed rounding to fp16, for scales that must cover the data:
+ * the smallest fp16 >= v and the largest fp16 <= v (v finite; the caller
+ * keeps |v| <= 65504 or gets +-inf). */
+static inline PZ_HD uint16_t pz_f32_to_f16_up(float v) {
+    uint16_t h = pz_f32_to_f16(v);
+    if (pz_f16_to_f32(h) < v) h = (h & 0x8000u) ? (h == 0x8000u ? (uint16_t)1 : (uint16_t)(h - 1)) : (uint16_t)(h + 1);
+    return h;
+}
+static inline PZ_HD uint16_t pz_f32_to_f16_down(float v) { return (uint16_t)(pz_f32_to_f16_up(-v) ^ 0x8000u); }
+
 /* ---- bf16 ---- */
 static inline PZ_HD uint16_t pz_f32_to_bf16(float x) {
     uint32_t f = pz_f2u(x);
@@ -112,8 +122,10 @@ static inline PZ_HD uint64_t pz_ctx_key(const pz_codec_ctx *ctx) {
 }
 
 /* The 32-bit words that the uniform of element i uses: lo = low half of the
- * key, hi = high half of the key mixed with the high half of i. Hot loops
- * compute it once per 2^32 elements and call pz_uniform_w. */
+ * key, hi = high half of the key mixed with the high half of i. The hash is
+ * mix32(lo32(i) ^ lo) ^ hi: a bijection of the element index for one message,
+ * decorrelated across messages by both key halves. Hot loops compute the
+ * words once per 2^32 elements and call pz_uniform2. */
 typedef struct { uint32_t lo, hi; } pz_ukey;
 static inline PZ_HD pz_ukey pz_ukey_at(uint64_t key, uint64_t i) {
     pz_ukey k;
@@ -121,13 +133,14 @@ static inline PZ_HD pz_ukey pz_ukey_at(uint64_t key, uint64_t i) {
     k.hi = (uint32_t)(key >> 32) ^ ((uint32_t)(i >> 32) * 0x9e3779b9u);
     return k;
 }
-static inline PZ_HD uint32_t pz_uhash_w(pz_ukey k, uint32_t ilo) {
-    return pz_mix32(pz_mix32(ilo ^ k.lo) ^ k.hi);
+static inline PZ_HD uint32_t pz_uhash2(uint32_t klo, uint32_t khi, uint32_t ilo) {
+    return pz_mix32(ilo ^ klo) ^ khi;
 }
-/* [0, 1), multiple of 2^-24 */
-static inline PZ_HD float pz_uniform_w(pz_ukey k, uint32_t ilo) {
-    return (float)(int32_t)(pz_uhash_w(k, ilo) >> 8) * 0x1p-24f;
+/* [0, 1), multiple of 2^-24; hot loops copy k.lo and k.hi into locals */
+static inline PZ_HD float pz_uniform2(uint32_t klo, uint32_t khi, uint32_t ilo) {
+    return (float)(int32_t)(pz_uhash2(klo, khi, ilo) >> 8) * 0x1p-24f;
 }
+static inline PZ_HD float pz_uniform_w(pz_ukey k, uint32_t ilo) { return pz_uniform2(k.lo, k.hi, ilo); }
 static inline PZ_HD float pz_uniform(uint64_t key, uint64_t i) {
     return pz_uniform_w(pz_ukey_at(key, i), (uint32_t)i);
 }
@@ -137,6 +150,12 @@ static inline PZ_HD float pz_uniform(uint64_t key, uint64_t i) {
  * y must be finite and |y| < 2^23. */
 static inline PZ_HD float pz_round_stoch(float y, float u) {
     float f = floorf(y);
+    return f + (u < y - f ? 1.0f : 0.0f);
+}
+/* The same for 0 <= y < 2^31, by truncation (vectorizes where floorf does
+ * not, e.g. gcc with -ftrapping-math). */
+static inline PZ_HD float pz_round_stoch_pos(float y, float u) {
+    float f = (float)(int32_t)y;
     return f + (u < y - f ? 1.0f : 0.0f);
 }
 /* nearest integer, ties to even */

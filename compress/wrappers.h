@@ -33,7 +33,9 @@ typedef struct {
 
 typedef struct pz_wrapper pz_wrapper;
 
-/* Takes ownership of inner. */
+/* Takes ownership of inner, also when it fails (inner is then freed).
+ * opts may be NULL (defaults); mem_limit 0 means the default. ef and ef21
+ * take no options (mem_limit may be 0 or the default). */
 pz_status pz_wrapper_create(pz_wrap_kind kind, const pz_wrap_opts *opts, pz_codec *inner,
                             pz_wrapper **out);
 void pz_wrapper_free(pz_wrapper *w);
@@ -45,7 +47,9 @@ pz_status pz_wrapper_encode(pz_wrapper *w, const float *x, const pz_shape *shape
                             size_t *len, uint8_t *flags);
 pz_status pz_wrapper_decode(pz_wrapper *w, uint8_t flags, const uint8_t *payload, size_t len,
                             const pz_shape *shape, const pz_codec_ctx *ctx, float *out);
-/* Bytes of state held (memory and file), for the memory report. */
+/* Bytes held, for the memory report: returns the bytes in memory (state,
+ * aq's id table and chunk table, scratch buffers); *file_bytes (if not NULL)
+ * gets the length of aq's spill file (0 for ef, ef21). */
 size_t pz_wrapper_state_bytes(const pz_wrapper *w, size_t *file_bytes);
 
 /* ---- introspection (tests, debugging, sync checks) ----------------------

@@ -5,9 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compress/codec_cli.h"
 #include "kernels/backend.h"
 #include "runtime/data.h"
+#include "runtime/launcher.h"
+#include "runtime/pipeline.h"
 #include "runtime/train.h"
+#include "schedules/schedule.h"
+#include "schedules/schedule_cmd.h"
 
 typedef enum { FLAG_INT, FLAG_LONG, FLAG_FLOAT, FLAG_STR, FLAG_BOOL } flag_kind;
 
@@ -106,6 +111,10 @@ static int parse_flags(const char *cmd, const char *usage, int argc, char **argv
     return 0;
 }
 
+/* the whole command line, for the launcher to start the same command per rank */
+static int full_argc;
+static char **full_argv;
+
 static int fail(const char *cmd, pz_status st) {
     fprintf(stderr, "pipezip %s: error: %s\n", cmd, pz_last_error());
     (void)st;
@@ -125,7 +134,7 @@ static int cmd_train(int argc, char **argv) {
         {"--batch", FLAG_INT, &o.batch, "sequences per micro-batch (B)", 1, 65536, NULL},
         {"--seq", FLAG_INT, &o.seq, "tokens per sequence (T), at most the model's context", 1, 65536, NULL},
         {"--steps", FLAG_INT, &o.steps, "optimizer steps", 1, 100000000, NULL},
-        {"--accum", FLAG_INT, &o.accum, "micro-batches accumulated per step", 1, 65536, NULL},
+        {"--micro-batches", FLAG_INT, &o.micro, "micro-batches per step (gradients accumulate)", 1, 65535, NULL},
         {"--lr", FLAG_FLOAT, &o.optim.lr, "peak learning rate", 0, 10, NULL},
         {"--min-lr-frac", FLAG_FLOAT, &o.optim.min_lr_frac, "cosine decays to lr x this", 0, 1, NULL},
         {"--warmup", FLAG_INT, &o.optim.warmup_steps, "linear warm-up steps (default: steps/10)", 0, 100000000, &o.warmup_given},
@@ -137,14 +146,45 @@ static int cmd_train(int argc, char **argv) {
         {"--val-every", FLAG_INT, &o.val_every, "validate every N steps (and after the last step; 0 = never)", 0, 100000000, NULL},
         {"--val-batches", FLAG_INT, &o.val_batches, "validation batches, read in file order", 1, 100000000, NULL},
         {"--save", FLAG_STR, &o.save, "write the trained model here at the end (.bin = llm.c v3, else safetensors)", 0, 0, NULL},
-        {"--threads", FLAG_INT, &o.threads, "CPU threads (0 = all cores)", 0, 1024, NULL},
+        {"--threads", FLAG_INT, &o.threads, "CPU threads per process (0 = all cores)", 0, 1024, NULL},
+        {"--stages", FLAG_INT, &o.stages, "pipeline stages, one process each (1 = this process alone)", 1, 255, NULL},
+        {"--split", FLAG_STR, &o.split, "blocks per stage, e.g. 3,3,3,3 (default: balanced by a cost model)", 0, 0, NULL},
+        {"--schedule", FLAG_STR, &o.schedule, "pipeline schedule: 1f1b or gpipe", 0, 0, NULL},
+        {"--peer-timeout", FLAG_FLOAT, &o.peer_timeout, "seconds a stage waits for a peer before failing", 0.1, 86400, NULL},
+        {"--trace", FLAG_STR, &o.trace, "write a Chrome/Perfetto trace JSON of all stages (pipeline only)", 0, 0, NULL},
     };
     int r = parse_flags("train", "usage: pipezip train (--preset NAME | --init FILE) --data SHARDS [flags]\n\n"
-                        "Trains a GPT-2 in one process. Prints one JSON line per step on stdout:\n"
+                        "Trains a GPT-2. With --stages S > 1 the model is cut into S stages, each in its\n"
+                        "own process on this host (or, when RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT or\n"
+                        "mpirun/srun variables are set, this process is one rank of such a pipeline).\n"
+                        "Prints one JSON line per step on stdout:\n"
                         "  {\"step\",\"loss\",\"lr\",\"norm\",\"ms\",\"tok_s\"} and {\"step\",\"val_loss\"} lines.",
                         argc, argv, fs, NFLAGS(fs), NULL);
     if (r) return r == 2 ? 0 : 1;
-    pz_status st = pz_train_run(&o);
+    pz_sched_kind kind;
+    if (pz_sched_parse(o.schedule, &kind) != PZ_OK) return fail("train", PZ_ERR_ARG);
+    int rank, world, port;
+    const char *addr;
+    pz_status st;
+    if (pz_env_rank(&rank, &world, &addr, &port)) {
+        /* one rank of a pipeline started by us, torchrun-style variables, mpirun or srun */
+        st = pz_pipeline_run_rank(&o, rank, world, addr, port);
+        return st == PZ_OK ? 0 : fail("train", st);
+    }
+    if (o.stages > 1) {
+        if (o.save && (st = pz_check_writable_dir(o.save)) != PZ_OK) return fail("train", st);
+        int rc = pz_launch_local(o.stages, full_argc, full_argv);
+        if (rc == 0 && o.trace) {
+            if ((st = pz_trace_merge(o.trace, o.stages)) != PZ_OK) return fail("train", st);
+            fprintf(stderr, "pipezip train: wrote trace %s\n", o.trace);
+        }
+        return rc;
+    }
+    if (o.trace) {
+        fprintf(stderr, "pipezip train: error: --trace needs --stages 2 or more\n");
+        return 1;
+    }
+    st = pz_train_run(&o);
     return st == PZ_OK ? 0 : fail("train", st);
 }
 
@@ -217,14 +257,39 @@ static int cmd_tokenize(int argc, char **argv) {
     return st == PZ_OK ? 0 : fail("tokenize", st);
 }
 
+static int cmd_codec(int argc, char **argv) {
+    pz_codec_cmd_opts o = {NULL, NULL, NULL, NULL, NULL, 0, 0};
+    const flag_spec fs[] = {
+        {"--spec", FLAG_STR, &o.spec, "codec spec, e.g. q4, q4:group=row,round=nearest, topk:0.1, ef(sign)+zstd", 0, 0, NULL},
+        {"--in", FLAG_STR, &o.in, "float32 tensor to encode: .npy ('<f4', C order), or raw with --raw", 0, 0, NULL},
+        {"--raw", FLAG_BOOL, &o.raw, "--in is raw little-endian float32 (needs --shape)", 0, 0, NULL},
+        {"--shape", FLAG_STR, &o.shape, "dims of a raw input, e.g. 4,1024,768", 0, 0, NULL},
+        {"--out", FLAG_STR, &o.out, "where to write the message (encode) or the .npy (decode)", 0, 0, NULL},
+        {"--decode", FLAG_STR, &o.decode, "decode this message instead of encoding", 0, 0, NULL},
+        {"--seed", FLAG_LONG, &o.seed, "seed of stochastic rounding", 0, 1e18, NULL},
+    };
+    int r = parse_flags("codec", "usage: pipezip codec --spec SPEC --in X.npy --out MSG [--seed N]\n"
+                        "       pipezip codec --spec SPEC --in X.f32 --raw --shape D0,D1,.. --out MSG\n"
+                        "       pipezip codec --decode MSG --out Y.npy\n\n"
+                        "Encodes a float32 tensor with a codec (grammar and codecs: compress/README.md) and\n"
+                        "prints one JSON line: input_bytes, wire_bytes, ratio, bits_per_elem, rel_l2_error\n"
+                        "(of the decoded tensor), encode_gbps and decode_gbps (one thread). --decode turns a\n"
+                        "message of a codec without receiver state back into an .npy file.",
+                        argc, argv, fs, NFLAGS(fs), NULL);
+    if (r) return r == 2 ? 0 : 1;
+    return pz_codec_cmd(&o);
+}
+
 static const struct {
     const char *name;
     int (*fn)(int, char **);
     const char *help;
 } commands[] = {
-    {"train", cmd_train, "train a GPT-2 in one process"},
+    {"train", cmd_train, "train a GPT-2, in one process or as a pipeline of stages"},
     {"eval", cmd_eval, "mean next-token loss of a checkpoint on token shards"},
     {"tokenize", cmd_tokenize, "turn text files into byte-level token shards"},
+    {"codec", cmd_codec, "encode a tensor with a codec and report size, error and speed"},
+    {"schedule", pz_cmd_schedule, "print the instruction table of a pipeline schedule"},
 };
 
 static void usage(FILE *f) {
@@ -234,6 +299,8 @@ static void usage(FILE *f) {
 }
 
 int pz_cli_main(int argc, char **argv) {
+    full_argc = argc;
+    full_argv = argv;
     if (argc < 2) { usage(stderr); return 1; }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);

@@ -11,7 +11,7 @@
 #include "runtime/checkpoint.h"
 
 /* Fails early, before hours of training, if `path`'s directory cannot take a file. */
-static pz_status check_writable_dir(const char *path) {
+pz_status pz_check_writable_dir(const char *path) {
     char *dir = xstrdup(path);
     char *slash = strrchr(dir, '/');
     const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
@@ -27,7 +27,10 @@ void pz_train_opts_default(pz_train_opts *o) {
     o->batch = 8;
     o->seq = 64;
     o->steps = 100;
-    o->accum = 1;
+    o->micro = 1;
+    o->stages = 1;
+    o->schedule = "1f1b";
+    o->peer_timeout = 60.0f;
     o->threads = 0;
     o->val_every = 25;
     o->val_batches = 8;
@@ -35,36 +38,39 @@ void pz_train_opts_default(pz_train_opts *o) {
     pz_optim_config_default(&o->optim);
 }
 
+pz_status pz_model_config(const char *preset, const char *init, pz_gpt2_config *cfg) {
+    if ((preset == NULL) == (init == NULL))
+        return pz_fail(PZ_ERR_ARG, "give exactly one of --preset NAME or --init FILE");
+    if (preset) return pz_gpt2_preset(preset, cfg);
+    pz_ckpt_format fmt;
+    return pz_ckpt_read_config(init, cfg, &fmt);
+}
+
+pz_status pz_model_create_stage(pz_stage *s, const pz_backend *be, const pz_gpt2_config *cfg,
+                                const pz_stage_range *r, const char *init, uint64_t seed, int B, int T) {
+    pz_status st = pz_stage_init(s, be, cfg, r, B, T);
+    if (st != PZ_OK) return st;
+    /* parameters are built on the host and copied, so a device backend works too;
+     * initialisation draws per named tensor, so any split gives the same model */
+    float *host = xmalloc(s->params.numel * sizeof(float));
+    pz_gpt2_params hp;
+    pz_gpt2_params_bind(&hp, cfg, r, host);
+    if (!init) pz_gpt2_params_init(&hp, seed);
+    else st = pz_ckpt_load(init, &hp);
+    if (st == PZ_OK) be->from_host(s->param_mem, host, s->params.numel * sizeof(float));
+    pz_gpt2_params_unbind(&hp);
+    free(host);
+    if (st != PZ_OK) pz_stage_free(s);
+    return st;
+}
+
 pz_status pz_model_create(pz_stage *s, const pz_backend *be, const char *preset,
                           const char *init, uint64_t seed, int B, int T) {
     pz_gpt2_config cfg;
-    pz_status st;
-    if ((preset == NULL) == (init == NULL))
-        return pz_fail(PZ_ERR_ARG, "give exactly one of --preset NAME or --init FILE");
-    if (preset) {
-        if ((st = pz_gpt2_preset(preset, &cfg)) != PZ_OK) return st;
-    } else {
-        pz_ckpt_format fmt;
-        if ((st = pz_ckpt_read_config(init, &cfg, &fmt)) != PZ_OK) return st;
-    }
+    pz_status st = pz_model_config(preset, init, &cfg);
+    if (st != PZ_OK) return st;
     pz_stage_range r = pz_whole_model(&cfg);
-    if ((st = pz_stage_init(s, be, &cfg, &r, B, T)) != PZ_OK) return st;
-    /* parameters are built on the host and copied, so a device backend works too */
-    float *host = xmalloc(s->params.numel * sizeof(float));
-    pz_gpt2_params hp;
-    pz_gpt2_params_bind(&hp, &cfg, &r, host);
-    if (preset) {
-        pz_gpt2_params_init(&hp, seed);
-    } else if ((st = pz_ckpt_load(init, &hp)) != PZ_OK) {
-        pz_gpt2_params_unbind(&hp);
-        free(host);
-        pz_stage_free(s);
-        return st;
-    }
-    be->from_host(s->param_mem, host, s->params.numel * sizeof(float));
-    pz_gpt2_params_unbind(&hp);
-    free(host);
-    return PZ_OK;
+    return pz_model_create_stage(s, be, &cfg, &r, init, seed, B, T);
 }
 
 pz_status pz_model_save(const pz_stage *s, const char *path) {
@@ -122,7 +128,7 @@ pz_status pz_train_run(const pz_train_opts *o) {
     int *inp = NULL, *tgt = NULL;
 
     if (!o->data) return pz_fail(PZ_ERR_ARG, "--data is required (token shards; see 'pipezip tokenize')");
-    if (o->save && (st = check_writable_dir(o->save)) != PZ_OK) return st;
+    if (o->save && (st = pz_check_writable_dir(o->save)) != PZ_OK) return st;
     if ((st = pz_model_create(&s, be, o->preset, o->init, (uint64_t)o->seed, o->batch, o->seq)) != PZ_OK)
         goto cleanup;
     have_stage = 1;
@@ -149,27 +155,27 @@ pz_status pz_train_run(const pz_train_opts *o) {
 
     size_t nparams = pz_gpt2_numel(&s.cfg);
     fprintf(stderr, "pipezip train: %zu parameters (L=%d NH=%d C=%d V=%d Vp=%d maxT=%d), "
-            "batch %d x seq %d x accum %d, %zu training samples, %d threads\n",
+            "batch %d x seq %d x %d micro-batches, %zu training samples, %d threads\n",
             nparams, s.cfg.num_layers, s.cfg.num_heads, s.cfg.channels, s.cfg.vocab_size,
-            s.cfg.padded_vocab_size, s.cfg.max_seq_len, o->batch, o->seq, o->accum,
+            s.cfg.padded_vocab_size, s.cfg.max_seq_len, o->batch, o->seq, o->micro,
             pz_dataset_num_samples(&train), pz_backend_cpu_threads());
 
     size_t BT = (size_t)o->batch * o->seq;
     inp = xmalloc(BT * sizeof(int));
     tgt = xmalloc(BT * sizeof(int));
     int tty = isatty(2);
-    float dscale = 1.0f / ((float)BT * (float)o->accum);
+    float dscale = 1.0f / ((float)BT * (float)o->micro);
     for (int step = 0; step < o->steps; step++) {
         double t0 = pz_now();
         pz_stage_zero_grad(&s);
         double loss = 0.0;
-        for (int micro = 0; micro < o->accum; micro++) {
+        for (int micro = 0; micro < o->micro; micro++) {
             pz_loader_next(&loader, inp, tgt, NULL);
             pz_stage_forward(&s, &a, inp, NULL, tgt, dscale);
             pz_stage_backward(&s, &a, NULL, NULL);
             loss += a.loss;
         }
-        loss /= o->accum;
+        loss /= o->micro;
         double norm = sqrt(pz_grad_sumsq(&s));
         if (!isfinite(loss) || !isfinite(norm)) {
             st = pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: training diverged "
@@ -178,8 +184,8 @@ pz_status pz_train_run(const pz_train_opts *o) {
         }
         float lr = pz_optim_step(&opt, &s, pz_clip_scale(&opt.cfg, norm));
         double ms = 1e3 * (pz_now() - t0);
-        double tok_s = (double)BT * o->accum / (ms * 1e-3);
-        printf("{\"step\":%d,\"loss\":%.6f,\"lr\":%.6g,\"norm\":%.4f,\"ms\":%.1f,\"tok_s\":%.1f}\n",
+        double tok_s = (double)BT * o->micro / (ms * 1e-3);
+        printf("{\"step\":%d,\"loss\":%.8f,\"lr\":%.6g,\"norm\":%.4f,\"ms\":%.1f,\"tok_s\":%.1f}\n",
                step + 1, loss, lr, norm, ms, tok_s);
         fflush(stdout);
         if (tty) fprintf(stderr, "\rstep %d/%d loss %.4f  %.0f ms  %.0f tok/s   ",
@@ -189,7 +195,7 @@ pz_status pz_train_run(const pz_train_opts *o) {
             double vl;
             int used;
             if ((st = pz_eval_loss(&s, &a, &val, o->val_batches, &vl, &used)) != PZ_OK) goto cleanup;
-            printf("{\"step\":%d,\"val_loss\":%.6f,\"val_batches\":%d}\n", step + 1, vl, used);
+            printf("{\"step\":%d,\"val_loss\":%.8f,\"val_batches\":%d}\n", step + 1, vl, used);
             fflush(stdout);
             if (tty) fprintf(stderr, "\n");
         }

@@ -13,12 +13,19 @@ typedef struct {
     const char *data;       /* training shards */
     const char *val_data;   /* validation shards (optional) */
     const char *save;       /* checkpoint written at the end (optional) */
-    int batch, seq, steps, accum;
+    int batch, seq, steps;
+    int micro;              /* micro-batches per optimizer step (gradient accumulation) */
     int threads;
     int val_every, val_batches;
     long seed;
     pz_optim_config optim;
     int warmup_given;       /* whether --warmup was set (else a default fraction) */
+    /* pipeline (runtime/pipeline.c) */
+    int stages;             /* 1 = this process trains the whole model */
+    const char *split;      /* "--split 3,3": blocks per stage, or NULL = balanced */
+    const char *schedule;   /* "1f1b" or "gpipe" */
+    float peer_timeout;     /* seconds a stage waits for a peer before giving up */
+    const char *trace;      /* Chrome/Perfetto trace JSON to write, or NULL */
 } pz_train_opts;
 
 void pz_train_opts_default(pz_train_opts *o);
@@ -30,9 +37,17 @@ pz_status pz_train_run(const pz_train_opts *o);
 pz_status pz_eval_loss(pz_stage *s, pz_acts *a, const pz_dataset *d, int nbatches,
                        double *loss, int *batches_used);
 
-/* Builds the model of a stage from --preset or --init (host-side load). */
+/* The model config from --preset or --init (exactly one must be given). */
+pz_status pz_model_config(const char *preset, const char *init, pz_gpt2_config *cfg);
+/* A stage's part of the model: random init from seed (init == NULL) or
+ * loaded from the checkpoint init. */
+pz_status pz_model_create_stage(pz_stage *s, const pz_backend *be, const pz_gpt2_config *cfg,
+                                const pz_stage_range *r, const char *init, uint64_t seed, int B, int T);
+/* The whole model from --preset or --init (host-side load). */
 pz_status pz_model_create(pz_stage *s, const pz_backend *be, const char *preset,
                           const char *init, uint64_t seed, int B, int T);
+/* Fails early if the directory of `path` cannot take a new file. */
+pz_status pz_check_writable_dir(const char *path);
 /* Saves the stage's parameters: ".bin" -> llm.c v3, anything else -> safetensors. */
 pz_status pz_model_save(const pz_stage *s, const char *path);
 

@@ -14,9 +14,10 @@
  *
  * Every comparison prints its worst element as a fraction of its tolerance
  * |got - ref| <= atol + rtol * |ref|; any failure makes the exit status 1.
- * The whole suite runs at two sizes (the small one leaves most threads idle
- * in the column-split reductions, the larger one spreads them) and at 1 and 3
- * threads (an odd split). */
+ * The whole suite runs at three sizes (the small one leaves most threads idle
+ * in the column-split reductions, the second spreads them, the third has
+ * T > 128 for the blocked attention) and at 1 and 3 threads (an odd split,
+ * and more threads than this 2-core machine). */
 #include "kernels/backend.h"
 #include "runtime/util.h"
 
@@ -554,6 +555,34 @@ static void test_crossentropy(const sizes *s) {
     be->free(c.logits); be->free(c.losses); be->free(c.targets);
 }
 
+/* GPT-2's vocabulary: many blocks of partial sums, against double */
+static void test_crossentropy_gpt2(void) {
+    const int N = 3, V = 50257, Vp = 50304;
+    const size_t n = (size_t)N * Vp;
+    float *logits = fbuf(n), *losses = fbuf(N);
+    int *targets = be->alloc(N * sizeof(int));
+    double *ref = dbuf(N), *dref = dbuf(n);
+    fill_normal(logits, n, 3.0f);
+    fill_ids(targets, N, V);
+    const float dscale = 1.0f / 3.0f;
+    for (int r = 0; r < N; r++) {
+        const float *x = logits + (size_t)r * Vp;
+        double mx = x[0], sum = 0.0;
+        for (int i = 1; i < V; i++) mx = x[i] > mx ? x[i] : mx;
+        for (int i = 0; i < V; i++) sum += exp((double)x[i] - mx);
+        ref[r] = log(sum) + mx - x[targets[r]];
+        for (int i = 0; i < Vp; i++)
+            dref[(size_t)r * Vp + i] = i < V ? dscale * (exp((double)x[i] - mx) / sum -
+                                                        (i == targets[r])) : 0.0;
+    }
+    be->crossentropy_forward(losses, logits, targets, N, V, Vp, dscale);
+    expect_close("crossentropy V=50257 loss vs double", losses, ref, N, 1e-6, 1e-6);
+    /* probabilities are ~1e-5 here, so the bound is relative */
+    expect_close("crossentropy V=50257 dlogits vs double", logits, dref, n, 1e-12, 1e-5);
+    be->free(logits); be->free(losses); be->free(targets);
+    free(ref); free(dref);
+}
+
 /* ---- optimizer side --------------------------------------------------- */
 
 static void test_sumsq(void) {
@@ -621,14 +650,17 @@ static void test_memory(void) {
         for (size_t i = 0; i < sizes[k]; i++) ok &= a[i] == 0;
         unsigned char *h = xmalloc(sizes[k]), *h2 = xmalloc(sizes[k]);
         for (size_t i = 0; i < sizes[k]; i++) h[i] = (unsigned char)(i * 7 + 1);
+        unsigned char *b = be->alloc(sizes[k]);
         be->from_host(a, h, sizes[k]);
-        be->to_host(h2, a, sizes[k]);
+        be->copy(b, a, sizes[k]);
+        be->to_host(h2, b, sizes[k]);
         ok &= memcmp(h, h2, sizes[k]) == 0;
+        be->free(b);
         free(h);
         free(h2);
         be->free(a);
     }
-    expect_true("alloc is 64-byte aligned and zeroed; zero, to_host, from_host", ok);
+    expect_true("alloc is 64-byte aligned and zeroed; zero, from_host, copy, to_host", ok);
 }
 
 int main(void) {
@@ -636,11 +668,13 @@ int main(void) {
     const sizes cases[] = {
         {2, 5, 8, 2, 12, 11, 16},      /* small: everything fits one vector */
         {2, 33, 48, 3, 40, 37, 48},    /* ragged vectors, three channel slices */
+        {1, 130, 16, 2, 24, 37, 48},   /* three attention blocks of 64, 64, 2 rows */
     };
+    const int ncases = (int)(sizeof cases / sizeof cases[0]);
     const int threads[] = {1, 3};
     for (int ti = 0; ti < 2; ti++) {
         pz_backend_cpu_set_threads(threads[ti]);
-        for (int ci = 0; ci < 2; ci++) {
+        for (int ci = 0; ci < ncases; ci++) {
             const sizes *s = &cases[ci];
             printf("threads %d, B=%d T=%d C=%d NH=%d OC=%d V=%d Vp=%d\n", pz_backend_cpu_threads(),
                    s->B, s->T, s->C, s->NH, s->OC, s->V, s->Vp);
@@ -653,6 +687,7 @@ int main(void) {
             test_residual(s);
             test_crossentropy(s);
         }
+        test_crossentropy_gpt2();
         test_sumsq();
         test_adamw();
         test_memory();

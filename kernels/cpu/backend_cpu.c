@@ -1,16 +1,26 @@
 /* backend_cpu.c: the CPU pz_backend table, its memory functions and its
  * thread setting.
  *
- * "Device" memory is host memory here, so to_host/from_host are memcpy.
- * Threads: every OpenMP region in kernels/cpu/ names pz_cpu_nt() threads, and
- * OpenBLAS (which runs its own pthread pool in the Debian build) is set to the
- * same count, so matmuls and the elementwise ops use the same cores. */
+ * "Device" memory is host memory here, so to_host/from_host/copy are memcpy.
+ *
+ * Threads: there is one pool, OpenMP's. Every OpenMP region in kernels/cpu/
+ * names pz_cpu_nt() threads, and the sgemm calls (matmul.c, attention.c) are
+ * made by those threads on disjoint slices, with OpenBLAS itself set to one
+ * thread. Letting OpenBLAS's own pthread pool (Debian's default build) run
+ * the matmuls instead made its spinning workers and libgomp's fight over the
+ * cores (matmul.c has the numbers). So pz_backend_cpu_set_threads(n) means n
+ * threads in all, not n for OpenMP plus n for BLAS. The Debian OpenBLAS
+ * pthread build is safe to call from several threads at once when it runs
+ * single-threaded (its buffer pool is locked; at most MAX_THREADS=64 callers);
+ * the OpenMP build (libopenblas0-openmp) also runs single-threaded inside
+ * a parallel region, so this file works unchanged with either. */
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "runtime/util.h"
 
 #include <cblas.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,11 +32,14 @@ int pz_cpu_nt(void) {
     return pz_cpu_nthreads_ > 0 ? pz_cpu_nthreads_ : omp_get_max_threads();
 }
 
+/* OpenBLAS must run single-threaded inside our regions (see above) */
+static void blas_single_thread_(void) { openblas_set_num_threads(1); }
+
 void pz_backend_cpu_set_threads(int n) {
     if (n <= 0) n = omp_get_num_procs();
     pz_cpu_nthreads_ = n;
-    omp_set_num_threads(n);
-    openblas_set_num_threads(getenv("PZ_MM_SPLIT") && atoi(getenv("PZ_MM_SPLIT")) ? 1 : n);
+    omp_set_num_threads(n); /* for OpenMP code outside this backend */
+    blas_single_thread_();
 }
 
 int pz_backend_cpu_threads(void) { return pz_cpu_nt(); }
@@ -92,4 +105,10 @@ static const pz_backend cpu_backend = {
     .adamw_update = pz_cpu_adamw_update,
 };
 
-const pz_backend *pz_backend_cpu(void) { return &cpu_backend; }
+/* The table. The first call also puts OpenBLAS in single-thread mode, for
+ * callers that never call pz_backend_cpu_set_threads. */
+const pz_backend *pz_backend_cpu(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, blas_single_thread_);
+    return &cpu_backend;
+}

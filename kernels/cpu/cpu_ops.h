@@ -35,9 +35,12 @@ int pz_cpu_nt(void);
  * bits. fmaf keeps the Horner steps single-rounded: in ISO C mode gcc does not
  * contract a*b+c into an FMA on its own (-ffp-contract=off). */
 static inline float pz_cpu_expf(float x) {
-    const float xc = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    /* clamps written as compare-selects that map onto single min/max ops */
+    float xc = x > 88.0f ? 88.0f : x;
+    xc = xc < -87.0f ? -87.0f : xc;
     /* round-to-nearest integer by the 1.5*2^23 trick: exact for |v| < 2^22 */
-    const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    const float kd = xc * 1.44269504088896341f + 12582912.0f;
+    const float n = kd - 12582912.0f;
     float r = fmaf(n, -0.693145751953125f, xc);     /* ln2 high part: 17 bits */
     r = fmaf(n, -1.42860682030941723212e-6f, r);    /* ln2 low part */
     float p = 1.0f / 5040.0f;
@@ -52,7 +55,8 @@ static inline float pz_cpu_expf(float x) {
     const int32_t bits = ((int32_t)n + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return x < -87.0f ? 0.0f : p * scale;
+    const float e = p * scale;
+    return x < -87.0f ? 0.0f : e;
 }
 
 /* encoder: out (B,T,C) = wte[inp] + wpe[t]; backward scatters into dwte, dwpe */

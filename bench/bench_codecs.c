@@ -1,0 +1,162 @@
+/* bench_codecs.c: encode and decode throughput of every codec on one thread.
+ *
+ *   bench_codecs [--runs N] [SPEC...]
+ *
+ * Input: a (8, 512, 1024) float32 tensor (4M floats, 16 MiB) that looks like
+ * activations: Gaussian, with 1% of the channels scaled up 10x and heavy
+ * tailed. For each codec: median over N runs (default 9) of the time to encode
+ * the whole tensor into a message and to decode it, as GB/s of float input
+ * (16 MiB / time) and as a ratio to memcpy of the same 16 MiB, timed in the
+ * same loop as the codec's runs (so a busy machine slows both alike); plus the compression ratio (input bytes / wire bytes) and the
+ * relative L2 error of the decoded tensor. Targets (issue 3, one core): fp16,
+ * bf16, q<b>, sign >= 0.5x memcpy; topk:0.1 >= 0.2x; jointsq >= 0.15x; each
+ * line says whether its target is met. Exit status 0 (a benchmark reports). */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compress/codec.h"
+
+static const char *const default_specs[] = {
+    "fp32", "fp16", "bf16",
+    "q8", "q4", "q2", "q1",
+    "q8:round=nearest", "q4:round=nearest", "q4:group=row", "q4:scale=minmax,group=row",
+    "q4:group=256,sdtype=fp16", "q2:group=row,round=nearest",
+    "sign", "sign:stochastic", "sign:group=channel",
+    "nuq4", "nuq8", "nuq4:code=elias",
+    "topk:0.1", "topk:0.01",
+    "jointsq:1.5", "jointsq:0.5",
+    "q8+zstd",
+};
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return v[n / 2];
+}
+
+/* target ratio to memcpy for a spec, or 0 when the issue sets none */
+static double target_of(const char *spec) {
+    if (strchr(spec, '(') || strstr(spec, "+zstd")) return 0.0;
+    if (!strncmp(spec, "fp16", 4) || !strncmp(spec, "bf16", 4) || !strncmp(spec, "sign", 4)) return 0.5;
+    if (spec[0] == 'q' && spec[1] >= '1' && spec[1] <= '8') return 0.5;
+    if (!strncmp(spec, "topk:0.1", 8) && (spec[8] == 0 || spec[8] == ',')) return 0.2;
+    if (!strncmp(spec, "jointsq", 7)) return 0.15;
+    return 0.0;
+}
+
+int main(int argc, char **argv) {
+    int runs = 9;
+    int first_spec = argc;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--runs") && i + 1 < argc) {
+            runs = atoi(argv[++i]);
+            if (runs < 1 || runs > 1000) pz_die("--runs must be 1..1000");
+        } else {
+            first_spec = i;
+            break;
+        }
+    }
+    omp_set_num_threads(1);
+    const char *const *specs = default_specs;
+    int nspecs = (int)(sizeof default_specs / sizeof default_specs[0]);
+    if (first_spec < argc) {
+        specs = (const char *const *)(argv + first_spec);
+        nspecs = argc - first_spec;
+    }
+
+    pz_shape shape = {3, {8, 512, 1024, 0}};
+    size_t n = pz_shape_numel(&shape), bytes = n * sizeof(float);
+    float *x = xaligned_alloc(bytes), *y = xaligned_alloc(bytes), *tmp = xaligned_alloc(bytes);
+    pz_rng r;
+    pz_rng_seed(&r, 1234);
+    size_t C = (size_t)shape.dims[2];
+    for (size_t i = 0; i < n; i++) {
+        size_t c = i % C;
+        float z = pz_rng_normal(&r);
+        if (c % 97 == 3) z = 10.0f * z * (1.0f + 0.1f * z * z);   /* heavy-tailed outlier channels */
+        x[i] = z;
+    }
+    /* memcpy bandwidth of the same 16 MiB */
+    double *t = xmalloc(sizeof(double) * (size_t)(runs > 9 ? runs : 9) * 3);
+    memcpy(tmp, x, bytes);
+    for (int k = 0; k < 9; k++) {
+        double t0 = pz_now();
+        memcpy(tmp, x, bytes);
+        t[k] = pz_now() - t0;
+        x[k] += 0.0f;
+    }
+    double memcpy_gbps = (double)bytes / median(t, 9) * 1e-9;
+    printf("bench_codecs: tensor (8, 512, 1024) float32 = %zu bytes, one thread, median of %d runs\n", bytes, runs);
+    printf("memcpy at start: %.2f GB/s; each line's ratios use memcpy timed in the same runs (cpy GB/s)\n\n",
+           memcpy_gbps);
+    printf("%-44s %8s %9s %8s %9s %8s %8s %9s %7s  %s\n", "codec", "ratio", "enc GB/s", "enc/cpy", "dec GB/s", "dec/cpy",
+           "cpy GB/s", "rel err", "target", "met");
+    int misses = 0;
+    for (int s = 0; s < nspecs; s++) {
+        pz_codec *enc = NULL, *dec = NULL;
+        if (pz_codec_create(specs[s], &enc) != PZ_OK || pz_codec_create(specs[s], &dec) != PZ_OK) {
+            printf("%-44s skipped: %s\n", specs[s], pz_last_error());
+            pz_codec_free(enc);
+            continue;
+        }
+        size_t cap = pz_codec_max_encoded_size(enc, &shape), len = 0;
+        uint8_t *msg = xaligned_alloc(cap);
+        uint64_t ids[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+        pz_codec_ctx ctx = {1, 0, 0, 0, 0, ids};
+        double *te = t, *td = t + runs, *tm = t + 2 * runs;
+        int ok = 1;
+        for (int k = 0; k < runs && ok; k++) {
+            ctx.step = (uint64_t)k;
+            double t0 = pz_now();
+            memcpy(tmp, x, bytes);   /* memcpy under the same conditions as the codec */
+            tm[k] = pz_now() - t0;
+            t0 = pz_now();
+            ok = pz_codec_encode(enc, x, &shape, &ctx, msg, cap, &len) == PZ_OK;
+            te[k] = pz_now() - t0;
+            pz_shape got;
+            t0 = pz_now();
+            ok = ok && pz_codec_decode(dec, msg, len, &ctx, y, n, &got) == PZ_OK;
+            td[k] = pz_now() - t0;
+        }
+        if (!ok) {
+            printf("%-44s failed: %s\n", specs[s], pz_last_error());
+        } else {
+            double num = 0, den = 0;
+            for (size_t i = 0; i < n; i++) {
+                double d = (double)x[i] - (double)y[i];
+                num += d * d;
+                den += (double)x[i] * (double)x[i];
+            }
+            double eg = (double)bytes / median(te, runs) * 1e-9, dg = (double)bytes / median(td, runs) * 1e-9;
+            memcpy_gbps = (double)bytes / median(tm, runs) * 1e-9;
+            double target = target_of(specs[s]);
+            const char *met = "";
+            if (target > 0) {
+                int m = eg / memcpy_gbps >= target && dg / memcpy_gbps >= target;
+                met = m ? "yes" : "NO";
+                misses += !m;
+            }
+            char tg[16] = "-";
+            if (target > 0) snprintf(tg, sizeof tg, "%.2fx", target);
+            printf("%-44.44s %8.2f %9.2f %8.2f %9.2f %8.2f %8.2f %9.2e %7s  %s\n", pz_codec_spec(enc),
+                   (double)bytes / (double)len, eg, eg / memcpy_gbps, dg, dg / memcpy_gbps, memcpy_gbps, sqrt(num / den),
+                   tg, met);
+        }
+        free(msg);
+        pz_codec_free(enc);
+        pz_codec_free(dec);
+    }
+    printf("\n%d codec(s) below their target\n", misses);
+    free(t);
+    free(x);
+    free(y);
+    free(tmp);
+    return 0;
+}

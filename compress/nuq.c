@@ -1,0 +1,277 @@
+/* nuq.c: nuq<b>, NUQSGD (nonuniform levels, unbiased stochastic rounding).
+ *
+ * The tensor is cut into buckets of `bucket` consecutive elements (default
+ * 8192; the last one may be shorter); each bucket sends its L2 norm |v| as
+ * fp32. With r = |x|/|v| in [0, 1] and s = 2^(b-1) - 1, the levels are
+ *   l_0 = 0,  l_j = 2^(j - s) for j = 1..s      i.e. {0, 2^-(s-1), ..., 1/2, 1}
+ * and r between l_j and l_(j+1) goes up with probability
+ * (r - l_j)/(l_(j+1) - l_j), so E[decoded] = x. The decoded value is
+ * sign(x) * |v| * l_j.
+ *   code=fixed (default): each element is a b-bit code (sign << (b-1)) | j,
+ *     sign = 1 for x < 0 (0 when j = 0), packed in the CGX layout.
+ *   code=elias: each element is Elias-gamma(j + 1) followed, when j > 0, by
+ *     a sign bit (1 = negative), in one MSB-first bit stream zero-padded to a
+ *     byte (needs b >= 2).
+ * b = 1 has no room for a zero level: its single level is 1, i.e. the element
+ * goes to +|v| with probability (1 + x/|v|)/2 and to -|v| otherwise (code 1
+ * means +). A bucket whose norm is 0 decodes to zeros.
+ * Payload: G = ceil(n/bucket) fp32 norms, then the codes. */
+
+/* hot loops are throughput-bound: let gcc use 512-bit vectors where the
+ * build targets AVX-512 (it defaults to 256 bits) */
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC target("prefer-vector-width=512")
+#endif
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compress/bitpack.h"
+#include "compress/qcommon.h"
+
+#define DEFAULT_BUCKET 8192
+
+static pz_status nuq_parse(pz_codec_params *p, const char *args, const char *spec, size_t where) {
+    p->group_mode = PZ_GROUP_BLOCK;
+    p->group_size = DEFAULT_BUCKET;
+    p->elias = 0;
+    size_t i = 0;
+    while (args[i] >= '0' && args[i] <= '9') i++;
+    if (i == 0) return pz_spec_fail(spec, where, "bits missing: write nuq1..nuq8");
+    uint64_t bits;
+    pz_status st = pz_spec_uint(spec, where, args, i, 1, 8, &bits, "bits");
+    if (st != PZ_OK) return st;
+    p->bits = (uint8_t)bits;
+    size_t elias_off = 0;
+    if (args[i]) {
+        if (args[i] != ':') return pz_spec_fail(spec, where + i, "expected ':' before the options");
+        i++;
+        size_t base = where + i, pos = 0;
+        pz_spec_opt o;
+        int r;
+        while ((r = pz_spec_next_opt(spec, base, args + i, &pos, &o)) > 0) {
+            if (pz_spec_key_is(&o, "bucket") && o.val) {
+                uint64_t v;
+                if ((st = pz_spec_uint(spec, o.voff, o.val, o.vlen, 1, 1u << 31, &v, "bucket")) != PZ_OK) return st;
+                p->group_size = (uint32_t)v;
+            } else if (pz_spec_key_is(&o, "code") && o.val) {
+                if (pz_spec_val_is(&o, "elias")) p->elias = 1;
+                else if (pz_spec_val_is(&o, "fixed")) p->elias = 0;
+                else return pz_spec_fail(spec, o.voff, "code must be fixed or elias");
+                elias_off = o.voff;
+            } else {
+                return pz_spec_fail(spec, o.off, "unknown nuq option '%.*s' (bucket=, code=)", (int)o.klen, o.key);
+            }
+        }
+        if (r < 0) return PZ_ERR_ARG;
+    }
+    if (p->elias && p->bits < 2) return pz_spec_fail(spec, elias_off, "code=elias needs at least 2 bits");
+    return PZ_OK;
+}
+
+static void nuq_format(const pz_codec_params *p, char *buf, size_t cap) {
+    snprintf(buf, cap, "nuq%u:bucket=%u,code=%s", (unsigned)p->bits, (unsigned)p->group_size,
+             p->elias ? "elias" : "fixed");
+}
+
+static pz_status nuq_validate(const pz_codec_params *p) {
+    if (p->bits < 1 || p->bits > 8) return pz_fail(PZ_ERR_FORMAT, "nuq: bits %u", p->bits);
+    if (p->group_mode != PZ_GROUP_BLOCK || p->group_size < 1 || p->group_size > (1u << 31))
+        return pz_fail(PZ_ERR_FORMAT, "nuq: bad bucket");
+    if (p->elias > 1 || (p->elias && p->bits < 2)) return pz_fail(PZ_ERR_FORMAT, "nuq: bad code field");
+    if (p->scale_mode || p->round_mode || p->scale_fp32 || p->value_mode || p->per_row || p->stochastic ||
+        p->fraction != 0.0f || p->budget != 0.0f)
+        return pz_fail(PZ_ERR_FORMAT, "nuq: fields of other codecs set");
+    return PZ_OK;
+}
+
+static int nuq_s(int bits) { return (1 << (bits - 1)) - 1; }
+
+static size_t elias_max_bits(int bits) {
+    int s = nuq_s(bits);
+    return (size_t)pz_elias_gamma_bits((uint64_t)s + 1) + 1;
+}
+
+static size_t nuq_max_payload(const pz_codec_params *p, const pz_shape *s) {
+    size_t n = pz_shape_numel(s), G = pz_group_count(p, s);
+    if (p->elias) return 4 * G + (n * elias_max_bits(p->bits) + 7) / 8;
+    return 4 * G + pz_pack_bytes(n, p->bits);
+}
+
+/* Level index of r in [0, 1], given as its bits rb, with u24 uniform in
+ * [0, 2^24). Integer selects only, so the loop vectorizes. Between l_j = 2^E
+ * and 2^(E+1) the probability of going up is the mantissa fraction (23 bits,
+ * compared with 23 uniform bits); below l_1 it is r/l_1 (to 2^-24). */
+static inline uint32_t nuq_index(uint32_t rb, int s, float smallest_inv, uint32_t u24) {
+    int32_t j0 = (int32_t)(rb >> 23) - 127 + s;
+    uint32_t up_hi = (u24 >> 1) < (rb & 0x7fffffu) ? 1u : 0u;
+    uint32_t pb = pz_f2u(pz_u2f(rb) * smallest_inv);   /* r / l_1, only used when < 1 */
+    pb = pb < 0x3f800000u ? pb : 0x3f800000u;
+    uint32_t p24 = (uint32_t)(int32_t)(pz_u2f(pb) * 0x1p24f);
+    uint32_t up_lo = u24 < p24 ? 1u : 0u;
+    return j0 >= 1 ? (uint32_t)j0 + up_hi : up_lo;
+}
+
+static inline float nuq_level(uint32_t j, int s) {
+    return j ? pz_u2f((uint32_t)((int32_t)j - s + 127) << 23) : 0.0f;
+}
+
+/* Norms of every bucket; 0 if some value is not finite. */
+static int bucket_norms(const float *x, size_t n, size_t bucket, size_t G, float *norm) {
+    for (size_t g = 0; g < G; g++) {
+        size_t a = g * bucket, e = a + bucket < n ? a + bucket : n;
+        double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+        for (size_t i = a; i < e; i++) acc += (double)x[i] * (double)x[i];
+        if (!isfinite(acc)) return 0;
+        norm[g] = (float)sqrt(acc);   /* >= every |x_i| of the bucket: rounding is monotone */
+        if (!isfinite(norm[g])) return 0;
+    }
+    return 1;
+}
+
+static pz_status nuq_encode(const pz_codec_params *p, const float *x, const pz_shape *s,
+                            const pz_codec_ctx *ctx, uint8_t *out, size_t cap, size_t *len) {
+    size_t n = pz_shape_numel(s), G = pz_group_count(p, s), bucket = p->group_size;
+    size_t maxp = nuq_max_payload(p, s);
+    if (cap < maxp) return pz_fail(PZ_ERR_SHAPE, "nuq encode: %zu bytes of room, payload needs up to %zu", cap, maxp);
+    float *norm = xmalloc(G * sizeof(float));
+    if (!bucket_norms(x, n, bucket, G, norm)) {
+        free(norm);
+        return pz_fail(PZ_ERR_ARG, "nuq encode: input holds inf or NaN");
+    }
+    memcpy(out, norm, 4 * G);
+    uint64_t key = pz_ctx_key(ctx);
+    int b = p->bits, sl = b >= 2 ? nuq_s(b) : 0;
+    float smallest_inv = b >= 2 ? pz_u2f((uint32_t)(sl - 1 + 127) << 23) : 0.0f;   /* 2^(s-1) */
+    uint8_t codes[PZ_CHUNK];
+    pz_bitw w;
+    pz_bitw_init(&w, out + 4 * G, cap - 4 * G);
+    for (size_t a = 0; a < n; a += PZ_CHUNK) {
+        size_t e = a + PZ_CHUNK < n ? a + PZ_CHUNK : n;
+        pz_ukey k = pz_ukey_at(key, a);
+        uint32_t klo = k.lo, khi = k.hi;
+        for (size_t i = a; i < e;) {
+            size_t g = i / bucket, re = (g + 1) * bucket < e ? (g + 1) * bucket : e, m = re - i;
+            float inv = norm[g] > 0.0f ? 1.0f / norm[g] : 0.0f;
+            const float *xi = x + i;
+            uint8_t *cd = codes + (i - a);
+            uint32_t i32 = (uint32_t)i;
+            if (b == 1) {
+                float hinv = 0.5f * inv;
+#pragma omp simd
+                for (uint32_t j = 0; j < (uint32_t)m; j++)
+                    cd[j] = pz_uniform2(klo, khi, i32 + j) < fmaf(xi[j], hinv, 0.5f) ? 1 : 0;
+            } else {
+                uint32_t sbit = 1u << (b - 1);
+#pragma omp simd
+                for (uint32_t j = 0; j < (uint32_t)m; j++) {
+                    uint32_t u24 = pz_uhash2(klo, khi, i32 + j) >> 8;
+                    uint32_t rb = pz_f2u(fabsf(xi[j]) * inv);
+                    rb = rb < 0x3f800000u ? rb : 0x3f800000u;   /* r <= 1 */
+                    uint32_t jx = nuq_index(rb, sl, smallest_inv, u24);
+                    uint32_t neg = (pz_f2u(xi[j]) >> 31) & (jx != 0);
+                    cd[j] = (uint8_t)(jx | (neg ? sbit : 0u));
+                }
+            }
+            i = re;
+        }
+        if (p->elias) {
+            uint32_t jmask = (1u << (b - 1)) - 1;
+            for (size_t i = 0; i < e - a; i++) {
+                uint32_t jx = codes[i] & jmask;
+                pz_elias_gamma_put(&w, jx + 1);
+                if (jx) pz_bitw_put(&w, codes[i] >> (b - 1), 1);
+            }
+        } else {
+            pz_pack_codes(codes, e - a, b, out + 4 * G + (a / 8) * (size_t)b);
+        }
+    }
+    free(norm);
+    if (p->elias) {
+        size_t used = pz_bitw_finish(&w);
+        if (used == SIZE_MAX) return pz_fail(PZ_ERR_SHAPE, "nuq encode: Elias stream overran the buffer");
+        *len = 4 * G + used;
+    } else {
+        *len = maxp;
+    }
+    return PZ_OK;
+}
+
+static pz_status nuq_decode(const pz_codec_params *p, const uint8_t *in, size_t len,
+                            const pz_shape *s, float *out) {
+    size_t n = pz_shape_numel(s), G = pz_group_count(p, s), bucket = p->group_size;
+    int b = p->bits, sl = b >= 2 ? nuq_s(b) : 0;
+    if (len < 4 * G) return pz_fail(PZ_ERR_FORMAT, "nuq: payload of %zu bytes, shorter than its norms", len);
+    if (!p->elias && len != nuq_max_payload(p, s))
+        return pz_fail(PZ_ERR_FORMAT, "nuq: payload of %zu bytes, expected %zu", len, nuq_max_payload(p, s));
+    float *norm = xmalloc(G * sizeof(float));
+    memcpy(norm, in, 4 * G);
+    pz_status st = PZ_OK;
+    for (size_t g = 0; g < G; g++)
+        if (!(norm[g] >= 0.0f) || !isfinite(norm[g])) {
+            st = pz_fail(PZ_ERR_FORMAT, "nuq: bucket %zu has a bad norm", g);
+            goto done;
+        }
+    const uint8_t *cin = in + 4 * G;
+    size_t clen = len - 4 * G;
+    pz_bitr r;
+    pz_bitr_init(&r, cin, clen);
+    uint8_t codes[PZ_CHUNK];
+    for (size_t a = 0; a < n; a += PZ_CHUNK) {
+        size_t e = a + PZ_CHUNK < n ? a + PZ_CHUNK : n;
+        if (p->elias) {
+            uint64_t s64 = (uint64_t)sl;
+            for (size_t i = 0; i < e - a; i++) {
+                uint64_t v = pz_elias_gamma_get(&r);
+                if (r.err || v - 1 > s64) {
+                    st = pz_fail(PZ_ERR_FORMAT, "nuq: bad or truncated Elias code at element %zu", a + i);
+                    goto done;
+                }
+                uint32_t jx = (uint32_t)(v - 1);
+                uint32_t sg = jx ? (uint32_t)pz_bitr_get(&r, 1) : 0;
+                if (r.err) {
+                    st = pz_fail(PZ_ERR_FORMAT, "nuq: truncated Elias stream at element %zu", a + i);
+                    goto done;
+                }
+                codes[i] = (uint8_t)(jx | (sg << (b - 1)));
+            }
+        } else if (pz_unpack_codes(cin + (a / 8) * (size_t)b, pz_pack_bytes(e - a, b), e - a, b, codes) != PZ_OK) {
+            st = pz_fail(PZ_ERR_FORMAT, "nuq: non-zero padding after the last code");
+            goto done;
+        }
+        for (size_t i = a; i < e;) {
+            size_t g = i / bucket, re = (g + 1) * bucket < e ? (g + 1) * bucket : e, m = re - i;
+            float nv = norm[g];
+            const uint8_t *cd = codes + (i - a);
+            float *o = out + i;
+            if (b == 1) {
+#pragma omp simd
+                for (size_t j = 0; j < m; j++) o[j] = cd[j] ? nv : -nv;
+            } else {
+                uint32_t jmask = (1u << (b - 1)) - 1;
+#pragma omp simd
+                for (size_t j = 0; j < m; j++) {
+                    float v = nv * nuq_level(cd[j] & jmask, sl);
+                    o[j] = (cd[j] >> (b - 1)) ? -v : v;
+                }
+            }
+            i = re;
+        }
+    }
+    if (p->elias) {
+        /* the stream must end in the last byte, padded with zeros */
+        uint64_t rest = pz_bitr_left(&r);
+        if (rest >= 8 || pz_bitr_get(&r, (int)rest) != 0 || r.err) {
+            st = pz_fail(PZ_ERR_FORMAT, "nuq: Elias stream has %llu bits past its last code", (unsigned long long)rest);
+            goto done;
+        }
+    }
+done:
+    free(norm);
+    return st;
+}
+
+const pz_codec_impl pz_codec_nuq = {"nuq", PZ_CODEC_NUQ, nuq_parse, nuq_format, nuq_validate,
+                                    nuq_max_payload, nuq_encode, nuq_decode};

@@ -1,0 +1,331 @@
+/* quant.c: q<b>, uniform quantization with b = 1..8 bits.
+ *
+ * Per group (see qcommon.h) a grid of L + 1 = 2^b levels lo + k*step,
+ * step = (hi - lo) / L, k = 0..L:
+ *   scale=absmax: lo = -s, hi = s, s = max|x| of the group rounded up to the
+ *                 scale dtype (a symmetric grid that covers [-s, s]; b = 1
+ *                 gives {-s, +s});
+ *   scale=minmax: lo = min(x) rounded down, hi = max(x) rounded up.
+ * Because the grid covers every value of its group, stochastic rounding
+ * (k = floor(y) + Bernoulli(y - floor(y)), y = (x - lo)/step) never clips and
+ * is unbiased; nearest rounding (ties to even) errs by at most step/2 =
+ * (hi - lo)/(2L), i.e. s/(2^b - 1) <= s/2^(b-1) for absmax.
+ * A group whose range is zero decodes to lo exactly (all zeros for a zero group).
+ * Payload: G scales (absmax: s; minmax: lo, hi interleaved) as fp32 or fp16,
+ * then ceil(n/8)*b bytes of codes k in the CGX layout (bitpack.h). */
+
+/* hot loops are throughput-bound: let gcc use 512-bit vectors where the
+ * build targets AVX-512 (it defaults to 256 bits) */
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC target("prefer-vector-width=512")
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compress/bitpack.h"
+#include "compress/qcommon.h"
+
+static pz_status q_parse(pz_codec_params *p, const char *args, const char *spec, size_t where) {
+    p->scale_mode = PZ_SCALE_ABSMAX;
+    p->group_mode = PZ_GROUP_CHANNEL;
+    p->round_mode = PZ_ROUND_STOCHASTIC;
+    p->scale_fp32 = 1;
+    size_t i = 0;
+    while (args[i] >= '0' && args[i] <= '9') i++;
+    if (i == 0) return pz_spec_fail(spec, where, "bits missing: write q1..q8");
+    uint64_t bits;
+    pz_status st = pz_spec_uint(spec, where, args, i, 1, 8, &bits, "bits");
+    if (st != PZ_OK) return st;
+    p->bits = (uint8_t)bits;
+    if (!args[i]) return PZ_OK;
+    if (args[i] != ':') return pz_spec_fail(spec, where + i, "expected ':' before the options");
+    i++;
+    const char *list = args + i;
+    size_t base = where + i, pos = 0;
+    pz_spec_opt o;
+    int r;
+    while ((r = pz_spec_next_opt(spec, base, list, &pos, &o)) > 0) {
+        if (pz_spec_key_is(&o, "scale") && o.val) {
+            if (pz_spec_val_is(&o, "absmax")) p->scale_mode = PZ_SCALE_ABSMAX;
+            else if (pz_spec_val_is(&o, "minmax")) p->scale_mode = PZ_SCALE_MINMAX;
+            else return pz_spec_fail(spec, o.voff, "scale must be absmax or minmax");
+        } else if (pz_spec_key_is(&o, "group") && o.val) {
+            if ((st = pz_spec_group(spec, &o, p)) != PZ_OK) return st;
+        } else if (pz_spec_key_is(&o, "round") && o.val) {
+            if (pz_spec_val_is(&o, "stochastic")) p->round_mode = PZ_ROUND_STOCHASTIC;
+            else if (pz_spec_val_is(&o, "nearest")) p->round_mode = PZ_ROUND_NEAREST;
+            else return pz_spec_fail(spec, o.voff, "round must be stochastic or nearest");
+        } else if (pz_spec_key_is(&o, "sdtype") && o.val) {
+            if (pz_spec_val_is(&o, "fp32")) p->scale_fp32 = 1;
+            else if (pz_spec_val_is(&o, "fp16")) p->scale_fp32 = 0;
+            else return pz_spec_fail(spec, o.voff, "sdtype must be fp16 or fp32");
+        } else {
+            return pz_spec_fail(spec, o.off, "unknown q option '%.*s' (scale=, group=, round=, sdtype=)",
+                                (int)o.klen, o.key);
+        }
+    }
+    return r < 0 ? PZ_ERR_ARG : PZ_OK;
+}
+
+static void q_format(const pz_codec_params *p, char *buf, size_t cap) {
+    char g[24];
+    snprintf(buf, cap, "q%u:scale=%s,group=%s,round=%s,sdtype=%s", (unsigned)p->bits,
+             p->scale_mode == PZ_SCALE_MINMAX ? "minmax" : "absmax", pz_spec_group_name(p, g, sizeof g),
+             p->round_mode == PZ_ROUND_NEAREST ? "nearest" : "stochastic", p->scale_fp32 ? "fp32" : "fp16");
+}
+
+static pz_status q_validate(const pz_codec_params *p) {
+    if (p->bits < 1 || p->bits > 8) return pz_fail(PZ_ERR_FORMAT, "q: bits %u", p->bits);
+    if (p->scale_mode > PZ_SCALE_MINMAX || p->group_mode > PZ_GROUP_TENSOR || p->round_mode > PZ_ROUND_NEAREST ||
+        p->scale_fp32 > 1)
+        return pz_fail(PZ_ERR_FORMAT, "q: bad mode field");
+    if ((p->group_mode == PZ_GROUP_BLOCK) != (p->group_size != 0) || p->group_size > (1u << 31))
+        return pz_fail(PZ_ERR_FORMAT, "q: bad group size %u", p->group_size);
+    if (p->value_mode || p->per_row || p->elias || p->stochastic || p->fraction != 0.0f || p->budget != 0.0f)
+        return pz_fail(PZ_ERR_FORMAT, "q: fields of other codecs set");
+    return PZ_OK;
+}
+
+static size_t nscales(const pz_codec_params *p) { return p->scale_mode == PZ_SCALE_MINMAX ? 2 : 1; }
+
+static size_t q_scale_bytes(const pz_codec_params *p, const pz_shape *s) {
+    return pz_group_count(p, s) * nscales(p) * (p->scale_fp32 ? 4 : 2);
+}
+
+static size_t q_max_payload(const pz_codec_params *p, const pz_shape *s) {
+    return q_scale_bytes(p, s) + pz_pack_bytes(pz_shape_numel(s), p->bits);
+}
+
+/* grid from the stored range; 0 when it is not usable */
+static int make_grid(float lo, float hi, int L, float *step, float *inv) {
+    if (!(lo <= hi) || !isfinite(lo) || !isfinite(hi)) return 0;
+    float st = (hi - lo) / (float)L;
+    if (!isfinite(st)) return 0;
+    *step = st;
+    *inv = st > 0.0f ? 1.0f / st : 0.0f;
+    return 1;
+}
+
+/* Per-group statistics: range [lo, hi] of each group (absmax: -s..s) and
+ * whether every value is finite. */
+static int group_stats(const pz_codec_params *p, const pz_groups *g, const float *x, float *lo, float *hi) {
+    uint32_t worst = 0;    /* max of |x| bits: >= 0x7f800000 means inf or NaN */
+    int minmax = p->scale_mode == PZ_SCALE_MINMAX;
+    if (g->span) {
+        for (size_t gi = 0; gi < g->G; gi++) {
+            size_t a = gi * g->span, e = a + g->span < g->n ? a + g->span : g->n;
+            uint32_t am = 0;
+            int32_t mn = INT32_MAX, mx = INT32_MIN;
+            if (minmax) {
+#pragma omp simd reduction(max : am, mx) reduction(min : mn)
+                for (size_t i = a; i < e; i++) {
+                    uint32_t b = pz_f2u(x[i]);
+                    uint32_t ab = b & 0x7fffffffu;
+                    am = ab > am ? ab : am;
+                    int32_t o = pz_ord32(b);
+                    mn = o < mn ? o : mn;
+                    mx = o > mx ? o : mx;
+                }
+                lo[gi] = pz_u2f((uint32_t)pz_ord32((uint32_t)mn));
+                hi[gi] = pz_u2f((uint32_t)pz_ord32((uint32_t)mx));
+            } else {
+#pragma omp simd reduction(max : am)
+                for (size_t i = a; i < e; i++) {
+                    uint32_t ab = pz_f2u(x[i]) & 0x7fffffffu;
+                    am = ab > am ? ab : am;
+                }
+                hi[gi] = pz_u2f(am);
+                lo[gi] = -hi[gi];
+            }
+            worst = am > worst ? am : worst;
+        }
+    } else {
+        size_t C = g->C, R = g->n / C;
+        uint32_t *am = xcalloc(C, 4);
+        int32_t *mn = minmax ? xmalloc(C * 4) : NULL, *mx = minmax ? xmalloc(C * 4) : NULL;
+        if (minmax)
+            for (size_t c = 0; c < C; c++) { mn[c] = INT32_MAX; mx[c] = INT32_MIN; }
+        for (size_t r = 0; r < R; r++) {
+            const float *row = x + r * C;
+            if (minmax) {
+#pragma omp simd
+                for (size_t c = 0; c < C; c++) {
+                    uint32_t rb = pz_f2u(row[c]), ab = rb & 0x7fffffffu;
+                    am[c] = ab > am[c] ? ab : am[c];
+                    int32_t o = pz_ord32(rb);
+                    mn[c] = o < mn[c] ? o : mn[c];
+                    mx[c] = o > mx[c] ? o : mx[c];
+                }
+            } else {
+#pragma omp simd
+                for (size_t c = 0; c < C; c++) {
+                    uint32_t ab = pz_f2u(row[c]) & 0x7fffffffu;
+                    am[c] = ab > am[c] ? ab : am[c];
+                }
+            }
+        }
+        for (size_t c = 0; c < C; c++) {
+            worst = am[c] > worst ? am[c] : worst;
+            if (minmax) {
+                lo[c] = pz_u2f((uint32_t)pz_ord32((uint32_t)mn[c]));
+                hi[c] = pz_u2f((uint32_t)pz_ord32((uint32_t)mx[c]));
+            } else {
+                hi[c] = pz_u2f(am[c]);
+                lo[c] = -hi[c];
+            }
+        }
+        free(am);
+        free(mn);
+        free(mx);
+    }
+    return worst < 0x7f800000u;
+}
+
+/* y = (x - lo)/step >= 0 up to rounding (computed as x*inv + off, off =
+ * -lo*inv). Stochastic: k = floor(y + u), which is floor(y) + 1 with
+ * probability y - floor(y) (up to float rounding of y + u, below the error
+ * of y itself); a tiny negative y truncates to 0, as floor would. */
+static inline uint8_t qcode_stoch(float x, float off, float inv, int32_t L, float u) {
+    int32_t k = (int32_t)(fmaf(x, inv, off) + u);
+    return (uint8_t)(k < L ? k : L);
+}
+static inline uint8_t qcode_near(float x, float off, float inv, int32_t L) {
+    int32_t k = (int32_t)rintf(fmaf(x, inv, off));
+    k = k > 0 ? k : 0;
+    return (uint8_t)(k < L ? k : L);
+}
+
+static pz_status q_encode(const pz_codec_params *p, const float *x, const pz_shape *s,
+                          const pz_codec_ctx *ctx, uint8_t *out, size_t cap, size_t *len) {
+    size_t need = q_max_payload(p, s);
+    if (cap < need) return pz_fail(PZ_ERR_SHAPE, "q encode: %zu bytes of room, payload needs %zu", cap, need);
+    pz_groups g;
+    pz_groups_init(&g, p, s);
+    int L = (1 << p->bits) - 1, b = p->bits, fp32 = p->scale_fp32;
+    float *lo = xmalloc(g.G * sizeof(float) * 4), *hi = lo + g.G, *step = hi + g.G, *inv = step + g.G;
+    pz_status st = PZ_OK;
+    if (!group_stats(p, &g, x, lo, hi)) {
+        st = pz_fail(PZ_ERR_ARG, "q encode: input holds inf or NaN");
+        goto done;
+    }
+    /* scales as the receiver reads them, and the grids */
+    for (size_t gi = 0; gi < g.G; gi++) {
+        if (p->scale_mode == PZ_SCALE_MINMAX) {
+            lo[gi] = pz_scale_store(lo[gi], fp32, -1);
+            hi[gi] = pz_scale_store(hi[gi], fp32, +1);
+            pz_scale_put(out, 2 * gi, lo[gi], fp32);
+            pz_scale_put(out, 2 * gi + 1, hi[gi], fp32);
+        } else {
+            hi[gi] = pz_scale_store(hi[gi], fp32, +1);
+            lo[gi] = -hi[gi];
+            pz_scale_put(out, gi, hi[gi], fp32);
+        }
+        if (!make_grid(lo[gi], hi[gi], L, &step[gi], &inv[gi])) {
+            st = pz_fail(PZ_ERR_ARG, "q encode: group %zu spans [%g, %g], beyond the range of %s scales",
+                         gi, (double)lo[gi], (double)hi[gi], fp32 ? "fp32" : "fp16 (use sdtype=fp32)");
+            goto done;
+        }
+    }
+    float *off = step;   /* the encoder needs only inv and off = -lo*inv */
+    for (size_t gi = 0; gi < g.G; gi++) off[gi] = -lo[gi] * inv[gi];
+    uint8_t *codes_out = out + q_scale_bytes(p, s);
+    uint64_t key = pz_ctx_key(ctx);
+    int stoch = p->round_mode == PZ_ROUND_STOCHASTIC;
+    uint8_t codes[PZ_CHUNK];
+    for (size_t a = 0; a < g.n; a += PZ_CHUNK) {
+        size_t e = a + PZ_CHUNK < g.n ? a + PZ_CHUNK : g.n;
+        pz_ukey k = pz_ukey_at(key, a);
+        uint32_t klo = k.lo, khi = k.hi;
+        for (size_t i = a; i < e;) {
+            size_t gi, re = pz_group_run(&g, i, e, &gi);
+            uint8_t *cd = codes + (i - a);
+            const float *xi = x + i;
+            size_t m = re - i;
+            uint32_t i32 = (uint32_t)i;
+            if (g.span) {
+                float of = off[gi], iv = inv[gi];
+                if (stoch) {
+#pragma omp simd
+                    for (uint32_t j = 0; j < (uint32_t)m; j++)
+                        cd[j] = qcode_stoch(xi[j], of, iv, L, pz_uniform2(klo, khi, i32 + j));
+                } else {
+#pragma omp simd
+                    for (size_t j = 0; j < m; j++) cd[j] = qcode_near(xi[j], of, iv, L);
+                }
+            } else {
+                const float *of = off + gi, *iv = inv + gi;
+                if (stoch) {
+#pragma omp simd
+                    for (uint32_t j = 0; j < (uint32_t)m; j++)
+                        cd[j] = qcode_stoch(xi[j], of[j], iv[j], L, pz_uniform2(klo, khi, i32 + j));
+                } else {
+#pragma omp simd
+                    for (size_t j = 0; j < m; j++) cd[j] = qcode_near(xi[j], of[j], iv[j], L);
+                }
+            }
+            i = re;
+        }
+        pz_pack_codes(codes, e - a, b, codes_out + (a / 8) * (size_t)b);
+    }
+    *len = need;
+done:
+    free(lo);
+    return st;
+}
+
+static pz_status q_decode(const pz_codec_params *p, const uint8_t *in, size_t len,
+                          const pz_shape *s, float *out) {
+    size_t need = q_max_payload(p, s);
+    if (len != need) return pz_fail(PZ_ERR_FORMAT, "q: payload of %zu bytes, expected %zu", len, need);
+    pz_groups g;
+    pz_groups_init(&g, p, s);
+    int L = (1 << p->bits) - 1, b = p->bits, fp32 = p->scale_fp32;
+    float *lo = xmalloc(g.G * sizeof(float) * 3), *step = lo + g.G, *inv = step + g.G;
+    pz_status st = PZ_OK;
+    for (size_t gi = 0; gi < g.G; gi++) {
+        float l, h;
+        if (p->scale_mode == PZ_SCALE_MINMAX) {
+            l = pz_scale_get(in, 2 * gi, fp32);
+            h = pz_scale_get(in, 2 * gi + 1, fp32);
+        } else {
+            h = pz_scale_get(in, gi, fp32);
+            l = -h;
+        }
+        lo[gi] = l;
+        if (!make_grid(l, h, L, &step[gi], &inv[gi])) {
+            st = pz_fail(PZ_ERR_FORMAT, "q: group %zu has a bad scale", gi);
+            goto done;
+        }
+    }
+    const uint8_t *codes_in = in + q_scale_bytes(p, s);
+    uint8_t codes[PZ_CHUNK];
+    for (size_t a = 0; a < g.n; a += PZ_CHUNK) {
+        size_t e = a + PZ_CHUNK < g.n ? a + PZ_CHUNK : g.n;
+        if (pz_unpack_codes(codes_in + (a / 8) * (size_t)b, pz_pack_bytes(e - a, b), e - a, b, codes) != PZ_OK) {
+            st = pz_fail(PZ_ERR_FORMAT, "q: non-zero padding after the last code");
+            goto done;
+        }
+        for (size_t i = a; i < e;) {
+            size_t gi, re = pz_group_run(&g, i, e, &gi);
+            const uint8_t *cd = codes + (i - a);
+            float *o = out + i;
+            size_t m = re - i;
+            if (g.span) {
+                float l = lo[gi], sp = step[gi];
+#pragma omp simd
+                for (size_t j = 0; j < m; j++) o[j] = l + (float)cd[j] * sp;
+            } else {
+                const float *l = lo + gi, *sp = step + gi;
+#pragma omp simd
+                for (size_t j = 0; j < m; j++) o[j] = l[j] + (float)cd[j] * sp[j];
+            }
+            i = re;
+        }
+    }
+done:
+    free(lo);
+    return st;
+}
+
+const pz_codec_impl pz_codec_q = {"q", PZ_CODEC_Q, q_parse, q_format, q_validate, q_max_payload, q_encode, q_decode};

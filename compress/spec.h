@@ -1,0 +1,56 @@
+/* spec.h: helpers for parsing codec spec arguments (private to compress/).
+ *
+ * A base codec's parse() gets its argument text (NUL-terminated, e.g.
+ * "4:scale=minmax,group=row" for "q4:...") plus the whole spec and the
+ * offset of the arguments in it. These helpers split "k=v,word,..." lists and
+ * report errors that point at the offending text:
+ *   bad codec spec 'q9': bits must be 1..8 at offset 1: q9
+ *                                                         ^
+ * (the caret sits under the offending character of the spec echoed at the
+ * end of the first line). All errors are PZ_ERR_ARG. */
+#ifndef PZ_SPEC_H
+#define PZ_SPEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compress/codec_impl.h"
+
+pz_status pz_spec_fail(const char *spec, size_t off, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* One item of a comma-separated option list: "key=value" or a bare "word"
+ * (then key is the word and val is NULL). off = offset of the key in spec. */
+typedef struct {
+    const char *key;
+    size_t klen;
+    const char *val;
+    size_t vlen;
+    size_t off, voff;   /* offsets of key and value in the whole spec */
+} pz_spec_opt;
+
+/* Reads the next item of list[*pos..]; base = offset of list[0] in spec.
+ * Returns 1 with *o filled, 0 at the end of the list. An empty item (",,",
+ * leading or trailing comma) is reported as an error: returns -1 after
+ * pz_spec_fail. */
+int pz_spec_next_opt(const char *spec, size_t base, const char *list, size_t *pos, pz_spec_opt *o);
+
+int pz_spec_key_is(const pz_spec_opt *o, const char *key);
+int pz_spec_val_is(const pz_spec_opt *o, const char *val);
+
+/* Whole text [s, s+n) as a number in [lo, hi]; errors point at off. */
+pz_status pz_spec_uint(const char *spec, size_t off, const char *s, size_t n,
+                       uint64_t lo, uint64_t hi, uint64_t *out, const char *what);
+pz_status pz_spec_float(const char *spec, size_t off, const char *s, size_t n,
+                        double lo, double hi, double *out, const char *what);
+
+/* group=channel|row|tensor|<N> for q and sign (N in 1..2^31). */
+pz_status pz_spec_group(const char *spec, const pz_spec_opt *o, pz_codec_params *p);
+/* Canonical text of a group setting ("channel", "row", "tensor", "256"). */
+const char *pz_spec_group_name(const pz_codec_params *p, char *buf, size_t cap);
+
+/* Number of scale groups of p's group mode for shape s, and the elements per
+ * group (0 when groups are strided columns). */
+size_t pz_group_count(const pz_codec_params *p, const pz_shape *s);
+
+#endif

@@ -1,0 +1,680 @@
+/* wrappers.c: ef(), ef21() and aq() around an inner codec (see wrappers.h).
+ *
+ * Each wrapper object keeps a sender state and a receiver state apart, so one
+ * object may encode, decode, or both (loopback); an edge normally has one
+ * object per side made from the same spec. Inner messages are complete
+ * messages of the inner codec (its own header, shape and CRC), written and
+ * read with pz_codec_encode/pz_codec_decode. Integers are little-endian.
+ *
+ * Nesting (ef(aq(q4)), ef(ef21(topk:0.1)), ...) is consistent: a sender
+ * decodes every message it encodes exactly once, in order, so the receiver
+ * role of its inner object mirrors the real receiver (at the cost of holding
+ * that state twice on the sending side). Inside aq() the inner codec sees
+ * (count, row dims) tensors whose count follows the mix of new and seen ids,
+ * so an ef()/ef21() inside aq() fails with a shape error once the count
+ * changes, and an aq() inside aq() gets no sample ids and fails.
+ *
+ * ef(C), flags = 0. Payload: one message of C for the whole tensor.
+ *   Sender: e (numel floats) starts at zero on the first message, which also
+ *   fixes the shape (a later shape is an error naming both). y = x + e; the
+ *   payload is C(y); the sender decodes its own message to get C(y) and sets
+ *   e = y - C(y) (so e is exactly what the receiver did not get).
+ *   Receiver: a plain decode of C's message; it keeps no state.
+ *   Random stream: ctx as given.
+ *
+ * ef21(C), flags = 0. Payload: one message of C for the whole tensor.
+ *   Both sides keep g (numel floats, zero before the first message, whose
+ *   shape is then fixed). Sender: payload = C(x - g); g += decode(payload).
+ *   Receiver: g += decode(payload); the output is g, i.e. the receiver's
+ *   ESTIMATE of x (not the decoded difference). Both add the same decoded
+ *   floats in the same order, so the two g stay bitwise equal.
+ *   Random stream: ctx as given.
+ *
+ * aq(C[,warmup=W][,mem=BYTES][,spill=DIR]). The shape is (B, row dims...):
+ * dims[0] = B samples, each a row of R = numel / B floats, and ctx->sample_ids
+ * holds B ids (NULL ctx or ids is an error). Ids within one message must be
+ * distinct (a repeated id is an error: its second delta would have to be
+ * taken against a buffer that the first one has not updated yet). The row
+ * dims are fixed by the first message of each side; B may change.
+ *   Per sample: an id the sender holds no buffer for is "warm-up": it goes
+ *   in the warm-up message (codec W, default fp32, so the first sight of an
+ *   id is exact) and m(id) = decoded value; any other id goes in the delta
+ *   message as C(x - m(id)) and m(id) += decoded delta. The receiver applies
+ *   the same updates and outputs m(id) for every sample. The sender updates
+ *   its copy from its own decoded messages, so both copies stay bitwise equal.
+ *   flags: bit 0 = a warm-up message is present, bit 1 = a delta message is
+ *   present; the other bits are zero and flags != 0.
+ *   Payload:
+ *     bitmap       ceil(B/8) bytes, only when flags == 3: bit i (byte i/8,
+ *                  bit i%8, LSB first) = 1 when sample i is warm-up; padding
+ *                  bits are zero. With flags 1 (2) every sample is warm-up
+ *                  (delta) and there is no bitmap.
+ *     u64 Lw, warm-up message (Lw bytes)   when bit 0: shape (nw, row dims)
+ *     u64 Ld, delta message (Ld bytes)     when bit 1: shape (nd, row dims)
+ *   with the rows in sample order and nothing after the last message.
+ *   Size: ceil(B/8)·[flags==3] + 8·(number of parts) + the inner messages;
+ *   pz_wrapper_max_payload bounds it by ceil(B/8) + 16 + both codecs' maximum
+ *   for the whole (B, row dims) tensor (inner sizes grow with the rows).
+ *   Random streams: the delta message uses ctx as given (bitwise C's message
+ *   for x - m), the warm-up message uses ctx with seed ^ AQ_WARMUP_SALT, so
+ *   the two draw from different streams. Inner messages get sample_ids NULL.
+ *   Decoding checks flags, bitmap (popcount, padding), lengths, trailing
+ *   bytes, the inner messages (CRC, shape == (count, row dims)) and that every
+ *   delta id has a buffer on the receiver, all before any buffer changes; the
+ *   store then reserves room for the new ids (the only step that can fail
+ *   for lack of memory or disk), and only then are buffers written.
+ *   A warm-up row for an id the receiver already holds overwrites m(id): a
+ *   restarted sender re-synchronises the receiver that way.
+ *   Buffers: compress/aq_store.h (memory up to mem, then a file in the spill
+ *   directory, mapped with mmap). The add m + d is one IEEE float add per element on both sides, so
+ *   no contraction or vectorisation can make the two copies differ. */
+#include "compress/wrappers.h"
+#include "compress/aq_store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AQ_DEFAULT_MEM ((size_t)1 << 30)
+#define AQ_WARMUP_SALT 0x61717761726d7570ULL /* "aqwarmup" */
+#define AQ_DIR_KEY "spill" /* the spill directory option, as compress/codec.c parses it */
+
+typedef struct {
+    int have;         /* shape fixed by a first successful message */
+    pz_shape shape;   /* ef, ef21: the tensor's; aq: dims[0] = 1, the row's */
+    float *v;         /* ef (sender): e; ef21: g */
+    aq_store store;   /* aq */
+} wrap_side;
+
+struct pz_wrapper {
+    pz_wrap_kind kind;
+    const char *name;
+    pz_codec *inner;
+    pz_codec *warm;   /* aq */
+    size_t mem_limit; /* aq */
+    char *spill_dir;  /* aq, NULL = default */
+    char *spec;
+    wrap_side side[2];
+    /* scratch, reused across calls */
+    float *f[2];
+    size_t f_cap[2];
+    uint64_t *ids;
+    int64_t *slots;
+    size_t ids_cap;
+};
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static void format_shape_(const pz_shape *s, char *buf, size_t cap) {
+    size_t n = (size_t)snprintf(buf, cap, "(");
+    for (int i = 0; i < s->ndim && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, i ? ",%lld" : "%lld", (long long)s->dims[i]);
+    if (n < cap) snprintf(buf + n, cap - n, ")");
+}
+
+/* Re-reports the last error with a prefix; inner SHAPE errors on a decode
+ * path mean the outer message is inconsistent, so they become FORMAT. */
+static pz_status rewrap_(pz_status st, pz_status as_shape, const char *what) {
+    char msg[768];
+    snprintf(msg, sizeof msg, "%s", pz_last_error());
+    if (st == PZ_ERR_SHAPE) st = as_shape;
+    return pz_fail(st, "%s: %s", what, msg);
+}
+
+/* Checks ndim and dims and computes numel without overflow. */
+static pz_status check_shape_(const char *name, const pz_shape *s, size_t *numel) {
+    if (!s || s->ndim < 1 || s->ndim > PZ_MAX_DIMS)
+        return pz_fail(PZ_ERR_SHAPE, "%s: bad shape (ndim %d)", name, s ? s->ndim : 0);
+    size_t n = 1;
+    for (int i = 0; i < s->ndim; i++) {
+        if (s->dims[i] < 0) return pz_fail(PZ_ERR_SHAPE, "%s: negative dimension", name);
+        size_t d = (size_t)s->dims[i];
+        if (d && n > SIZE_MAX / sizeof(float) / d)
+            return pz_fail(PZ_ERR_SHAPE, "%s: shape too large", name);
+        n *= d;
+    }
+    *numel = n;
+    return PZ_OK;
+}
+
+static int same_shape_(const pz_shape *a, const pz_shape *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i]) return 0;
+    return 1;
+}
+
+static pz_status scratch_(pz_wrapper *w, int k, size_t n, float **out) {
+    if (w->f_cap[k] < n) {
+        float *p = malloc(n * sizeof(float));
+        if (!p) return pz_fail(PZ_ERR_NOMEM, "%s: cannot allocate %zu floats of scratch", w->name, n);
+        free(w->f[k]);
+        w->f[k] = p;
+        w->f_cap[k] = n;
+    }
+    *out = w->f[k];
+    return PZ_OK;
+}
+
+static pz_status scratch_ids_(pz_wrapper *w, size_t n) {
+    if (w->ids_cap >= n) return PZ_OK;
+    uint64_t *ids = malloc(n * sizeof *ids);
+    int64_t *slots = malloc(n * sizeof *slots);
+    if (!ids || !slots) {
+        free(ids);
+        free(slots);
+        return pz_fail(PZ_ERR_NOMEM, "%s: cannot allocate scratch for %zu ids", w->name, n);
+    }
+    free(w->ids);
+    free(w->slots);
+    w->ids = ids;
+    w->slots = slots;
+    w->ids_cap = n;
+    return PZ_OK;
+}
+
+static void put_u64_(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_u64_(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* Decodes an inner message into out (exactly the numel of want) and checks
+ * its shape is want. Any failure is a malformed outer message. */
+static pz_status decode_exact_(pz_codec *c, const char *what, const uint8_t *msg, size_t len,
+                               const pz_codec_ctx *ctx, float *out, const pz_shape *want) {
+    size_t n = pz_shape_numel(want);
+    pz_shape got = {0};
+    pz_status st = pz_codec_decode(c, msg, len, ctx, out, n, &got);
+    if (st) return rewrap_(st, PZ_ERR_FORMAT, what);
+    if (!same_shape_(&got, want)) {
+        char a[96], b[96];
+        format_shape_(&got, a, sizeof a);
+        format_shape_(want, b, sizeof b);
+        return pz_fail(PZ_ERR_FORMAT, "%s has shape %s, expected %s", what, a, b);
+    }
+    return PZ_OK;
+}
+
+/* ---- create / free / spec ------------------------------------------------ */
+
+static int is_wrapper_spec_(const char *spec) {
+    return !strncmp(spec, "ef(", 3) || !strncmp(spec, "ef21(", 5) || !strncmp(spec, "aq(", 3);
+}
+
+pz_status pz_wrapper_create(pz_wrap_kind kind, const pz_wrap_opts *opts, pz_codec *inner,
+                            pz_wrapper **out) {
+    *out = NULL;
+    const char *name = kind == PZ_WRAP_EF ? "ef" : kind == PZ_WRAP_EF21 ? "ef21" : kind == PZ_WRAP_AQ ? "aq" : NULL;
+    pz_status st = PZ_OK;
+    if (!name) st = pz_fail(PZ_ERR_ARG, "wrapper: unknown kind %d", (int)kind);
+    else if (!inner) st = pz_fail(PZ_ERR_ARG, "%s: no inner codec", name);
+    else if (kind != PZ_WRAP_AQ && opts &&
+             (opts->warmup_spec || opts->spill_dir || (opts->mem_limit && opts->mem_limit != AQ_DEFAULT_MEM)))
+        st = pz_fail(PZ_ERR_ARG, "%s: warmup=, mem= and " AQ_DIR_KEY "= apply to aq() only", name);
+    if (st) {
+        pz_codec_free(inner);
+        return st;
+    }
+    pz_wrapper *w = xcalloc(1, sizeof *w);
+    w->kind = kind;
+    w->name = name;
+    w->inner = inner;
+    const char *inner_spec = pz_codec_spec(inner);
+    size_t cap = strlen(inner_spec) + 16;
+    if (kind == PZ_WRAP_AQ) {
+        const char *ws = opts && opts->warmup_spec ? opts->warmup_spec : "fp32";
+        st = pz_codec_create(ws, &w->warm);
+        if (st) st = rewrap_(st, PZ_ERR_ARG, "aq: warm-up codec");
+        else if (is_wrapper_spec_(pz_codec_spec(w->warm)))
+            st = pz_fail(PZ_ERR_ARG, "aq: the warm-up codec %s is a wrapper", pz_codec_spec(w->warm));
+        if (st) {
+            pz_wrapper_free(w);
+            return st;
+        }
+        w->mem_limit = opts && opts->mem_limit ? opts->mem_limit : AQ_DEFAULT_MEM;
+        w->spill_dir = opts && opts->spill_dir ? xstrdup(opts->spill_dir) : NULL;
+        /* warm-up spelled out only when its canonical spec is not fp32's */
+        pz_codec *fp32 = NULL;
+        int warm_default = 0;
+        if (!pz_codec_create("fp32", &fp32))
+            warm_default = !strcmp(pz_codec_spec(fp32), pz_codec_spec(w->warm));
+        pz_codec_free(fp32);
+        const char *wspec = warm_default ? NULL : pz_codec_spec(w->warm);
+        cap += (wspec ? strlen(wspec) + 8 : 0) + 32 + (w->spill_dir ? strlen(w->spill_dir) + 8 : 0);
+        w->spec = xmalloc(cap);
+        size_t n = (size_t)snprintf(w->spec, cap, "aq(%s", inner_spec);
+        if (wspec) n += (size_t)snprintf(w->spec + n, cap - n, ",warmup=%s", wspec);
+        if (w->mem_limit != AQ_DEFAULT_MEM) n += (size_t)snprintf(w->spec + n, cap - n, ",mem=%zu", w->mem_limit);
+        if (w->spill_dir) n += (size_t)snprintf(w->spec + n, cap - n, "," AQ_DIR_KEY "=%s", w->spill_dir);
+        snprintf(w->spec + n, cap - n, ")");
+    } else {
+        w->spec = xmalloc(cap);
+        snprintf(w->spec, cap, "%s(%s)", name, inner_spec);
+    }
+    *out = w;
+    return PZ_OK;
+}
+
+void pz_wrapper_free(pz_wrapper *w) {
+    if (!w) return;
+    for (int r = 0; r < 2; r++) {
+        free(w->side[r].v);
+        if (w->kind == PZ_WRAP_AQ && w->side[r].have) aq_store_free(&w->side[r].store);
+    }
+    if (w->inner) pz_codec_free(w->inner);
+    if (w->warm) pz_codec_free(w->warm);
+    free(w->spill_dir);
+    free(w->spec);
+    free(w->f[0]);
+    free(w->f[1]);
+    free(w->ids);
+    free(w->slots);
+    free(w);
+}
+
+const char *pz_wrapper_spec(const pz_wrapper *w) { return w->spec; }
+
+size_t pz_wrapper_max_payload(const pz_wrapper *w, const pz_shape *shape) {
+    size_t inner = pz_codec_max_encoded_size(w->inner, shape);
+    if (w->kind != PZ_WRAP_AQ) return inner;
+    /* both parts at full size bound any split (sizes grow with the rows) */
+    size_t B = shape->ndim >= 1 && shape->dims[0] > 0 ? (size_t)shape->dims[0] : 0;
+    return (B + 7) / 8 + 16 + inner + pz_codec_max_encoded_size(w->warm, shape);
+}
+
+/* ---- ef / ef21 ------------------------------------------------------------- */
+
+/* Fixes the shape on the first message, else checks it; allocates v (zeros). */
+static pz_status vec_side_(pz_wrapper *w, wrap_side *s, const pz_shape *shape, size_t numel, int commit) {
+    if (s->have) {
+        if (same_shape_(&s->shape, shape)) return PZ_OK;
+        char a[96], b[96];
+        format_shape_(shape, a, sizeof a);
+        format_shape_(&s->shape, b, sizeof b);
+        return pz_fail(PZ_ERR_SHAPE, "%s: shape %s differs from the shape %s fixed by the first message",
+                       w->name, a, b);
+    }
+    if (commit) {
+        s->v = calloc(numel ? numel : 1, sizeof(float));
+        if (!s->v) return pz_fail(PZ_ERR_NOMEM, "%s: cannot allocate %zu floats of state", w->name, numel);
+        s->shape = *shape;
+        s->have = 1;
+    }
+    return PZ_OK;
+}
+
+static pz_status vec_encode_(pz_wrapper *w, const float *x, const pz_shape *shape, const pz_codec_ctx *ctx,
+                             uint8_t *payload, size_t cap, size_t *len) {
+    size_t n;
+    pz_status st = check_shape_(w->name, shape, &n);
+    wrap_side *s = &w->side[PZ_WRAP_SENDER];
+    if (!st) st = vec_side_(w, s, shape, n, 0);
+    float *y = NULL, *c = NULL;
+    if (!st) st = scratch_(w, 0, n, &y);
+    if (!st) st = scratch_(w, 1, n, &c);
+    if (st) return st;
+    const float *v = s->v; /* NULL before the first message: zeros */
+    if (!v) memcpy(y, x, n * sizeof(float));
+    else if (w->kind == PZ_WRAP_EF)
+        for (size_t i = 0; i < n; i++) y[i] = x[i] + v[i];
+    else
+        for (size_t i = 0; i < n; i++) y[i] = x[i] - v[i];
+    st = pz_codec_encode(w->inner, y, shape, ctx, payload, cap, len);
+    if (st) return rewrap_(st, PZ_ERR_SHAPE, w->name);
+    st = decode_exact_(w->inner, w->kind == PZ_WRAP_EF ? "ef: own message" : "ef21: own message", payload,
+                       *len, ctx, c, shape);
+    if (!st) st = vec_side_(w, s, shape, n, 1); /* the first message fixes the shape now */
+    if (st) {
+        *len = 0;
+        return st;
+    }
+    float *e = s->v;
+    if (w->kind == PZ_WRAP_EF)
+        for (size_t i = 0; i < n; i++) e[i] = y[i] - c[i];
+    else
+        for (size_t i = 0; i < n; i++) e[i] = e[i] + c[i];
+    return PZ_OK;
+}
+
+static pz_status vec_decode_(pz_wrapper *w, const uint8_t *payload, size_t len, const pz_shape *shape,
+                             const pz_codec_ctx *ctx, float *out) {
+    size_t n;
+    pz_status st = check_shape_(w->name, shape, &n);
+    if (st) return st;
+    if (w->kind == PZ_WRAP_EF)
+        return decode_exact_(w->inner, "ef: message", payload, len, ctx, out, shape);
+    wrap_side *s = &w->side[PZ_WRAP_RECEIVER];
+    float *c = NULL;
+    st = vec_side_(w, s, shape, n, 0);
+    if (!st) st = scratch_(w, 0, n, &c);
+    if (!st) st = decode_exact_(w->inner, "ef21: message", payload, len, ctx, c, shape);
+    if (!st) st = vec_side_(w, s, shape, n, 1); /* only now allocate and fix the shape */
+    if (st) return st;
+    float *g = s->v;
+    for (size_t i = 0; i < n; i++) {
+        g[i] = g[i] + c[i];
+        out[i] = g[i];
+    }
+    return PZ_OK;
+}
+
+/* ---- aq -------------------------------------------------------------------- */
+
+static int cmp_u64_(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Checks shape, ids and row dims for one side; *B samples of *row floats.
+ * Leaves the slot of every id (or -1) in w->slots. */
+static pz_status aq_check_(pz_wrapper *w, wrap_side *s, const pz_shape *shape, const pz_codec_ctx *ctx,
+                           size_t *B, size_t *row) {
+    size_t n;
+    pz_status st = check_shape_("aq", shape, &n);
+    if (st) return st;
+    if (shape->dims[0] < 1 || n == 0)
+        return pz_fail(PZ_ERR_SHAPE, "aq: empty tensor (the first dimension counts samples)");
+    *B = (size_t)shape->dims[0];
+    *row = n / *B;
+    if (!ctx || !ctx->sample_ids)
+        return pz_fail(PZ_ERR_ARG, "aq: needs ctx->sample_ids (one dataset id per sample, dims[0] = %zu)", *B);
+    if (s->have) {
+        pz_shape r = *shape;
+        r.dims[0] = 1;
+        if (!same_shape_(&r, &s->shape)) {
+            char a[96], b[96];
+            format_shape_(shape, a, sizeof a);
+            format_shape_(&s->shape, b, sizeof b);
+            return pz_fail(PZ_ERR_SHAPE, "aq: shape %s does not have the row shape %s (dims[0] = 1) "
+                           "of the buffers", a, b);
+        }
+    }
+    st = scratch_ids_(w, *B);
+    if (st) return st;
+    memcpy(w->ids, ctx->sample_ids, *B * sizeof(uint64_t));
+    qsort(w->ids, *B, sizeof(uint64_t), cmp_u64_);
+    for (size_t i = 1; i < *B; i++)
+        if (w->ids[i] == w->ids[i - 1])
+            return pz_fail(PZ_ERR_ARG, "aq: sample id %llu appears twice in one message",
+                           (unsigned long long)w->ids[i]);
+    for (size_t i = 0; i < *B; i++) w->slots[i] = s->have ? aq_store_find(&s->store, ctx->sample_ids[i]) : -1;
+    return PZ_OK;
+}
+
+/* Reserves room for n_new ids, creating the store on the side's first use.
+ * On failure the side is as before. */
+static pz_status aq_reserve_(pz_wrapper *w, wrap_side *s, const pz_shape *shape, size_t row, size_t n_new) {
+    int fresh = !s->have;
+    if (fresh) {
+        aq_store_init(&s->store, row, w->mem_limit, w->spill_dir);
+        s->shape = *shape;
+        s->shape.dims[0] = 1;
+        s->have = 1;
+    }
+    pz_status st = aq_store_reserve(&s->store, n_new);
+    if (st && fresh) {
+        aq_store_free(&s->store);
+        s->have = 0;
+    }
+    return st;
+}
+
+/* Applies decoded rows: W (warm-up rows in sample order), D (delta rows).
+ * warm(i) tells the kind of sample i; out (may be NULL) gets m(id). */
+static void aq_apply_(pz_wrapper *w, wrap_side *s, const uint64_t *ids, size_t B, size_t row,
+                      const uint8_t *bitmap, int flags, const float *W, const float *D, float *out) {
+    size_t j = 0, k = 0;
+    for (size_t i = 0; i < B; i++) {
+        int warm = flags == 3 ? (bitmap[i / 8] >> (i % 8)) & 1 : flags == 1;
+        int64_t slot = w->slots[i];
+        if (warm && slot < 0) slot = (int64_t)aq_store_insert(&s->store, ids[i]);
+        float *m = aq_store_row(&s->store, (size_t)slot);
+        float *o = out ? out + i * row : NULL;
+        if (warm) {
+            memcpy(m, W + j * row, row * sizeof(float));
+            if (o) memcpy(o, W + j * row, row * sizeof(float));
+            j++;
+        } else {
+            const float *d = D + k * row;
+            if (o)
+                for (size_t e = 0; e < row; e++) o[e] = m[e] = m[e] + d[e];
+            else
+                for (size_t e = 0; e < row; e++) m[e] = m[e] + d[e];
+            k++;
+        }
+    }
+}
+
+static pz_status aq_encode_(pz_wrapper *w, const float *x, const pz_shape *shape, const pz_codec_ctx *ctx,
+                            uint8_t *payload, size_t cap, size_t *len, uint8_t *flags) {
+    wrap_side *s = &w->side[PZ_WRAP_SENDER];
+    size_t B, row;
+    pz_status st = aq_check_(w, s, shape, ctx, &B, &row);
+    if (st) return st;
+    size_t nw = 0;
+    for (size_t i = 0; i < B; i++) nw += w->slots[i] < 0;
+    size_t nd = B - nw;
+    float *W = NULL, *D = NULL;
+    if ((st = scratch_(w, 0, nw * row, &W)) || (st = scratch_(w, 1, nd * row, &D))) return st;
+    for (size_t i = 0, j = 0, k = 0; i < B; i++) {
+        const float *xi = x + i * row;
+        if (w->slots[i] < 0) {
+            memcpy(W + j++ * row, xi, row * sizeof(float));
+        } else {
+            const float *m = aq_store_row(&s->store, (size_t)w->slots[i]);
+            float *d = D + k++ * row;
+            for (size_t e = 0; e < row; e++) d[e] = xi[e] - m[e];
+        }
+    }
+    int fl = (nw ? 1 : 0) | (nd ? 2 : 0);
+    size_t pos = 0;
+    uint8_t *bitmap = NULL;
+    if (fl == 3) {
+        size_t nb = (B + 7) / 8;
+        if (cap < nb) return pz_fail(PZ_ERR_SHAPE, "aq: output buffer of %zu bytes is too small", cap);
+        bitmap = payload;
+        memset(bitmap, 0, nb);
+        for (size_t i = 0; i < B; i++)
+            if (w->slots[i] < 0) bitmap[i / 8] |= (uint8_t)(1u << (i % 8));
+        pos = nb;
+    }
+    pz_codec_ctx cw = *ctx;
+    cw.seed ^= AQ_WARMUP_SALT;
+    cw.sample_ids = NULL;
+    pz_codec_ctx cd = *ctx;
+    cd.sample_ids = NULL;
+    pz_shape sw = *shape, sd = *shape;
+    sw.dims[0] = (int64_t)nw;
+    sd.dims[0] = (int64_t)nd;
+    size_t at[2] = {0, 0}, ln[2] = {0, 0};
+    for (int part = 0; part < 2; part++) {
+        if (!(fl & (1 << part))) continue;
+        if (cap - pos < 8) return pz_fail(PZ_ERR_SHAPE, "aq: output buffer of %zu bytes is too small", cap);
+        at[part] = pos + 8;
+        st = part == 0 ? pz_codec_encode(w->warm, W, &sw, &cw, payload + at[part], cap - at[part], &ln[part])
+                       : pz_codec_encode(w->inner, D, &sd, &cd, payload + at[part], cap - at[part], &ln[part]);
+        if (st) return rewrap_(st, PZ_ERR_SHAPE, part == 0 ? "aq: warm-up message" : "aq: delta message");
+        put_u64_(payload + pos, ln[part]);
+        pos = at[part] + ln[part];
+    }
+    /* what the receiver will decode, decoded in place of the inputs */
+    if (nw && (st = decode_exact_(w->warm, "aq: own warm-up message", payload + at[0], ln[0], &cw, W, &sw)))
+        return st;
+    if (nd && (st = decode_exact_(w->inner, "aq: own delta message", payload + at[1], ln[1], &cd, D, &sd)))
+        return st;
+    if ((st = aq_reserve_(w, s, shape, row, nw))) return st;
+    aq_apply_(w, s, ctx->sample_ids, B, row, bitmap, fl, W, D, NULL);
+    *len = pos;
+    *flags = (uint8_t)fl;
+    return PZ_OK;
+}
+
+static pz_status aq_decode_(pz_wrapper *w, uint8_t flags, const uint8_t *payload, size_t len,
+                            const pz_shape *shape, const pz_codec_ctx *ctx, float *out) {
+    wrap_side *s = &w->side[PZ_WRAP_RECEIVER];
+    size_t B, row;
+    pz_status st = aq_check_(w, s, shape, ctx, &B, &row);
+    if (st) return st;
+    if (flags == 0 || flags > 3) return pz_fail(PZ_ERR_FORMAT, "aq: bad flags 0x%02x", flags);
+    /* framing */
+    size_t pos = 0, nw = flags == 1 ? B : 0;
+    const uint8_t *bitmap = NULL;
+    if (flags == 3) {
+        size_t nb = (B + 7) / 8;
+        if (len < nb) return pz_fail(PZ_ERR_FORMAT, "aq: truncated payload (%zu bytes, bitmap needs %zu)", len, nb);
+        bitmap = payload;
+        for (size_t i = 0; i < B; i++) nw += (bitmap[i / 8] >> (i % 8)) & 1;
+        if (B % 8 && bitmap[nb - 1] >> (B % 8))
+            return pz_fail(PZ_ERR_FORMAT, "aq: bitmap padding bits are set");
+        if (nw == 0 || nw == B)
+            return pz_fail(PZ_ERR_FORMAT, "aq: bitmap marks %zu of %zu samples warm-up with flags 3", nw, B);
+        pos = nb;
+    }
+    size_t nd = B - nw;
+    size_t at[2] = {0, 0}, ln[2] = {0, 0};
+    for (int part = 0; part < 2; part++) {
+        if (!(flags & (1 << part))) continue;
+        if (len - pos < 8) return pz_fail(PZ_ERR_FORMAT, "aq: truncated payload (%zu bytes)", len);
+        uint64_t l = get_u64_(payload + pos);
+        if (l > len - pos - 8)
+            return pz_fail(PZ_ERR_FORMAT, "aq: %s message of %llu bytes overruns the payload (%zu bytes)",
+                           part ? "delta" : "warm-up", (unsigned long long)l, len);
+        at[part] = pos + 8;
+        ln[part] = (size_t)l;
+        pos = at[part] + ln[part];
+    }
+    if (pos != len) return pz_fail(PZ_ERR_FORMAT, "aq: %zu trailing bytes after the last message", len - pos);
+    /* every delta needs a buffer; count the ids that are new here */
+    size_t n_new = 0;
+    for (size_t i = 0; i < B; i++) {
+        int warm = flags == 3 ? (bitmap[i / 8] >> (i % 8)) & 1 : flags == 1;
+        if (warm) n_new += w->slots[i] < 0;
+        else if (w->slots[i] < 0)
+            return pz_fail(PZ_ERR_FORMAT, "aq: sample %zu (id %llu) is sent as a delta but the receiver "
+                           "holds no buffer for it (sender and receiver out of sync)", i,
+                           (unsigned long long)ctx->sample_ids[i]);
+    }
+    float *W = NULL, *D = NULL;
+    if ((st = scratch_(w, 0, nw * row, &W)) || (st = scratch_(w, 1, nd * row, &D))) return st;
+    pz_codec_ctx cw = *ctx;
+    cw.seed ^= AQ_WARMUP_SALT;
+    cw.sample_ids = NULL;
+    pz_codec_ctx cd = *ctx;
+    cd.sample_ids = NULL;
+    pz_shape sw = *shape, sd = *shape;
+    sw.dims[0] = (int64_t)nw;
+    sd.dims[0] = (int64_t)nd;
+    if (nw && (st = decode_exact_(w->warm, "aq: warm-up message", payload + at[0], ln[0], &cw, W, &sw)))
+        return st;
+    if (nd && (st = decode_exact_(w->inner, "aq: delta message", payload + at[1], ln[1], &cd, D, &sd)))
+        return st;
+    /* validated: make room, then change the buffers */
+    if ((st = aq_reserve_(w, s, shape, row, n_new))) return st;
+    aq_apply_(w, s, ctx->sample_ids, B, row, bitmap, flags, W, D, out);
+    return PZ_OK;
+}
+
+/* ---- public entry points ----------------------------------------------------- */
+
+pz_status pz_wrapper_encode(pz_wrapper *w, const float *x, const pz_shape *shape, const pz_codec_ctx *ctx,
+                            uint8_t *payload, size_t cap, size_t *len, uint8_t *flags) {
+    *len = 0;
+    *flags = 0;
+    if (w->kind == PZ_WRAP_AQ) return aq_encode_(w, x, shape, ctx, payload, cap, len, flags);
+    return vec_encode_(w, x, shape, ctx, payload, cap, len);
+}
+
+pz_status pz_wrapper_decode(pz_wrapper *w, uint8_t flags, const uint8_t *payload, size_t len,
+                            const pz_shape *shape, const pz_codec_ctx *ctx, float *out) {
+    if (w->kind == PZ_WRAP_AQ) return aq_decode_(w, flags, payload, len, shape, ctx, out);
+    if (flags) return pz_fail(PZ_ERR_FORMAT, "%s: bad flags 0x%02x (expected 0)", w->name, flags);
+    return vec_decode_(w, payload, len, shape, ctx, out);
+}
+
+size_t pz_wrapper_state_bytes(const pz_wrapper *w, size_t *file_bytes) {
+    size_t mem = (w->f_cap[0] + w->f_cap[1]) * sizeof(float) + w->ids_cap * 16, file = 0;
+    for (int r = 0; r < 2; r++) {
+        const wrap_side *s = &w->side[r];
+        if (!s->have) continue;
+        if (w->kind == PZ_WRAP_AQ) {
+            size_t fb;
+            mem += aq_store_bytes(&s->store, &fb);
+            file += fb;
+        } else {
+            mem += pz_shape_numel(&s->shape) * sizeof(float);
+        }
+    }
+    if (file_bytes) *file_bytes = file;
+    return mem;
+}
+
+/* ---- introspection ------------------------------------------------------------ */
+
+const float *pz_wrapper_vector(const pz_wrapper *w, pz_wrap_role role, size_t *n) {
+    const wrap_side *s = &w->side[role == PZ_WRAP_RECEIVER];
+    *n = 0;
+    if (w->kind == PZ_WRAP_AQ || !s->have) return NULL;
+    *n = pz_shape_numel(&s->shape);
+    return s->v;
+}
+
+size_t pz_wrapper_aq_count(const pz_wrapper *w, pz_wrap_role role) {
+    const wrap_side *s = &w->side[role == PZ_WRAP_RECEIVER];
+    return w->kind == PZ_WRAP_AQ && s->have ? s->store.count : 0;
+}
+
+const float *pz_wrapper_aq_slot(const pz_wrapper *w, pz_wrap_role role, size_t i, uint64_t *id,
+                                size_t *row_len) {
+    const wrap_side *s = &w->side[role == PZ_WRAP_RECEIVER];
+    if (i >= pz_wrapper_aq_count(w, role)) return NULL;
+    if (id) *id = aq_store_slot_id(&s->store, i);
+    if (row_len) *row_len = s->store.row_len;
+    return aq_store_row(&s->store, i);
+}
+
+const float *pz_wrapper_aq_find(const pz_wrapper *w, pz_wrap_role role, uint64_t id) {
+    const wrap_side *s = &w->side[role == PZ_WRAP_RECEIVER];
+    if (w->kind != PZ_WRAP_AQ || !s->have) return NULL;
+    int64_t slot = aq_store_find(&s->store, id);
+    return slot < 0 ? NULL : aq_store_row(&s->store, (size_t)slot);
+}
+
+/* FNV-1a over bytes, then a splitmix64 finish */
+static uint64_t digest_bytes_(uint64_t h, const void *p, size_t n) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static uint64_t mix64_(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+uint64_t pz_wrapper_state_digest(const pz_wrapper *w, pz_wrap_role role) {
+    const wrap_side *s = &w->side[role == PZ_WRAP_RECEIVER];
+    uint64_t h = 0xcbf29ce484222325ULL;
+    if (!s->have) return mix64_(h);
+    if (w->kind != PZ_WRAP_AQ) {
+        h = digest_bytes_(h, &s->shape.ndim, sizeof s->shape.ndim);
+        h = digest_bytes_(h, s->shape.dims, (size_t)s->shape.ndim * sizeof s->shape.dims[0]);
+        return mix64_(digest_bytes_(h, s->v, pz_shape_numel(&s->shape) * sizeof(float)));
+    }
+    /* sum of per-id digests: independent of the order ids were inserted in */
+    uint64_t sum = mix64_(s->store.count);
+    for (size_t i = 0; i < s->store.count; i++) {
+        uint64_t id = aq_store_slot_id(&s->store, i);
+        uint64_t hi = digest_bytes_(h, &id, sizeof id);
+        hi = digest_bytes_(hi, aq_store_row(&s->store, i), s->store.row_bytes);
+        sum += mix64_(hi);
+    }
+    return sum;
+}

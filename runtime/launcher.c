@@ -1,0 +1,193 @@
+/* launcher.c: see launcher.h. */
+#include "runtime/launcher.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/util.h"
+
+/* A free TCP port on the loopback interface (the OS picks one). */
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+typedef struct {
+    pid_t pid;
+    int out_fd, err_fd;        /* read ends, -1 when closed */
+    char out_buf[8192], err_buf[8192];
+    size_t out_len, err_len;
+    int done, status;
+} child;
+
+/* Writes complete lines from buf; keeps a partial tail (or flushes it when full or at EOF). */
+static void forward(int fd, char *buf, size_t *len, int rank, FILE *dst, int prefix, int eof) {
+    (void)fd;
+    size_t start = 0;
+    for (size_t i = 0; i < *len; i++) {
+        if (buf[i] != '\n') continue;
+        if (prefix) fprintf(dst, "[rank %d] ", rank);
+        fwrite(buf + start, 1, i + 1 - start, dst);
+        start = i + 1;
+    }
+    if (start < *len && (eof || (start == 0 && *len == 8192))) {
+        if (prefix) fprintf(dst, "[rank %d] ", rank);
+        fwrite(buf + start, 1, *len - start, dst);
+        fputc('\n', dst);
+        start = *len;
+    }
+    memmove(buf, buf + start, *len - start);
+    *len -= start;
+    fflush(dst);
+}
+
+static void drain(child *c, int rank, int which) {
+    int *fd = which ? &c->err_fd : &c->out_fd;
+    char *buf = which ? c->err_buf : c->out_buf;
+    size_t *len = which ? &c->err_len : &c->out_len;
+    ssize_t n = read(*fd, buf + *len, sizeof c->out_buf - *len);
+    if (n > 0) {
+        *len += (size_t)n;
+        forward(*fd, buf, len, rank, which ? stderr : stdout, which, 0);
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        forward(*fd, buf, len, rank, which ? stderr : stdout, which, 1);
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+static volatile sig_atomic_t interrupted = 0;
+static void on_signal(int sig) { interrupted = sig; }
+
+int pz_launch_local(int world, int argc, char **argv) {
+    (void)argc;
+    int port = free_port();
+    if (port < 0) { fprintf(stderr, "pipezip: error: cannot find a free TCP port on 127.0.0.1\n"); return 1; }
+    child *cs = xcalloc((size_t)world, sizeof *cs);
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    fflush(stdout);
+    fflush(stderr);
+    for (int r = 0; r < world; r++) {
+        int out[2], err[2];
+        if (pipe(out) != 0 || pipe(err) != 0) pz_die("pipe: %s", strerror(errno));
+        pid_t pid = fork();
+        if (pid < 0) pz_die("fork: %s", strerror(errno));
+        if (pid == 0) {
+            char buf[32];
+            dup2(out[1], 1);
+            dup2(err[1], 2);
+            close(out[0]); close(out[1]); close(err[0]); close(err[1]);
+            for (int k = 0; k < r; k++) { close(cs[k].out_fd); close(cs[k].err_fd); }
+            snprintf(buf, sizeof buf, "%d", r); setenv("RANK", buf, 1); setenv("LOCAL_RANK", buf, 1);
+            snprintf(buf, sizeof buf, "%d", world); setenv("WORLD_SIZE", buf, 1);
+            snprintf(buf, sizeof buf, "%d", port); setenv("MASTER_PORT", buf, 1);
+            setenv("MASTER_ADDR", "127.0.0.1", 1);
+            execv("/proc/self/exe", argv);
+            fprintf(stderr, "exec failed: %s\n", strerror(errno));
+            _exit(127);
+        }
+        close(out[1]);
+        close(err[1]);
+        cs[r].pid = pid;
+        cs[r].out_fd = out[0];
+        cs[r].err_fd = err[0];
+    }
+
+    int failed_rank = -1, alive = world;
+    double kill_at = 0.0;   /* when to escalate to SIGKILL after a failure */
+    while (alive > 0) {
+        struct pollfd pf[2 * 64];
+        int np = 0, map[2 * 64];
+        for (int r = 0; r < world && np < 2 * 64 - 1; r++) {
+            if (cs[r].out_fd >= 0) { pf[np] = (struct pollfd){cs[r].out_fd, POLLIN, 0}; map[np++] = 2 * r; }
+            if (cs[r].err_fd >= 0) { pf[np] = (struct pollfd){cs[r].err_fd, POLLIN, 0}; map[np++] = 2 * r + 1; }
+        }
+        int n = np ? poll(pf, (nfds_t)np, 200) : (usleep(200000), 0);
+        for (int i = 0; n > 0 && i < np; i++)
+            if (pf[i].revents) drain(&cs[map[i] / 2], map[i] / 2, map[i] % 2);
+        for (int r = 0; r < world; r++) {
+            if (cs[r].done) continue;
+            int st;
+            pid_t w = waitpid(cs[r].pid, &st, WNOHANG);
+            if (w != cs[r].pid) continue;
+            cs[r].done = 1;
+            cs[r].status = st;
+            alive--;
+            int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+            if (bad && failed_rank < 0 && !interrupted) {
+                failed_rank = r;
+                if (WIFSIGNALED(st))
+                    fprintf(stderr, "pipezip: rank %d was killed by signal %d (%s); stopping the other ranks\n",
+                            r, WTERMSIG(st), strsignal(WTERMSIG(st)));
+                else
+                    fprintf(stderr, "pipezip: rank %d exited with status %d; stopping the other ranks\n",
+                            r, WEXITSTATUS(st));
+                /* SIGCONT too: a frozen (stopped) rank acts on SIGTERM only once continued */
+                for (int k = 0; k < world; k++)
+                    if (!cs[k].done) { kill(cs[k].pid, SIGTERM); kill(cs[k].pid, SIGCONT); }
+                kill_at = pz_now() + 3.0;
+            }
+        }
+        if (interrupted && kill_at == 0.0) {
+            fprintf(stderr, "pipezip: interrupted; stopping all ranks\n");
+            for (int k = 0; k < world; k++)
+                if (!cs[k].done) kill(cs[k].pid, SIGTERM);
+            kill_at = pz_now() + 3.0;
+        }
+        if (kill_at > 0.0 && pz_now() > kill_at) {
+            for (int k = 0; k < world; k++)
+                if (!cs[k].done) kill(cs[k].pid, SIGKILL);
+            kill_at = pz_now() + 3600.0;
+        }
+    }
+    /* whatever output is still buffered */
+    for (int r = 0; r < world; r++) {
+        while (cs[r].out_fd >= 0) drain(&cs[r], r, 0);
+        while (cs[r].err_fd >= 0) drain(&cs[r], r, 1);
+    }
+    int rc = (failed_rank >= 0 || interrupted) ? 1 : 0;
+    free(cs);
+    return rc;
+}
+
+static int env_int(const char *name, int *out) {
+    const char *v = getenv(name);
+    if (!v || !*v) return 0;
+    long x;
+    if (pz_parse_int(v, 0, 1 << 20, &x, name) != PZ_OK) pz_die("environment %s", pz_last_error());
+    *out = (int)x;
+    return 1;
+}
+
+int pz_env_rank(int *rank, int *world, const char **master_addr, int *master_port) {
+    int found = (env_int("RANK", rank) && env_int("WORLD_SIZE", world)) ||
+                (env_int("OMPI_COMM_WORLD_RANK", rank) && env_int("OMPI_COMM_WORLD_SIZE", world)) ||
+                (env_int("PMI_RANK", rank) && env_int("PMI_SIZE", world)) ||
+                (env_int("SLURM_PROCID", rank) && env_int("SLURM_NTASKS", world));
+    if (!found) return 0;
+    if (*rank >= *world) pz_die("environment: rank %d is not below world size %d", *rank, *world);
+    *master_addr = getenv("MASTER_ADDR");
+    if (!*master_addr || !**master_addr) *master_addr = "127.0.0.1";
+    if (!env_int("MASTER_PORT", master_port)) *master_port = 29500;
+    return 1;
+}

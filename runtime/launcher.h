@@ -1,0 +1,18 @@
+/* launcher.h: start the stage processes of a pipeline on this host. */
+#ifndef PZ_LAUNCHER_H
+#define PZ_LAUNCHER_H
+
+/* Re-executes this program `world` times with RANK, WORLD_SIZE, LOCAL_RANK,
+ * MASTER_ADDR and MASTER_PORT set (a free loopback port), forwards each
+ * child's stderr with a "[rank r] " prefix and its stdout unchanged (only
+ * rank 0 writes the JSON metrics), and waits. If any rank fails (non-zero
+ * exit or a signal), it reports which one, terminates the others (SIGTERM,
+ * then SIGKILL after a grace period) and returns non-zero. */
+int pz_launch_local(int world, int argc, char **argv);
+
+/* Rank and world from the environment: RANK/WORLD_SIZE (torchrun),
+ * OMPI_COMM_WORLD_RANK/SIZE (mpirun), or SLURM_PROCID/SLURM_NTASKS (srun).
+ * Returns 0 if none is set. */
+int pz_env_rank(int *rank, int *world, const char **master_addr, int *master_port);
+
+#endif

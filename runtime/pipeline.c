@@ -1,0 +1,477 @@
+/* pipeline.c: the executor of one pipeline rank.
+ *
+ * Follow one micro-batch i through stage s (0 < s < S-1):
+ *   RECV_ACT i   post a receive of the (B,T,C) activation from rank s-1
+ *   FORWARD i    wait for it, run the stage's blocks (activations kept in slot i % bound)
+ *   SEND_ACT i   send the stage output to rank s+1 (non-blocking)
+ *   RECV_GRAD i  post a receive of d(output) from rank s+1
+ *   BACKWARD i   wait for it, backward through the blocks; d(input) lands in a send buffer
+ *   SEND_GRAD i  send d(input) to rank s-1 (non-blocking)
+ * After the last micro-batch: REDUCE_TIED (the first and last stage add their
+ * wte gradients so both copies stay equal) and OPTIM_STEP (global gradient
+ * norm over all ranks, clipping, AdamW; loss gathered for rank 0's log).
+ * Receives are waited for only where their data is used, so a rank keeps
+ * driving UCX progress (for its own sends too) while it waits. */
+#include "runtime/pipeline.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/checkpoint.h"
+#include "runtime/partition.h"
+#include "runtime/transport.h"
+#include "schedules/schedule.h"
+
+enum { KIND_ACT = 1, KIND_GRAD = 2, KIND_TIED = 3, KIND_VAL = 4, KIND_SAVE = 5 };
+
+typedef struct {
+    const char *name;   /* static string: "F", "B", "wait", "send", ... */
+    int micro;
+    double t0, t1;
+} trace_event;
+
+typedef struct {
+    const pz_train_opts *o;
+    pz_transport *tp;
+    int rank, world;
+    pz_schedule sched;
+    pz_stage stage;
+    pz_optim opt;
+    int have_opt;
+    int bound;                 /* activation slots */
+    pz_acts *slots;
+    float **act_in;            /* per slot: received activation (non-first) */
+    float **grad_in;           /* per slot: received d(output) (non-last) */
+    float **grad_out;          /* per slot: d(input) being sent (non-first) */
+    pz_request **act_send, **grad_send, **act_recv, **grad_recv;
+    size_t act_bytes;          /* B*T*C floats */
+    int *tok, *tgt;            /* host batch of the current micro-batch */
+    pz_dataset train, val;
+    int have_train, have_val;
+    pz_loader loader;
+    int have_loader;
+    /* per-step metrics */
+    double compute_s, wait_s;
+    double bytes_fwd, bytes_bwd;
+    /* trace */
+    trace_event *ev;
+    size_t nev, cap_ev;
+    double t_origin;
+} exec;
+
+static void trace(exec *x, const char *name, int micro, double t0, double t1) {
+    if (!x->o->trace) return;
+    if (x->nev == x->cap_ev) {
+        x->cap_ev = x->cap_ev ? 2 * x->cap_ev : 1024;
+        x->ev = realloc(x->ev, x->cap_ev * sizeof *x->ev);
+        if (!x->ev) pz_die("out of memory for trace events");
+    }
+    x->ev[x->nev++] = (trace_event){name, micro, t0, t1};
+}
+
+static int is_first(const exec *x) { return x->rank == 0; }
+static int is_last(const exec *x) { return x->rank == x->world - 1; }
+
+/* Waits for a request, counting the time as waiting (and tracing it). */
+static pz_status wait_req(exec *x, pz_request **req, int micro) {
+    if (!*req) return PZ_OK;
+    double t0 = pz_now();
+    pz_status st = pz_transport_wait(x->tp, *req, NULL);
+    *req = NULL;
+    double t1 = pz_now();
+    x->wait_s += t1 - t0;
+    if (t1 - t0 > 1e-4) trace(x, "wait", micro, t0, t1);
+    return st;
+}
+
+static pz_status post_recv(exec *x, int peer, int kind, uint32_t step, int micro, float *buf,
+                           pz_request **req, const char *what) {
+    char w[96];
+    snprintf(w, sizeof w, "%s step %u micro %d", what, step, micro);
+    return pz_transport_recv(x->tp, peer, pz_tag(peer, step, (uint32_t)micro, (uint32_t)kind), buf,
+                             x->act_bytes, w, req);
+}
+
+static pz_status post_send(exec *x, int peer, int kind, uint32_t step, int micro, const float *buf,
+                           pz_request **req, const char *what) {
+    char w[96];
+    snprintf(w, sizeof w, "%s step %u micro %d", what, step, micro);
+    return pz_transport_send(x->tp, peer, pz_tag(x->rank, step, (uint32_t)micro, (uint32_t)kind), buf,
+                             x->act_bytes, w, req);
+}
+
+/* Runs one instruction of the training schedule. */
+static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *loss_sum) {
+    const pz_train_opts *o = x->o;
+    int i = in->micro, slot = i >= 0 ? i % x->bound : 0;
+    pz_status st = PZ_OK;
+    double t0 = pz_now();
+    switch (in->op) {
+    case PZ_OP_RECV_ACT:
+        return post_recv(x, x->rank - 1, KIND_ACT, step, i, x->act_in[slot], &x->act_recv[slot], "recv activation");
+    case PZ_OP_RECV_GRAD:
+        return post_recv(x, x->rank + 1, KIND_GRAD, step, i, x->grad_in[slot], &x->grad_recv[slot], "recv gradient");
+    case PZ_OP_FORWARD: {
+        /* the slot's previous output may still be on its way out */
+        if ((st = wait_req(x, &x->act_send[slot], i)) != PZ_OK) return st;
+        if (!is_first(x) && (st = wait_req(x, &x->act_recv[slot], i)) != PZ_OK) return st;
+        if (is_first(x) || is_last(x)) pz_loader_next(&x->loader, x->tok, x->tgt, NULL);
+        float dscale = 1.0f / ((float)o->batch * o->seq * o->micro);
+        t0 = pz_now();
+        pz_stage_forward(&x->stage, &x->slots[slot], x->tok, is_first(x) ? NULL : x->act_in[slot], x->tgt, dscale);
+        if (is_last(x)) *loss_sum += x->slots[slot].loss;
+        double t1 = pz_now();
+        x->compute_s += t1 - t0;
+        trace(x, "forward", i, t0, t1);
+        return PZ_OK;
+    }
+    case PZ_OP_SEND_ACT: {
+        int nb = x->stage.range.l1 - x->stage.range.l0;
+        const float *out = nb > 0 ? x->slots[slot].blocks[nb - 1].res3 : x->slots[slot].input;
+        x->bytes_fwd += (double)x->act_bytes;
+        st = post_send(x, x->rank + 1, KIND_ACT, step, i, out, &x->act_send[slot], "send activation");
+        trace(x, "send", i, t0, pz_now());
+        return st;
+    }
+    case PZ_OP_BACKWARD: {
+        if (!is_last(x) && (st = wait_req(x, &x->grad_recv[slot], i)) != PZ_OK) return st;
+        if (!is_first(x) && (st = wait_req(x, &x->grad_send[slot], i)) != PZ_OK) return st;
+        t0 = pz_now();
+        pz_stage_backward(&x->stage, &x->slots[slot], is_last(x) ? NULL : x->grad_in[slot],
+                          is_first(x) ? NULL : x->grad_out[slot]);
+        double t1 = pz_now();
+        x->compute_s += t1 - t0;
+        trace(x, "backward", i, t0, t1);
+        return PZ_OK;
+    }
+    case PZ_OP_SEND_GRAD:
+        x->bytes_bwd += (double)x->act_bytes;
+        st = post_send(x, x->rank - 1, KIND_GRAD, step, i, x->grad_out[slot], &x->grad_send[slot], "send gradient");
+        trace(x, "send", i, t0, pz_now());
+        return st;
+    case PZ_OP_REDUCE_TIED: {
+        /* both ends hold wte; each sends its gradient and adds the other's:
+         * g0 + g1 == g1 + g0 bitwise, so the two copies stay identical */
+        int peer = is_first(x) ? x->world - 1 : 0;
+        size_t n = (size_t)x->stage.cfg.padded_vocab_size * x->stage.cfg.channels;
+        float *other = xaligned_alloc(n * sizeof(float));
+        pz_request *rs = NULL, *rr = NULL;
+        char w[64];
+        snprintf(w, sizeof w, "tied embedding gradient step %u", step);
+        st = pz_transport_recv(x->tp, peer, pz_tag(peer, step, 0, KIND_TIED), other, n * sizeof(float), w, &rr);
+        if (st == PZ_OK)
+            st = pz_transport_send(x->tp, peer, pz_tag(x->rank, step, 0, KIND_TIED), x->stage.grads.wte,
+                                   n * sizeof(float), w, &rs);
+        pz_status st2 = wait_req(x, &rr, -1);
+        pz_status st3 = wait_req(x, &rs, -1);
+        if (st == PZ_OK) st = st2 != PZ_OK ? st2 : st3;
+        if (st == PZ_OK)
+            for (size_t k = 0; k < n; k++) x->stage.grads.wte[k] += other[k];
+        free(other);
+        trace(x, "tied", -1, t0, pz_now());
+        return st;
+    }
+    case PZ_OP_OPTIM_STEP:
+        return PZ_OK;   /* done by the step loop, which needs the collectives */
+    }
+    return pz_fail(PZ_ERR_ARG, "unknown schedule op %d", (int)in->op);
+}
+
+/* Validation: the val batches flow forward through all stages in file order. */
+static pz_status validate(exec *x, uint32_t val_round, double *loss, int *used) {
+    const pz_train_opts *o = x->o;
+    pz_loader vl;
+    int nb = 0;
+    pz_status st = PZ_OK;
+    *loss = 0.0;
+    if (is_first(x) || is_last(x)) {
+        if ((st = pz_loader_init(&vl, &x->val, o->batch, 0, 0)) != PZ_OK) return st;
+        nb = (int)pz_loader_batches_per_epoch(&vl);
+        if (nb > o->val_batches) nb = o->val_batches;
+    }
+    /* every rank must agree on the count: first and last computed it from the same data */
+    double cnt = is_first(x) ? nb : 0.0;
+    if ((st = pz_transport_allreduce_sum_f64(x->tp, &cnt, 1)) != PZ_OK) goto out;
+    nb = (int)cnt;
+    double sum = 0.0;
+    int layers = x->stage.range.l1 - x->stage.range.l0;
+    for (int k = 0; k < nb && st == PZ_OK; k++) {
+        pz_request *r = NULL;
+        if (is_first(x) || is_last(x)) pz_loader_next(&vl, x->tok, x->tgt, NULL);
+        if (!is_first(x)) {
+            if ((st = post_recv(x, x->rank - 1, KIND_VAL, val_round, k, x->act_in[0], &r, "recv validation activation")) != PZ_OK) break;
+            if ((st = wait_req(x, &r, k)) != PZ_OK) break;
+        }
+        pz_stage_forward(&x->stage, &x->slots[0], x->tok, is_first(x) ? NULL : x->act_in[0], x->tgt, 0.0f);
+        if (is_last(x)) sum += x->slots[0].loss;
+        else {
+            const float *out = layers > 0 ? x->slots[0].blocks[layers - 1].res3 : x->slots[0].input;
+            if ((st = post_send(x, x->rank + 1, KIND_VAL, val_round, k, out, &r, "send validation activation")) != PZ_OK) break;
+            if ((st = wait_req(x, &r, k)) != PZ_OK) break;
+        }
+    }
+    double v = is_last(x) ? sum : 0.0;
+    if (st == PZ_OK) st = pz_transport_allreduce_sum_f64(x->tp, &v, 1);
+    *loss = nb > 0 ? v / nb : NAN;
+    *used = nb;
+out:
+    if (is_first(x) || is_last(x)) pz_loader_free(&vl);
+    return st;
+}
+
+static pz_status write_trace_fragment(const exec *x) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s.rank%d", x->o->trace, x->rank);
+    pz_atomic_file af;
+    pz_status st = pz_atomic_open(&af, path);
+    if (st != PZ_OK) return st;
+    for (size_t k = 0; k < x->nev; k++) {
+        const trace_event *e = &x->ev[k];
+        char name[48];
+        if (e->micro >= 0) snprintf(name, sizeof name, "%s %d", e->name, e->micro);
+        else snprintf(name, sizeof name, "%s", e->name);
+        fprintf(af.f, "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f},\n",
+                name, e->name, x->rank, x->rank, 1e6 * (e->t0 - x->t_origin), 1e6 * (e->t1 - e->t0));
+    }
+    fprintf(af.f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"stage %d\"}}\n", x->rank, x->rank);
+    return pz_atomic_commit(&af);
+}
+
+pz_status pz_trace_merge(const char *path, int world) {
+    pz_atomic_file af;
+    pz_status st = pz_atomic_open(&af, path);
+    if (st != PZ_OK) return st;
+    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", af.f);
+    for (int r = 0; r < world && st == PZ_OK; r++) {
+        char frag[4096];
+        snprintf(frag, sizeof frag, "%s.rank%d", path, r);
+        uint8_t *buf;
+        size_t len;
+        if ((st = pz_read_file(frag, &buf, &len)) != PZ_OK) break;
+        /* each fragment is a comma-separated list of events ending without a comma */
+        if (r > 0) fputs(",\n", af.f);
+        fwrite(buf, 1, len, af.f);
+        free(buf);
+        remove(frag);
+    }
+    fputs("]}\n", af.f);
+    if (st != PZ_OK) { pz_atomic_abort(&af); return st; }
+    return pz_atomic_commit(&af);
+}
+
+/* Copies every tensor of `from` into the tensor of the same name in `to`. */
+static void copy_by_name(pz_gpt2_params *to, const pz_gpt2_params *from) {
+    int nt = pz_gpt2_params_tensors(to, NULL), nf = pz_gpt2_params_tensors(from, NULL);
+    pz_tensor_info *tt = xcalloc((size_t)nt, sizeof *tt), *tf = xcalloc((size_t)nf, sizeof *tf);
+    pz_gpt2_params_tensors(to, tt);
+    pz_gpt2_params_tensors(from, tf);
+    for (int i = 0; i < nf; i++)
+        for (int j = 0; j < nt; j++)
+            if (strcmp(tf[i].name, tt[j].name) == 0) memcpy(tt[j].data, tf[i].data, tf[i].numel * sizeof(float));
+    free(tt);
+    free(tf);
+}
+
+/* --save writes one whole-model checkpoint, whatever the split: every rank
+ * sends its parameters to rank 0, which assembles and saves them. */
+static pz_status save_whole_model(exec *x, const pz_stage_range *ranges) {
+    const pz_gpt2_config *c = &x->stage.cfg;
+    pz_status st = PZ_OK;
+    size_t mine = x->stage.params.numel * sizeof(float);
+    char w[64];
+    snprintf(w, sizeof w, "parameters for --save");
+    if (x->rank != 0) {
+        float *host = xmalloc(mine);
+        x->stage.be->to_host(host, x->stage.param_mem, mine);
+        pz_request *r = NULL;
+        st = pz_transport_send(x->tp, 0, pz_tag(x->rank, 0, 0, KIND_SAVE), host, mine, w, &r);
+        if (st == PZ_OK) st = wait_req(x, &r, -1);
+        free(host);
+        return st;
+    }
+    pz_stage_range whole = pz_whole_model(c);
+    float *all = xmalloc(pz_stage_numel(c, &whole) * sizeof(float));
+    pz_gpt2_params full;
+    pz_gpt2_params_bind(&full, c, &whole, all);
+    for (int r = 0; r < x->world && st == PZ_OK; r++) {
+        size_t n = pz_stage_numel(c, &ranges[r]);
+        float *part = xmalloc(n * sizeof(float));
+        if (r == 0) x->stage.be->to_host(part, x->stage.param_mem, n * sizeof(float));
+        else {
+            pz_request *req = NULL;
+            st = pz_transport_recv(x->tp, r, pz_tag(r, 0, 0, KIND_SAVE), part, n * sizeof(float), w, &req);
+            if (st == PZ_OK) st = wait_req(x, &req, -1);
+        }
+        if (st == PZ_OK) {
+            pz_gpt2_params p;
+            pz_gpt2_params_bind(&p, c, &ranges[r], part);
+            copy_by_name(&full, &p);
+            pz_gpt2_params_unbind(&p);
+        }
+        free(part);
+    }
+    if (st == PZ_OK) {
+        size_t len = strlen(x->o->save);
+        st = (len > 4 && strcmp(x->o->save + len - 4, ".bin") == 0) ? pz_ckpt_save_llmc(x->o->save, &full, 3)
+                                                                   : pz_ckpt_save_safetensors(x->o->save, &full);
+        if (st == PZ_OK) fprintf(stderr, "pipezip train: saved %s\n", x->o->save);
+    }
+    pz_gpt2_params_unbind(&full);
+    free(all);
+    return st;
+}
+
+static void exec_free(exec *x) {
+    for (int k = 0; x->slots && k < x->bound; k++) {
+        pz_acts_free(&x->slots[k], &x->stage);
+        free(x->act_in ? x->act_in[k] : NULL);
+        free(x->grad_in ? x->grad_in[k] : NULL);
+        free(x->grad_out ? x->grad_out[k] : NULL);
+    }
+    free(x->slots); free(x->act_in); free(x->grad_in); free(x->grad_out);
+    free(x->act_send); free(x->grad_send); free(x->act_recv); free(x->grad_recv);
+    free(x->tok); free(x->tgt); free(x->ev);
+    if (x->have_opt) pz_optim_free(&x->opt, &x->stage);
+    if (x->have_loader) pz_loader_free(&x->loader);
+    if (x->have_train) pz_dataset_close(&x->train);
+    if (x->have_val) pz_dataset_close(&x->val);
+    pz_stage_free(&x->stage);
+    pz_schedule_free(&x->sched);
+}
+
+pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
+                               const char *master_addr, int master_port) {
+    exec x;
+    memset(&x, 0, sizeof x);
+    x.o = o;
+    x.rank = rank;
+    x.world = world;
+    x.t_origin = pz_now();
+    pz_status st;
+    const pz_backend *be = pz_backend_cpu();
+    pz_backend_cpu_set_threads(o->threads);
+    if (!o->data) return pz_fail(PZ_ERR_ARG, "--data is required (token shards; see 'pipezip tokenize')");
+    if (world != o->stages)
+        return pz_fail(PZ_ERR_ARG, "WORLD_SIZE %d does not match --stages %d", world, o->stages);
+
+    pz_gpt2_config cfg;
+    if ((st = pz_model_config(o->preset, o->init, &cfg)) != PZ_OK) return st;
+    pz_stage_range *ranges = xcalloc((size_t)world, sizeof *ranges);
+    if ((st = pz_partition(&cfg, o->seq, world, o->split, ranges)) != PZ_OK) { free(ranges); return st; }
+    if (o->save && rank == 0 && (st = pz_check_writable_dir(o->save)) != PZ_OK) { free(ranges); return st; }
+    if (rank == 0) pz_partition_print(stderr, &cfg, o->seq, world, ranges);
+    st = pz_model_create_stage(&x.stage, be, &cfg, &ranges[rank], o->init, (uint64_t)o->seed, o->batch, o->seq);
+    if (st != PZ_OK) { free(ranges); return st; }
+
+    pz_sched_kind kind;
+    if ((st = pz_sched_parse(o->schedule, &kind)) != PZ_OK) goto cleanup;
+    if ((st = pz_schedule_build(&x.sched, kind, rank, world, o->micro)) != PZ_OK) goto cleanup;
+    if (is_first(&x) || is_last(&x)) {
+        if ((st = pz_dataset_open(&x.train, o->data, o->seq, cfg.vocab_size)) != PZ_OK) goto cleanup;
+        x.have_train = 1;
+        if ((st = pz_loader_init(&x.loader, &x.train, o->batch, 1, (uint64_t)o->seed)) != PZ_OK) goto cleanup;
+        x.have_loader = 1;
+        if (o->val_data) {
+            if ((st = pz_dataset_open(&x.val, o->val_data, o->seq, cfg.vocab_size)) != PZ_OK) goto cleanup;
+            x.have_val = 1;
+        }
+    }
+    pz_optim_config oc = o->optim;
+    oc.total_steps = o->steps;
+    if (!o->warmup_given) oc.warmup_steps = o->steps / 10;
+    if ((st = pz_optim_init(&x.opt, &x.stage, &oc)) != PZ_OK) goto cleanup;
+    x.have_opt = 1;
+
+    size_t BT = (size_t)o->batch * o->seq;
+    x.act_bytes = BT * (size_t)cfg.channels * sizeof(float);
+    x.bound = pz_schedule_in_flight_bound(kind, rank, world, o->micro);
+    x.slots = xcalloc((size_t)x.bound, sizeof *x.slots);
+    x.act_in = xcalloc((size_t)x.bound, sizeof *x.act_in);
+    x.grad_in = xcalloc((size_t)x.bound, sizeof *x.grad_in);
+    x.grad_out = xcalloc((size_t)x.bound, sizeof *x.grad_out);
+    x.act_send = xcalloc((size_t)x.bound, sizeof(pz_request *));
+    x.grad_send = xcalloc((size_t)x.bound, sizeof(pz_request *));
+    x.act_recv = xcalloc((size_t)x.bound, sizeof(pz_request *));
+    x.grad_recv = xcalloc((size_t)x.bound, sizeof(pz_request *));
+    for (int k = 0; k < x.bound; k++) {
+        pz_acts_init(&x.slots[k], &x.stage);
+        if (!is_first(&x)) x.act_in[k] = xaligned_alloc(x.act_bytes);
+        if (!is_first(&x)) x.grad_out[k] = xaligned_alloc(x.act_bytes);
+        if (!is_last(&x)) x.grad_in[k] = xaligned_alloc(x.act_bytes);
+    }
+    x.tok = xcalloc(BT, sizeof(int));
+    x.tgt = xcalloc(BT, sizeof(int));
+
+    pz_transport_opts to = {rank, world, master_addr, master_port, o->peer_timeout, 60.0};
+    if ((st = pz_transport_init(&x.tp, &to)) != PZ_OK) goto cleanup;
+    if (rank == 0)
+        fprintf(stderr, "pipezip train: %d stages, %s schedule, %d micro-batches of %d x %d per step\n",
+                world, o->schedule, o->micro, o->batch, o->seq);
+
+    uint32_t val_round = 0;
+    for (int step = 0; step < o->steps && st == PZ_OK; step++) {
+        double t0 = pz_now(), loss_sum = 0.0;
+        x.compute_s = x.wait_s = x.bytes_fwd = x.bytes_bwd = 0.0;
+        pz_stage_zero_grad(&x.stage);
+        for (int k = 0; k < x.sched.n && st == PZ_OK; k++)
+            st = run_instr(&x, &x.sched.ins[k], (uint32_t)step, &loss_sum);
+        /* sends of this step must be out before the parameters change */
+        for (int k = 0; k < x.bound && st == PZ_OK; k++) {
+            if ((st = wait_req(&x, &x.act_send[k], -1)) != PZ_OK) break;
+            st = wait_req(&x, &x.grad_send[k], -1);
+        }
+        if (st != PZ_OK) break;
+        /* global norm: wte counted once (the last stage's copy equals the first's) */
+        size_t skip = (is_last(&x) && world > 1) ? (size_t)cfg.padded_vocab_size * cfg.channels : 0;
+        double per_rank[4 + 4 * 64] = {0};
+        int nmet = world <= 64 ? world : 0;
+        per_rank[0] = be->sumsq(x.stage.grad_mem + skip, x.stage.grads.numel - skip);
+        per_rank[1] = is_last(&x) ? loss_sum / o->micro : 0.0;
+        if (nmet) {
+            per_rank[4 + 4 * rank + 0] = x.compute_s;
+            per_rank[4 + 4 * rank + 1] = x.wait_s;
+            per_rank[4 + 4 * rank + 2] = x.bytes_fwd;
+            per_rank[4 + 4 * rank + 3] = x.bytes_bwd;
+        }
+        if ((st = pz_transport_allreduce_sum_f64(x.tp, per_rank, 4 + 4 * nmet)) != PZ_OK) break;
+        double norm = sqrt(per_rank[0]), loss = per_rank[1];
+        if (!isfinite(loss) || !isfinite(norm)) {
+            st = pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: training diverged (try a lower --lr)",
+                         step + 1, loss, norm);
+            break;
+        }
+        double t_opt = pz_now();
+        float lr = pz_optim_step(&x.opt, &x.stage, pz_clip_scale(&x.opt.cfg, norm));
+        trace(&x, "optimizer", -1, t_opt, pz_now());
+        double ms = 1e3 * (pz_now() - t0);
+        if (rank == 0) {
+            printf("{\"step\":%d,\"loss\":%.8f,\"lr\":%.6g,\"norm\":%.4f,\"ms\":%.1f,\"tok_s\":%.1f,\"stages\":[",
+                   step + 1, loss, lr, norm, ms, (double)BT * o->micro / (ms * 1e-3));
+            for (int r = 0; r < nmet; r++)
+                printf("%s{\"compute_ms\":%.1f,\"wait_ms\":%.1f,\"fwd_bytes\":%.0f,\"bwd_bytes\":%.0f}", r ? "," : "",
+                       1e3 * per_rank[4 + 4 * r], 1e3 * per_rank[5 + 4 * r], per_rank[6 + 4 * r], per_rank[7 + 4 * r]);
+            printf("]}\n");
+            fflush(stdout);
+        }
+        int last = step + 1 == o->steps;
+        if (o->val_data && o->val_every > 0 && ((step + 1) % o->val_every == 0 || last)) {
+            double vl;
+            int used = 0;
+            if ((st = validate(&x, val_round++, &vl, &used)) != PZ_OK) break;
+            if (rank == 0) { printf("{\"step\":%d,\"val_loss\":%.8f,\"val_batches\":%d}\n", step + 1, vl, used); fflush(stdout); }
+        }
+    }
+    if (st == PZ_OK && o->save) st = save_whole_model(&x, ranges);
+    if (st == PZ_OK && o->trace) st = write_trace_fragment(&x);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", pz_last_error());
+    pz_transport_close(x.tp, st != PZ_OK);
+    x.tp = NULL;
+    if (st != PZ_OK) pz_fail(st, "%s", msg);   /* closing may have replaced the message */
+
+cleanup:
+    exec_free(&x);
+    free(ranges);
+    return st;
+}

@@ -1,0 +1,17 @@
+/* pipeline.h: one rank of a pipeline: a stage of the model in this process,
+ * running its schedule's instruction list every step and exchanging
+ * activations and gradients with its neighbours over the transport. */
+#ifndef PZ_PIPELINE_H
+#define PZ_PIPELINE_H
+
+#include "runtime/train.h"
+
+/* Runs rank `rank` of `world` (= o->stages). Rank 0 prints the JSON lines. */
+pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
+                               const char *master_addr, int master_port);
+
+/* Merges the per-rank trace fragments "<path>.rank<r>" into one Chrome /
+ * Perfetto trace JSON at path (atomically) and removes the fragments. */
+pz_status pz_trace_merge(const char *path, int world);
+
+#endif

@@ -1,0 +1,74 @@
+/* transport.h: moving bytes between stage processes over UCX (UCP tag API).
+ *
+ * One UCP worker per process, driven only by the calling thread: progress
+ * happens inside pz_transport_progress/test/wait, which the executor calls
+ * between compute pieces so communication overlaps compute. Every wait has
+ * an application deadline (peer_timeout_s): UCX detects a killed peer but
+ * never a frozen one, so a wait that passes the deadline force-closes the
+ * endpoint and fails with a message naming the peer and the operation.
+ *
+ * Bootstrap: rank 0 listens on master_addr:master_port (TCP); every rank
+ * connects, sends its UCX worker address, and receives everyone's; then each
+ * rank creates endpoints to the peers it talks to. */
+#ifndef PZ_TRANSPORT_H
+#define PZ_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "runtime/util.h"
+
+typedef struct {
+    int rank, world;
+    const char *master_addr;   /* e.g. "127.0.0.1" */
+    int master_port;
+    double peer_timeout_s;     /* deadline for any single wait (default 60) */
+    double connect_timeout_s;  /* bootstrap deadline (default 60) */
+} pz_transport_opts;
+
+typedef struct pz_transport pz_transport;
+typedef struct pz_request pz_request;
+
+/* Tags: what a message is, so receives match exactly; the sender's rank is
+ * part of the tag because UCP matches tags across all senders.
+ * Layout: src (8 bits) | kind (8) | micro (16) | step (32); src > 255,
+ * micro > 65535 or kind > 255 abort (programming error). Kinds >=
+ * PZ_TAG_KIND_RESERVED belong to the transport (hello, collectives):
+ * send/recv refuse them, and refuse a tag whose src is not the sender. */
+#define PZ_TAG_KIND_RESERVED 0xF0u
+uint64_t pz_tag(int src_rank, uint32_t step, uint32_t micro, uint32_t kind);
+
+pz_status pz_transport_init(pz_transport **t, const pz_transport_opts *o);
+/* failed == 0: cancel posted receives, let sends finish, flush-close the
+ * endpoints, then a shutdown barrier over the bootstrap sockets (progressing
+ * meanwhile) so that no rank exits while another still flushes towards it.
+ * failed != 0: force-close endpoints without flushing, no barrier (after an
+ * error). Either way every request still held by the caller is freed. */
+void pz_transport_close(pz_transport *t, int failed);
+
+/* Non-blocking send/receive; the buffer must stay valid until the request
+ * completes. `what` names the operation for error messages
+ * ("send activation step 3 micro 2"); it is copied. */
+pz_status pz_transport_send(pz_transport *t, int peer, uint64_t tag, const void *buf, size_t len,
+                            const char *what, pz_request **req);
+pz_status pz_transport_recv(pz_transport *t, int peer, uint64_t tag, void *buf, size_t cap,
+                            const char *what, pz_request **req);
+/* Progress once; *done = 1 when req finished (then *len = bytes received,
+ * and req is freed). Errors (peer failure, truncation) free req too.
+ * test applies no deadline; only wait does (peer_timeout_s counted from the
+ * start of the wait). */
+pz_status pz_transport_test(pz_transport *t, pz_request *req, int *done, size_t *len);
+/* Progress until req finishes, a peer fails, or the deadline passes. */
+pz_status pz_transport_wait(pz_transport *t, pz_request *req, size_t *len);
+void pz_transport_progress(pz_transport *t);
+
+/* Small collectives over the same transport (loss/grad-norm reporting). */
+pz_status pz_transport_allreduce_sum_f64(pz_transport *t, double *vals, int n);
+pz_status pz_transport_barrier(pz_transport *t);
+
+/* Prints UCX's lane selection (ucp_ep_print_info) for every endpoint: which
+ * transports actually carry the traffic. Also printed to stderr at the end of
+ * init when PZ_TRANSPORT_INFO=1. */
+void pz_transport_print_info(pz_transport *t, FILE *f);
+
+#endif

@@ -1,0 +1,324 @@
+/* schedule.c: building, simulating and printing pipeline schedules
+ * (see schedule.h for the ordering contract). */
+#include "schedules/schedule.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    pz_sched_kind kind;
+} sched_names[] = {
+    {"1f1b", PZ_SCHED_1F1B},
+    {"gpipe", PZ_SCHED_GPIPE},
+};
+#define NSCHED ((int)(sizeof sched_names / sizeof sched_names[0]))
+
+pz_status pz_sched_parse(const char *name, pz_sched_kind *out) {
+    for (int i = 0; i < NSCHED; i++)
+        if (name && strcmp(name, sched_names[i].name) == 0) {
+            *out = sched_names[i].kind;
+            return PZ_OK;
+        }
+    char known[128] = "";
+    for (int i = 0; i < NSCHED; i++) {
+        if (i) strncat(known, ", ", sizeof known - strlen(known) - 1);
+        strncat(known, sched_names[i].name, sizeof known - strlen(known) - 1);
+    }
+    return pz_fail(PZ_ERR_ARG, "unknown schedule '%s' (known: %s)", name ? name : "(null)", known);
+}
+
+const char *pz_sched_name(pz_sched_kind kind) {
+    for (int i = 0; i < NSCHED; i++)
+        if (sched_names[i].kind == kind) return sched_names[i].name;
+    return "?";
+}
+
+const char *pz_op_name(pz_op op) {
+    switch (op) {
+    case PZ_OP_RECV_ACT: return "RECV_ACT";
+    case PZ_OP_FORWARD: return "FORWARD";
+    case PZ_OP_SEND_ACT: return "SEND_ACT";
+    case PZ_OP_RECV_GRAD: return "RECV_GRAD";
+    case PZ_OP_BACKWARD: return "BACKWARD";
+    case PZ_OP_SEND_GRAD: return "SEND_GRAD";
+    case PZ_OP_REDUCE_TIED: return "REDUCE_TIED";
+    case PZ_OP_OPTIM_STEP: return "OPTIM_STEP";
+    default: return "?";
+    }
+}
+
+int pz_op_peer(pz_op op, int stage, int nstages) {
+    switch (op) {
+    case PZ_OP_RECV_ACT:
+    case PZ_OP_SEND_GRAD: return stage - 1;
+    case PZ_OP_SEND_ACT:
+    case PZ_OP_RECV_GRAD: return stage + 1;
+    case PZ_OP_REDUCE_TIED: return stage == 0 ? nstages - 1 : 0;
+    default: return -1;
+    }
+}
+
+static int known_kind(pz_sched_kind kind) { return kind == PZ_SCHED_1F1B || kind == PZ_SCHED_GPIPE; }
+
+static pz_status check_args(pz_sched_kind kind, int stage, int nstages, int nmicro) {
+    if (!known_kind(kind)) return pz_fail(PZ_ERR_ARG, "schedule: unknown kind %d", (int)kind);
+    if (nstages < 1 || nstages > PZ_SCHED_MAX_STAGES)
+        return pz_fail(PZ_ERR_ARG, "schedule: %d stages is out of range [1, %d]", nstages, PZ_SCHED_MAX_STAGES);
+    if (stage < 0 || stage >= nstages)
+        return pz_fail(PZ_ERR_ARG, "schedule: stage %d is out of range [0, %d]", stage, nstages - 1);
+    if (nmicro < 1 || nmicro > PZ_SCHED_MAX_MICRO)
+        return pz_fail(PZ_ERR_ARG, "schedule: %d micro-batches is out of range [1, %d]", nmicro,
+                       PZ_SCHED_MAX_MICRO);
+    return PZ_OK;
+}
+
+int pz_schedule_in_flight_bound(pz_sched_kind kind, int stage, int nstages, int nmicro) {
+    switch (kind) {
+    case PZ_SCHED_1F1B: return nstages - stage < nmicro ? nstages - stage : nmicro;
+    case PZ_SCHED_GPIPE: return nmicro;
+    default: return 0;
+    }
+}
+
+/* Appends one instruction (the buffer is sized for the longest list). */
+static void emit(pz_schedule *s, pz_op op, int micro) {
+    s->ins[s->n].op = op;
+    s->ins[s->n].micro = micro;
+    s->ins[s->n].chunk = 0;
+    s->n++;
+}
+
+pz_status pz_schedule_build(pz_schedule *s, pz_sched_kind kind, int stage, int nstages, int nmicro) {
+    memset(s, 0, sizeof *s);
+    pz_status st = check_args(kind, stage, nstages, nmicro);
+    if (st != PZ_OK) return st;
+    const int first = stage == 0, last = stage == nstages - 1, m = nmicro;
+    s->kind = kind;
+    s->stage = stage;
+    s->nstages = nstages;
+    s->nmicro = m;
+    /* at most 6 instructions per micro-batch plus 2 at the end; m <= 2^20 */
+    s->ins = xmalloc(((size_t)6 * (size_t)m + 2) * sizeof *s->ins);
+
+    if (kind == PZ_SCHED_GPIPE) {
+        s->warmup = m;
+        s->steady = 0;
+        s->cooldown = m;
+        for (int i = 0; i < m; i++) {
+            if (!first) emit(s, PZ_OP_RECV_ACT, i);
+            emit(s, PZ_OP_FORWARD, i);
+            if (!last) emit(s, PZ_OP_SEND_ACT, i);
+        }
+        for (int i = 0; i < m; i++) {
+            if (!last) emit(s, PZ_OP_RECV_GRAD, i);
+            emit(s, PZ_OP_BACKWARD, i);
+            if (!first) emit(s, PZ_OP_SEND_GRAD, i);
+        }
+    } else {
+        const int w = nstages - stage - 1 < m ? nstages - stage - 1 : m;
+        const int r = m - w;
+        s->warmup = w;
+        s->steady = r;
+        s->cooldown = w;
+        for (int i = 0; i < w; i++) {
+            if (!first) emit(s, PZ_OP_RECV_ACT, i);
+            emit(s, PZ_OP_FORWARD, i);
+            if (!last) emit(s, PZ_OP_SEND_ACT, i);
+        }
+        for (int j = 0; j < r; j++) {
+            /* Megatron exchanges {SEND_ACT w+j, RECV_GRAD j} with stage s+1 as
+             * one combined operation; its mirror on s+1 is {SEND_GRAD j,
+             * RECV_ACT w+j} (w on s+1 is w-1 here). In a sequential list one side
+             * must receive first: here the upstream side does, so the downstream
+             * stage keeps the natural order "B j, SEND_GRAD j, RECV_ACT next". */
+            if (!first) emit(s, PZ_OP_RECV_ACT, w + j);
+            emit(s, PZ_OP_FORWARD, w + j);
+            if (!last) {
+                emit(s, PZ_OP_RECV_GRAD, j);
+                emit(s, PZ_OP_SEND_ACT, w + j);
+            }
+            emit(s, PZ_OP_BACKWARD, j);
+            if (!first) emit(s, PZ_OP_SEND_GRAD, j);
+        }
+        for (int j = r; j < m; j++) {
+            if (!last) emit(s, PZ_OP_RECV_GRAD, j);
+            emit(s, PZ_OP_BACKWARD, j);
+            if (!first) emit(s, PZ_OP_SEND_GRAD, j);
+        }
+    }
+    if (nstages > 1 && (first || last)) emit(s, PZ_OP_REDUCE_TIED, -1);
+    emit(s, PZ_OP_OPTIM_STEP, -1);
+
+    int held = 0;
+    for (int k = 0; k < s->n; k++) {
+        if (s->ins[k].op == PZ_OP_FORWARD && ++held > s->max_in_flight) s->max_in_flight = held;
+        if (s->ins[k].op == PZ_OP_BACKWARD) held--;
+    }
+    return PZ_OK;
+}
+
+void pz_schedule_free(pz_schedule *s) {
+    free(s->ins);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- timing: all stages together, rendezvous sends, unit compute slots ---- */
+
+static pz_op matching_op(pz_op op) {
+    switch (op) {
+    case PZ_OP_SEND_ACT: return PZ_OP_RECV_ACT;
+    case PZ_OP_RECV_ACT: return PZ_OP_SEND_ACT;
+    case PZ_OP_SEND_GRAD: return PZ_OP_RECV_GRAD;
+    case PZ_OP_RECV_GRAD: return PZ_OP_SEND_GRAD;
+    default: return op; /* REDUCE_TIED pairs with itself */
+    }
+}
+
+/* Runs the lists; start[s][k] = start slot of instruction k of stage s (for
+ * compute ops). Returns the makespan, or -1 on a deadlock. */
+static long simulate(const pz_schedule *st, int S, long **start) {
+    int *pc = xcalloc((size_t)S, sizeof *pc);
+    long *clock = xcalloc((size_t)S, sizeof *clock);
+    /* sweep down, then up, so that activations and gradients both travel
+     * the whole pipeline in one pass */
+    int progress = 1;
+    for (int down = 1; progress; down = !down) {
+        progress = 0;
+        for (int q = 0; q < S; q++) {
+            const int s = down ? q : S - 1 - q;
+            while (pc[s] < st[s].n) {
+                const pz_instr *in = &st[s].ins[pc[s]];
+                if (in->op == PZ_OP_FORWARD || in->op == PZ_OP_BACKWARD) {
+                    start[s][pc[s]] = clock[s];
+                    clock[s] += 1;
+                    pc[s]++;
+                } else if (in->op == PZ_OP_OPTIM_STEP) {
+                    pc[s]++;
+                } else {
+                    int p = pz_op_peer(in->op, s, S);
+                    if (p < 0 || p >= S || pc[p] >= st[p].n) break;
+                    const pz_instr *o = &st[p].ins[pc[p]];
+                    if (o->op != matching_op(in->op) || o->micro != in->micro ||
+                        pz_op_peer(o->op, p, S) != s)
+                        break;
+                    long t = clock[s] > clock[p] ? clock[s] : clock[p];
+                    clock[s] = clock[p] = t;
+                    pc[s]++;
+                    pc[p]++;
+                }
+                progress = 1;
+            }
+        }
+    }
+    long makespan = 0;
+    for (int s = 0; s < S; s++) {
+        if (pc[s] < st[s].n) makespan = -1;
+        if (makespan >= 0 && clock[s] > makespan) makespan = clock[s];
+    }
+    free(pc);
+    free(clock);
+    return makespan;
+}
+
+static long gcd_l(long a, long b) {
+    while (b) {
+        long t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+pz_status pz_schedule_print_table(FILE *f, pz_sched_kind kind, int nstages, int nmicro) {
+    pz_status status = check_args(kind, 0, nstages, nmicro);
+    if (status != PZ_OK) return status;
+    long cells = (long)nstages * 2 * ((long)nmicro + nstages - 1);
+    if (cells > PZ_SCHED_MAX_TABLE)
+        return pz_fail(PZ_ERR_ARG, "a table of %d stages x %d micro-batches has %ld cells, more than %ld",
+                       nstages, nmicro, cells, PZ_SCHED_MAX_TABLE);
+    const int S = nstages, m = nmicro;
+    pz_schedule *st = xcalloc((size_t)S, sizeof *st);
+    long **start = xcalloc((size_t)S, sizeof *start);
+    for (int s = 0; s < S; s++) {
+        if ((status = pz_schedule_build(&st[s], kind, s, S, m)) != PZ_OK) goto out;
+        start[s] = xcalloc((size_t)st[s].n, sizeof **start);
+    }
+    long makespan = simulate(st, S, start);
+    if (makespan < 0) {
+        status = pz_fail(PZ_ERR_SHAPE, "schedule %s with %d stages and %d micro-batches deadlocks",
+                         pz_sched_name(kind), S, m);
+        goto out;
+    }
+
+    /* column width: the widest of "F<m-1>" and "s<S-1>", plus a space */
+    int mdigits = 1, sdigits = 1;
+    for (int v = m - 1; v >= 10; v /= 10) mdigits++;
+    for (int v = S - 1; v >= 10; v /= 10) sdigits++;
+    int width = (mdigits > sdigits ? mdigits : sdigits) + 2;
+    if (width < 4) width = 4;
+
+    fprintf(f, "%s schedule, %d stage%s, %d micro-batch%s\n", pz_sched_name(kind), S, S == 1 ? "" : "s", m,
+            m == 1 ? "" : "es");
+    fprintf(f, "(Fi / Bi = forward / backward of micro-batch i, one slot each; . = idle;\n"
+               " sends complete when the receiver is ready, communication takes no time)\n\n");
+    fprintf(f, "slot");
+    for (int s = 0; s < S; s++) {
+        char h[32];
+        snprintf(h, sizeof h, "s%d", s);
+        fprintf(f, " %-*s", s == S - 1 ? 0 : width - 1, h);
+    }
+    fputc('\n', f);
+    int *next = xcalloc((size_t)S, sizeof *next); /* next instruction to look at */
+    for (long t = 0; t < makespan; t++) {
+        fprintf(f, "%4ld", t);
+        for (int s = 0; s < S; s++) {
+            while (next[s] < st[s].n && st[s].ins[next[s]].op != PZ_OP_FORWARD &&
+                   st[s].ins[next[s]].op != PZ_OP_BACKWARD)
+                next[s]++;
+            char cell[32] = ".";
+            if (next[s] < st[s].n && start[s][next[s]] == t) {
+                const pz_instr *in = &st[s].ins[next[s]];
+                snprintf(cell, sizeof cell, "%c%d", in->op == PZ_OP_FORWARD ? 'F' : 'B', in->micro);
+                next[s]++;
+            }
+            fprintf(f, " %-*s", s == S - 1 ? 0 : width - 1, cell);
+        }
+        fputc('\n', f);
+    }
+    free(next);
+
+    fprintf(f, "\nstage  warm-up  steady  cool-down  peak-in-flight  instructions\n");
+    for (int s = 0; s < S; s++)
+        fprintf(f, "%5d  %7d  %6d  %9d  %14d  %12d\n", s, st[s].warmup, st[s].steady, st[s].cooldown,
+                st[s].max_in_flight, st[s].n);
+    /* busy = 2m slots per stage; bubble = 1 - busy / (S * makespan) */
+    long idle = (long)S * makespan - 2L * m * S, total = (long)S * makespan;
+    long g = gcd_l(idle, total);
+    long fn = S - 1, fd = (long)m + S - 1, g2 = gcd_l(fn, fd);
+    fprintf(f, "\nbubble: %ld/%ld = %.4f of stage time simulated; (S-1)/(m+S-1) = %ld/%ld = %.4f\n",
+            idle / g, total / g, (double)idle / (double)total, fn / g2, fd / g2, (double)fn / (double)fd);
+out:
+    for (int s = 0; s < S; s++) {
+        pz_schedule_free(&st[s]);
+        free(start[s]);
+    }
+    free(st);
+    free(start);
+    return status;
+}
+
+void pz_schedule_print_list(FILE *f, const pz_schedule *s) {
+    fprintf(f, "%s schedule, stage %d of %d, %d micro-batch%s, %d instructions\n", pz_sched_name(s->kind),
+            s->stage, s->nstages, s->nmicro, s->nmicro == 1 ? "" : "es", s->n);
+    for (int k = 0; k < s->n; k++) {
+        const pz_instr *in = &s->ins[k];
+        fprintf(f, "%6d  %s", k, pz_op_name(in->op));
+        if (in->micro >= 0) fprintf(f, "%*smicro %d", 13 - (int)strlen(pz_op_name(in->op)), "", in->micro);
+        int p = pz_op_peer(in->op, s->stage, s->nstages);
+        if (in->op == PZ_OP_REDUCE_TIED) fprintf(f, "  <-> stage %d", p);
+        else if (in->op == PZ_OP_SEND_ACT || in->op == PZ_OP_SEND_GRAD) fprintf(f, "  -> stage %d", p);
+        else if (in->op == PZ_OP_RECV_ACT || in->op == PZ_OP_RECV_GRAD) fprintf(f, "  <- stage %d", p);
+        fputc('\n', f);
+    }
+}

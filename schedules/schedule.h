@@ -1,0 +1,138 @@
+/* schedule.h: pipeline schedules as data.
+ *
+ * A schedule is, for stage s of S stages and m micro-batches, an ordered list
+ * of instructions {op, micro, chunk}. The executor of stage s runs its list in
+ * order; nothing else decides what a stage does or when.
+ *
+ * Ops and their peers (pz_op_peer):
+ *   RECV_ACT   receive micro's input activation from stage s-1  (never on s = 0)
+ *   FORWARD    forward of micro; its activations are now held
+ *   SEND_ACT   send micro's output activation to stage s+1      (never on s = S-1)
+ *   RECV_GRAD  receive micro's output gradient from stage s+1   (never on s = S-1)
+ *   BACKWARD   backward of micro (accumulates parameter gradients); frees them
+ *   SEND_GRAD  send micro's input gradient to stage s-1          (never on s = 0)
+ * and, once per step, after the stage's last backward:
+ *   REDUCE_TIED  first and last stage exchange and sum their copies of the tied
+ *                embedding gradient (only on those two stages, only when S > 1;
+ *                with S = 1 the two copies are one buffer)
+ *   OPTIM_STEP   the optimizer step; always the last instruction.
+ * micro is -1 for the two end-of-step ops.
+ *
+ * Ordering contract. The list is deadlock-free by itself under the strictest
+ * model: every send blocks until the peer has reached the matching receive
+ * (rendezvous), every receive blocks until the matching send arrives, and each
+ * stage executes strictly in list order (tests/test_schedule.c simulates all
+ * stages together and proves this, with the message pairing and the memory
+ * bound, for S = 1..8, m = 1..16). Each (kind, micro) message crosses an edge
+ * exactly once per step, so a tag of (step, micro, direction) is unambiguous.
+ * An executor may relax the order and stays deadlock-free: sends non-blocking,
+ * receives posted at their position or earlier (as soon as a buffer is free),
+ * and a receive waited for no later than the FORWARD/BACKWARD that consumes it.
+ * Such an executor should wait at the consumer, not at the RECV itself: in the
+ * 1F1B steady state the list puts RECV_GRAD(j) before SEND_ACT(W+j) (one side
+ * of each Megatron "combined" exchange has to receive first for the strict
+ * model to be deadlock-free), and blocking there would hold that send back by
+ * one transfer time.
+ *
+ * 1F1B (non-interleaved, PipeDream-flush, in Megatron's order). Stage s has
+ * W = min(S-s-1, m) warm-up forwards, R = m - W steady steps and W cool-down
+ * backwards:
+ *   warm-up  i < W:  RECV_ACT i, FORWARD i, SEND_ACT i
+ *   steady   j < R:  RECV_ACT W+j, FORWARD W+j, RECV_GRAD j, SEND_ACT W+j,
+ *                    BACKWARD j, SEND_GRAD j
+ *   cool-down j >= R: RECV_GRAD j, BACKWARD j, SEND_GRAD j
+ * Backwards run in micro-batch order (FIFO). Peak activations held:
+ * min(S-s, m). GPipe: all m forwards (RECV_ACT, FORWARD, SEND_ACT), then all m
+ * backwards in micro-batch order; peak m. Both have the bubble
+ * (S-1)/(m+S-1) of wall time with equal stage times and free communication.
+ *
+ * Extending. pz_sched_kind is an open enum: interleaved 1F1B (v model chunks
+ * per rank) sets chunk to the local chunk index, and its peers become "the rank
+ * holding chunk c-1 / c+1", which pz_op_peer will then take from the schedule;
+ * zero-bubble schedules split BACKWARD into an input-gradient op (what
+ * BACKWARD is here) and a deferred weight-gradient op appended to pz_op. Code
+ * that switches on pz_op or pz_sched_kind must keep a default branch. */
+#ifndef PZ_SCHEDULE_H
+#define PZ_SCHEDULE_H
+
+#include <stdio.h>
+
+#include "runtime/util.h"
+
+typedef enum {
+    PZ_SCHED_1F1B,   /* non-interleaved 1F1B / PipeDream-flush */
+    PZ_SCHED_GPIPE,  /* fill-drain: all forwards, then all backwards */
+    /* future: PZ_SCHED_INTERLEAVED_1F1B, PZ_SCHED_ZB_H1, ... */
+} pz_sched_kind;
+
+typedef enum {
+    PZ_OP_RECV_ACT,
+    PZ_OP_FORWARD,
+    PZ_OP_SEND_ACT,
+    PZ_OP_RECV_GRAD,
+    PZ_OP_BACKWARD,
+    PZ_OP_SEND_GRAD,
+    PZ_OP_REDUCE_TIED,
+    PZ_OP_OPTIM_STEP,
+    /* future: PZ_OP_BACKWARD_WEIGHT (zero-bubble W) */
+} pz_op;
+
+typedef struct {
+    pz_op op;
+    int micro;  /* micro-batch index in [0, m); -1 for REDUCE_TIED, OPTIM_STEP */
+    int chunk;  /* model chunk on this rank; always 0 for the current kinds */
+} pz_instr;
+
+typedef struct {
+    pz_sched_kind kind;
+    int stage, nstages, nmicro;
+    int n;                /* number of instructions */
+    pz_instr *ins;        /* n instructions, in execution order */
+    int max_in_flight;    /* peak count of micro-batches forwarded but not yet
+                             backwarded while running the list; equals
+                             pz_schedule_in_flight_bound() */
+    int warmup, steady, cooldown; /* 1F1B: W, m-W, W; GPipe: m, 0, m */
+} pz_schedule;
+
+/* "1f1b" or "gpipe" (case-sensitive). Unknown names fail with PZ_ERR_ARG and a
+ * message listing the known ones. */
+pz_status pz_sched_parse(const char *name, pz_sched_kind *out);
+/* "1f1b", "gpipe"; "?" for a value outside the enum. */
+const char *pz_sched_name(pz_sched_kind kind);
+/* "RECV_ACT", "FORWARD", ...; "?" outside the enum. */
+const char *pz_op_name(pz_op op);
+
+/* Builds stage `stage`'s list. Fails with PZ_ERR_ARG (and a message) unless
+ * 1 <= nstages <= PZ_SCHED_MAX_STAGES, 0 <= stage < nstages,
+ * 1 <= nmicro <= PZ_SCHED_MAX_MICRO and kind is known. On failure *s is
+ * zeroed, so pz_schedule_free(s) is always safe. */
+#define PZ_SCHED_MAX_STAGES 4096
+#define PZ_SCHED_MAX_MICRO (1 << 20)
+pz_status pz_schedule_build(pz_schedule *s, pz_sched_kind kind, int stage, int nstages, int nmicro);
+void pz_schedule_free(pz_schedule *s);
+
+/* Rank that a communication op of `stage` talks to: RECV_ACT/SEND_GRAD ->
+ * stage-1, SEND_ACT/RECV_GRAD -> stage+1, REDUCE_TIED -> the other end of the
+ * pipeline (0 <-> nstages-1); -1 for compute and OPTIM_STEP. */
+int pz_op_peer(pz_op op, int stage, int nstages);
+
+/* The bound on activations held at once by `stage`: min(S - s, m) for 1F1B,
+ * m for GPipe (0 for an unknown kind). */
+int pz_schedule_in_flight_bound(pz_sched_kind kind, int stage, int nstages, int nmicro);
+
+/* Prints the schedule of all stages as a table: one column per stage, one row
+ * per time slot (every FORWARD and BACKWARD takes one slot, communication is
+ * free, sends are rendezvous), cells "F3" / "B2" / "." (idle); then per stage
+ * the warm-up / steady / cool-down counts and peak in-flight, and the bubble
+ * fraction, both simulated and from (S-1)/(m+S-1). Returns PZ_ERR_ARG on bad
+ * arguments (as pz_schedule_build, and at most PZ_SCHED_MAX_TABLE cells:
+ * nstages x 2(nmicro + nstages - 1)) and PZ_ERR_SHAPE if the lists deadlock
+ * (which would be a bug), with nothing printed. */
+#define PZ_SCHED_MAX_TABLE (1L << 22)
+pz_status pz_schedule_print_table(FILE *f, pz_sched_kind kind, int nstages, int nmicro);
+
+/* Prints one stage's instruction list, one instruction per line with its peer:
+ * "  12  SEND_ACT    micro 3  -> stage 2". */
+void pz_schedule_print_list(FILE *f, const pz_schedule *s);
+
+#endif

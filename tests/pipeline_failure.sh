@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# A pipeline whose stage dies or freezes must not hang:
+#  - SIGKILL of one stage process: the launcher exits non-zero within 10 s
+#    and names the dead rank;
+#  - SIGSTOP of one stage process: the launcher exits non-zero within the
+#    peer timeout (3 s here, plus slack) and the message names the frozen rank.
+# No process may be left behind.
+#   usage: pipeline_failure.sh PATH/TO/pipezip
+set -u
+pz="$1"
+dir=$(mktemp -d)
+trap 'pkill -KILL -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
+cat "$(dirname "$0")"/../runtime/*.c > "$dir/text.txt"
+"$pz" tokenize --out "$dir/train.bin" "$dir/text.txt" >/dev/null || exit 1
+fails=0
+
+# run_and_break SIGNAL VICTIM_RANK LIMIT_S
+run_and_break() {
+  local sig=$1 victim=$2 limit=$3
+  "$pz" train --preset tiny --data "$dir/train.bin" --batch 2 --seq 32 --micro-batches 4 \
+      --steps 100000 --threads 1 --stages 3 --peer-timeout 3 > "$dir/out" 2> "$dir/err" &
+  local launcher=$!
+  # wait until the pipeline is stepping
+  for _ in $(seq 1 200); do grep -q '"step":3' "$dir/out" 2>/dev/null && break; sleep 0.1; done
+  local kids; kids=$(pgrep -P "$launcher" | sort -n)
+  local pid; pid=$(sed -n "$((victim + 1))p" <<<"$kids")
+  if [ -z "$pid" ]; then echo "FAIL: $sig: no rank $victim process"; kill -9 $launcher; return 1; fi
+  local t0; t0=$(date +%s.%N)
+  kill -s "$sig" "$pid"
+  local waited=0
+  while kill -0 "$launcher" 2>/dev/null; do
+    sleep 0.1; waited=$((waited + 1))
+    if [ "$waited" -gt $((limit * 10 + 50)) ]; then
+      echo "FAIL: $sig of rank $victim: launcher still running after $((limit + 5)) s"
+      kill -9 "$launcher" $kids 2>/dev/null; return 1
+    fi
+  done
+  wait "$launcher"; local rc=$?
+  local t1; t1=$(date +%s.%N)
+  local took; took=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')
+  [ "$sig" = STOP ] && kill -9 "$pid" 2>/dev/null
+  sleep 0.5
+  local left; left=$(for k in $kids; do kill -0 "$k" 2>/dev/null && echo "$k"; done)
+  if [ "$rc" = 0 ]; then echo "FAIL: $sig of rank $victim: launcher exited 0"; return 1; fi
+  if [ -n "$left" ]; then echo "FAIL: $sig of rank $victim: processes left: $left"; kill -9 $left; return 1; fi
+  if ! grep -q "rank $victim" "$dir/err"; then
+    echo "FAIL: $sig of rank $victim: no message names rank $victim:"; cat "$dir/err"; return 1
+  fi
+  if awk -v t="$took" -v l="$limit" 'BEGIN{exit !(t > l)}'; then
+    echo "FAIL: $sig of rank $victim: took $took s (limit $limit s)"; return 1
+  fi
+  echo "ok: $sig of rank $victim: launcher exited $rc after $took s: $(grep -m1 "rank $victim" "$dir/err")"
+}
+
+run_and_break KILL 1 10 || fails=$((fails + 1))
+run_and_break STOP 2 5 || fails=$((fails + 1))
+[ "$fails" = 0 ]
