@@ -2,6 +2,7 @@
  * a whole training step through the stage API.
  *
  *   bench_ops [threads (2)] [B (4)] [T (64)] [steps (5)] [ops (1): 0 = step only]
+ *             [clock (wall): cpu = op times as CPU time / threads]
  *
  * Each op is run until ~0.3 s have passed and the best time is printed: on a
  * shared 2-core VM the minimum is the stable statistic. Matmuls are printed
@@ -21,11 +22,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const pz_backend *be;
 static pz_rng rng;
 
+/* CPU seconds used by all threads of the process. Under load from other
+ * processes, wall time counts the time our threads wait for a core and CPU
+ * time does not, so with OMP_WAIT_POLICY=passive (idle threads sleep rather
+ * than spin) CPU time / threads estimates the wall time on a quiet machine. */
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 typedef void (*op_fn)(void *ctx);
+
+static int cpu_clock; /* time ops by CPU time / threads instead of wall time */
 
 /* best seconds per call of fn over ~0.3 s (at least 3 calls, one warm-up) */
 static double best_time(op_fn fn, void *ctx) {
@@ -33,9 +47,10 @@ static double best_time(op_fn fn, void *ctx) {
     double best = 1e30, start = pz_now();
     int reps = 0;
     while (reps < 3 || pz_now() - start < 0.3) {
-        const double t0 = pz_now();
+        const double t0 = cpu_clock ? cpu_now() : pz_now();
         fn(ctx);
-        const double t = pz_now() - t0;
+        double t = (cpu_clock ? cpu_now() : pz_now()) - t0;
+        if (cpu_clock) t /= pz_backend_cpu_threads();
         best = t < best ? t : best;
         reps++;
     }
@@ -84,7 +99,11 @@ static double bench_matmul(const char *name, int N, int C, int OC, int has_bias)
                 randbuf((size_t)OC * C, 0), has_bias ? randbuf(OC, 0) : NULL};
     const double f = 2.0 * N * C * OC;
     const double tf = best_time(mm_fwd, &c), tb = best_time(mm_bwd, &c);
+    /* the baseline is a plain sgemm as any caller would make it: OpenBLAS's
+     * own threads (the backend keeps it single-threaded) */
+    openblas_set_num_threads(pz_backend_cpu_threads());
     const double sf = best_time(sgemm_fwd, &c), sb = best_time(sgemm_bwd, &c);
+    openblas_set_num_threads(1);
     printf("  matmul %-8s N=%d C=%d OC=%d  fwd %7.2f ms %6.1f GF/s (sgemm %6.1f)"
            "  bwd %7.2f ms %6.1f GF/s (sgemm pair %6.1f)\n",
            name, N, C, OC, tf * 1e3, f / tf * 1e-9, f / sf * 1e-9, tb * 1e3, 2 * f / tb * 1e-9,
@@ -147,7 +166,8 @@ static void att_fwd_rows(void *p) {
     }
 }
 
-static void bench_attention(int B, int T, int C, int NH) {
+/* prints one size; returns fwd + bwd seconds */
+static double bench_attention(int B, int T, int C, int NH) {
     const size_t n3 = (size_t)B * T * 3 * C, n = (size_t)B * T * C, na = (size_t)B * NH * T * T;
     att_ctx c = {B, T, C, NH, randbuf(n3, 1), randbuf(n, 0), randbuf(na, 0), randbuf(n, 1),
                  randbuf(n3, 0), randbuf(na, 0)};
@@ -160,6 +180,7 @@ static void bench_attention(int B, int T, int C, int NH) {
            B, T, tf * 1e3, f / tf * 1e-9, tb * 1e3, 2 * f / tb * 1e-9, ts * 1e3);
     be->free(c.qkv); be->free(c.out); be->free(c.att); be->free(c.dout); be->free(c.dqkv);
     be->free(c.scratch);
+    return tf + tb;
 }
 
 /* ---- elementwise, layernorm, loss, optimizer ------------------------- */
@@ -197,6 +218,7 @@ static void adamw(void *p) {
     ew_ctx *c = p;
     be->adamw_update(c->a, c->b, c->c, c->d, c->n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 10);
 }
+static void zero(void *p) { ew_ctx *c = p; be->zero(c->c, c->n * sizeof(float)); }
 static volatile double sink;
 static void sumsq(void *p) { ew_ctx *c = p; sink = be->sumsq(c->b, c->n); }
 
@@ -226,14 +248,16 @@ static void bench_misc(int N, int C, int V, int Vp, size_t nparams, double *per_
 
     e.n = nparams;
     e.a = randbuf(e.n, 1); e.b = randbuf(e.n, 1e-3f); e.c = randbuf(e.n, 0); e.d = randbuf(e.n, 0);
-    const double ta = best_time(adamw, &e), ts = best_time(sumsq, &e);
-    printf("  adamw n=%zu  %6.1f ms (%.1f GB/s)   sumsq %6.1f ms\n", e.n, ta * 1e3,
-           28.0 * e.n / ta * 1e-9, ts * 1e3);
+    const double ta = best_time(adamw, &e), ts = best_time(sumsq, &e), tz = best_time(zero, &e);
+    printf("  adamw n=%zu  %6.1f ms (%.1f GB/s)   sumsq %6.1f ms   zero %6.1f ms\n", e.n,
+           ta * 1e3, 28.0 * e.n / ta * 1e-9, ts * 1e3, tz * 1e3);
     be->free(e.a); be->free(e.b); be->free(e.c); be->free(e.d);
     be->free(e.mean); be->free(e.rstd); be->free(e.w); be->free(e.bias); be->free(e.dw);
     be->free(e.db);
-    /* per step: 12 blocks x (2 layernorm, 1 gelu, 2 residual) + final layernorm */
-    *per_step_ms = 1e3 * (12 * (2 * (lf + lb) + gf + gb + 2 * (rf + rb)) + lf + lb + cet + ta + ts);
+    /* per step: 12 blocks x (2 layernorm, 1 gelu, 2 residual) + final layernorm,
+     * loss, and over all parameters one zero (the gradients), sumsq and AdamW */
+    *per_step_ms = 1e3 * (12 * (2 * (lf + lb) + gf + gb + 2 * (rf + rb)) + lf + lb + cet + ta +
+                          ts + tz);
 }
 
 /* ---- a whole step through the stage API ------------------------------- */
@@ -255,9 +279,9 @@ static void bench_step(int B, int T, int steps) {
     }
     int *tok = xmalloc((size_t)B * (T + 1) * sizeof(int));
     for (int i = 0; i < B * (T + 1); i++) tok[i] = (int)pz_rng_below(&rng, 50257);
-    double best = 1e30, tfwd = 0, tbwd = 0, topt = 0;
+    double best = 1e30, tfwd = 0, tbwd = 0, topt = 0, best_cpu = 1e30;
     for (int i = 0; i <= steps; i++) {
-        const double t0 = pz_now();
+        const double c0 = cpu_now(), t0 = pz_now();
         pz_stage_zero_grad(&s);
         pz_stage_forward(&s, &a, tok, NULL, tok + B, 1.0f / (B * T));
         const double t1 = pz_now();
@@ -265,42 +289,50 @@ static void bench_step(int B, int T, int steps) {
         const double t2 = pz_now();
         const double norm = sqrt(pz_grad_sumsq(&s));
         pz_optim_step(&opt, &s, pz_clip_scale(&opt.cfg, norm));
-        const double t3 = pz_now();
+        const double t3 = pz_now(), cpu = cpu_now() - c0;
         if (i > 0 && t3 - t0 < best) { /* step 0 pays first-touch page faults */
             best = t3 - t0;
             tfwd = t1 - t0; tbwd = t2 - t1; topt = t3 - t2;
         }
-        printf("  step %d: %.3f s (loss %.4f)\n", i, t3 - t0, a.loss);
+        if (i > 0 && cpu < best_cpu) best_cpu = cpu;
+        printf("  step %d: %.3f s, cpu %.3f s (loss %.4f)\n", i, t3 - t0, cpu, a.loss);
     }
     const double flops = 6.0 * 124475904.0 * B * T + 6.0 * 12 * 768 * (double)T * B * T; /* ~mfu.h */
     printf("  best step %.3f s = zero+fwd %.3f + bwd %.3f + norm+adamw %.3f; %.1f GFLOP/s"
            " (%.0f GFLOP per step)\n", best, tfwd, tbwd, topt, flops / best * 1e-9, flops * 1e-9);
+    printf("  best cpu time per step %.3f s = %.3f s per thread\n", best_cpu,
+           best_cpu / pz_backend_cpu_threads());
     free(tok);
     pz_optim_free(&opt, &s);
     pz_acts_free(&a, &s);
     pz_stage_free(&s);
 }
 
+/* every op at the step's shapes, and their sum per step */
+static void bench_all_ops(int B, int T) {
+    const int C = 768, NH = 12, V = 50257, Vp = 50304, N = B * T;
+    double mm = 12 * (bench_matmul("qkv", N, C, 3 * C, 1) + bench_matmul("attproj", N, C, C, 1) +
+                      bench_matmul("fc", N, C, 4 * C, 1) + bench_matmul("fcproj", N, 4 * C, C, 1));
+    mm += bench_matmul("lm_head", N, C, Vp, 0);
+    const double att = 12 * bench_attention(B, T, C, NH);
+    if (T != 1024) bench_attention(B, 1024, C, NH);
+    double misc;
+    bench_misc(N, C, V, Vp, 124475904, &misc);
+    printf("  sum of op times per step: matmul %.0f ms + attention %.0f ms + other %.0f ms"
+           " = %.0f ms\n", mm * 1e3, att * 1e3, misc, mm * 1e3 + att * 1e3 + misc);
+}
+
 int main(int argc, char **argv) {
     const int nt = argc > 1 ? atoi(argv[1]) : 2;
     const int B = argc > 2 ? atoi(argv[2]) : 4, T = argc > 3 ? atoi(argv[3]) : 64;
     const int steps = argc > 4 ? atoi(argv[4]) : 5, ops = argc > 5 ? atoi(argv[5]) : 1;
-    const int C = 768, NH = 12, V = 50257, Vp = 50304, N = B * T;
+    cpu_clock = argc > 6 && strcmp(argv[6], "cpu") == 0;
     be = pz_backend_cpu();
     pz_backend_cpu_set_threads(nt);
     pz_rng_seed(&rng, 42);
-    printf("bench_ops: threads %d, B=%d T=%d (GPT-2 124M shapes)\n", pz_backend_cpu_threads(), B, T);
-    if (!ops) goto step;
-    double mm = 12 * (bench_matmul("qkv", N, C, 3 * C, 1) + bench_matmul("attproj", N, C, C, 1) +
-                      bench_matmul("fc", N, C, 4 * C, 1) + bench_matmul("fcproj", N, 4 * C, C, 1));
-    mm += bench_matmul("lm_head", N, C, Vp, 0);
-    bench_attention(B, T, C, NH);
-    if (T != 1024) bench_attention(B, 1024, C, NH);
-    double misc;
-    bench_misc(N, C, V, Vp, 124475904, &misc);
-    printf("  sum of op times per step: matmul %.0f ms + other %.0f ms (attention excluded)\n",
-           mm * 1e3, misc);
-step:
+    printf("bench_ops: threads %d, B=%d T=%d (GPT-2 124M shapes), op times by %s\n",
+           pz_backend_cpu_threads(), B, T, cpu_clock ? "CPU time / threads" : "wall clock");
+    if (ops) bench_all_ops(B, T);
     if (steps > 0) bench_step(B, T, steps);
     return 0;
 }

@@ -24,10 +24,13 @@ typedef struct {
     const char *env[4];
 } config;
 
+/* The transport itself defaults UCX_MM_ERROR_HANDLING=y, UCX_MM_FIFO_SIZE=1024
+ * and UCX_KEEPALIVE_INTERVAL=1s (runtime/transport.c). */
 static const config configs[] = {
     {"tcp (UCX_TLS=tcp)", {"UCX_TLS=tcp", NULL}},
-    {"shm (UCX_TLS=sm,tcp UCX_MM_ERROR_HANDLING=y)", {"UCX_TLS=sm,tcp", "UCX_MM_ERROR_HANDLING=y", NULL}},
-    {"UCX defaults", {NULL}},
+    {"shm (UCX_TLS=sm,tcp: sysv lanes)", {"UCX_TLS=sm,tcp", NULL}},
+    {"shm, UCX's FIFO size (UCX_MM_FIFO_SIZE=64)", {"UCX_TLS=sm,tcp", "UCX_MM_FIFO_SIZE=64", NULL}},
+    {"no UCX_* variable set", {"UCX_TLS=", NULL}},
 };
 
 static void *big_alloc(size_t n) {
@@ -61,8 +64,10 @@ static int child(const config *c, int rank, int port, int iters, size_t bytes, i
         char buf[128];
         snprintf(buf, sizeof buf, "%s", c->env[i]);
         char *eq = strchr(buf, '=');
+        if (!eq) continue;
         *eq = 0;
-        setenv(buf, eq + 1, 1);
+        if (eq[1]) setenv(buf, eq + 1, 1);
+        else unsetenv(buf);
     }
     pz_transport_opts o = {rank, 2, "127.0.0.1", port, 30.0, 30.0};
     pz_transport *t;

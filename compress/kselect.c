@@ -68,3 +68,57 @@ uint32_t pz_kth_largest_abs(const float *x, size_t n, size_t k, uint32_t *scratc
     }
     return prefix;
 }
+
+uint32_t pz_kth_largest_key(uint32_t *key, size_t m, size_t k, size_t *above) {
+    uint32_t hist[256];
+    *above = 0;
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (size_t j = 0; j < m; j++) {
+        lo = key[j] < lo ? key[j] : lo;
+        hi = key[j] > hi ? key[j] : hi;
+    }
+    for (;;) {
+        if (lo == hi) return lo;                     /* the rest are equal */
+        if (m <= 16) {                               /* descending insertion sort */
+            for (size_t j = 1; j < m; j++) {
+                uint32_t v = key[j];
+                size_t i = j;
+                while (i > 0 && key[i - 1] < v) {
+                    key[i] = key[i - 1];
+                    i--;
+                }
+                key[i] = v;
+            }
+            uint32_t T = key[k - 1];
+            size_t a = 0;
+            while (key[a] > T) a++;
+            *above += a;
+            return T;
+        }
+        uint32_t range = hi - lo;
+        int bl = 32 - __builtin_clz(range);
+        int s = bl > 8 ? bl - 8 : 0;
+        uint32_t nb = (range >> s) + 1;
+        memset(hist, 0, nb * sizeof hist[0]);
+        for (size_t j = 0; j < m; j++) hist[(key[j] - lo) >> s]++;
+        uint32_t b = nb - 1;
+        size_t acc = 0;
+        while (acc + hist[b] < k) acc += hist[b--];
+        *above += acc;
+        k -= acc;
+        size_t mm = 0;
+        uint32_t nlo = UINT32_MAX, nhi = 0;
+        for (size_t j = 0; j < m; j++) {
+            uint32_t v = key[j];
+            int in = ((v - lo) >> s) == b;
+            key[mm] = v;
+            mm += (size_t)in;
+            uint32_t vl = in ? v : UINT32_MAX, vh = in ? v : 0;
+            nlo = vl < nlo ? vl : nlo;
+            nhi = vh > nhi ? vh : nhi;
+        }
+        m = mm;
+        lo = nlo;
+        hi = nhi;
+    }
+}

@@ -26,4 +26,12 @@ static inline uint32_t pz_abs_key(float f) {
  * the top k). scratch holds n uint32. */
 uint32_t pz_kth_largest_abs(const float *x, size_t n, size_t k, uint32_t *scratch, size_t *above);
 
+/* The same over keys already computed: for 1 <= k <= m, returns the k-th
+ * largest of key[0..m) and sets *above to the number of keys greater than it.
+ * key[] is overwritten (used as scratch). Radix selection on the keys' actual
+ * range [min, max] with up to 256 buckets per level (each level divides the
+ * range by 256), then an insertion sort once 16 or fewer candidates remain:
+ * O(m) and fast for the small candidate sets of topk. */
+uint32_t pz_kth_largest_key(uint32_t *key, size_t m, size_t k, size_t *above);
+
 #endif

@@ -117,6 +117,53 @@ static inline float nuq_level(uint32_t j, int s) {
     return j ? pz_u2f((uint32_t)((int32_t)j - s + 127) << 23) : 0.0f;
 }
 
+/* Elias stream writer/reader for the hot loops: MSB-first like pz_bitw, a
+ * 64-bit accumulator flushed 32 bits at a time. The encoder checks the room
+ * once (the payload bound), so the writer does not. */
+typedef struct {
+    uint8_t *p;
+    uint64_t acc;   /* pending bits in the low `n` bits (higher bits: stale) */
+    int n;
+} ewriter;
+
+static inline void ew_put(ewriter *w, uint32_t v, int len) {   /* len <= 32 */
+    w->acc = (w->acc << len) | v;
+    w->n += len;
+    if (w->n >= 32) {
+        w->n -= 32;
+        uint32_t o = (uint32_t)(w->acc >> w->n);
+        w->p[0] = (uint8_t)(o >> 24);
+        w->p[1] = (uint8_t)(o >> 16);
+        w->p[2] = (uint8_t)(o >> 8);
+        w->p[3] = (uint8_t)o;
+        w->p += 4;
+    }
+}
+
+/* pads to a byte with zeros; returns bytes written since the start */
+static size_t ew_finish_from(ewriter *w, const uint8_t *start) {
+    while (w->n > 0) {
+        int take = w->n >= 8 ? 8 : w->n;
+        uint32_t byte = (uint32_t)(w->acc >> (w->n - take)) & ((1u << take) - 1);
+        *w->p++ = (uint8_t)(byte << (8 - take));
+        w->n -= take;
+    }
+    return (size_t)(w->p - start);
+}
+
+/* the next 64 bits of the stream from bit pos, zero past the end */
+static inline uint64_t er_peek(const uint8_t *p, size_t len, uint64_t pos) {
+    size_t byte = (size_t)(pos >> 3);
+    uint64_t w = 0;
+    if (byte + 8 <= len) {
+        memcpy(&w, p + byte, 8);
+        w = __builtin_bswap64(w);
+    } else {
+        for (size_t k = 0; k < 8; k++) w = (w << 8) | (byte + k < len ? p[byte + k] : 0u);
+    }
+    return w << (pos & 7);
+}
+
 /* Norms of every bucket; 0 if some value is not finite. */
 static int bucket_norms(const float *x, size_t n, size_t bucket, size_t G, float *norm) {
     for (size_t g = 0; g < G; g++) {
@@ -142,12 +189,12 @@ static pz_status nuq_encode(const pz_codec_params *p, const float *x, const pz_s
         return pz_fail(PZ_ERR_ARG, "nuq encode: input holds inf or NaN");
     }
     memcpy(out, norm, 4 * G);
+    const uint8_t *stream = out + 4 * G;
     uint64_t key = pz_ctx_key(ctx);
     int b = p->bits, sl = b >= 2 ? nuq_s(b) : 0;
     float smallest_inv = b >= 2 ? pz_u2f((uint32_t)(sl - 1 + 127) << 23) : 0.0f;   /* 2^(s-1) */
     uint8_t codes[PZ_CHUNK];
-    pz_bitw w;
-    pz_bitw_init(&w, out + 4 * G, cap - 4 * G);
+    ewriter w = {out + 4 * G, 0, 0};
     for (size_t a = 0; a < n; a += PZ_CHUNK) {
         size_t e = a + PZ_CHUNK < n ? a + PZ_CHUNK : n;
         pz_ukey k = pz_ukey_at(key, a);
@@ -180,9 +227,10 @@ static pz_status nuq_encode(const pz_codec_params *p, const float *x, const pz_s
         if (p->elias) {
             uint32_t jmask = (1u << (b - 1)) - 1;
             for (size_t i = 0; i < e - a; i++) {
-                uint32_t jx = codes[i] & jmask;
-                pz_elias_gamma_put(&w, jx + 1);
-                if (jx) pz_bitw_put(&w, codes[i] >> (b - 1), 1);
+                uint32_t jx = codes[i] & jmask, v = jx + 1;
+                int L = 32 - __builtin_clz(v);          /* gamma(v): L-1 zeros, then v in L bits */
+                if (jx) ew_put(&w, (v << 1) | (uint32_t)(codes[i] >> (b - 1)), 2 * L);   /* + sign bit */
+                else ew_put(&w, 1, 1);
             }
         } else {
             pz_pack_codes(codes, e - a, b, out + 4 * G + (a / 8) * (size_t)b);
@@ -190,8 +238,8 @@ static pz_status nuq_encode(const pz_codec_params *p, const float *x, const pz_s
     }
     free(norm);
     if (p->elias) {
-        size_t used = pz_bitw_finish(&w);
-        if (used == SIZE_MAX) return pz_fail(PZ_ERR_SHAPE, "nuq encode: Elias stream overran the buffer");
+        size_t used = ew_finish_from(&w, stream);
+        if (4 * G + used > maxp) return pz_fail(PZ_ERR_SHAPE, "nuq encode: Elias stream overran its bound");
         *len = 4 * G + used;
     } else {
         *len = maxp;
@@ -216,25 +264,34 @@ static pz_status nuq_decode(const pz_codec_params *p, const uint8_t *in, size_t 
         }
     const uint8_t *cin = in + 4 * G;
     size_t clen = len - 4 * G;
-    pz_bitr r;
-    pz_bitr_init(&r, cin, clen);
+    uint64_t pos = 0, total = (uint64_t)clen * 8;
     uint8_t codes[PZ_CHUNK];
     for (size_t a = 0; a < n; a += PZ_CHUNK) {
         size_t e = a + PZ_CHUNK < n ? a + PZ_CHUNK : n;
         if (p->elias) {
-            uint64_t s64 = (uint64_t)sl;
+            int zmax = 31 - __builtin_clz((uint32_t)sl + 1);   /* gamma(j+1) has at most this many zeros */
+            uint64_t win = er_peek(cin, clen, pos), wpos = pos;   /* window of >= 57 bits from wpos */
             for (size_t i = 0; i < e - a; i++) {
-                uint64_t v = pz_elias_gamma_get(&r);
-                if (r.err || v - 1 > s64) {
+                if (pos - wpos > 57 - 17) {   /* a code takes at most 2*7+2 = 16 bits */
+                    win = er_peek(cin, clen, pos);
+                    wpos = pos;
+                }
+                uint64_t w = win << (pos - wpos);
+                int z = w ? __builtin_clzll(w) : 64;
+                uint32_t jx = 0, sg = 0;
+                int width = 2 * z + 1;
+                if (z <= zmax) {
+                    jx = (uint32_t)(w >> (64 - width)) - 1;
+                    if (jx) {
+                        sg = (uint32_t)(w >> (63 - width)) & 1;
+                        width++;
+                    }
+                }
+                if (z > zmax || jx > (uint32_t)sl || pos + (uint64_t)width > total) {
                     st = pz_fail(PZ_ERR_FORMAT, "nuq: bad or truncated Elias code at element %zu", a + i);
                     goto done;
                 }
-                uint32_t jx = (uint32_t)(v - 1);
-                uint32_t sg = jx ? (uint32_t)pz_bitr_get(&r, 1) : 0;
-                if (r.err) {
-                    st = pz_fail(PZ_ERR_FORMAT, "nuq: truncated Elias stream at element %zu", a + i);
-                    goto done;
-                }
+                pos += (uint64_t)width;
                 codes[i] = (uint8_t)(jx | (sg << (b - 1)));
             }
         } else if (pz_unpack_codes(cin + (a / 8) * (size_t)b, pz_pack_bytes(e - a, b), e - a, b, codes) != PZ_OK) {
@@ -262,8 +319,8 @@ static pz_status nuq_decode(const pz_codec_params *p, const uint8_t *in, size_t 
     }
     if (p->elias) {
         /* the stream must end in the last byte, padded with zeros */
-        uint64_t rest = pz_bitr_left(&r);
-        if (rest >= 8 || pz_bitr_get(&r, (int)rest) != 0 || r.err) {
+        uint64_t rest = total - pos;
+        if (rest >= 8 || (rest && (er_peek(cin, clen, pos) >> (64 - rest)) != 0)) {
             st = pz_fail(PZ_ERR_FORMAT, "nuq: Elias stream has %llu bits past its last code", (unsigned long long)rest);
             goto done;
         }

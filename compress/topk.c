@@ -212,7 +212,36 @@ static size_t topk_max_payload(const pz_codec_params *p, const pz_shape *s) {
     return g.fixed + g.bitmap;
 }
 
-/* ---- encode ---- */
+/* ---- encode ----
+ *
+ * Per segment, the exact top k is found without a full radix select in the
+ * common case:
+ *   1. a lower bound t of the k-th largest key is estimated: for rows shorter
+ *      than TOPK_SAMPLE_MIN from the previous segment's threshold T as
+ *      T * (1 - delta) (delta adapts to keep about k/4 spare candidates), for
+ *      longer segments from a strided sample of TOPK_SAMPLE elements (rank
+ *      p S + 4 sqrt(p S) + 16 of the sample, p = k/L);
+ *   2. one branch-free pass gathers the candidates, key >= t, with their
+ *      indices (AVX-512: vpcompressd of 16 at a time);
+ *   3. if there are at least k of them (and not more than the buffer), the
+ *      exact k-th largest key T among the candidates is the segment's
+ *      (every element outside is below t <= T); else the segment falls back
+ *      to the full radix selection (pz_kth_largest_abs);
+ *   4. a filter keeps key > T and the first k - above candidates with key == T
+ *      (candidates are in index order, so ties go to the lower index).
+ * Values go straight into the payload (every segment has exactly k, at
+ * offset seg*k), converted on the way; indices are written as varints while
+ * they can still beat the bitmap, and turned into the bitmap otherwise. */
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#elif defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+#define TOPK_SAMPLE 16384          /* sample size for long segments */
+#define TOPK_SAMPLE_MIN 32768      /* segments at least this long are sampled */
+#define TOPK_SLACK 16              /* spare slots after vector stores */
 
 static inline size_t varint_len32_(uint32_t d) {
     return 1 + (d >= (1u << 7)) + (d >= (1u << 14)) + (d >= (1u << 21)) + (d >= (1u << 28));
@@ -236,6 +265,179 @@ static size_t compact_(const float *x, size_t L, size_t base, uint32_t T, size_t
     return m;
 }
 
+/* Gathers the elements of x[0..L) with key >= t (indices base + i, values):
+ * returns how many, or SIZE_MAX as soon as there are more than cap. idx/val
+ * hold cap + TOPK_SLACK. */
+static size_t gather_ge_(const float *x, size_t L, uint32_t t, uint32_t base, size_t cap,
+                         uint32_t *idx, float *val) {
+    size_t m = 0, i = 0;
+#if defined(__AVX512F__)
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), tv = _mm512_set1_epi32((int)t);
+    const __m512i step = _mm512_set1_epi32(16);
+    __m512i iv = _mm512_add_epi32(_mm512_set1_epi32((int)base),
+                                  _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    for (; i + 16 <= L; i += 16) {
+        __m512i v = _mm512_loadu_si512((const void *)(x + i));
+        __mmask16 mk = _mm512_cmpge_epu32_mask(_mm512_and_si512(v, absm), tv);
+        _mm512_storeu_si512((void *)(idx + m), _mm512_maskz_compress_epi32(mk, iv));
+        _mm512_storeu_si512((void *)(val + m), _mm512_maskz_compress_epi32(mk, v));
+        m += (size_t)__builtin_popcount(mk);
+        if (m > cap) return SIZE_MAX;
+        iv = _mm512_add_epi32(iv, step);
+    }
+#endif
+    for (; i < L; i++) {
+        idx[m] = base + (uint32_t)i;
+        val[m] = x[i];
+        m += pz_abs_key(x[i]) >= t;
+        if (m > cap) return SIZE_MAX;
+    }
+    return m;
+}
+
+/* Of the m candidates (ascending indices), keeps key > T and the first `ties`
+ * with key == T; returns how many were written to kidx/kval (which hold
+ * that many + TOPK_SLACK). */
+static size_t filter_(const uint32_t *idx, const float *val, size_t m, uint32_t T, size_t ties,
+                      uint32_t *kidx, float *kval) {
+    size_t o = 0, j = 0;
+#if defined(__AVX512F__)
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), tv = _mm512_set1_epi32((int)T);
+    for (; j + 16 <= m; j += 16) {
+        __m512i v = _mm512_loadu_si512((const void *)(val + j));
+        __m512i key = _mm512_and_si512(v, absm);
+        unsigned keep = _mm512_cmpgt_epu32_mask(key, tv);
+        unsigned eq = _mm512_cmpeq_epu32_mask(key, tv);
+        while (eq && ties) {
+            keep |= eq & (0u - eq);
+            eq &= eq - 1;
+            ties--;
+        }
+        __m512i iv = _mm512_loadu_si512((const void *)(idx + j));
+        _mm512_storeu_si512((void *)(kidx + o), _mm512_maskz_compress_epi32((__mmask16)keep, iv));
+        _mm512_storeu_si512((void *)(kval + o), _mm512_maskz_compress_epi32((__mmask16)keep, v));
+        o += (size_t)__builtin_popcount(keep);
+    }
+#endif
+    for (; j < m; j++) {
+        uint32_t key = pz_abs_key(val[j]);
+        size_t eq = key == T;
+        size_t take = (key > T) | (eq & (ties > 0));
+        ties -= eq & take;
+        kidx[o] = idx[j];
+        kval[o] = val[j];
+        o += take;
+    }
+    return o;
+}
+
+/* The index section writer: varints while they can still be shorter than
+ * the bitmap, the bitmap otherwise. */
+typedef struct {
+    uint8_t *ix;         /* payload + fixed */
+    size_t room;         /* bytes writable at ix */
+    size_t bitmap;       /* bitmap bytes */
+    size_t V;            /* varint bytes written */
+    size_t lim;          /* varints stay while V <= lim = min(room, bitmap - 1) */
+    uint32_t prev;       /* last index + 1 (0 before the first) */
+    int bitmap_mode;
+    int too_small;
+} idxw_;
+
+static void idxw_to_bitmap_(idxw_ *w) {
+    /* rebuild the indices written so far as a bitmap */
+    uint8_t *bm = xcalloc(w->bitmap, 1);
+    size_t q = 0;
+    uint64_t pos = 0;
+    while (q < w->V) {
+        uint64_t d;
+        if (w->ix[q] < 0x80) d = w->ix[q++];
+        else if (pz_varint_get(w->ix, w->V, &q, &d) != PZ_OK) break;   /* cannot happen */
+        pos += d;
+        bm[pos >> 3] |= (uint8_t)(1u << (pos & 7));
+        pos++;
+    }
+    memcpy(w->ix, bm, w->bitmap);
+    free(bm);
+    w->bitmap_mode = 1;
+}
+
+static void idxw_put_(idxw_ *w, const uint32_t *idx, size_t k) {
+    size_t j = 0;
+    if (!w->bitmap_mode) {
+        uint8_t *ix = w->ix;
+        size_t V = w->V, lim = w->lim;
+        uint32_t prev = w->prev;
+        for (; j < k; j++) {
+            uint32_t d = idx[j] - prev;
+            if (d < 0x80 && V < lim) {
+                ix[V++] = (uint8_t)d;
+            } else {
+                size_t l = varint_len32_(d);
+                if (V + l <= lim) {
+                    V += pz_varint_put(ix + V, d);
+                } else if (V + l > w->bitmap - 1 && w->room >= w->bitmap) {
+                    w->V = V;
+                    idxw_to_bitmap_(w);
+                    break;
+                } else {
+                    w->too_small = 1;
+                    w->V = V;
+                    return;
+                }
+            }
+            prev = idx[j] + 1;
+        }
+        w->V = V;
+        w->prev = prev;
+    }
+    if (w->bitmap_mode) {
+        uint8_t *bm = w->ix;
+        for (; j < k; j++) bm[idx[j] >> 3] |= (uint8_t)(1u << (idx[j] & 7));
+    }
+}
+
+/* Writes the k values of one segment at o (vb bytes each). */
+static pz_status put_values_(const pz_codec_params *p, const float *v, size_t k, uint8_t *o, float *scale) {
+    if (p->value_mode == PZ_VALUES_FP32) {
+        memcpy(o, v, k * 4);
+        return PZ_OK;
+    }
+    size_t j = 0;
+    if (p->value_mode == PZ_VALUES_FP16) {
+#if defined(__AVX512F__)
+        for (; j + 16 <= k; j += 16)
+            _mm256_storeu_si256((__m256i *)(void *)(o + 2 * j),
+                                _mm512_cvtps_ph(_mm512_loadu_ps(v + j), _MM_FROUND_TO_NEAREST_INT));
+#elif defined(__F16C__)
+        for (; j + 8 <= k; j += 8)
+            _mm_storeu_si128((__m128i *)(void *)(o + 2 * j),
+                             _mm256_cvtps_ph(_mm256_loadu_ps(v + j), _MM_FROUND_TO_NEAREST_INT));
+#endif
+        for (; j < k; j++) {
+            uint16_t h = pz_f32_to_f16(v[j]);
+            memcpy(o + 2 * j, &h, 2);
+        }
+        return PZ_OK;
+    }
+    uint32_t mk = 0;
+    for (j = 0; j < k; j++) {
+        uint32_t key = pz_abs_key(v[j]);
+        mk = key > mk ? key : mk;
+    }
+    if (mk >= 0x7f800000u) return pz_fail(PZ_ERR_ARG, "topk: non-finite value with values=q8");
+    float sc = pz_u2f(mk);
+    *scale = sc;
+    float inv = sc > 0 ? 127.0f / sc : 0.0f;
+    int8_t *q = (int8_t *)o;
+#pragma omp simd
+    for (j = 0; j < k; j++) {
+        float r = pz_clampf(pz_round_near(v[j] * inv), -127.0f, 127.0f);
+        q[j] = (int8_t)(int)r;
+    }
+    return PZ_OK;
+}
+
 static pz_status topk_encode(const pz_codec_params *p, const float *x, const pz_shape *s,
                              const pz_codec_ctx *ctx, uint8_t *payload, size_t cap, size_t *len) {
     (void)ctx;
@@ -250,127 +452,136 @@ static pz_status topk_encode(const pz_codec_params *p, const float *x, const pz_
         *len = 1 + g.bitmap;
         return PZ_OK;
     }
-    uint32_t *idx = xmalloc((g.K + 1) * sizeof *idx);
-    float *val = xmalloc((g.K + 1) * sizeof *val);
-    uint32_t *scratch = g.k < g.L ? xmalloc(g.L * sizeof *scratch) : NULL;
-    size_t K = 0;
-    for (size_t sg = 0; sg < g.nseg; sg++) {
-        const float *xs = x + sg * g.L;
-        if (g.k == g.L) {
-            K += compact_(xs, g.L, sg * g.L, 0, g.L, idx + K, val + K);
-        } else {
-            size_t above;
-            uint32_t T = pz_kth_largest_abs(xs, g.L, g.k, scratch, &above);
-            K += compact_(xs, g.L, sg * g.L, T, g.k - above, idx + K, val + K);
-        }
+    const size_t L = g.L, k = g.k;
+    const int sampled = L >= TOPK_SAMPLE_MIN;
+    /* candidate buffer: the whole segment for short ones; for sampled ones
+     * about twice the expected count */
+    size_t ccap = L;
+    if (sampled && k < L) {
+        double pS = (double)k * TOPK_SAMPLE / (double)L;
+        double want = (pS + 4.0 * sqrt(pS) + 16.0) / TOPK_SAMPLE * (double)L;
+        double c = 2.0 * want + 4096.0;
+        ccap = c < (double)L ? (size_t)c : L;
     }
+    uint32_t *cidx = NULL, *kidx = NULL, *keys = NULL, *scratch = NULL;
+    float *cval = NULL, *kval = NULL;
+    if (k < L) {
+        cidx = xmalloc((ccap + TOPK_SLACK) * sizeof *cidx);
+        cval = xmalloc((ccap + TOPK_SLACK) * sizeof *cval);
+        size_t nk = ccap > TOPK_SAMPLE ? ccap : TOPK_SAMPLE;
+        keys = xmalloc((nk + TOPK_SLACK) * sizeof *keys);
+    }
+    kidx = xmalloc((k + TOPK_SLACK) * sizeof *kidx);
+    kval = xmalloc((k + TOPK_SLACK) * sizeof *kval);
+
+    idxw_ w = {.ix = payload + g.fixed, .room = cap - g.fixed, .bitmap = g.bitmap};
+    w.lim = w.room < g.bitmap - 1 ? w.room : g.bitmap - 1;
+    if (g.K >= g.bitmap) {                     /* V >= K: the bitmap wins for sure */
+        if (w.room < g.bitmap) w.too_small = 1;
+        else memset(w.ix, 0, g.bitmap);
+        w.bitmap_mode = 1;
+    }
+
+    uint8_t *vals = payload + 1 + 4 * g.nscale;
+    int have_est = 0;
+    uint32_t t_est = 0;
+    float delta = 0.25f;
+    const size_t spare = k / 4 > 8 ? k / 4 : 8;
+    for (size_t sg = 0; sg < g.nseg && st == PZ_OK && !w.too_small; sg++) {
+        const float *xs = x + sg * L;
+        uint32_t base = (uint32_t)(sg * L);
+        const uint32_t *oi;
+        const float *ov;
+        if (k == L) {
+            for (size_t i = 0; i < L; i++) kidx[i] = base + (uint32_t)i;
+            oi = kidx;
+            ov = xs;
+        } else {
+            size_t m = SIZE_MAX;
+            if (sampled) {
+                size_t S = TOPK_SAMPLE, stride = L / S;
+                for (size_t j = 0; j < S; j++) keys[j] = pz_abs_key(xs[j * stride]);
+                double pS = (double)k * (double)S / (double)L;
+                double r = ceil(pS + 4.0 * sqrt(pS) + 16.0);
+                size_t above;
+                uint32_t t = r >= (double)S ? 0 : pz_kth_largest_key(keys, S, (size_t)r, &above);
+                m = gather_ge_(xs, L, t, base, ccap, cidx, cval);
+            } else if (have_est) {
+                m = gather_ge_(xs, L, t_est, base, ccap, cidx, cval);
+            }
+            uint32_t T;
+            if (m != SIZE_MAX && m >= k) {
+                for (size_t j = 0; j < m; j++) keys[j] = pz_abs_key(cval[j]);
+                size_t above;
+                T = pz_kth_largest_key(keys, m, k, &above);
+                filter_(cidx, cval, m, T, k - above, kidx, kval);
+                size_t extra = m - k;
+                if (extra > 4 * spare) delta *= 0.7f;
+                else if (extra < spare) delta = delta * 1.4f < 1.0f ? delta * 1.4f : 1.0f;
+            } else {                                 /* full radix selection */
+                if (!scratch) scratch = xmalloc(L * sizeof *scratch);
+                size_t above;
+                T = pz_kth_largest_abs(xs, L, k, scratch, &above);
+                compact_(xs, L, base, T, k - above, kidx, kval);
+                if (have_est) delta = delta * 2.0f < 1.0f ? delta * 2.0f : 1.0f;
+            }
+            if (!sampled) {
+                have_est = T < 0x7f800000u;
+                t_est = delta >= 1.0f ? 0 : pz_abs_key(pz_u2f(T) * (1.0f - delta));
+            }
+            oi = kidx;
+            ov = kval;
+        }
+        float sc = 0;
+        st = put_values_(p, ov, k, vals + sg * k * g.vb, &sc);
+        if (g.nscale) memcpy(payload + 1 + 4 * sg, &sc, 4);
+        idxw_put_(&w, oi, k);
+    }
+    free(cidx);
+    free(cval);
+    free(keys);
+    free(kidx);
+    free(kval);
     free(scratch);
-
-    /* values */
-    uint8_t *o = payload + 1;
-    st = PZ_OK;
-    if (p->value_mode == PZ_VALUES_FP32) {
-        memcpy(o, val, K * 4);
-    } else if (p->value_mode == PZ_VALUES_FP16) {
-        for (size_t j = 0; j < K; j++) {
-            uint16_t h = pz_f32_to_f16(val[j]);
-            memcpy(o + 2 * j, &h, 2);
-        }
-    } else {
-        int8_t *q = (int8_t *)(o + 4 * g.nseg);
-        for (size_t sg = 0; sg < g.nseg && st == PZ_OK; sg++) {
-            const float *v = val + sg * g.k;
-            uint32_t mk = 0;
-            for (size_t j = 0; j < g.k; j++) {
-                uint32_t key = pz_abs_key(v[j]);
-                mk = key > mk ? key : mk;
-            }
-            if (mk >= 0x7f800000u) {
-                st = pz_fail(PZ_ERR_ARG, "topk: non-finite value with values=q8");
-                break;
-            }
-            float sc = pz_u2f(mk);
-            memcpy(o + 4 * sg, &sc, 4);
-            float inv = sc > 0 ? 127.0f / sc : 0.0f;
-            for (size_t j = 0; j < g.k; j++) {
-                float r = pz_clampf(pz_round_near(v[j] * inv), -127.0f, 127.0f);
-                q[sg * g.k + j] = (int8_t)(int)r;
-            }
-        }
-    }
-
-    /* indices */
-    size_t V = 0;
-    if (st == PZ_OK) {
-        uint32_t prev = 0;
-        for (size_t j = 0; j < K; j++) {
-            uint32_t d = j ? idx[j] - prev - 1 : idx[j];
-            V += varint_len32_(d);
-            prev = idx[j];
-        }
-        int use_varint = V < g.bitmap;
-        size_t total = g.fixed + (use_varint ? V : g.bitmap);
-        if (total > cap) {
-            st = pz_fail(PZ_ERR_ARG, "topk: payload buffer of %zu bytes too small (%zu needed)", cap, total);
-        } else {
-            uint8_t *ix = payload + g.fixed;
-            payload[0] = (uint8_t)use_varint;
-            if (use_varint) {
-                size_t pos = 0;
-                prev = 0;
-                for (size_t j = 0; j < K; j++) {
-                    uint32_t d = j ? idx[j] - prev - 1 : idx[j];
-                    prev = idx[j];
-                    if (d < 0x80) ix[pos++] = (uint8_t)d;
-                    else pos += pz_varint_put(ix + pos, d);
-                }
-            } else {
-                memset(ix, 0, g.bitmap);
-                for (size_t j = 0; j < K; j++) ix[idx[j] >> 3] |= (uint8_t)(1u << (idx[j] & 7));
-            }
-            *len = total;
-        }
-    }
-    free(idx);
-    free(val);
-    return st;
+    if (st != PZ_OK) return st;
+    size_t total = g.fixed + (w.bitmap_mode ? g.bitmap : w.V);
+    if (w.too_small || total > cap)
+        return pz_fail(PZ_ERR_ARG, "topk: payload buffer of %zu bytes too small (up to %zu needed)", cap,
+                       g.fixed + g.bitmap);
+    payload[0] = (uint8_t)!w.bitmap_mode;
+    *len = total;
+    return PZ_OK;
 }
 
 /* ---- decode ---- */
 
-typedef struct {
-    const topk_geom *g;
-    const uint8_t *vals;     /* value section */
-    const float *scale;      /* q8: per-segment step s/127 (decoded) */
-    float *out;
-    size_t j;                /* values consumed */
-    size_t seg, seg_end, seg_cnt;
-    int err;
-} topk_dec;
+#define TOPK_DCHUNK 1024
 
-static inline void dec_put_(topk_dec *d, const pz_codec_params *p, size_t pos) {
-    while (pos >= d->seg_end) {          /* close full segments */
-        if (d->seg_cnt != d->g->k) { d->err = 1; return; }
-        d->seg++;
-        d->seg_end += d->g->L;
-        d->seg_cnt = 0;
-    }
-    if (d->seg_cnt == d->g->k || d->j >= d->g->K) { d->err = 1; return; }
-    float v;
+/* Values jj0 .. jj0+cnt-1 of the value section, as floats. */
+static void get_values_(const pz_codec_params *p, const uint8_t *vals, size_t jj0, size_t cnt, float step,
+                        float *v) {
+    size_t j = 0;
     if (p->value_mode == PZ_VALUES_FP32) {
-        memcpy(&v, d->vals + 4 * d->j, 4);
+        memcpy(v, vals + 4 * jj0, cnt * 4);
     } else if (p->value_mode == PZ_VALUES_FP16) {
-        uint16_t h;
-        memcpy(&h, d->vals + 2 * d->j, 2);
-        v = pz_f16_to_f32(h);
+        const uint8_t *h = vals + 2 * jj0;
+#if defined(__AVX512F__)
+        for (; j + 16 <= cnt; j += 16)
+            _mm512_storeu_ps(v + j, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(h + 2 * j))));
+#elif defined(__F16C__)
+        for (; j + 8 <= cnt; j += 8)
+            _mm256_storeu_ps(v + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(h + 2 * j))));
+#endif
+        for (; j < cnt; j++) {
+            uint16_t u;
+            memcpy(&u, h + 2 * j, 2);
+            v[j] = pz_f16_to_f32(u);
+        }
     } else {
-        int8_t q = (int8_t)d->vals[d->j];
-        if (q == -128) { d->err = 1; return; }
-        v = (float)q * d->scale[d->seg];
+        const int8_t *q = (const int8_t *)(vals + jj0);
+#pragma omp simd
+        for (j = 0; j < cnt; j++) v[j] = (float)q[j] * step;
     }
-    d->out[pos] = v;
-    d->j++;
-    d->seg_cnt++;
 }
 
 static pz_status topk_decode(const pz_codec_params *p, const uint8_t *payload, size_t len,
@@ -386,71 +597,99 @@ static pz_status topk_decode(const pz_codec_params *p, const uint8_t *payload, s
         return pz_fail(PZ_ERR_FORMAT, "topk: bitmap of %zu bytes, expected %zu", ilen, g.bitmap);
     if (coding == 1 && (ilen >= g.bitmap || ilen < g.K))
         return pz_fail(PZ_ERR_FORMAT, "topk: varint section of %zu bytes not in [%zu, %zu)", ilen, g.K, g.bitmap);
-    float *step = NULL;
-    if (g.nscale) {
-        step = xmalloc(g.nscale * sizeof *step);
-        for (size_t i = 0; i < g.nscale; i++) {
-            float sc;
-            memcpy(&sc, payload + 1 + 4 * i, 4);
-            if (!(sc >= 0.0f) || !isfinite(sc)) {
-                free(step);
-                return pz_fail(PZ_ERR_FORMAT, "topk: bad q8 scale");
-            }
-            step[i] = sc / 127.0f;
-        }
+    const uint8_t *vals = payload + 1 + 4 * g.nscale;
+    for (size_t i = 0; i < g.nscale; i++) {
+        float sc;
+        memcpy(&sc, payload + 1 + 4 * i, 4);
+        if (!(sc >= 0.0f) || !isfinite(sc)) return pz_fail(PZ_ERR_FORMAT, "topk: bad q8 scale");
+    }
+    if (p->value_mode == PZ_VALUES_Q8) {
+        int bad = 0;
+        for (size_t j = 0; j < g.K; j++) bad |= vals[j] == 0x80;
+        if (bad) return pz_fail(PZ_ERR_FORMAT, "topk: q8 code -128");
     }
     memset(out, 0, g.n * sizeof *out);
-    topk_dec d = {.g = &g, .vals = payload + 1 + 4 * g.nscale, .scale = step, .out = out,
-                  .seg_end = g.L};
     const uint8_t *ix = payload + g.fixed;
+    int err = 0;
     if (g.K == 0) {
-        for (size_t i = 0; i < ilen; i++) d.err |= ix[i] != 0;
-    } else if (coding == 0) {
-        /* bitmap: walk set bits by 64-bit words; count the varint size the
-         * other coding would have taken, to check the choice */
-        size_t V = 0, prevp = 0;
-        int first = 1;
-        for (size_t wb = 0; wb < g.bitmap && !d.err; wb += 8) {
-            uint64_t w = 0;
-            size_t nbytes = g.bitmap - wb < 8 ? g.bitmap - wb : 8;
-            memcpy(&w, ix + wb, nbytes);
-            while (w) {
-                size_t pos = wb * 8 + (size_t)__builtin_ctzll(w);
-                w &= w - 1;
-                if (pos >= g.n) { d.err = 1; break; }
-                V += varint_len32_((uint32_t)(first ? pos : pos - prevp - 1));
-                first = 0;
-                prevp = pos;
-                dec_put_(&d, p, pos);
-                if (d.err) break;
-            }
-        }
-        if (!d.err && V < g.bitmap) d.err = 1;     /* varints would have been used */
-    } else {
+        for (size_t i = 0; i < ilen; i++) err |= ix[i] != 0;
+        if (err) return pz_fail(PZ_ERR_FORMAT, "topk: corrupt index or value section");
+        return PZ_OK;
+    }
+    float vbuf[TOPK_DCHUNK];
+    if (coding == 1) {
         size_t q = 0;
-        uint64_t pos = 0;
-        for (size_t j = 0; j < g.K && !d.err; j++) {
-            uint64_t gap;
-            if (q < ilen && ix[q] < 0x80) {
-                gap = ix[q++];
-            } else if (pz_varint_get(ix, ilen, &q, &gap) != PZ_OK) {
-                d.err = 1;
-                break;
+        uint64_t next = 0;                         /* lowest index the next one may have */
+        for (size_t sg = 0; sg < g.nseg && !err; sg++) {
+            uint64_t lo = (uint64_t)sg * g.L, hi = lo + g.L;
+            float step = 0;
+            if (g.nscale) {
+                memcpy(&step, payload + 1 + 4 * sg, 4);
+                step /= 127.0f;
             }
-            if (j && pos + 1 > (uint64_t)g.n) { d.err = 1; break; }
-            uint64_t base = j ? pos + 1 : 0;
-            if (gap >= (uint64_t)g.n - base) { d.err = 1; break; }
-            pos = base + gap;
-            dec_put_(&d, p, (size_t)pos);
+            for (size_t j0 = 0; j0 < g.k && !err; j0 += TOPK_DCHUNK) {
+                size_t cnt = g.k - j0 < TOPK_DCHUNK ? g.k - j0 : TOPK_DCHUNK;
+                get_values_(p, vals, sg * g.k + j0, cnt, step, vbuf);
+                for (size_t j = 0; j < cnt; j++) {
+                    uint64_t gap;
+                    if (q < ilen && ix[q] < 0x80) {
+                        gap = ix[q++];
+                    } else if (pz_varint_get(ix, ilen, &q, &gap) != PZ_OK) {
+                        err = 1;
+                        break;
+                    }
+                    if (gap >= hi - next) { err = 1; break; }
+                    uint64_t pos = next + gap;
+                    if (pos < lo) { err = 1; break; }
+                    out[pos] = vbuf[j];
+                    next = pos + 1;
+                }
+            }
         }
-        if (q != ilen) d.err = 1;
+        if (q != ilen) err = 1;
+    } else {
+        /* bitmap: the jj-th set bit must lie in segment jj / k; also count
+         * the bytes the varints would have taken, to check the choice */
+        size_t V = 0, jj = 0, sg = 0, cnt = 0, vfill = 0, vpos = 0;
+        uint64_t lo = 0, hi = g.L, prevn = 0;
+        float step = 0;
+        for (size_t wb = 0; wb < g.bitmap && !err; wb += 8) {
+            uint64_t wd = 0;
+            size_t nbytes = g.bitmap - wb < 8 ? g.bitmap - wb : 8;
+            memcpy(&wd, ix + wb, nbytes);
+            while (wd) {
+                uint64_t pos = wb * 8 + (uint64_t)__builtin_ctzll(wd);
+                wd &= wd - 1;
+                if (jj >= g.K) { err = 1; break; }
+                if (cnt == g.k) {
+                    sg++;
+                    cnt = 0;
+                    lo += g.L;
+                    hi += g.L;
+                }
+                if (pos < lo || pos >= hi) { err = 1; break; }
+                if (cnt == 0 && g.nscale) {
+                    memcpy(&step, payload + 1 + 4 * sg, 4);
+                    step /= 127.0f;
+                }
+                if (vpos == vfill) {                 /* refill within the segment */
+                    size_t c = g.k - cnt < TOPK_DCHUNK ? g.k - cnt : TOPK_DCHUNK;
+                    get_values_(p, vals, jj, c, step, vbuf);
+                    vfill = c;
+                    vpos = 0;
+                }
+                out[pos] = vbuf[vpos++];
+                if (cnt + 1 == g.k) vfill = vpos;    /* next segment refills */
+                V += varint_len32_((uint32_t)(pos - prevn));
+                prevn = pos + 1;
+                jj++;
+                cnt++;
+            }
+        }
+        if (!err && jj != g.K) err = 1;
+        if (!err && V < g.bitmap) err = 1;     /* varints would have been used */
     }
-    if (!d.err) {
-        /* every segment must hold exactly k */
-        if (d.j != g.K || (g.K && (d.seg != g.nseg - 1 || d.seg_cnt != g.k))) d.err = 1;
-    }
-    free(step);
-    if (d.err) return pz_fail(PZ_ERR_FORMAT, "topk: corrupt index or value section");
+    if (err) return pz_fail(PZ_ERR_FORMAT, "topk: corrupt index or value section");
     return PZ_OK;
 }
 

@@ -501,9 +501,9 @@ pz_status pz_bootstrap_run(pz_bootstrap *b, int rank, int world, const char *mas
     if (world < 1 || world > PZ_BOOT_MAX_WORLD)
         return pz_fail(PZ_ERR_ARG, "world size %d out of range 1..%d", world, PZ_BOOT_MAX_WORLD);
     if (rank < 0 || rank >= world) return pz_fail(PZ_ERR_ARG, "rank %d out of range 0..%d", rank, world - 1);
-    if (master_port < 1 || master_port > 65535)
+    if (world > 1 && (master_port < 1 || master_port > 65535))
         return pz_fail(PZ_ERR_ARG, "master port %d out of range 1..65535", master_port);
-    if (!master_addr || !*master_addr) return pz_fail(PZ_ERR_ARG, "no master address");
+    if (world > 1 && (!master_addr || !*master_addr)) return pz_fail(PZ_ERR_ARG, "no master address");
     if (blob_len == 0 || blob_len > PZ_BOOT_MAX_BLOB)
         return pz_fail(PZ_ERR_ARG, "worker address of %zu bytes (limit %d)", blob_len, PZ_BOOT_MAX_BLOB);
     b->rank = rank;
@@ -531,7 +531,7 @@ static int read_bye(pz_bootstrap *b, int r) {
     uint8_t *pl;
     size_t len;
     if (recv_frame(b->fds[r], b->world, &type, &pl, &len, pz_now() + 1.0, "rank 0") != PZ_OK) return 0;
-    int ok = type == F_BYE && len == 4 && get_u32(pl) == (uint32_t)r;
+    int ok = type == F_BYE && len == 4 && pl && get_u32(pl) == (uint32_t)r;
     free(pl);
     if (ok) b->bye[r] = 1;
     return ok;

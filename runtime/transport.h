@@ -9,7 +9,25 @@
  *
  * Bootstrap: rank 0 listens on master_addr:master_port (TCP); every rank
  * connects, sends its UCX worker address, and receives everyone's; then each
- * rank creates endpoints to the peers it talks to. */
+ * rank creates endpoints to every peer (eagerly, so that a rank that only
+ * receives from a peer still learns when it dies) and init exchanges a hello
+ * with every peer. The bootstrap sockets stay open: shutdown barrier, and EOF
+ * on them is a second detector of a dead process (rank 0 <-> others).
+ *
+ * Progress rules for the caller (measured, see runtime/transport.c):
+ *  - Data moves only inside progress/test/wait/collectives. A posted send
+ *    of more than ~8 KiB (rendezvous) does not move while both sides compute
+ *    without progress; call pz_transport_progress (or test) between compute
+ *    pieces, roughly every millisecond, to overlap: each call moves a few MiB.
+ *  - Keep progressing after a receive completed: on tcp and sysv the
+ *    sender completes first (measured), but with RDMA transports (rendezvous
+ *    GET) the sender's request needs the receiver's acknowledgement.
+ *  - Post receives as early as possible (before the matching send).
+ *  - After any PZ_ERR_PEER the peer stays lost (every later operation with
+ *    it fails at once): close(t, 1) and exit non-zero.
+ *  - Transport selection: UCX_* variables from the environment apply; by
+ *    default same-host pairs use shared memory (sysv) and other pairs tcp.
+ *    UCX_TLS=tcp forces tcp. PZ_TRANSPORT_INFO=1 prints the lanes. */
 #ifndef PZ_TRANSPORT_H
 #define PZ_TRANSPORT_H
 
@@ -58,11 +76,16 @@ pz_status pz_transport_recv(pz_transport *t, int peer, uint64_t tag, void *buf, 
  * test applies no deadline; only wait does (peer_timeout_s counted from the
  * start of the wait). */
 pz_status pz_transport_test(pz_transport *t, pz_request *req, int *done, size_t *len);
-/* Progress until req finishes, a peer fails, or the deadline passes. */
+/* Progress until req finishes, a peer fails, or the deadline passes
+ * (then the peer's endpoint is force-closed and req cancelled). req is freed
+ * in every case. len may be NULL. */
 pz_status pz_transport_wait(pz_transport *t, pz_request *req, size_t *len);
 void pz_transport_progress(pz_transport *t);
 
-/* Small collectives over the same transport (loss/grad-norm reporting). */
+/* Small collectives over the same transport (loss/grad-norm reporting):
+ * gather to rank 0, sum in rank order, broadcast, so every rank gets the same
+ * bits. All ranks must call them in the same order; peer_timeout_s bounds the
+ * whole call. n = 0 is allowed (a barrier). */
 pz_status pz_transport_allreduce_sum_f64(pz_transport *t, double *vals, int n);
 pz_status pz_transport_barrier(pz_transport *t);
 

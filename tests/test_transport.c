@@ -14,10 +14,14 @@
  *     two others must fail with PZ_ERR_PEER naming it within 10 s;
  *   stop W=3: rank 1 SIGSTOPs itself mid-stream; ranks 0 and 2 must fail
  *     after the 2 s peer timeout naming rank 1.
+ * Plus basic W=2 with no UCX variable set at all (the transport's defaults).
+ * In basic, every lane UCX chose (ucp_ep_print_info) must be on the
+ * configuration's transport (tcp/ resp. sysv/).
  * Bootstrap (tcp only): stray connections ignored, a wrong world size or a
- * duplicate rank refused, rank 0 absent -> connect timeout.
+ * duplicate rank refused, rank 0 absent -> connect timeout; world 1.
  *
- * Usage: test_transport [tcp|shm|boot|probe]... (default: everything).
+ * Usage: test_transport [tcp|shm|default|boot|probe]... (default: all but
+ * probe).
  * "probe" runs basic W=2 with the inherited environment and
  * PZ_TRANSPORT_INFO=1 (prints UCX's lane selection). */
 #include <errno.h>
@@ -67,14 +71,17 @@ typedef struct {
     const char *name;
     const char *env[4]; /* NAME=VALUE, set in the child before init */
     const char *lanes;  /* every lane must be on this UCX transport */
+    int full;           /* run the W=3 and failure scenarios too */
 } ucx_config;
 
 static const ucx_config configs[] = {
-    {"tcp", {"UCX_TLS=tcp", NULL}, "tcp/"},
+    {"tcp", {"UCX_TLS=tcp", NULL}, "tcp/", 1},
     /* shared memory: the transport sets UCX_MM_ERROR_HANDLING=y by default
      * (posix/sysv are not eligible in error mode PEER without it), so the
      * same-host lanes must all be sysv although tcp is allowed too. */
-    {"shm", {"UCX_TLS=sm,tcp", NULL}, "sysv/"},
+    {"shm", {"UCX_TLS=sm,tcp", NULL}, "sysv/", 1},
+    /* nothing set (UCX_TLS unset in the child): same-host pairs on sysv too */
+    {"default", {"UCX_TLS=", NULL}, "sysv/", 0},
 };
 static const ucx_config *g_cfg;
 
@@ -83,8 +90,10 @@ static void apply_config(const ucx_config *c) {
         char buf[128];
         snprintf(buf, sizeof buf, "%s", c->env[i]);
         char *eq = strchr(buf, '=');
+        if (!eq) continue;
         *eq = 0;
-        setenv(buf, eq + 1, 1);
+        if (eq[1]) setenv(buf, eq + 1, 1);
+        else unsetenv(buf); /* "NAME=": make sure it is not set */
     }
 }
 
@@ -381,7 +390,8 @@ static int child_basic(int rank, int world, int port) {
 
 /* The victim streams 64 MiB messages to `target` and SIGKILLs itself while
  * the 4th is in flight; the third rank waits on a receive from the victim
- * that never comes. With victim 1 -> target 2, rank 2 must notice through
+ * that never comes (victim 1) or on a 64 MiB send the victim never receives
+ * (victim 2). With victim 1 -> target 2, rank 2 must notice through
  * UCX (mid-stream) and rank 0 may notice through its bootstrap socket; with
  * victim 2 -> target 0, rank 1 has no bootstrap socket to the victim and no
  * traffic with it: only UCX's keepalive can tell it. */
@@ -413,11 +423,17 @@ static int child_kill(int rank, int world, int port, int victim, int target) {
             st = pz_transport_wait(t, r, NULL);
             /* the 4th (i == 3) may or may not have fully arrived before the kill; no 5th is ever sent */
             CHECK(st != PZ_OK || i <= 3, "received message %u that was never sent", i);
-        } else {
+        } else if (victim == 1) {
             OK(pz_transport_recv(t, victim, pz_tag(victim, 1000, 0, 1), buf, 8, "recv gradient step 1000 micro 0",
                                  &r));
             st = pz_transport_wait(t, r, NULL);
             CHECK(st != PZ_OK, "a message from rank %d that was never sent", victim);
+        } else {
+            /* a rendezvous send the victim never matches: it can only end with the loss */
+            OK(pz_transport_send(t, victim, pz_tag(rank, 1000, 0, 1), buf, BIG, "send gradient step 1000 micro 0",
+                                 &r));
+            st = pz_transport_wait(t, r, NULL);
+            CHECK(st != PZ_OK, "a send to rank %d that was never received completed", victim);
         }
     }
     double dt = pz_now() - t0;
@@ -570,6 +586,21 @@ static int child_boot(int rank, int world, int port, int mode) {
     return 0;
 }
 
+/* world 1 needs neither an address nor a port, and the collectives are no-ops */
+static int child_solo(void) {
+    pz_transport_opts o = {0, 1, NULL, 0, 5.0, 5.0};
+    pz_transport *t = NULL;
+    OK(pz_transport_init(&t, &o));
+    double v[2] = {1.5, -2.0};
+    OK(pz_transport_allreduce_sum_f64(t, v, 2));
+    CHECK(v[0] == 1.5 && v[1] == -2.0, "allreduce on one rank changed the values");
+    OK(pz_transport_barrier(t));
+    pz_request *r;
+    CHECK(pz_transport_send(t, 0, pz_tag(0, 0, 0, 1), v, 8, "self", &r) == PZ_ERR_ARG, "send to self");
+    pz_transport_close(t, 0);
+    return 0;
+}
+
 /* ---- the parent ----------------------------------------------------------------- */
 
 #define MAXW 8
@@ -601,7 +632,7 @@ static int free_port(void) {
     return ntohs(a.sin_port);
 }
 
-typedef enum { S_BASIC, S_KILL_A, S_KILL_B, S_STOP, S_BOOT0, S_BOOT1, S_BOOT2, S_BOOT3 } scenario;
+typedef enum { S_BASIC, S_KILL_A, S_KILL_B, S_STOP, S_BOOT0, S_BOOT1, S_BOOT2, S_BOOT3, S_SOLO } scenario;
 
 static int run_child(scenario s, int rank, int world, int port) {
     switch (s) {
@@ -613,6 +644,7 @@ static int run_child(scenario s, int rank, int world, int port) {
     case S_BOOT1: return child_boot(rank, world, port, 1);
     case S_BOOT2: return child_boot(rank, world, port, 2);
     case S_BOOT3: return child_boot(rank, world, port, 3);
+    case S_SOLO: return child_solo();
     }
     return 1;
 }
@@ -699,6 +731,7 @@ int main(int argc, char **argv) {
         const ucx_config *cfg = &configs[c];
         if (!want(argc, argv, cfg->name)) continue;
         run("basic", cfg, S_BASIC, 2, -1, 40, 0);
+        if (!cfg->full) continue;
         run("basic", cfg, S_BASIC, 3, -1, 40, 0);
         run("SIGKILL mid-stream (1 -> 2, 0 idle)", cfg, S_KILL_A, 3, 1, 20, 0);
         run("SIGKILL mid-stream (2 -> 0, 1 idle)", cfg, S_KILL_B, 3, 2, 20, 0);
@@ -710,6 +743,7 @@ int main(int argc, char **argv) {
         run("bootstrap refuses a wrong world size", tcp, S_BOOT1, 2, -1, 20, 0);
         run("bootstrap refuses a duplicate rank", tcp, S_BOOT2, 3, -1, 20, 0);
         run("bootstrap connect timeout", tcp, S_BOOT3, 2, -1, 20, 1);
+        run("a single rank", tcp, S_SOLO, 1, -1, 20, 0);
     }
     alarm(0);
     printf("%s\n", g_failures ? "FAILED" : "all transport tests passed");

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up and runs every test suite:
 #   1. the release build (-Werror): all suites;
-#   2. an AddressSanitizer + UndefinedBehaviorSanitizer build: the unit suite;
+#   2. an AddressSanitizer + UndefinedBehaviorSanitizer build: the unit and pipeline suites;
 #   3. with clang, a bounded libFuzzer run of each fuzz target.
 # Ends with one line "N passed, N failed, N skipped" (exit 1 if anything failed).
 set -uo pipefail
@@ -22,14 +22,14 @@ echo "== release build: all suites"
 meson test -C build --print-errorlogs --num-processes 2
 count build
 
-echo "== ASan + UBSan build: unit suite"
+echo "== ASan + UBSan build: unit and pipeline suites"
 if [ ! -f build-asan/build.ninja ]; then
   meson setup build-asan --buildtype=debugoptimized -Dwerror=true \
     -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
 fi
 if ninja -C build-asan >/dev/null; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    meson test -C build-asan --suite unit --print-errorlogs --num-processes 2 --timeout-multiplier 4
+    meson test -C build-asan --suite unit --suite pipeline --print-errorlogs --num-processes 2 --timeout-multiplier 4
   count build-asan
 else
   echo "ASan build failed"; failed=$((failed + 1))

@@ -6,7 +6,8 @@
 #include <math.h>
 
 /* sum of x (n) squared, accumulated in double: 124M float squares summed in
- * float would lose most of their digits */
+ * float would lose most of their digits. Memory-bound; the static schedule
+ * makes the result depend only on the thread count. */
 double pz_cpu_sumsq(const float *x, size_t n) {
     double acc = 0.0;
     #pragma omp parallel for simd schedule(static) reduction(+:acc) num_threads(pz_cpu_nt())

@@ -24,12 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-int pz_cpu_nthreads_ = 0;
+/* set by pz_backend_cpu_set_threads; 0 until then */
+static int nthreads_set = 0;
 
 /* The count set by pz_backend_cpu_set_threads, or OpenMP's default (which
  * honours OMP_NUM_THREADS) if it was never called. */
 int pz_cpu_nt(void) {
-    return pz_cpu_nthreads_ > 0 ? pz_cpu_nthreads_ : omp_get_max_threads();
+    return nthreads_set > 0 ? nthreads_set : omp_get_max_threads();
 }
 
 /* OpenBLAS must run single-threaded inside our regions (see above) */
@@ -37,7 +38,7 @@ static void blas_single_thread_(void) { openblas_set_num_threads(1); }
 
 void pz_backend_cpu_set_threads(int n) {
     if (n <= 0) n = omp_get_num_procs();
-    pz_cpu_nthreads_ = n;
+    nthreads_set = n;
     omp_set_num_threads(n); /* for OpenMP code outside this backend */
     blas_single_thread_();
 }

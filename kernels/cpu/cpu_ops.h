@@ -21,8 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Thread count set by pz_backend_cpu_set_threads; 0 until then. */
-extern int pz_cpu_nthreads_;
+/* Threads for every OpenMP region of the backend (backend_cpu.c). */
 int pz_cpu_nt(void);
 
 /* exp(x) in float, within ~2 ulp of the true value for x in [-87, 88].
@@ -35,7 +34,6 @@ int pz_cpu_nt(void);
  * bits. fmaf keeps the Horner steps single-rounded: in ISO C mode gcc does not
  * contract a*b+c into an FMA on its own (-ffp-contract=off). */
 static inline float pz_cpu_expf(float x) {
-    /* clamps written as compare-selects that map onto single min/max ops */
     float xc = x > 88.0f ? 88.0f : x;
     xc = xc < -87.0f ? -87.0f : xc;
     /* round-to-nearest integer by the 1.5*2^23 trick: exact for |v| < 2^22 */
