@@ -73,6 +73,8 @@ static void trace(exec *x, const char *name, int micro, double t0, double t1) {
 static int is_first(const exec *x) { return x->rank == 0; }
 static int is_last(const exec *x) { return x->rank == x->world - 1; }
 
+static void progress_hook(void *tp) { pz_transport_progress(tp); }
+
 /* Waits for a request, counting the time as waiting (and tracing it). */
 static pz_status wait_req(exec *x, pz_request **req, int micro) {
     if (!*req) return PZ_OK;
@@ -405,6 +407,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
 
     pz_transport_opts to = {rank, world, master_addr, master_port, o->peer_timeout, 60.0};
     if ((st = pz_transport_init(&x.tp, &to)) != PZ_OK) goto cleanup;
+    x.stage.between_blocks = progress_hook;
+    x.stage.between_blocks_ctx = x.tp;
     if (rank == 0)
         fprintf(stderr, "pipezip train: %d stages, %s schedule, %d micro-batches of %d x %d per step\n",
                 world, o->schedule, o->micro, o->batch, o->seq);

@@ -180,8 +180,10 @@ const float *pz_stage_forward(pz_stage *s, pz_acts *a, const int *tokens,
         be->copy(a->input, x_in, NC * sizeof(float));
     }
     int nb = s->range.l1 - s->range.l0;
-    for (int i = 0; i < nb; i++)
+    for (int i = 0; i < nb; i++) {
         block_forward(s, &s->params.blocks[i], &a->blocks[i], block_input(a, i));
+        if (s->between_blocks) s->between_blocks(s->between_blocks_ctx);
+    }
     const float *out = block_input(a, nb);
     if (!s->range.has_head) return out;
 
@@ -218,8 +220,10 @@ void pz_stage_backward(pz_stage *s, pz_acts *a, const float *dout, float *dx_in)
     } else {
         be->copy(d, dout, NC * sizeof(float));
     }
-    for (int i = nb - 1; i >= 0; i--)
+    for (int i = nb - 1; i >= 0; i--) {
         block_backward(s, &s->params.blocks[i], &s->grads.blocks[i], &a->blocks[i], block_input(a, i), d);
+        if (s->between_blocks) s->between_blocks(s->between_blocks_ctx);
+    }
     if (s->range.has_embed)
         be->encoder_backward(s->grads.wte, s->grads.wpe, d, a->tokens, B, T, C);
 }

@@ -49,6 +49,10 @@ typedef struct {
     float *scratch;         /* backward scratch, one block's worth */
     float *dres, *dres2;    /* (B,T,C) gradient flowing along the residual stream */
     float *dln, *dqkv, *datty, *datt, *dfch, *dfch_gelu; /* views into scratch */
+    /* Called between blocks in forward and backward (may be NULL): the
+     * pipeline drives its transport here so transfers overlap compute. */
+    void (*between_blocks)(void *ctx);
+    void *between_blocks_ctx;
 } pz_stage;
 
 /* Allocates parameters (zeroed), gradients (zeroed) and the backward scratch. */

@@ -16,8 +16,8 @@ for a in "$@"; do
   esac
 done
 
-# build: compiler, meson, BLAS, OpenMP runtime (part of gcc), UCX, zstd
-pkgs=(gcc g++ pkg-config meson ninja-build libopenblas-dev libucx-dev libzstd-dev)
+# build: compiler, meson, OpenBLAS (its OpenMP build, see meson.build), OpenMP runtime (part of gcc), UCX, zstd
+pkgs=(gcc g++ pkg-config meson ninja-build libopenblas-openmp-dev libucx-dev libzstd-dev)
 # the built-in corpora (see tools/make_corpus.sh)
 pkgs+=(python3.11-doc fortunes)
 if [ "$want_tests" = 1 ]; then
