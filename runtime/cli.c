@@ -9,6 +9,7 @@
 #include "kernels/backend.h"
 #include "runtime/data.h"
 #include "runtime/launcher.h"
+#include "runtime/partition.h"
 #include "runtime/pipeline.h"
 #include "runtime/train.h"
 #include "schedules/schedule.h"
@@ -173,6 +174,13 @@ static int cmd_train(int argc, char **argv) {
     }
     if (o.stages > 1) {
         if (o.save && (st = pz_check_writable_dir(o.save)) != PZ_OK) return fail("train", st);
+        /* check the model and the split here, so a bad one fails once, before any process starts */
+        pz_gpt2_config cfg;
+        if ((st = pz_model_config(o.preset, o.init, &cfg)) != PZ_OK) return fail("train", st);
+        pz_stage_range *ranges = xcalloc((size_t)o.stages, sizeof *ranges);
+        st = pz_partition(&cfg, o.seq, o.stages, o.split, ranges);
+        free(ranges);
+        if (st != PZ_OK) return fail("train", st);
         int rc = pz_launch_local(o.stages, full_argc, full_argv);
         if (rc == 0 && o.trace) {
             if ((st = pz_trace_merge(o.trace, o.stages)) != PZ_OK) return fail("train", st);
@@ -180,8 +188,8 @@ static int cmd_train(int argc, char **argv) {
         }
         return rc;
     }
-    if (o.trace) {
-        fprintf(stderr, "pipezip train: error: --trace needs --stages 2 or more\n");
+    if (o.trace || o.split) {
+        fprintf(stderr, "pipezip train: error: %s needs --stages 2 or more\n", o.trace ? "--trace" : "--split");
         return 1;
     }
     st = pz_train_run(&o);

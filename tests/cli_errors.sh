@@ -42,6 +42,16 @@ head -c 2000 /dev/urandom > "$dir/garbage.bin"
 expect_fail "shard with bad magic" "garbage.bin.*magic" "$pz" train --preset tiny --data "$dir/garbage.bin" --steps 1
 head -c 1500 "$dir/tok.bin" > "$dir/short.bin"
 expect_fail "truncated shard" "short.bin" "$pz" train --preset tiny --data "$dir/short.bin" --steps 1
+expect_fail "split naming too many stages" "names more than 2 stages" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --split 1,1,0 --steps 1
+expect_fail "split not covering the model" "covers 1 of the model's 2 blocks" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --split 1,0 --steps 1
+expect_fail "split with garbage" "expected block counts" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --split 1,x --steps 1
+expect_fail "more stages than blocks allow" "at most 4 stages" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 5 --steps 1
+expect_fail "unknown schedule" "1f1b" "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --schedule zigzag
+expect_fail "trace without stages" "--trace needs --stages" "$pz" train --preset tiny --data "$dir/tok.bin" --trace t.json
 expect_fail "missing checkpoint" "nope.safetensors" "$pz" eval --model "$dir/nope.safetensors" --data "$dir/tok.bin"
 expect_fail "garbage checkpoint" "garbage.bin" "$pz" eval --model "$dir/garbage.bin" --data "$dir/tok.bin"
 expect_fail "tokenize without inputs" "at least one input" "$pz" tokenize --out "$dir/x.bin"
