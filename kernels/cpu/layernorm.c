@@ -38,7 +38,9 @@ void pz_cpu_layernorm_forward(float *out, float *mean, float *rstd, const float 
  * dweight (C) += sum over rows of dout * norm; dbias (C) += sum of dout.
  * dinp is row-parallel. dweight and dbias reduce over rows, so they run as a
  * second, column-split pass (each thread owns a channel slice and walks all
- * rows in order: no races, and sums independent of the thread count). */
+ * rows in order: no races, and sums independent of the thread count).
+ * dinp must not alias dout: the column pass reads dout while rows of dinp
+ * are still being written. */
 void pz_cpu_layernorm_backward(float *dinp, float *dweight, float *dbias,
                                const float *dout, const float *inp, const float *weight,
                                const float *mean, const float *rstd, int N, int C) {
