@@ -1,193 +1,532 @@
-/* mckp.c: multiple-choice knapsack, convex-hull greedy (see mckp.h). */
+/* mckp.c: multiple-choice knapsack by Lagrangian bisection (see mckp.h). */
+
+/* the pick loops are throughput-bound: let gcc use 512-bit vectors where the
+ * build targets AVX-512 (it defaults to 256 bits) */
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC target("prefer-vector-width=512")
+#endif
 #include "compress/mckp.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/util.h"
 
+#define KEY_MAX 0x7f7fffffu      /* bits of FLT_MAX */
+
 static uint32_t f2u_(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
     return u;
 }
-
-/* Lower convex hull of an item's allowed points from option 0 on; writes the
- * hull's option indices to h and returns their count (>= 1). */
-static int item_hull_(const pz_mckp_item *it, uint8_t h[PZ_MCKP_OPTS]) {
-    int m = 0;
-    h[m++] = 0;
-    for (int o = 1; o < PZ_MCKP_OPTS; o++) {
-        double e = it->err[o];
-        if (!(e < (double)it->err[h[m - 1]])) continue;   /* dominated or not allowed */
-        while (m >= 2) {
-            int a = h[m - 2], b = h[m - 1];
-            double eff1 = ((double)it->err[a] - it->err[b]) / ((double)it->cost[b] - it->cost[a]);
-            double eff2 = ((double)it->err[b] - e) / ((double)it->cost[o] - it->cost[b]);
-            if (eff2 < eff1) break;
-            m--;                                            /* b is not strictly convex */
-        }
-        h[m++] = (uint8_t)o;
-    }
-    return m;
+static float u2f_(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
 }
 
-/* Weighted radix selection: over the upgrades listed in idx[0..m) (all
- * upgrades when idx is NULL), find the key T of the first upgrade, in the
- * order (key descending, index ascending), at which the running cost exceeds
- * *room. On return *room is reduced by the cost of all upgrades with key > T.
- * Precondition: the total cost of the listed upgrades exceeds *room. */
-static uint32_t weighted_select_(const uint32_t *key, const uint32_t *cost, size_t nup,
-                                 uint64_t *room, uint32_t *scratch) {
-    static const int shift[3] = {21, 10, 0};
-    static const uint32_t width[3] = {11, 11, 10};
-    uint64_t *hist = xmalloc(sizeof(uint64_t) << 11);
-    uint32_t prefix = 0;           /* key bits decided so far */
-    uint32_t pmask = 0;            /* which bits prefix covers */
-    size_t m = 0;                  /* candidates in scratch (after level 0) */
-    for (int lv = 0; lv < 3; lv++) {
-        uint32_t nb = 1u << width[lv], dm = nb - 1;
-        memset(hist, 0, sizeof(uint64_t) * nb);
-        if (lv == 0) {
-            for (size_t u = 0; u < nup; u++) hist[key[u] >> shift[0]] += cost[u];
-        } else {
-            for (size_t j = 0; j < m; j++) {
-                uint32_t u = scratch[j];
-                hist[(key[u] >> shift[lv]) & dm] += cost[u];
-            }
-        }
-        uint64_t acc = 0;
-        uint32_t b = nb;
-        while (b > 0) {
-            b--;
-            if (acc + hist[b] > *room) break;
-            acc += hist[b];
-        }
-        *room -= acc;
-        prefix |= b << shift[lv];
-        pmask |= dm << shift[lv];
-        if (lv == 2) break;
-        /* keep the candidates whose key matches the prefix */
-        size_t k = 0;
-        if (lv == 0) {
-            for (size_t u = 0; u < nup; u++) {
-                scratch[k] = (uint32_t)u;
-                k += (key[u] & pmask) == prefix;
-            }
-        } else {
-            for (size_t j = 0; j < m; j++) {
-                uint32_t u = scratch[j];
-                scratch[k] = u;
-                k += (key[u] & pmask) == prefix;
-            }
-        }
-        m = k;
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+/* Picks at lam of items [0, n) (per-item costs c, or the same costs cu for
+ * every item when c is NULL); writes them to ch, returns the sum of picked
+ * costs. The vector loop computes exactly what pz_mckp_pick does. */
+static uint64_t eval_(float *const *e, uint32_t *const *c, const uint32_t *cu, size_t n, float lam, uint8_t *ch) {
+    const float *e0 = e[0], *e1 = e[1], *e2 = e[2], *e3 = e[3];
+    uint64_t cost = 0;
+    size_t i = 0;
+#if defined(__AVX512F__)
+    const __m512 lv = _mm512_set1_ps(lam);
+    __m512i acc = _mm512_setzero_si512();
+    __m512i u0 = _mm512_setzero_si512(), u1 = u0, u2 = u0, u3 = u0;
+    if (!c) {
+        u0 = _mm512_set1_epi32((int)cu[0]);
+        u1 = _mm512_set1_epi32((int)cu[1]);
+        u2 = _mm512_set1_epi32((int)cu[2]);
+        u3 = _mm512_set1_epi32((int)cu[3]);
     }
-    free(hist);
-    return prefix;
+    const __m512i one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2), three = _mm512_set1_epi32(3);
+    for (; i + 16 <= n; i += 16) {
+        __m512i k0 = u0, k1 = u1, k2 = u2, k3 = u3;
+        if (c) {
+            k0 = _mm512_loadu_si512((const void *)(c[0] + i));
+            k1 = _mm512_loadu_si512((const void *)(c[1] + i));
+            k2 = _mm512_loadu_si512((const void *)(c[2] + i));
+            k3 = _mm512_loadu_si512((const void *)(c[3] + i));
+        }
+        __m512 v0 = _mm512_add_ps(_mm512_loadu_ps(e0 + i), _mm512_mul_ps(lv, _mm512_cvtepu32_ps(k0)));
+        __m512 v1 = _mm512_add_ps(_mm512_loadu_ps(e1 + i), _mm512_mul_ps(lv, _mm512_cvtepu32_ps(k1)));
+        __m512 v2 = _mm512_add_ps(_mm512_loadu_ps(e2 + i), _mm512_mul_ps(lv, _mm512_cvtepu32_ps(k2)));
+        __m512 v3 = _mm512_add_ps(_mm512_loadu_ps(e3 + i), _mm512_mul_ps(lv, _mm512_cvtepu32_ps(k3)));
+        __m512 b = v0;
+        __m512i a = _mm512_setzero_si512(), cc = k0;
+        __mmask16 m = _mm512_cmp_ps_mask(v1, b, _CMP_LT_OQ);
+        a = _mm512_mask_mov_epi32(a, m, one);
+        cc = _mm512_mask_mov_epi32(cc, m, k1);
+        b = _mm512_mask_mov_ps(b, m, v1);
+        m = _mm512_cmp_ps_mask(v2, b, _CMP_LT_OQ);
+        a = _mm512_mask_mov_epi32(a, m, two);
+        cc = _mm512_mask_mov_epi32(cc, m, k2);
+        b = _mm512_mask_mov_ps(b, m, v2);
+        m = _mm512_cmp_ps_mask(v3, b, _CMP_LT_OQ);
+        a = _mm512_mask_mov_epi32(a, m, three);
+        cc = _mm512_mask_mov_epi32(cc, m, k3);
+        _mm_storeu_si128((__m128i *)(void *)(ch + i), _mm512_cvtepi32_epi8(a));
+        acc = _mm512_add_epi64(acc, _mm512_cvtepu32_epi64(_mm512_castsi512_si256(cc)));
+        acc = _mm512_add_epi64(acc, _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(cc, 1)));
+    }
+    cost = (uint64_t)_mm512_reduce_add_epi64(acc);
+#endif
+    for (; i < n; i++) {
+        uint32_t k0 = c ? c[0][i] : cu[0], k1 = c ? c[1][i] : cu[1], k2 = c ? c[2][i] : cu[2], k3 = c ? c[3][i] : cu[3];
+        int a = pz_mckp_pick(e0[i], e1[i], e2[i], e3[i], (float)k0, (float)k1, (float)k2, (float)k3, lam);
+        ch[i] = (uint8_t)a;
+        cost += a == 0 ? k0 : a == 1 ? k1 : a == 2 ? k2 : k3;
+    }
+    return cost;
+}
+
+uint64_t pz_mckp_pick_uniform(float *const err[PZ_MCKP_OPTS], const uint32_t cost[PZ_MCKP_OPTS], size_t n,
+                              float lam, uint8_t *choice) {
+    return eval_(err, NULL, cost, n, lam, choice);
+}
+
+uint64_t pz_mckp_cost_at(const pz_mckp_soa *s, size_t n, float lam, uint8_t *choice, double *err) {
+    uint8_t *ch = choice ? choice : xmalloc(n ? n : 1);
+    uint64_t cost = eval_(s->err, s->ucost ? NULL : s->cost, s->ucost, n, lam, ch);
+    if (err) {
+        double e = 0;
+        for (size_t i = 0; i < n; i++) e += s->err[ch[i]][i];
+        *err = e;
+    }
+    if (!choice) free(ch);
+    return cost;
+}
+
+float pz_mckp_lambda(const pz_mckp_soa *s, size_t n, uint64_t capacity, int rel_bits, float guess,
+                     uint64_t *cost, double *err) {
+    uint8_t *ch = xmalloc(n ? n : 1);
+    uint32_t lo = 0, hi = KEY_MAX;
+    uint64_t chi;
+    uint64_t c0 = eval_(s->err, s->ucost ? NULL : s->cost, s->ucost, n, 0.0f, ch);
+    if (c0 <= capacity) {
+        hi = 0;
+        chi = c0;
+    } else {
+        chi = UINT64_MAX;
+        if (guess > 0 && guess < FLT_MAX / 16) {     /* bracket around the guess */
+            uint32_t a = f2u_(guess * 0.5f), b = f2u_(guess * 2.0f);
+            for (int t = 0; t < 8; t++) {
+                uint64_t cb = eval_(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f_(b), ch);
+                if (cb <= capacity) {
+                    hi = b;
+                    chi = cb;
+                    break;
+                }
+                lo = b;
+                if (u2f_(b) > FLT_MAX / 16) break;
+                b = f2u_(u2f_(b) * 16.0f);
+            }
+            if (chi != UINT64_MAX) {
+                for (int t = 0; t < 8 && a > lo; t++) {
+                    uint64_t ca = eval_(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f_(a), ch);
+                    if (ca > capacity) {
+                        lo = a;
+                        break;
+                    }
+                    hi = a;
+                    chi = ca;
+                    a = f2u_(u2f_(a) * (1.0f / 16));
+                }
+            }
+        }
+        if (chi == UINT64_MAX) chi = eval_(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f_(hi), ch);
+        uint32_t tol = rel_bits >= 23 ? 1 : 1u << (23 - (rel_bits < 0 ? 0 : rel_bits));
+        while (hi - lo > tol) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            uint64_t cm = eval_(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f_(mid), ch);
+            if (cm <= capacity) {
+                hi = mid;
+                chi = cm;
+            } else {
+                lo = mid;
+            }
+        }
+    }
+    float lam = u2f_(hi);
+    if (cost) *cost = chi;
+    if (err) {
+        eval_(s->err, s->ucost ? NULL : s->cost, s->ucost, n, lam, ch);
+        double e = 0;
+        for (size_t i = 0; i < n; i++) e += s->err[ch[i]][i];
+        *err = e;
+    }
+    free(ch);
+    return lam;
+}
+
+/* The active set of the bisection: the items whose pick still differs
+ * between the ends of the bracket, in index order, compacted in place at
+ * the front of the work arrays. */
+typedef struct {
+    float *e[PZ_MCKP_OPTS];
+    uint32_t *c[PZ_MCKP_OPTS];
+    uint32_t *id;          /* original positions; NULL: identity (not compacted yet) */
+    size_t m;
+    const uint32_t *cu;    /* the same costs for every item (c[] unused), or NULL */
+} active_;
+
+static inline uint32_t acost_(const active_ *A, int o, size_t j) { return A->cu ? A->cu[o] : A->c[o][j]; }
+
+/* Fixes the items with ch_lo == ch_hi (their choice is final) and moves the
+ * others to the front; branch-free. */
+static void compact_(active_ *A, uint8_t *ch_lo, uint8_t *ch_hi, uint8_t *choice, uint64_t *fcost,
+                     double *ferr) {
+    size_t m = A->m, keep = 0;
+    for (size_t j = 0; j < m; j++) keep += ch_lo[j] != ch_hi[j];
+    if (keep == m) return;
+    if (keep > m - m / 4 && A->id) return;            /* not worth a pass yet */
+    float *e0 = A->e[0], *e1 = A->e[1], *e2 = A->e[2], *e3 = A->e[3];
+    uint32_t *c0 = A->c[0], *c1 = A->c[1], *c2 = A->c[2], *c3 = A->c[3], *id = A->id;
+    const uint32_t *cu = A->cu;
+    uint32_t *nid = id ? id : xmalloc((keep + 16) * sizeof *nid);
+    size_t k = 0, j = 0;
+    uint64_t fc = 0;
+    double fe = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VBMI2__)
+    {
+        const __m512i one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2), three = _mm512_set1_epi32(3);
+        __m512i iv = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        __m512i fcv = _mm512_setzero_si512();
+        __m512d fev = _mm512_setzero_pd();
+        uint32_t ids[16], as[16];
+        for (; j + 16 <= m; j += 16) {
+            __m128i lo8 = _mm_loadu_si128((const __m128i *)(const void *)(ch_lo + j));
+            __m128i hi8 = _mm_loadu_si128((const __m128i *)(const void *)(ch_hi + j));
+            __mmask16 act = _mm_cmpneq_epi8_mask(lo8, hi8), fix = (__mmask16)~act;
+            __m512i a = _mm512_cvtepu8_epi32(hi8);
+            __m512 v0 = _mm512_loadu_ps(e0 + j), v1 = _mm512_loadu_ps(e1 + j), v2 = _mm512_loadu_ps(e2 + j),
+                   v3 = _mm512_loadu_ps(e3 + j);
+            __m512i u0, u1, u2, u3;
+            if (cu) {
+                u0 = _mm512_set1_epi32((int)cu[0]);
+                u1 = _mm512_set1_epi32((int)cu[1]);
+                u2 = _mm512_set1_epi32((int)cu[2]);
+                u3 = _mm512_set1_epi32((int)cu[3]);
+            } else {
+                u0 = _mm512_loadu_si512((const void *)(c0 + j));
+                u1 = _mm512_loadu_si512((const void *)(c1 + j));
+                u2 = _mm512_loadu_si512((const void *)(c2 + j));
+                u3 = _mm512_loadu_si512((const void *)(c3 + j));
+            }
+            __m512i idv = id ? _mm512_loadu_si512((const void *)(id + j))
+                             : _mm512_add_epi32(iv, _mm512_set1_epi32((int)j));
+            if (fix) {
+                __mmask16 k1 = _mm512_cmpeq_epi32_mask(a, one), k2 = _mm512_cmpeq_epi32_mask(a, two),
+                          k3 = _mm512_cmpeq_epi32_mask(a, three);
+                __m512i ca = _mm512_mask_mov_epi32(_mm512_mask_mov_epi32(_mm512_mask_mov_epi32(u0, k1, u1), k2, u2), k3, u3);
+                __m512 ea = _mm512_mask_mov_ps(_mm512_mask_mov_ps(_mm512_mask_mov_ps(v0, k1, v1), k2, v2), k3, v3);
+                ca = _mm512_maskz_mov_epi32(fix, ca);
+                ea = _mm512_maskz_mov_ps(fix, ea);
+                fcv = _mm512_add_epi64(fcv, _mm512_cvtepu32_epi64(_mm512_castsi512_si256(ca)));
+                fcv = _mm512_add_epi64(fcv, _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(ca, 1)));
+                fev = _mm512_add_pd(fev, _mm512_cvtps_pd(_mm512_castps512_ps256(ea)));
+                fev = _mm512_add_pd(fev, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(ea), 1))));
+                _mm512_storeu_si512((void *)ids, idv);
+                _mm512_storeu_si512((void *)as, a);
+                unsigned f = fix;
+                while (f) {
+                    int l = __builtin_ctz(f);
+                    f &= f - 1;
+                    choice[ids[l]] = (uint8_t)as[l];
+                }
+            }
+            _mm512_storeu_ps(e0 + k, _mm512_maskz_compress_ps(act, v0));
+            _mm512_storeu_ps(e1 + k, _mm512_maskz_compress_ps(act, v1));
+            _mm512_storeu_ps(e2 + k, _mm512_maskz_compress_ps(act, v2));
+            _mm512_storeu_ps(e3 + k, _mm512_maskz_compress_ps(act, v3));
+            if (!cu) {
+                _mm512_storeu_si512((void *)(c0 + k), _mm512_maskz_compress_epi32(act, u0));
+                _mm512_storeu_si512((void *)(c1 + k), _mm512_maskz_compress_epi32(act, u1));
+                _mm512_storeu_si512((void *)(c2 + k), _mm512_maskz_compress_epi32(act, u2));
+                _mm512_storeu_si512((void *)(c3 + k), _mm512_maskz_compress_epi32(act, u3));
+            }
+            _mm512_storeu_si512((void *)(nid + k), _mm512_maskz_compress_epi32(act, idv));
+            _mm_storeu_si128((__m128i *)(void *)(ch_lo + k), _mm_maskz_compress_epi8(act, lo8));
+            _mm_storeu_si128((__m128i *)(void *)(ch_hi + k), _mm_maskz_compress_epi8(act, hi8));
+            k += (size_t)__builtin_popcount(act);
+        }
+        fc += (uint64_t)_mm512_reduce_add_epi64(fcv);
+        fe += _mm512_reduce_add_pd(fev);
+    }
+#endif
+    for (; j < m; j++) {
+        int a = ch_hi[j], lo = ch_lo[j];
+        uint32_t i = id ? id[j] : (uint32_t)j;
+        uint32_t ca = acost_(A, a, j);
+        float ea = a == 0 ? e0[j] : a == 1 ? e1[j] : a == 2 ? e2[j] : e3[j];
+        size_t act = lo != a;
+        choice[i] = (uint8_t)a;                        /* final unless still active */
+        fc += act ? 0 : ca;
+        fe += act ? 0.0 : (double)ea;
+        e0[k] = e0[j]; e1[k] = e1[j]; e2[k] = e2[j]; e3[k] = e3[j];
+        if (!cu) {
+            c0[k] = c0[j]; c1[k] = c1[j]; c2[k] = c2[j]; c3[k] = c3[j];
+        }
+        if (k < keep) nid[k] = i;          /* (the slots past keep may be past the ids' end) */
+        ch_lo[k] = (uint8_t)lo;
+        ch_hi[k] = (uint8_t)a;
+        k += act;
+    }
+    A->m = keep;
+    A->id = nid;
+    *fcost += fc;
+    *ferr += fe;
+}
+
+#define FILL_SET 256
+
+/* The fill set: copies of the items active when the set first has FILL_SET
+ * or fewer (those with multipliers nearest the critical one). */
+typedef struct {
+    size_t n;
+    uint32_t id[FILL_SET];
+    float e[FILL_SET][PZ_MCKP_OPTS];
+    uint32_t c[FILL_SET][PZ_MCKP_OPTS];
+} fillset_;
+
+static void fill_snap_(const active_ *A, fillset_ *F) {
+    size_t m = A->m < FILL_SET ? A->m : FILL_SET;
+    for (size_t j = 0; j < m; j++) {
+        F->id[j] = A->id ? A->id[j] : (uint32_t)j;
+        for (int o = 0; o < PZ_MCKP_OPTS; o++) {
+            F->e[j][o] = A->e[o][j];
+            F->c[j][o] = acost_(A, o, j);
+        }
+    }
+    F->n = m;
+}
+
+static void swap_(uint8_t **a, uint8_t **b) {
+    uint8_t *t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Lagrangian lower bound sum_i min_o (e + lam c) - lam * capacity. */
+static double lower_bound_(const pz_mckp_soa *s, size_t n, uint64_t capacity, double lam) {
+    double lb = 0;
+    for (size_t i = 0; i < n; i++) {
+        double b = INFINITY;
+        for (int o = 0; o < PZ_MCKP_OPTS; o++) {
+            double v = (double)s->err[o][i] + lam * (double)(s->ucost ? s->ucost[o] : s->cost[o][i]);
+            b = v < b ? v : b;
+        }
+        lb += b;
+    }
+    return lb - lam * (double)capacity;
+}
+
+/* The solver proper on work arrays w (overwritten). */
+static void solve_(pz_mckp_soa *w, size_t n, uint64_t capacity, float lam_lo, float lam_hi, uint8_t *choice,
+                   pz_mckp_info *info, uint32_t *lo_key) {
+    uint8_t *ch_lo = xmalloc(n), *ch_hi = xmalloc(n), *ch_mid = xmalloc(n);
+    active_ A = {.m = n, .cu = w->ucost};
+    for (int o = 0; o < PZ_MCKP_OPTS; o++) {
+        A.e[o] = w->err[o];
+        A.c[o] = w->cost[o];
+    }
+    uint32_t *const *AC = A.cu ? NULL : A.c;
+    uint32_t lo = lam_lo > 0 && lam_lo < FLT_MAX ? f2u_(lam_lo) : 0;
+    uint32_t hi = lam_hi > 0 && lam_hi < FLT_MAX ? f2u_(lam_hi) : KEY_MAX;
+    if (hi <= lo) {
+        lo = 0;
+        hi = KEY_MAX;
+    }
+    uint64_t clo = eval_(A.e, AC, A.cu, n, u2f_(lo), ch_lo), chi = 0;
+    if (clo <= capacity && lo > 0) {                   /* bracket too high */
+        hi = lo;
+        chi = clo;
+        swap_(&ch_lo, &ch_hi);
+        lo = 0;
+        clo = eval_(A.e, AC, A.cu, n, 0.0f, ch_lo);
+    } else if (clo > capacity) {
+        chi = eval_(A.e, AC, A.cu, n, u2f_(hi), ch_hi);
+        if (chi > capacity) {                          /* bracket too low */
+            lo = hi;
+            clo = chi;
+            swap_(&ch_lo, &ch_hi);
+            hi = KEY_MAX;
+            chi = eval_(A.e, AC, A.cu, n, u2f_(hi), ch_hi);
+        }
+    }
+    uint64_t cost;
+    double err;
+    if (clo <= capacity) {                             /* lo = 0: the all-best choice fits */
+        memcpy(choice, ch_lo, n);
+        hi = lo = 0;
+        cost = clo;
+        err = 0;
+        for (size_t i = 0; i < n; i++) err += A.e[ch_lo[i]][i];
+    } else {
+        uint64_t fcost = 0;
+        double ferr = 0;
+        fillset_ F;
+        F.n = SIZE_MAX;
+        compact_(&A, ch_lo, ch_hi, choice, &fcost, &ferr);
+        if (A.m <= FILL_SET) fill_snap_(&A, &F);
+        int interp = 1;
+        while (hi - lo > 1) {
+            /* the next multiplier: where the cost, linear in the bits of
+             * lambda (about log lambda) between the ends, meets the capacity;
+             * a plain halving after a step that did not halve the bracket */
+            uint32_t span = hi - lo, mid = lo + span / 2;
+            if (interp && clo > chi) {
+                double t = (double)(clo - capacity) / (double)(clo - chi);
+                uint32_t off = (uint32_t)(t * (double)span), margin = span / 64 + 1;
+                off = off < margin ? margin : off > span - margin ? span - margin : off;
+                if (off >= 1 && off < span) mid = lo + off;
+            }
+            uint64_t cm = fcost + eval_(A.e, AC, A.cu, A.m, u2f_(mid), ch_mid);
+            if (cm <= capacity) {
+                hi = mid;
+                chi = cm;
+                swap_(&ch_hi, &ch_mid);
+            } else {
+                lo = mid;
+                clo = cm;
+                swap_(&ch_lo, &ch_mid);
+            }
+            interp = hi - lo <= span / 2;
+            compact_(&A, ch_lo, ch_hi, choice, &fcost, &ferr);
+            if (F.n == SIZE_MAX && A.m <= FILL_SET) fill_snap_(&A, &F);
+        }
+        if (F.n == SIZE_MAX) fill_snap_(&A, &F);
+        /* pick(hi) everywhere; the tied items switch to pick(lo) in index
+         * order while that fits */
+        uint64_t used = fcost;
+        err = ferr;
+        for (size_t j = 0; j < A.m; j++) {
+            used += acost_(&A, ch_hi[j], j);
+            err += A.e[ch_hi[j]][j];
+        }
+        uint64_t room = capacity - used;              /* used <= capacity: cost(hi) <= capacity */
+        int crit_seen = 0;
+        for (size_t j = 0; j < A.m; j++) {
+            int a = ch_hi[j], b = ch_lo[j];
+            size_t i = A.id ? A.id[j] : j;
+            choice[i] = (uint8_t)a;
+            if (a == b || !(A.e[b][j] < A.e[a][j])) continue;
+            int64_t dc = (int64_t)acost_(&A, b, j) - (int64_t)acost_(&A, a, j);
+            if (dc <= 0 || (uint64_t)dc <= room) {
+                room -= (uint64_t)dc;
+                err -= (double)A.e[a][j] - (double)A.e[b][j];
+                choice[i] = (uint8_t)b;
+            } else if (!crit_seen) {
+                info->crit = (double)A.e[a][j] - (double)A.e[b][j];
+                crit_seen = 1;
+            }
+        }
+        /* fill: the best error drop per cost that fits, among the fill set */
+        for (int round = 0; room > 0 && round < 4 * FILL_SET; round++) {
+            double best = 0;
+            size_t bf = SIZE_MAX;
+            int bo = 0;
+            for (size_t f = 0; f < F.n; f++) {
+                int a = choice[F.id[f]];
+                double ea = F.e[f][a];
+                for (int o = a + 1; o < PZ_MCKP_OPTS; o++) {
+                    uint64_t dc = (uint64_t)F.c[f][o] - F.c[f][a];
+                    double drop = ea - (double)F.e[f][o];
+                    if (dc > room || !(drop > 0)) continue;
+                    double eff = drop / (double)dc;
+                    if (eff > best) {
+                        best = eff;
+                        bf = f;
+                        bo = o;
+                    }
+                }
+            }
+            if (bf == SIZE_MAX) break;
+            int a = choice[F.id[bf]];
+            room -= F.c[bf][bo] - F.c[bf][a];
+            err -= (double)F.e[bf][a] - (double)F.e[bf][bo];
+            choice[F.id[bf]] = (uint8_t)bo;
+        }
+        cost = capacity - room;
+        if (A.id != NULL) free(A.id);
+    }
+    free(ch_lo);
+    free(ch_hi);
+    free(ch_mid);
+    info->cost = cost;
+    info->err = err;
+    info->lambda = u2f_(hi);
+    *lo_key = lo;
+}
+
+void pz_mckp_solve_soa(pz_mckp_soa *s, size_t n, uint64_t capacity, float lam_lo, float lam_hi, int want_gap,
+                       uint8_t *choice, pz_mckp_info *info) {
+    memset(info, 0, sizeof *info);
+    uint64_t base = 0;
+    double err0 = 0;
+    for (size_t i = 0; i < n; i++) {
+        base += s->ucost ? s->ucost[0] : s->cost[0][i];
+        err0 += s->err[0][i];
+    }
+    memset(choice, 0, n);
+    info->cost = base;
+    info->err = err0;
+    info->base_fits = base <= capacity;
+    info->gap = want_gap ? 0.0 : NAN;
+    if (base > capacity || n == 0) return;
+
+    /* work arrays: the caller's unless the gap (which needs every item at
+     * the end) is wanted */
+    pz_mckp_soa w = *s;
+    uint8_t *blk = NULL;
+    if (want_gap) {
+        blk = xmalloc(n * 32 + 64);
+        for (int o = 0; o < PZ_MCKP_OPTS; o++) {
+            w.err[o] = (float *)(void *)(blk + (size_t)o * n * 4);
+            w.cost[o] = (uint32_t *)(void *)(blk + (size_t)(4 + o) * n * 4);
+            memcpy(w.err[o], s->err[o], n * 4);
+            if (!s->ucost) memcpy(w.cost[o], s->cost[o], n * 4);
+        }
+    }
+    uint32_t lo;
+    solve_(&w, n, capacity, lam_lo, lam_hi, choice, info, &lo);
+    free(blk);
+    size_t up = 0;
+    for (size_t i = 0; i < n; i++) up += choice[i] != 0;
+    info->upgrades = up;
+    if (want_gap && info->lambda > 0) {
+        double lb = lower_bound_(s, n, capacity, (double)info->lambda);
+        double lb2 = lower_bound_(s, n, capacity, (double)u2f_(lo));
+        lb = lb2 > lb ? lb2 : lb;
+        info->gap = info->err > lb ? info->err - lb : 0.0;
+    }
 }
 
 void pz_mckp_solve(const pz_mckp_item *items, size_t n, uint64_t capacity,
                    uint8_t *choice, pz_mckp_info *info) {
-    memset(info, 0, sizeof *info);
-    uint64_t base = 0;
-    for (size_t i = 0; i < n; i++) base += items[i].cost[0];
-    memset(choice, 0, n);
-    double err0 = 0;
-    for (size_t i = 0; i < n; i++) err0 += items[i].err[0];
-    info->cost = base;
-    info->err = err0;
-    if (base > capacity) return;
-    info->base_fits = 1;
-    if (n == 0) return;
-
-    /* hulls and upgrades, in item order */
-    uint8_t (*hull)[PZ_MCKP_OPTS] = xmalloc(n * sizeof *hull);
-    uint8_t *hcnt = xmalloc(n);
-    uint8_t *taken = xcalloc(n, 1);
-    size_t cap_up = 3 * n;
-    uint32_t *key = xmalloc(cap_up * sizeof *key);
-    uint32_t *ucost = xmalloc(cap_up * sizeof *ucost);
-    uint32_t *uitem = xmalloc(cap_up * sizeof *uitem);
-    size_t nup = 0;
-    uint64_t total = 0;
-    for (size_t i = 0; i < n; i++) {
-        const pz_mckp_item *it = &items[i];
-        int m = item_hull_(it, hull[i]);
-        int used = 1;
-        for (int j = 1; j < m; j++) {
-            int a = hull[i][j - 1], b = hull[i][j];
-            float eff = (float)(((double)it->err[a] - it->err[b]) /
-                                ((double)it->cost[b] - it->cost[a]));
-            if (!(eff > 0.0f) || !isfinite(eff)) break;     /* rounds to no gain */
-            key[nup] = f2u_(eff);
-            ucost[nup] = it->cost[b] - it->cost[a];
-            uitem[nup] = (uint32_t)i;
-            total += ucost[nup];
-            nup++;
-            used++;
-        }
-        hcnt[i] = (uint8_t)used;
+    pz_mckp_soa s;
+    s.ucost = NULL;
+    uint8_t *blk = xmalloc(n * 32 + 64);
+    for (int o = 0; o < PZ_MCKP_OPTS; o++) {
+        s.err[o] = (float *)(void *)(blk + (size_t)o * n * 4);
+        s.cost[o] = (uint32_t *)(void *)(blk + (size_t)(4 + o) * n * 4);
     }
-
-    uint64_t room = capacity - base;
-    if (total <= room) {
-        for (size_t i = 0; i < n; i++) taken[i] = (uint8_t)(hcnt[i] - 1);
-        room -= total;
-        info->upgrades = nup;
-    } else {
-        uint32_t *scratch = xmalloc(nup * sizeof *scratch);
-        uint64_t r = room;
-        uint32_t T = weighted_select_(key, ucost, nup, &r, scratch);
-        free(scratch);
-        /* r = room left after every upgrade with key > T */
-        int crit_seen = 0;
-        for (size_t u = 0; u < nup; u++) {
-            if (key[u] > T) {
-                taken[uitem[u]]++;
-                info->upgrades++;
-            } else if (key[u] == T && !crit_seen) {
-                if (ucost[u] <= r) {
-                    r -= ucost[u];
-                    taken[uitem[u]]++;
-                    info->upgrades++;
-                } else {
-                    const pz_mckp_item *it = &items[uitem[u]];
-                    int j = taken[uitem[u]];
-                    int a = hull[uitem[u]][j], b = hull[uitem[u]][j + 1];
-                    info->gap = (double)it->err[a] - it->err[b];
-                    crit_seen = 1;
-                }
-            }
+    for (size_t i = 0; i < n; i++)
+        for (int o = 0; o < PZ_MCKP_OPTS; o++) {
+            s.err[o][i] = items[i].err[o];
+            s.cost[o][i] = items[i].cost[o];
         }
-        room = r;
-        /* fill in index order */
-        for (size_t i = 0; i < n && room > 0; i++) {
-            const pz_mckp_item *it = &items[i];
-            while (taken[i] + 1 < hcnt[i]) {
-                uint32_t c = it->cost[hull[i][taken[i] + 1]] - it->cost[hull[i][taken[i]]];
-                if (c > room) break;
-                room -= c;
-                taken[i]++;
-                info->upgrades++;
-            }
-        }
-    }
-    double err = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t o = hull[i][taken[i]];
-        choice[i] = o;
-        err += items[i].err[o];
-    }
-    info->err = err;
-    info->cost = capacity - room;
-    free(hull);
-    free(hcnt);
-    free(taken);
-    free(key);
-    free(ucost);
-    free(uitem);
+    pz_mckp_solve_soa(&s, n, capacity, 0.0f, INFINITY, 1, choice, info);
+    free(blk);
 }
 
 static void brute_rec_(const pz_mckp_item *items, size_t n, size_t i, uint64_t cost,

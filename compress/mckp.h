@@ -1,35 +1,47 @@
-/* mckp.h: multiple-choice knapsack by the convex-hull (Lagrangian) greedy
- * (private to compress/; used by jointsq.c, tested against brute force).
+/* mckp.h: multiple-choice knapsack by Lagrangian relaxation (private to
+ * compress/; used by jointsq.c, tested against brute force).
  *
  * Problem. n items; item i has PZ_MCKP_OPTS options o = 0..3 with an integer
- * cost c[o] (bits) and an error e[o] >= 0 (e = INFINITY: option not
- * allowed). Costs ascend strictly with o and option 0 is always allowed.
- * Choose one option per item so that sum of costs <= capacity and the sum of
- * errors is minimal.
+ * cost c[o] and an error e[o] >= 0 (e = INFINITY: option not allowed).
+ * Costs ascend strictly with o and option 0 is always allowed. Choose one
+ * option per item so that the sum of costs <= capacity and the sum of errors
+ * is minimal.
  *
- * Method (Sinha-Zoltners LP greedy).
- *  1. Per item, the lower convex hull of its points (c[o], e[o]) from option 0
- *     on: dominated points (no lower error than a cheaper one) and points
- *     above the hull are dropped, as are collinear middle points, so the
- *     hull's upgrades (step from one hull point to the next) have strictly
- *     decreasing efficiency  eff = (e[a] - e[b]) / (c[b] - c[a]) > 0.
- *  2. All items start at option 0. Upgrades are taken in the order
- *     (eff descending, item index ascending); because efficiencies fall along
- *     each hull this order always takes a prefix of each item's hull. The
- *     first upgrade in this order that does not fit the remaining capacity
- *     is the critical one; the LP relaxation would take a fraction of it.
- *     The order is found by an exact radix selection on the float bits of eff
- *     weighted by cost (O(n), no sort), so ties are broken by item index.
- *  3. Fill: one pass over the items in index order takes, while it fits, the
- *     next hull upgrade of each item (after the critical one was skipped,
- *     smaller upgrades may still fit). This only lowers the error.
+ * Method. For a multiplier lambda >= 0 every item independently takes
+ *     pick(lambda) = argmin_o  e[o] + lambda * c[o]      (fp32, ties to the lower o)
+ * (the per-item threshold rule of the Lagrangian: a larger lambda never buys
+ * a dearer option, up to fp32 rounding). cost(lambda) = sum of picked costs
+ * falls as lambda grows, from the all-best choice at lambda = 0 to all option
+ * 0 at FLT_MAX (where every e + lambda c is +inf). The solver:
+ *  1. searches the bits of lambda (fp32, so about 31 steps at most) for two
+ *     consecutive floats lo < hi with cost(hi) <= capacity < cost(lo); each
+ *     step tries where the cost, linear in the bits of lambda between the
+ *     ends, meets the capacity, and halves the bracket after a step that did
+ *     not; after each step the items whose pick is the same at both ends are
+ *     fixed and leave the active set (compacted in place), so the work
+ *     shrinks fast; a bracket known in advance (lam_lo, lam_hi) is checked
+ *     and used;
+ *  2. takes pick(hi) for every item; the items still active (pick(lo) differs:
+ *     they are tied at the critical multiplier) are switched to pick(lo), in
+ *     index order, while the switch fits the room left (ties broken by index);
+ *     the first tied switch that does not fit is the critical upgrade;
+ *  3. fill: while room is left, takes the upgrade with the best error drop per
+ *     cost that fits, among the items active when the set first had 256 or
+ *     fewer (those with multipliers nearest the critical one). This only
+ *     lowers the error.
  *
- * Gap. The LP optimum is a lower bound of the integer optimum, and the
- * greedy's error before the fill exceeds the LP optimum by less than the
- * critical upgrade's error drop. So
- *     err(greedy) - err(optimal) < gap = e[a] - e[b] of the critical upgrade
- * (0 when every upgrade fits: then the greedy is optimal), and gap is at most
- * one item's e[0] - min_o e[o]. info->gap reports it. */
+ * Gap. For every lambda >= 0,  LB(lambda) = sum_i min_o (e_io + lambda c_io)
+ * - lambda * capacity  is a lower bound of the optimum (weak duality), and
+ * max over lambda of LB is the LP relaxation's optimum. The solver reports
+ *     gap = err - max(LB(lo), LB(hi))  >=  err - optimal err,
+ * a certificate computed from the solution (0 when the all-best choice
+ * fits: then the solution is optimal). Before the fill, err - LB(hi) =
+ * hi * (room left after step 2), and that room is below the cost of the
+ * critical upgrade, whose error drop is hi times its cost (it is tied at hi);
+ * so a priori
+ *     err - optimal err <= gap < crit = e[a] - e[b] of the critical upgrade,
+ * at most one item's e[0] - min_o e[o] (up to fp32 rounding of the picks).
+ * info->gap and info->crit report both. */
 #ifndef PZ_MCKP_H
 #define PZ_MCKP_H
 
@@ -46,16 +58,64 @@ typedef struct {
 typedef struct {
     uint64_t cost;      /* sum of chosen costs (<= capacity when base_fits) */
     double err;         /* sum of chosen errors */
-    double gap;         /* bound on err - optimal err (see above) */
+    double gap;         /* certified bound on err - optimal err (see above) */
+    double crit;        /* error drop of the critical upgrade (a priori bound), 0 if none */
+    float lambda;       /* the critical multiplier hi (0: the all-best choice fits) */
     int base_fits;      /* 0 when even all-option-0 exceeds the capacity */
-    size_t upgrades;    /* hull upgrades taken */
+    size_t upgrades;    /* items not at option 0 */
 } pz_mckp_info;
+
+/* Items as arrays (structure of arrays): err[o][i], cost[o][i]; when ucost
+ * is not NULL every item has the costs ucost[o] and cost[] is not used. */
+typedef struct {
+    float *err[PZ_MCKP_OPTS];
+    uint32_t *cost[PZ_MCKP_OPTS];
+    const uint32_t *ucost;
+} pz_mckp_soa;
+
+/* The pick rule (scalar form; the vector loops compute the same). */
+static inline int pz_mckp_pick(float e0, float e1, float e2, float e3, float c0, float c1, float c2,
+                               float c3, float lam) {
+    float v0 = e0 + lam * c0, v1 = e1 + lam * c1, v2 = e2 + lam * c2, v3 = e3 + lam * c3;
+    int a = 0;
+    float b = v0;
+    if (v1 < b) { a = 1; b = v1; }
+    if (v2 < b) { a = 2; b = v2; }
+    if (v3 < b) a = 3;
+    return a;
+}
 
 /* Solves the problem; choice[i] receives the option index of item i. When the
  * options 0 alone exceed the capacity, all items get option 0 and
  * info->base_fits = 0. Allocates O(n) scratch (aborts on out of memory). */
 void pz_mckp_solve(const pz_mckp_item *items, size_t n, uint64_t capacity,
                    uint8_t *choice, pz_mckp_info *info);
+
+/* The same on arrays. lam_lo < lam_hi: a bracket expected to hold the
+ * critical multiplier (0 and INFINITY when unknown); a wrong bracket only
+ * costs time. want_gap = 0 skips the two passes that compute info->gap (then
+ * NAN; info->crit is always set) and lets the solver use s's arrays as
+ * scratch (their contents are lost); want_gap = 1 leaves
+ * them as they were. */
+void pz_mckp_solve_soa(pz_mckp_soa *s, size_t n, uint64_t capacity, float lam_lo, float lam_hi,
+                       int want_gap, uint8_t *choice, pz_mckp_info *info);
+
+/* Cost of pick(lam) over the items; writes the picks to choice when not
+ * NULL, and the sum of picked errors to *err when not NULL. */
+uint64_t pz_mckp_cost_at(const pz_mckp_soa *s, size_t n, float lam, uint8_t *choice, double *err);
+
+/* pick(lam) of n items whose costs are the same for all (cost[o]); writes
+ * the picks to choice and returns the sum of their costs. */
+uint64_t pz_mckp_pick_uniform(float *const err[PZ_MCKP_OPTS], const uint32_t cost[PZ_MCKP_OPTS], size_t n,
+                              float lam, uint8_t *choice);
+
+/* An approximate critical multiplier, for estimates: a lambda with
+ * cost(lambda) <= capacity < cost(lambda') for some lambda' < lambda within a
+ * relative 2^-rel_bits (rel_bits <= 23) of it; 0 when cost(0) <= capacity.
+ * guess > 0 starts the search around it. *cost and *err (optional) receive
+ * the cost and error of pick(lambda). */
+float pz_mckp_lambda(const pz_mckp_soa *s, size_t n, uint64_t capacity, int rel_bits, float guess,
+                     uint64_t *cost, double *err);
 
 /* Exhaustive search (tests only): optimal sum of errors over all 4^n
  * assignments within the capacity, n <= 12; writes the best choice. */

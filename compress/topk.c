@@ -13,10 +13,13 @@
  * and not 0.69999998) and the product is evaluated exactly in integers.
  * K = (number of segments) * k(L) values are sent.
  *
- * Selection. Exactly the k largest |x| of each segment, found by an O(L)
- * radix selection of the k-th largest magnitude (compress/kselect.h), then one
- * pass that keeps |x| > T and, of the elements with |x| == T, the ones with the
- * lowest indices ("ties broken by lower index"), so the set is deterministic.
+ * Selection. Exactly the k largest |x| of each segment: T = the k-th largest
+ * magnitude, found by an exact selection (compress/kselect.h) among the
+ * candidates that a one-pass filter with an estimated lower bound of T keeps
+ * (or among the whole segment when the estimate was wrong; see "encode"
+ * below), then the elements with |x| > T and, of those with |x| == T, the
+ * ones with the lowest indices ("ties broken by lower index"), so the set is
+ * deterministic.
  * Magnitudes compare as the bits of |x|: -0 == +0, inf above every finite
  * value, NaN above inf.
  *
@@ -238,6 +241,26 @@ static size_t topk_max_payload(const pz_codec_params *p, const pz_shape *s) {
 #elif defined(__F16C__)
 #include <immintrin.h>
 #endif
+
+/* Scratch of megabytes: each fresh 4 KiB page costs a fault, so where the
+ * kernel offers transparent huge pages on request the buffer asks for them. */
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+static void *topk_alloc_(size_t n) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    const size_t huge = (size_t)1 << 21;
+    if (n >= huge) {
+        size_t r = (n + huge - 1) & ~(huge - 1);
+        void *p = aligned_alloc(huge, r);
+        if (p) {
+            (void)madvise(p, r, MADV_HUGEPAGE);
+            return p;
+        }
+    }
+#endif
+    return xmalloc(n ? n : 1);
+}
 
 #define TOPK_SAMPLE 16384          /* sample size for long segments */
 #define TOPK_SAMPLE_MIN 32768      /* segments at least this long are sampled */
@@ -466,13 +489,13 @@ static pz_status topk_encode(const pz_codec_params *p, const float *x, const pz_
     uint32_t *cidx = NULL, *kidx = NULL, *keys = NULL, *scratch = NULL;
     float *cval = NULL, *kval = NULL;
     if (k < L) {
-        cidx = xmalloc((ccap + TOPK_SLACK) * sizeof *cidx);
-        cval = xmalloc((ccap + TOPK_SLACK) * sizeof *cval);
+        cidx = topk_alloc_((ccap + TOPK_SLACK) * sizeof *cidx);
+        cval = topk_alloc_((ccap + TOPK_SLACK) * sizeof *cval);
         size_t nk = ccap > TOPK_SAMPLE ? ccap : TOPK_SAMPLE;
-        keys = xmalloc((nk + TOPK_SLACK) * sizeof *keys);
+        keys = topk_alloc_((nk + TOPK_SLACK) * sizeof *keys);
     }
-    kidx = xmalloc((k + TOPK_SLACK) * sizeof *kidx);
-    kval = xmalloc((k + TOPK_SLACK) * sizeof *kval);
+    kidx = topk_alloc_((k + TOPK_SLACK) * sizeof *kidx);
+    kval = topk_alloc_((k + TOPK_SLACK) * sizeof *kval);
 
     idxw_ w = {.ix = payload + g.fixed, .room = cap - g.fixed, .bitmap = g.bitmap};
     w.lim = w.room < g.bitmap - 1 ? w.room : g.bitmap - 1;
@@ -519,7 +542,7 @@ static pz_status topk_encode(const pz_codec_params *p, const float *x, const pz_
                 if (extra > 4 * spare) delta *= 0.7f;
                 else if (extra < spare) delta = delta * 1.4f < 1.0f ? delta * 1.4f : 1.0f;
             } else {                                 /* full radix selection */
-                if (!scratch) scratch = xmalloc(L * sizeof *scratch);
+                if (!scratch) scratch = topk_alloc_(L * sizeof *scratch);
                 size_t above;
                 T = pz_kth_largest_abs(xs, L, k, scratch, &above);
                 compact_(xs, L, base, T, k - above, kidx, kval);

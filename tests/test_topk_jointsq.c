@@ -17,6 +17,15 @@
 
 extern const pz_codec_impl pz_codec_topk, pz_codec_jointsq;
 
+/* A copy of the jointsq codec whose bracket of the critical multiplier is
+ * (nearly) always wrong and whose candidate buffer is tiny, so that the
+ * retry, narrowing and fallback paths of the large-tensor solver run. */
+#define pz_codec_jointsq pz_codec_jointsq_forced
+#define JSQ_DELTA 1e-5
+#define JSQ_CCAP_MIN 64
+#include "compress/jointsq.c"
+#undef pz_codec_jointsq
+
 static int failures = 0;
 #define CHECK(cond, ...)                                                  \
     do {                                                                  \
@@ -337,7 +346,7 @@ static void test_topk_corrupt(void) {
 
 static void test_mckp_brute(void) {
     int cases = 0, exact = 0;
-    double worst = 0;
+    double worst = 0, worst_crit = 0;
     for (int t = 0; t < 4000; t++) {
         size_t n = 1 + pz_rng_below(&rng, 8);
         pz_mckp_item it[8];
@@ -383,6 +392,9 @@ static void test_mckp_brute(void) {
         CHECK(fabs(e - info.err) <= 1e-6 * (1 + e), "reported err %g, actual %g", info.err, e);
         double slack = 1e-5 * (1 + opt);
         CHECK(e <= opt + info.gap + slack, "case %d: greedy %g > optimum %g + gap %g", t, e, opt, info.gap);
+        /* the certified gap is below the a priori bound: the critical upgrade's error drop */
+        CHECK(info.gap <= info.crit + slack, "case %d: gap %g above the critical drop %g", t, info.gap, info.crit);
+        if (info.crit > worst_crit) worst_crit = info.crit;
         if (e <= opt + slack) exact++;
         if (opt > 0 && (e - opt) / opt > worst) worst = (e - opt) / opt;
     }
@@ -502,6 +514,175 @@ static void test_jointsq_budget(void) {
     (void)max_fill;
 }
 
+/* Long segments (sampled threshold), many rows whose scale jumps (the
+ * previous row's threshold is wrong: fallbacks), all-zero rows, ties. */
+static void test_topk_large(void) {
+    static const struct { size_t rows, cols; int scope; } shapes[] = {
+        {1, 100003, 0}, {3, 40000, 0}, {64, 4096, 1}, {300, 1000, 0}, {2, 70000, 1}};
+    static const float fracs[] = {0.001f, 0.01f, 0.1f, 0.5f};
+    static const char *values[] = {"fp32", "fp16", "q8"};
+    static const size_t vbytes[] = {4, 2, 1};
+    int cases = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        size_t R = shapes[si].rows, C = shapes[si].cols, n = R * C;
+        pz_shape s = shape2(R, C);
+        float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+        uint8_t *kept = malloc(n), *got = malloc(n);
+        for (int kind = 0; kind < 4; kind++) {
+            fill(x, n, kind == 3 ? D_TIES : kind == 2 ? D_ZEROS : kind == 1 ? D_T2 : D_GAUSS);
+            if (kind == 0)                             /* rows of very different scales, some zero */
+                for (size_t r = 0; r < R; r++) {
+                    float sc = r % 5 == 4 ? 0.0f : powf(10.0f, (float)((int)(r * 7 % 9) - 4));
+                    for (size_t i = 0; i < C; i++) x[r * C + i] *= sc;
+                }
+            for (size_t fi = 0; fi < sizeof fracs / sizeof fracs[0]; fi++) {
+                int vm = (int)((fi + (size_t)kind) % 3);
+                char spec[96];
+                snprintf(spec, sizeof spec, "topk:%g,scope=%s,values=%s", (double)fracs[fi],
+                         shapes[si].scope ? "tensor" : "row", values[vm]);
+                pz_codec_params p = parse_or_die(&pz_codec_topk, spec);
+                size_t L = shapes[si].scope ? n : C, nseg = n / L, k = ref_k(fracs[fi], L);
+                size_t K = ref_topk(x, n, L, k, kept);
+                size_t cap = pz_codec_topk.max_payload(&p, &s), len = 0;
+                uint8_t *pl = malloc(cap);
+                pz_status st = pz_codec_topk.encode(&p, x, &s, NULL, pl, cap, &len);
+                CHECK(st == PZ_OK, "%s encode: %s", spec, pz_last_error());
+                if (st != PZ_OK) { free(pl); continue; }
+                size_t fixed = 1 + 4 * (vm == 2 ? nseg : 0) + K * vbytes[vm];
+                CHECK(parse_topk_indices(pl, len, fixed, n, K, got) && !memcmp(got, kept, n),
+                      "%s (%zu x %zu, data %d): kept set differs from the sorted reference", spec, R, C, kind);
+                st = pz_codec_topk.decode(&p, pl, len, &s, y);
+                CHECK(st == PZ_OK, "%s decode: %s", spec, pz_last_error());
+                int bad = 0;
+                for (size_t i = 0; i < n && st == PZ_OK && vm == 0; i++)
+                    bad += kept[i] ? pz_f2u(y[i]) != pz_f2u(x[i]) : y[i] != 0.0f;
+                CHECK(!bad, "%s: %d decoded values wrong", spec, bad);
+                free(pl);
+                cases++;
+            }
+        }
+        free(x);
+        free(y);
+        free(kept);
+        free(got);
+    }
+    printf("topk large segments: %d cases\n", cases);
+}
+
+/* The solver for large tensors (a sample brackets the critical multiplier,
+ * one pass over all groups): budget, decoding, determinism; and the same
+ * with the bracket forced wrong (retries, narrowing, fallback), which must
+ * give a solution of the same quality. */
+static void test_jointsq_large(void) {
+    static const struct { size_t rows, cols; } shapes[] = {{256, 1024}, {1, 262149}, {64, 1000}};
+    static const float budgets[] = {0.3f, 1.5f, 3.0f, 6.0f};
+    static const uint32_t groups[] = {1, 8, 64};
+    static const int kinds[] = {D_T3, D_OUTLIER, D_GAUSS, D_ZEROS};
+    int cases = 0;
+    double worst = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        size_t n = shapes[si].rows * shapes[si].cols;
+        pz_shape s = shape2(shapes[si].rows, shapes[si].cols);
+        float *x = malloc(n * 4), *y = malloc(n * 4);
+        for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
+            fill(x, n, kinds[ki]);
+            double xx = 0;
+            for (size_t i = 0; i < n; i++) xx += (double)x[i] * x[i];
+            for (size_t bi = 0; bi < sizeof budgets / sizeof budgets[0]; bi++) {
+                for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++) {
+                    if ((bi + gi + ki + si) % 2) continue;        /* half of the grid */
+                    char spec[64];
+                    snprintf(spec, sizeof spec, "jointsq:%g,group=%u", (double)budgets[bi], groups[gi]);
+                    pz_codec_params p = parse_or_die(&pz_codec_jointsq, spec);
+                    size_t cap = pz_codec_jointsq.max_payload(&p, &s);
+                    uint8_t *pl = malloc(cap + 1), *pl2 = malloc(cap + 1);
+                    double budget_bits = floor((double)p.budget * (double)n), e[2] = {0, 0};
+                    for (int forced = 0; forced < 2; forced++) {
+                        const pz_codec_impl *im = forced ? &pz_codec_jointsq_forced : &pz_codec_jointsq;
+                        pz_codec_ctx ctx = {.seed = 9, .step = bi};
+                        size_t len = 0, len2 = 0;
+                        pz_status st = im->encode(&p, x, &s, &ctx, pl, cap, &len);
+                        CHECK(st == PZ_OK, "%s%s encode: %s", spec, forced ? " (forced)" : "", pz_last_error());
+                        CHECK((double)len * 8 <= budget_bits, "%s n=%zu: %zu bytes over budget", spec, n, len);
+                        st = im->decode(&p, pl, len, &s, y);
+                        CHECK(st == PZ_OK, "%s decode: %s", spec, pz_last_error());
+                        jsq_parsed jp;
+                        parse_jsq(pl, len, n, groups[gi], &jp);
+                        int bad = 0;
+                        for (size_t i = 0; i < n && st == PZ_OK; i++) {
+                            int c = jp.cls[i / groups[gi]];
+                            if (!c) bad += y[i] != 0.0f;
+                            else bad += fabsf(y[i] - x[i]) > jp.step[c] * 1.001f;
+                        }
+                        free(jp.cls);
+                        CHECK(!bad, "%s: %d elements off by more than a step", spec, bad);
+                        e[forced] = sqerr(x, y, n) / (xx > 0 ? xx : 1);
+                        im->encode(&p, x, &s, &ctx, pl2, cap, &len2);
+                        CHECK(len2 == len && !memcmp(pl, pl2, len), "%s not deterministic", spec);
+                        cases++;
+                    }
+                    /* same greedy solution up to the ties and the fill: errors within 2% */
+                    double d = fabs(e[1] - e[0]) / fmax(e[0], 1e-12);
+                    if (e[0] > 1e-9) worst = fmax(worst, d);
+                    CHECK(e[0] <= 1e-9 || d < 0.02, "%s: forced-bracket error %.5g vs %.5g", spec, e[1], e[0]);
+                    free(pl);
+                    free(pl2);
+                }
+            }
+        }
+        free(x);
+        free(y);
+    }
+    printf("jointsq large tensors: %d cases within budget, forced brackets within %.2g%%\n", cases, 100 * worst);
+}
+
+/* Unbiasedness on a tensor large enough for the sampled solver. */
+static void test_jointsq_unbiased_large(void) {
+    size_t n = 32768, N = 300;
+    pz_shape s = shape2(32, 1024);
+    float *x = malloc(n * 4), *y = malloc(n * 4);
+    double *mean = calloc(n, sizeof *mean);
+    fill(x, n, D_T3);
+    pz_codec_params p = parse_or_die(&pz_codec_jointsq, "jointsq:2.5");
+    size_t cap = pz_codec_jointsq.max_payload(&p, &s), len;
+    uint8_t *pl = malloc(cap);
+    jsq_parsed first = {0};
+    int same = 1;
+    for (size_t r = 0; r < N; r++) {
+        pz_codec_ctx ctx = {.seed = 4, .step = r};
+        CHECK(pz_codec_jointsq.encode(&p, x, &s, &ctx, pl, cap, &len) == PZ_OK, "encode");
+        CHECK(pz_codec_jointsq.decode(&p, pl, len, &s, y) == PZ_OK, "decode");
+        jsq_parsed jp;
+        parse_jsq(pl, len, n, 1, &jp);
+        if (r == 0) first = jp;
+        else {
+            same &= !memcmp(first.cls, jp.cls, n);
+            free(jp.cls);
+        }
+        for (size_t i = 0; i < n; i++) mean[i] += y[i];
+    }
+    CHECK(same, "kept set depends on ctx");
+    int bad = 0;
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        mean[i] /= (double)N;
+        int c = first.cls[i];
+        if (!c) { bad += mean[i] != 0.0; continue; }
+        double tol = 5.0 * first.step[c] / 2.0 / sqrt((double)N) + 1e-6 * fabs(x[i]);
+        double z = fabs(mean[i] - x[i]) / tol;
+        worst = fmax(worst, z);
+        bad += z > 1.0;
+    }
+    /* 5 sigma on each of 32768 elements: a handful may exceed by chance */
+    CHECK(bad <= 2, "%d of %zu elements biased (worst %.2f of tolerance)", bad, n, worst);
+    printf("jointsq unbiased (sampled solver): %zu decodes, worst |mean-x| = %.2f of 5 sigma\n", N, worst);
+    free(first.cls);
+    free(pl);
+    free(x);
+    free(y);
+    free(mean);
+}
+
 static void test_jointsq_corrupt(void) {
     size_t n = 4096;
     pz_shape s = shape2(4, 1024);
@@ -520,6 +701,31 @@ static void test_jointsq_corrupt(void) {
     cp[0] ^= 1;                       /* first group's code changes: sizes no longer match */
     CHECK(pz_codec_jointsq.decode(&p, cp, len, &s, y) != PZ_OK, "map corruption accepted");
     for (int t = 0; t < 3000; t++) {
+        memcpy(cp, pl, len);
+        int nf = 1 + (int)pz_rng_below(&rng, 4);
+        for (int f = 0; f < nf; f++) cp[pz_rng_below(&rng, len)] ^= (uint8_t)(1u << pz_rng_below(&rng, 8));
+        size_t l2 = pz_rng_below(&rng, 8) ? len : pz_rng_below(&rng, len + 1);
+        (void)pz_codec_jointsq.decode(&p, cp, l2, &s, y);
+    }
+    free(pl);
+    free(cp);
+    free(x);
+    free(y);
+    /* a large message (the sampled solver; the decoder's table path, k = 0):
+     * random corruption must not crash */
+    n = 65536;
+    s = shape2(64, 1024);
+    x = malloc(n * 4);
+    y = malloc(n * 4);
+    fill(x, n, D_GAUSS);
+    p = parse_or_die(&pz_codec_jointsq, "jointsq:4");
+    cap = pz_codec_jointsq.max_payload(&p, &s);
+    pl = malloc(cap + 8);
+    cp = malloc(cap + 8);
+    CHECK(pz_codec_jointsq.encode(&p, x, &s, NULL, pl, cap, &len) == PZ_OK, "encode");
+    CHECK(pl[0] == 0, "Rice parameter %d, expected 0 at 4 bits", pl[0]);
+    CHECK(pz_codec_jointsq.decode(&p, pl, len, &s, y) == PZ_OK, "clean decode");
+    for (int t = 0; t < 300; t++) {
         memcpy(cp, pl, len);
         int nf = 1 + (int)pz_rng_below(&rng, 4);
         for (int f = 0; f < nf; f++) cp[pz_rng_below(&rng, len)] ^= (uint8_t)(1u << pz_rng_below(&rng, 8));
@@ -794,6 +1000,9 @@ int main(int argc, char **argv) {
     test_jointsq_corrupt();
     test_jointsq_unbiased();
     test_jointsq_vs_others();
+    test_topk_large();
+    test_jointsq_large();
+    test_jointsq_unbiased_large();
 #ifndef TK_NO_FRAMEWORK
     test_framework();
 #endif
