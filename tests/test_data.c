@@ -302,8 +302,8 @@ static void test_malformed(void) {
     CHECK_STATUS(pz_dataset_open(&d, tpath("version.bin"), 8, 256), PZ_ERR_FORMAT, "found 7");
 
     /* shorter than the header itself */
-    write_raw(tpath("stub.bin"), tok, 100);
-    CHECK_STATUS(pz_dataset_open(&d, tpath("stub.bin"), 8, 256), PZ_ERR_IO, "truncated");
+    write_raw(tpath("tiny_shard.bin"), tok, 100);
+    CHECK_STATUS(pz_dataset_open(&d, tpath("tiny_shard.bin"), 8, 256), PZ_ERR_IO, "truncated");
 
     /* header promises 64 tokens, file holds 40 */
     write_shard_raw(tpath("trunc.bin"), 20240520, 1, 64, tok, 40);
