@@ -438,7 +438,10 @@ static pz_status gather_sum_bcast(pz_transport *t, double *vals, int n, const ch
     if (t->world == 1) return PZ_OK;
     uint32_t seq = t->coll_seq++;
     size_t bytes = (size_t)n * sizeof(double);
-    double deadline = pz_now() + t->peer_timeout_s;
+    /* Rank 0 waits on every rank directly, so it is the one that can name a
+     * frozen rank; the others wait on rank 0 only and get twice as long, or
+     * they would time out at the same moment and blame rank 0. */
+    double deadline = pz_now() + (t->rank == 0 ? 1.0 : 2.0) * t->peer_timeout_s;
     char what[WHAT_MAX];
     pz_status st = PZ_OK;
     if (t->rank != 0) {
