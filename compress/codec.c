@@ -222,6 +222,13 @@ pz_status pz_spec_float(const char *spec, size_t off, const char *s, size_t n,
     return PZ_OK;
 }
 
+pz_status pz_spec_sdtype(const char *spec, const pz_spec_opt *o, pz_codec_params *p) {
+    if (pz_spec_val_is(o, "fp32")) p->scale_fp32 = 1;
+    else if (pz_spec_val_is(o, "fp16")) p->scale_fp32 = 0;
+    else return pz_spec_fail(spec, o->voff, "sdtype must be fp16 or fp32");
+    return PZ_OK;
+}
+
 pz_status pz_spec_group(const char *spec, const pz_spec_opt *o, pz_codec_params *p) {
     if (!o->val) return pz_spec_fail(spec, o->off, "group needs a value: channel, row, tensor or a block size");
     p->group_size = 0;

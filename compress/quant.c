@@ -57,9 +57,7 @@ static pz_status q_parse(pz_codec_params *p, const char *args, const char *spec,
             else if (pz_spec_val_is(&o, "nearest")) p->round_mode = PZ_ROUND_NEAREST;
             else return pz_spec_fail(spec, o.voff, "round must be stochastic or nearest");
         } else if (pz_spec_key_is(&o, "sdtype") && o.val) {
-            if (pz_spec_val_is(&o, "fp32")) p->scale_fp32 = 1;
-            else if (pz_spec_val_is(&o, "fp16")) p->scale_fp32 = 0;
-            else return pz_spec_fail(spec, o.voff, "sdtype must be fp16 or fp32");
+            if ((st = pz_spec_sdtype(spec, &o, p)) != PZ_OK) return st;
         } else {
             return pz_spec_fail(spec, o.off, "unknown q option '%.*s' (scale=, group=, round=, sdtype=)",
                                 (int)o.klen, o.key);

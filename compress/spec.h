@@ -46,6 +46,8 @@ pz_status pz_spec_float(const char *spec, size_t off, const char *s, size_t n,
 
 /* group=channel|row|tensor|<N> for q and sign (N in 1..2^31). */
 pz_status pz_spec_group(const char *spec, const pz_spec_opt *o, pz_codec_params *p);
+/* sdtype=fp16|fp32 for q and sign: how scales travel. */
+pz_status pz_spec_sdtype(const char *spec, const pz_spec_opt *o, pz_codec_params *p);
 /* Canonical text of a group setting ("channel", "row", "tensor", "256"). */
 const char *pz_spec_group_name(const pz_codec_params *p, char *buf, size_t cap);
 
