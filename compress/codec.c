@@ -324,6 +324,14 @@ void pz_codec_free(pz_codec *c) {
 
 const char *pz_codec_spec(const pz_codec *c) { return c->spec; }
 
+size_t pz_codec_state_bytes(const pz_codec *c, size_t *file_bytes) {
+    if (file_bytes) *file_bytes = 0;
+#ifdef PZ_HAVE_WRAPPERS
+    if (c->w) return pz_wrapper_state_bytes(c->w, file_bytes) + c->scratch_cap;
+#endif
+    return c->scratch_cap;
+}
+
 int pz_codec_is_stateful_decoder(const pz_codec *c) {
     for (int l = 0; l < MAX_WRAP_DEPTH; l++) {
         int k = (c->chain >> (2 * l)) & 3;

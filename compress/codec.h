@@ -55,6 +55,10 @@ const char *pz_codec_spec(const pz_codec *c);
 /* Whether decoding needs state built by earlier messages (AQ). */
 int pz_codec_is_stateful_decoder(const pz_codec *c);
 
+/* Bytes of state the codec holds (error-feedback residuals, AQ-SGD buffers,
+ * scratch) in memory; *file_bytes (may be NULL) gets AQ's spill file size. */
+size_t pz_codec_state_bytes(const pz_codec *c, size_t *file_bytes);
+
 /* Upper bound of an encoded message for this shape, for preallocation. */
 size_t pz_codec_max_encoded_size(const pz_codec *c, const pz_shape *shape);
 

@@ -124,9 +124,20 @@ static int fail(const char *cmd, pz_status st) {
 
 #define NFLAGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+static int on_off(const char *flag, const char *v, int *out) {
+    if (strcmp(v, "on") == 0) *out = 1;
+    else if (strcmp(v, "off") == 0) *out = 0;
+    else {
+        fprintf(stderr, "pipezip train: error: %s: expected on or off, got '%s'\n", flag, v);
+        return 1;
+    }
+    return 0;
+}
+
 static int cmd_train(int argc, char **argv) {
     pz_train_opts o;
     pz_train_opts_default(&o);
+    const char *eval_compress = "on", *error_metrics = "on";
     const flag_spec fs[] = {
         {"--preset", FLAG_STR, &o.preset, "start from random weights of a preset: gpt2, demo, tiny", 0, 0, NULL},
         {"--init", FLAG_STR, &o.init, "start from a checkpoint (HF safetensors or llm.c .bin)", 0, 0, NULL},
@@ -153,15 +164,37 @@ static int cmd_train(int argc, char **argv) {
         {"--schedule", FLAG_STR, &o.schedule, "pipeline schedule: 1f1b or gpipe", 0, 0, NULL},
         {"--peer-timeout", FLAG_FLOAT, &o.peer_timeout, "seconds a stage waits for a peer before failing", 0.1, 86400, NULL},
         {"--trace", FLAG_STR, &o.trace, "write a Chrome/Perfetto trace JSON of all stages (pipeline only)", 0, 0, NULL},
+        {"--compress", FLAG_STR, &o.compress, "compression policy per edge and direction (grammar below)", 0, 0, NULL},
+        {"--policy-file", FLAG_STR, &o.policy_file, "policy clauses, one per line, # comments (before --compress)", 0, 0, NULL},
+        {"--eval-compress", FLAG_STR, &eval_compress, "on: validate through the fwd codecs; off: uncompressed", 0, 0, NULL},
+        {"--link-mbps", FLAG_STR, &o.link_mbps, "simulated link rate, Mbit/s: N, or per edge 0-1=N;*=M (0 = unlimited)", 0, 0, NULL},
+        {"--metrics", FLAG_STR, &o.metrics, "write per-edge metrics to PREFIX.jsonl (per step) and PREFIX.csv", 0, 0, NULL},
+        {"--error-metrics", FLAG_STR, &error_metrics, "on: senders decode their own messages to report ||x-x'||/||x||", 0, 0, NULL},
     };
     int r = parse_flags("train", "usage: pipezip train (--preset NAME | --init FILE) --data SHARDS [flags]\n\n"
                         "Trains a GPT-2. With --stages S > 1 the model is cut into S stages, each in its\n"
                         "own process on this host (or, when RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT or\n"
                         "mpirun/srun variables are set, this process is one rank of such a pipeline).\n"
                         "Prints one JSON line per step on stdout:\n"
-                        "  {\"step\",\"loss\",\"lr\",\"norm\",\"ms\",\"tok_s\"} and {\"step\",\"val_loss\"} lines.",
+                        "  {\"step\",\"loss\",\"lr\",\"norm\",\"ms\",\"tok_s\"} and {\"step\",\"val_loss\"} lines;\n"
+                        "pipelines add fwd_raw/fwd_wire/bwd_raw/bwd_wire bytes per step, per-stage times,\n"
+                        "\"compressed\" on validation lines, and a final {\"summary\":true,...} line.\n\n"
+                        "Compression policy (--compress, --policy-file; needs --stages 2 or more):\n"
+                        "  policy := clause (';' clause)*     clause := [EDGE ':'] DIR=CODEC (',' DIR=CODEC)*\n"
+                        "  EDGE: I-J (J = I+1) or *   DIR: fwd (activations), bwd (gradients), both\n"
+                        "  CODEC: none (raw float32) or a codec spec: fp16, bf16, q4, q8:round=nearest, nuq4,\n"
+                        "         sign, topk:0.1, jointsq:1.5, ef(topk:0.1), ef21(q4), aq(q4), q8+zstd, ...\n"
+                        "         (compress/README.md). A clause naming an edge beats '*'; else later wins.\n"
+                        "  e.g.  --compress 'fwd=aq(q4),bwd=q8'   --compress '0-1:fwd=topk:0.2;*:bwd=q8'\n"
+                        "aq() keys its buffers by the loader's sample ids, which travel with activations.\n"
+                        "Validation with --eval-compress on uses the fwd codec, with ef/ef21/aq replaced by\n"
+                        "their inner codec (evaluation must not touch training state); at the last step\n"
+                        "both ways are reported. --link-mbps delays each message in the sender as a link\n"
+                        "of that rate would (a simulation; tools/netns_pipeline.sh shapes real links).",
                         argc, argv, fs, NFLAGS(fs), NULL);
     if (r) return r == 2 ? 0 : 1;
+    if (on_off("--eval-compress", eval_compress, &o.eval_compress) || on_off("--error-metrics", error_metrics, &o.error_metrics))
+        return 1;
     pz_sched_kind kind;
     if (pz_sched_parse(o.schedule, &kind) != PZ_OK) return fail("train", PZ_ERR_ARG);
     int rank, world, port;
@@ -174,6 +207,15 @@ static int cmd_train(int argc, char **argv) {
     }
     if (o.stages > 1) {
         if (o.save && (st = pz_check_writable_dir(o.save)) != PZ_OK) return fail("train", st);
+        if (o.metrics) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s.jsonl", o.metrics);
+            if ((st = pz_check_writable_dir(path)) != PZ_OK) return fail("train", st);
+        }
+        /* a bad policy fails here once, with its pointer, before any process starts */
+        pz_policy pol;
+        if ((st = pz_pipeline_policy(&o, &pol)) != PZ_OK) return fail("train", st);
+        pz_policy_free(&pol);
         /* check the model and the split here, so a bad one fails once, before any process starts */
         pz_gpt2_config cfg;
         if ((st = pz_model_config(o.preset, o.init, &cfg)) != PZ_OK) return fail("train", st);
@@ -188,8 +230,12 @@ static int cmd_train(int argc, char **argv) {
         }
         return rc;
     }
-    if (o.trace || o.split) {
-        fprintf(stderr, "pipezip train: error: %s needs --stages 2 or more\n", o.trace ? "--trace" : "--split");
+    const char *pipeline_only = o.trace ? "--trace" : o.split ? "--split" : o.compress ? "--compress"
+                              : o.policy_file ? "--policy-file" : o.link_mbps ? "--link-mbps"
+                              : o.metrics ? "--metrics" : NULL;
+    if (pipeline_only) {
+        fprintf(stderr, "pipezip train: error: %s needs --stages 2 or more (it acts on what crosses stage boundaries)\n",
+                pipeline_only);
         return 1;
     }
     st = pz_train_run(&o);

@@ -11,7 +11,10 @@
  * wte gradients so both copies stay equal) and OPTIM_STEP (global gradient
  * norm over all ranks, clipping, AdamW; loss gathered for rank 0's log).
  * Receives are waited for only where their data is used, so a rank keeps
- * driving UCX progress (for its own sends too) while it waits. */
+ * driving UCX progress (for its own sends too) while it waits.
+ * What crosses an edge is encoded by the policy's codec (runtime/edge.c):
+ * SEND_* encodes into a per-slot wire buffer, the wait before FORWARD or
+ * BACKWARD decodes the received message into the stage's input. */
 #include "runtime/pipeline.h"
 
 #include <math.h>
@@ -19,7 +22,10 @@
 #include <string.h>
 
 #include "runtime/checkpoint.h"
+#include "runtime/edge.h"
+#include "runtime/metrics.h"
 #include "runtime/partition.h"
+#include "runtime/policy.h"
 #include "runtime/transport.h"
 #include "schedules/schedule.h"
 
@@ -47,13 +53,20 @@ typedef struct {
     pz_request **act_send, **grad_send, **act_recv, **grad_recv;
     size_t act_bytes;          /* B*T*C floats */
     int *tok, *tgt;            /* host batch of the current micro-batch */
+    /* edges: the out edge (rank -> rank+1) and the in edge (rank-1 -> rank) */
+    pz_policy pol;
+    pz_edge_end fwd_tx, bwd_rx;        /* out edge, when not last */
+    pz_edge_end fwd_rx, bwd_tx;        /* in edge, when not first */
+    pz_edge_end val_tx[2], val_rx[2];  /* validation: [0] raw, [1] eval codec */
+    uint8_t **act_wire_in, **grad_wire_in, **act_wire_out, **grad_wire_out; /* per slot */
+    uint64_t **ids;            /* per slot: the micro-batch's B sample ids */
+    size_t *ids_tmp;           /* loader output */
     pz_dataset train, val;
     int have_train, have_val;
     pz_loader loader;
     int have_loader;
     /* per-step metrics */
-    double compute_s, wait_s;
-    double bytes_fwd, bytes_bwd;
+    double compute_s, wait_s, codec_s;
     /* trace */
     trace_event *ev;
     size_t nev, cap_ev;
@@ -76,10 +89,10 @@ static int is_last(const exec *x) { return x->rank == x->world - 1; }
 static void progress_hook(void *tp) { pz_transport_progress(tp); }
 
 /* Waits for a request, counting the time as waiting (and tracing it). */
-static pz_status wait_req(exec *x, pz_request **req, int micro) {
+static pz_status wait_req_len(exec *x, pz_request **req, int micro, size_t *len) {
     if (!*req) return PZ_OK;
     double t0 = pz_now();
-    pz_status st = pz_transport_wait(x->tp, *req, NULL);
+    pz_status st = pz_transport_wait(x->tp, *req, len);
     *req = NULL;
     double t1 = pz_now();
     x->wait_s += t1 - t0;
@@ -87,20 +100,49 @@ static pz_status wait_req(exec *x, pz_request **req, int micro) {
     return st;
 }
 
-static pz_status post_recv(exec *x, int peer, int kind, uint32_t step, int micro, float *buf,
+static pz_status wait_req(exec *x, pz_request **req, int micro) { return wait_req_len(x, req, micro, NULL); }
+
+static pz_status post_recv(exec *x, int peer, int kind, uint32_t step, int micro, uint8_t *buf, size_t cap,
                            pz_request **req, const char *what) {
     char w[96];
     snprintf(w, sizeof w, "%s step %u micro %d", what, step, micro);
-    return pz_transport_recv(x->tp, peer, pz_tag(peer, step, (uint32_t)micro, (uint32_t)kind), buf,
-                             x->act_bytes, w, req);
+    return pz_transport_recv(x->tp, peer, pz_tag(peer, step, (uint32_t)micro, (uint32_t)kind), buf, cap, w, req);
 }
 
-static pz_status post_send(exec *x, int peer, int kind, uint32_t step, int micro, const float *buf,
+static pz_status post_send(exec *x, int peer, int kind, uint32_t step, int micro, const uint8_t *buf, size_t len,
                            pz_request **req, const char *what) {
     char w[96];
     snprintf(w, sizeof w, "%s step %u micro %d", what, step, micro);
-    return pz_transport_send(x->tp, peer, pz_tag(x->rank, step, (uint32_t)micro, (uint32_t)kind), buf,
-                             x->act_bytes, w, req);
+    return pz_transport_send(x->tp, peer, pz_tag(x->rank, step, (uint32_t)micro, (uint32_t)kind), buf, len, w,
+                             req);
+}
+
+/* Encodes x with edge end e into wire and sends it (timing the codec). */
+static pz_status encode_send(exec *x, pz_edge_end *e, int peer, int kind, uint32_t step, int micro,
+                             const float *src, const uint64_t *ids, uint8_t *wire, pz_request **req,
+                             const char *what) {
+    size_t len = 0;
+    double t0 = pz_now();
+    pz_status st = pz_edge_encode(e, src, ids, (uint64_t)x->o->seed, step, (uint32_t)micro, wire, &len);
+    double t1 = pz_now();
+    x->codec_s += t1 - t0;
+    if (e->codec) trace(x, "encode", micro, t0, t1);
+    if (st != PZ_OK) return st;
+    return post_send(x, peer, kind, step, micro, wire, len, req, what);
+}
+
+/* Waits for a posted receive into wire and decodes it into out. */
+static pz_status recv_decode(exec *x, pz_edge_end *e, pz_request **req, uint32_t step, int micro,
+                             const uint8_t *wire, float *out, uint64_t *ids) {
+    size_t len = 0;
+    pz_status st = wait_req_len(x, req, micro, &len);
+    if (st != PZ_OK) return st;
+    double t0 = pz_now();
+    st = pz_edge_decode(e, wire, len, (uint64_t)x->o->seed, step, (uint32_t)micro, out, ids);
+    double t1 = pz_now();
+    x->codec_s += t1 - t0;
+    if (e->codec) trace(x, "decode", micro, t0, t1);
+    return st;
 }
 
 /* Runs one instruction of the training schedule. */
@@ -111,14 +153,27 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
     double t0 = pz_now();
     switch (in->op) {
     case PZ_OP_RECV_ACT:
-        return post_recv(x, x->rank - 1, KIND_ACT, step, i, x->act_in[slot], &x->act_recv[slot], "recv activation");
+        return post_recv(x, x->rank - 1, KIND_ACT, step, i, x->act_wire_in[slot], x->fwd_rx.cap, &x->act_recv[slot],
+                         "recv activation");
     case PZ_OP_RECV_GRAD:
-        return post_recv(x, x->rank + 1, KIND_GRAD, step, i, x->grad_in[slot], &x->grad_recv[slot], "recv gradient");
+        return post_recv(x, x->rank + 1, KIND_GRAD, step, i, x->grad_wire_in[slot], x->bwd_rx.cap,
+                         &x->grad_recv[slot], "recv gradient");
     case PZ_OP_FORWARD: {
         /* the slot's previous output may still be on its way out */
         if ((st = wait_req(x, &x->act_send[slot], i)) != PZ_OK) return st;
-        if (!is_first(x) && (st = wait_req(x, &x->act_recv[slot], i)) != PZ_OK) return st;
-        if (is_first(x) || is_last(x)) pz_loader_next(&x->loader, x->tok, x->tgt, NULL);
+        if (is_first(x) || is_last(x)) pz_loader_next(&x->loader, x->tok, x->tgt, x->ids_tmp);
+        if (is_first(x))
+            for (int b = 0; b < o->batch; b++) x->ids[slot][b] = x->ids_tmp[b];
+        else if ((st = recv_decode(x, &x->fwd_rx, &x->act_recv[slot], step, i, x->act_wire_in[slot],
+                                   x->act_in[slot], x->ids[slot])) != PZ_OK)
+            return st;
+        if (is_last(x) && !is_first(x))
+            for (int b = 0; b < o->batch; b++)
+                if (x->ids[slot][b] != x->ids_tmp[b])
+                    return pz_fail(PZ_ERR_PEER, "step %u micro %d: sample %d of the activation from rank %d has id %llu, "
+                                   "this stage's loader has %llu: the stages read different data (same --data, --seed, --batch?)",
+                                   step, i, b, x->rank - 1, (unsigned long long)x->ids[slot][b],
+                                   (unsigned long long)x->ids_tmp[b]);
         float dscale = 1.0f / ((float)o->batch * o->seq * o->micro);
         t0 = pz_now();
         pz_stage_forward(&x->stage, &x->slots[slot], x->tok, is_first(x) ? NULL : x->act_in[slot], x->tgt, dscale);
@@ -131,13 +186,15 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
     case PZ_OP_SEND_ACT: {
         int nb = x->stage.range.l1 - x->stage.range.l0;
         const float *out = nb > 0 ? x->slots[slot].blocks[nb - 1].res3 : x->slots[slot].input;
-        x->bytes_fwd += (double)x->act_bytes;
-        st = post_send(x, x->rank + 1, KIND_ACT, step, i, out, &x->act_send[slot], "send activation");
+        st = encode_send(x, &x->fwd_tx, x->rank + 1, KIND_ACT, step, i, out, x->ids[slot], x->act_wire_out[slot],
+                         &x->act_send[slot], "send activation");
         trace(x, "send", i, t0, pz_now());
         return st;
     }
     case PZ_OP_BACKWARD: {
-        if (!is_last(x) && (st = wait_req(x, &x->grad_recv[slot], i)) != PZ_OK) return st;
+        if (!is_last(x) && (st = recv_decode(x, &x->bwd_rx, &x->grad_recv[slot], step, i, x->grad_wire_in[slot],
+                                             x->grad_in[slot], x->ids[slot])) != PZ_OK)
+            return st;
         if (!is_first(x) && (st = wait_req(x, &x->grad_send[slot], i)) != PZ_OK) return st;
         t0 = pz_now();
         pz_stage_backward(&x->stage, &x->slots[slot], is_last(x) ? NULL : x->grad_in[slot],
@@ -148,8 +205,8 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
         return PZ_OK;
     }
     case PZ_OP_SEND_GRAD:
-        x->bytes_bwd += (double)x->act_bytes;
-        st = post_send(x, x->rank - 1, KIND_GRAD, step, i, x->grad_out[slot], &x->grad_send[slot], "send gradient");
+        st = encode_send(x, &x->bwd_tx, x->rank - 1, KIND_GRAD, step, i, x->grad_out[slot], x->ids[slot],
+                         x->grad_wire_out[slot], &x->grad_send[slot], "send gradient");
         trace(x, "send", i, t0, pz_now());
         return st;
     case PZ_OP_REDUCE_TIED: {
@@ -180,8 +237,9 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
     return pz_fail(PZ_ERR_ARG, "unknown schedule op %d", (int)in->op);
 }
 
-/* Validation: the val batches flow forward through all stages in file order. */
-static pz_status validate(exec *x, uint32_t val_round, double *loss, int *used) {
+/* Validation: the val batches flow forward through all stages in file order,
+ * through the policy's evaluation codecs (compressed = 1) or raw. */
+static pz_status validate(exec *x, uint32_t val_round, int compressed, double *loss, int *used) {
     const pz_train_opts *o = x->o;
     pz_loader vl;
     int nb = 0;
@@ -198,18 +256,35 @@ static pz_status validate(exec *x, uint32_t val_round, double *loss, int *used) 
     nb = (int)cnt;
     double sum = 0.0;
     int layers = x->stage.range.l1 - x->stage.range.l0;
+    /* a step number of its own, so evaluation draws other random numbers than training */
+    uint64_t cstep = (1ull << 40) | val_round;
+    pz_edge_end *tx = &x->val_tx[compressed], *rx = &x->val_rx[compressed];
+    uint64_t *ids = x->ids[0];
     for (int k = 0; k < nb && st == PZ_OK; k++) {
         pz_request *r = NULL;
-        if (is_first(x) || is_last(x)) pz_loader_next(&vl, x->tok, x->tgt, NULL);
-        if (!is_first(x)) {
-            if ((st = post_recv(x, x->rank - 1, KIND_VAL, val_round, k, x->act_in[0], &r, "recv validation activation")) != PZ_OK) break;
-            if ((st = wait_req(x, &r, k)) != PZ_OK) break;
+        if (is_first(x) || is_last(x)) pz_loader_next(&vl, x->tok, x->tgt, x->ids_tmp);
+        if (is_first(x))
+            for (int b = 0; b < o->batch; b++) ids[b] = x->ids_tmp[b];
+        else {
+            if ((st = post_recv(x, x->rank - 1, KIND_VAL, val_round, k, x->act_wire_in[0], rx->cap, &r,
+                                "recv validation activation")) != PZ_OK)
+                break;
+            size_t len = 0;
+            if ((st = wait_req_len(x, &r, k, &len)) != PZ_OK) break;
+            if ((st = pz_edge_decode(rx, x->act_wire_in[0], len, (uint64_t)o->seed, cstep, (uint32_t)k, x->act_in[0],
+                                     ids)) != PZ_OK)
+                break;
         }
         pz_stage_forward(&x->stage, &x->slots[0], x->tok, is_first(x) ? NULL : x->act_in[0], x->tgt, 0.0f);
         if (is_last(x)) sum += x->slots[0].loss;
         else {
             const float *out = layers > 0 ? x->slots[0].blocks[layers - 1].res3 : x->slots[0].input;
-            if ((st = post_send(x, x->rank + 1, KIND_VAL, val_round, k, out, &r, "send validation activation")) != PZ_OK) break;
+            size_t len = 0;
+            if ((st = pz_edge_encode(tx, out, ids, (uint64_t)o->seed, cstep, (uint32_t)k, x->act_wire_out[0], &len)) != PZ_OK)
+                break;
+            if ((st = post_send(x, x->rank + 1, KIND_VAL, val_round, k, x->act_wire_out[0], len, &r,
+                                "send validation activation")) != PZ_OK)
+                break;
             if ((st = wait_req(x, &r, k)) != PZ_OK) break;
         }
     }
@@ -330,7 +405,17 @@ static void exec_free(exec *x) {
         free(x->act_in ? x->act_in[k] : NULL);
         free(x->grad_in ? x->grad_in[k] : NULL);
         free(x->grad_out ? x->grad_out[k] : NULL);
+        free(x->act_wire_in ? x->act_wire_in[k] : NULL);
+        free(x->grad_wire_in ? x->grad_wire_in[k] : NULL);
+        free(x->act_wire_out ? x->act_wire_out[k] : NULL);
+        free(x->grad_wire_out ? x->grad_wire_out[k] : NULL);
+        free(x->ids ? x->ids[k] : NULL);
     }
+    free(x->act_wire_in); free(x->grad_wire_in); free(x->act_wire_out); free(x->grad_wire_out);
+    free(x->ids); free(x->ids_tmp);
+    pz_edge_free(&x->fwd_tx); pz_edge_free(&x->bwd_rx); pz_edge_free(&x->fwd_rx); pz_edge_free(&x->bwd_tx);
+    for (int k = 0; k < 2; k++) { pz_edge_free(&x->val_tx[k]); pz_edge_free(&x->val_rx[k]); }
+    if (x->pol.spec) pz_policy_free(&x->pol);
     free(x->slots); free(x->act_in); free(x->grad_in); free(x->grad_out);
     free(x->act_send); free(x->grad_send); free(x->act_recv); free(x->grad_recv);
     free(x->tok); free(x->tgt); free(x->ev);
@@ -342,6 +427,136 @@ static void exec_free(exec *x) {
     pz_schedule_free(&x->sched);
 }
 
+pz_status pz_pipeline_policy(const pz_train_opts *o, pz_policy *p) {
+    pz_policy_init(p, o->stages);
+    pz_status st = PZ_OK;
+    if (o->policy_file) st = pz_policy_parse_file(p, o->policy_file);
+    if (st == PZ_OK && o->compress) st = pz_policy_parse(p, o->compress, "--compress");
+    if (st == PZ_OK && o->link_mbps) st = pz_policy_parse_mbps(p, o->link_mbps, "--link-mbps");
+    if (st != PZ_OK) pz_policy_free(p);
+    return st;
+}
+
+/* The policy as one line of text, for the summary: "0-1:fwd=...,bwd=...;..." */
+static void policy_text(const pz_policy *p, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (int e = 0; e < p->stages - 1 && n < cap; e++) {
+        const char *f = pz_policy_codec(p, e, PZ_FWD), *b = pz_policy_codec(p, e, PZ_BWD);
+        int k = snprintf(buf + n, cap - n, "%s%d-%d:fwd=%s,bwd=%s", e ? ";" : "", e, e + 1, f ? f : "none",
+                         b ? b : "none");
+        if (k < 0) break;
+        n += (size_t)k;
+    }
+}
+
+/* Builds this rank's edge ends and wire buffers. */
+static pz_status setup_edges(exec *x) {
+    const pz_train_opts *o = x->o;
+    int B = o->batch, T = o->seq, C = x->stage.cfg.channels, r = x->rank;
+    pz_status st = PZ_OK;
+    char ev[512];
+    for (int side = 0; side < 2 && st == PZ_OK; side++) {
+        /* side 0: the out edge (we send fwd, receive bwd); side 1: the in edge */
+        if (side == 0 ? is_last(x) : is_first(x)) continue;
+        int e = side == 0 ? r : r - 1;
+        const char *fs = pz_policy_codec(&x->pol, e, PZ_FWD), *bs = pz_policy_codec(&x->pol, e, PZ_BWD);
+        const char *evs = NULL;
+        if (fs) {
+            if ((st = pz_policy_eval_spec(fs, ev, sizeof ev)) != PZ_OK) break;
+            evs = ev;
+        }
+        if (side == 0) {
+            if ((st = pz_edge_init(&x->fwd_tx, e, PZ_FWD, 1, fs, B, T, C, o->error_metrics)) != PZ_OK) break;
+            if ((st = pz_edge_init(&x->bwd_rx, e, PZ_BWD, 0, bs, B, T, C, 0)) != PZ_OK) break;
+            if ((st = pz_edge_init(&x->val_tx[0], e, PZ_FWD, 1, NULL, B, T, C, 0)) != PZ_OK) break;
+            st = pz_edge_init(&x->val_tx[1], e, PZ_FWD, 1, evs, B, T, C, 0);
+        } else {
+            if ((st = pz_edge_init(&x->fwd_rx, e, PZ_FWD, 0, fs, B, T, C, 0)) != PZ_OK) break;
+            if ((st = pz_edge_init(&x->bwd_tx, e, PZ_BWD, 1, bs, B, T, C, o->error_metrics)) != PZ_OK) break;
+            if ((st = pz_edge_init(&x->val_rx[0], e, PZ_FWD, 0, NULL, B, T, C, 0)) != PZ_OK) break;
+            st = pz_edge_init(&x->val_rx[1], e, PZ_FWD, 0, evs, B, T, C, 0);
+        }
+    }
+    if (st != PZ_OK) return st;
+    /* wire buffers: validation messages reuse slot 0's, so size for both */
+    size_t cap_in = x->fwd_rx.cap, cap_out = x->fwd_tx.cap;
+    for (int k = 0; k < 2; k++) {
+        if (x->val_rx[k].cap > cap_in) cap_in = x->val_rx[k].cap;
+        if (x->val_tx[k].cap > cap_out) cap_out = x->val_tx[k].cap;
+    }
+    x->act_wire_in = xcalloc((size_t)x->bound, sizeof *x->act_wire_in);
+    x->grad_wire_in = xcalloc((size_t)x->bound, sizeof *x->grad_wire_in);
+    x->act_wire_out = xcalloc((size_t)x->bound, sizeof *x->act_wire_out);
+    x->grad_wire_out = xcalloc((size_t)x->bound, sizeof *x->grad_wire_out);
+    x->ids = xcalloc((size_t)x->bound, sizeof *x->ids);
+    x->ids_tmp = xcalloc((size_t)B, sizeof *x->ids_tmp);
+    for (int k = 0; k < x->bound; k++) {
+        x->ids[k] = xcalloc((size_t)B, sizeof **x->ids);
+        if (!is_first(x)) x->act_wire_in[k] = xaligned_alloc(cap_in);
+        if (!is_first(x)) x->grad_wire_out[k] = xaligned_alloc(x->bwd_tx.cap);
+        if (!is_last(x)) x->act_wire_out[k] = xaligned_alloc(cap_out);
+        if (!is_last(x)) x->grad_wire_in[k] = xaligned_alloc(x->bwd_rx.cap);
+    }
+    return PZ_OK;
+}
+
+/* Simulated link rates: neighbours get their edge's rate; a farther peer
+ * (the tied-embedding exchange between the first and last stage) the
+ * slowest rate on the way, since its bytes cross every edge between. */
+static void set_link_rates(exec *x) {
+    for (int p = 0; p < x->world; p++) {
+        if (p == x->rank) continue;
+        int lo = p < x->rank ? p : x->rank, hi = p < x->rank ? x->rank : p;
+        double rate = 0.0;
+        for (int e = lo; e < hi; e++)
+            if (x->pol.mbps[e] > 0 && (rate == 0.0 || x->pol.mbps[e] < rate)) rate = x->pol.mbps[e];
+        if (rate > 0) pz_transport_set_link_rate(x->tp, p, rate);
+    }
+}
+
+/* Adds this rank's edge statistics of the step into the reduction array. */
+static void contribute_edges(exec *x, double *es) {
+    pz_edge_end *ends[4] = {&x->fwd_tx, &x->bwd_rx, &x->fwd_rx, &x->bwd_tx};
+    for (int k = 0; k < 4; k++) {
+        pz_edge_end *e = ends[k];
+        if (!e->numel) continue;   /* this rank has no such end */
+        const double *v = &e->st.raw;
+        double *d = es + (2 * e->edge + e->dir) * PZ_EDGE_STATS_N;
+        for (int j = 0; j < PZ_EDGE_STATS_N; j++) d[j] += v[j];
+        memset(&e->st, 0, sizeof e->st);
+    }
+}
+
+static double codec_state(exec *x, double *file) {
+    pz_edge_end *ends[4] = {&x->fwd_tx, &x->bwd_rx, &x->fwd_rx, &x->bwd_tx};
+    double mem = 0.0;
+    *file = 0.0;
+    for (int k = 0; k < 4; k++) {
+        pz_codec *cs[2] = {ends[k]->codec, ends[k]->shadow};
+        for (int j = 0; j < 2; j++) {
+            if (!cs[j]) continue;
+            size_t fb = 0;
+            mem += (double)pz_codec_state_bytes(cs[j], &fb);
+            *file += (double)fb;
+        }
+    }
+    return mem;
+}
+
+/* Runs one validation pass and prints its line on rank 0. */
+static pz_status validate_print(exec *x, int step, uint32_t *val_round, int compressed) {
+    double vl;
+    int used = 0;
+    pz_status st = validate(x, (*val_round)++, compressed, &vl, &used);
+    if (st == PZ_OK && x->rank == 0) {
+        printf("{\"step\":%d,\"val_loss\":%.8f,\"val_batches\":%d,\"compressed\":%s}\n", step, vl, used,
+               compressed ? "true" : "false");
+        fflush(stdout);
+    }
+    return st;
+}
+
 pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
                                const char *master_addr, int master_port) {
     exec x;
@@ -351,6 +566,9 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     x.world = world;
     x.t_origin = pz_now();
     pz_status st;
+    pz_metrics met;
+    memset(&met, 0, sizeof met);
+    double *red = NULL;
     const pz_backend *be = pz_backend_cpu();
     pz_backend_cpu_set_threads(o->threads);
     if (!o->data) return pz_fail(PZ_ERR_ARG, "--data is required (token shards; see 'pipezip tokenize')");
@@ -359,12 +577,19 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
 
     pz_gpt2_config cfg;
     if ((st = pz_model_config(o->preset, o->init, &cfg)) != PZ_OK) return st;
+    if ((st = pz_pipeline_policy(o, &x.pol)) != PZ_OK) return st;
     pz_stage_range *ranges = xcalloc((size_t)world, sizeof *ranges);
-    if ((st = pz_partition(&cfg, o->seq, world, o->split, ranges)) != PZ_OK) { free(ranges); return st; }
-    if (o->save && rank == 0 && (st = pz_check_writable_dir(o->save)) != PZ_OK) { free(ranges); return st; }
-    if (rank == 0) pz_partition_print(stderr, &cfg, o->seq, world, ranges);
+    if ((st = pz_partition(&cfg, o->seq, world, o->split, ranges)) != PZ_OK) goto cleanup;
+    if (o->save && rank == 0 && (st = pz_check_writable_dir(o->save)) != PZ_OK) goto cleanup;
+    if (rank == 0) {
+        pz_partition_print(stderr, &cfg, o->seq, world, ranges);
+        fprintf(stderr, "compression policy:\n");
+        for (int e = 0; e < world - 1; e++) fputs("  ", stderr), pz_policy_print_edge(stderr, &x.pol, e);
+        fprintf(stderr, "  validation: %s\n", o->eval_compress && pz_policy_any(&x.pol, PZ_FWD)
+                                                  ? "through the fwd codecs (wrappers' inner codec)" : "uncompressed");
+    }
     st = pz_model_create_stage(&x.stage, be, &cfg, &ranges[rank], o->init, (uint64_t)o->seed, o->batch, o->seq);
-    if (st != PZ_OK) { free(ranges); return st; }
+    if (st != PZ_OK) goto cleanup;
 
     pz_sched_kind kind;
     if ((st = pz_sched_parse(o->schedule, &kind)) != PZ_OK) goto cleanup;
@@ -404,19 +629,27 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     }
     x.tok = xcalloc(BT, sizeof(int));
     x.tgt = xcalloc(BT, sizeof(int));
+    if ((st = setup_edges(&x)) != PZ_OK) goto cleanup;
+    if (rank == 0 && (st = pz_metrics_init(&met, &x.pol, o->metrics, o->micro, o->error_metrics)) != PZ_OK)
+        goto cleanup;
 
     pz_transport_opts to = {rank, world, master_addr, master_port, o->peer_timeout, 60.0};
     if ((st = pz_transport_init(&x.tp, &to)) != PZ_OK) goto cleanup;
+    set_link_rates(&x);
     x.stage.between_blocks = progress_hook;
     x.stage.between_blocks_ctx = x.tp;
     if (rank == 0)
         fprintf(stderr, "pipezip train: %d stages, %s schedule, %d micro-batches of %d x %d per step\n",
                 world, o->schedule, o->micro, o->batch, o->seq);
 
+    /* reduction array: [0] grad sumsq, [1] loss, then 3 per rank
+     * (compute, wait, codec seconds), then the edge statistics */
+    int eb = 4 + 3 * world, nred = eb + 2 * (world - 1) * PZ_EDGE_STATS_N;
+    red = xcalloc((size_t)nred, sizeof *red);
     uint32_t val_round = 0;
     for (int step = 0; step < o->steps && st == PZ_OK; step++) {
         double t0 = pz_now(), loss_sum = 0.0;
-        x.compute_s = x.wait_s = x.bytes_fwd = x.bytes_bwd = 0.0;
+        x.compute_s = x.wait_s = x.codec_s = 0.0;
         pz_stage_zero_grad(&x.stage);
         for (int k = 0; k < x.sched.n && st == PZ_OK; k++)
             st = run_instr(&x, &x.sched.ins[k], (uint32_t)step, &loss_sum);
@@ -428,18 +661,15 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         if (st != PZ_OK) break;
         /* global norm: wte counted once (the last stage's copy equals the first's) */
         size_t skip = (is_last(&x) && world > 1) ? (size_t)cfg.padded_vocab_size * cfg.channels : 0;
-        double per_rank[4 + 4 * 64] = {0};
-        int nmet = world <= 64 ? world : 0;
-        per_rank[0] = be->sumsq(x.stage.grad_mem + skip, x.stage.grads.numel - skip);
-        per_rank[1] = is_last(&x) ? loss_sum / o->micro : 0.0;
-        if (nmet) {
-            per_rank[4 + 4 * rank + 0] = x.compute_s;
-            per_rank[4 + 4 * rank + 1] = x.wait_s;
-            per_rank[4 + 4 * rank + 2] = x.bytes_fwd;
-            per_rank[4 + 4 * rank + 3] = x.bytes_bwd;
-        }
-        if ((st = pz_transport_allreduce_sum_f64(x.tp, per_rank, 4 + 4 * nmet)) != PZ_OK) break;
-        double norm = sqrt(per_rank[0]), loss = per_rank[1];
+        memset(red, 0, (size_t)nred * sizeof *red);
+        red[0] = be->sumsq(x.stage.grad_mem + skip, x.stage.grads.numel - skip);
+        red[1] = is_last(&x) ? loss_sum / o->micro : 0.0;
+        red[4 + 3 * rank + 0] = x.compute_s;
+        red[4 + 3 * rank + 1] = x.wait_s;
+        red[4 + 3 * rank + 2] = x.codec_s;
+        contribute_edges(&x, red + eb);
+        if ((st = pz_transport_allreduce_sum_f64(x.tp, red, nred)) != PZ_OK) break;
+        double norm = sqrt(red[0]), loss = red[1];
         if (!isfinite(loss) || !isfinite(norm)) {
             st = pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: training diverged (try a lower --lr)",
                          step + 1, loss, norm);
@@ -448,23 +678,42 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         double t_opt = pz_now();
         float lr = pz_optim_step(&x.opt, &x.stage, pz_clip_scale(&x.opt.cfg, norm));
         trace(&x, "optimizer", -1, t_opt, pz_now());
-        double ms = 1e3 * (pz_now() - t0);
+        double ms = 1e3 * (pz_now() - t0), tok_s = (double)BT * o->micro / (ms * 1e-3);
         if (rank == 0) {
-            printf("{\"step\":%d,\"loss\":%.8f,\"lr\":%.6g,\"norm\":%.4f,\"ms\":%.1f,\"tok_s\":%.1f,\"stages\":[",
-                   step + 1, loss, lr, norm, ms, (double)BT * o->micro / (ms * 1e-3));
-            for (int r = 0; r < nmet; r++)
-                printf("%s{\"compute_ms\":%.1f,\"wait_ms\":%.1f,\"fwd_bytes\":%.0f,\"bwd_bytes\":%.0f}", r ? "," : "",
-                       1e3 * per_rank[4 + 4 * r], 1e3 * per_rank[5 + 4 * r], per_rank[6 + 4 * r], per_rank[7 + 4 * r]);
+            double fr, fw, br, bw;
+            pz_metrics_dir_bytes(red + eb, world - 1, PZ_FWD, &fr, &fw);
+            pz_metrics_dir_bytes(red + eb, world - 1, PZ_BWD, &br, &bw);
+            printf("{\"step\":%d,\"loss\":%.8f,\"lr\":%.6g,\"norm\":%.4f,\"ms\":%.1f,\"tok_s\":%.1f,"
+                   "\"fwd_raw\":%.0f,\"fwd_wire\":%.0f,\"bwd_raw\":%.0f,\"bwd_wire\":%.0f,\"stages\":[",
+                   step + 1, loss, lr, norm, ms, tok_s, fr, fw, br, bw);
+            for (int r = 0; r < world; r++)
+                printf("%s{\"compute_ms\":%.1f,\"wait_ms\":%.1f,\"codec_ms\":%.1f}", r ? "," : "",
+                       1e3 * red[4 + 3 * r], 1e3 * red[5 + 3 * r], 1e3 * red[6 + 3 * r]);
             printf("]}\n");
             fflush(stdout);
+            pz_metrics_step(&met, step + 1, red + eb, tok_s);
         }
         int last = step + 1 == o->steps;
         if (o->val_data && o->val_every > 0 && ((step + 1) % o->val_every == 0 || last)) {
-            double vl;
-            int used = 0;
-            if ((st = validate(&x, val_round++, &vl, &used)) != PZ_OK) break;
-            if (rank == 0) { printf("{\"step\":%d,\"val_loss\":%.8f,\"val_batches\":%d}\n", step + 1, vl, used); fflush(stdout); }
+            int comp = o->eval_compress && pz_policy_any(&x.pol, PZ_FWD);
+            if ((st = validate_print(&x, step + 1, &val_round, comp)) != PZ_OK) break;
+            /* the final model both ways: does it need compression at evaluation? */
+            if (last && pz_policy_any(&x.pol, PZ_FWD) && (st = validate_print(&x, step + 1, &val_round, !comp)) != PZ_OK)
+                break;
         }
+    }
+    if (st == PZ_OK) {
+        /* codec state per rank, for the summary's memory report */
+        memset(red, 0, (size_t)nred * sizeof *red);
+        double *sb = xcalloc((size_t)2 * world, sizeof *sb);
+        sb[rank] = codec_state(&x, &sb[world + rank]);
+        st = pz_transport_allreduce_sum_f64(x.tp, sb, 2 * world);
+        if (st == PZ_OK && rank == 0) {
+            char pt[4096];
+            policy_text(&x.pol, pt, sizeof pt);
+            st = pz_metrics_finish(&met, pt, sb, sb + world, world);
+        }
+        free(sb);
     }
     if (st == PZ_OK && o->save) st = save_whole_model(&x, ranges);
     if (st == PZ_OK && o->trace) st = write_trace_fragment(&x);
@@ -475,6 +724,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     if (st != PZ_OK) pz_fail(st, "%s", msg);   /* closing may have replaced the message */
 
 cleanup:
+    pz_metrics_free(&met);
+    free(red);
     exec_free(&x);
     free(ranges);
     return st;

@@ -4,11 +4,16 @@
 #ifndef PZ_PIPELINE_H
 #define PZ_PIPELINE_H
 
+#include "runtime/policy.h"
 #include "runtime/train.h"
 
 /* Runs rank `rank` of `world` (= o->stages). Rank 0 prints the JSON lines. */
 pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
                                const char *master_addr, int master_port);
+
+/* The policy of --policy-file, --compress and --link-mbps for o->stages
+ * stages (validated; also used by the launcher to fail once, early). */
+pz_status pz_pipeline_policy(const pz_train_opts *o, pz_policy *p);
 
 /* Merges the per-rank trace fragments "<path>.rank<r>" into one Chrome /
  * Perfetto trace JSON at path (atomically) and removes the fragments. */

@@ -35,6 +35,8 @@ void pz_train_opts_default(pz_train_opts *o) {
     o->val_every = 25;
     o->val_batches = 8;
     o->seed = 1337;
+    o->eval_compress = 1;
+    o->error_metrics = 1;
     pz_optim_config_default(&o->optim);
 }
 

@@ -26,6 +26,13 @@ typedef struct {
     const char *schedule;   /* "1f1b" or "gpipe" */
     float peer_timeout;     /* seconds a stage waits for a peer before giving up */
     const char *trace;      /* Chrome/Perfetto trace JSON to write, or NULL */
+    /* compression of what crosses the edges (runtime/policy.h, runtime/edge.h) */
+    const char *compress;   /* --compress policy text, or NULL */
+    const char *policy_file;/* --policy-file, applied before --compress */
+    const char *link_mbps;  /* --link-mbps: simulated link rates, or NULL */
+    const char *metrics;    /* --metrics PREFIX: PREFIX.jsonl and PREFIX.csv */
+    int eval_compress;      /* validation through the fwd codecs (1) or raw (0) */
+    int error_metrics;      /* senders measure ||x - x'|| / ||x|| */
 } pz_train_opts;
 
 void pz_train_opts_default(pz_train_opts *o);

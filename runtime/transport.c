@@ -75,6 +75,8 @@ typedef struct tp_peer {
     void *close_req;     /* pending ucp_ep_close_nbx request */
     int failed;          /* lost: error callback, bootstrap EOF, or deadline */
     char reason[128];    /* why, for messages */
+    double rate_Bps;     /* simulated link rate towards this peer, 0 = unlimited */
+    double link_free_at; /* when the simulated link finishes its last message */
 } tp_peer;
 
 struct pz_request {
@@ -84,6 +86,9 @@ struct pz_request {
     int is_send, peer;
     int done;                /* UCX reported completion (status below) */
     int orphan;              /* the caller gave it up: free on completion */
+    int queued;              /* a throttled send not yet handed to UCX */
+    double release_at;       /* ... until this time */
+    const void *buf;         /* ... from this buffer */
     ucs_status_t status;
     size_t len, cap;
     uint64_t tag;
@@ -101,6 +106,7 @@ struct pz_transport {
     pz_bootstrap boot;
     pz_request *live;
     uint32_t coll_seq;
+    int nqueued;             /* throttled sends waiting for their time */
     double next_check;
     int closing;
 };
@@ -140,6 +146,7 @@ static pz_request *req_new(pz_transport *t, int is_send, int peer, uint64_t tag,
 
 static void req_free(pz_request *r) {
     pz_transport *t = r->t;
+    if (r->queued) t->nqueued--;
     if (r->prev) r->prev->next = r->next;
     else t->live = r->next;
     if (r->next) r->next->prev = r->prev;
@@ -224,9 +231,27 @@ static void check_bootstrap(pz_transport *t) {
         if (!t->closing) mark_failed(&t->peers[r], why);
 }
 
+static void start_send(pz_transport *t, pz_request *r);
+
+/* Hands throttled sends whose time has come to UCX. */
+static unsigned release_due(pz_transport *t) {
+    unsigned n = 0;
+    double now = pz_now();
+    for (pz_request *r = t->live, *nx; r && t->nqueued; r = nx) {
+        nx = r->next;   /* start_send may complete r at once, but never frees it */
+        if (r->queued && r->release_at <= now) {
+            r->queued = 0;
+            t->nqueued--;
+            start_send(t, r);
+            n++;
+        }
+    }
+    return n;
+}
+
 /* One round of progress: drains UCX events (bounded), then failure checks. */
 static unsigned step(pz_transport *t) {
-    unsigned n = 0, k;
+    unsigned n = t->nqueued ? release_due(t) : 0, k;
     for (int i = 0; i < 32 && (k = ucp_worker_progress(t->worker)) != 0; i++) n += k;
     check_bootstrap(t);
     reap(t);
@@ -308,6 +333,7 @@ static pz_status wait_for(pz_transport *t, pz_request *r, size_t *len, double ti
         pz_status st = check(t, r, &done, len);
         if (st != PZ_OK || done) return st;
         double now = pz_now();
+        if (r->queued) start = now;   /* a throttled send's deadline starts when it leaves */
         if (now - start > timeout_s) {
             tp_peer *p = &t->peers[r->peer];
             char why[128];
@@ -330,32 +356,68 @@ pz_status pz_transport_wait(pz_transport *t, pz_request *req, size_t *len) {
 
 /* ---- posting ----------------------------------------------------------------- */
 
-static pz_status post_send(pz_transport *t, int peer, uint64_t tag, const void *buf, size_t len, const char *what,
-                           pz_request **req) {
-    tp_peer *p = &t->peers[peer];
-    if (p->failed || !p->ep) return lost_error(t, peer, what);
-    pz_request *r = req_new(t, 1, peer, tag, len, what);
+/* Hands r to UCX. A failure to start is kept in r (done, with the status)
+ * and reported by test/wait like any other failure. */
+static void start_send(pz_transport *t, pz_request *r) {
+    tp_peer *p = &t->peers[r->peer];
+    if (p->failed || !p->ep) {
+        r->done = 1;
+        r->status = UCS_ERR_CONNECTION_RESET;
+        return;
+    }
     ucp_request_param_t prm;
     memset(&prm, 0, sizeof prm);
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     prm.cb.send = on_send;
     prm.user_data = r;
-    void *s = ucp_tag_send_nbx(p->ep, buf ? buf : zero_buf, len, tag, &prm);
+    void *s = ucp_tag_send_nbx(p->ep, r->buf ? r->buf : zero_buf, r->cap, r->tag, &prm);
     if (s == NULL) {
         r->done = 1;
         r->status = UCS_OK;
-        r->len = len;
+        r->len = r->cap;
     } else if (UCS_PTR_IS_ERR(s)) {
-        ucs_status_t st = UCS_PTR_STATUS(s);
+        r->done = 1;
+        r->status = UCS_PTR_STATUS(s);
+    } else if (!r->done) {
+        r->ucp_req = s;
+    }
+}
+
+/* With a simulated link rate, a message occupies the link for len / rate
+ * seconds after the previous one towards that peer has left it, and is
+ * handed to UCX (which then moves it at memory speed) only when it would
+ * have finished arriving: a store-and-forward link without propagation
+ * delay. Each direction of an edge has its own link (full duplex). */
+static pz_status post_send(pz_transport *t, int peer, uint64_t tag, const void *buf, size_t len, const char *what,
+                           pz_request **req) {
+    tp_peer *p = &t->peers[peer];
+    if (p->failed || !p->ep) return lost_error(t, peer, what);
+    pz_request *r = req_new(t, 1, peer, tag, len, what);
+    r->buf = buf;
+    if (p->rate_Bps > 0 && tag_kind(tag) < KIND_RESERVED) {
+        double now = pz_now(), begin = p->link_free_at > now ? p->link_free_at : now;
+        p->link_free_at = begin + (double)len / p->rate_Bps;
+        r->release_at = p->link_free_at;
+        r->queued = 1;
+        t->nqueued++;
+        *req = r;
+        return PZ_OK;
+    }
+    start_send(t, r);
+    if (r->done && r->status != UCS_OK) {
+        ucs_status_t st = r->status;
         req_free(r);
         if (p->failed) return lost_error(t, peer, what);
         return pz_fail(PZ_ERR_PEER, "rank %d: cannot start \"%s\" to rank %d: %s", t->rank, what, peer,
                        ucs_status_string(st));
-    } else if (!r->done) {
-        r->ucp_req = s;
     }
     *req = r;
     return PZ_OK;
+}
+
+void pz_transport_set_link_rate(pz_transport *t, int peer, double mbps) {
+    if (!t || peer < 0 || peer >= t->world || peer == t->rank) return;
+    t->peers[peer].rate_Bps = mbps > 0 ? mbps * 1e6 / 8.0 : 0.0;
 }
 
 static pz_status post_recv(pz_transport *t, int peer, uint64_t tag, void *buf, size_t cap, const char *what,

@@ -82,6 +82,16 @@ pz_status pz_transport_test(pz_transport *t, pz_request *req, int *done, size_t 
 pz_status pz_transport_wait(pz_transport *t, pz_request *req, size_t *len);
 void pz_transport_progress(pz_transport *t);
 
+/* Simulated link (for "what does compression buy on a 100 Mbit/s link?" on
+ * one machine): from now on, messages to `peer` (not the transport's own
+ * collectives) leave at `mbps` Mbit/s: each is handed to UCX only once the
+ * link would have carried it, after the messages before it (store and
+ * forward, no propagation delay, no loss; each direction its own link).
+ * A sender's wait deadline counts from the release. 0 = unlimited. This is a
+ * simulation in the sender; tools/netns_pipeline.sh runs over real shaped
+ * kernel links instead. */
+void pz_transport_set_link_rate(pz_transport *t, int peer, double mbps);
+
 /* Small collectives over the same transport (loss/grad-norm reporting):
  * gather to rank 0, sum in rank order, broadcast, so every rank gets the same
  * bits. All ranks must call them in the same order; peer_timeout_s bounds the

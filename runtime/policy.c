@@ -1,0 +1,282 @@
+/* policy.c: parsing the per-edge compression policy (grammar in policy.h). */
+#include "runtime/policy.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compress/codec.h"
+
+void pz_policy_init(pz_policy *p, int stages) {
+    int edges = stages > 1 ? stages - 1 : 0;
+    p->stages = stages;
+    p->spec = xcalloc((size_t)(2 * edges + 1), sizeof *p->spec);
+    p->prio = xcalloc((size_t)(2 * edges + 1), sizeof *p->prio);
+    p->mbps = xcalloc((size_t)(edges + 1), sizeof *p->mbps);
+    p->mbps_prio = xcalloc((size_t)(edges + 1), sizeof *p->mbps_prio);
+}
+
+void pz_policy_free(pz_policy *p) {
+    for (int k = 0; p->spec && k < 2 * (p->stages - 1); k++) free(p->spec[k]);
+    free(p->spec);
+    free(p->prio);
+    free(p->mbps);
+    free(p->mbps_prio);
+    memset(p, 0, sizeof *p);
+}
+
+/* "origin: message\n  text\n  ^" with the caret under text[pos] */
+static pz_status fail_at(const char *origin, const char *text, size_t pos, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static pz_status fail_at(const char *origin, const char *text, size_t pos, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t len = strlen(text);
+    if (pos > len) pos = len;
+    if (pos > 2000) pos = 2000;
+    return pz_fail(PZ_ERR_ARG, "%s: %s\n  %.2000s\n  %*s^", origin, msg, text, (int)pos, "");
+}
+
+static int word_at(const char *s, const char *w) {
+    size_t n = strlen(w);
+    return strncmp(s, w, n) == 0 && s[n] == '=';
+}
+
+static int is_dir_start(const char *s) {
+    return word_at(s, "fwd") || word_at(s, "bwd") || word_at(s, "both");
+}
+
+/* Parses "*" or "I-J" at text+pos up to `end`. *edge = -1 for '*'. */
+static pz_status parse_edges(const pz_policy *p, const char *origin, const char *text, size_t pos,
+                             size_t end, int *edge) {
+    const char *s = text + pos;
+    size_t n = end - pos;
+    if (n == 1 && s[0] == '*') { *edge = -1; return PZ_OK; }
+    char buf[32];
+    if (n == 0 || n >= sizeof buf) return fail_at(origin, text, pos, "expected an edge such as 0-1, or *");
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    char *e1, *e2;
+    if (!isdigit((unsigned char)buf[0])) return fail_at(origin, text, pos, "expected an edge such as 0-1, or *");
+    long i = strtol(buf, &e1, 10);
+    if (*e1 != '-' || !isdigit((unsigned char)e1[1]))
+        return fail_at(origin, text, pos + (size_t)(e1 - buf), "expected an edge such as 0-1, or *");
+    long j = strtol(e1 + 1, &e2, 10);
+    if (*e2) return fail_at(origin, text, pos + (size_t)(e2 - buf), "unexpected character in edge");
+    if (j != i + 1 || i < 0 || j >= p->stages)
+        return fail_at(origin, text, pos,
+                       "edge %ld-%ld does not exist: with %d stages the edges are 0-1 .. %d-%d (consecutive stages)",
+                       i, j, p->stages, p->stages - 2, p->stages - 1);
+    *edge = (int)i;
+    return PZ_OK;
+}
+
+static void set_spec(pz_policy *p, int edge, int dir, const char *spec, int prio) {
+    int e0 = edge < 0 ? 0 : edge, e1 = edge < 0 ? p->stages - 2 : edge;
+    for (int e = e0; e <= e1; e++) {
+        int k = 2 * e + dir;
+        if (p->prio[k] > prio) continue;   /* an edge's own clause beats '*' */
+        free(p->spec[k]);
+        p->spec[k] = strcmp(spec, "none") == 0 ? NULL : xstrdup(spec);
+        p->prio[k] = prio;
+    }
+}
+
+/* Validates a codec spec by building it; on failure points into text. */
+static pz_status check_codec(const char *origin, const char *text, size_t pos, const char *spec,
+                             const char *what) {
+    if (!*spec) return fail_at(origin, text, pos, "%s: empty codec spec (use none for uncompressed)", what);
+    if (strcmp(spec, "none") == 0) return PZ_OK;
+    pz_codec *c = NULL;
+    if (pz_codec_create(spec, &c) == PZ_OK) { pz_codec_free(c); return PZ_OK; }
+    /* keep the codec's reason (first line) and move its caret into our text */
+    char reason[512];
+    snprintf(reason, sizeof reason, "%s", pz_last_error());
+    char *nl = strchr(reason, '\n');
+    if (nl) *nl = 0;
+    size_t off = 0;
+    char *at = strstr(reason, " at offset ");
+    if (at) {
+        off = strtoul(at + 11, NULL, 10);
+        *at = 0;
+    }
+    return fail_at(origin, text, pos + off, "%s: %s", what, reason);
+}
+
+pz_status pz_policy_parse(pz_policy *p, const char *text, const char *origin) {
+    if (p->stages < 2) return pz_fail(PZ_ERR_ARG, "%s: a compression policy needs --stages 2 or more", origin);
+    size_t len = strlen(text), pos = 0;
+    if (len == 0) return fail_at(origin, text, 0, "empty policy");
+    while (pos <= len) {
+        size_t cend = pos;
+        while (cend < len && text[cend] != ';') cend++;
+        while (pos < cend && text[pos] == ' ') pos++;
+        if (pos == cend) return fail_at(origin, text, pos, "empty clause");
+        /* optional "edges:" prefix: only when the clause does not start with a direction */
+        int edge = -1, prio = 1;
+        if (!is_dir_start(text + pos)) {
+            size_t colon = pos;
+            while (colon < cend && text[colon] != ':' && text[colon] != '=') colon++;
+            if (colon == cend || text[colon] != ':')
+                return fail_at(origin, text, pos, "expected fwd=, bwd=, both= or an edge prefix such as 0-1: or *:");
+            pz_status st = parse_edges(p, origin, text, pos, colon, &edge);
+            if (st != PZ_OK) return st;
+            prio = edge < 0 ? 1 : 2;
+            pos = colon + 1;
+        }
+        /* assignments: a ',' followed by a direction starts the next one */
+        for (;;) {
+            if (!is_dir_start(text + pos))
+                return fail_at(origin, text, pos, "expected fwd=CODEC, bwd=CODEC or both=CODEC");
+            int dir0 = text[pos] == 'f' ? PZ_FWD : PZ_BWD, both = text[pos] == 'b' && text[pos + 1] == 'o';
+            size_t vstart = pos + (both ? 5 : 4), vend = vstart;
+            while (vend < cend && !(text[vend] == ',' && is_dir_start(text + vend + 1))) vend++;
+            char *spec = xmalloc(vend - vstart + 1);
+            memcpy(spec, text + vstart, vend - vstart);
+            spec[vend - vstart] = 0;
+            char what[48];
+            snprintf(what, sizeof what, "%s codec", both ? "both" : dir0 == PZ_FWD ? "fwd" : "bwd");
+            pz_status st = check_codec(origin, text, vstart, spec, what);
+            if (st == PZ_OK) {
+                if (both || dir0 == PZ_FWD) set_spec(p, edge, PZ_FWD, spec, prio);
+                if (both || dir0 == PZ_BWD) set_spec(p, edge, PZ_BWD, spec, prio);
+            }
+            free(spec);
+            if (st != PZ_OK) return st;
+            if (vend >= cend) break;
+            pos = vend + 1;
+        }
+        pos = cend + 1;
+        if (cend == len) break;
+    }
+    return PZ_OK;
+}
+
+pz_status pz_policy_parse_file(pz_policy *p, const char *path) {
+    uint8_t *buf;
+    size_t len;
+    pz_status st = pz_read_file(path, &buf, &len);
+    if (st != PZ_OK) return st;
+    if (memchr(buf, 0, len)) {
+        free(buf);
+        return pz_fail(PZ_ERR_FORMAT, "%s: not a text file (contains a NUL byte)", path);
+    }
+    char *text = xmalloc(len + 1);
+    memcpy(text, buf, len);
+    text[len] = 0;
+    free(buf);
+    int lineno = 0, clauses = 0;
+    for (char *line = text; line && st == PZ_OK;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash) *hash = 0;
+        size_t n = strlen(line);
+        while (n && isspace((unsigned char)line[n - 1])) line[--n] = 0;
+        while (*line == ' ' || *line == '\t') line++;
+        if (*line) {
+            char origin[4200];
+            snprintf(origin, sizeof origin, "%s:%d", path, lineno);
+            st = pz_policy_parse(p, line, origin);
+            clauses++;
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    free(text);
+    if (st == PZ_OK && clauses == 0) st = pz_fail(PZ_ERR_FORMAT, "%s: no policy clause in the file", path);
+    return st;
+}
+
+pz_status pz_policy_parse_mbps(pz_policy *p, const char *text, const char *origin) {
+    size_t len = strlen(text), pos = 0;
+    if (len == 0) return fail_at(origin, text, 0, "empty value");
+    while (pos <= len) {
+        size_t end = pos;
+        while (end < len && text[end] != ';') end++;
+        size_t eq = pos;
+        while (eq < end && text[eq] != '=') eq++;
+        int edge = -1, prio = 1;
+        size_t vpos = pos;
+        if (eq < end) {
+            if (p->stages < 2) return fail_at(origin, text, pos, "per-edge rates need --stages 2 or more");
+            pz_status st = parse_edges(p, origin, text, pos, eq, &edge);
+            if (st != PZ_OK) return st;
+            prio = edge < 0 ? 1 : 2;
+            vpos = eq + 1;
+        }
+        char num[64];
+        size_t n = end - vpos;
+        if (n == 0 || n >= sizeof num) return fail_at(origin, text, vpos, "expected a rate in Mbit/s");
+        memcpy(num, text + vpos, n);
+        num[n] = 0;
+        char *e;
+        double v = strtod(num, &e);
+        if (e == num || *e || !(v >= 0.0) || v > 1e7)
+            return fail_at(origin, text, vpos + (size_t)(e - num),
+                           "expected a rate in Mbit/s, 0 (unlimited) .. 1e7");
+        int e0 = edge < 0 ? 0 : edge, e1 = edge < 0 ? p->stages - 2 : edge;
+        for (int k = e0; k <= e1; k++)
+            if (p->mbps_prio[k] <= prio) { p->mbps[k] = v; p->mbps_prio[k] = prio; }
+        if (end == len) break;
+        pos = end + 1;
+    }
+    return PZ_OK;
+}
+
+const char *pz_policy_codec(const pz_policy *p, int edge, int dir) {
+    if (edge < 0 || edge >= p->stages - 1) return NULL;
+    return p->spec[2 * edge + dir];
+}
+
+int pz_policy_any(const pz_policy *p, int dir) {
+    for (int e = 0; e < p->stages - 1; e++)
+        if (p->spec[2 * e + dir]) return 1;
+    return 0;
+}
+
+pz_status pz_policy_eval_spec(const char *spec, char *buf, size_t cap) {
+    static const char *const wrappers[] = {"ef21(", "ef(", "aq("};
+    const char *inner = spec, *tail = "";
+    size_t ilen = strlen(spec);
+    for (size_t w = 0; w < sizeof wrappers / sizeof wrappers[0]; w++) {
+        size_t wl = strlen(wrappers[w]);
+        if (strncmp(spec, wrappers[w], wl) != 0) continue;
+        /* the inner spec ends at the matching ')'; what follows (e.g. +zstd) is kept */
+        int depth = 1;
+        size_t k = wl;
+        for (; spec[k] && depth; k++) depth += spec[k] == '(' ? 1 : spec[k] == ')' ? -1 : 0;
+        if (depth) return pz_fail(PZ_ERR_ARG, "codec spec '%s': unbalanced parentheses", spec);
+        inner = spec + wl;
+        ilen = k - 1 - wl;
+        tail = spec + k;
+        /* aq's own options (aq(q4,warmup=fp16,mem=1G)) are not part of the inner codec */
+        for (size_t q = 0; q < ilen; q++)
+            if (inner[q] == ',' && (strncmp(inner + q + 1, "warmup=", 7) == 0 ||
+                                    strncmp(inner + q + 1, "mem=", 4) == 0 ||
+                                    strncmp(inner + q + 1, "spill=", 6) == 0)) {
+                ilen = q;
+                break;
+            }
+        break;
+    }
+    int n = snprintf(buf, cap, "%.*s%s", (int)ilen, inner, tail);
+    if (n < 0 || (size_t)n >= cap) return pz_fail(PZ_ERR_ARG, "codec spec '%s' too long", spec);
+    return PZ_OK;
+}
+
+void pz_policy_print_edge(FILE *f, const pz_policy *p, int e) {
+    const char *fs = p->spec[2 * e], *bs = p->spec[2 * e + 1];
+    char fc[512] = "none", bc[512] = "none";
+    pz_codec *c;
+    /* canonical specs spell every parameter out */
+    if (fs && pz_codec_create(fs, &c) == PZ_OK) { snprintf(fc, sizeof fc, "%s", pz_codec_spec(c)); pz_codec_free(c); }
+    if (bs && pz_codec_create(bs, &c) == PZ_OK) { snprintf(bc, sizeof bc, "%s", pz_codec_spec(c)); pz_codec_free(c); }
+    fprintf(f, "edge %d-%d: fwd %s | bwd %s", e, e + 1, fc, bc);
+    if (p->mbps[e] > 0) fprintf(f, " | link %g Mbit/s (simulated)", p->mbps[e]);
+    fputc('\n', f);
+}

@@ -1,0 +1,59 @@
+/* policy.h: which codec compresses what crosses each pipeline edge.
+ *
+ * Edge e joins stage e and stage e+1. Each edge has two directions: fwd
+ * (activations, stage e -> e+1) and bwd (gradients, e+1 -> e). A policy
+ * gives every (edge, direction) a codec spec from compress/ or "none" (the
+ * raw float32 tensor, no header: what an uncompressed pipeline sends).
+ *
+ * Grammar (the text of --compress, or one line of a policy file):
+ *   policy  := clause (';' clause)*
+ *   clause  := [edges ':'] assign (',' assign)*
+ *   edges   := '*' | I '-' J          (J = I + 1, an existing edge)
+ *   assign  := ('fwd' | 'bwd' | 'both') '=' codec
+ *   codec   := 'none' | a codec spec (compress/README.md)
+ * A codec spec may itself contain ',' (q4:group=row,round=nearest): a comma
+ * starts a new assignment only when the text after it is fwd=, bwd= or both=.
+ * A clause without edges means '*'. Clauses naming an edge beat '*' clauses
+ * whatever their order; otherwise a later clause overrides an earlier one.
+ * Unnamed (edge, direction) pairs stay "none".
+ *
+ * Link rates (--link-mbps): 'N' for every edge, or 'edges=N' items separated
+ * by ';' (e.g. '0-1=100;*=1000'), the same precedence rule. 0 = unlimited. */
+#ifndef PZ_POLICY_H
+#define PZ_POLICY_H
+
+#include "runtime/util.h"
+
+enum { PZ_FWD = 0, PZ_BWD = 1 };
+
+typedef struct {
+    int stages;             /* edges = stages - 1 */
+    char **spec;            /* [2*edge + dir]: codec spec as written, NULL = none */
+    int *prio;              /* [2*edge + dir]: 0 unset, 1 set by '*', 2 by the edge */
+    double *mbps;           /* [edge]: link rate, 0 = unlimited */
+    int *mbps_prio;
+} pz_policy;
+
+void pz_policy_init(pz_policy *p, int stages);
+void pz_policy_free(pz_policy *p);
+/* Adds the clauses of text. origin names where the text came from in error
+ * messages ("--compress" or "policy.txt:3"); errors point at the offending
+ * character. Codec specs are checked by building the codec. */
+pz_status pz_policy_parse(pz_policy *p, const char *text, const char *origin);
+/* Adds every line of a file (blank lines and '#' comments skipped). */
+pz_status pz_policy_parse_file(pz_policy *p, const char *path);
+/* --link-mbps */
+pz_status pz_policy_parse_mbps(pz_policy *p, const char *text, const char *origin);
+
+/* Codec spec of (edge, dir), or NULL for none. */
+const char *pz_policy_codec(const pz_policy *p, int edge, int dir);
+/* Whether any edge in direction dir is compressed. */
+int pz_policy_any(const pz_policy *p, int dir);
+/* The spec used at evaluation: wrappers (ef, ef21, aq) carry training state
+ * that evaluation samples must not touch, so their inner codec is used
+ * ("aq(q4)+zstd" -> "q4+zstd"). Writes into buf. */
+pz_status pz_policy_eval_spec(const char *spec, char *buf, size_t cap);
+/* Prints edge e's line: "edge 0-1: fwd aq(q4:...) | bwd q8:... | link 100 Mbit/s (simulated)". */
+void pz_policy_print_edge(FILE *f, const pz_policy *p, int e);
+
+#endif
