@@ -135,9 +135,11 @@ pz_status pz_policy_parse(pz_policy *p, const char *text, const char *origin) {
             int dir0 = text[pos] == 'f' ? PZ_FWD : PZ_BWD, both = text[pos] == 'b' && text[pos + 1] == 'o';
             size_t vstart = pos + (both ? 5 : 4), vend = vstart;
             while (vend < cend && !(text[vend] == ',' && is_dir_start(text + vend + 1))) vend++;
-            char *spec = xmalloc(vend - vstart + 1);
-            memcpy(spec, text + vstart, vend - vstart);
-            spec[vend - vstart] = 0;
+            size_t vlast = vend;   /* spaces before ';' or the end are not part of the spec */
+            while (vlast > vstart && (text[vlast - 1] == ' ' || text[vlast - 1] == '\t')) vlast--;
+            char *spec = xmalloc(vlast - vstart + 1);
+            memcpy(spec, text + vstart, vlast - vstart);
+            spec[vlast - vstart] = 0;
             char what[48];
             snprintf(what, sizeof what, "%s codec", both ? "both" : dir0 == PZ_FWD ? "fwd" : "bwd");
             pz_status st = check_codec(origin, text, vstart, spec, what);

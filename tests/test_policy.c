@@ -1,0 +1,134 @@
+/* test_policy: the --compress grammar (runtime/policy.c): edges, directions,
+ * commas inside codec specs, precedence, --link-mbps, policy files, the
+ * evaluation spec of wrappers, and errors that point at the right place. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/policy.h"
+
+static int fails;
+#define CHECK(c, ...) do { if (!(c)) { fails++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+
+static const char *spec_or_none(const pz_policy *p, int e, int d) {
+    const char *s = pz_policy_codec(p, e, d);
+    return s ? s : "none";
+}
+
+/* parses text for S stages and checks "fwd0|bwd0;fwd1|bwd1;..." */
+static void expect(int S, const char *text, const char *want) {
+    pz_policy p;
+    pz_policy_init(&p, S);
+    pz_status st = pz_policy_parse(&p, text, "--compress");
+    char got[1024] = "";
+    for (int e = 0; e < S - 1; e++) {
+        size_t n = strlen(got);
+        snprintf(got + n, sizeof got - n, "%s%s|%s", e ? ";" : "", spec_or_none(&p, e, PZ_FWD), spec_or_none(&p, e, PZ_BWD));
+    }
+    CHECK(st == PZ_OK, "'%s' rejected: %s", text, pz_last_error());
+    CHECK(st != PZ_OK || strcmp(got, want) == 0, "'%s': got %s, want %s", text, got, want);
+    pz_policy_free(&p);
+}
+
+/* expects an error whose message contains `want` and whose caret sits under text[col] */
+static void expect_err(int S, const char *text, const char *want, int col) {
+    pz_policy p;
+    pz_policy_init(&p, S);
+    pz_status st = pz_policy_parse(&p, text, "--compress");
+    const char *m = pz_last_error();
+    CHECK(st != PZ_OK, "'%s' accepted", text);
+    if (st != PZ_OK) {
+        CHECK(strstr(m, want) != NULL, "'%s': message '%s' lacks '%s'", text, m, want);
+        const char *caret = strrchr(m, '\n');
+        int at = caret ? (int)strlen(caret + 1) - 1 - 2 : -1;   /* "  " + spaces + '^' */
+        CHECK(at == col, "'%s': caret at %d, want %d (%s)", text, at, col, m);
+    }
+    pz_policy_free(&p);
+}
+
+int main(void) {
+    expect(2, "fwd=aq(q4),bwd=q8", "aq(q4)|q8");
+    expect(3, "fwd=q4", "q4|none;q4|none");
+    expect(3, "both=fp16", "fp16|fp16;fp16|fp16");
+    expect(3, "0-1:fwd=topk:0.2;*:bwd=q8", "topk:0.2|q8;none|q8");
+    /* a comma inside a codec spec stays in it; one before a direction splits */
+    expect(2, "fwd=q4:group=row,round=nearest,bwd=q8:round=nearest", "q4:group=row,round=nearest|q8:round=nearest");
+    expect(2, "fwd=aq(q4,warmup=fp16,mem=1G)", "aq(q4,warmup=fp16,mem=1G)|none");
+    /* an edge's own clause beats '*', in either order; otherwise later wins */
+    expect(3, "1-2:fwd=q2;*:fwd=q8", "q8|none;q2|none");
+    expect(3, "*:fwd=q8;1-2:fwd=q2", "q8|none;q2|none");
+    expect(3, "fwd=q8;fwd=q4", "q4|none;q4|none");
+    expect(3, "0-1:fwd=q8;0-1:fwd=none", "none|none;none|none");
+    expect(4, "1-2:both=sign ; 2-3:bwd=nuq4+zstd", "none|none;sign|sign;none|nuq4+zstd");
+
+    expect_err(3, "0-2:fwd=q4", "edge 0-2 does not exist", 0);
+    expect_err(3, "2-3:fwd=q4", "edge 2-3 does not exist", 0);
+    expect_err(2, "fwd=q4,bwd=q9", "bits must be 1..8", 12);
+    expect_err(2, "fwd=aq(q4:group=row,bad=1)", "unknown q option", 20);
+    expect_err(2, "0-1:fwd=q4;;", "empty clause", 11);
+    expect_err(2, "fwd=", "empty codec spec", 4);
+    expect_err(2, "grad=q4", "expected fwd=", 0);
+    expect_err(2, "0-1:grad=q4", "expected fwd=CODEC", 4);
+    expect_err(2, "x1-2:fwd=q4", "expected an edge", 0);
+    expect_err(2, "0-1x:fwd=q4", "unexpected character in edge", 3);
+    expect_err(2, "", "empty policy", 0);
+    {
+        pz_policy p;
+        pz_policy_init(&p, 1);
+        CHECK(pz_policy_parse(&p, "fwd=q4", "--compress") != PZ_OK, "a 1-stage policy was accepted");
+        pz_policy_free(&p);
+    }
+
+    /* link rates */
+    {
+        pz_policy p;
+        pz_policy_init(&p, 4);
+        CHECK(pz_policy_parse_mbps(&p, "100", "--link-mbps") == PZ_OK, "%s", pz_last_error());
+        CHECK(p.mbps[0] == 100 && p.mbps[2] == 100, "global rate");
+        CHECK(pz_policy_parse_mbps(&p, "1-2=10;*=1000", "--link-mbps") == PZ_OK, "%s", pz_last_error());
+        CHECK(p.mbps[0] == 1000 && p.mbps[1] == 10 && p.mbps[2] == 1000, "per-edge rates %g %g %g", p.mbps[0],
+              p.mbps[1], p.mbps[2]);
+        CHECK(pz_policy_parse_mbps(&p, "0-1=-3", "--link-mbps") != PZ_OK, "negative rate accepted");
+        CHECK(pz_policy_parse_mbps(&p, "0-3=5", "--link-mbps") != PZ_OK, "non-edge accepted");
+        CHECK(pz_policy_parse_mbps(&p, "5x", "--link-mbps") != PZ_OK, "junk accepted");
+        pz_policy_free(&p);
+    }
+
+    /* evaluation specs: wrappers give way to their inner codec */
+    {
+        const char *cases[][2] = {{"aq(q4)", "q4"}, {"ef(topk:0.1)+zstd", "topk:0.1+zstd"},
+                                  {"aq(q4:group=row,round=nearest,warmup=fp16,mem=1G)", "q4:group=row,round=nearest"},
+                                  {"ef21(sign)", "sign"}, {"q8", "q8"}, {"jointsq:1.5", "jointsq:1.5"}};
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            char buf[256];
+            CHECK(pz_policy_eval_spec(cases[i][0], buf, sizeof buf) == PZ_OK && strcmp(buf, cases[i][1]) == 0,
+                  "eval spec of %s: %s, want %s", cases[i][0], buf, cases[i][1]);
+        }
+    }
+
+    /* policy files: comments, blank lines, errors named by line */
+    {
+        char path[] = "/tmp/pz_policy_XXXXXX";
+        int fd = mkstemp(path);
+        CHECK(fd >= 0, "mkstemp");
+        FILE *f = fdopen(fd, "w");
+        fputs("# per-edge policy\n\n0-1:fwd=q8   # activations\n*:bwd=q4\n", f);
+        fclose(f);
+        pz_policy p;
+        pz_policy_init(&p, 3);
+        CHECK(pz_policy_parse_file(&p, path) == PZ_OK, "%s", pz_last_error());
+        CHECK(strcmp(spec_or_none(&p, 0, PZ_FWD), "q8") == 0 && strcmp(spec_or_none(&p, 1, PZ_BWD), "q4") == 0 &&
+              pz_policy_codec(&p, 1, PZ_FWD) == NULL, "file policy");
+        pz_policy_free(&p);
+        f = fopen(path, "w");
+        fputs("fwd=q8\n\n  0-1:fwd=topk:2\n", f);
+        fclose(f);
+        pz_policy_init(&p, 3);
+        CHECK(pz_policy_parse_file(&p, path) != PZ_OK && strstr(pz_last_error(), ":3: fwd codec"),
+              "bad line not named: %s", pz_last_error());
+        pz_policy_free(&p);
+        remove(path);
+    }
+    printf("test_policy: %d failure(s)\n", fails);
+    return fails != 0;
+}
