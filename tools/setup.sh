@@ -20,6 +20,8 @@ done
 pkgs=(gcc g++ pkg-config meson ninja-build libopenblas-openmp-dev libucx-dev libzstd-dev)
 # the built-in corpora (see tools/make_corpus.sh)
 pkgs+=(python3.11-doc fortunes)
+# the fine-tuning example and the sweep's table and plots (examples/)
+pkgs+=(python3 python3-matplotlib)
 if [ "$want_tests" = 1 ]; then
   # PyTorch reference checks; clang's sanitizer/fuzzer runtimes
   pkgs+=(python3-torch python3-numpy clang libclang-rt-14-dev)

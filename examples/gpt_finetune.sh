@@ -1,0 +1,373 @@
+#!/usr/bin/env bash
+# gpt_finetune.sh: fine-tune a pretrained GPT-2 as a pipeline of S stages with
+# compressed stage boundaries, evaluate it and save it.
+#
+# usage: examples/gpt_finetune.sh [flags]
+#
+# With no flags this is pipezip's main job: it makes a small base model by
+# pre-training the `demo` preset (10.8M parameters, byte vocabulary) on the
+# built-in pydoc corpus (cached under runs/cache/, keyed by its settings and
+# data, so only the first run pays), then fine-tunes it on the built-in
+# fortunes corpus with 2 stages and the policy fwd=aq(q4),bwd=q8, and ends
+# with a report: validation loss before (the base model, `pipezip eval`) and
+# after fine-tuning (evaluated with the forward codecs and uncompressed),
+# bytes sent per direction against the uncompressed size, tokens/s.
+#
+# flags (defaults in brackets):
+#   --init FILE          start from this checkpoint (HF GPT-2 model.safetensors
+#                        or llm.c .bin) instead of the cached demo base model
+#   --data SHARDS        fine-tuning token shards [data/fortunes_train.bin]
+#   --val-data SHARDS    validation token shards [data/fortunes_val.bin]
+#   --train-tokens N     fine-tune on N tokens of --data, taken as evenly spaced
+#                        blocks of 4096 tokens, so that training sees every
+#                        sample several times (AQ-SGD sends a sample's first
+#                        activation uncompressed and later ones as deltas);
+#                        0 = all of --data [65536]
+#   --stages S           pipeline stages, one process each [2]
+#   --compress POLICY    per-edge codec policy, e.g. 'fwd=aq(q4),bwd=q8',
+#                        '0-1:fwd=topk:0.2;*:bwd=q8' or none [fwd=aq(q4),bwd=q8]
+#   --eval-compress on|off  validate with the forward codecs too [on]
+#   --steps N            fine-tuning steps [120]
+#   --batch B            sequences per micro-batch [4]
+#   --micro-batches M    micro-batches per step [4]
+#   --seq T              tokens per sequence [128]
+#   --lr LR              peak learning rate (linear warm-up, cosine decay) [3e-4]
+#   --warmup W           warm-up steps [steps/10]
+#   --seed X             seed for shuffling and stochastic rounding [1337]
+#   --val-every K        validate every K steps (and after the last) [30]
+#   --val-batches V      validation batches of B x T tokens; 0 = no
+#                        validation and no evaluation [32]
+#   --link-mbps RATE     simulated link rate in Mbit/s: N for every edge or
+#                        per edge '0-1=100;1-2=1000'; 0 = unlimited [0]
+#   --error-metrics on|off  senders decode their own messages to measure the
+#                        relative error (costs time; off for speed runs) [on]
+#   --threads N          CPU threads per stage; 0 = cores / stages [0]
+#   --out DIR            where the run goes: train.jsonl, metrics.{csv,jsonl},
+#                        model.safetensors, report.json, report.txt [runs/finetune]
+#   --no-save            do not write the fine-tuned model
+#   --no-before-eval     skip evaluating the starting model (the report then
+#                        has no "before" loss; the sweep evaluates it once)
+#   --quiet              print only the report (the step lines go to DIR/train.jsonl)
+#   --pipezip PATH       the pipezip binary [$PIPEZIP, else build/pipezip]
+#   base model (used when --init is not given):
+#   --base-steps N       pre-training steps of the demo base model [300]
+#   --base-data SHARDS   pre-training shards [data/pydoc_train.bin]
+#   --base-val-data SHARDS  its validation shards [data/pydoc_val.bin]
+#   --cache DIR          where base models and training subsets are cached [runs/cache]
+#   --base-only          make (or find) the base model, print its path, exit
+#   -h, --help           this text
+#
+# The built-in corpora come from tools/make_corpus.sh (tools/run-main.sh runs
+# it). Relative paths are taken from the current directory; the defaults live
+# in the repository. Exit status: 0 on success, 1 on a bad flag or a failure.
+set -euo pipefail
+export LC_ALL=C
+
+prog=examples/gpt_finetune.sh
+repo=$(cd "$(dirname "$0")/.." && pwd)
+die() { echo "$prog: error: $*" >&2; exit 1; }
+note() { echo "$prog: $*" >&2; }
+
+init="" data=$repo/data/fortunes_train.bin val_data=$repo/data/fortunes_val.bin
+train_tokens=65536 stages=2 policy='fwd=aq(q4),bwd=q8' eval_compress=on
+steps=120 batch=4 micro=4 seq=128 lr=3e-4 warmup="" seed=1337 val_every=30 val_batches=32
+link_mbps=0 error_metrics=on threads=0 out=$repo/runs/finetune save=1 quiet=0 before_eval=1
+pipezip=${PIPEZIP:-$repo/build/pipezip}
+base_steps=300 base_preset=demo base_data=$repo/data/pydoc_train.bin base_val_data=$repo/data/pydoc_val.bin
+cache=$repo/runs/cache base_only=0
+
+is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
+is_pos() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -gt 0 ]; }
+is_num() { [[ $1 =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$ ]]; }
+
+while [ $# -gt 0 ]; do
+    flag=$1 val="" has_val=0
+    case $flag in
+        --*=*) val=${flag#*=}; flag=${flag%%=*}; has_val=1 ;;
+    esac
+    case $flag in
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+        --no-save|--quiet|--base-only|--no-before-eval)
+            [ $has_val = 0 ] || die "$flag takes no value"
+            case $flag in --no-save) save=0 ;; --quiet) quiet=1 ;; --base-only) base_only=1 ;; --no-before-eval) before_eval=0 ;; esac
+            shift; continue ;;
+        --init|--data|--val-data|--train-tokens|--stages|--compress|--eval-compress|--steps|--batch|\
+        --micro-batches|--seq|--lr|--warmup|--seed|--val-every|--val-batches|--link-mbps|--error-metrics|--threads|\
+        --out|--pipezip|--base-steps|--base-data|--base-val-data|--cache)
+            if [ $has_val = 0 ]; then
+                [ $# -ge 2 ] || die "$flag needs a value"
+                val=$2; shift
+            fi
+            shift
+            [ -n "$val" ] || die "$flag: empty value" ;;
+        *) die "unknown flag '$flag' (see --help)" ;;
+    esac
+    case $flag in
+        --init) init=$val ;;
+        --data) data=$val ;;
+        --val-data) val_data=$val ;;
+        --train-tokens) is_uint "$val" || die "--train-tokens: '$val' is not a whole number"; train_tokens=$val ;;
+        --stages) is_pos "$val" || die "--stages: '$val' is not a positive whole number"; stages=$val ;;
+        --compress) policy=$val ;;
+        --eval-compress) case $val in on|off) eval_compress=$val ;; *) die "--eval-compress: '$val' must be on or off" ;; esac ;;
+        --steps) is_pos "$val" || die "--steps: '$val' is not a positive whole number"; steps=$val ;;
+        --batch) is_pos "$val" || die "--batch: '$val' is not a positive whole number"; batch=$val ;;
+        --micro-batches) is_pos "$val" || die "--micro-batches: '$val' is not a positive whole number"; micro=$val ;;
+        --seq) is_pos "$val" || die "--seq: '$val' is not a positive whole number"; seq=$val ;;
+        --lr) is_num "$val" || die "--lr: '$val' is not a number"; lr=$val ;;
+        --warmup) is_uint "$val" || die "--warmup: '$val' is not a whole number"; warmup=$val ;;
+        --seed) is_uint "$val" || die "--seed: '$val' is not a whole number"; seed=$val ;;
+        --val-every) is_uint "$val" || die "--val-every: '$val' is not a whole number"; val_every=$val ;;
+        --val-batches) is_uint "$val" || die "--val-batches: '$val' is not a whole number"; val_batches=$val ;;
+        --link-mbps) link_mbps=$val ;;   # checked by pipezip (per-edge syntax)
+        --error-metrics) case $val in on|off) error_metrics=$val ;; *) die "--error-metrics: '$val' must be on or off" ;; esac ;;
+        --threads) is_uint "$val" || die "--threads: '$val' is not a whole number"; threads=$val ;;
+        --out) out=$val ;;
+        --pipezip) pipezip=$val ;;
+        --base-steps) is_pos "$val" || die "--base-steps: '$val' is not a positive whole number"; base_steps=$val ;;
+        --base-data) base_data=$val ;;
+        --base-val-data) base_val_data=$val ;;
+        --cache) cache=$val ;;
+    esac
+done
+
+[ -x "$pipezip" ] || die "pipezip binary not found at '$pipezip': build it (bash tools/setup.sh), or pass --pipezip PATH"
+command -v python3 >/dev/null || die "python3 not found (apt-get install python3)"
+mkdir -p "$cache" || die "cannot create cache directory $cache"
+[ -z "$warmup" ] && warmup=$((steps / 10))
+[ "$stages" -ge 2 ] || [ "$policy" = none ] || die "--compress needs --stages 2 or more (compression happens between stages)"
+if [ "$threads" = 0 ]; then
+    threads=$(( $(nproc) / stages )); [ "$threads" -ge 1 ] || threads=1
+fi
+
+# Files of a shard list (a file, a comma list or a glob), one per line, for
+# hashing; errors name what is missing.
+shard_files() {
+    local item f found
+    local IFS=,
+    for item in $1; do
+        found=0
+        for f in $item; do [ -f "$f" ] && { echo "$f"; found=1; }; done
+        [ $found = 1 ] || return 1
+    done
+}
+need_shards() {  # need_shards FLAG SHARDS
+    shard_files "$2" >/dev/null ||
+        die "$1: no token shards at '$2'$( [[ $2 == "$repo/data/"* ]] && echo ' (make the built-in corpora: bash tools/make_corpus.sh)')"
+}
+content_hash() {  # sha256 of the named shards' contents
+    local files
+    mapfile -t files < <(shard_files "$1")
+    sha256sum -- "${files[@]}" | cut -d' ' -f1 | sha256sum | cut -c1-12
+}
+
+# Progress filter for pipezip's JSON lines: validation lines, the summary, and
+# every 20th step (everything still goes to the log file).
+progress() {
+    if [ "$quiet" = 1 ]; then cat > /dev/null
+    else awk -F'[:,]' '/val_loss|summary/ || ($1 == "{\"step\"" && ($2 % 20 == 0 || $2 == 1)) {
+                 sub(/,"stages".*$/, "}"); print; fflush() }' >&2
+    fi
+}
+
+# ---- the base model ----------------------------------------------------------
+# Pre-training settings; any change (or a change of the data) gives another cache entry.
+base_model() {
+    need_shards --base-data "$base_data"
+    need_shards --base-val-data "$base_val_data"
+    local settings key name
+    settings="preset=$base_preset steps=$base_steps batch=8 seq=128 lr=1e-3 warmup=20 seed=1337 data=$(content_hash "$base_data") val=$(content_hash "$base_val_data")"
+    key=$(printf '%s' "$settings" | sha256sum | cut -c1-12)
+    name=$cache/base-$base_preset-$base_steps-$key
+    if [ -f "$name.safetensors" ]; then
+        note "base model: $name.safetensors (cached)"
+    else
+        note "base model: pre-training the $base_preset preset for $base_steps steps on $base_data (cached afterwards as $name.safetensors)"
+        local tmp=$name.tmp.$$
+        trap 'rm -f "'"$tmp"'".*' EXIT
+        local t0=$SECONDS
+        "$pipezip" train --preset "$base_preset" --data "$base_data" --val-data "$base_val_data" \
+            --batch 8 --seq 128 --steps "$base_steps" --lr 1e-3 --warmup 20 --seed 1337 \
+            --val-every 100 --val-batches 16 --threads 0 --save "$tmp.safetensors" \
+            2> "$tmp.err" | tee "$tmp.jsonl" | progress ||
+            { cat "$tmp.err" >&2; die "pre-training the base model failed"; }
+        printf '%s\n' "$settings" > "$tmp.txt"
+        # the model last: its presence marks a complete entry
+        mv "$tmp.jsonl" "$name.jsonl"; mv "$tmp.txt" "$name.txt"; rm -f "$tmp.err"
+        mv "$tmp.safetensors" "$name.safetensors"
+        trap - EXIT
+        note "base model: done in $((SECONDS - t0)) s"
+    fi
+    base_path=$name.safetensors
+}
+
+if [ "$base_only" = 1 ]; then
+    base_model
+    echo "$base_path"
+    exit 0
+fi
+
+need_shards --data "$data"
+[ "$val_batches" = 0 ] || need_shards --val-data "$val_data"
+if [ -n "$init" ]; then
+    [ -f "$init" ] || die "--init: no such file '$init'"
+    base_path=$init
+else
+    base_model
+fi
+
+# ---- the fine-tuning set ------------------------------------------------------
+train_shards=$data
+subset_note="all of it"
+if [ "$train_tokens" != 0 ]; then
+    key=$(printf '%s %s' "$(content_hash "$data")" "$train_tokens" | sha256sum | cut -c1-12)
+    train_shards=$cache/subset-$train_tokens-$key.bin
+    if [ ! -f "$train_shards" ]; then
+        mapfile -t files < <(shard_files "$data")
+        python3 - "$train_shards" "$train_tokens" "${files[@]}" <<'PY' || die "cannot make the fine-tuning subset of $data"
+# N tokens of the shards as evenly spaced blocks of 4096 tokens (fewer when N is
+# smaller), written as one llm.c shard (256 int32 header; uint16 tokens).
+import array, os, sys
+out, n, files = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+toks = array.array("H")
+for f in files:
+    with open(f, "rb") as fh:
+        hdr = array.array("i"); hdr.fromfile(fh, 256)
+        if hdr[0] != 20240520 or hdr[1] != 1: sys.exit(f"{f}: not an llm.c token shard")
+        t = array.array("H"); t.fromfile(fh, hdr[2]); toks.extend(t)
+if n > len(toks): sys.exit(f"--train-tokens {n}: the data has only {len(toks)} tokens")
+blk = min(4096, n)
+nblk = (n + blk - 1) // blk
+stride = (len(toks) - blk) // max(nblk - 1, 1)
+sub = array.array("H")
+for b in range(nblk):
+    s = b * stride
+    sub.extend(toks[s:s + min(blk, n - len(sub))])
+hdr = array.array("i", [0] * 256); hdr[0], hdr[1], hdr[2] = 20240520, 1, len(sub)
+tmp = f"{out}.tmp.{os.getpid()}"
+with open(tmp, "wb") as fh: hdr.tofile(fh); sub.tofile(fh)
+os.replace(tmp, out)
+PY
+    fi
+    subset_note="a $train_tokens-token subset ($(( (train_tokens + 4095) / 4096 )) evenly spaced blocks)"
+fi
+
+# ---- fine-tuning -------------------------------------------------------------
+mkdir -p "$out" || die "cannot create --out directory $out"
+rm -f "$out"/{train.jsonl,train.err,metrics.csv,metrics.jsonl,report.json,report.txt,before.json}
+args=(train --init "$base_path" --data "$train_shards" --stages "$stages"
+      --batch "$batch" --micro-batches "$micro" --seq "$seq" --steps "$steps"
+      --lr "$lr" --warmup "$warmup" --seed "$seed" --threads "$threads"
+      --eval-compress "$eval_compress" --link-mbps "$link_mbps" --error-metrics "$error_metrics"
+      --metrics "$out/metrics")
+# pipezip's default is no compression; it takes 'none' only as a codec (fwd=none)
+[ "$policy" = none ] || args+=(--compress "$policy")
+if [ "$val_batches" != 0 ]; then
+    args+=(--val-data "$val_data" --val-every "$val_every" --val-batches "$val_batches")
+else
+    args+=(--val-every 0)
+fi
+[ "$save" = 1 ] && args+=(--save "$out/model.safetensors")
+
+before="null"
+if [ "$val_batches" != 0 ] && [ "$before_eval" = 1 ]; then
+    note "evaluating the starting model on $val_data ($val_batches batches of $batch x $seq)"
+    "$pipezip" eval --model "$base_path" --data "$val_data" --batch "$batch" --seq "$seq" \
+        --batches "$val_batches" --threads 0 > "$out/before.json" 2> "$out/before.err" ||
+        { cat "$out/before.err" >&2; die "pipezip eval of $base_path failed"; }
+    before=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["loss"])' "$out/before.json")
+    rm -f "$out/before.err"
+    note "validation loss before fine-tuning: $before"
+fi
+
+note "fine-tuning: $stages stages, policy '$policy', $steps steps of $micro x $batch x $seq tokens"
+t0=$SECONDS
+if ! "$pipezip" "${args[@]}" 2> "$out/train.err" | tee "$out/train.jsonl" | progress; then
+    tail -n 30 "$out/train.err" >&2
+    die "fine-tuning failed (command: $pipezip ${args[*]}; log $out/train.err)"
+fi
+wall=$((SECONDS - t0))
+
+# ---- report ------------------------------------------------------------------
+mapfile -t train_files < <(shard_files "$train_shards")
+python3 - "$out" "$before" "$base_path" "$data" "$subset_note" "$wall" "$save" \
+          "$batch" "$micro" "$seq" "$stages" "$policy" "${train_files[@]}" <<'PY'
+import csv, json, math, os, sys
+out, before, base, data, subset, wall, save, B, M, T, S, policy = sys.argv[1:13]
+shards = sys.argv[13:]
+before = None if before == "null" else float(before)
+rows = []
+for line in open(os.path.join(out, "train.jsonl")):
+    line = line.strip()
+    if line.startswith("{"):
+        rows.append(json.loads(line))
+steps = [r for r in rows if "loss" in r and "step" in r]
+vals = [r for r in rows if "val_loss" in r]
+summ = next((r for r in rows if r.get("summary")), None)
+if not steps or summ is None:
+    sys.exit("gpt_finetune.sh: error: pipezip printed no step or summary lines")
+last = steps[-1]["step"]
+after_c = next((r["val_loss"] for r in vals if r["step"] == last and r.get("compressed") is True), None)
+after_u = next((r["val_loss"] for r in vals if r["step"] == last and r.get("compressed") is False), None)
+if after_u is None:   # uncompressed policy: one line without (or with false) "compressed"
+    after_u = next((r["val_loss"] for r in vals if r["step"] == last and not r.get("compressed")), None)
+ntok = samples = 0
+for f in shards:   # the loader cuts each shard into samples of T+1 tokens at multiples of T
+    with open(f, "rb") as fh:
+        n = int.from_bytes(fh.read(12)[8:12], "little")
+    ntok += n
+    samples += max(0, (n - 1) // int(T))
+seen = len(steps) * int(B) * int(M)
+per_dir = {}
+for d in ("fwd", "bwd"):
+    raw, wire = summ.get(d + "_raw", 0), summ.get(d + "_wire", 0)
+    per_dir[d] = {"raw_bytes": raw, "wire_bytes": wire,
+                  "saved_frac": (1 - wire / raw) if raw else None,
+                  "bits_per_elem": (32.0 * wire / raw) if raw else None}
+metrics = []
+mpath = os.path.join(out, "metrics.csv")
+if os.path.exists(mpath):
+    metrics = list(csv.DictReader(open(mpath)))
+rep = {"base_model": base, "data": data, "train_shards": shards, "train_tokens": ntok,
+       "train_samples": samples, "epochs": seen / samples if samples else None,
+       "stages": int(S), "policy": summ.get("policy", policy), "steps": summ.get("steps", len(steps)),
+       "tokens_per_step": int(B) * int(M) * int(T),
+       "val_loss_before": before, "val_loss_after_compressed": after_c,
+       "val_loss_after_uncompressed": after_u,
+       "tok_s_median": summ.get("tok_s_median"), "wall_s": int(wall),
+       "final_train_loss": steps[-1]["loss"], "direction": per_dir, "edges": metrics,
+       "val_curve": [{"step": r["step"], "val_loss": r["val_loss"], "compressed": r.get("compressed")} for r in vals],
+       "model": os.path.join(out, "model.safetensors") if save == "1" else None}
+json.dump(rep, open(os.path.join(out, "report.json"), "w"), indent=1)
+
+def mb(x): return f"{x / 1e6:.1f} MB"
+L = []
+L.append(f"== fine-tuning report ({out}) ==")
+L.append(f"starting model     {base}")
+L.append(f"fine-tuning data   {data}: {subset}, {samples} samples of {T} tokens; "
+         f"{len(steps)} steps x {int(B) * int(M)} samples = {seen / samples:.1f} epochs" if samples else "")
+L.append(f"pipeline           {S} stages; policy {rep['policy']}")
+def f4(x): return "n/a" if x is None else f"{x:.4f}"
+if before is not None:
+    L.append(f"validation loss    before {f4(before)} (pipezip eval of the starting model)")
+if after_u is not None:
+    pre = "validation loss    after " if before is None else "                   after "
+    if after_c is not None:
+        L.append(f"{pre} {f4(after_c)} evaluated with the forward codecs, {f4(after_u)} uncompressed")
+    else:
+        L.append(f"{pre} {f4(after_u)}")
+    if before is not None:
+        L.append(f"                   change {after_u - before:+.4f} ({100 * (after_u - before) / before:+.1f}%)")
+for d, name in (("fwd", "activations (fwd)"), ("bwd", "gradients (bwd)")):
+    p = per_dir[d]
+    if p["raw_bytes"]:
+        L.append(f"{name:<19}{mb(p['wire_bytes'])} sent for {mb(p['raw_bytes'])} uncompressed: "
+                 f"saved {mb(p['raw_bytes'] - p['wire_bytes'])} ({100 * p['saved_frac']:.1f}%), "
+                 f"{p['bits_per_elem']:.2f} bits/element")
+L.append(f"throughput         {summ.get('tok_s_median', float('nan')):.0f} tokens/s (median step); wall {wall} s")
+if rep["model"]:
+    L.append(f"saved              {rep['model']}")
+txt = "\n".join(l for l in L if l)
+open(os.path.join(out, "report.txt"), "w").write(txt + "\n")
+print(txt)
+PY

@@ -1,0 +1,722 @@
+#!/usr/bin/env python3
+"""Compare activation (fwd) and gradient (bwd) compression on one fine-tuning task.
+
+Runs a grid of forward codecs x backward codecs (plus extra policies: TopK
+fractions, error feedback) through examples/gpt_finetune.sh: the same base
+model (the example's cached demo model), data, seed and schedule for every
+policy. Each policy gets
+
+  * a quality run: fine-tuning with no link limit, validated at the end with
+    the forward codecs and uncompressed (--eval-compress on);
+  * a speed run per bandwidth: a few steps with --link-mbps B on a training
+    set of two steps' worth of samples, tokens/s = median over the steps after
+    the first epoch (AQ-SGD sends a sample's first activation uncompressed, so
+    this is its steady state).
+
+Writes to --out: results.csv and results.md (one row per policy), findings.md,
+plots (loss_vs_bits.png, loss_curves.png, heatmap.png, speed.png) and
+runs/<policy>/ (each run's logs and report). Prints the table and a findings
+block computed from these numbers at the end.
+
+Usage: python3 examples/sweep.py [--quick] [--out DIR] [--pipezip PATH] ...
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE = os.path.join(REPO, "examples", "gpt_finetune.sh")
+
+# The default grid. Forward: activations; backward: gradients.
+DEFAULT_FWD = ["none", "q8", "q4", "q2", "aq(q4)", "aq(q2)"]
+DEFAULT_BWD = ["none", "q8", "q4", "q2"]
+# Extra policies outside the cross grid: TopK on activations at several
+# fractions, error feedback on both directions.
+DEFAULT_EXTRA = ["fwd=topk:0.5", "fwd=topk:0.2", "fwd=topk:0.1", "fwd=topk:0.05",
+                 "fwd=ef(q2)", "fwd=ef(topk:0.1)", "bwd=ef(q2)"]
+QUICK_FWD = ["none", "aq(q4)"]
+QUICK_BWD = ["none", "q8"]
+
+COLUMNS_HEAD = ["policy", "fwd", "bwd", "kind", "val_loss_compressed", "val_loss_uncompressed",
+                "val_loss_before", "train_loss_final", "tok_s_unlimited"]
+COLUMNS_TAIL = ["fwd_raw_bytes", "fwd_wire_bytes", "bwd_raw_bytes", "bwd_wire_bytes",
+                "fwd_bits_per_elem", "bwd_bits_per_elem", "fwd_bits_steady", "bwd_bits_steady",
+                "policy_canonical"]
+
+
+def log(msg):
+    print(f"sweep: {msg}", file=sys.stderr, flush=True)
+
+
+def die(msg):
+    print(f"sweep: error: {msg}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def split_list(text):
+    """'none;q8;q4:group=row,round=nearest' -> items (';' separates: specs contain commas)."""
+    items = [x.strip() for x in text.split(";")]
+    if not all(items):
+        raise argparse.ArgumentTypeError(f"empty item in '{text}'")
+    return items
+
+
+def bandwidth_list(text):
+    out = []
+    for x in text.split(","):
+        try:
+            v = float(x)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{x}' is not a number")
+        if not (v > 0 and math.isfinite(v)):
+            raise argparse.ArgumentTypeError(f"bandwidth {x} must be > 0 Mbit/s")
+        out.append(v)
+    return out
+
+
+def fmt_bw(b):
+    return f"{b:g}"
+
+
+def policy_text(fwd, bwd):
+    parts = []
+    if fwd != "none":
+        parts.append(f"fwd={fwd}")
+    if bwd != "none":
+        parts.append(f"bwd={bwd}")
+    return ",".join(parts) if parts else "none"
+
+
+def parse_extra(p):
+    """fwd and bwd codec of a one-clause policy text like 'fwd=topk:0.1,bwd=q8'."""
+    fwd = bwd = "none"
+    if p == "none":
+        return fwd, bwd
+    # split at ',' followed by fwd=/bwd=/both= (codec specs contain commas)
+    for a in re.split(r",(?=(?:fwd|bwd|both)=)", p):
+        m = re.fullmatch(r"(fwd|bwd|both)=(.+)", a)
+        if not m or ":" in a.split("=", 1)[0]:
+            return None
+        if m.group(1) in ("fwd", "both"):
+            fwd = m.group(2)
+        if m.group(1) in ("bwd", "both"):
+            bwd = m.group(2)
+    return fwd, bwd
+
+
+def slug(p):
+    s = re.sub(r"[^A-Za-z0-9.]+", "_", p).strip("_")
+    return s or "none"
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):   # exit 1 on a bad flag, like the other pipezip tools
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(1)
+
+
+def build_args():
+    ap = Parser(
+        prog="sweep.py",
+        description="Fine-tune the same base model under a grid of forward (activation) x backward "
+                    "(gradient) codecs and link bandwidths; write a table (CSV + Markdown), plots and "
+                    "a findings block.",
+        epilog="Lists of codecs are separated by ';' because codec specs may contain ','. "
+               "Every number in the outputs comes from the runs of this sweep.")
+    ap.add_argument("--quick", action="store_true",
+                    help="reduced form for CI: a 2x2 grid (fwd none,aq(q4) x bwd none,q8), no extra "
+                         "policies, a 20-step base model, few short steps, one bandwidth")
+    ap.add_argument("--out", help="output directory (default runs/sweep, or runs/sweep-quick with --quick)")
+    ap.add_argument("--pipezip", default=os.environ.get("PIPEZIP", os.path.join(REPO, "build", "pipezip")),
+                    help="pipezip binary (default $PIPEZIP, else build/pipezip)")
+    ap.add_argument("--fwd", type=split_list, help="forward codecs of the grid, ';'-separated "
+                    f"(default '{';'.join(DEFAULT_FWD)}')")
+    ap.add_argument("--bwd", type=split_list, help="backward codecs of the grid, ';'-separated "
+                    f"(default '{';'.join(DEFAULT_BWD)}')")
+    ap.add_argument("--extra", action="append", metavar="POLICY",
+                    help="extra policy outside the grid (repeatable; 'none' for no extras; default: "
+                         + " ".join(DEFAULT_EXTRA) + ")")
+    ap.add_argument("--bandwidths", type=bandwidth_list,
+                    help="link rates in Mbit/s for the speed runs, comma-separated (default 10,100; quick: 100)")
+    ap.add_argument("--steps", type=int, help="fine-tuning steps of each quality run (default 40; quick: 6)")
+    ap.add_argument("--speed-steps", type=int,
+                    help="measured steps of each speed run, after a 2-step first epoch (default 3; quick: 2)")
+    ap.add_argument("--train-tokens", type=int,
+                    help="fine-tuning set size in tokens (default 16384; quick: two steps' worth)")
+    ap.add_argument("--batch", type=int, help="sequences per micro-batch (default 4; quick: 2)")
+    ap.add_argument("--micro-batches", type=int, help="micro-batches per step (default 4; quick: 2)")
+    ap.add_argument("--seq", type=int, help="tokens per sequence (default 128; quick: 64)")
+    ap.add_argument("--lr", default="3e-4", help="peak learning rate (default 3e-4)")
+    ap.add_argument("--val-batches", type=int, help="validation batches (default 32; quick: 4)")
+    ap.add_argument("--stages", type=int, default=2, help="pipeline stages (default 2)")
+    ap.add_argument("--seed", type=int, default=1337, help="seed of every run (default 1337)")
+    ap.add_argument("--base-steps", type=int, help="pre-training steps of the base model (default 300; quick: 20)")
+    ap.add_argument("--init", help="start every run from this checkpoint instead of the example's base model")
+    ap.add_argument("--data-dir", default=os.path.join(REPO, "data"),
+                    help="directory of the built-in corpora pydoc_*.bin, fortunes_*.bin (default data/)")
+    ap.add_argument("--cache", help="cache of base models and training subsets (default runs/cache)")
+    ap.add_argument("--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)")
+    ap.add_argument("--resume", action="store_true",
+                    help="reuse the finished runs of an earlier sweep into the same --out with the same "
+                         "settings (a policy's run is redone when its report is missing)")
+    return ap
+
+
+def main():
+    ap = build_args()
+    a = ap.parse_args()
+    q = a.quick
+    a.fwd = (QUICK_FWD if q else DEFAULT_FWD) if a.fwd is None else a.fwd
+    a.bwd = (QUICK_BWD if q else DEFAULT_BWD) if a.bwd is None else a.bwd
+    if a.extra is None:
+        a.extra = [] if q else list(DEFAULT_EXTRA)
+    a.extra = [p for p in a.extra if p != "none"]
+    a.bandwidths = ([100.0] if q else [10.0, 100.0]) if a.bandwidths is None else a.bandwidths
+    a.steps = (6 if q else 40) if a.steps is None else a.steps
+    a.speed_steps = (2 if q else 3) if a.speed_steps is None else a.speed_steps
+    a.batch = (2 if q else 4) if a.batch is None else a.batch
+    a.micro_batches = (2 if q else 4) if a.micro_batches is None else a.micro_batches
+    a.seq = (64 if q else 128) if a.seq is None else a.seq
+    # quick: two steps' worth of samples, so that 6 steps see each sample 3 times
+    a.train_tokens = (2 * a.batch * a.micro_batches * a.seq + 1 if q else 16384) if a.train_tokens is None else a.train_tokens
+    a.val_batches = (4 if q else 32) if a.val_batches is None else a.val_batches
+    a.base_steps = (20 if q else 300) if a.base_steps is None else a.base_steps
+    a.out = os.path.abspath(a.out or os.path.join(REPO, "runs", "sweep-quick" if q else "sweep"))
+    a.cache = os.path.abspath(a.cache) if a.cache else None
+    for name in ("steps", "speed_steps", "train_tokens", "batch", "micro_batches", "seq", "val_batches",
+                 "stages", "base_steps"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be at least 1")
+    if a.stages < 2:
+        ap.error("--stages must be at least 2 (compression happens between stages)")
+    if not os.access(a.pipezip, os.X_OK):
+        die(f"pipezip binary not found at '{a.pipezip}' (build it: bash tools/setup.sh; or pass --pipezip)")
+
+    global RESUME
+    RESUME = a.resume
+    plt = None
+    if not a.no_plots:
+        plt = load_matplotlib()
+
+    # policies: the cross grid, then the extras
+    policies = []   # (policy text, fwd, bwd, kind)
+    for f in a.fwd:
+        for b in a.bwd:
+            policies.append((policy_text(f, b), f, b, "grid"))
+    for p in a.extra:
+        fb = parse_extra(p)
+        if fb is None:
+            fb = ("?", "?")
+        if any(x[0] == p for x in policies):
+            continue
+        policies.append((p, fb[0], fb[1], "extra"))
+
+    os.makedirs(os.path.join(a.out, "runs"), exist_ok=True)
+    t_start = time.time()
+    # what every run depends on; --resume reuses runs only when these match
+    settings = {k: getattr(a, k) for k in ("steps", "speed_steps", "train_tokens", "batch", "micro_batches",
+                                           "seq", "lr", "val_batches", "stages", "seed", "base_steps", "init",
+                                           "data_dir")}
+    spath = os.path.join(a.out, "settings.json")
+    if a.resume and os.path.exists(spath):
+        with open(spath) as fh:
+            old = json.load(fh)
+        if old != settings:
+            diff = ", ".join(f"{k}: {old.get(k)} -> {v}" for k, v in settings.items() if old.get(k) != v)
+            die(f"--resume: {a.out} holds a sweep with other settings ({diff}); use another --out")
+    with open(spath, "w") as fh:
+        json.dump(settings, fh, indent=1)
+    common = ["--pipezip", a.pipezip, "--stages", str(a.stages), "--batch", str(a.batch),
+              "--micro-batches", str(a.micro_batches), "--seq", str(a.seq), "--lr", a.lr,
+              "--seed", str(a.seed), "--quiet", "--no-save",
+              "--data", os.path.join(a.data_dir, "fortunes_train.bin"),
+              "--val-data", os.path.join(a.data_dir, "fortunes_val.bin")]
+    base_flags = ["--base-steps", str(a.base_steps),
+                  "--base-data", os.path.join(a.data_dir, "pydoc_train.bin"),
+                  "--base-val-data", os.path.join(a.data_dir, "pydoc_val.bin")]
+    if a.cache:
+        base_flags += ["--cache", a.cache]
+    common += ["--cache", a.cache] if a.cache else []
+
+    if a.init:
+        base = os.path.abspath(a.init)
+        if not os.path.isfile(base):
+            die(f"--init: no such file '{a.init}'")
+    else:
+        log(f"base model: bash examples/gpt_finetune.sh --base-only --base-steps {a.base_steps}")
+        r = subprocess.run(["bash", EXAMPLE, "--base-only", "--pipezip", a.pipezip] + base_flags,
+                           stdout=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            die("making the base model failed (see above)")
+        base = r.stdout.strip().splitlines()[-1]
+    log(f"base model {base}")
+    log(f"{len(policies)} policies x (1 quality run of {a.steps} steps + {len(a.bandwidths)} speed runs "
+        f"at {', '.join(fmt_bw(b) for b in a.bandwidths)} Mbit/s); output in {a.out}")
+
+    # the speed runs' training set: two steps' worth of samples, so that step 3 on is steady state
+    speed_tokens = 2 * a.batch * a.micro_batches * a.seq + 1
+
+    columns = COLUMNS_HEAD + [f"tok_s_{fmt_bw(b)}mbps" for b in a.bandwidths] + COLUMNS_TAIL
+    results = []
+    for i, (pol, fwd, bwd, kind) in enumerate(policies):
+        d = os.path.join(a.out, "runs", slug(pol))
+        t0 = time.time()
+        log(f"[{i + 1}/{len(policies)}] {pol}: quality run")
+        # the starting model's validation loss is the same for every policy: evaluated once
+        once = ["--no-before-eval"] if results else []
+        rep = run_example(common + once + ["--init", base, "--compress", pol, "--steps", str(a.steps),
+                                    "--train-tokens", str(a.train_tokens), "--val-batches", str(a.val_batches),
+                                    "--val-every", str(a.steps), "--eval-compress", "on",
+                                    "--out", os.path.join(d, "quality")])
+        row = {"policy": pol, "fwd": fwd, "bwd": bwd, "kind": kind}
+        row["policy_canonical"] = rep["policy"]
+        vu, vc = rep["val_loss_after_uncompressed"], rep["val_loss_after_compressed"]
+        if vc is None:   # no forward codec: evaluation is the same either way
+            vc = vu
+        before = rep["val_loss_before"] if not results else results[0]["val_loss_before"]
+        row.update(val_loss_compressed=vc, val_loss_uncompressed=vu, val_loss_before=before,
+                   train_loss_final=rep["final_train_loss"], tok_s_unlimited=rep["tok_s_median"])
+        for dname in ("fwd", "bwd"):
+            dd = rep["direction"][dname]
+            row[f"{dname}_raw_bytes"] = dd["raw_bytes"]
+            row[f"{dname}_wire_bytes"] = dd["wire_bytes"]
+            row[f"{dname}_bits_per_elem"] = dd["bits_per_elem"]
+        row["curve"] = read_curve(os.path.join(d, "quality", "train.jsonl"))
+        row["val_curve"] = rep["val_curve"]
+        for bw in a.bandwidths:
+            log(f"[{i + 1}/{len(policies)}] {pol}: speed run at {fmt_bw(bw)} Mbit/s")
+            sd = os.path.join(d, f"speed-{fmt_bw(bw)}")
+            run_example(common + ["--init", base, "--compress", pol, "--steps", str(2 + a.speed_steps),
+                                  "--train-tokens", str(speed_tokens), "--val-batches", "0",
+                                  "--link-mbps", fmt_bw(bw), "--error-metrics", "off", "--out", sd])
+            steady = [r for r in read_steps(os.path.join(sd, "train.jsonl")) if r["step"] > 2]
+            if not steady:
+                die(f"{pol}: speed run at {fmt_bw(bw)} Mbit/s logged no steps after the first epoch")
+            row[f"tok_s_{fmt_bw(bw)}mbps"] = statistics.median(r["tok_s"] for r in steady)
+            if bw == a.bandwidths[0]:
+                for dname in ("fwd", "bwd"):
+                    raw = sum(r.get(f"{dname}_raw", 0) for r in steady)
+                    wire = sum(r.get(f"{dname}_wire", 0) for r in steady)
+                    row[f"{dname}_bits_steady"] = 32.0 * wire / raw if raw else None
+        results.append(row)
+        write_tables(a.out, results, columns)   # after every policy: a stopped sweep keeps its rows
+        log(f"[{i + 1}/{len(policies)}] {pol}: val loss {fnum(vc)} (compressed eval) / {fnum(vu)} "
+            f"(uncompressed), {fnum(row['tok_s_unlimited'], 0)} tok/s unlimited, "
+            f"{time.time() - t0:.0f} s")
+
+    plots = []
+    if plt is not None:
+        plots = make_plots(plt, a.out, results, a)
+    findings = compute_findings(results, a)
+    with open(os.path.join(a.out, "findings.md"), "w") as fh:
+        fh.write(findings_markdown(findings, a, base, time.time() - t_start))
+    with open(os.path.join(a.out, "results.md")) as fh:
+        print(fh.read())
+    print(findings_text(findings))
+    for p in plots:
+        print(f"plot: {p}")
+    print(f"sweep: {len(results)} policies in {(time.time() - t_start) / 60:.1f} min; "
+          f"tables {a.out}/results.csv, {a.out}/results.md; findings {a.out}/findings.md")
+
+
+def load_matplotlib():
+    try:
+        import matplotlib
+    except ImportError:
+        # Debian's python3-matplotlib lives in the system interpreter; another
+        # python3 first in PATH (pyenv, venv) may not see it: run under it.
+        sysp = "/usr/bin/python3"
+        if os.path.realpath(sys.executable) != os.path.realpath(sysp) and os.access(sysp, os.X_OK) and \
+                subprocess.run([sysp, "-c", "import matplotlib"], capture_output=True).returncode == 0:
+            os.execv(sysp, [sysp] + sys.argv)
+        die("matplotlib is not installed (Debian: apt-get install python3-matplotlib; "
+            "or run with --no-plots)")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+RESUME = False
+
+
+def run_example(args):
+    out = args[args.index("--out") + 1]
+    os.makedirs(out, exist_ok=True)
+    rpath = os.path.join(out, "report.json")
+    if RESUME and os.path.exists(rpath):
+        with open(os.path.join(out, "args.json")) as fh:
+            if json.load(fh) == args:
+                log(f"  reusing {out}")
+                with open(rpath) as fh2:
+                    return json.load(fh2)
+    if os.path.exists(rpath):
+        os.remove(rpath)
+    with open(os.path.join(out, "args.json"), "w") as fh:
+        json.dump(args, fh)
+    r = subprocess.run(["bash", EXAMPLE] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        sys.stderr.write(r.stderr[-4000:])
+        die(f"run failed: bash examples/gpt_finetune.sh {' '.join(args)}")
+    with open(os.path.join(out, "report.json")) as fh:
+        return json.load(fh)
+
+
+def read_steps(path):
+    rows = []
+    with open(path) as fh:
+        for line in fh:
+            if line.startswith("{"):
+                r = json.loads(line)
+                if "loss" in r and "step" in r:
+                    rows.append(r)
+    return rows
+
+
+def read_curve(path):
+    return [(r["step"], r["loss"]) for r in read_steps(path)]
+
+
+def fnum(x, nd=4):
+    if x is None:
+        return "n/a"
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return f"{x:.{nd}f}"
+
+
+def cell(col, v):
+    if v is None:
+        return ""
+    if isinstance(v, str):
+        return v
+    if col.endswith("_bytes"):
+        return str(int(v))
+    if col.startswith("tok_s"):
+        return f"{v:.1f}"
+    if "bits" in col:
+        return f"{v:.3f}"
+    return f"{v:.5f}"
+
+
+def write_tables(out, results, columns):
+    with open(os.path.join(out, "results.csv"), "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(columns)
+        for r in results:
+            w.writerow([cell(c, r.get(c)) for c in columns])
+    md_cols = ["policy", "val_loss_compressed", "val_loss_uncompressed"] + \
+        [c for c in columns if c.startswith("tok_s")] + \
+        ["fwd_wire_bytes", "bwd_wire_bytes", "fwd_bits_per_elem", "bwd_bits_per_elem",
+         "fwd_bits_steady", "bwd_bits_steady"]
+    heads = {"val_loss_compressed": "val loss (eval compressed)", "val_loss_uncompressed": "val loss (uncompressed)",
+             "tok_s_unlimited": "tok/s (no limit)", "fwd_wire_bytes": "fwd MB sent", "bwd_wire_bytes": "bwd MB sent",
+             "fwd_bits_per_elem": "fwd bits/elem", "bwd_bits_per_elem": "bwd bits/elem",
+             "fwd_bits_steady": "fwd bits/elem steady", "bwd_bits_steady": "bwd bits/elem steady"}
+    with open(os.path.join(out, "results.md"), "w") as fh:
+        names = [heads.get(c, re.sub(r"tok_s_(.*)mbps", r"tok/s \1 Mbit/s", c)) for c in md_cols]
+        fh.write("| " + " | ".join(names) + " |\n")
+        fh.write("|" + "---|" * len(md_cols) + "\n")
+        for r in results:
+            vals = []
+            for c in md_cols:
+                v = r.get(c)
+                if c == "policy":
+                    vals.append(f"`{v}`")
+                elif c.endswith("_bytes"):
+                    vals.append("" if v is None else f"{v / 1e6:.1f}")
+                elif c.startswith("tok_s"):
+                    vals.append("" if v is None else f"{v:.0f}")
+                elif "bits" in c:
+                    vals.append("" if v is None else f"{v:.2f}")
+                else:
+                    vals.append(fnum(v))
+            fh.write("| " + " | ".join(vals) + " |\n")
+
+
+# ---- findings ------------------------------------------------------------------
+
+def find(results, fwd=None, bwd=None, policy=None):
+    for r in results:
+        if policy is not None and r["policy"] == policy:
+            return r
+        if policy is None and r["fwd"] == fwd and r["bwd"] == bwd:
+            return r
+    return None
+
+
+def rel(x, ref):
+    return (x - ref) / ref
+
+
+def pct(x):
+    return f"{100 * x:+.2f}%"
+
+
+def compute_findings(results, a):
+    """List of (title, verdict, detail); verdict 'holds', 'does not hold' or 'not measured'."""
+    F = []
+    ref = find(results, "none", "none")
+    if ref is None:
+        return [("all findings", "not measured", "the grid has no fwd=none,bwd=none row to compare with")]
+    base_u = ref["val_loss_uncompressed"]
+
+    # 1. gradients need milder compression than activations
+    pairs = []
+    for c in sorted(set(r["fwd"] for r in results) & set(r["bwd"] for r in results) - {"none"}):
+        rf, rb = find(results, c, "none"), find(results, "none", c)
+        if rf and rb:
+            pairs.append((c, rel(rf["val_loss_uncompressed"], base_u), rel(rb["val_loss_uncompressed"], base_u),
+                          rf["fwd_bits_per_elem"], rb["bwd_bits_per_elem"]))
+    if pairs:
+        # judged on the most aggressive common codec (fewest bits): there the gap shows
+        c, df, db, bf, bb = min(pairs, key=lambda p: p[3])
+        verdict = "holds" if db > df else "does not hold"
+        det = "; ".join(f"{c_}: activations only {pct(f_)}, gradients only {pct(b_)}"
+                        for c_, f_, b_, _, _ in pairs)
+        F.append(("Gradients need milder compression than activations", verdict,
+                  f"val loss vs uncompressed ({fnum(base_u)}) when only one direction is compressed: {det}. "
+                  f"Judged at {c}: gradients {'lose more' if db > df else 'lose no more'} than activations."))
+    else:
+        F.append(("Gradients need milder compression than activations", "not measured",
+                  "needs the same codec as fwd-only and bwd-only rows"))
+
+    # TopK rows (activations only)
+    topk = []
+    for r in results:
+        m = re.fullmatch(r"topk:([0-9.]+)", r["fwd"]) if r["bwd"] == "none" else None
+        if m:
+            topk.append((float(m.group(1)), r))
+    topk.sort(key=lambda t: t[0])
+    # 2. TopK below 10-20% hurts
+    low = [(f, r) for f, r in topk if f <= 0.1]
+    high = [(f, r) for f, r in topk if f >= 0.2]
+    if low and high:
+        dl = max(rel(r["val_loss_compressed"], base_u) for _, r in low)
+        dh = min(rel(r["val_loss_compressed"], base_u) for _, r in high)
+        verdict = "holds" if dl > 0.01 and dl > 2 * max(dh, 0) else "does not hold"
+        det = "; ".join(f"topk:{f:g} {pct(rel(r['val_loss_compressed'], base_u))}" for f, r in topk)
+        F.append(("TopK below 10-20% hurts", verdict,
+                  f"val loss (evaluated with the same TopK) vs uncompressed: {det}. Rule: the worst fraction "
+                  f"<= 0.1 is > 1% worse and more than twice the best fraction >= 0.2."))
+    else:
+        F.append(("TopK below 10-20% hurts", "not measured", "needs fwd=topk rows at fractions <= 0.1 and >= 0.2"))
+
+    # 3. TopK needs compression at evaluation
+    if topk:
+        gaps = [(f, r["val_loss_uncompressed"] - r["val_loss_compressed"], r) for f, r in topk]
+        holds = sum(1 for _, g, _ in gaps if g > 0) > len(gaps) / 2
+        det = "; ".join(f"topk:{f:g} {fnum(r['val_loss_compressed'])} with TopK at evaluation vs "
+                        f"{fnum(r['val_loss_uncompressed'])} without" for f, g, r in gaps)
+        F.append(("TopK needs compression at evaluation", "holds" if holds else "does not hold",
+                  f"{det}. Rule: evaluation without TopK is worse for most fractions."))
+    else:
+        F.append(("TopK needs compression at evaluation", "not measured", "needs fwd=topk rows"))
+
+    # 4. error feedback does not help training
+    ef = []
+    for r in results:
+        for dname in ("fwd", "bwd"):
+            m = re.fullmatch(r"ef\((.+)\)", r[dname])
+            other = "bwd" if dname == "fwd" else "fwd"
+            if m:
+                plain = find(results, **{dname: m.group(1), other: r[other]})
+                if plain:
+                    ef.append((r, plain, rel(r["val_loss_uncompressed"], plain["val_loss_uncompressed"])))
+    if ef:
+        helps = [e for e in ef if e[2] < -0.005]
+        det = "; ".join(f"{r['policy']} {fnum(r['val_loss_uncompressed'])} vs {p['policy']} "
+                        f"{fnum(p['val_loss_uncompressed'])} ({pct(d)})" for r, p, d in ef)
+        F.append(("Error feedback does not help training", "does not hold" if helps else "holds",
+                  f"{det}. Rule: holds unless EF lowers the val loss by more than 0.5%."))
+    else:
+        F.append(("Error feedback does not help training", "not measured",
+                  "needs ef(C) rows next to rows with C alone"))
+
+    # 5, 6. targets
+    t1 = find(results, "aq(q4)", "q8")
+    if t1:
+        d_u = rel(t1["val_loss_uncompressed"], base_u)
+        d_c = rel(t1["val_loss_compressed"], base_u)
+        F.append(("Target: fwd=aq(q4),bwd=q8 within 1% of uncompressed val loss",
+                  "holds" if d_u <= 0.01 else "does not hold",
+                  f"{fnum(t1['val_loss_uncompressed'])} vs {fnum(base_u)} ({pct(d_u)}); evaluated with q4 "
+                  f"activations {fnum(t1['val_loss_compressed'])} ({pct(d_c)})"))
+    else:
+        F.append(("Target: fwd=aq(q4),bwd=q8 within 1% of uncompressed val loss", "not measured", "no such row"))
+    t2, t3 = find(results, "aq(q2)", "q4"), find(results, "q2", "q4")
+    if t2 and t3:
+        d2 = rel(t2["val_loss_uncompressed"], base_u)
+        ok = d2 <= 0.02 and t2["val_loss_uncompressed"] < t3["val_loss_uncompressed"]
+        F.append(("Target: fwd=aq(q2),bwd=q4 within 2% and better than fwd=q2,bwd=q4",
+                  "holds" if ok else "does not hold",
+                  f"aq(q2)/q4 {fnum(t2['val_loss_uncompressed'])} ({pct(d2)} vs uncompressed {fnum(base_u)}); "
+                  f"q2/q4 {fnum(t3['val_loss_uncompressed'])} ({pct(rel(t3['val_loss_uncompressed'], base_u))})"))
+    else:
+        F.append(("Target: fwd=aq(q2),bwd=q4 within 2% and better than fwd=q2,bwd=q4", "not measured",
+                  "needs both rows"))
+
+    # 7. communication-bound speedup vs wire bytes (steady state; both policies have the same raw bytes)
+    if t1:
+        for bw in a.bandwidths:
+            k = f"tok_s_{fmt_bw(bw)}mbps"
+            s1, s0 = t1.get(k), ref.get(k)
+            f1, b1 = t1.get("fwd_bits_steady"), t1.get("bwd_bits_steady")
+            f0, b0 = ref.get("fwd_bits_steady"), ref.get("bwd_bits_steady")
+            if not (s1 and s0 and f1 and b1 and f0 and b0):
+                continue
+            speed = s1 / s0
+            ratio = (f0 + b0) / (f1 + b1)
+            bound = max(f0, b0) / max(f1, b1)   # full-duplex links: the direction that shrinks least
+            F.append((f"Speedup of fwd=aq(q4),bwd=q8 over none at {fmt_bw(bw)} Mbit/s vs wire-byte ratio",
+                      "holds" if speed >= 0.5 * bound else "does not hold",
+                      f"{fnum(s1, 0)} vs {fnum(s0, 0)} tok/s = {speed:.2f}x; steady-state bits per element "
+                      f"fwd {f0:.2f} -> {f1:.2f}, bwd {b0:.2f} -> {b1:.2f}: {ratio:.2f}x fewer bytes in all, "
+                      f"{bound:.2f}x in the direction that shrinks least (the bound on full-duplex links; "
+                      f"the uncompressed tied-embedding gradient exchange also crosses the link). "
+                      f"Without a link limit: {fnum(t1['tok_s_unlimited'], 0)} vs {fnum(ref['tok_s_unlimited'], 0)} "
+                      f"tok/s. Rule: holds (communication-bound, the speed-up follows the bytes) if the speedup "
+                      f"is at least half the full-duplex bound."))
+    return F
+
+
+def findings_text(F):
+    lines = ["", "== findings (from this sweep's runs) =="]
+    for title, verdict, det in F:
+        lines.append(f"- {title}: {verdict.upper()}")
+        lines.append(f"    {det}")
+    return "\n".join(lines) + "\n"
+
+
+def findings_markdown(F, a, base, secs):
+    s = [f"# Sweep findings\n",
+         f"Base model `{base}`; {a.stages} stages, {a.micro_batches} micro-batches of {a.batch} x {a.seq} "
+         f"tokens per step, {a.steps} fine-tuning steps on {a.train_tokens} tokens of fortunes, seed {a.seed}; "
+         f"speed runs at {', '.join(fmt_bw(b) for b in a.bandwidths)} Mbit/s; {secs / 60:.1f} min in all.\n",
+         "Val losses are relative to `none` (uncompressed both ways, uncompressed evaluation).\n"]
+    for title, verdict, det in F:
+        s.append(f"- **{title}: {verdict}.** {det}")
+    return "\n".join(s) + "\n"
+
+
+# ---- plots -----------------------------------------------------------------------
+
+def make_plots(plt, out, results, a):
+    paths = []
+    ref = find(results, "none", "none")
+
+    # loss vs bits per element, one direction compressed at a time; one line per codec
+    # family (q<b>, aq(q<b>), topk:<f>, ...), solid = uncompressed evaluation,
+    # dotted = evaluated through the fwd codec
+    fig, ax = plt.subplots(figsize=(8, 5))
+    markers = "osD^v<>phX*"
+    for dname, other, label, color_base in (("fwd", "bwd", "activations", 0), ("bwd", "fwd", "gradients", 5)):
+        fams = {}
+        for r in results:
+            if r[other] == "none" and r[dname] != "none":
+                fams.setdefault(re.sub(r"[0-9]+(\.[0-9]+)?", "#", r[dname]), []).append(r)
+        for k, (fam, rs) in enumerate(sorted(fams.items())):
+            rs.sort(key=lambda r: r[f"{dname}_bits_per_elem"])
+            xs = [r[f"{dname}_bits_per_elem"] for r in rs]
+            color = plt.cm.tab10((color_base + k) % 10)
+            mk = markers[k % len(markers)]
+            ax.plot(xs, [r["val_loss_uncompressed"] for r in rs], marker=mk, color=color,
+                    label=f"{label} {fam}")
+            if dname == "fwd":
+                ax.plot(xs, [r["val_loss_compressed"] for r in rs], marker=mk, color=color, linestyle=":",
+                        alpha=0.6, label=f"{label} {fam}, eval through it")
+            for r, x in zip(rs, xs):
+                ax.annotate(r[dname], (x, r["val_loss_uncompressed"]), fontsize=7, xytext=(3, 3),
+                            textcoords="offset points")
+    if ref:
+        ax.axhline(ref["val_loss_uncompressed"], color="gray", linestyle="--", label="uncompressed")
+    ax.set_xscale("log", base=2)
+    ticks = [0.25, 0.5, 1, 2, 4, 8, 16, 32]
+    ax.set_xticks(ticks, labels=[f"{t:g}" for t in ticks])
+    ax.set_xlim(0.2, 40)
+    ax.set_xlabel("bits per element sent (average over the run, log scale)")
+    ax.set_ylabel("validation loss after fine-tuning")
+    ax.set_title("Validation loss vs compression, one direction at a time (the other uncompressed)")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    paths.append(os.path.join(out, "loss_vs_bits.png"))
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    # loss curves (training loss, smoothed) per policy
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for r in results:
+        steps = [s for s, _ in r["curve"]]
+        ema, sm = None, []
+        for _, l in r["curve"]:
+            ema = l if ema is None else 0.8 * ema + 0.2 * l
+            sm.append(ema)
+        ax.plot(steps, sm, linewidth=1, label=r["policy"])
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (EMA 0.8)")
+    ax.set_title("Fine-tuning loss per policy")
+    ax.legend(fontsize=6, ncol=2, loc="upper right")
+    fig.tight_layout()
+    paths.append(os.path.join(out, "loss_curves.png"))
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+
+    # heatmap of the fwd x bwd grid: val loss relative to none (uncompressed eval)
+    grid = [r for r in results if r["kind"] == "grid"]
+    fl = [f for f in a.fwd if any(r["fwd"] == f for r in grid)]
+    bl = [b for b in a.bwd if any(r["bwd"] == b for r in grid)]
+    if fl and bl:
+        m = [[None] * len(bl) for _ in fl]
+        for i, f in enumerate(fl):
+            for j, b in enumerate(bl):
+                r = find(grid, f, b)
+                if r and ref:
+                    m[i][j] = 100 * rel(r["val_loss_uncompressed"], ref["val_loss_uncompressed"])
+        vals = [v for row in m for v in row if v is not None]
+        lim = max([abs(v) for v in vals] + [0.1])
+        fig, ax = plt.subplots(figsize=(1.4 * len(bl) + 2.5, 0.7 * len(fl) + 2))
+        im = ax.imshow([[v if v is not None else float("nan") for v in row] for row in m],
+                       cmap="RdYlGn_r", vmin=-lim, vmax=lim, aspect="auto")
+        for i in range(len(fl)):
+            for j in range(len(bl)):
+                if m[i][j] is not None:
+                    ax.text(j, i, f"{m[i][j]:+.2f}%", ha="center", va="center", fontsize=8)
+        ax.set_xticks(range(len(bl)), labels=bl)
+        ax.set_yticks(range(len(fl)), labels=fl)
+        ax.set_xlabel("backward codec (gradients)")
+        ax.set_ylabel("forward codec (activations)")
+        ax.set_title("Val loss vs uncompressed (uncompressed evaluation)")
+        fig.colorbar(im, ax=ax, label="%")
+        fig.tight_layout()
+        paths.append(os.path.join(out, "heatmap.png"))
+        fig.savefig(paths[-1], dpi=110)
+        plt.close(fig)
+
+    # tokens/s per bandwidth
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    xs = list(a.bandwidths)
+    for r in results:
+        ys = [r.get(f"tok_s_{fmt_bw(b)}mbps") for b in xs]
+        ax.plot(xs, ys, marker="o", linewidth=1, label=r["policy"])
+    ax.set_xscale("log")
+    ax.set_xlabel("link rate (Mbit/s)")
+    ax.set_ylabel("tokens/s (steady state)")
+    ax.set_title("Throughput under a simulated link")
+    ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    paths.append(os.path.join(out, "speed.png"))
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+    return paths
+
+
+if __name__ == "__main__":
+    main()
