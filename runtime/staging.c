@@ -71,7 +71,9 @@ void pz_staging_view_done(pz_staging *s, float *mem, float *view, size_t n) {
 
 void pz_staging_report(const pz_staging *s, pz_transport *tp, int rank) {
     if (!s->on_device) return;
-    fprintf(stderr, "pipezip train: stage %d on %s; UCX %s CUDA memory, so edge tensors go through "
-            "pinned host buffers (and the codecs run on host bytes)\n", rank, s->be->name,
-            pz_transport_has_cuda_memory(tp) ? "supports" : "was built without");
+    /* with a CUDA-aware UCX the raw tensors could go device to device, but
+     * the codecs run on host bytes, so the edges stage through the host anyway */
+    fprintf(stderr, "pipezip train: stage %d runs on %s; UCX memory types (ucp_context_query) %s CUDA, "
+            "edge tensors go through pinned host buffers\n", rank, s->be->name,
+            pz_transport_has_cuda_memory(tp) ? "include" : "do not include");
 }
