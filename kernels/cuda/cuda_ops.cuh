@@ -99,10 +99,10 @@ void pz_cuda_adamw_update(float *param, const float *grad, float *m, float *v, s
                           float lr, float beta1, float beta2, float eps, float wd,
                           float grad_scale, int t);
 
-/* Column sums over rows for the reductions of backward ops: for each column
- * c < cols, out[c] += sum over r < rows of x[r*ld + c] (and out2[c] += sum of
- * x[r*ld+c] * y-term when used by layernorm; see layernorm.cu). Deterministic:
- * fixed partition and a fixed reduction order. */
+/* Column sums of a row-major (rows, cols) array, for bias gradients:
+ * out[c] += sum over r of x[r*cols + c]. Deterministic: a fixed partition and
+ * a fixed reduction order (layernorm.cu has the same pattern for its two
+ * parameter gradients). */
 void pz_cuda_colsum_add(float *out, const float *x, int rows, int cols);
 
 /* warp-wide sums and max (all 32 lanes active) */
