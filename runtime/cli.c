@@ -8,6 +8,7 @@
 #include "compress/codec_cli.h"
 #include "kernels/backend.h"
 #include "runtime/data.h"
+#include "runtime/device.h"
 #include "runtime/launcher.h"
 #include "runtime/partition.h"
 #include "runtime/pipeline.h"
@@ -159,6 +160,7 @@ static int cmd_train(int argc, char **argv) {
         {"--val-batches", FLAG_INT, &o.val_batches, "validation batches, read in file order", 1, 100000000, NULL},
         {"--save", FLAG_STR, &o.save, "write the trained model here at the end (.bin = llm.c v3, else safetensors)", 0, 0, NULL},
         {"--threads", FLAG_INT, &o.threads, "CPU threads per process (0 = all cores)", 0, 1024, NULL},
+        {"--device", FLAG_STR, &o.device, "cpu, cuda or cuda:tf32; or one per stage, e.g. cpu,cuda", 0, 0, NULL},
         {"--stages", FLAG_INT, &o.stages, "pipeline stages, one process each (1 = this process alone)", 1, 255, NULL},
         {"--split", FLAG_STR, &o.split, "blocks per stage, e.g. 3,3,3,3 (default: balanced by a cost model)", 0, 0, NULL},
         {"--schedule", FLAG_STR, &o.schedule, "pipeline schedule: 1f1b or gpipe", 0, 0, NULL},
@@ -197,6 +199,7 @@ static int cmd_train(int argc, char **argv) {
         return 1;
     pz_sched_kind kind;
     if (pz_sched_parse(o.schedule, &kind) != PZ_OK) return fail("train", PZ_ERR_ARG);
+    if (pz_device_check(o.device, o.stages) != PZ_OK) return fail("train", PZ_ERR_ARG);
     int rank, world, port;
     const char *addr;
     pz_status st;

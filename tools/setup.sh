@@ -43,7 +43,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 if [ ! -f build/build.ninja ]; then
-  meson setup build --buildtype=release -Dwerror=true >/dev/null
+  # -Dcuda=auto: the CUDA backend is built when nvcc is on PATH (no GPU needed)
+  meson setup build --buildtype=release -Dwerror=true -Dcuda=auto >/dev/null
 fi
 ninja -C build
 echo "setup: built build/pipezip" >&2
