@@ -31,6 +31,13 @@
 #define PZ_HD
 #endif
 
+/* No contraction of a*b + c into an fma behind our back: the same formula
+ * must round the same on every compiler and on the GPU (gcc's -std=c11
+ * already implies -ffp-contract=off; nvcc gets --fmad=false). */
+#if defined(__clang__) && !defined(__CUDACC__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 /* ---- bit casts ---- */
 static inline PZ_HD uint32_t pz_f2u(float f) {
     uint32_t u;

@@ -59,6 +59,7 @@
 #include "compress/bitpack.h"
 #include "compress/codec_impl.h"
 #include "compress/elem.h"
+#include "compress/elem_codecs.h"
 #include "compress/kselect.h"
 #include "compress/spec.h"
 
@@ -451,13 +452,10 @@ static pz_status put_values_(const pz_codec_params *p, const float *v, size_t k,
     if (mk >= 0x7f800000u) return pz_fail(PZ_ERR_ARG, "topk: non-finite value with values=q8");
     float sc = pz_u2f(mk);
     *scale = sc;
-    float inv = sc > 0 ? 127.0f / sc : 0.0f;
+    float inv = pz_topk_q8_inv(sc);
     int8_t *q = (int8_t *)o;
 #pragma omp simd
-    for (j = 0; j < k; j++) {
-        float r = pz_clampf(pz_round_near(v[j] * inv), -127.0f, 127.0f);
-        q[j] = (int8_t)(int)r;
-    }
+    for (j = 0; j < k; j++) q[j] = pz_topk_q8(v[j], inv);   /* compress/elem_codecs.h */
     return PZ_OK;
 }
 
