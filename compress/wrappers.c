@@ -279,6 +279,8 @@ void pz_wrapper_free(pz_wrapper *w) {
 
 const char *pz_wrapper_spec(const pz_wrapper *w) { return w->spec; }
 
+pz_codec *pz_wrapper_inner(pz_wrapper *w) { return w->inner; }
+
 size_t pz_wrapper_max_payload(const pz_wrapper *w, const pz_shape *shape) {
     size_t inner = pz_codec_max_encoded_size(w->inner, shape);
     if (w->kind != PZ_WRAP_AQ) return inner;
