@@ -51,6 +51,10 @@ void pz_codec_set_backend(pz_codec *c, void *state, void (*free_fn)(void *));
  * after the norms; returns the bytes written (out holds the payload bound). */
 size_t pz_nuq_elias_stream(const uint8_t *codes, size_t n, int b, uint8_t *out);
 
+/* topk.c: segments, segment length and elements kept per segment for this
+ * shape (errors as topk's encoder reports them). */
+pz_status pz_topk_geometry(const pz_codec_params *p, const pz_shape *s, size_t *nseg, size_t *L, size_t *k);
+
 #ifdef __cplusplus
 }
 #endif

@@ -58,6 +58,7 @@
 
 #include "compress/bitpack.h"
 #include "compress/codec_impl.h"
+#include "compress/codec_ext.h"
 #include "compress/elem.h"
 #include "compress/elem_codecs.h"
 #include "compress/kselect.h"
@@ -207,6 +208,16 @@ static pz_status topk_geom_(const pz_codec_params *p, const pz_shape *s, topk_ge
     g->nscale = (p->value_mode == PZ_VALUES_Q8 && g->K > 0) ? g->nseg : 0;
     g->fixed = 1 + 4 * g->nscale + g->K * g->vb;
     g->bitmap = (n + 7) / 8;
+    return PZ_OK;
+}
+
+pz_status pz_topk_geometry(const pz_codec_params *p, const pz_shape *s, size_t *nseg, size_t *L, size_t *k) {
+    topk_geom g;
+    pz_status st = topk_geom_(p, s, &g);
+    if (st != PZ_OK) return st;
+    *nseg = g.nseg;
+    *L = g.L;
+    *k = g.k;
     return PZ_OK;
 }
 
