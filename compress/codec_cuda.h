@@ -37,6 +37,9 @@ pz_cuda_path pz_codec_cuda_encode_path(const pz_codec *c);
 pz_cuda_path pz_codec_cuda_decode_path(const pz_codec *c);
 /* 1 when both directions have a device path. */
 int pz_codec_has_cuda(const pz_codec *c);
+/* The same for a spec string: 1 both directions on the device, 0 not (or
+ * at least one on the host), -1 the spec does not parse (pz_last_error()). */
+int pz_codec_spec_has_cuda(const char *spec);
 
 /* As pz_codec_encode, with d_x = numel(shape) floats in device memory. */
 pz_status pz_codec_encode_cuda(pz_codec *c, const float *d_x, const pz_shape *shape, const pz_codec_ctx *ctx,

@@ -6,8 +6,10 @@
  * nvcc) and follows the rules of elem.h: integer and single-precision IEEE
  * arithmetic only, no dependence on the floating-point environment beyond
  * round-to-nearest-even, fused multiply-adds only where fmaf() is written
- * out (the CUDA build compiles with --fmad=false, gcc's -std=c11 implies
- * -ffp-contract=off, and elem.h turns contraction off for clang). So the
+ * out (a product feeding a sum is written PZ_FADD(PZ_FMUL(..)), which device
+ * code never fuses; the CUDA build also passes --fmad=false; gcc's -std=c11
+ * implies -ffp-contract=off, and elem.h turns contraction off for clang;
+ * double sums of exact products give the same bits fused or not). So the
  * function called on the CPU and in a kernel gives the same bits, and a GPU
  * message equals the CPU message byte for byte.
  *
@@ -85,7 +87,7 @@ static inline PZ_HD uint8_t pz_q_code_near(float x, float off, float inv, int32_
     k = k > 0 ? k : 0;
     return (uint8_t)(k < L ? k : L);
 }
-static inline PZ_HD float pz_q_value(uint8_t k, float lo, float step) { return lo + (float)k * step; }
+static inline PZ_HD float pz_q_value(uint8_t k, float lo, float step) { return PZ_FADD(lo, PZ_FMUL((float)k, step)); }
 
 /* ---- sign ---- */
 /* scaled: bit = (x >= 0) */
@@ -98,7 +100,7 @@ static inline PZ_HD uint8_t pz_sign_bit_stoch(float x, float hinv, float u) {
 /* decoded: scale * (+-1) + 0 (no -0 from a zero scale) */
 static inline PZ_HD float pz_sign_value(uint8_t bit, float scale) {
     float pm = (float)(int32_t)(((uint32_t)bit & 1u) * 2u) - 1.0f;
-    return pm * scale + 0.0f;
+    return PZ_FADD(PZ_FMUL(pm, scale), 0.0f);
 }
 /* the scale from the canonical sum of |x| over cnt elements (scaled mode) */
 static inline PZ_HD float pz_sign_mean(double sum_abs, size_t cnt) { return (float)(sum_abs / (double)cnt); }

@@ -866,6 +866,14 @@ extern "C" int pz_codec_has_cuda(const pz_codec *c) {
     return pz_codec_cuda_encode_path(c) == PZ_CUDA_DEVICE && pz_codec_cuda_decode_path(c) == PZ_CUDA_DEVICE;
 }
 
+extern "C" int pz_codec_spec_has_cuda(const char *spec) {
+    pz_codec *c;
+    if (pz_codec_create(spec, &c) != PZ_OK) return -1;
+    int r = pz_codec_has_cuda(c);
+    pz_codec_free(c);
+    return r;
+}
+
 extern "C" pz_status pz_codec_encode_cuda(pz_codec *c, const float *d_x, const pz_shape *shape,
                                           const pz_codec_ctx *ctx, uint8_t *out, size_t cap, size_t *len,
                                           cudaStream_t stream) {

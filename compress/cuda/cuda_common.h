@@ -12,6 +12,12 @@
 
 #include <cuda_runtime.h>
 
+/* fast math would replace IEEE division and square root and flush
+ * subnormals: the messages would no longer match the CPU's */
+#ifdef __USE_FAST_MATH__
+#error "compress/cuda must not be compiled with --use_fast_math"
+#endif
+
 /* runtime/util.h spells C11's _Noreturn, which C++ does not have */
 #ifndef _Noreturn
 #define _Noreturn [[noreturn]]

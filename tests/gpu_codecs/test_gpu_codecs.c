@@ -164,7 +164,24 @@ static void refused(const char *spec, int big, cudaStream_t stream) {
     pz_codec_free(gc);
 }
 
+/* which specs claim a device path (holds without a GPU too) */
+static void paths(void) {
+    CHECK(pz_codec_spec_has_cuda("q4") == 1 && pz_codec_spec_has_cuda("sign:stochastic") == 1 &&
+          pz_codec_spec_has_cuda("nuq4") == 1 && pz_codec_spec_has_cuda("fp16") == 1 &&
+          pz_codec_spec_has_cuda("ef(q4)") == 1 && pz_codec_spec_has_cuda("ef21(sign)+zstd") == 1,
+          "device paths");
+    CHECK(pz_codec_spec_has_cuda("jointsq:2") == 0 && pz_codec_spec_has_cuda("aq(q4)") == 0 &&
+          pz_codec_spec_has_cuda("topk:0.1") == 0 && pz_codec_spec_has_cuda("nuq4:code=elias") == 0,
+          "host paths (topk and nuq elias decode on the host)");
+    CHECK(pz_codec_spec_has_cuda("q9") == -1, "bad spec");
+}
+
 int main(void) {
+    paths();
+    if (failures) {
+        printf("test_gpu_codecs: %d failures in the path table\n", failures);
+        return 1;
+    }
     if (pz_cuda_device_count() < 1) {
         printf("test_gpu_codecs: SKIP: no CUDA device (or no driver) on this machine\n");
         return 77;
