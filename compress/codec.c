@@ -854,6 +854,15 @@ pz_status pz_codec_decode_with(pz_codec *c, const uint8_t *msg, size_t len, cons
 int pz_codec_wrap_kind(const pz_codec *c) { return c->wrap_kind; }
 const pz_codec_params *pz_codec_base_params(const pz_codec *c) { return &c->p; }
 int pz_codec_has_zstd(const pz_codec *c) { return c->zstd; }
+pz_codec *pz_codec_warm(pz_codec *c) {
+#ifdef PZ_HAVE_WRAPPERS
+    return c->wrap_kind == 3 ? pz_wrapper_warm(c->w) : NULL;
+#else
+    (void)c;
+    return NULL;
+#endif
+}
+
 pz_codec *pz_codec_inner(pz_codec *c) {
 #ifdef PZ_HAVE_WRAPPERS
     return c->wrap_kind ? pz_wrapper_inner(c->w) : NULL;

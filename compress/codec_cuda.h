@@ -9,10 +9,11 @@
  * uniforms, compress/elem.h), so a CPU stage and a GPU stage can share an
  * edge. Which steps run on the device: compress/README.md, "GPU codecs".
  *
- * Stateful wrappers keep their state on the device for ef() and ef21(); a
- * codec object must then be used through one API only (CPU or CUDA), since
- * the two keep separate state. aq() runs its CPU code (tensor copied to and
- * from the host), as do jointsq and the decoders listed in the README.
+ * Stateful wrappers ef(), ef21() and aq() keep their state on the device
+ * (aq's mem= and spill= apply to the CPU path only); a codec object must be
+ * used through one API only (CPU or CUDA), since the two keep separate
+ * state. jointsq runs its CPU code on a host copy of the tensor; the nuq
+ * Elias, topk and jointsq decoders run on the host (README, "GPU codecs").
  * Calls are synchronous with respect to the host (the message is complete on
  * return); device work is queued on `stream` and finished before returning.
  * Failures of CUDA calls return PZ_ERR_IO with "file:line: call: error". */

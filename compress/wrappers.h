@@ -43,6 +43,9 @@ void pz_wrapper_free(pz_wrapper *w);
 const char *pz_wrapper_spec(const pz_wrapper *w);
 /* The inner codec (owned by the wrapper). */
 pz_codec *pz_wrapper_inner(pz_wrapper *w);
+/* aq: the warm-up codec (owned by the wrapper); NULL for ef, ef21. */
+pz_codec *pz_wrapper_warm(pz_wrapper *w);
+
 size_t pz_wrapper_max_payload(const pz_wrapper *w, const pz_shape *shape);
 pz_status pz_wrapper_encode(pz_wrapper *w, const float *x, const pz_shape *shape,
                             const pz_codec_ctx *ctx, uint8_t *payload, size_t cap,

@@ -14,7 +14,8 @@
  *                      code=elias: codes copied back and the Elias stream
  *                      written on the host by nuq.c's own writer;
  *   topk               compress/cuda/topk_cuda.cu;
- *   jointsq, aq()      the CPU codec on a host copy of the tensor.
+ *   ef(), ef21()       state on the device (below); aq(): aq_cuda.cu;
+ *   jointsq            the CPU codec on a host copy of the tensor.
  * Decoders check scales, norms and padding on the host (G values and the
  * last packing group, with the CPU's formulas and messages), then expand on
  * the device; nuq code=elias, topk and jointsq messages decode on the host and
@@ -31,7 +32,10 @@ void pz_cstate_free_(void *p) {
     pz_cstate *s = (pz_cstate *)p;
     if (!s) return;
     for (int k = 0; k < PZ_DB_COUNT; k++) cudaFree(s->d[k]);
-    for (int r = 0; r < 2; r++) cudaFree(s->v[r]);
+    for (int r = 0; r < 2; r++) {
+        cudaFree(s->v[r]);
+        pz_cuda_aq_free_(&s->aq[r]);
+    }
     cudaFree(s->st);
     free(s->h);
     free(s);
@@ -703,13 +707,13 @@ pz_status pz_cuda_base_decode_(pz_codec *c, const pz_codec_params *p, const uint
 
 /* ================================================================ ef(), ef21() on the device */
 
-static void fmt_shape(const pz_shape *s, char *buf, size_t cap) {
+void pz_cuda_fmt_shape_(const pz_shape *s, char *buf, size_t cap) {
     size_t n = (size_t)snprintf(buf, cap, "(");
     for (int i = 0; i < s->ndim && n < cap; i++)
         n += (size_t)snprintf(buf + n, cap - n, i ? ",%lld" : "%lld", (long long)s->dims[i]);
     if (n < cap) snprintf(buf + n, cap - n, ")");
 }
-static int same_shape(const pz_shape *a, const pz_shape *b) {
+int pz_cuda_same_shape_(const pz_shape *a, const pz_shape *b) {
     if (a->ndim != b->ndim) return 0;
     for (int i = 0; i < a->ndim; i++)
         if (a->dims[i] != b->dims[i]) return 0;
@@ -722,10 +726,10 @@ static const char *wname(int kind) { return kind == 1 ? "ef" : "ef21"; }
 static pz_status vec_side(pz_cstate *cs, int kind, int side, const pz_shape *s, size_t n, int commit,
                           cudaStream_t stream) {
     if (cs->have[side]) {
-        if (same_shape(&cs->shape[side], s)) return PZ_OK;
+        if (pz_cuda_same_shape_(&cs->shape[side], s)) return PZ_OK;
         char a[96], b[96];
-        fmt_shape(s, a, sizeof a);
-        fmt_shape(&cs->shape[side], b, sizeof b);
+        pz_cuda_fmt_shape_(s, a, sizeof a);
+        pz_cuda_fmt_shape_(&cs->shape[side], b, sizeof b);
         return pz_fail(PZ_ERR_SHAPE, "%s: shape %s differs from the shape %s fixed by the first message", wname(kind),
                        a, b);
     }
@@ -738,24 +742,24 @@ static pz_status vec_side(pz_cstate *cs, int kind, int side, const pz_shape *s, 
     return PZ_OK;
 }
 
-static pz_status rewrap(pz_status st, pz_status as_shape, const char *what) {
+pz_status pz_cuda_rewrap_(pz_status st, pz_status as_shape, const char *what) {
     char msg[768];
     snprintf(msg, sizeof msg, "%s", pz_last_error());
     if (st == PZ_ERR_SHAPE) st = as_shape;
     return pz_fail(st, "%s: %s", what, msg);
 }
 
-static pz_status decode_exact(pz_codec *inner, const char *what, const uint8_t *msg, size_t len,
-                              const pz_codec_ctx *ctx, float *out, const pz_shape *want, cudaStream_t stream) {
+pz_status pz_cuda_decode_exact_(pz_codec *inner, const char *what, const uint8_t *msg, size_t len,
+                                const pz_codec_ctx *ctx, float *out, const pz_shape *want, cudaStream_t stream) {
     size_t n = pz_shape_numel(want);
     pz_shape got;
     memset(&got, 0, sizeof got);
     pz_status st = pz_codec_decode_cuda(inner, msg, len, ctx, out, n, &got, stream);
-    if (st) return rewrap(st, PZ_ERR_FORMAT, what);
-    if (!same_shape(&got, want)) {
+    if (st) return pz_cuda_rewrap_(st, PZ_ERR_FORMAT, what);
+    if (!pz_cuda_same_shape_(&got, want)) {
         char a[96], b[96];
-        fmt_shape(&got, a, sizeof a);
-        fmt_shape(want, b, sizeof b);
+        pz_cuda_fmt_shape_(&got, a, sizeof a);
+        pz_cuda_fmt_shape_(want, b, sizeof b);
         return pz_fail(PZ_ERR_FORMAT, "%s has shape %s, expected %s", what, a, b);
     }
     return PZ_OK;
@@ -777,8 +781,8 @@ static pz_status vec_encode(pz_codec *c, int kind, const float *x, const pz_shap
     else k_sub<<<GRID(n)>>>(x, v, y, n);
     PZ_CU_LAUNCH();
     st = pz_codec_encode_cuda(inner, y, s, ctx, pl, cap, len, stream);
-    if (st) return rewrap(st, PZ_ERR_SHAPE, wname(kind));
-    st = decode_exact(inner, kind == 1 ? "ef: own message" : "ef21: own message", pl, *len, ctx, cd, s, stream);
+    if (st) return pz_cuda_rewrap_(st, PZ_ERR_SHAPE, wname(kind));
+    st = pz_cuda_decode_exact_(inner, kind == 1 ? "ef: own message" : "ef21: own message", pl, *len, ctx, cd, s, stream);
     if (!st) st = vec_side(cs, kind, PZ_WRAP_SIDE_SENDER, s, n, 1, stream);
     if (st) {
         *len = 0;
@@ -795,13 +799,13 @@ static pz_status vec_encode(pz_codec *c, int kind, const float *x, const pz_shap
 static pz_status vec_decode(pz_codec *c, int kind, const uint8_t *pl, size_t len, const pz_shape *s,
                             const pz_codec_ctx *ctx, float *out, cudaStream_t stream) {
     pz_codec *inner = pz_codec_inner(c);
-    if (kind == 1) return decode_exact(inner, "ef: message", pl, len, ctx, out, s, stream);
+    if (kind == 1) return pz_cuda_decode_exact_(inner, "ef: message", pl, len, ctx, out, s, stream);
     pz_cstate *cs = pz_cstate_of_(c);
     size_t n = pz_shape_numel(s);
     void *vc;
     pz_status st = vec_side(cs, kind, PZ_WRAP_SIDE_RECEIVER, s, n, 0, stream);
     if (!st) st = pz_dgrow_(cs, PZ_DB_WRAP_C, n * sizeof(float), &vc);
-    if (!st) st = decode_exact(inner, "ef21: message", pl, len, ctx, (float *)vc, s, stream);
+    if (!st) st = pz_cuda_decode_exact_(inner, "ef21: message", pl, len, ctx, (float *)vc, s, stream);
     if (!st) st = vec_side(cs, kind, PZ_WRAP_SIDE_RECEIVER, s, n, 1, stream);
     if (st) return st;
     k_acc_out<<<GRID(n)>>>(cs->v[PZ_WRAP_SIDE_RECEIVER], (const float *)vc, out, n);
@@ -824,15 +828,17 @@ static pz_status gpu_payload(void *arg, pz_codec *c, const pz_shape *s, const pz
     *wflags = 0;
     int kind = pz_codec_wrap_kind(c);
     if (kind == 0) return pz_cuda_base_encode_(c, pz_codec_base_params(c), a->x, s, ctx, pl, cap, len, a->stream);
+    if (kind == 3) return pz_cuda_aq_encode_(c, a->x, s, ctx, pl, cap, len, wflags, a->stream);
     return vec_encode(c, kind, a->x, s, ctx, pl, cap, len, a->stream);
 }
 
 static pz_status gpu_decode(void *arg, pz_codec *c, const pz_codec_params *p, uint8_t wflags, const uint8_t *pl,
                             size_t len, const pz_shape *s, const pz_codec_ctx *ctx) {
     gpu_arg *a = (gpu_arg *)arg;
-    (void)wflags;
     int kind = pz_codec_wrap_kind(c);
     if (kind == 0) return pz_cuda_base_decode_(c, p, pl, len, s, a->out, a->stream);
+    if (kind == 3) return pz_cuda_aq_decode_(c, wflags, pl, len, s, ctx, a->out, a->stream);
+    if (wflags) return pz_fail(PZ_ERR_FORMAT, "%s: bad flags 0x%02x (expected 0)", wname(kind), wflags);
     return vec_decode(c, kind, pl, len, s, ctx, a->out, a->stream);
 }
 
@@ -845,22 +851,31 @@ static int base_encodes_on_device(const pz_codec_params *p) {
     }
 }
 
-/* whether the codec object runs through the device path (its state, if
- * any, lives on the device): base codecs with a device encoder, and ef() /
- * ef21() around such a codec; not aq() */
+/* Whether the codec object runs through the device path: base codecs with a
+ * device encoder, and every wrapper (its state lives on the device; its
+ * inner and warm-up codecs route themselves: a base codec without a device
+ * encoder runs the CPU codec on a host copy). A base codec without a device
+ * encoder takes the host route as a whole. */
 static int routed_to_device(const pz_codec *c) {
-    int kind = pz_codec_wrap_kind(c);
-    if (kind == 3) return 0;
-    if (kind) return routed_to_device(pz_codec_inner((pz_codec *)c));
+    if (pz_codec_wrap_kind(c)) return 1;
     return base_encodes_on_device(pz_codec_base_params(c));
 }
 
+/* every base codec the object uses encodes (or decodes) on the device */
+static int all_bases(const pz_codec *c, int decode) {
+    const pz_codec_params *p = pz_codec_base_params(c);
+    if (!(decode ? pz_cuda_base_decodes_on_device_(p) : base_encodes_on_device(p))) return 0;
+    pz_codec *w = pz_codec_warm((pz_codec *)c);
+    if (w && !all_bases(w, decode)) return 0;
+    pz_codec *in = pz_codec_inner((pz_codec *)c);
+    return in ? all_bases(in, decode) : 1;
+}
+
 extern "C" pz_cuda_path pz_codec_cuda_encode_path(const pz_codec *c) {
-    return routed_to_device(c) ? PZ_CUDA_DEVICE : PZ_CUDA_HOST;
+    return all_bases(c, 0) ? PZ_CUDA_DEVICE : PZ_CUDA_HOST;
 }
 extern "C" pz_cuda_path pz_codec_cuda_decode_path(const pz_codec *c) {
-    return routed_to_device(c) && pz_cuda_base_decodes_on_device_(pz_codec_base_params(c)) ? PZ_CUDA_DEVICE
-                                                                                          : PZ_CUDA_HOST;
+    return all_bases(c, 1) ? PZ_CUDA_DEVICE : PZ_CUDA_HOST;
 }
 extern "C" int pz_codec_has_cuda(const pz_codec *c) {
     return pz_codec_cuda_encode_path(c) == PZ_CUDA_DEVICE && pz_codec_cuda_decode_path(c) == PZ_CUDA_DEVICE;

@@ -134,6 +134,66 @@ static void run(const char *spec, const pz_shape *s, uint64_t seed, int steps, c
     pz_codec_free(gr);
 }
 
+/* aq(): samples drawn from a pool of ids, so messages mix warm-up and
+ * delta samples; CPU and GPU senders and receivers must agree bitwise */
+static void run_aq(const char *spec, int64_t B, int64_t T, int64_t C, int steps, cudaStream_t stream) {
+    pz_codec *cc, *gc, *cr, *gr;
+    if (pz_codec_create(spec, &cc) || pz_codec_create(spec, &gc) || pz_codec_create(spec, &cr) ||
+        pz_codec_create(spec, &gr)) {
+        CHECK(0, "create %s: %s", spec, pz_last_error());
+        return;
+    }
+    pz_shape s = {3, {B, T, C, 0}};
+    size_t n = (size_t)(B * T * C), cap = pz_codec_max_encoded_size(cc, &s);
+    uint8_t *m1 = malloc(cap), *m2 = malloc(cap);
+    float *o1 = malloc(n * 4), *o2 = malloc(n * 4), *dx, *dout;
+    uint64_t *ids = malloc((size_t)B * 8);
+    CU(cudaMalloc((void **)&dx, n * 4));
+    CU(cudaMalloc((void **)&dout, n * 4));
+    pz_rng r;
+    pz_rng_seed(&r, 4242);
+    for (int step = 0; step < steps; step++) {
+        for (int64_t i = 0; i < B; i++) {   /* distinct ids from a pool of 3B */
+            uint64_t id;
+            int dup;
+            do {
+                id = pz_rng_below(&r, (uint64_t)(3 * B)) * 1000003u;
+                dup = 0;
+                for (int64_t j = 0; j < i; j++) dup |= ids[j] == id;
+            } while (dup);
+            ids[i] = id;
+        }
+        float *x = make_input(n, (size_t)C, 77 + (uint64_t)step);
+        CU(cudaMemcpy(dx, x, n * 4, cudaMemcpyHostToDevice));
+        pz_codec_ctx ctx = {9, (uint64_t)step, 2, 1, 0, ids};
+        size_t l1 = 0, l2 = 0;
+        pz_status s1 = pz_codec_encode(cc, x, &s, &ctx, m1, cap, &l1);
+        pz_status s2 = pz_codec_encode_cuda(gc, dx, &s, &ctx, m2, cap, &l2, stream);
+        free(x);
+        CHECK(s1 == PZ_OK && s2 == PZ_OK, "%s step %d: encode cpu %d gpu %d: %s", spec, step, s1, s2, pz_last_error());
+        if (s1 || s2) break;
+        CHECK(l1 == l2 && first_diff(m1, m2, l1) == SIZE_MAX, "%s step %d: messages differ (%zu vs %zu bytes)", spec,
+              step, l1, l2);
+        pz_shape g;
+        s1 = pz_codec_decode(cr, m1, l1, &ctx, o1, n, &g);
+        s2 = pz_codec_decode_cuda(gr, m1, l1, &ctx, dout, n, &g, stream);
+        CHECK(s1 == PZ_OK && s2 == PZ_OK, "%s step %d: decode cpu %d gpu %d: %s", spec, step, s1, s2, pz_last_error());
+        CU(cudaMemcpy(o2, dout, n * 4, cudaMemcpyDeviceToHost));
+        CHECK(float_diffs(o1, o2, n) == 0, "%s step %d: receivers differ", spec, step);
+    }
+    free(m1);
+    free(m2);
+    free(o1);
+    free(o2);
+    free(ids);
+    CU(cudaFree(dx));
+    CU(cudaFree(dout));
+    pz_codec_free(cc);
+    pz_codec_free(gc);
+    pz_codec_free(cr);
+    pz_codec_free(gr);
+}
+
 /* inputs the encoders refuse: inf and NaN (big = 0), or values beyond fp16
  * scales (big = 1) */
 static void refused(const char *spec, int big, cudaStream_t stream) {
@@ -168,9 +228,11 @@ static void refused(const char *spec, int big, cudaStream_t stream) {
 static void paths(void) {
     CHECK(pz_codec_spec_has_cuda("q4") == 1 && pz_codec_spec_has_cuda("sign:stochastic") == 1 &&
           pz_codec_spec_has_cuda("nuq4") == 1 && pz_codec_spec_has_cuda("fp16") == 1 &&
-          pz_codec_spec_has_cuda("ef(q4)") == 1 && pz_codec_spec_has_cuda("ef21(sign)+zstd") == 1,
+          pz_codec_spec_has_cuda("ef(q4)") == 1 && pz_codec_spec_has_cuda("ef21(sign)+zstd") == 1 &&
+          pz_codec_spec_has_cuda("aq(q4)") == 1 && pz_codec_spec_has_cuda("aq(sign,warmup=bf16)") == 1,
           "device paths");
-    CHECK(pz_codec_spec_has_cuda("jointsq:2") == 0 && pz_codec_spec_has_cuda("aq(q4)") == 0 &&
+    CHECK(pz_codec_spec_has_cuda("jointsq:2") == 0 && pz_codec_spec_has_cuda("aq(jointsq:2)") == 0 &&
+          pz_codec_spec_has_cuda("ef(jointsq:2)") == 0 && pz_codec_spec_has_cuda("aq(q4,warmup=jointsq:4)") == 0 &&
           pz_codec_spec_has_cuda("topk:0.1") == 0 && pz_codec_spec_has_cuda("nuq4:code=elias") == 0,
           "host paths (topk and nuq elias decode on the host)");
     CHECK(pz_codec_spec_has_cuda("q9") == -1, "bad spec");
@@ -217,6 +279,12 @@ int main(void) {
             for (uint64_t seed = 1; seed <= 2; seed++) run(specs[i], &shapes[h], seed * 7919 + h, 1, stream);
     for (size_t i = 0; i < sizeof wrapped / sizeof wrapped[0]; i++)
         for (size_t h = 0; h < nshape; h++) run(wrapped[i], &shapes[h], 17 + h, 5, stream);
+    static const char *aqs[] = {"aq(q4)", "aq(sign:stochastic,warmup=fp16)", "aq(topk:0.1,warmup=q8)",
+                                "aq(nuq4:code=elias)", "ef(aq(q4))", "aq(jointsq:2)"};
+    for (size_t i = 0; i < sizeof aqs / sizeof aqs[0]; i++) {
+        run_aq(aqs[i], 8, 16, 96, 6, stream);
+        run_aq(aqs[i], 3, 1, 1001, 4, stream);
+    }
     static const char *nf[] = {"q4", "q4:scale=minmax", "sign", "sign:stochastic", "nuq4", "topk:0.1,values=q8",
                                "topk:0.1", "fp16", "bf16"};
     for (size_t i = 0; i < sizeof nf / sizeof nf[0]; i++) refused(nf[i], 0, stream);
