@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "compress/codec_impl.h"
+#include "compress/codec_ext.h"
 #include "compress/crc32c.h"
 #include "compress/spec.h"
 #ifdef PZ_HAVE_WRAPPERS
@@ -286,6 +287,8 @@ struct pz_codec {
     char *spill;
     uint8_t *scratch;              /* zstd staging */
     size_t scratch_cap;
+    void *backend;                 /* state of another backend (the GPU path), or NULL */
+    void (*backend_free)(void *);
 #ifdef PZ_HAVE_ZSTD
     ZSTD_CCtx *zc;
     ZSTD_DCtx *zd;
@@ -308,6 +311,7 @@ static int fixed_size(const pz_codec_params *p) {
 
 void pz_codec_free(pz_codec *c) {
     if (!c) return;
+    if (c->backend && c->backend_free) c->backend_free(c->backend);
 #ifdef PZ_HAVE_WRAPPERS
     if (c->w) pz_wrapper_free(c->w);
 #endif
@@ -590,8 +594,28 @@ static int ensure_scratch(pz_codec *c, size_t n) {
 
 /* ---------------------------------------------------------------- encode */
 
+/* the CPU payload of pz_codec_encode */
+static pz_status cpu_payload_(void *arg, pz_codec *c, const pz_shape *shape, const pz_codec_ctx *ctx,
+                              uint8_t *pl, size_t cap, size_t *plen, uint8_t *wflags) {
+    const float *x = arg;
+    *wflags = 0;
+    if (c->wrap_kind) {
+#ifdef PZ_HAVE_WRAPPERS
+        return pz_wrapper_encode(c->w, x, shape, ctx, pl, cap, plen, wflags);
+#else
+        return pz_fail(PZ_ERR_ARG, "wrappers not built");
+#endif
+    }
+    return c->impl->encode(&c->p, x, shape, ctx, pl, cap, plen);
+}
+
 pz_status pz_codec_encode(pz_codec *c, const float *x, const pz_shape *shape,
                           const pz_codec_ctx *ctx, uint8_t *out, size_t cap, size_t *len) {
+    return pz_codec_encode_with(c, shape, ctx, out, cap, len, cpu_payload_, (void *)x);
+}
+
+pz_status pz_codec_encode_with(pz_codec *c, const pz_shape *shape, const pz_codec_ctx *ctx, uint8_t *out,
+                               size_t cap, size_t *len, pz_payload_encode_fn fn, void *arg) {
     *len = 0;
     pz_status st = check_shape(shape, "encode");
     if (st != PZ_OK) return st;
@@ -600,18 +624,8 @@ pz_status pz_codec_encode(pz_codec *c, const float *x, const pz_shape *shape,
     uint8_t *pl = out + H;
     size_t plen = 0;
     uint8_t wflags = 0;
-    uint8_t id;
-    if (c->wrap_kind) {
-#ifdef PZ_HAVE_WRAPPERS
-        st = pz_wrapper_encode(c->w, x, shape, ctx, pl, cap - H, &plen, &wflags);
-#else
-        st = pz_fail(PZ_ERR_ARG, "wrappers not built");
-#endif
-        id = (uint8_t)WRAP_ID(c->wrap_kind);
-    } else {
-        st = c->impl->encode(&c->p, x, shape, ctx, pl, cap - H, &plen);
-        id = (uint8_t)c->p.id;
-    }
+    uint8_t id = c->wrap_kind ? (uint8_t)WRAP_ID(c->wrap_kind) : (uint8_t)c->p.id;
+    st = fn(arg, c, shape, ctx, pl, cap - H, &plen, &wflags);
     if (st != PZ_OK) return st;
     if (plen > cap - H) return pz_fail(PZ_ERR_SHAPE, "encode: payload overran the buffer");
     uint8_t flags = 0;
@@ -763,8 +777,31 @@ pz_status pz_codec_peek(const uint8_t *msg, size_t len, char *spec, size_t spec_
 
 /* ---------------------------------------------------------------- decode */
 
+/* the CPU payload decoder of pz_codec_decode */
+static pz_status cpu_decode_(void *arg, pz_codec *c, const pz_codec_params *p, uint8_t wflags,
+                             const uint8_t *pl, size_t plen, const pz_shape *shape, const pz_codec_ctx *ctx) {
+    float *out = arg;
+    if (c->wrap_kind) {
+#ifdef PZ_HAVE_WRAPPERS
+        return pz_wrapper_decode(c->w, wflags, pl, plen, shape, ctx, out);
+#else
+        (void)wflags;
+        (void)ctx;
+        return pz_fail(PZ_ERR_ARG, "wrappers not built");
+#endif
+    }
+    (void)wflags;
+    (void)ctx;
+    return pz_codec_impl_by_id(p->id)->decode(p, pl, plen, shape, out);
+}
+
 pz_status pz_codec_decode(pz_codec *c, const uint8_t *msg, size_t len,
                           const pz_codec_ctx *ctx, float *out, size_t out_cap, pz_shape *shape) {
+    return pz_codec_decode_with(c, msg, len, ctx, out_cap, shape, cpu_decode_, out);
+}
+
+pz_status pz_codec_decode_with(pz_codec *c, const uint8_t *msg, size_t len, const pz_codec_ctx *ctx,
+                               size_t out_cap, pz_shape *shape, pz_payload_decode_fn fn, void *arg) {
     msg_header m;
     pz_status st = parse_header(msg, len, &m);
     if (st != PZ_OK) return st;
@@ -814,17 +851,37 @@ pz_status pz_codec_decode(pz_codec *c, const uint8_t *msg, size_t len,
     if (!c->wrap_kind && fixed_size(&m.p) && plen != bound)
         return pz_fail(PZ_ERR_FORMAT, "codec message: %s payload of %zu bytes, this shape needs exactly %zu",
                        m.impl->name, plen, bound);
-    if (c->wrap_kind) {
-#ifdef PZ_HAVE_WRAPPERS
-        st = pz_wrapper_decode(c->w, m.wflags, pl, plen, &m.shape, ctx, out);
-#else
-        st = pz_fail(PZ_ERR_ARG, "wrappers not built");
-#endif
-    } else {
-        (void)ctx;
-        st = m.impl->decode(&m.p, pl, plen, &m.shape, out);
-    }
+    st = fn(arg, c, &m.p, m.wflags, pl, plen, &m.shape, ctx);
     if (st != PZ_OK) return st;
     if (shape) *shape = m.shape;
     return PZ_OK;
+}
+
+/* ---------------------------------------------------------------- backend hooks */
+
+int pz_codec_wrap_kind(const pz_codec *c) { return c->wrap_kind; }
+const pz_codec_params *pz_codec_base_params(const pz_codec *c) { return &c->p; }
+int pz_codec_has_zstd(const pz_codec *c) { return c->zstd; }
+pz_codec *pz_codec_warm(pz_codec *c) {
+#ifdef PZ_HAVE_WRAPPERS
+    return c->wrap_kind == 3 ? pz_wrapper_warm(c->w) : NULL;
+#else
+    (void)c;
+    return NULL;
+#endif
+}
+
+pz_codec *pz_codec_inner(pz_codec *c) {
+#ifdef PZ_HAVE_WRAPPERS
+    return c->wrap_kind ? pz_wrapper_inner(c->w) : NULL;
+#else
+    (void)c;
+    return NULL;
+#endif
+}
+
+void *pz_codec_backend(const pz_codec *c) { return c->backend; }
+void pz_codec_set_backend(pz_codec *c, void *state, void (*free_fn)(void *)) {
+    c->backend = state;
+    c->backend_free = free_fn;
 }

@@ -31,6 +31,22 @@
 #define PZ_HD
 #endif
 
+/* No contraction of a*b + c into an fma behind our back: the same formula
+ * must round the same on every compiler and on the GPU (gcc's -std=c11
+ * already implies -ffp-contract=off; nvcc gets --fmad=false). */
+#if defined(__clang__) && !defined(__CUDACC__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+/* A product that a sum uses, never fused into an fma whatever the compiler
+ * flags (device code: the _rn intrinsics are never contracted). */
+#if defined(__CUDA_ARCH__)
+#define PZ_FMUL(a, b) __fmul_rn((a), (b))
+#define PZ_FADD(a, b) __fadd_rn((a), (b))
+#else
+#define PZ_FMUL(a, b) ((a) * (b))
+#define PZ_FADD(a, b) ((a) + (b))
+#endif
+
 /* ---- bit casts ---- */
 static inline PZ_HD uint32_t pz_f2u(float f) {
     uint32_t u;

@@ -86,7 +86,7 @@ static pz_status nuq_validate(const pz_codec_params *p) {
     return PZ_OK;
 }
 
-static int nuq_s(int bits) { return (1 << (bits - 1)) - 1; }
+#define nuq_s pz_nuq_s
 
 static size_t elias_max_bits(int bits) {
     int s = nuq_s(bits);
@@ -99,23 +99,8 @@ static size_t nuq_max_payload(const pz_codec_params *p, const pz_shape *s) {
     return 4 * G + pz_pack_bytes(n, p->bits);
 }
 
-/* Level index of r in [0, 1], given as its bits rb, with u24 uniform in
- * [0, 2^24). Integer selects only, so the loop vectorizes. Between l_j = 2^E
- * and 2^(E+1) the probability of going up is the mantissa fraction (23 bits,
- * compared with 23 uniform bits); below l_1 it is r/l_1 (to 2^-24). */
-static inline uint32_t nuq_index(uint32_t rb, int s, float smallest_inv, uint32_t u24) {
-    int32_t j0 = (int32_t)(rb >> 23) - 127 + s;
-    uint32_t up_hi = (u24 >> 1) < (rb & 0x7fffffu) ? 1u : 0u;
-    uint32_t pb = pz_f2u(pz_u2f(rb) * smallest_inv);   /* r / l_1, only used when < 1 */
-    pb = pb < 0x3f800000u ? pb : 0x3f800000u;
-    uint32_t p24 = (uint32_t)(int32_t)(pz_u2f(pb) * 0x1p24f);
-    uint32_t up_lo = u24 < p24 ? 1u : 0u;
-    return j0 >= 1 ? (uint32_t)j0 + up_hi : up_lo;
-}
-
-static inline float nuq_level(uint32_t j, int s) {
-    return j ? pz_u2f((uint32_t)((int32_t)j - s + 127) << 23) : 0.0f;
-}
+/* Per-element formulas (level index, code, level value, Elias code):
+ * compress/elem_codecs.h, shared with the GPU kernels. */
 
 /* Elias stream writer/reader for the hot loops: MSB-first like pz_bitw, a
  * 64-bit accumulator flushed 32 bits at a time. The encoder checks the room
@@ -164,18 +149,30 @@ static inline uint64_t er_peek(const uint8_t *p, size_t len, uint64_t pos) {
     return w << (pos & 7);
 }
 
-/* Norms of every bucket; 0 if some value is not finite. */
+/* Norms of every bucket (sums of squares in the canonical order of
+ * compress/elem_codecs.h, as the GPU sums); 0 if some value is not finite. */
 static int bucket_norms(const float *x, size_t n, size_t bucket, size_t G, float *norm) {
     for (size_t g = 0; g < G; g++) {
         size_t a = g * bucket, e = a + bucket < n ? a + bucket : n;
-        double acc = 0.0;
-#pragma omp simd reduction(+ : acc)
-        for (size_t i = a; i < e; i++) acc += (double)x[i] * (double)x[i];
+        double acc = pz_sum_sq_canon(x + a, e - a);
         if (!isfinite(acc)) return 0;
-        norm[g] = (float)sqrt(acc);   /* >= every |x_i| of the bucket: rounding is monotone */
+        norm[g] = pz_nuq_norm(acc);   /* >= every |x_i| of the bucket: rounding is monotone */
         if (!isfinite(norm[g])) return 0;
     }
     return 1;
+}
+
+/* The Elias stream of n b-bit codes (what nuq_encode writes after the
+ * norms): for backends that compute the codes elsewhere (compress/cuda/).
+ * out holds the bound of nuq_max_payload; returns the bytes written. */
+size_t pz_nuq_elias_stream(const uint8_t *codes, size_t n, int b, uint8_t *out) {
+    ewriter w = {out, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v;
+        int nb = pz_nuq_elias(codes[i], b, &v);
+        ew_put(&w, v, nb);
+    }
+    return ew_finish_from(&w, out);
 }
 
 static pz_status nuq_encode(const pz_codec_params *p, const float *x, const pz_shape *s,
@@ -192,7 +189,7 @@ static pz_status nuq_encode(const pz_codec_params *p, const float *x, const pz_s
     const uint8_t *stream = out + 4 * G;
     uint64_t key = pz_ctx_key(ctx);
     int b = p->bits, sl = b >= 2 ? nuq_s(b) : 0;
-    float smallest_inv = b >= 2 ? pz_u2f((uint32_t)(sl - 1 + 127) << 23) : 0.0f;   /* 2^(s-1) */
+    float smallest_inv = pz_nuq_smallest_inv(b);   /* 2^(s-1) */
     uint8_t codes[PZ_CHUNK];
     ewriter w = {out + 4 * G, 0, 0};
     for (size_t a = 0; a < n; a += PZ_CHUNK) {
@@ -201,36 +198,26 @@ static pz_status nuq_encode(const pz_codec_params *p, const float *x, const pz_s
         uint32_t klo = k.lo, khi = k.hi;
         for (size_t i = a; i < e;) {
             size_t g = i / bucket, re = (g + 1) * bucket < e ? (g + 1) * bucket : e, m = re - i;
-            float inv = norm[g] > 0.0f ? 1.0f / norm[g] : 0.0f;
+            float inv = pz_nuq_inv(norm[g]);
             const float *xi = x + i;
             uint8_t *cd = codes + (i - a);
             uint32_t i32 = (uint32_t)i;
             if (b == 1) {
-                float hinv = 0.5f * inv;
 #pragma omp simd
                 for (uint32_t j = 0; j < (uint32_t)m; j++)
-                    cd[j] = pz_uniform2(klo, khi, i32 + j) < fmaf(xi[j], hinv, 0.5f) ? 1 : 0;
+                    cd[j] = pz_nuq_code1(xi[j], inv, pz_uniform2(klo, khi, i32 + j));
             } else {
-                uint32_t sbit = 1u << (b - 1);
 #pragma omp simd
-                for (uint32_t j = 0; j < (uint32_t)m; j++) {
-                    uint32_t u24 = pz_uhash2(klo, khi, i32 + j) >> 8;
-                    uint32_t rb = pz_f2u(fabsf(xi[j]) * inv);
-                    rb = rb < 0x3f800000u ? rb : 0x3f800000u;   /* r <= 1 */
-                    uint32_t jx = nuq_index(rb, sl, smallest_inv, u24);
-                    uint32_t neg = (pz_f2u(xi[j]) >> 31) & (jx != 0);
-                    cd[j] = (uint8_t)(jx | (neg ? sbit : 0u));
-                }
+                for (uint32_t j = 0; j < (uint32_t)m; j++)
+                    cd[j] = pz_nuq_code(xi[j], inv, b, sl, smallest_inv, pz_uhash2(klo, khi, i32 + j));
             }
             i = re;
         }
         if (p->elias) {
-            uint32_t jmask = (1u << (b - 1)) - 1;
             for (size_t i = 0; i < e - a; i++) {
-                uint32_t jx = codes[i] & jmask, v = jx + 1;
-                int L = 32 - __builtin_clz(v);          /* gamma(v): L-1 zeros, then v in L bits */
-                if (jx) ew_put(&w, (v << 1) | (uint32_t)(codes[i] >> (b - 1)), 2 * L);   /* + sign bit */
-                else ew_put(&w, 1, 1);
+                uint32_t v;
+                int nb = pz_nuq_elias(codes[i], b, &v);
+                ew_put(&w, v, nb);
             }
         } else {
             pz_pack_codes(codes, e - a, b, out + 4 * G + (a / 8) * (size_t)b);
@@ -303,17 +290,8 @@ static pz_status nuq_decode(const pz_codec_params *p, const uint8_t *in, size_t 
             float nv = norm[g];
             const uint8_t *cd = codes + (i - a);
             float *o = out + i;
-            if (b == 1) {
 #pragma omp simd
-                for (size_t j = 0; j < m; j++) o[j] = cd[j] ? nv : -nv;
-            } else {
-                uint32_t jmask = (1u << (b - 1)) - 1;
-#pragma omp simd
-                for (size_t j = 0; j < m; j++) {
-                    float v = nv * nuq_level(cd[j] & jmask, sl);
-                    o[j] = (cd[j] >> (b - 1)) ? -v : v;
-                }
-            }
+            for (size_t j = 0; j < m; j++) o[j] = pz_nuq_value(cd[j], nv, b, sl);
             i = re;
         }
     }

@@ -13,6 +13,7 @@
 
 #include "compress/codec_impl.h"
 #include "compress/elem.h"
+#include "compress/elem_codecs.h"
 #include "compress/spec.h"
 
 /* elements per chunk of the encode/decode loops: a multiple of 8 (whole
@@ -55,16 +56,16 @@ static inline size_t pz_group_run(const pz_groups *g, size_t i, size_t e, size_t
 }
 
 /* Order-preserving map of float bits to int32 (and back: same function). */
-static inline int32_t pz_ord32(uint32_t b) { return (int32_t)(b ^ ((uint32_t)((int32_t)b >> 31) >> 1)); }
+static inline PZ_HD int32_t pz_ord32(uint32_t b) { return (int32_t)(b ^ ((uint32_t)((int32_t)b >> 31) >> 1)); }
 
 /* Scales on the wire: fp32 or fp16, little-endian. dir: +1 round up, -1 round
  * down, 0 nearest. Returns the value as the receiver will read it. */
-static inline float pz_scale_store(float v, int fp32, int dir) {
+static inline PZ_HD float pz_scale_store(float v, int fp32, int dir) {
     if (fp32) return v;
     uint16_t h = dir > 0 ? pz_f32_to_f16_up(v) : dir < 0 ? pz_f32_to_f16_down(v) : pz_f32_to_f16(v);
     return pz_f16_to_f32(h);
 }
-static inline void pz_scale_put(uint8_t *out, size_t i, float stored, int fp32) {
+static inline PZ_HD void pz_scale_put(uint8_t *out, size_t i, float stored, int fp32) {
     if (fp32) {
         memcpy(out + 4 * i, &stored, 4);
     } else {
@@ -72,7 +73,7 @@ static inline void pz_scale_put(uint8_t *out, size_t i, float stored, int fp32) 
         memcpy(out + 2 * i, &h, 2);
     }
 }
-static inline float pz_scale_get(const uint8_t *in, size_t i, int fp32) {
+static inline PZ_HD float pz_scale_get(const uint8_t *in, size_t i, int fp32) {
     if (fp32) {
         float v;
         memcpy(&v, in + 4 * i, 4);

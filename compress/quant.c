@@ -95,15 +95,8 @@ static size_t q_max_payload(const pz_codec_params *p, const pz_shape *s) {
     return q_scale_bytes(p, s) + pz_pack_bytes(pz_shape_numel(s), p->bits);
 }
 
-/* grid from the stored range; 0 when it is not usable */
-static int make_grid(float lo, float hi, int L, float *step, float *inv) {
-    if (!(lo <= hi) || !isfinite(lo) || !isfinite(hi)) return 0;
-    float st = (hi - lo) / (float)L;
-    if (!isfinite(st)) return 0;
-    *step = st;
-    *inv = st > 0.0f ? 1.0f / st : 0.0f;
-    return 1;
-}
+/* grid from the stored range (compress/elem_codecs.h); 0 when it is not usable */
+#define make_grid pz_q_grid
 
 /* Per-group statistics: range [lo, hi] of each group (absmax: -s..s) and
  * whether every value is finite. */
@@ -181,18 +174,10 @@ static int group_stats(const pz_codec_params *p, const pz_groups *g, const float
 }
 
 /* y = (x - lo)/step >= 0 up to rounding (computed as x*inv + off, off =
- * -lo*inv). Stochastic: k = floor(y + u), which is floor(y) + 1 with
- * probability y - floor(y) (up to float rounding of y + u, below the error
- * of y itself); a tiny negative y truncates to 0, as floor would. */
-static inline uint8_t qcode_stoch(float x, float off, float inv, int32_t L, float u) {
-    int32_t k = (int32_t)(fmaf(x, inv, off) + u);
-    return (uint8_t)(k < L ? k : L);
-}
-static inline uint8_t qcode_near(float x, float off, float inv, int32_t L) {
-    int32_t k = (int32_t)rintf(fmaf(x, inv, off));
-    k = k > 0 ? k : 0;
-    return (uint8_t)(k < L ? k : L);
-}
+ * -lo*inv): the per-element formulas are pz_q_code_stoch / pz_q_code_near of
+ * compress/elem_codecs.h, shared with the GPU kernels. */
+#define qcode_stoch pz_q_code_stoch
+#define qcode_near pz_q_code_near
 
 static pz_status q_encode(const pz_codec_params *p, const float *x, const pz_shape *s,
                           const pz_codec_ctx *ctx, uint8_t *out, size_t cap, size_t *len) {
@@ -226,7 +211,7 @@ static pz_status q_encode(const pz_codec_params *p, const float *x, const pz_sha
         }
     }
     float *off = step;   /* the encoder needs only inv and off = -lo*inv */
-    for (size_t gi = 0; gi < g.G; gi++) off[gi] = -lo[gi] * inv[gi];
+    for (size_t gi = 0; gi < g.G; gi++) off[gi] = pz_q_off(lo[gi], inv[gi]);
     uint8_t *codes_out = out + q_scale_bytes(p, s);
     uint64_t key = pz_ctx_key(ctx);
     int stoch = p->round_mode == PZ_ROUND_STOCHASTIC;
@@ -312,11 +297,11 @@ static pz_status q_decode(const pz_codec_params *p, const uint8_t *in, size_t le
             if (g.span) {
                 float l = lo[gi], sp = step[gi];
 #pragma omp simd
-                for (size_t j = 0; j < m; j++) o[j] = l + (float)cd[j] * sp;
+                for (size_t j = 0; j < m; j++) o[j] = pz_q_value(cd[j], l, sp);
             } else {
                 const float *l = lo + gi, *sp = step + gi;
 #pragma omp simd
-                for (size_t j = 0; j < m; j++) o[j] = l[j] + (float)cd[j] * sp[j];
+                for (size_t j = 0; j < m; j++) o[j] = pz_q_value(cd[j], l[j], sp[j]);
             }
             i = re;
         }

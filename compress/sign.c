@@ -83,20 +83,15 @@ static int sign_scales(const pz_codec_params *p, const pz_groups *g, const float
         for (size_t gi = 0; gi < g->G; gi++) {
             size_t a = gi * g->span, e = a + g->span < g->n ? a + g->span : g->n;
             uint32_t am = 0;
-            double sum = 0.0;
-            for (size_t b = a; b < e; b += 1024) {   /* float partial sums, double total */
-                size_t be = b + 1024 < e ? b + 1024 : e;
-                float part = 0.0f;
-#pragma omp simd reduction(+ : part) reduction(max : am)
-                for (size_t i = b; i < be; i++) {
-                    uint32_t ab = pz_f2u(x[i]) & 0x7fffffffu;
-                    am = ab > am ? ab : am;
-                    part += fabsf(x[i]);
-                }
-                sum += part;
+#pragma omp simd reduction(max : am)
+            for (size_t i = a; i < e; i++) {
+                uint32_t ab = pz_f2u(x[i]) & 0x7fffffffu;
+                am = ab > am ? ab : am;
             }
+            /* the canonical order of compress/elem_codecs.h, as the GPU sums */
+            double sum = p->stochastic ? 0.0 : pz_sum_abs_canon(x + a, e - a);
             worst = am > worst ? am : worst;
-            sc[gi] = p->stochastic ? pz_u2f(am) : (float)(sum / (double)(e - a));
+            sc[gi] = p->stochastic ? pz_u2f(am) : pz_sign_mean(sum, e - a);
         }
     } else {
         size_t C = g->C, R = g->n / C;
@@ -108,12 +103,12 @@ static int sign_scales(const pz_codec_params *p, const pz_groups *g, const float
             for (size_t c = 0; c < C; c++) {
                 uint32_t ab = pz_f2u(row[c]) & 0x7fffffffu;
                 am[c] = ab > am[c] ? ab : am[c];
-                sum[c] += (double)fabsf(row[c]);
+                sum[c] = sum[c] + pz_term_abs(row[c]);
             }
         }
         for (size_t c = 0; c < C; c++) {
             worst = am[c] > worst ? am[c] : worst;
-            sc[c] = p->stochastic ? pz_u2f(am[c]) : (float)(sum[c] / (double)R);
+            sc[c] = p->stochastic ? pz_u2f(am[c]) : pz_sign_mean(sum[c], R);
         }
         free(am);
         free(sum);
@@ -140,7 +135,7 @@ static pz_status sign_encode(const pz_codec_params *p, const float *x, const pz_
             return pz_fail(PZ_ERR_ARG, "sign encode: scale of group %zu beyond the fp16 range (use sdtype=fp32)", gi);
         }
         pz_scale_put(out, gi, sc[gi], fp32);
-        hinv[gi] = sc[gi] > 0.0f ? 0.5f / sc[gi] : 0.0f;
+        hinv[gi] = pz_sign_hinv(sc[gi]);
     }
     uint8_t *bits_out = out + scale_bytes(p, s);
     if (!p->stochastic) {
@@ -156,7 +151,7 @@ static pz_status sign_encode(const pz_codec_params *p, const float *x, const pz_
         for (; i < g.n; i += 8) {
             uint32_t byte = 0;
             size_t e = i + 8 < g.n ? i + 8 : g.n;
-            for (size_t j = i; j < e; j++) byte |= (x[j] >= 0.0f ? 1u : 0u) << (j - i);
+            for (size_t j = i; j < e; j++) byte |= (uint32_t)pz_sign_bit_scaled(x[j]) << (j - i);
             bits_out[i / 8] = (uint8_t)byte;
         }
     } else {
@@ -177,12 +172,12 @@ static pz_status sign_encode(const pz_codec_params *p, const float *x, const pz_
                     float hv = hinv[gi];
 #pragma omp simd
                     for (uint32_t j = 0; j < (uint32_t)m; j++)
-                        cd[j] = pz_uniform2(klo, khi, i32 + j) < fmaf(xi[j], hv, 0.5f) ? 1 : 0;
+                        cd[j] = pz_sign_bit_stoch(xi[j], hv, pz_uniform2(klo, khi, i32 + j));
                 } else {
                     const float *hv = hinv + gi;
 #pragma omp simd
                     for (uint32_t j = 0; j < (uint32_t)m; j++)
-                        cd[j] = pz_uniform2(klo, khi, i32 + j) < fmaf(xi[j], hv[j], 0.5f) ? 1 : 0;
+                        cd[j] = pz_sign_bit_stoch(xi[j], hv[j], pz_uniform2(klo, khi, i32 + j));
                 }
                 i = re;
             }

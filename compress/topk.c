@@ -58,7 +58,9 @@
 
 #include "compress/bitpack.h"
 #include "compress/codec_impl.h"
+#include "compress/codec_ext.h"
 #include "compress/elem.h"
+#include "compress/elem_codecs.h"
 #include "compress/kselect.h"
 #include "compress/spec.h"
 
@@ -206,6 +208,16 @@ static pz_status topk_geom_(const pz_codec_params *p, const pz_shape *s, topk_ge
     g->nscale = (p->value_mode == PZ_VALUES_Q8 && g->K > 0) ? g->nseg : 0;
     g->fixed = 1 + 4 * g->nscale + g->K * g->vb;
     g->bitmap = (n + 7) / 8;
+    return PZ_OK;
+}
+
+pz_status pz_topk_geometry(const pz_codec_params *p, const pz_shape *s, size_t *nseg, size_t *L, size_t *k) {
+    topk_geom g;
+    pz_status st = topk_geom_(p, s, &g);
+    if (st != PZ_OK) return st;
+    *nseg = g.nseg;
+    *L = g.L;
+    *k = g.k;
     return PZ_OK;
 }
 
@@ -451,13 +463,10 @@ static pz_status put_values_(const pz_codec_params *p, const float *v, size_t k,
     if (mk >= 0x7f800000u) return pz_fail(PZ_ERR_ARG, "topk: non-finite value with values=q8");
     float sc = pz_u2f(mk);
     *scale = sc;
-    float inv = sc > 0 ? 127.0f / sc : 0.0f;
+    float inv = pz_topk_q8_inv(sc);
     int8_t *q = (int8_t *)o;
 #pragma omp simd
-    for (j = 0; j < k; j++) {
-        float r = pz_clampf(pz_round_near(v[j] * inv), -127.0f, 127.0f);
-        q[j] = (int8_t)(int)r;
-    }
+    for (j = 0; j < k; j++) q[j] = pz_topk_q8(v[j], inv);   /* compress/elem_codecs.h */
     return PZ_OK;
 }
 

@@ -70,13 +70,14 @@
  *   no contraction or vectorisation can make the two copies differ. */
 #include "compress/wrappers.h"
 #include "compress/aq_store.h"
+#include "compress/codec_ext.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define AQ_DEFAULT_MEM ((size_t)1 << 30)
-#define AQ_WARMUP_SALT 0x61717761726d7570ULL /* "aqwarmup" */
+#define AQ_WARMUP_SALT PZ_AQ_WARMUP_SALT
 #define AQ_DIR_KEY "spill" /* the spill directory option, as compress/codec.c parses it */
 
 typedef struct {
@@ -278,6 +279,9 @@ void pz_wrapper_free(pz_wrapper *w) {
 }
 
 const char *pz_wrapper_spec(const pz_wrapper *w) { return w->spec; }
+
+pz_codec *pz_wrapper_inner(pz_wrapper *w) { return w->inner; }
+pz_codec *pz_wrapper_warm(pz_wrapper *w) { return w->warm; }
 
 size_t pz_wrapper_max_payload(const pz_wrapper *w, const pz_shape *shape) {
     size_t inner = pz_codec_max_encoded_size(w->inner, shape);

@@ -41,6 +41,11 @@ pz_status pz_wrapper_create(pz_wrap_kind kind, const pz_wrap_opts *opts, pz_code
 void pz_wrapper_free(pz_wrapper *w);
 /* Canonical spec, e.g. "aq(q4:...)" with non-default options spelled out. */
 const char *pz_wrapper_spec(const pz_wrapper *w);
+/* The inner codec (owned by the wrapper). */
+pz_codec *pz_wrapper_inner(pz_wrapper *w);
+/* aq: the warm-up codec (owned by the wrapper); NULL for ef, ef21. */
+pz_codec *pz_wrapper_warm(pz_wrapper *w);
+
 size_t pz_wrapper_max_payload(const pz_wrapper *w, const pz_shape *shape);
 pz_status pz_wrapper_encode(pz_wrapper *w, const float *x, const pz_shape *shape,
                             const pz_codec_ctx *ctx, uint8_t *payload, size_t cap,

@@ -12,8 +12,13 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct pz_backend {
     const char *name;
+    int host_memory;   /* 1: buffers are host memory (cpu); 0: device memory */
 
     /* memory: device buffers (host memory on the CPU backend) */
     void *(*alloc)(size_t bytes);          /* zero-filled, aborts on failure */
@@ -22,6 +27,10 @@ typedef struct pz_backend {
     void (*to_host)(void *dst_host, const void *src, size_t bytes);
     void (*from_host)(void *dst, const void *src_host, size_t bytes);
     void (*copy)(void *dst, const void *src, size_t bytes); /* within the backend */
+    /* host memory for transfers to and from the backend: pinned (page-locked)
+     * on a device backend so copies run at full bus speed; zero-filled */
+    void *(*host_alloc)(size_t bytes);
+    void (*host_free)(void *p);
 
     /* out (B,T,C) = wte[inp[b,t]] + wpe[t]; inp (B,T) holds ids in [0, V) */
     void (*encoder_forward)(float *out, const int *inp, const float *wte,
@@ -86,5 +95,16 @@ const pz_backend *pz_backend_cpu(void);
 /* Threads for the CPU backend's loops and its BLAS (0 = all cores). */
 void pz_backend_cpu_set_threads(int n);
 int pz_backend_cpu_threads(void);
+
+/* The CUDA backend (kernels/cuda/, built with -Dcuda): selects GPU `ordinal`
+ * (modulo the device count), creates its cuBLAS handle and returns the table,
+ * or returns NULL with a message in err (no driver, no GPU, ...). tf32 != 0
+ * lets cuBLAS use TF32 tensor cores for fp32 products. One device per process;
+ * a second call returns the same table (its arguments are ignored). */
+const pz_backend *pz_backend_cuda_init(int ordinal, int tf32, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -2,12 +2,15 @@
  * generated from the same table that parses the flags and cannot drift. */
 #include "runtime/cli.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "compress/codec_cli.h"
 #include "kernels/backend.h"
 #include "runtime/data.h"
+#include "runtime/device.h"
 #include "runtime/launcher.h"
 #include "runtime/partition.h"
 #include "runtime/pipeline.h"
@@ -159,6 +162,7 @@ static int cmd_train(int argc, char **argv) {
         {"--val-batches", FLAG_INT, &o.val_batches, "validation batches, read in file order", 1, 100000000, NULL},
         {"--save", FLAG_STR, &o.save, "write the trained model here at the end (.bin = llm.c v3, else safetensors)", 0, 0, NULL},
         {"--threads", FLAG_INT, &o.threads, "CPU threads per process (0 = all cores)", 0, 1024, NULL},
+        {"--device", FLAG_STR, &o.device, "cpu, cuda or cuda:tf32; or one per stage, e.g. cpu,cuda", 0, 0, NULL},
         {"--stages", FLAG_INT, &o.stages, "pipeline stages, one process each (1 = this process alone)", 1, 255, NULL},
         {"--split", FLAG_STR, &o.split, "blocks per stage, e.g. 3,3,3,3 (default: balanced by a cost model)", 0, 0, NULL},
         {"--schedule", FLAG_STR, &o.schedule, "pipeline schedule: 1f1b or gpipe", 0, 0, NULL},
@@ -197,6 +201,7 @@ static int cmd_train(int argc, char **argv) {
         return 1;
     pz_sched_kind kind;
     if (pz_sched_parse(o.schedule, &kind) != PZ_OK) return fail("train", PZ_ERR_ARG);
+    if (pz_device_check(o.device, o.stages) != PZ_OK) return fail("train", PZ_ERR_ARG);
     int rank, world, port;
     const char *addr;
     pz_status st;
@@ -334,6 +339,34 @@ static int cmd_codec(int argc, char **argv) {
     return pz_codec_cmd(&o);
 }
 
+/* `pipezip sweep` runs examples/sweep.py (python3; plots need matplotlib)
+ * from this source tree, pointing it at this very executable. */
+static int cmd_sweep(int argc, char **argv) {
+    char script[4096], self[4096];
+    snprintf(script, sizeof script, "%s/examples/sweep.py", PZ_SOURCE_ROOT);
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) { fprintf(stderr, "pipezip sweep: error: cannot find this executable (/proc/self/exe)\n"); return 1; }
+    self[n] = 0;
+    if (access(script, R_OK) != 0) {
+        fprintf(stderr, "pipezip sweep: error: %s: %s (the sweep script lives in the source tree this pipezip "
+                "was built from)\n", script, strerror(errno));
+        return 1;
+    }
+    char **args = xcalloc((size_t)argc + 5, sizeof *args);
+    int k = 0, has_pz = 0;
+    args[k++] = "python3";
+    args[k++] = script;
+    for (int i = 0; i < argc; i++) has_pz |= strncmp(argv[i], "--pipezip", 9) == 0;
+    if (!has_pz) { args[k++] = "--pipezip"; args[k++] = self; }
+    for (int i = 0; i < argc; i++) args[k++] = argv[i];
+    args[k] = NULL;
+    fflush(NULL);
+    execvp("python3", args);
+    fprintf(stderr, "pipezip sweep: error: cannot run python3: %s (bash tools/setup.sh installs it)\n", strerror(errno));
+    free(args);
+    return 1;
+}
+
 static const struct {
     const char *name;
     int (*fn)(int, char **);
@@ -343,6 +376,7 @@ static const struct {
     {"eval", cmd_eval, "mean next-token loss of a checkpoint on token shards"},
     {"tokenize", cmd_tokenize, "turn text files into byte-level token shards"},
     {"codec", cmd_codec, "encode a tensor with a codec and report size, error and speed"},
+    {"sweep", cmd_sweep, "grid of fwd x bwd codecs on one fine-tuning task: table and plots (examples/sweep.py)"},
     {"schedule", pz_cmd_schedule, "print the instruction table of a pipeline schedule"},
 };
 

@@ -22,10 +22,13 @@
 #include <string.h>
 
 #include "runtime/checkpoint.h"
+#include "runtime/device.h"
 #include "runtime/edge.h"
 #include "runtime/metrics.h"
+#include "runtime/nvtx.h"
 #include "runtime/partition.h"
 #include "runtime/policy.h"
+#include "runtime/staging.h"
 #include "runtime/transport.h"
 #include "schedules/schedule.h"
 
@@ -52,6 +55,7 @@ typedef struct {
     float **grad_out;          /* per slot: d(input) being sent (non-first) */
     pz_request **act_send, **grad_send, **act_recv, **grad_recv;
     size_t act_bytes;          /* B*T*C floats */
+    pz_staging stg;            /* host <-> device hops of edge tensors (runtime/staging.h) */
     int *tok, *tgt;            /* host batch of the current micro-batch */
     /* edges: the out edge (rank -> rank+1) and the in edge (rank-1 -> rank) */
     pz_policy pol;
@@ -92,7 +96,9 @@ static void progress_hook(void *tp) { pz_transport_progress(tp); }
 static pz_status wait_req_len(exec *x, pz_request **req, int micro, size_t *len) {
     if (!*req) return PZ_OK;
     double t0 = pz_now();
+    PZ_RANGE_PUSH("wait micro %d", micro);
     pz_status st = pz_transport_wait(x->tp, *req, len);
+    PZ_RANGE_POP();
     *req = NULL;
     double t1 = pz_now();
     x->wait_s += t1 - t0;
@@ -106,15 +112,21 @@ static pz_status post_recv(exec *x, int peer, int kind, uint32_t step, int micro
                            pz_request **req, const char *what) {
     char w[96];
     snprintf(w, sizeof w, "%s step %u micro %d", what, step, micro);
-    return pz_transport_recv(x->tp, peer, pz_tag(peer, step, (uint32_t)micro, (uint32_t)kind), buf, cap, w, req);
+    PZ_RANGE_PUSH("%s", w);
+    pz_status st = pz_transport_recv(x->tp, peer, pz_tag(peer, step, (uint32_t)micro, (uint32_t)kind), buf, cap, w, req);
+    PZ_RANGE_POP();
+    return st;
 }
 
 static pz_status post_send(exec *x, int peer, int kind, uint32_t step, int micro, const uint8_t *buf, size_t len,
                            pz_request **req, const char *what) {
     char w[96];
     snprintf(w, sizeof w, "%s step %u micro %d", what, step, micro);
-    return pz_transport_send(x->tp, peer, pz_tag(x->rank, step, (uint32_t)micro, (uint32_t)kind), buf, len, w,
-                             req);
+    PZ_RANGE_PUSH("%s", w);
+    pz_status st = pz_transport_send(x->tp, peer, pz_tag(x->rank, step, (uint32_t)micro, (uint32_t)kind), buf, len,
+                                     w, req);
+    PZ_RANGE_POP();
+    return st;
 }
 
 /* Encodes x with edge end e into wire and sends it (timing the codec). */
@@ -123,7 +135,9 @@ static pz_status encode_send(exec *x, pz_edge_end *e, int peer, int kind, uint32
                              const char *what) {
     size_t len = 0;
     double t0 = pz_now();
+    PZ_RANGE_PUSH("encode edge %d step %u micro %d", e->edge, step, micro);
     pz_status st = pz_edge_encode(e, src, ids, (uint64_t)x->o->seed, step, (uint32_t)micro, wire, &len);
+    PZ_RANGE_POP();
     double t1 = pz_now();
     x->codec_s += t1 - t0;
     if (e->codec) trace(x, "encode", micro, t0, t1);
@@ -138,7 +152,9 @@ static pz_status recv_decode(exec *x, pz_edge_end *e, pz_request **req, uint32_t
     pz_status st = wait_req_len(x, req, micro, &len);
     if (st != PZ_OK) return st;
     double t0 = pz_now();
+    PZ_RANGE_PUSH("decode edge %d step %u micro %d", e->edge, step, micro);
     st = pz_edge_decode(e, wire, len, (uint64_t)x->o->seed, step, (uint32_t)micro, out, ids);
+    PZ_RANGE_POP();
     double t1 = pz_now();
     x->codec_s += t1 - t0;
     if (e->codec) trace(x, "decode", micro, t0, t1);
@@ -176,7 +192,9 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
                                    (unsigned long long)x->ids_tmp[b]);
         float dscale = 1.0f / ((float)o->batch * o->seq * o->micro);
         t0 = pz_now();
-        pz_stage_forward(&x->stage, &x->slots[slot], x->tok, is_first(x) ? NULL : x->act_in[slot], x->tgt, dscale);
+        PZ_RANGE_PUSH("F stage %d step %u micro %d", x->rank, step, i);
+        pz_stage_forward(&x->stage, &x->slots[slot], x->tok, is_first(x) ? NULL : pz_staging_in(&x->stg, x->act_in[slot]), x->tgt, dscale);
+        PZ_RANGE_POP();
         if (is_last(x)) *loss_sum += x->slots[slot].loss;
         double t1 = pz_now();
         x->compute_s += t1 - t0;
@@ -186,6 +204,7 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
     case PZ_OP_SEND_ACT: {
         int nb = x->stage.range.l1 - x->stage.range.l0;
         const float *out = nb > 0 ? x->slots[slot].blocks[nb - 1].res3 : x->slots[slot].input;
+        out = pz_staging_out(&x->stg, slot, out);   /* device -> host before encoding */
         st = encode_send(x, &x->fwd_tx, x->rank + 1, KIND_ACT, step, i, out, x->ids[slot], x->act_wire_out[slot],
                          &x->act_send[slot], "send activation");
         trace(x, "send", i, t0, pz_now());
@@ -197,8 +216,11 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
             return st;
         if (!is_first(x) && (st = wait_req(x, &x->grad_send[slot], i)) != PZ_OK) return st;
         t0 = pz_now();
-        pz_stage_backward(&x->stage, &x->slots[slot], is_last(x) ? NULL : x->grad_in[slot],
-                          is_first(x) ? NULL : x->grad_out[slot]);
+        PZ_RANGE_PUSH("B stage %d step %u micro %d", x->rank, step, i);
+        pz_stage_backward(&x->stage, &x->slots[slot], is_last(x) ? NULL : pz_staging_in(&x->stg, x->grad_in[slot]),
+                          is_first(x) ? NULL : pz_staging_dx(&x->stg, x->grad_out[slot]));
+        if (!is_first(x)) pz_staging_dx_done(&x->stg, x->grad_out[slot]);
+        PZ_RANGE_POP();
         double t1 = pz_now();
         x->compute_s += t1 - t0;
         trace(x, "backward", i, t0, t1);
@@ -215,18 +237,20 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
         int peer = is_first(x) ? x->world - 1 : 0;
         size_t n = (size_t)x->stage.cfg.padded_vocab_size * x->stage.cfg.channels;
         float *other = xaligned_alloc(n * sizeof(float));
+        float *g = pz_staging_view(&x->stg, x->stage.grads.wte, n);   /* host copy on a device */
         pz_request *rs = NULL, *rr = NULL;
         char w[64];
         snprintf(w, sizeof w, "tied embedding gradient step %u", step);
         st = pz_transport_recv(x->tp, peer, pz_tag(peer, step, 0, KIND_TIED), other, n * sizeof(float), w, &rr);
         if (st == PZ_OK)
-            st = pz_transport_send(x->tp, peer, pz_tag(x->rank, step, 0, KIND_TIED), x->stage.grads.wte,
+            st = pz_transport_send(x->tp, peer, pz_tag(x->rank, step, 0, KIND_TIED), g,
                                    n * sizeof(float), w, &rs);
         pz_status st2 = wait_req(x, &rr, -1);
         pz_status st3 = wait_req(x, &rs, -1);
         if (st == PZ_OK) st = st2 != PZ_OK ? st2 : st3;
         if (st == PZ_OK)
-            for (size_t k = 0; k < n; k++) x->stage.grads.wte[k] += other[k];
+            for (size_t k = 0; k < n; k++) g[k] += other[k];
+        pz_staging_view_done(&x->stg, x->stage.grads.wte, g, n);
         free(other);
         trace(x, "tied", -1, t0, pz_now());
         return st;
@@ -275,10 +299,10 @@ static pz_status validate(exec *x, uint32_t val_round, int compressed, double *l
                                      ids)) != PZ_OK)
                 break;
         }
-        pz_stage_forward(&x->stage, &x->slots[0], x->tok, is_first(x) ? NULL : x->act_in[0], x->tgt, 0.0f);
+        pz_stage_forward(&x->stage, &x->slots[0], x->tok, is_first(x) ? NULL : pz_staging_in(&x->stg, x->act_in[0]), x->tgt, 0.0f);
         if (is_last(x)) sum += x->slots[0].loss;
         else {
-            const float *out = layers > 0 ? x->slots[0].blocks[layers - 1].res3 : x->slots[0].input;
+            const float *out = pz_staging_out(&x->stg, 0, layers > 0 ? x->slots[0].blocks[layers - 1].res3 : x->slots[0].input);
             size_t len = 0;
             if ((st = pz_edge_encode(tx, out, ids, (uint64_t)o->seed, cstep, (uint32_t)k, x->act_wire_out[0], &len)) != PZ_OK)
                 break;
@@ -402,9 +426,9 @@ static pz_status save_whole_model(exec *x, const pz_stage_range *ranges) {
 static void exec_free(exec *x) {
     for (int k = 0; x->slots && k < x->bound; k++) {
         pz_acts_free(&x->slots[k], &x->stage);
-        free(x->act_in ? x->act_in[k] : NULL);
-        free(x->grad_in ? x->grad_in[k] : NULL);
-        free(x->grad_out ? x->grad_out[k] : NULL);
+        pz_host_buffer_free(x->stage.be, x->act_in ? x->act_in[k] : NULL);
+        pz_host_buffer_free(x->stage.be, x->grad_in ? x->grad_in[k] : NULL);
+        pz_host_buffer_free(x->stage.be, x->grad_out ? x->grad_out[k] : NULL);
         free(x->act_wire_in ? x->act_wire_in[k] : NULL);
         free(x->grad_wire_in ? x->grad_wire_in[k] : NULL);
         free(x->act_wire_out ? x->act_wire_out[k] : NULL);
@@ -423,6 +447,7 @@ static void exec_free(exec *x) {
     if (x->have_loader) pz_loader_free(&x->loader);
     if (x->have_train) pz_dataset_close(&x->train);
     if (x->have_val) pz_dataset_close(&x->val);
+    pz_staging_free(&x->stg);
     pz_stage_free(&x->stage);
     pz_schedule_free(&x->sched);
 }
@@ -569,8 +594,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     pz_metrics met;
     memset(&met, 0, sizeof met);
     double *red = NULL;
-    const pz_backend *be = pz_backend_cpu();
-    pz_backend_cpu_set_threads(o->threads);
+    const pz_backend *be = pz_backend_for(o->device, rank, o->threads, &st);
+    if (!be) return st;
     if (!o->data) return pz_fail(PZ_ERR_ARG, "--data is required (token shards; see 'pipezip tokenize')");
     if (world != o->stages)
         return pz_fail(PZ_ERR_ARG, "WORLD_SIZE %d does not match --stages %d", world, o->stages);
@@ -623,10 +648,11 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     x.grad_recv = xcalloc((size_t)x.bound, sizeof(pz_request *));
     for (int k = 0; k < x.bound; k++) {
         pz_acts_init(&x.slots[k], &x.stage);
-        if (!is_first(&x)) x.act_in[k] = xaligned_alloc(x.act_bytes);
-        if (!is_first(&x)) x.grad_out[k] = xaligned_alloc(x.act_bytes);
-        if (!is_last(&x)) x.grad_in[k] = xaligned_alloc(x.act_bytes);
+        if (!is_first(&x)) x.act_in[k] = pz_host_buffer(be, x.act_bytes);
+        if (!is_first(&x)) x.grad_out[k] = pz_host_buffer(be, x.act_bytes);
+        if (!is_last(&x)) x.grad_in[k] = pz_host_buffer(be, x.act_bytes);
     }
+    pz_staging_init(&x.stg, be, x.act_bytes, x.bound);
     x.tok = xcalloc(BT, sizeof(int));
     x.tgt = xcalloc(BT, sizeof(int));
     if ((st = setup_edges(&x)) != PZ_OK) goto cleanup;
@@ -636,6 +662,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     pz_transport_opts to = {rank, world, master_addr, master_port, o->peer_timeout, 60.0};
     if ((st = pz_transport_init(&x.tp, &to)) != PZ_OK) goto cleanup;
     set_link_rates(&x);
+    pz_staging_report(&x.stg, x.tp, rank);
     x.stage.between_blocks = progress_hook;
     x.stage.between_blocks_ctx = x.tp;
     if (rank == 0)
@@ -676,7 +703,9 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
             break;
         }
         double t_opt = pz_now();
+        PZ_RANGE_PUSH("optimizer stage %d step %d", rank, step);
         float lr = pz_optim_step(&x.opt, &x.stage, pz_clip_scale(&x.opt.cfg, norm));
+        PZ_RANGE_POP();
         trace(&x, "optimizer", -1, t_opt, pz_now());
         double ms = 1e3 * (pz_now() - t0), tok_s = (double)BT * o->micro / (ms * 1e-3);
         if (rank == 0) {

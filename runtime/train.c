@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "runtime/checkpoint.h"
+#include "runtime/device.h"
+#include "runtime/nvtx.h"
 
 /* Fails early, before hours of training, if `path`'s directory cannot take a file. */
 pz_status pz_check_writable_dir(const char *path) {
@@ -32,6 +34,7 @@ void pz_train_opts_default(pz_train_opts *o) {
     o->schedule = "1f1b";
     o->peer_timeout = 60.0f;
     o->threads = 0;
+    o->device = "cpu";
     o->val_every = 25;
     o->val_batches = 8;
     o->seed = 1337;
@@ -119,8 +122,8 @@ pz_status pz_eval_loss(pz_stage *s, pz_acts *a, const pz_dataset *d, int nbatche
 
 pz_status pz_train_run(const pz_train_opts *o) {
     pz_status st = PZ_OK;
-    const pz_backend *be = pz_backend_cpu();
-    pz_backend_cpu_set_threads(o->threads);
+    const pz_backend *be = pz_backend_for(o->device, 0, o->threads, &st);
+    if (!be) return st;
     pz_stage s;
     pz_acts a;
     pz_optim opt;
@@ -173,8 +176,12 @@ pz_status pz_train_run(const pz_train_opts *o) {
         double loss = 0.0;
         for (int micro = 0; micro < o->micro; micro++) {
             pz_loader_next(&loader, inp, tgt, NULL);
+            PZ_RANGE_PUSH("F step %d micro %d", step, micro);
             pz_stage_forward(&s, &a, inp, NULL, tgt, dscale);
+            PZ_RANGE_POP();
+            PZ_RANGE_PUSH("B step %d micro %d", step, micro);
             pz_stage_backward(&s, &a, NULL, NULL);
+            PZ_RANGE_POP();
             loss += a.loss;
         }
         loss /= o->micro;
@@ -184,7 +191,9 @@ pz_status pz_train_run(const pz_train_opts *o) {
                          "(try a lower --lr)", step + 1, loss, norm);
             goto cleanup;
         }
+        PZ_RANGE_PUSH("optimizer step %d", step);
         float lr = pz_optim_step(&opt, &s, pz_clip_scale(&opt.cfg, norm));
+        PZ_RANGE_POP();
         double ms = 1e3 * (pz_now() - t0);
         double tok_s = (double)BT * o->micro / (ms * 1e-3);
         printf("{\"step\":%d,\"loss\":%.8f,\"lr\":%.6g,\"norm\":%.4f,\"ms\":%.1f,\"tok_s\":%.1f}\n",

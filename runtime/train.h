@@ -16,6 +16,7 @@ typedef struct {
     int batch, seq, steps;
     int micro;              /* micro-batches per optimizer step (gradient accumulation) */
     int threads;
+    const char *device;     /* --device: cpu, cuda, cuda:tf32, or one per stage (runtime/device.h) */
     int val_every, val_batches;
     long seed;
     pz_optim_config optim;

@@ -657,6 +657,14 @@ void pz_transport_print_info(pz_transport *t, FILE *f) {
     fflush(f);
 }
 
+int pz_transport_has_cuda_memory(pz_transport *t) {
+    ucp_context_attr_t ca;
+    memset(&ca, 0, sizeof ca);
+    ca.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    if (ucp_context_query(t->ctx, &ca) != UCS_OK) return 0;
+    return (ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+}
+
 /* Sets UCX_<name> unless the environment already does. */
 static void set_default(ucp_config_t *cfg, const char *name, const char *value) {
     char env[64];

@@ -104,4 +104,9 @@ pz_status pz_transport_barrier(pz_transport *t);
  * init when PZ_TRANSPORT_INFO=1. */
 void pz_transport_print_info(pz_transport *t, FILE *f);
 
+/* Whether this UCX build can send from and receive into CUDA device memory
+ * (ucp_context_query's memory_types includes UCS_MEMORY_TYPE_CUDA). Debian's
+ * UCX 1.13 cannot: it is built without CUDA support. */
+int pz_transport_has_cuda_memory(pz_transport *t);
+
 #endif

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sets everything up and runs every test suite:
-#   1. the release build (-Werror): all suites;
-#   2. an AddressSanitizer + UndefinedBehaviorSanitizer build: the unit and pipeline suites;
-#   3. with clang, a bounded libFuzzer run of each fuzz target.
+#   1. the release build (-Werror, -Dcuda=auto): all suites; the gpu suite is
+#      built when nvcc is found and its tests SKIP without a GPU;
+#   2. an AddressSanitizer + UndefinedBehaviorSanitizer build (-Dcuda=disabled):
+#      the unit and pipeline suites;
+#   3. with clang (-Dcuda=disabled), a bounded libFuzzer run of each fuzz target.
 # Ends with one line "N passed, N failed, N skipped" (exit 1 if anything failed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,14 +20,26 @@ count() {  # add the counts of a meson test run from its JSON log
   passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
 }
 
+echo "== gpu suite: built with the CUDA backend (-Dcuda=auto finds nvcc); its tests SKIP (77) without a GPU"
+if meson introspect build --targets 2>/dev/null | grep -q '"name": "test_gpu_ops"'; then
+  ninja -C build tests/gpu/test_gpu_ops tests/gpu/bench_gpu >/dev/null \
+    && echo "gpu suite executables built" || { echo "gpu suite build failed"; failed=$((failed + 1)); }
+else
+  echo "gpu suite not built: no nvcc on PATH, so this build has no CUDA backend"
+fi
+
 echo "== release build: all suites"
 meson test -C build --print-errorlogs --num-processes 2
 count build
 
 echo "== ASan + UBSan build: unit and pipeline suites"
+# the sanitizer and clang builds are CPU-only: nvcc does not take gcc's or
+# clang's sanitizer flags, and these builds check the host code
 if [ ! -f build-asan/build.ninja ]; then
-  meson setup build-asan --buildtype=debugoptimized -Dwerror=true \
+  meson setup build-asan --buildtype=debugoptimized -Dwerror=true -Dcuda=disabled \
     -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+else
+  meson setup --reconfigure build-asan -Dcuda=disabled >/dev/null
 fi
 if ninja -C build-asan >/dev/null; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
@@ -38,8 +52,10 @@ fi
 if command -v clang >/dev/null && [ -n "$(ls tests/fuzz_*.c 2>/dev/null)" ]; then
   echo "== libFuzzer (clang), 30 s per target"
   if [ ! -f build-fuzz/build.ninja ]; then
-    CC=clang meson setup build-fuzz --buildtype=debugoptimized -Dwerror=true \
+    CC=clang meson setup build-fuzz --buildtype=debugoptimized -Dwerror=true -Dcuda=disabled \
       -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+  else
+    meson setup --reconfigure build-fuzz -Dcuda=disabled >/dev/null
   fi
   if ninja -C build-fuzz >/dev/null; then
     for f in build-fuzz/tests/fuzz_*; do

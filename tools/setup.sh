@@ -44,8 +44,11 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 
+# the CUDA toolkit's usual home; meson finds nvcc only on PATH
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 if [ ! -f build/build.ninja ]; then
-  meson setup build --buildtype=release -Dwerror=true >/dev/null
+  # -Dcuda=auto: the CUDA backend is built when nvcc is on PATH (no GPU needed)
+  meson setup build --buildtype=release -Dwerror=true -Dcuda=auto >/dev/null
 fi
 ninja -C build
 echo "setup: built build/pipezip" >&2

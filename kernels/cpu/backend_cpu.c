@@ -81,14 +81,19 @@ static void cpu_copy(void *dst, const void *src, size_t bytes) {
     if (bytes) memcpy(dst, src, bytes);
 }
 
+static void *cpu_host_alloc(size_t bytes) { return cpu_alloc(bytes); }
+
 static const pz_backend cpu_backend = {
     .name = "cpu",
+    .host_memory = 1,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .zero = cpu_zero,
     .to_host = cpu_copy,
     .from_host = cpu_copy,
     .copy = cpu_copy,
+    .host_alloc = cpu_host_alloc,
+    .host_free = cpu_free,
     .encoder_forward = pz_cpu_encoder_forward,
     .encoder_backward = pz_cpu_encoder_backward,
     .layernorm_forward = pz_cpu_layernorm_forward,

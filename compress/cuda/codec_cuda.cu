@@ -1,0 +1,940 @@
+/* codec_cuda.cu: the codecs with the tensor in device memory (codec_cuda.h).
+ *
+ * The message framework of codec.c (header, +zstd, CRC) runs on the host and
+ * calls back here for the payload (pz_codec_encode_with / decode_with), so
+ * headers are the CPU's by construction. Payloads:
+ *   fp32, fp16, bf16   device conversion, payload copied back.
+ *   q<b>               device: per-group range (exact integer max/min, order
+ *                      free), scales and grids per group, codes and packing;
+ *   sign               device: max |x| or the canonical sum of |x| (a warp
+ *                      per contiguous group, a thread per channel: the CPU's
+ *                      order, elem_codecs.h), scales, bits;
+ *   nuq<b>             device: bucket norms (canonical order, a warp per
+ *                      bucket), codes; code=fixed packed on the device,
+ *                      code=elias: codes copied back and the Elias stream
+ *                      written on the host by nuq.c's own writer;
+ *   topk               compress/cuda/topk_cuda.cu;
+ *   ef(), ef21()       state on the device (below); aq(): aq_cuda.cu;
+ *   jointsq            the CPU codec on a host copy of the tensor.
+ * Decoders check scales, norms and padding on the host (G values and the
+ * last packing group, with the CPU's formulas and messages), then expand on
+ * the device; nuq code=elias, topk and jointsq messages decode on the host and
+ * the floats are copied to the device.
+ * Every per-element formula is the PZ_HD function of compress/elem.h and
+ * compress/elem_codecs.h that the CPU codec calls; nvcc runs with
+ * --fmad=false and IEEE division and square root. */
+#include "compress/cuda/cuda_common.h"
+#include "compress/cuda/codec_cuda_impl.h"
+
+/* ================================================================ state */
+
+void pz_cstate_free_(void *p) {
+    pz_cstate *s = (pz_cstate *)p;
+    if (!s) return;
+    for (int k = 0; k < PZ_DB_COUNT; k++) cudaFree(s->d[k]);
+    for (int r = 0; r < 2; r++) {
+        cudaFree(s->v[r]);
+        pz_cuda_aq_free_(&s->aq[r]);
+    }
+    cudaFree(s->st);
+    free(s->h);
+    free(s);
+}
+
+pz_cstate *pz_cstate_of_(pz_codec *c) {
+    pz_cstate *s = (pz_cstate *)pz_codec_backend(c);
+    if (!s) {
+        s = (pz_cstate *)xcalloc(1, sizeof *s);
+        pz_codec_set_backend(c, s, pz_cstate_free_);
+    }
+    return s;
+}
+
+pz_status pz_dgrow_(pz_cstate *s, int k, size_t bytes, void **out) {
+    if (bytes == 0) bytes = 1;
+    if (s->dcap[k] < bytes) {
+        if (s->d[k]) PZ_CU(cudaFree(s->d[k]));
+        s->d[k] = NULL;
+        s->dcap[k] = 0;
+        PZ_CU(cudaMalloc(&s->d[k], bytes));
+        s->dcap[k] = bytes;
+    }
+    *out = s->d[k];
+    return PZ_OK;
+}
+
+pz_status pz_hgrow_(pz_cstate *s, size_t bytes, void **out) {
+    if (bytes == 0) bytes = 1;
+    if (s->hcap < bytes) {
+        void *p = malloc(bytes);
+        if (!p) return pz_fail(PZ_ERR_NOMEM, "cuda codec: cannot allocate %zu bytes of host scratch", bytes);
+        free(s->h);
+        s->h = p;
+        s->hcap = bytes;
+    }
+    *out = s->h;
+    return PZ_OK;
+}
+
+/* resets the device status block (flags 0, first_bad = all ones) */
+pz_status pz_stat_reset_(pz_cstate *s, cudaStream_t st) {
+    if (!s->st) PZ_CU(cudaMalloc(&s->st, sizeof(pz_dstat)));
+    PZ_CU(cudaMemsetAsync(s->st, 0, sizeof(unsigned), st));
+    PZ_CU(cudaMemsetAsync(&s->st->first_bad, 0xff, sizeof(unsigned long long), st));
+    return PZ_OK;
+}
+pz_status pz_stat_get_(pz_cstate *s, cudaStream_t st, pz_dstat *h) {
+    PZ_CU(cudaMemcpyAsync(h, s->st, sizeof *h, cudaMemcpyDeviceToHost, st));
+    PZ_CU(cudaStreamSynchronize(st));
+    return PZ_OK;
+}
+
+/* ================================================================ kernels */
+
+__global__ void k_to_f16(const float *x, size_t n, uint16_t *o) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        o[i] = pz_f32_to_f16(x[i]);
+}
+__global__ void k_to_bf16(const float *x, size_t n, uint16_t *o) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        o[i] = pz_f32_to_bf16(x[i]);
+}
+__global__ void k_from_f16(const uint16_t *h, size_t n, float *o) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        o[i] = pz_f16_to_f32(h[i]);
+}
+__global__ void k_from_bf16(const uint16_t *h, size_t n, float *o) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        o[i] = pz_bf16_to_f32(h[i]);
+}
+
+/* per-group range statistics: am = max of |x| bits, mn/mx = min/max of the
+ * order-preserving int of x's bits (minmax only). Integer max/min: exact in
+ * any order. */
+__global__ void k_stats_init(unsigned *am, int *mn, int *mx, size_t G, int minmax) {
+    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < G; g += (size_t)gridDim.x * blockDim.x) {
+        am[g] = 0;
+        if (minmax) {
+            mn[g] = INT32_MAX;
+            mx[g] = INT32_MIN;
+        }
+    }
+}
+
+__device__ static inline void stats_push(unsigned a, int lo, int hi, unsigned *am, int *mn, int *mx, size_t g,
+                                         int minmax) {
+    for (int o = 16; o; o >>= 1) {
+        a = max(a, __shfl_xor_sync(PZ_FULL_MASK, a, o));
+        if (minmax) {
+            lo = min(lo, __shfl_xor_sync(PZ_FULL_MASK, lo, o));
+            hi = max(hi, __shfl_xor_sync(PZ_FULL_MASK, hi, o));
+        }
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicMax(am + g, a);
+        if (minmax) {
+            atomicMin(mn + g, lo);
+            atomicMax(mx + g, hi);
+        }
+    }
+}
+
+/* contiguous groups of `span`: block b covers chunk b % cpg of group b / cpg */
+#define PZ_STATS_CHUNK 16384
+__global__ void k_stats_span(const float *x, size_t n, size_t span, size_t G, size_t cpg, unsigned *am, int *mn,
+                             int *mx, int minmax) {
+    for (size_t b = blockIdx.x; b < G * cpg; b += gridDim.x) {
+        size_t g = b / cpg, c = b % cpg;
+        size_t ga = g * span, ge = ga + span < n ? ga + span : n;
+        size_t a = ga + c * (size_t)PZ_STATS_CHUNK, e = a + PZ_STATS_CHUNK < ge ? a + PZ_STATS_CHUNK : ge;
+        unsigned m = 0;
+        int lo = INT32_MAX, hi = INT32_MIN;
+        for (size_t i = a + threadIdx.x; i < e; i += blockDim.x) {
+            uint32_t u = pz_f2u(x[i]);
+            m = max(m, u & 0x7fffffffu);
+            int o = pz_ord32(u);
+            lo = min(lo, o);
+            hi = max(hi, o);
+        }
+        stats_push(m, lo, hi, am, mn, mx, g, minmax);
+    }
+}
+/* short contiguous groups: a thread per group */
+__global__ void k_stats_small(const float *x, size_t n, size_t span, size_t G, unsigned *am, int *mn, int *mx,
+                              int minmax) {
+    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < G; g += (size_t)gridDim.x * blockDim.x) {
+        size_t a = g * span, e = a + span < n ? a + span : n;
+        unsigned m = 0;
+        int lo = INT32_MAX, hi = INT32_MIN;
+        for (size_t i = a; i < e; i++) {
+            uint32_t u = pz_f2u(x[i]);
+            m = max(m, u & 0x7fffffffu);
+            int o = pz_ord32(u);
+            lo = min(lo, o);
+            hi = max(hi, o);
+        }
+        am[g] = m;
+        if (minmax) {
+            mn[g] = lo;
+            mx[g] = hi;
+        }
+    }
+}
+/* channel groups: thread per column, blockIdx.y = chunk of rch rows */
+#define PZ_ROWS_CHUNK 256
+__global__ void k_stats_chan(const float *x, size_t R, size_t C, size_t rch, unsigned *am, int *mn, int *mx,
+                             int minmax) {
+    size_t r0 = (size_t)blockIdx.y * rch, r1 = r0 + rch < R ? r0 + rch : R;
+    for (size_t c = blockIdx.x * (size_t)blockDim.x + threadIdx.x; c < C; c += (size_t)gridDim.x * blockDim.x) {
+        unsigned m = 0;
+        int lo = INT32_MAX, hi = INT32_MIN;
+        for (size_t r = r0; r < r1; r++) {
+            uint32_t u = pz_f2u(x[r * C + c]);
+            m = max(m, u & 0x7fffffffu);
+            int o = pz_ord32(u);
+            lo = min(lo, o);
+            hi = max(hi, o);
+        }
+        atomicMax(am + c, m);
+        if (minmax) {
+            atomicMin(mn + c, lo);
+            atomicMax(mx + c, hi);
+        }
+    }
+}
+
+/* canonical sums (elem_codecs.h): a warp per contiguous group, lane l adds
+ * elements a+l, a+l+32, ... in order, then the fixed tree */
+template <int SQ>
+__global__ void k_canon_span(const float *x, size_t n, size_t span, size_t G, double *sum) {
+    size_t warps = (size_t)gridDim.x * blockDim.x / 32;
+    int lane = threadIdx.x & 31;
+    for (size_t g = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32; g < G; g += warps) {
+        size_t a = g * span, e = a + span < n ? a + span : n;
+        double s = 0.0;
+        for (size_t i = a + (size_t)lane; i < e; i += 32) s = s + (SQ ? pz_term_sq(x[i]) : pz_term_abs(x[i]));
+        for (int w = PZ_SUM_LANES / 2; w >= 1; w /= 2) {
+            double o = __shfl_down_sync(PZ_FULL_MASK, s, w);
+            if (lane < w) s = s + o;
+        }
+        if (lane == 0) sum[g] = s;
+    }
+}
+/* channel groups: a thread per column adds the rows in order (sign.c) */
+__global__ void k_canon_chan_abs(const float *x, size_t R, size_t C, double *sum) {
+    for (size_t c = blockIdx.x * (size_t)blockDim.x + threadIdx.x; c < C; c += (size_t)gridDim.x * blockDim.x) {
+        double s = 0.0;
+        for (size_t r = 0; r < R; r++) s = s + pz_term_abs(x[r * C + c]);
+        sum[c] = s;
+    }
+}
+
+/* q: scales as the receiver reads them, grids */
+__global__ void k_q_scales(const unsigned *am, const int *mn, const int *mx, size_t G, int minmax, int fp32, int L,
+                           uint8_t *pay, float *lo_o, float *hi_o, float *off, float *inv, pz_dstat *st) {
+    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < G; g += (size_t)gridDim.x * blockDim.x) {
+        if (am[g] >= 0x7f800000u) atomicOr(&st->flags, 1u);
+        float lo, hi;
+        if (minmax) {
+            lo = pz_scale_store(pz_u2f((uint32_t)pz_ord32((uint32_t)mn[g])), fp32, -1);
+            hi = pz_scale_store(pz_u2f((uint32_t)pz_ord32((uint32_t)mx[g])), fp32, +1);
+            pz_scale_put(pay, 2 * g, lo, fp32);
+            pz_scale_put(pay, 2 * g + 1, hi, fp32);
+        } else {
+            hi = pz_scale_store(pz_u2f(am[g]), fp32, +1);
+            lo = -hi;
+            pz_scale_put(pay, g, hi, fp32);
+        }
+        lo_o[g] = lo;
+        hi_o[g] = hi;
+        float step = 0.0f, iv = 0.0f;
+        if (!pz_q_grid(lo, hi, L, &step, &iv)) {
+            atomicMin(&st->first_bad, (unsigned long long)g);
+            iv = 0.0f;
+        }
+        inv[g] = iv;
+        off[g] = pz_q_off(lo, iv);
+    }
+}
+
+__device__ static inline size_t group_of(size_t i, size_t span, size_t C) { return span ? i / span : i % C; }
+
+/* q codes, a thread per packing group of 8 codes (b bytes) */
+__global__ void k_q_codes(const float *x, size_t n, size_t span, size_t C, const float *off, const float *inv, int L,
+                          int b, int stoch, uint64_t key, uint8_t *out) {
+    size_t T = (n + 7) / 8;
+    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < T; t += (size_t)gridDim.x * blockDim.x) {
+        uint64_t w = 0;
+        for (int j = 0; j < 8; j++) {
+            size_t i = 8 * t + (size_t)j;
+            if (i >= n) break;
+            size_t g = group_of(i, span, C);
+            uint8_t k = stoch ? pz_q_code_stoch(x[i], off[g], inv[g], L, pz_uniform(key, i))
+                              : pz_q_code_near(x[i], off[g], inv[g], L);
+            w |= (uint64_t)k << (j * b);
+        }
+        for (int k = 0; k < b; k++) out[t * (size_t)b + (size_t)k] = (uint8_t)(w >> (8 * k));
+    }
+}
+
+__device__ static inline uint32_t code_at(const uint8_t *codes, size_t i, int b) {
+    const uint8_t *p = codes + (i / 8) * (size_t)b;
+    uint64_t w = 0;
+    for (int k = 0; k < b; k++) w |= (uint64_t)p[k] << (8 * k);
+    return (uint32_t)(w >> ((i % 8) * (size_t)b)) & ((1u << b) - 1);
+}
+
+__global__ void k_q_decode(const uint8_t *codes, size_t n, int b, size_t span, size_t C, const float *lo,
+                           const float *step, float *out) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        size_t g = group_of(i, span, C);
+        out[i] = pz_q_value((uint8_t)code_at(codes, i, b), lo[g], step[g]);
+    }
+}
+
+/* sign: scales (mean |x| or max |x|) as stored, 1/(2s) */
+__global__ void k_sign_scales(const unsigned *am, const double *sum, size_t G, size_t span, size_t n, size_t R,
+                              int stoch, int fp32, uint8_t *pay, float *hinv, pz_dstat *st) {
+    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < G; g += (size_t)gridDim.x * blockDim.x) {
+        if (am[g] >= 0x7f800000u) atomicOr(&st->flags, 1u);
+        float sc;
+        if (stoch) {
+            sc = pz_u2f(am[g]);
+        } else {
+            size_t cnt = R;
+            if (span) {
+                size_t a = g * span, e = a + span < n ? a + span : n;
+                cnt = e - a;
+            }
+            sc = pz_sign_mean(sum[g], cnt);
+        }
+        sc = pz_scale_store(sc, fp32, stoch ? +1 : 0);
+        if (!isfinite(sc)) atomicMin(&st->first_bad, (unsigned long long)g);
+        pz_scale_put(pay, g, sc, fp32);
+        hinv[g] = pz_sign_hinv(sc);
+    }
+}
+
+__global__ void k_sign_bits(const float *x, size_t n, size_t span, size_t C, const float *hinv, int stoch,
+                            uint64_t key, uint8_t *out) {
+    size_t T = (n + 7) / 8;
+    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < T; t += (size_t)gridDim.x * blockDim.x) {
+        uint32_t byte = 0;
+        for (int j = 0; j < 8; j++) {
+            size_t i = 8 * t + (size_t)j;
+            if (i >= n) break;
+            uint8_t bit = stoch ? pz_sign_bit_stoch(x[i], hinv[group_of(i, span, C)], pz_uniform(key, i))
+                                : pz_sign_bit_scaled(x[i]);
+            byte |= (uint32_t)bit << j;
+        }
+        out[t] = (uint8_t)byte;
+    }
+}
+
+__global__ void k_sign_decode(const uint8_t *bits, size_t n, size_t span, size_t C, const float *sc, float *out) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = pz_sign_value((uint8_t)((bits[i / 8] >> (i % 8)) & 1u), sc[group_of(i, span, C)]);
+}
+
+/* nuq: norms from the canonical sums, written as the payload's fp32 norms */
+__global__ void k_nuq_norms(const double *sum, size_t G, float *norm, pz_dstat *st) {
+    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < G; g += (size_t)gridDim.x * blockDim.x) {
+        double acc = sum[g];
+        float v = pz_nuq_norm(acc);
+        if (!isfinite(acc) || !isfinite(v)) atomicOr(&st->flags, 1u);
+        norm[g] = v;
+    }
+}
+
+__device__ static inline uint8_t nuq_code_at(const float *x, size_t i, const float *norm, size_t bucket, int b,
+                                             int s, float sinv, uint64_t key) {
+    float inv = pz_nuq_inv(norm[i / bucket]);
+    if (b == 1) return pz_nuq_code1(x[i], inv, pz_uniform(key, i));
+    pz_ukey k = pz_ukey_at(key, i);
+    return pz_nuq_code(x[i], inv, b, s, sinv, pz_uhash2(k.lo, k.hi, (uint32_t)i));
+}
+
+__global__ void k_nuq_pack(const float *x, size_t n, const float *norm, size_t bucket, int b, int s, float sinv,
+                           uint64_t key, uint8_t *out) {
+    size_t T = (n + 7) / 8;
+    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < T; t += (size_t)gridDim.x * blockDim.x) {
+        uint64_t w = 0;
+        for (int j = 0; j < 8; j++) {
+            size_t i = 8 * t + (size_t)j;
+            if (i >= n) break;
+            w |= (uint64_t)nuq_code_at(x, i, norm, bucket, b, s, sinv, key) << (j * b);
+        }
+        for (int k = 0; k < b; k++) out[t * (size_t)b + (size_t)k] = (uint8_t)(w >> (8 * k));
+    }
+}
+__global__ void k_nuq_codes(const float *x, size_t n, const float *norm, size_t bucket, int b, int s, float sinv,
+                            uint64_t key, uint8_t *codes) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        codes[i] = nuq_code_at(x, i, norm, bucket, b, s, sinv, key);
+}
+__global__ void k_nuq_decode(const uint8_t *codes, size_t n, int b, size_t bucket, int s, const float *norm,
+                             float *out) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = pz_nuq_value((uint8_t)code_at(codes, i, b), norm[i / bucket], b, s);
+}
+
+/* wrappers: one IEEE add or subtract per element, as wrappers.c */
+__global__ void k_add(const float *a, const float *b, float *o, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        o[i] = a[i] + b[i];
+}
+__global__ void k_sub(const float *a, const float *b, float *o, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        o[i] = a[i] - b[i];
+}
+__global__ void k_acc_out(float *g, const float *c, float *out, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        g[i] = g[i] + c[i];
+        if (out) out[i] = g[i];
+    }
+}
+
+#define TPB 256
+#define GRID(work) pz_blocks((work), TPB), TPB, 0, stream
+
+/* ================================================================ base encoders */
+
+/* per-group range statistics into am (and mn, mx) */
+static pz_status group_stats(const pz_groups *g, const float *x, int minmax, unsigned *am, int *mn, int *mx,
+                             cudaStream_t stream) {
+    k_stats_init<<<GRID(g->G)>>>(am, mn, mx, g->G, minmax);
+    PZ_CU_LAUNCH();
+    if (g->span == 0) {
+        size_t R = g->n / g->C, rch = PZ_ROWS_CHUNK;
+        if ((R + rch - 1) / rch > 65535) rch = (R + 65534) / 65535;   /* gridDim.y <= 65535 */
+        dim3 grid(pz_blocks(g->C, TPB), (unsigned)((R + rch - 1) / rch));
+        k_stats_chan<<<grid, TPB, 0, stream>>>(x, R, g->C, rch, am, mn, mx, minmax);
+    } else if (g->span < 256) {
+        k_stats_small<<<GRID(g->G)>>>(x, g->n, g->span, g->G, am, mn, mx, minmax);
+    } else {
+        size_t cpg = (g->span + PZ_STATS_CHUNK - 1) / PZ_STATS_CHUNK;
+        k_stats_span<<<pz_blocks(g->G * cpg, 1), TPB, 0, stream>>>(x, g->n, g->span, g->G, cpg, am, mn, mx, minmax);
+    }
+    PZ_CU_LAUNCH();
+    return PZ_OK;
+}
+
+static pz_status q_encode_dev(pz_cstate *cs, const pz_codec_params *p, const float *x, const pz_shape *s,
+                              uint64_t key, uint8_t *pay, cudaStream_t stream) {
+    pz_groups g;
+    pz_groups_init(&g, p, s);
+    int minmax = p->scale_mode == PZ_SCALE_MINMAX, fp32 = p->scale_fp32, b = p->bits, L = (1 << b) - 1;
+    void *vs;
+    pz_status st = pz_dgrow_(cs, PZ_DB_GROUP, g.G * 7 * 4, &vs);
+    if (st) return st;
+    unsigned *am = (unsigned *)vs;
+    int *mn = (int *)(am + g.G), *mx = mn + g.G;
+    float *lo = (float *)(mx + g.G), *hi = lo + g.G, *off = hi + g.G, *inv = off + g.G;
+    if ((st = pz_stat_reset_(cs, stream))) return st;
+    if ((st = group_stats(&g, x, minmax, am, mn, mx, stream))) return st;
+    k_q_scales<<<GRID(g.G)>>>(am, mn, mx, g.G, minmax, fp32, L, pay, lo, hi, off, inv, cs->st);
+    PZ_CU_LAUNCH();
+    pz_dstat ds;
+    if ((st = pz_stat_get_(cs, stream, &ds))) return st;
+    if (ds.flags & 1u) return pz_fail(PZ_ERR_ARG, "q encode: input holds inf or NaN");
+    if (ds.first_bad != ~0ull) {
+        float l, h;
+        PZ_CU(cudaMemcpy(&l, lo + ds.first_bad, 4, cudaMemcpyDeviceToHost));
+        PZ_CU(cudaMemcpy(&h, hi + ds.first_bad, 4, cudaMemcpyDeviceToHost));
+        return pz_fail(PZ_ERR_ARG, "q encode: group %zu spans [%g, %g], beyond the range of %s scales",
+                       (size_t)ds.first_bad, (double)l, (double)h, fp32 ? "fp32" : "fp16 (use sdtype=fp32)");
+    }
+    size_t sbytes = g.G * (minmax ? 2 : 1) * (fp32 ? 4 : 2);
+    k_q_codes<<<GRID((g.n + 7) / 8)>>>(x, g.n, g.span, g.C, off, inv, L, b, p->round_mode == PZ_ROUND_STOCHASTIC,
+                                       key, pay + sbytes);
+    PZ_CU_LAUNCH();
+    return PZ_OK;
+}
+
+static pz_status sign_encode_dev(pz_cstate *cs, const pz_codec_params *p, const float *x, const pz_shape *s,
+                                 uint64_t key, uint8_t *pay, cudaStream_t stream) {
+    pz_groups g;
+    pz_groups_init(&g, p, s);
+    int fp32 = p->scale_fp32, stoch = p->stochastic;
+    void *vs;
+    pz_status st = pz_dgrow_(cs, PZ_DB_GROUP, g.G * (2 * 4 + 8 + 4), &vs);
+    if (st) return st;
+    double *sum = (double *)vs;   /* first: 8-byte aligned */
+    unsigned *am = (unsigned *)(sum + g.G);
+    float *hinv = (float *)(am + g.G);
+    if ((st = pz_stat_reset_(cs, stream))) return st;
+    if ((st = group_stats(&g, x, 0, am, NULL, NULL, stream))) return st;
+    if (!stoch) {
+        if (g.span) k_canon_span<0><<<GRID(g.G * 32)>>>(x, g.n, g.span, g.G, sum);
+        else k_canon_chan_abs<<<GRID(g.C)>>>(x, g.n / g.C, g.C, sum);
+        PZ_CU_LAUNCH();
+    }
+    k_sign_scales<<<GRID(g.G)>>>(am, sum, g.G, g.span, g.n, g.n / g.C, stoch, fp32, pay, hinv, cs->st);
+    PZ_CU_LAUNCH();
+    pz_dstat ds;
+    if ((st = pz_stat_get_(cs, stream, &ds))) return st;
+    if (ds.flags & 1u) return pz_fail(PZ_ERR_ARG, "sign encode: input holds inf or NaN");
+    if (ds.first_bad != ~0ull)
+        return pz_fail(PZ_ERR_ARG, "sign encode: scale of group %zu beyond the fp16 range (use sdtype=fp32)",
+                       (size_t)ds.first_bad);
+    k_sign_bits<<<GRID((g.n + 7) / 8)>>>(x, g.n, g.span, g.C, hinv, stoch, key, pay + g.G * (fp32 ? 4 : 2));
+    PZ_CU_LAUNCH();
+    return PZ_OK;
+}
+
+/* nuq: the norms and, for code=fixed, the packed codes go to pay (device);
+ * for code=elias the codes go to *d_codes for the host's stream writer */
+static pz_status nuq_encode_dev(pz_cstate *cs, const pz_codec_params *p, const float *x, const pz_shape *s,
+                                uint64_t key, uint8_t *pay, uint8_t **d_codes, cudaStream_t stream) {
+    size_t n = pz_shape_numel(s), G = pz_group_count(p, s), bucket = p->group_size;
+    int b = p->bits, sl = b >= 2 ? pz_nuq_s(b) : 0;
+    float sinv = pz_nuq_smallest_inv(b);
+    void *vs;
+    pz_status st = pz_dgrow_(cs, PZ_DB_GROUP, G * 8, &vs);
+    if (st) return st;
+    double *sum = (double *)vs;
+    float *norm = (float *)pay;
+    if ((st = pz_stat_reset_(cs, stream))) return st;
+    k_canon_span<1><<<GRID(G * 32)>>>(x, n, bucket, G, sum);
+    PZ_CU_LAUNCH();
+    k_nuq_norms<<<GRID(G)>>>(sum, G, norm, cs->st);
+    PZ_CU_LAUNCH();
+    pz_dstat ds;
+    if ((st = pz_stat_get_(cs, stream, &ds))) return st;
+    if (ds.flags & 1u) return pz_fail(PZ_ERR_ARG, "nuq encode: input holds inf or NaN");
+    if (p->elias) {
+        void *vc;
+        if ((st = pz_dgrow_(cs, PZ_DB_CODES, n, &vc))) return st;
+        *d_codes = (uint8_t *)vc;
+        k_nuq_codes<<<GRID(n)>>>(x, n, norm, bucket, b, sl, sinv, key, *d_codes);
+    } else {
+        k_nuq_pack<<<GRID((n + 7) / 8)>>>(x, n, norm, bucket, b, sl, sinv, key, pay + 4 * G);
+    }
+    PZ_CU_LAUNCH();
+    return PZ_OK;
+}
+
+pz_status pz_cuda_base_encode_(pz_codec *c, const pz_codec_params *p, const float *x, const pz_shape *s,
+                               const pz_codec_ctx *ctx, uint8_t *pl, size_t cap, size_t *len, cudaStream_t stream) {
+    const pz_codec_impl *impl = pz_codec_impl_by_id(p->id);
+    size_t n = pz_shape_numel(s), need = impl->max_payload(p, s);
+    if (p->id == PZ_CODEC_TOPK) return pz_cuda_topk_encode_(c, p, x, s, pl, cap, len, stream);
+    if (cap < need) {
+        if (p->id == PZ_CODEC_NUQ)
+            return pz_fail(PZ_ERR_SHAPE, "nuq encode: %zu bytes of room, payload needs up to %zu", cap, need);
+        return pz_fail(PZ_ERR_SHAPE, "%s%sencode: %zu bytes of room, payload needs %zu",
+                       p->id <= PZ_CODEC_BF16 ? "" : impl->name, p->id <= PZ_CODEC_BF16 ? "" : " ", cap, need);
+    }
+    pz_cstate *cs = pz_cstate_of_(c);
+    if (p->id == PZ_CODEC_FP32) {
+        PZ_CU(cudaMemcpyAsync(pl, x, need, cudaMemcpyDeviceToHost, stream));
+        PZ_CU(cudaStreamSynchronize(stream));
+        *len = need;
+        return PZ_OK;
+    }
+    void *vp;
+    pz_status st = pz_dgrow_(cs, PZ_DB_PAYLOAD, need, &vp);
+    if (st) return st;
+    uint8_t *pay = (uint8_t *)vp;
+    uint64_t key = pz_ctx_key(ctx);
+    uint8_t *d_codes = NULL;
+    switch (p->id) {
+    case PZ_CODEC_FP16:
+        k_to_f16<<<GRID(n)>>>(x, n, (uint16_t *)pay);
+        PZ_CU_LAUNCH();
+        break;
+    case PZ_CODEC_BF16:
+        k_to_bf16<<<GRID(n)>>>(x, n, (uint16_t *)pay);
+        PZ_CU_LAUNCH();
+        break;
+    case PZ_CODEC_Q: st = q_encode_dev(cs, p, x, s, key, pay, stream); break;
+    case PZ_CODEC_SIGN: st = sign_encode_dev(cs, p, x, s, key, pay, stream); break;
+    case PZ_CODEC_NUQ: st = nuq_encode_dev(cs, p, x, s, key, pay, &d_codes, stream); break;
+    default: return pz_fail(PZ_ERR_ARG, "cuda codec: no device encoder for %s", impl->name);
+    }
+    if (st) return st;
+    if (p->id == PZ_CODEC_NUQ && p->elias) {
+        size_t G = pz_group_count(p, s);
+        void *hc;
+        if ((st = pz_hgrow_(cs, n, &hc))) return st;
+        PZ_CU(cudaMemcpyAsync(pl, pay, 4 * G, cudaMemcpyDeviceToHost, stream));
+        PZ_CU(cudaMemcpyAsync(hc, d_codes, n, cudaMemcpyDeviceToHost, stream));
+        PZ_CU(cudaStreamSynchronize(stream));
+        size_t used = pz_nuq_elias_stream((const uint8_t *)hc, n, p->bits, pl + 4 * G);
+        if (4 * G + used > need) return pz_fail(PZ_ERR_SHAPE, "nuq encode: Elias stream overran its bound");
+        *len = 4 * G + used;
+        return PZ_OK;
+    }
+    PZ_CU(cudaMemcpyAsync(pl, pay, need, cudaMemcpyDeviceToHost, stream));
+    PZ_CU(cudaStreamSynchronize(stream));
+    *len = need;
+    return PZ_OK;
+}
+
+/* ================================================================ base decoders */
+
+/* copies host bytes to the device scratch k */
+static pz_status upload(pz_cstate *cs, int k, const void *h, size_t bytes, void **d, cudaStream_t stream) {
+    pz_status st = pz_dgrow_(cs, k, bytes, d);
+    if (st) return st;
+    if (bytes) PZ_CU(cudaMemcpyAsync(*d, h, bytes, cudaMemcpyHostToDevice, stream));
+    return PZ_OK;
+}
+
+/* host decode with the CPU codec, then the floats to the device */
+static pz_status host_decode(pz_cstate *cs, const pz_codec_params *p, const uint8_t *pl, size_t len,
+                             const pz_shape *s, float *out, cudaStream_t stream) {
+    size_t n = pz_shape_numel(s);
+    void *h;
+    pz_status st = pz_hgrow_(cs, n * sizeof(float), &h);
+    if (st) return st;
+    st = pz_codec_impl_by_id(p->id)->decode(p, pl, len, s, (float *)h);
+    if (st) return st;
+    PZ_CU(cudaMemcpyAsync(out, h, n * sizeof(float), cudaMemcpyHostToDevice, stream));
+    PZ_CU(cudaStreamSynchronize(stream));
+    return PZ_OK;
+}
+
+int pz_cuda_base_decodes_on_device_(const pz_codec_params *p) {
+    switch (p->id) {
+    case PZ_CODEC_FP32: case PZ_CODEC_FP16: case PZ_CODEC_BF16: case PZ_CODEC_Q: case PZ_CODEC_SIGN:
+        return 1;
+    case PZ_CODEC_NUQ: return !p->elias;
+    default: return 0;
+    }
+}
+
+/* the padding codes of the last packing group must be zero */
+static int padding_ok(const uint8_t *codes, size_t n, int b) {
+    size_t rem = n % 8;
+    if (!rem) return 1;
+    uint8_t c[8];
+    return pz_unpack_codes(codes + (n / 8) * (size_t)b, (size_t)b, rem, b, c) == PZ_OK;
+}
+
+pz_status pz_cuda_base_decode_(pz_codec *c, const pz_codec_params *p, const uint8_t *pl, size_t len,
+                               const pz_shape *s, float *out, cudaStream_t stream) {
+    pz_cstate *cs = pz_cstate_of_(c);
+    if (!pz_cuda_base_decodes_on_device_(p)) return host_decode(cs, p, pl, len, s, out, stream);
+    const pz_codec_impl *impl = pz_codec_impl_by_id(p->id);
+    size_t n = pz_shape_numel(s), need = impl->max_payload(p, s);
+    /* the framework checked the exact size already; the messages are the CPU decoders' */
+    if (len != need) return pz_fail(PZ_ERR_FORMAT, "%s: payload of %zu bytes, expected %zu", impl->name, len, need);
+    pz_status st = PZ_OK;
+    void *d;
+    switch (p->id) {
+    case PZ_CODEC_FP32:
+        PZ_CU(cudaMemcpyAsync(out, pl, need, cudaMemcpyHostToDevice, stream));
+        break;
+    case PZ_CODEC_FP16:
+    case PZ_CODEC_BF16:
+        if ((st = upload(cs, PZ_DB_PAYLOAD, pl, len, &d, stream))) return st;
+        if (p->id == PZ_CODEC_FP16) k_from_f16<<<GRID(n)>>>((const uint16_t *)d, n, out);
+        else k_from_bf16<<<GRID(n)>>>((const uint16_t *)d, n, out);
+        PZ_CU_LAUNCH();
+        break;
+    case PZ_CODEC_Q: {
+        pz_groups g;
+        pz_groups_init(&g, p, s);
+        int L = (1 << p->bits) - 1, fp32 = p->scale_fp32, minmax = p->scale_mode == PZ_SCALE_MINMAX;
+        void *h;
+        if ((st = pz_hgrow_(cs, g.G * 8, &h))) return st;
+        float *lo = (float *)h, *step = lo + g.G;
+        for (size_t gi = 0; gi < g.G; gi++) {
+            float l, hh, inv;
+            if (minmax) {
+                l = pz_scale_get(pl, 2 * gi, fp32);
+                hh = pz_scale_get(pl, 2 * gi + 1, fp32);
+            } else {
+                hh = pz_scale_get(pl, gi, fp32);
+                l = -hh;
+            }
+            lo[gi] = l;
+            if (!pz_q_grid(l, hh, L, &step[gi], &inv)) return pz_fail(PZ_ERR_FORMAT, "q: group %zu has a bad scale", gi);
+        }
+        size_t sb = g.G * (minmax ? 2 : 1) * (fp32 ? 4 : 2);
+        if (!padding_ok(pl + sb, n, p->bits)) return pz_fail(PZ_ERR_FORMAT, "q: non-zero padding after the last code");
+        void *dg, *dc;
+        if ((st = upload(cs, PZ_DB_GROUP, h, g.G * 8, &dg, stream))) return st;
+        if ((st = upload(cs, PZ_DB_PAYLOAD, pl + sb, len - sb, &dc, stream))) return st;
+        k_q_decode<<<GRID(n)>>>((const uint8_t *)dc, n, p->bits, g.span, g.C, (const float *)dg,
+                                (const float *)dg + g.G, out);
+        PZ_CU_LAUNCH();
+        break;
+    }
+    case PZ_CODEC_SIGN: {
+        pz_groups g;
+        pz_groups_init(&g, p, s);
+        void *h;
+        if ((st = pz_hgrow_(cs, g.G * 4, &h))) return st;
+        float *sc = (float *)h;
+        for (size_t gi = 0; gi < g.G; gi++) {
+            sc[gi] = pz_scale_get(pl, gi, p->scale_fp32);
+            if (!(sc[gi] >= 0.0f) || !isfinite(sc[gi]))
+                return pz_fail(PZ_ERR_FORMAT, "sign: group %zu has a bad scale", gi);
+        }
+        size_t sb = g.G * (p->scale_fp32 ? 4 : 2);
+        const uint8_t *bits = pl + sb;
+        if (g.n % 8 && (bits[g.n / 8] >> (g.n % 8)))
+            return pz_fail(PZ_ERR_FORMAT, "sign: non-zero padding after the last bit");
+        void *dg, *dc;
+        if ((st = upload(cs, PZ_DB_GROUP, h, g.G * 4, &dg, stream))) return st;
+        if ((st = upload(cs, PZ_DB_PAYLOAD, bits, len - sb, &dc, stream))) return st;
+        k_sign_decode<<<GRID(n)>>>((const uint8_t *)dc, n, g.span, g.C, (const float *)dg, out);
+        PZ_CU_LAUNCH();
+        break;
+    }
+    case PZ_CODEC_NUQ: {
+        size_t G = pz_group_count(p, s);
+        int b = p->bits, sl = b >= 2 ? pz_nuq_s(b) : 0;
+        for (size_t gi = 0; gi < G; gi++) {
+            float v;
+            memcpy(&v, pl + 4 * gi, 4);
+            if (!(v >= 0.0f) || !isfinite(v)) return pz_fail(PZ_ERR_FORMAT, "nuq: bucket %zu has a bad norm", gi);
+        }
+        if (!padding_ok(pl + 4 * G, n, b)) return pz_fail(PZ_ERR_FORMAT, "nuq: non-zero padding after the last code");
+        if ((st = upload(cs, PZ_DB_PAYLOAD, pl, len, &d, stream))) return st;
+        const uint8_t *dp = (const uint8_t *)d;
+        k_nuq_decode<<<GRID(n)>>>(dp + 4 * G, n, b, p->group_size, sl, (const float *)dp, out);
+        PZ_CU_LAUNCH();
+        break;
+    }
+    default: return pz_fail(PZ_ERR_ARG, "cuda codec: no device decoder for %s", impl->name);
+    }
+    PZ_CU(cudaStreamSynchronize(stream));
+    return PZ_OK;
+}
+
+/* ================================================================ ef(), ef21() on the device */
+
+void pz_cuda_fmt_shape_(const pz_shape *s, char *buf, size_t cap) {
+    size_t n = (size_t)snprintf(buf, cap, "(");
+    for (int i = 0; i < s->ndim && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, i ? ",%lld" : "%lld", (long long)s->dims[i]);
+    if (n < cap) snprintf(buf + n, cap - n, ")");
+}
+int pz_cuda_same_shape_(const pz_shape *a, const pz_shape *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i]) return 0;
+    return 1;
+}
+static const char *wname(int kind) { return kind == 1 ? "ef" : "ef21"; }
+
+/* the side's state: checks the shape fixed by its first message; with
+ * commit, allocates it (zeros) and fixes the shape */
+static pz_status vec_side(pz_cstate *cs, int kind, int side, const pz_shape *s, size_t n, int commit,
+                          cudaStream_t stream) {
+    if (cs->have[side]) {
+        if (pz_cuda_same_shape_(&cs->shape[side], s)) return PZ_OK;
+        char a[96], b[96];
+        pz_cuda_fmt_shape_(s, a, sizeof a);
+        pz_cuda_fmt_shape_(&cs->shape[side], b, sizeof b);
+        return pz_fail(PZ_ERR_SHAPE, "%s: shape %s differs from the shape %s fixed by the first message", wname(kind),
+                       a, b);
+    }
+    if (commit) {
+        PZ_CU(cudaMalloc(&cs->v[side], (n ? n : 1) * sizeof(float)));
+        PZ_CU(cudaMemsetAsync(cs->v[side], 0, n * sizeof(float), stream));
+        cs->shape[side] = *s;
+        cs->have[side] = 1;
+    }
+    return PZ_OK;
+}
+
+pz_status pz_cuda_rewrap_(pz_status st, pz_status as_shape, const char *what) {
+    char msg[768];
+    snprintf(msg, sizeof msg, "%s", pz_last_error());
+    if (st == PZ_ERR_SHAPE) st = as_shape;
+    return pz_fail(st, "%s: %s", what, msg);
+}
+
+pz_status pz_cuda_decode_exact_(pz_codec *inner, const char *what, const uint8_t *msg, size_t len,
+                                const pz_codec_ctx *ctx, float *out, const pz_shape *want, cudaStream_t stream) {
+    size_t n = pz_shape_numel(want);
+    pz_shape got;
+    memset(&got, 0, sizeof got);
+    pz_status st = pz_codec_decode_cuda(inner, msg, len, ctx, out, n, &got, stream);
+    if (st) return pz_cuda_rewrap_(st, PZ_ERR_FORMAT, what);
+    if (!pz_cuda_same_shape_(&got, want)) {
+        char a[96], b[96];
+        pz_cuda_fmt_shape_(&got, a, sizeof a);
+        pz_cuda_fmt_shape_(want, b, sizeof b);
+        return pz_fail(PZ_ERR_FORMAT, "%s has shape %s, expected %s", what, a, b);
+    }
+    return PZ_OK;
+}
+
+static pz_status vec_encode(pz_codec *c, int kind, const float *x, const pz_shape *s, const pz_codec_ctx *ctx,
+                            uint8_t *pl, size_t cap, size_t *len, cudaStream_t stream) {
+    pz_cstate *cs = pz_cstate_of_(c);
+    pz_codec *inner = pz_codec_inner(c);
+    size_t n = pz_shape_numel(s);
+    pz_status st = vec_side(cs, kind, PZ_WRAP_SIDE_SENDER, s, n, 0, stream);
+    void *vy, *vc;
+    if (!st) st = pz_dgrow_(cs, PZ_DB_WRAP_Y, n * sizeof(float), &vy);
+    if (!st) st = pz_dgrow_(cs, PZ_DB_WRAP_C, n * sizeof(float), &vc);
+    if (st) return st;
+    float *y = (float *)vy, *cd = (float *)vc, *v = cs->v[PZ_WRAP_SIDE_SENDER];
+    if (!v) PZ_CU(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    else if (kind == 1) k_add<<<GRID(n)>>>(x, v, y, n);
+    else k_sub<<<GRID(n)>>>(x, v, y, n);
+    PZ_CU_LAUNCH();
+    st = pz_codec_encode_cuda(inner, y, s, ctx, pl, cap, len, stream);
+    if (st) return pz_cuda_rewrap_(st, PZ_ERR_SHAPE, wname(kind));
+    st = pz_cuda_decode_exact_(inner, kind == 1 ? "ef: own message" : "ef21: own message", pl, *len, ctx, cd, s, stream);
+    if (!st) st = vec_side(cs, kind, PZ_WRAP_SIDE_SENDER, s, n, 1, stream);
+    if (st) {
+        *len = 0;
+        return st;
+    }
+    float *e = cs->v[PZ_WRAP_SIDE_SENDER];
+    if (kind == 1) k_sub<<<GRID(n)>>>(y, cd, e, n);           /* e = y - C(y) */
+    else k_acc_out<<<GRID(n)>>>(e, cd, NULL, n);              /* g = g + C(x - g) */
+    PZ_CU_LAUNCH();
+    PZ_CU(cudaStreamSynchronize(stream));
+    return PZ_OK;
+}
+
+static pz_status vec_decode(pz_codec *c, int kind, const uint8_t *pl, size_t len, const pz_shape *s,
+                            const pz_codec_ctx *ctx, float *out, cudaStream_t stream) {
+    pz_codec *inner = pz_codec_inner(c);
+    if (kind == 1) return pz_cuda_decode_exact_(inner, "ef: message", pl, len, ctx, out, s, stream);
+    pz_cstate *cs = pz_cstate_of_(c);
+    size_t n = pz_shape_numel(s);
+    void *vc;
+    pz_status st = vec_side(cs, kind, PZ_WRAP_SIDE_RECEIVER, s, n, 0, stream);
+    if (!st) st = pz_dgrow_(cs, PZ_DB_WRAP_C, n * sizeof(float), &vc);
+    if (!st) st = pz_cuda_decode_exact_(inner, "ef21: message", pl, len, ctx, (float *)vc, s, stream);
+    if (!st) st = vec_side(cs, kind, PZ_WRAP_SIDE_RECEIVER, s, n, 1, stream);
+    if (st) return st;
+    k_acc_out<<<GRID(n)>>>(cs->v[PZ_WRAP_SIDE_RECEIVER], (const float *)vc, out, n);
+    PZ_CU_LAUNCH();
+    PZ_CU(cudaStreamSynchronize(stream));
+    return PZ_OK;
+}
+
+/* ================================================================ API */
+
+typedef struct {
+    const float *x;
+    float *out;
+    cudaStream_t stream;
+} gpu_arg;
+
+static pz_status gpu_payload(void *arg, pz_codec *c, const pz_shape *s, const pz_codec_ctx *ctx, uint8_t *pl,
+                             size_t cap, size_t *len, uint8_t *wflags) {
+    gpu_arg *a = (gpu_arg *)arg;
+    *wflags = 0;
+    int kind = pz_codec_wrap_kind(c);
+    if (kind == 0) return pz_cuda_base_encode_(c, pz_codec_base_params(c), a->x, s, ctx, pl, cap, len, a->stream);
+    if (kind == 3) return pz_cuda_aq_encode_(c, a->x, s, ctx, pl, cap, len, wflags, a->stream);
+    return vec_encode(c, kind, a->x, s, ctx, pl, cap, len, a->stream);
+}
+
+static pz_status gpu_decode(void *arg, pz_codec *c, const pz_codec_params *p, uint8_t wflags, const uint8_t *pl,
+                            size_t len, const pz_shape *s, const pz_codec_ctx *ctx) {
+    gpu_arg *a = (gpu_arg *)arg;
+    int kind = pz_codec_wrap_kind(c);
+    if (kind == 0) return pz_cuda_base_decode_(c, p, pl, len, s, a->out, a->stream);
+    if (kind == 3) return pz_cuda_aq_decode_(c, wflags, pl, len, s, ctx, a->out, a->stream);
+    if (wflags) return pz_fail(PZ_ERR_FORMAT, "%s: bad flags 0x%02x (expected 0)", wname(kind), wflags);
+    return vec_decode(c, kind, pl, len, s, ctx, a->out, a->stream);
+}
+
+static int base_encodes_on_device(const pz_codec_params *p) {
+    switch (p->id) {
+    case PZ_CODEC_FP32: case PZ_CODEC_FP16: case PZ_CODEC_BF16: case PZ_CODEC_Q: case PZ_CODEC_SIGN:
+    case PZ_CODEC_NUQ: case PZ_CODEC_TOPK:
+        return 1;
+    default: return 0;
+    }
+}
+
+/* Whether the codec object runs through the device path: base codecs with a
+ * device encoder, and every wrapper (its state lives on the device; its
+ * inner and warm-up codecs route themselves: a base codec without a device
+ * encoder runs the CPU codec on a host copy). A base codec without a device
+ * encoder takes the host route as a whole. */
+static int routed_to_device(const pz_codec *c) {
+    if (pz_codec_wrap_kind(c)) return 1;
+    return base_encodes_on_device(pz_codec_base_params(c));
+}
+
+/* every base codec the object uses encodes (or decodes) on the device */
+static int all_bases(const pz_codec *c, int decode) {
+    const pz_codec_params *p = pz_codec_base_params(c);
+    if (!(decode ? pz_cuda_base_decodes_on_device_(p) : base_encodes_on_device(p))) return 0;
+    pz_codec *w = pz_codec_warm((pz_codec *)c);
+    if (w && !all_bases(w, decode)) return 0;
+    pz_codec *in = pz_codec_inner((pz_codec *)c);
+    return in ? all_bases(in, decode) : 1;
+}
+
+extern "C" pz_cuda_path pz_codec_cuda_encode_path(const pz_codec *c) {
+    return all_bases(c, 0) ? PZ_CUDA_DEVICE : PZ_CUDA_HOST;
+}
+extern "C" pz_cuda_path pz_codec_cuda_decode_path(const pz_codec *c) {
+    return all_bases(c, 1) ? PZ_CUDA_DEVICE : PZ_CUDA_HOST;
+}
+extern "C" int pz_codec_has_cuda(const pz_codec *c) {
+    return pz_codec_cuda_encode_path(c) == PZ_CUDA_DEVICE && pz_codec_cuda_decode_path(c) == PZ_CUDA_DEVICE;
+}
+
+extern "C" int pz_codec_spec_has_cuda(const char *spec) {
+    pz_codec *c;
+    if (pz_codec_create(spec, &c) != PZ_OK) return -1;
+    int r = pz_codec_has_cuda(c);
+    pz_codec_free(c);
+    return r;
+}
+
+extern "C" pz_status pz_codec_encode_cuda(pz_codec *c, const float *d_x, const pz_shape *shape,
+                                          const pz_codec_ctx *ctx, uint8_t *out, size_t cap, size_t *len,
+                                          cudaStream_t stream) {
+    *len = 0;
+    if (!routed_to_device(c)) {
+        /* the CPU codec on a host copy */
+        size_t n = pz_shape_numel(shape);
+        if (!n) return pz_codec_encode(c, NULL, shape, ctx, out, cap, len);   /* reports the shape */
+        pz_cstate *cs = pz_cstate_of_(c);
+        void *h;
+        pz_status st = pz_hgrow_(cs, n * sizeof(float), &h);
+        if (st) return st;
+        PZ_CU(cudaMemcpyAsync(h, d_x, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
+        PZ_CU(cudaStreamSynchronize(stream));
+        return pz_codec_encode(c, (const float *)h, shape, ctx, out, cap, len);
+    }
+    gpu_arg a = {d_x, NULL, stream};
+    return pz_codec_encode_with(c, shape, ctx, out, cap, len, gpu_payload, &a);
+}
+
+extern "C" pz_status pz_codec_decode_cuda(pz_codec *c, const uint8_t *msg, size_t len, const pz_codec_ctx *ctx,
+                                          float *d_out, size_t out_cap, pz_shape *shape, cudaStream_t stream) {
+    if (!routed_to_device(c)) {
+        pz_shape s;
+        pz_status st = pz_codec_peek(msg, len, NULL, 0, &s);
+        if (st) return st;
+        size_t n = pz_shape_numel(&s);
+        pz_cstate *cs = pz_cstate_of_(c);
+        void *h;
+        if ((st = pz_hgrow_(cs, n * sizeof(float), &h))) return st;
+        st = pz_codec_decode(c, msg, len, ctx, (float *)h, out_cap, &s);
+        if (st) return st;
+        PZ_CU(cudaMemcpyAsync(d_out, h, n * sizeof(float), cudaMemcpyHostToDevice, stream));
+        PZ_CU(cudaStreamSynchronize(stream));
+        if (shape) *shape = s;
+        return PZ_OK;
+    }
+    gpu_arg a = {NULL, d_out, stream};
+    return pz_codec_decode_with(c, msg, len, ctx, out_cap, shape, gpu_decode, &a);
+}
+
+extern "C" int pz_cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}

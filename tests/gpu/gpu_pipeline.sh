@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# A 2-stage pipeline with stage 0 on the CPU and stage 1 on a GPU
+# (--device cpu,cuda) against the same pipeline all on the CPU: per-step
+# losses must agree to 1e-4 relative (fp32 on both; sums run in other orders).
+# Exits 77 (SKIP) when no usable GPU is present.
+#   gpu_pipeline.sh PIPEZIP
+set -euo pipefail
+PZ="$1"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+if ! msg=$("$PZ" train --device cuda --preset tiny --data /nonexistent 2>&1) && grep -q "no usable CUDA GPU\|built without the CUDA backend\|cannot use CUDA device\|cublasCreate" <<<"$msg"; then
+  echo "SKIP: $msg"
+  exit 77
+fi
+# a small token shard (llm.c format) from this script's own text
+"$PZ" tokenize --out "$tmp/train.bin" "$0" "$0" "$0" "$0" >/dev/null
+common=(train --preset tiny --data "$tmp/train.bin" --stages 2 --micro-batches 2 --batch 2 --seq 32
+        --steps 5 --lr 1e-3 --seed 3 --threads 1)
+"$PZ" "${common[@]}" --device cpu >"$tmp/cpu.jsonl"
+"$PZ" "${common[@]}" --device cpu,cuda >"$tmp/mixed.jsonl"
+python3 - "$tmp/cpu.jsonl" "$tmp/mixed.jsonl" <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
+b = [json.loads(l) for l in open(sys.argv[2]) if '"loss"' in l]
+assert len(a) == len(b) == 5, (len(a), len(b))
+worst = 0.0
+for x, y in zip(a, b):
+    rel = abs(x["loss"] - y["loss"]) / abs(x["loss"])
+    worst = max(worst, rel)
+    print(f'step {x["step"]}: cpu {x["loss"]:.8f}  cpu+cuda {y["loss"]:.8f}  rel {rel:.2e}')
+if worst > 1e-4:
+    sys.exit(f"losses differ by {worst:.2e} relative (limit 1e-4)")
+PY
