@@ -184,7 +184,7 @@ static int cmd_train(int argc, char **argv) {
                         "pipelines add fwd_raw/fwd_wire/bwd_raw/bwd_wire bytes per step, per-stage times,\n"
                         "\"compressed\" on validation lines, and a final {\"summary\":true,...} line.\n\n"
                         "Compression policy (--compress, --policy-file; needs --stages 2 or more):\n"
-                        "  policy := clause (';' clause)*     clause := [EDGE ':'] DIR=CODEC (',' DIR=CODEC)*\n"
+                        "  policy := clause (';' clause)*     clause := [EDGE ':'] DIR=CODEC (',' DIR=CODEC)* | none\n"
                         "  EDGE: I-J (J = I+1) or *   DIR: fwd (activations), bwd (gradients), both\n"
                         "  CODEC: none (raw float32) or a codec spec: fp16, bf16, q4, q8:round=nearest, nuq4,\n"
                         "         sign, topk:0.1, jointsq:1.5, ef(topk:0.1), ef21(q4), aq(q4), q8+zstd, ...\n"

@@ -118,6 +118,15 @@ pz_status pz_policy_parse(pz_policy *p, const char *text, const char *origin) {
         if (pos == cend) return fail_at(origin, text, pos, "empty clause");
         /* optional "edges:" prefix: only when the clause does not start with a direction */
         int edge = -1, prio = 1;
+        size_t tail = cend;
+        while (tail > pos && (text[tail - 1] == ' ' || text[tail - 1] == '\t')) tail--;
+        if (tail - pos == 4 && strncmp(text + pos, "none", 4) == 0) {   /* "none": every edge uncompressed */
+            set_spec(p, -1, PZ_FWD, "none", 1);
+            set_spec(p, -1, PZ_BWD, "none", 1);
+            pos = cend + 1;
+            if (cend == len) break;
+            continue;
+        }
         if (!is_dir_start(text + pos)) {
             size_t colon = pos;
             while (colon < cend && text[colon] != ':' && text[colon] != '=') colon++;

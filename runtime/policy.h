@@ -7,7 +7,7 @@
  *
  * Grammar (the text of --compress, or one line of a policy file):
  *   policy  := clause (';' clause)*
- *   clause  := [edges ':'] assign (',' assign)*
+ *   clause  := [edges ':'] assign (',' assign)* | 'none'
  *   edges   := '*' | I '-' J          (J = I + 1, an existing edge)
  *   assign  := ('fwd' | 'bwd' | 'both') '=' codec
  *   codec   := 'none' | a codec spec (compress/README.md)

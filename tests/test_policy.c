@@ -60,6 +60,8 @@ int main(void) {
     expect(3, "fwd=q8;fwd=q4", "q4|none;q4|none");
     expect(3, "0-1:fwd=q8;0-1:fwd=none", "none|none;none|none");
     expect(4, "1-2:both=sign ; 2-3:bwd=nuq4+zstd", "none|none;sign|sign;none|nuq4+zstd");
+    expect(3, "none", "none|none;none|none");
+    expect(3, "none;1-2:fwd=q4", "none|none;q4|none");
 
     expect_err(3, "0-2:fwd=q4", "edge 0-2 does not exist", 0);
     expect_err(3, "2-3:fwd=q4", "edge 2-3 does not exist", 0);
