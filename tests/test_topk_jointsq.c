@@ -990,8 +990,27 @@ static void test_framework(void) {
     free(y);
 }
 
+/* The canonical spec of every budget parses back to the same budget (a
+ * budget of 10 was once written "1e+01", which the grammar refuses; found by
+ * the libFuzzer target through pz_codec_peek). */
+static void test_jointsq_spec_roundtrip(void) {
+    const char *in[] = {"jointsq:10", "jointsq:20", "jointsq:32", "jointsq:0.00001", "jointsq:0.1", "jointsq:1.5",
+                        "jointsq:3.14159"};
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        pz_codec *a = NULL, *b = NULL;
+        CHECK(pz_codec_create(in[i], &a) == PZ_OK, "%s: %s", in[i], pz_last_error());
+        if (!a) continue;
+        CHECK(pz_codec_create(pz_codec_spec(a), &b) == PZ_OK, "canonical '%s' of %s does not parse: %s",
+              pz_codec_spec(a), in[i], pz_last_error());
+        if (b) CHECK(strcmp(pz_codec_spec(a), pz_codec_spec(b)) == 0, "%s -> %s", pz_codec_spec(a), pz_codec_spec(b));
+        pz_codec_free(a);
+        pz_codec_free(b);
+    }
+}
+
 int main(int argc, char **argv) {
     pz_rng_seed(&rng, 20240607);
+    test_jointsq_spec_roundtrip();
     test_topk_k();
     test_topk_selection();
     test_topk_corrupt();
