@@ -31,20 +31,8 @@
 #include <immintrin.h>
 #endif
 
-static int failures = 0, checks = 0;
-
-#define CHECK(cond, ...)                                     \
-    do {                                                     \
-        checks++;                                            \
-        if (!(cond)) {                                       \
-            failures++;                                      \
-            if (failures <= 60) {                            \
-                printf("FAIL %s:%d: ", __FILE__, __LINE__);  \
-                printf(__VA_ARGS__);                         \
-                printf("\n");                                \
-            }                                                \
-        }                                                    \
-    } while (0)
+#define CHECK_MAX_PRINTED 60
+#include "tests/check.h"
 
 static size_t hdr(int ndim) { return 48 + 8 * (size_t)ndim; }
 

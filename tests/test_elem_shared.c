@@ -25,20 +25,8 @@
 #include "compress/elem_codecs.h"
 #include "compress/qcommon.h"
 
-static int failures = 0, checks = 0;
-
-#define CHECK(cond, ...)                                     \
-    do {                                                     \
-        checks++;                                            \
-        if (!(cond)) {                                       \
-            failures++;                                      \
-            if (failures <= 40) {                            \
-                printf("FAIL %s:%d: ", __FILE__, __LINE__);  \
-                printf(__VA_ARGS__);                         \
-                printf("\n");                                \
-            }                                                \
-        }                                                    \
-    } while (0)
+#define CHECK_MAX_PRINTED 40
+#include "tests/check.h"
 
 static size_t hdr(int ndim) { return 48 + 8 * (size_t)ndim; }
 

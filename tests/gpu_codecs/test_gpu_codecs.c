@@ -19,20 +19,8 @@
 #include "compress/codec.h"
 #include "compress/codec_cuda.h"
 
-static int failures = 0, checks = 0;
-
-#define CHECK(cond, ...)                                     \
-    do {                                                     \
-        checks++;                                            \
-        if (!(cond)) {                                       \
-            failures++;                                      \
-            if (failures <= 50) {                            \
-                printf("FAIL %s:%d: ", __FILE__, __LINE__);  \
-                printf(__VA_ARGS__);                         \
-                printf("\n");                                \
-            }                                                \
-        }                                                    \
-    } while (0)
+#define CHECK_MAX_PRINTED 50
+#include "tests/check.h"
 
 #define CU(call)                                                                          \
     do {                                                                                  \
