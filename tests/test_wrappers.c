@@ -383,7 +383,7 @@ static void run_aq(const char *inner, const aq_world *wd, const pz_wrap_opts *op
     res->outs = xmalloc((size_t)ROUNDS * maxn * sizeof(float));
     res->nouts = 0;
     res->err_aq = res->err_bare = 0;
-    int seen[POOL] = {0}, pick[MAXB], bad_first = 0, bad_row = 0, bad_flags = 0;
+    int seen[POOL] = {0}, pick[MAXB] = {0}, bad_first = 0, bad_row = 0, bad_flags = 0;
     uint64_t ids[MAXB];
     for (int t = 0; t < ROUNDS; t++) {
         size_t B = world_batch(wd, t, &r, pick, ids, x);
