@@ -9,6 +9,7 @@
 
 #include "compress/codec_cli.h"
 #include "kernels/backend.h"
+#include "runtime/cores.h"
 #include "runtime/data.h"
 #include "runtime/device.h"
 #include "runtime/launcher.h"
@@ -140,7 +141,7 @@ static int on_off(const char *flag, const char *v, int *out) {
 static int cmd_train(int argc, char **argv) {
     pz_train_opts o;
     pz_train_opts_default(&o);
-    const char *eval_compress = "on", *error_metrics = "on";
+    const char *eval_compress = "on", *error_metrics = "on", *bind = "cores";
     const flag_spec fs[] = {
         {"--preset", FLAG_STR, &o.preset, "start from random weights of a preset: gpt2, demo, tiny", 0, 0, NULL},
         {"--init", FLAG_STR, &o.init, "start from a checkpoint (HF safetensors or llm.c .bin)", 0, 0, NULL},
@@ -161,7 +162,8 @@ static int cmd_train(int argc, char **argv) {
         {"--val-every", FLAG_INT, &o.val_every, "validate every N steps (and after the last step; 0 = never)", 0, 100000000, NULL},
         {"--val-batches", FLAG_INT, &o.val_batches, "validation batches, read in file order", 1, 100000000, NULL},
         {"--save", FLAG_STR, &o.save, "write the trained model here at the end (.bin = llm.c v3, else safetensors)", 0, 0, NULL},
-        {"--threads", FLAG_INT, &o.threads, "CPU threads per process (0 = all cores)", 0, 1024, NULL},
+        {"--threads", FLAG_INT, &o.threads, "CPU threads per process (0 = the CPUs it may use / stages on this host)", 0, 1024, NULL},
+        {"--bind", FLAG_STR, &bind, "cores: pin each stage on this host to its own CPUs when they divide evenly; none", 0, 0, NULL},
         {"--device", FLAG_STR, &o.device, "cpu, cuda or cuda:tf32; or one per stage, e.g. cpu,cuda", 0, 0, NULL},
         {"--stages", FLAG_INT, &o.stages, "pipeline stages, one process each (1 = this process alone)", 1, 255, NULL},
         {"--split", FLAG_STR, &o.split, "blocks per stage, e.g. 3,3,3,3 (default: balanced by a cost model)", 0, 0, NULL},
@@ -199,6 +201,7 @@ static int cmd_train(int argc, char **argv) {
     if (r) return r == 2 ? 0 : 1;
     if (on_off("--eval-compress", eval_compress, &o.eval_compress) || on_off("--error-metrics", error_metrics, &o.error_metrics))
         return 1;
+    if (pz_cores_parse_bind(bind, &o.bind) != PZ_OK) return fail("train", PZ_ERR_ARG);
     pz_sched_kind kind;
     if (pz_sched_parse(o.schedule, &kind) != PZ_OK) return fail("train", PZ_ERR_ARG);
     if (pz_device_check(o.device, o.stages) != PZ_OK) return fail("train", PZ_ERR_ARG);
@@ -207,6 +210,7 @@ static int cmd_train(int argc, char **argv) {
     pz_status st;
     if (pz_env_rank(&rank, &world, &addr, &port)) {
         /* one rank of a pipeline started by us, torchrun-style variables, mpirun or srun */
+        pz_name_process(rank);
         st = pz_pipeline_run_rank(&o, rank, world, addr, port);
         return st == PZ_OK ? 0 : fail("train", st);
     }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -99,7 +100,7 @@ int pz_launch_local(int world, int argc, char **argv) {
             close(out[0]); close(out[1]); close(err[0]); close(err[1]);
             for (int k = 0; k < r; k++) { close(cs[k].out_fd); close(cs[k].err_fd); }
             snprintf(buf, sizeof buf, "%d", r); setenv("RANK", buf, 1); setenv("LOCAL_RANK", buf, 1);
-            snprintf(buf, sizeof buf, "%d", world); setenv("WORLD_SIZE", buf, 1);
+            snprintf(buf, sizeof buf, "%d", world); setenv("WORLD_SIZE", buf, 1); setenv("LOCAL_WORLD_SIZE", buf, 1);
             snprintf(buf, sizeof buf, "%d", port); setenv("MASTER_PORT", buf, 1);
             setenv("MASTER_ADDR", "127.0.0.1", 1);
             execv("/proc/self/exe", argv);
@@ -168,6 +169,14 @@ int pz_launch_local(int world, int argc, char **argv) {
     int rc = (failed_rank >= 0 || interrupted) ? 1 : 0;
     free(cs);
     return rc;
+}
+
+void pz_name_process(int rank) {
+    /* exec'ing /proc/self/exe names the process "exe"; ps -e and top show
+     * this name instead (at most 15 bytes, so "pipezip r12345" fits) */
+    char name[16];
+    snprintf(name, sizeof name, "pipezip r%d", rank);
+    prctl(PR_SET_NAME, name, 0, 0, 0);
 }
 
 static int env_int(const char *name, int *out) {

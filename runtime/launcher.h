@@ -3,12 +3,15 @@
 #define PZ_LAUNCHER_H
 
 /* Re-executes this program `world` times with RANK, WORLD_SIZE, LOCAL_RANK,
- * MASTER_ADDR and MASTER_PORT set (a free loopback port), forwards each
+ * LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (a free loopback port), forwards each
  * child's stderr with a "[rank r] " prefix and its stdout unchanged (only
  * rank 0 writes the JSON metrics), and waits. If any rank fails (non-zero
  * exit or a signal), it reports which one, terminates the others (SIGTERM,
  * then SIGKILL after a grace period) and returns non-zero. */
 int pz_launch_local(int world, int argc, char **argv);
+
+/* Names this process "pipezip r<rank>" for ps -e, top and /proc/PID/comm. */
+void pz_name_process(int rank);
 
 /* Rank and world from the environment: RANK/WORLD_SIZE (torchrun),
  * OMPI_COMM_WORLD_RANK/SIZE (mpirun), or SLURM_PROCID/SLURM_NTASKS (srun).

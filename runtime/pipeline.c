@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "runtime/checkpoint.h"
+#include "runtime/cores.h"
 #include "runtime/device.h"
 #include "runtime/edge.h"
 #include "runtime/metrics.h"
@@ -594,7 +595,11 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     pz_metrics met;
     memset(&met, 0, sizeof met);
     double *red = NULL;
-    const pz_backend *be = pz_backend_for(o->device, rank, o->threads, &st);
+    /* threads and cores first: before any OpenMP region starts its pool */
+    pz_cores cores;
+    if ((st = pz_cores_setup(rank, world, master_addr, o->threads, o->bind, &cores)) != PZ_OK) return st;
+    pz_cores_print(stderr, rank, &cores);
+    const pz_backend *be = pz_backend_for(o->device, rank, cores.threads, &st);
     if (!be) return st;
     if (!o->data) return pz_fail(PZ_ERR_ARG, "--data is required (token shards; see 'pipezip tokenize')");
     if (world != o->stages)
@@ -666,8 +671,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     x.stage.between_blocks = progress_hook;
     x.stage.between_blocks_ctx = x.tp;
     if (rank == 0)
-        fprintf(stderr, "pipezip train: %d stages, %s schedule, %d micro-batches of %d x %d per step\n",
-                world, o->schedule, o->micro, o->batch, o->seq);
+        fprintf(stderr, "pipezip train: %d stages, %s schedule, %d micro-batch%s of %d x %d per step\n",
+                world, o->schedule, o->micro, o->micro == 1 ? "" : "es", o->batch, o->seq);
 
     /* reduction array: [0] grad sumsq, [1] loss, then 3 per rank
      * (compute, wait, codec seconds), then the edge statistics */

@@ -34,6 +34,7 @@ void pz_train_opts_default(pz_train_opts *o) {
     o->schedule = "1f1b";
     o->peer_timeout = 60.0f;
     o->threads = 0;
+    o->bind = 1;            /* PZ_BIND_CORES */
     o->device = "cpu";
     o->val_every = 25;
     o->val_batches = 8;
@@ -160,10 +161,10 @@ pz_status pz_train_run(const pz_train_opts *o) {
 
     size_t nparams = pz_gpt2_numel(&s.cfg);
     fprintf(stderr, "pipezip train: %zu parameters (L=%d NH=%d C=%d V=%d Vp=%d maxT=%d), "
-            "batch %d x seq %d x %d micro-batches, %zu training samples, %d threads\n",
+            "batch %d x seq %d x %d micro-batch%s, %zu training samples, %d thread%s\n",
             nparams, s.cfg.num_layers, s.cfg.num_heads, s.cfg.channels, s.cfg.vocab_size,
-            s.cfg.padded_vocab_size, s.cfg.max_seq_len, o->batch, o->seq, o->micro,
-            pz_dataset_num_samples(&train), pz_backend_cpu_threads());
+            s.cfg.padded_vocab_size, s.cfg.max_seq_len, o->batch, o->seq, o->micro, o->micro == 1 ? "" : "es",
+            pz_dataset_num_samples(&train), pz_backend_cpu_threads(), pz_backend_cpu_threads() == 1 ? "" : "s");
 
     size_t BT = (size_t)o->batch * o->seq;
     inp = xmalloc(BT * sizeof(int));

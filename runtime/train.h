@@ -15,7 +15,8 @@ typedef struct {
     const char *save;       /* checkpoint written at the end (optional) */
     int batch, seq, steps;
     int micro;              /* micro-batches per optimizer step (gradient accumulation) */
-    int threads;
+    int threads;            /* --threads: 0 = this host's share (runtime/cores.h) */
+    int bind;               /* --bind: PZ_BIND_CORES or PZ_BIND_NONE */
     const char *device;     /* --device: cpu, cuda, cuda:tf32, or one per stage (runtime/device.h) */
     int val_every, val_batches;
     long seed;
