@@ -331,13 +331,14 @@ static size_t world_batch(const aq_world *wd, int t, pz_rng *r, int *pick, uint6
     if (avail > POOL) avail = POOL;
     size_t B = 1 + pz_rng_below(r, MAXB);
     if (B > avail) B = avail;
+    /* distinct indices by rejection; a flag per pool index, not a scan of
+     * pick[] (gcc 12 -O3 -march=native warned pick may be uninitialized) */
+    unsigned char taken[POOL] = {0};
     for (size_t i = 0; i < B; i++) {
-        int p, dup;
-        do {
-            p = (int)pz_rng_below(r, avail);
-            dup = 0;
-            for (size_t j = 0; j < i; j++) dup |= pick[j] == p;
-        } while (dup);
+        int p;
+        do p = (int)pz_rng_below(r, avail);
+        while (taken[p]);
+        taken[p] = 1;
         pick[i] = p;
         ids[i] = wd->ids[p];
         for (size_t e = 0; e < wd->row; e++)
@@ -383,7 +384,7 @@ static void run_aq(const char *inner, const aq_world *wd, const pz_wrap_opts *op
     res->outs = xmalloc((size_t)ROUNDS * maxn * sizeof(float));
     res->nouts = 0;
     res->err_aq = res->err_bare = 0;
-    int seen[POOL] = {0}, pick[MAXB] = {0}, bad_first = 0, bad_row = 0, bad_flags = 0;
+    int seen[POOL] = {0}, pick[MAXB], bad_first = 0, bad_row = 0, bad_flags = 0;
     uint64_t ids[MAXB];
     for (int t = 0; t < ROUNDS; t++) {
         size_t B = world_batch(wd, t, &r, pick, ids, x);

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Sets everything up and runs every test suite:
-#   1. the release build (-Werror, -Dcuda=auto): all suites; the gpu suite is
-#      built when nvcc is found and its tests SKIP without a GPU;
+#   1. the release build (the user's build, tools/setup.sh, -Dcuda=auto): all
+#      suites; the gpu suite is built when nvcc is found and its tests SKIP
+#      without a GPU; before it, tools/warnings.sh compiles everything with
+#      -Werror under gcc -O2/-O3 and clang -O2, native and portable (one
+#      counted check per configuration);
 #   2. an AddressSanitizer + UndefinedBehaviorSanitizer build (-Dcuda=disabled):
 #      the unit and pipeline suites;
 #   3. with clang (-Dcuda=disabled), a bounded libFuzzer run of each fuzz target.
@@ -27,6 +30,12 @@ if meson introspect build --targets 2>/dev/null | grep -q '"name": "test_gpu_ops
 else
   echo "gpu suite not built: no nvcc on PATH, so this build has no CUDA backend"
 fi
+
+echo "== warnings: gcc -O2/-O3 and clang -O2, native and portable, with -Werror (tools/warnings.sh)"
+mkdir -p build-warn; bash tools/warnings.sh > build-warn/warnings.log 2>&1
+grep -v -E '^[0-9]+ passed, [0-9]+ failed$' build-warn/warnings.log
+wp=$(tail -n 1 build-warn/warnings.log | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
+if [ -n "$wp" ]; then read -r a b <<<"$wp"; passed=$((passed + a)); failed=$((failed + b)); else failed=$((failed + 1)); fi
 
 echo "== release build: all suites"
 meson test -C build --print-errorlogs --num-processes 2
