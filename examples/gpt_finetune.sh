@@ -41,7 +41,8 @@
 #                        per edge '0-1=100;1-2=1000'; 0 = unlimited [0]
 #   --error-metrics on|off  senders decode their own messages to measure the
 #                        relative error (costs time; off for speed runs) [on]
-#   --threads N          CPU threads per stage; 0 = cores / stages [0]
+#   --threads N          CPU threads per stage; 0 = pipezip's default: the CPUs
+#                        it may use / stages on this host, each stage pinned [0]
 #   --out DIR            where the run goes: train.jsonl, metrics.{csv,jsonl},
 #                        model.safetensors, report.json, report.txt [runs/finetune]
 #   --no-save            do not write the fine-tuned model
@@ -136,9 +137,6 @@ command -v python3 >/dev/null || die "python3 not found (apt-get install python3
 mkdir -p "$cache" || die "cannot create cache directory $cache"
 [ -z "$warmup" ] && warmup=$((steps / 10))
 [ "$stages" -ge 2 ] || [ "$policy" = none ] || die "--compress needs --stages 2 or more (compression happens between stages)"
-if [ "$threads" = 0 ]; then
-    threads=$(( $(nproc) / stages )); [ "$threads" -ge 1 ] || threads=1
-fi
 
 # Files of a shard list (a file, a comma list or a glob), one per line, for
 # hashing; errors name what is missing.
