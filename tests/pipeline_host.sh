@@ -65,6 +65,26 @@ if [ "$cpus" -ge 2 ] && command -v taskset >/dev/null; then
   run_check 2 1 0
   prefix=()
 fi
+if command -v mpirun >/dev/null; then
+  # under mpirun the local rank count comes from OMPI_COMM_WORLD_LOCAL_SIZE;
+  # with --bind-to none pipezip pins, with mpirun's own binding it keeps the mask
+  for mode in none core; do
+    port=$((20000 + RANDOM % 20000))
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
+      mpirun --oversubscribe --bind-to "$mode" -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" \
+      "$pz" train --preset tiny --data "$dir/train.bin" --batch 2 --seq 32 --steps 2 --stages 2 \
+      > "$dir/mpi.out" 2> "$dir/mpi.err"
+    rc=$?
+    n=$(grep -c -E "^rank [01]: [0-9]+ threads? on .*local ranks: mpirun" "$dir/mpi.err")
+    if [ "$rc" != 0 ] || [ "$n" != 2 ]; then
+      fail "mpirun --bind-to $mode: exit $rc, $n start-up lines naming mpirun"; tail -n 5 "$dir/mpi.err"
+    else
+      echo "mpirun --bind-to $mode: ok ($(grep -h '^rank 0: ' "$dir/mpi.err"))"
+    fi
+  done
+else
+  echo "mpirun not installed: the mpirun cases were not run (bash tools/setup.sh --tests installs openmpi-bin)"
+fi
 "$pz" train --preset tiny --data "$dir/train.bin" --stages 2 --bind sockets >/dev/null 2>"$dir/errb"
 rc=$?
 { [ "$rc" = 1 ] && grep -q -- "--bind: expected cores or none, got 'sockets'" "$dir/errb"; } ||

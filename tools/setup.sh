@@ -23,8 +23,8 @@ pkgs+=(python3.11-doc fortunes)
 # the fine-tuning example and the sweep's table and plots (examples/)
 pkgs+=(python3 python3-matplotlib)
 if [ "$want_tests" = 1 ]; then
-  # PyTorch reference checks; clang's sanitizer/fuzzer runtimes
-  pkgs+=(python3-torch python3-numpy clang libclang-rt-14-dev)
+  # PyTorch reference checks; clang's sanitizer/fuzzer runtimes; mpirun (launch tests)
+  pkgs+=(python3-torch python3-numpy clang libclang-rt-14-dev openmpi-bin)
 fi
 
 missing=()
