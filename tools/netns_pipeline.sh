@@ -18,7 +18,7 @@
 # non-neighbours crosses every shaped link in between, as on a real chain.
 #
 # Each rank runs as
-#   ip netns exec pz<PID>_i env RANK=i WORLD_SIZE=S LOCAL_RANK=i MASTER_ADDR=10.X.0.1
+#   ip netns exec pz<PID>_i env RANK=i WORLD_SIZE=S LOCAL_RANK=i LOCAL_WORLD_SIZE=S MASTER_ADDR=10.X.0.1
 #       MASTER_PORT=29500 UCX_TLS=tcp PIPEZIP train --stages S TRAIN_ARGS...
 # UCX_TLS=tcp is forced: otherwise UCX sees one host and silently moves the
 # data through shared memory, bypassing the link. Rank 0's stdout (the JSON
@@ -235,7 +235,7 @@ echo "$prog: $S namespaces ${tag}_0..$((S - 1)), links tbf ${mbps} Mbit/s (burst
 
 # ---- ranks
 for ((i = 0; i < S; i++)); do
-    ip netns exec "$(ns_name "$i")" env RANK="$i" WORLD_SIZE="$S" LOCAL_RANK="$i" \
+    ip netns exec "$(ns_name "$i")" env RANK="$i" WORLD_SIZE="$S" LOCAL_RANK="$i" LOCAL_WORLD_SIZE="$S" \
         MASTER_ADDR="$master" MASTER_PORT="$port" UCX_TLS=tcp \
         "$pz" train --stages "$S" "${train_args[@]}" \
         2> >(sed -u "s/^/[rank $i] /" >&2) &
