@@ -22,6 +22,7 @@
 
 #include <time.h>
 
+#include "base/isa.h"
 #include "compress/codec.h"
 
 static int use_cpu_clock = 0;
@@ -113,8 +114,9 @@ int main(int argc, char **argv) {
     double memcpy_gbps = (double)bytes / median(t, 9) * 1e-9;
     printf("bench_codecs: tensor (8, 512, 1024) float32 = %zu bytes, one thread, median of %d runs, %s clock\n", bytes,
            runs, use_cpu_clock ? "thread CPU" : "wall");
-    printf("memcpy at start: %.2f GB/s; each line's ratios use memcpy timed in the same runs (cpy GB/s)\n\n",
+    printf("memcpy at start: %.2f GB/s; each line's ratios use memcpy timed in the same runs (cpy GB/s)\n",
            memcpy_gbps);
+    printf("codecs compiled for: %s\n\n", pz_isa_describe());
     printf("%-52s %8s %9s %8s %9s %8s %8s %9s %7s  %s\n", "codec", "ratio", "enc GB/s", "enc/cpy", "dec GB/s", "dec/cpy",
            "cpy GB/s", "rel err", "target", "met");
     int misses = 0;

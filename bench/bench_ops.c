@@ -10,6 +10,7 @@
  * overhead show. Attention is also timed at T = 1024, and its forward
  * against the first version (per-row vectorized loops, kept here), which the
  * per-head sgemm version replaced. */
+#include "base/isa.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_ops.h" /* pz_cpu_expf, for the old attention loop */
 #include "runtime/optim.h"
@@ -330,8 +331,8 @@ int main(int argc, char **argv) {
     be = pz_backend_cpu();
     pz_backend_cpu_set_threads(nt);
     pz_rng_seed(&rng, 42);
-    printf("bench_ops: threads %d, B=%d T=%d (GPT-2 124M shapes), op times by %s\n",
-           pz_backend_cpu_threads(), B, T, cpu_clock ? "CPU time / threads" : "wall clock");
+    printf("bench_ops: threads %d, B=%d T=%d (GPT-2 124M shapes), op times by %s, ops compiled for %s\n",
+           pz_backend_cpu_threads(), B, T, cpu_clock ? "CPU time / threads" : "wall clock", pz_isa_describe());
     if (ops) bench_all_ops(B, T);
     if (steps > 0) bench_step(B, T, steps);
     return 0;

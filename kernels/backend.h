@@ -92,6 +92,10 @@ typedef struct pz_backend {
 } pz_backend;
 
 const pz_backend *pz_backend_cpu(void);
+/* The CPU table compiled for an instruction-set level (base/isa.h), for
+ * tests and benchmarks that compare levels; NULL when this build or this CPU
+ * has no such level. pz_backend_cpu() is pz_backend_cpu_at(pz_isa_level()). */
+const pz_backend *pz_backend_cpu_at(int level);
 /* Threads for the CPU backend's loops and its BLAS (0 = all cores). */
 void pz_backend_cpu_set_threads(int n);
 int pz_backend_cpu_threads(void);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/isa.h"
 #include "kernels/backend.h"
 
 /* Reads an integer variable into *out; 0 if unset, -1 (with pz_fail) if malformed. */
@@ -137,10 +138,11 @@ pz_status pz_cores_setup(int rank, int world, const char *master_addr, int threa
 }
 
 void pz_cores_print(FILE *f, int rank, const pz_cores *c) {
-    fprintf(f, "rank %d: %d thread%s on CPU%s %s%s (%d CPU%s for %d local rank%s: %s)%s%s\n", rank, c->threads,
-            c->threads == 1 ? "" : "s", strpbrk(c->cpus, ",-") ? "s" : "", c->cpus, c->bound ? ", pinned" : "",
-            c->cores, c->cores == 1 ? "" : "s", c->local_ranks, c->local_ranks == 1 ? "" : "s", c->local_source,
-            c->why_unbound[0] ? "; not pinned: " : "", c->why_unbound);
+    fprintf(f, "rank %d: %d thread%s on CPU%s %s%s (%d CPU%s for %d local rank%s: %s)%s%s; code for %s\n", rank,
+            c->threads, c->threads == 1 ? "" : "s", strpbrk(c->cpus, ",-") ? "s" : "", c->cpus,
+            c->bound ? ", pinned" : "", c->cores, c->cores == 1 ? "" : "s", c->local_ranks,
+            c->local_ranks == 1 ? "" : "s", c->local_source, c->why_unbound[0] ? "; not pinned: " : "",
+            c->why_unbound, pz_isa_name(pz_isa_level()));
 }
 
 pz_status pz_cores_parse_bind(const char *v, int *bind) {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/isa.h"
 #include "runtime/checkpoint.h"
 #include "runtime/device.h"
 #include "runtime/nvtx.h"
@@ -160,6 +161,7 @@ pz_status pz_train_run(const pz_train_opts *o) {
     have_opt = 1;
 
     size_t nparams = pz_gpt2_numel(&s.cfg);
+    fprintf(stderr, "pipezip train: CPU ops and codecs compiled for %s\n", pz_isa_describe());
     fprintf(stderr, "pipezip train: %zu parameters (L=%d NH=%d C=%d V=%d Vp=%d maxT=%d), "
             "batch %d x seq %d x %d micro-batch%s, %zu training samples, %d thread%s\n",
             nparams, s.cfg.num_layers, s.cfg.num_heads, s.cfg.channels, s.cfg.vocab_size,

@@ -15,6 +15,7 @@
  * the OpenMP build (libopenblas0-openmp) also runs single-threaded inside
  * a parallel region, so this file works unchanged with either. */
 #include "kernels/backend.h"
+#include "base/isa.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "runtime/util.h"
 
@@ -83,38 +84,76 @@ static void cpu_copy(void *dst, const void *src, size_t bytes) {
 
 static void *cpu_host_alloc(size_t bytes) { return cpu_alloc(bytes); }
 
-static const pz_backend cpu_backend = {
-    .name = "cpu",
-    .host_memory = 1,
-    .alloc = cpu_alloc,
-    .free = cpu_free,
-    .zero = cpu_zero,
-    .to_host = cpu_copy,
-    .from_host = cpu_copy,
-    .copy = cpu_copy,
-    .host_alloc = cpu_host_alloc,
-    .host_free = cpu_free,
-    .encoder_forward = pz_cpu_encoder_forward,
-    .encoder_backward = pz_cpu_encoder_backward,
-    .layernorm_forward = pz_cpu_layernorm_forward,
-    .layernorm_backward = pz_cpu_layernorm_backward,
-    .matmul_forward = pz_cpu_matmul_forward,
-    .matmul_backward = pz_cpu_matmul_backward,
-    .attention_forward = pz_cpu_attention_forward,
-    .attention_backward = pz_cpu_attention_backward,
-    .gelu_forward = pz_cpu_gelu_forward,
-    .gelu_backward = pz_cpu_gelu_backward,
-    .residual_forward = pz_cpu_residual_forward,
-    .residual_backward = pz_cpu_residual_backward,
-    .crossentropy_forward = pz_cpu_crossentropy_forward,
-    .sumsq = pz_cpu_sumsq,
-    .adamw_update = pz_cpu_adamw_update,
-};
+/* One op table per instruction-set level: with PZ_ISA_MULTI the op files are
+ * also compiled for x86-64-v3 and x86-64-v4 under suffixed names
+ * (cpu/isa_rename.h); pz_backend_cpu() hands out the level base/isa.h chose. */
+#define CPU_TABLE(S)                                         \
+    {                                                        \
+        .name = "cpu",                                       \
+        .host_memory = 1,                                    \
+        .alloc = cpu_alloc,                                  \
+        .free = cpu_free,                                    \
+        .zero = cpu_zero,                                    \
+        .to_host = cpu_copy,                                 \
+        .from_host = cpu_copy,                               \
+        .copy = cpu_copy,                                    \
+        .host_alloc = cpu_host_alloc,                        \
+        .host_free = cpu_free,                               \
+        .encoder_forward = pz_cpu_encoder_forward##S,        \
+        .encoder_backward = pz_cpu_encoder_backward##S,      \
+        .layernorm_forward = pz_cpu_layernorm_forward##S,    \
+        .layernorm_backward = pz_cpu_layernorm_backward##S,  \
+        .matmul_forward = pz_cpu_matmul_forward##S,          \
+        .matmul_backward = pz_cpu_matmul_backward##S,        \
+        .attention_forward = pz_cpu_attention_forward##S,    \
+        .attention_backward = pz_cpu_attention_backward##S,  \
+        .gelu_forward = pz_cpu_gelu_forward##S,              \
+        .gelu_backward = pz_cpu_gelu_backward##S,            \
+        .residual_forward = pz_cpu_residual_forward##S,      \
+        .residual_backward = pz_cpu_residual_backward##S,    \
+        .crossentropy_forward = pz_cpu_crossentropy_forward##S, \
+        .sumsq = pz_cpu_sumsq##S,                            \
+        .adamw_update = pz_cpu_adamw_update##S,              \
+    }
 
-/* The table. The first call also puts OpenBLAS in single-thread mode, for
- * callers that never call pz_backend_cpu_set_threads. */
+#ifdef PZ_ISA_MULTI
+/* the suffixed copies have the prototypes of the baseline ops */
+#define DECLARE_OPS(S)                                                                               \
+    extern __typeof__(pz_cpu_encoder_forward) pz_cpu_encoder_forward##S;                            \
+    extern __typeof__(pz_cpu_encoder_backward) pz_cpu_encoder_backward##S;                          \
+    extern __typeof__(pz_cpu_layernorm_forward) pz_cpu_layernorm_forward##S;                        \
+    extern __typeof__(pz_cpu_layernorm_backward) pz_cpu_layernorm_backward##S;                      \
+    extern __typeof__(pz_cpu_matmul_forward) pz_cpu_matmul_forward##S;                              \
+    extern __typeof__(pz_cpu_matmul_backward) pz_cpu_matmul_backward##S;                            \
+    extern __typeof__(pz_cpu_attention_forward) pz_cpu_attention_forward##S;                        \
+    extern __typeof__(pz_cpu_attention_backward) pz_cpu_attention_backward##S;                      \
+    extern __typeof__(pz_cpu_gelu_forward) pz_cpu_gelu_forward##S;                                  \
+    extern __typeof__(pz_cpu_gelu_backward) pz_cpu_gelu_backward##S;                                \
+    extern __typeof__(pz_cpu_residual_forward) pz_cpu_residual_forward##S;                          \
+    extern __typeof__(pz_cpu_residual_backward) pz_cpu_residual_backward##S;                        \
+    extern __typeof__(pz_cpu_crossentropy_forward) pz_cpu_crossentropy_forward##S;                  \
+    extern __typeof__(pz_cpu_sumsq) pz_cpu_sumsq##S;                                                \
+    extern __typeof__(pz_cpu_adamw_update) pz_cpu_adamw_update##S;
+DECLARE_OPS(_v3)
+DECLARE_OPS(_v4)
+static const pz_backend cpu_backends[3] = {CPU_TABLE(), CPU_TABLE(_v3), CPU_TABLE(_v4)};
+#else
+static const pz_backend cpu_backends[1] = {CPU_TABLE()};
+#endif
+
+const pz_backend *pz_backend_cpu_at(int level) {
+#ifdef PZ_ISA_MULTI
+    if (level < 0 || level > (int)pz_isa_cpu()) return NULL;   /* would fault with an illegal instruction */
+    return &cpu_backends[level >= PZ_ISA_AVX512 ? 2 : level >= PZ_ISA_AVX2 ? 1 : 0];
+#else
+    return level == (int)pz_isa_level() ? &cpu_backends[0] : NULL;
+#endif
+}
+
+/* The table of the chosen level. The first call also puts OpenBLAS in
+ * single-thread mode, for callers that never call pz_backend_cpu_set_threads. */
 const pz_backend *pz_backend_cpu(void) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, blas_single_thread_);
-    return &cpu_backend;
+    return pz_backend_cpu_at(pz_isa_level());
 }

@@ -1,0 +1,56 @@
+/* isa_rename.h: forced into the x86-64-v3 and x86-64-v4 compilations of the
+ * codec files (compress/meson.build, -include), so each level's copy of an
+ * external symbol gets its own name (pz_codec_q_v3, ...) and the copies link
+ * side by side; registry.c picks a level's codec table at run time
+ * (base/isa.h). Every external symbol those files define is listed: a
+ * missing one shows up as a duplicate definition at link time. */
+#ifndef PZ_COMPRESS_ISA_RENAME_H
+#define PZ_COMPRESS_ISA_RENAME_H
+
+#define PZ_ISA_CAT2(a, b) a##b
+#define PZ_ISA_CAT(a, b) PZ_ISA_CAT2(a, b)
+#define PZ_ISA_NAME(n) PZ_ISA_CAT(n, PZ_ISA_SUFFIX)
+
+/* the codec tables (fp.c, quant.c, nuq.c, sign.c, topk.c, jointsq.c) */
+#define pz_codec_fp32 PZ_ISA_NAME(pz_codec_fp32)
+#define pz_codec_fp16 PZ_ISA_NAME(pz_codec_fp16)
+#define pz_codec_bf16 PZ_ISA_NAME(pz_codec_bf16)
+#define pz_codec_q PZ_ISA_NAME(pz_codec_q)
+#define pz_codec_nuq PZ_ISA_NAME(pz_codec_nuq)
+#define pz_codec_sign PZ_ISA_NAME(pz_codec_sign)
+#define pz_codec_topk PZ_ISA_NAME(pz_codec_topk)
+#define pz_codec_jointsq PZ_ISA_NAME(pz_codec_jointsq)
+#define pz_nuq_elias_stream PZ_ISA_NAME(pz_nuq_elias_stream)
+#define pz_topk_geometry PZ_ISA_NAME(pz_topk_geometry)
+/* kselect.c */
+#define pz_kth_largest_abs PZ_ISA_NAME(pz_kth_largest_abs)
+#define pz_kth_largest_key PZ_ISA_NAME(pz_kth_largest_key)
+/* mckp.c */
+#define pz_mckp_brute PZ_ISA_NAME(pz_mckp_brute)
+#define pz_mckp_cost_at PZ_ISA_NAME(pz_mckp_cost_at)
+#define pz_mckp_lambda PZ_ISA_NAME(pz_mckp_lambda)
+#define pz_mckp_pick_uniform PZ_ISA_NAME(pz_mckp_pick_uniform)
+#define pz_mckp_solve PZ_ISA_NAME(pz_mckp_solve)
+#define pz_mckp_solve_soa PZ_ISA_NAME(pz_mckp_solve_soa)
+/* bitpack.c */
+#define pz_bitr_get PZ_ISA_NAME(pz_bitr_get)
+#define pz_bitr_init PZ_ISA_NAME(pz_bitr_init)
+#define pz_bits_to_pm1 PZ_ISA_NAME(pz_bits_to_pm1)
+#define pz_bitw_finish PZ_ISA_NAME(pz_bitw_finish)
+#define pz_bitw_init PZ_ISA_NAME(pz_bitw_init)
+#define pz_bitw_put PZ_ISA_NAME(pz_bitw_put)
+#define pz_elias_delta_bits PZ_ISA_NAME(pz_elias_delta_bits)
+#define pz_elias_delta_get PZ_ISA_NAME(pz_elias_delta_get)
+#define pz_elias_delta_put PZ_ISA_NAME(pz_elias_delta_put)
+#define pz_elias_gamma_bits PZ_ISA_NAME(pz_elias_gamma_bits)
+#define pz_elias_gamma_get PZ_ISA_NAME(pz_elias_gamma_get)
+#define pz_elias_gamma_put PZ_ISA_NAME(pz_elias_gamma_put)
+#define pz_elias_omega_bits PZ_ISA_NAME(pz_elias_omega_bits)
+#define pz_elias_omega_get PZ_ISA_NAME(pz_elias_omega_get)
+#define pz_elias_omega_put PZ_ISA_NAME(pz_elias_omega_put)
+#define pz_pack_codes PZ_ISA_NAME(pz_pack_codes)
+#define pz_unpack_codes PZ_ISA_NAME(pz_unpack_codes)
+#define pz_varint_get PZ_ISA_NAME(pz_varint_get)
+#define pz_varint_put PZ_ISA_NAME(pz_varint_put)
+
+#endif

@@ -1,0 +1,310 @@
+/* test_isa.c: the x86-64-v3 and x86-64-v4 copies of the codecs and CPU ops
+ * (base/isa.h) against the baseline x86-64 copies, on this CPU's levels.
+ *  - codecs: one child process per level (the level is chosen once per
+ *    process, from PIPEZIP_ISA) encodes and decodes a fixed set of specs and
+ *    shapes and streams every message and decoded tensor to the parent, which
+ *    requires them byte for byte equal to the baseline's (no FMA contraction,
+ *    fixed reduction orders: compress/README.md);
+ *  - ops: each op of every level's CPU table on the same inputs, within
+ *    1e-5 relative of the baseline table (vector width changes the order of
+ *    float sums; anything larger is a wrong kernel).
+ * Also checks that a bad PIPEZIP_ISA is refused with a message naming it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/isa.h"
+#include "compress/codec.h"
+#include "kernels/backend.h"
+#include "runtime/util.h"
+#include "tests/check.h"
+
+static const char *const specs[] = {
+    "fp32", "fp16", "bf16",
+    "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8",
+    "q4:round=nearest", "q2:round=nearest,group=row", "q4:scale=minmax,group=row", "q4:group=256",
+    "q8:sdtype=fp16", "q4:scale=minmax,group=256,round=nearest",
+    "nuq4", "nuq8", "nuq4:code=elias", "nuq2:bucket=64",
+    "sign", "sign:stochastic", "sign:group=channel",
+    "topk:0.1", "topk:0.01", "topk:0.3,values=fp16", "topk:0.1,values=q8", "topk:0.05,scope=tensor",
+    "jointsq:1.5", "jointsq:0.5", "jointsq:3",
+    "q4+zstd", "ef(q2)", "ef21(sign)",
+};
+static const pz_shape shapes[] = {
+    {3, {2, 37, 129}}, {3, {2, 64, 256}}, {2, {5, 1000}}, {3, {1, 3, 7}},
+};
+#define NSPECS (sizeof specs / sizeof specs[0])
+#define NSHAPES (sizeof shapes / sizeof shapes[0])
+
+/* heavy-tailed data with zeros, a negative zero, outlier channels and tiny values */
+static void fill(float *x, size_t n, size_t C, uint64_t seed) {
+    pz_rng r;
+    pz_rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++) {
+        float v = pz_rng_normal(&r);
+        if (i % C == 3) v *= 40.0f;
+        if (i % 97 == 0) v = 0.0f;
+        if (i % 101 == 0) v = -0.0f;
+        if (i % 89 == 0) v *= 1e-6f;
+        x[i] = v;
+    }
+}
+
+/* child: encode and decode everything at the level PIPEZIP_ISA names; writes
+ * (u64 length, bytes) records to fd: message, then decoded floats */
+static int produce(int fd) {
+    for (size_t k = 0; k < NSHAPES; k++) {
+        const pz_shape *s = &shapes[k];
+        size_t n = pz_shape_numel(s), C = (size_t)s->dims[s->ndim - 1];
+        float *x = xmalloc(n * sizeof(float)), *y = xmalloc(n * sizeof(float));
+        for (size_t i = 0; i < NSPECS; i++) {
+            pz_codec *c = NULL, *d = NULL;
+            if (pz_codec_create(specs[i], &c) != PZ_OK || pz_codec_create(specs[i], &d) != PZ_OK) {
+                fprintf(stderr, "%s: %s\n", specs[i], pz_last_error());
+                return 1;
+            }
+            size_t cap = pz_codec_max_encoded_size(c, s);
+            uint8_t *msg = xmalloc(cap);
+            for (uint64_t step = 0; step < 2; step++) {   /* two steps: ef's residual state too */
+                fill(x, n, C, 1000 * k + 10 * i + step);
+                pz_codec_ctx ctx = {.seed = 7, .step = step, .edge = 1, .dir = 0, .micro = 3};
+                size_t len = 0;
+                pz_shape got;
+                if (pz_codec_encode(c, x, s, &ctx, msg, cap, &len) != PZ_OK ||
+                    pz_codec_decode(d, msg, len, &ctx, y, n, &got) != PZ_OK) {
+                    fprintf(stderr, "%s: %s\n", specs[i], pz_last_error());
+                    return 1;
+                }
+                uint64_t l1 = len, l2 = n * sizeof(float);
+                if (write(fd, &l1, 8) != 8 || write(fd, msg, len) != (ssize_t)len || write(fd, &l2, 8) != 8 ||
+                    write(fd, y, l2) != (ssize_t)l2)
+                    return 1;
+            }
+            free(msg);
+            pz_codec_free(c);
+            pz_codec_free(d);
+        }
+        free(x);
+        free(y);
+    }
+    return 0;
+}
+
+/* runs produce() in a child at `level`; returns its whole output (malloc'ed) */
+static uint8_t *run_level(const char *level, size_t *len) {
+    char path[] = "/tmp/pz_test_isa_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return NULL;
+    unlink(path);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {   /* a fresh process: the level is chosen once per process */
+        setenv("PIPEZIP_ISA", level, 1);
+        dup2(fd, 1);
+        execl("/proc/self/exe", "test_isa", "--produce", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    uint8_t *out = NULL;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+        off_t end = lseek(fd, 0, SEEK_END);
+        out = xmalloc((size_t)end + 1);
+        *len = (size_t)end;
+        if (pread(fd, out, (size_t)end, 0) != end) { free(out); out = NULL; }
+    }
+    close(fd);
+    return out;
+}
+
+static void test_codecs(void) {
+    size_t blen = 0;
+    uint8_t *base = run_level("x86-64", &blen);
+    CHECK(base != NULL, "baseline codec run failed");
+    if (!base) return;
+    for (int l = PZ_ISA_SSE42; l <= (int)pz_isa_cpu(); l++) {
+        size_t len = 0;
+        uint8_t *got = run_level(pz_isa_name((pz_isa)l), &len);
+        CHECK(got != NULL, "%s: codec run failed", pz_isa_name((pz_isa)l));
+        if (!got) continue;
+        size_t first = 0;
+        while (first < len && first < blen && got[first] == base[first]) first++;
+        CHECK(len == blen && first == len, "%s: messages or decodes differ from x86-64's from byte %zu (%zu vs %zu bytes)",
+              pz_isa_name((pz_isa)l), first, len, blen);
+        printf("codecs at %s: %zu bytes of messages and decodes, %s x86-64's\n", pz_isa_name((pz_isa)l), len,
+               len == blen && first == len ? "equal to" : "NOT equal to");
+        free(got);
+    }
+    free(base);
+}
+
+/* max |a-b| / max(max|b|, 1e-30) */
+static double rel(const float *a, const float *b, size_t n) {
+    double d = 0, m = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        m = fmax(m, fabs((double)b[i]));
+    }
+    return d / m;
+}
+
+static float *rnd(size_t n, uint64_t seed) {
+    float *x = xmalloc(n * sizeof(float));
+    pz_rng r;
+    pz_rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++) x[i] = pz_rng_normal(&r);
+    return x;
+}
+
+/* every op of table t against the baseline table b; tolerance tol */
+static void compare_ops(const pz_backend *t, const pz_backend *b, const char *name, double tol) {
+    enum { B = 2, T = 33, C = 96, NH = 4, OC = 72, V = 101, Vp = 128 };
+    const size_t N = (size_t)B * T;
+    float *inp = rnd(N * C, 1), *w = rnd((size_t)OC * C, 2), *bias = rnd(OC, 3), *dout = rnd(N * OC, 4);
+    float *o1 = xmalloc(N * 3 * C * sizeof(float)), *o2 = xmalloc(N * 3 * C * sizeof(float));
+    float *m1 = xmalloc(N * sizeof(float)), *m2 = xmalloc(N * sizeof(float));
+    float *r1 = xmalloc(N * sizeof(float)), *r2 = xmalloc(N * sizeof(float));
+    double e;
+#define RUN2(call1, call2, out1, out2, count, what)                                    \
+    do {                                                                               \
+        call1;                                                                         \
+        call2;                                                                         \
+        e = rel(out1, out2, count);                                                    \
+        CHECK(e <= tol, "%s %s: %.3g relative to x86-64 (tolerance %.1g)", name, what, e, tol); \
+    } while (0)
+    RUN2(t->matmul_forward(o1, inp, w, bias, (int)N, C, OC), b->matmul_forward(o2, inp, w, bias, (int)N, C, OC), o1, o2,
+         N * OC, "matmul_forward");
+    float *lw = rnd(C, 5), *lb = rnd(C, 6);
+    RUN2(t->layernorm_forward(o1, m1, r1, inp, lw, lb, (int)N, C),
+         b->layernorm_forward(o2, m2, r2, inp, lw, lb, (int)N, C), o1, o2, N * C, "layernorm_forward");
+    e = rel(r1, r2, N);
+    CHECK(e <= tol, "%s layernorm rstd: %.3g", name, e);
+    {
+        float *dw1 = calloc(C, 4), *dw2 = calloc(C, 4), *db1 = calloc(C, 4), *db2 = calloc(C, 4);
+        float *di1 = calloc(N * C, 4), *di2 = calloc(N * C, 4), *g = rnd(N * C, 7);
+        t->layernorm_backward(di1, dw1, db1, g, inp, lw, m2, r2, (int)N, C);
+        b->layernorm_backward(di2, dw2, db2, g, inp, lw, m2, r2, (int)N, C);
+        e = fmax(rel(di1, di2, N * C), fmax(rel(dw1, dw2, C), rel(db1, db2, C)));
+        CHECK(e <= tol, "%s layernorm_backward: %.3g", name, e);
+        free(dw1); free(dw2); free(db1); free(db2); free(di1); free(di2); free(g);
+    }
+    {
+        float *qkv = rnd(N * 3 * C, 8), *a1 = xmalloc((size_t)B * NH * T * T * 4), *a2 = xmalloc((size_t)B * NH * T * T * 4);
+        RUN2(t->attention_forward(o1, a1, qkv, B, T, C, NH), b->attention_forward(o2, a2, qkv, B, T, C, NH), o1, o2,
+             N * C, "attention_forward");
+        e = rel(a1, a2, (size_t)B * NH * T * T);
+        CHECK(e <= tol, "%s attention probabilities: %.3g", name, e);
+        float *g = rnd(N * C, 9), *d1 = calloc(N * 3 * C, 4), *d2 = calloc(N * 3 * C, 4);
+        float *s1 = xmalloc((size_t)B * NH * T * T * 4), *s2 = xmalloc((size_t)B * NH * T * T * 4);
+        t->attention_backward(d1, s1, g, qkv, a2, B, T, C, NH);
+        b->attention_backward(d2, s2, g, qkv, a2, B, T, C, NH);
+        e = rel(d1, d2, N * 3 * C);
+        CHECK(e <= tol, "%s attention_backward: %.3g", name, e);
+        free(qkv); free(a1); free(a2); free(g); free(d1); free(d2); free(s1); free(s2);
+    }
+    RUN2(t->gelu_forward(o1, inp, N * C), b->gelu_forward(o2, inp, N * C), o1, o2, N * C, "gelu_forward");
+    {
+        float *g = rnd(N * C, 10);
+        memset(o1, 0, N * C * 4);   /* backward ops accumulate */
+        memset(o2, 0, N * C * 4);
+        RUN2(t->gelu_backward(o1, inp, g, N * C), b->gelu_backward(o2, inp, g, N * C), o1, o2, N * C, "gelu_backward");
+        RUN2(t->residual_forward(o1, inp, g, N * C), b->residual_forward(o2, inp, g, N * C), o1, o2, N * C,
+             "residual_forward");
+        free(g);
+    }
+    {
+        float *l1 = rnd(N * Vp, 11), *l2 = xmalloc(N * Vp * 4), *ls1 = xmalloc(N * 4), *ls2 = xmalloc(N * 4);
+        memcpy(l2, l1, N * Vp * 4);
+        int *tg = xmalloc(N * sizeof(int));
+        for (size_t i = 0; i < N; i++) tg[i] = (int)((i * 37) % V);
+        t->crossentropy_forward(ls1, l1, tg, (int)N, V, Vp, 0.01f);
+        b->crossentropy_forward(ls2, l2, tg, (int)N, V, Vp, 0.01f);
+        e = fmax(rel(ls1, ls2, N), rel(l1, l2, N * Vp));
+        CHECK(e <= tol, "%s crossentropy: %.3g", name, e);
+        free(l1); free(l2); free(ls1); free(ls2); free(tg);
+    }
+    {
+        double s1 = t->sumsq(inp, N * C), s2 = b->sumsq(inp, N * C);
+        CHECK(fabs(s1 - s2) <= tol * s2, "%s sumsq: %.17g vs %.17g", name, s1, s2);
+        float *p1 = rnd(N * C, 12), *p2 = xmalloc(N * C * 4), *mm1 = calloc(N * C, 4), *mm2 = calloc(N * C, 4);
+        float *v1 = calloc(N * C, 4), *v2 = calloc(N * C, 4);
+        memcpy(p2, p1, N * C * 4);
+        for (int step = 1; step <= 3; step++) {
+            t->adamw_update(p1, inp, mm1, v1, N * C, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, step);
+            b->adamw_update(p2, inp, mm2, v2, N * C, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, step);
+        }
+        e = rel(p1, p2, N * C);
+        CHECK(e <= tol, "%s adamw: %.3g", name, e);
+        free(p1); free(p2); free(mm1); free(mm2); free(v1); free(v2);
+    }
+    {
+        int *ids = xmalloc(N * sizeof(int));
+        for (size_t i = 0; i < N; i++) ids[i] = (int)((i * 13) % V);
+        float *wte = rnd((size_t)Vp * C, 13), *wpe = rnd((size_t)T * C, 14);
+        RUN2(t->encoder_forward(o1, ids, wte, wpe, B, T, C), b->encoder_forward(o2, ids, wte, wpe, B, T, C), o1, o2,
+             N * C, "encoder_forward");
+        free(ids); free(wte); free(wpe);
+    }
+    printf("ops at %s: every op within %.0e of x86-64's\n", name, tol);
+    free(inp); free(w); free(bias); free(dout); free(o1); free(o2); free(m1); free(m2); free(r1); free(r2);
+    free(lw); free(lb);
+}
+
+static void test_ops(void) {
+    const pz_backend *b = pz_backend_cpu_at(PZ_ISA_BASELINE);
+    if (!b) {   /* -Dnative=true: one table, nothing to compare */
+        printf("ops: this build has no per-level tables (-Dnative=true)\n");
+        return;
+    }
+    for (int l = PZ_ISA_AVX2; l <= (int)pz_isa_cpu(); l++) {
+        const pz_backend *t = pz_backend_cpu_at(l);
+        CHECK(t != NULL, "no CPU table at %s", pz_isa_name((pz_isa)l));
+        if (t) compare_ops(t, b, pz_isa_name((pz_isa)l), 1e-5);
+    }
+    /* the check can fail: a table against a wrong kernel's output */
+    CHECK(pz_backend_cpu_at((int)pz_isa_cpu() + 1) == NULL || pz_isa_cpu() == PZ_ISA_AVX512,
+          "a level above this CPU's must not be handed out");
+}
+
+static void test_bad_env(void) {
+    fflush(NULL);
+    int pipefd[2];
+    if (pipe(pipefd) != 0) return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pipefd[1], 2);
+        setenv("PIPEZIP_ISA", "avx9000", 1);
+        execl("/proc/self/exe", "test_isa", "--produce", (char *)NULL);
+        _exit(127);
+    }
+    close(pipefd[1]);
+    char buf[512] = {0};
+    ssize_t n = read(pipefd[0], buf, sizeof buf - 1);
+    (void)n;
+    close(pipefd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(buf, "PIPEZIP_ISA=avx9000") && strstr(buf, "x86-64-v3"),
+          "bad PIPEZIP_ISA: exit %d, message '%s'", WIFEXITED(st) ? WEXITSTATUS(st) : -1, buf);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--produce") == 0) {
+        /* child: say which level runs (stderr), then stream to stdout */
+        fprintf(stderr, "  child at %s\n", pz_isa_describe());
+        return produce(1);
+    }
+    printf("CPU level %s; build: %s\n", pz_isa_name(pz_isa_cpu()), pz_isa_describe());
+    if (pz_isa_built() == PZ_ISA_BASELINE) {
+        printf("test_isa: this build has no per-level copies (-Dnative=true or not x86-64): nothing to compare\n");
+        return 0;
+    }
+    test_codecs();
+    test_ops();
+    test_bad_env();
+    printf("test_isa: %d checks, %d failed\n", checks, failures);
+    return failures ? 1 : 0;
+}
