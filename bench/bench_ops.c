@@ -268,7 +268,7 @@ static void bench_step(int B, int T, int steps) {
     pz_acts a;
     pz_optim opt;
     pz_optim_config oc;
-    if (pz_model_create(&s, be, "gpt2", NULL, 1, B, T) != PZ_OK ||
+    if (pz_model_create(&s, be, "gpt2", NULL, 0, 1, B, T) != PZ_OK ||
         pz_acts_init(&a, &s) != PZ_OK) {
         printf("  step: cannot build the model: %s\n", pz_last_error());
         return;

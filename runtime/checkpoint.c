@@ -262,8 +262,12 @@ static pz_status agree(const char *what, const char *key, int present, int m, in
     return PZ_OK;
 }
 
-static pz_status config_from_index(const pz_st_file *f, const st_index *ix, const char *what,
-                                   pz_gpt2_config *cfg) {
+/* The published GPT-2 widths, whose head size is 64 (124M, 355M, 774M, 1.5B):
+ * the only case where a head count missing from every source may be assumed. */
+static int published_width(int C) { return C == 768 || C == 1024 || C == 1280 || C == 1600; }
+
+static pz_status config_from_index(const pz_st_file *f, const st_index *ix, const char *what, int heads,
+                                   const pz_hf_config *hc, pz_gpt2_config *cfg) {
     pz_status st;
     enum { M_HEAD, M_CTX, M_VOCAB, M_PVOCAB, M_LAYER, M_EMBD, M_N };
     static const char *const keys[M_N] = {"n_head", "n_ctx", "vocab_size", "padded_vocab_size",
@@ -346,12 +350,26 @@ static pz_status config_from_index(const pz_st_file *f, const st_index *ix, cons
         if (missing) return pz_fail(PZ_ERR_FORMAT, "%s: missing tensor '%s'", what, missing);
     }
 
-    int NH;
-    if (has[M_HEAD]) NH = m[M_HEAD];
-    else if (C % 64 == 0) NH = C / 64; /* GPT-2 family: head size 64 */
-    else return pz_fail(PZ_ERR_FORMAT, "%s: channels %d is not a multiple of 64, so the head count cannot "
-                        "be guessed; add __metadata__ \"n_head\"", what, C);
-    pz_gpt2_config c = {T, V, has[M_PVOCAB] ? m[M_PVOCAB] : pz_pad_vocab(V), L, NH, C};
+    /* The head count is not in any tensor shape: it comes from __metadata__,
+     * config.json or --heads, which must agree. Guessing C/64 for any other
+     * width loaded a 4-head C=64 model as 1 head and evaluated it 1.2e-3 off
+     * PyTorch without a word (issue 10). */
+    pz_gpt2_config c = {T, V, has[M_PVOCAB] ? m[M_PVOCAB] : pz_pad_vocab(V), L, has[M_HEAD] ? m[M_HEAD] : 0, C};
+    if (hc && (st = pz_hf_config_check(hc, what, &c))) return st;
+    if (heads > 0) {
+        if (c.num_heads && c.num_heads != heads)
+            return pz_fail(PZ_ERR_ARG, "%s: --heads %d, but the model's %s says n_head %d", what, heads,
+                           hc && hc->n_head > 0 ? "config.json" : "__metadata__", c.num_heads);
+        c.num_heads = heads;
+    }
+    if (!c.num_heads) {
+        if (!published_width(C))
+            return pz_fail(PZ_ERR_FORMAT, "%s: the head count cannot be told from the tensor shapes (n_embd %d): "
+                           "give --heads N, or put the model's config.json (with n_head) beside the weights", what, C);
+        c.num_heads = C / 64;
+        fprintf(stderr, "pipezip: %s: no n_head in __metadata__, config.json or --heads: assuming GPT-2's head "
+                "size 64 for n_embd %d, so %d heads\n", what, C, c.num_heads);
+    }
     if (pz_gpt2_config_validate(&c) != PZ_OK) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", pz_last_error());
@@ -362,11 +380,12 @@ static pz_status config_from_index(const pz_st_file *f, const st_index *ix, cons
     return PZ_OK;
 }
 
-pz_status pz_ckpt_config_from_safetensors(const pz_st_file *f, const char *what, pz_gpt2_config *cfg) {
+pz_status pz_ckpt_config_from_safetensors(const pz_st_file *f, const char *what, int heads,
+                                          const pz_hf_config *hc, pz_gpt2_config *cfg) {
     st_index ix;
     pz_status st = index_build(&ix, f, what);
     if (st) return st;
-    st = config_from_index(f, &ix, what, cfg);
+    st = config_from_index(f, &ix, what, heads, hc, cfg);
     index_free(&ix);
     return st;
 }
@@ -555,32 +574,46 @@ static pz_status detect(const char *path, pz_ckpt_format *fmt) {
 }
 
 pz_status pz_ckpt_read_config(const char *path, pz_gpt2_config *cfg, pz_ckpt_format *fmt) {
-    pz_ckpt_format got;
-    pz_status st = detect(path, &got);
+    return pz_ckpt_read_config_heads(path, 0, cfg, fmt);
+}
+
+pz_status pz_ckpt_read_config_heads(const char *path, int heads, pz_gpt2_config *cfg, pz_ckpt_format *fmt) {
+    pz_model_files mf;
+    pz_st_set set;
+    pz_hf_config hc;
+    pz_ckpt_format got = PZ_CKPT_SAFETENSORS;
+    memset(&set, 0, sizeof set);
+    pz_status st = pz_model_files_find(path, &mf);
     if (st) return st;
+    if (mf.weights && (st = detect(mf.weights, &got))) goto cleanup;
     if (fmt) *fmt = got;
     if (got == PZ_CKPT_LLMC) {
         int fd, version;
-        if ((st = llmc_open(path, &fd, cfg, &version))) return st;
+        if ((st = llmc_open(mf.weights, &fd, cfg, &version))) goto cleanup;
         close(fd);
-        return PZ_OK;
+        if (heads > 0 && heads != cfg->num_heads)
+            st = pz_fail(PZ_ERR_ARG, "%s: --heads %d, but the llm.c header says %d", path, heads, cfg->num_heads);
+        goto cleanup;
     }
-    pz_st_file f;
-    if ((st = pz_st_open(&f, path))) return st;
-    st = pz_ckpt_config_from_safetensors(&f, path, cfg);
-    pz_st_close(&f);
+    if (mf.config && (st = pz_hf_config_read(mf.config, &hc))) goto cleanup;
+    if ((st = pz_st_set_open(&set, &mf))) goto cleanup;
+    st = pz_ckpt_config_from_safetensors(&set.view, path, heads, mf.config ? &hc : NULL, cfg);
+cleanup:
+    pz_st_set_close(&set);
+    pz_model_files_free(&mf);
     return st;
 }
 
 /* ---------------------------------------------------- safetensors load */
 
-static pz_status load_safetensors(const char *path, pz_gpt2_params *p) {
+static pz_status load_safetensors(const char *path, const pz_model_files *mf, pz_gpt2_params *p) {
     const pz_gpt2_config *c = &p->cfg;
-    pz_st_file f;
+    pz_st_set set;
     st_index ix;
-    pz_status st = pz_st_open(&f, path);
+    pz_status st = pz_st_set_open(&set, mf);
     if (st) return st;
-    if ((st = index_build(&ix, &f, path))) { pz_st_close(&f); return st; }
+    const pz_st_file f = set.view;
+    if ((st = index_build(&ix, &f, path))) { pz_st_set_close(&set); return st; }
 
     /* metadata that contradicts the model is an error even when the
      * shapes cannot show it (n_head, n_layer); padded_vocab_size is ours
@@ -630,7 +663,7 @@ static pz_status load_safetensors(const char *path, pz_gpt2_params *p) {
     }
     free(ts);
     index_free(&ix);
-    pz_st_close(&f);
+    pz_st_set_close(&set);
     return st;
 }
 
@@ -639,10 +672,14 @@ pz_status pz_ckpt_load(const char *path, pz_gpt2_params *p) {
     if (r->l0 < 0 || r->l0 > r->l1 || r->l1 > p->cfg.num_layers)
         return pz_fail(PZ_ERR_ARG, "%s: bad stage range [%d, %d) for %d layers", path, r->l0, r->l1,
                        p->cfg.num_layers);
-    pz_ckpt_format fmt;
-    pz_status st = detect(path, &fmt);
+    pz_model_files mf;
+    pz_ckpt_format fmt = PZ_CKPT_SAFETENSORS;
+    pz_status st = pz_model_files_find(path, &mf);
     if (st) return st;
-    return fmt == PZ_CKPT_LLMC ? load_llmc(path, p) : load_safetensors(path, p);
+    if (mf.weights) st = detect(mf.weights, &fmt);
+    if (!st) st = fmt == PZ_CKPT_LLMC ? load_llmc(mf.weights, p) : load_safetensors(path, &mf, p);
+    pz_model_files_free(&mf);
+    return st;
 }
 
 /* ---------------------------------------------------------------- save */

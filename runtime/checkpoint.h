@@ -16,6 +16,7 @@
 #ifndef PZ_CHECKPOINT_H
 #define PZ_CHECKPOINT_H
 
+#include "runtime/hf_dir.h"
 #include "runtime/safetensors.h"
 #include "stages/gpt2_params.h"
 
@@ -35,6 +36,14 @@ typedef enum { PZ_CKPT_AUTO, PZ_CKPT_SAFETENSORS, PZ_CKPT_LLMC } pz_ckpt_format;
  * 1, 2, 4 rejected with a clear message naming the retired version.
  * fmt (may be NULL) receives the detected format. */
 pz_status pz_ckpt_read_config(const char *path, pz_gpt2_config *cfg, pz_ckpt_format *fmt);
+/* The same, for a file or an HF model directory (runtime/hf_dir.h), with
+ * config.json beside the weights checked against the tensors, and --heads
+ * (heads > 0) where the head count is in neither the file nor a config.json.
+ * Without any of the three, a head size of 64 is assumed only for the
+ * published GPT-2 widths (768, 1024, 1280, 1600), with a line on stderr;
+ * any other width is an error naming --heads and config.json.
+ * pz_ckpt_read_config(p, c, f) is pz_ckpt_read_config_heads(p, 0, c, f). */
+pz_status pz_ckpt_read_config_heads(const char *path, int heads, pz_gpt2_config *cfg, pz_ckpt_format *fmt);
 
 /* Loads every tensor of p's stage range (p bound over host memory) from the file, whatever
  * the format; checks shapes against p->cfg; HF names with optional "transformer." prefix;
@@ -63,7 +72,8 @@ pz_status pz_ckpt_save(const char *path, const pz_gpt2_params *p, pz_ckpt_format
 
 /* The config derivation of pz_ckpt_read_config on an already parsed
  * safetensors image (`what` names it in messages). Exposed for the fuzzer. */
-pz_status pz_ckpt_config_from_safetensors(const pz_st_file *f, const char *what, pz_gpt2_config *cfg);
+pz_status pz_ckpt_config_from_safetensors(const pz_st_file *f, const char *what, int heads,
+                                          const pz_hf_config *hc, pz_gpt2_config *cfg);
 
 /* bf16 <-> fp32. Decode is exact (shift left 16); encode rounds to nearest
  * even and keeps NaN a (quiet) NaN. */

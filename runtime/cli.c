@@ -144,7 +144,8 @@ static int cmd_train(int argc, char **argv) {
     const char *eval_compress = "on", *error_metrics = "on", *bind = "cores";
     const flag_spec fs[] = {
         {"--preset", FLAG_STR, &o.preset, "start from random weights of a preset: gpt2, demo, tiny", 0, 0, NULL},
-        {"--init", FLAG_STR, &o.init, "start from a checkpoint (HF safetensors or llm.c .bin)", 0, 0, NULL},
+        {"--init", FLAG_STR, &o.init, "start from a checkpoint: HF safetensors or llm.c .bin, or an HF model directory", 0, 0, NULL},
+        {"--heads", FLAG_INT, &o.heads, "attention heads of --init when neither it nor its config.json says", 0, 65536, NULL},
         {"--data", FLAG_STR, &o.data, "training token shards: a file, a comma list or a glob", 0, 0, NULL},
         {"--val-data", FLAG_STR, &o.val_data, "validation token shards", 0, 0, NULL},
         {"--batch", FLAG_INT, &o.batch, "sequences per micro-batch (B)", 1, 65536, NULL},
@@ -161,7 +162,7 @@ static int cmd_train(int argc, char **argv) {
         {"--seed", FLAG_LONG, &o.seed, "seed for initialisation and shuffling", 0, 1e18, NULL},
         {"--val-every", FLAG_INT, &o.val_every, "validate every N steps (and after the last step; 0 = never)", 0, 100000000, NULL},
         {"--val-batches", FLAG_INT, &o.val_batches, "validation batches, read in file order", 1, 100000000, NULL},
-        {"--save", FLAG_STR, &o.save, "write the trained model here at the end (.bin = llm.c v3, else safetensors)", 0, 0, NULL},
+        {"--save", FLAG_STR, &o.save, "write the trained model at the end: DIR/ = HF directory (model.safetensors + config.json), .bin = llm.c v3, else safetensors", 0, 0, NULL},
         {"--threads", FLAG_INT, &o.threads, "CPU threads per process (0 = the CPUs it may use / stages on this host)", 0, 1024, NULL},
         {"--bind", FLAG_STR, &bind, "cores: pin each stage on this host to its own CPUs when they divide evenly; none", 0, 0, NULL},
         {"--device", FLAG_STR, &o.device, "cpu, cuda or cuda:tf32; or one per stage, e.g. cpu,cuda", 0, 0, NULL},
@@ -227,7 +228,7 @@ static int cmd_train(int argc, char **argv) {
         pz_policy_free(&pol);
         /* check the model and the split here, so a bad one fails once, before any process starts */
         pz_gpt2_config cfg;
-        if ((st = pz_model_config(o.preset, o.init, &cfg)) != PZ_OK) return fail("train", st);
+        if ((st = pz_model_config(o.preset, o.init, o.heads, &cfg)) != PZ_OK) return fail("train", st);
         pz_stage_range *ranges = xcalloc((size_t)o.stages, sizeof *ranges);
         st = pz_partition(&cfg, o.seq, o.stages, o.split, ranges);
         free(ranges);
@@ -253,9 +254,10 @@ static int cmd_train(int argc, char **argv) {
 
 static int cmd_eval(int argc, char **argv) {
     const char *model = NULL, *data = NULL;
-    int batch = 4, seq = 64, batches = 0, threads = 0;
+    int batch = 4, seq = 64, batches = 0, threads = 0, heads = 0;
     const flag_spec fs[] = {
-        {"--model", FLAG_STR, &model, "checkpoint (HF safetensors or llm.c .bin)", 0, 0, NULL},
+        {"--model", FLAG_STR, &model, "checkpoint: HF safetensors or llm.c .bin, or an HF model directory", 0, 0, NULL},
+        {"--heads", FLAG_INT, &heads, "attention heads when neither the model nor its config.json says", 0, 65536, NULL},
         {"--data", FLAG_STR, &data, "token shards", 0, 0, NULL},
         {"--batch", FLAG_INT, &batch, "sequences per batch (B)", 1, 65536, NULL},
         {"--seq", FLAG_INT, &seq, "tokens per sequence (T)", 1, 65536, NULL},
@@ -276,7 +278,7 @@ static int cmd_eval(int argc, char **argv) {
     pz_stage s;
     pz_acts a;
     pz_dataset d;
-    pz_status st = pz_model_create(&s, pz_backend_cpu(), NULL, model, 0, batch, seq);
+    pz_status st = pz_model_create(&s, pz_backend_cpu(), NULL, model, heads, 0, batch, seq);
     if (st != PZ_OK) return fail("eval", st);
     if ((st = pz_dataset_open(&d, data, seq, s.cfg.vocab_size)) != PZ_OK) {
         pz_stage_free(&s);

@@ -414,9 +414,7 @@ static pz_status save_whole_model(exec *x, const pz_stage_range *ranges) {
         free(part);
     }
     if (st == PZ_OK) {
-        size_t len = strlen(x->o->save);
-        st = (len > 4 && strcmp(x->o->save + len - 4, ".bin") == 0) ? pz_ckpt_save_llmc(x->o->save, &full, 3)
-                                                                   : pz_ckpt_save_safetensors(x->o->save, &full);
+        st = pz_params_save(&full, x->o->save);
         if (st == PZ_OK) fprintf(stderr, "pipezip train: saved %s\n", x->o->save);
     }
     pz_gpt2_params_unbind(&full);
@@ -606,7 +604,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         return pz_fail(PZ_ERR_ARG, "WORLD_SIZE %d does not match --stages %d", world, o->stages);
 
     pz_gpt2_config cfg;
-    if ((st = pz_model_config(o->preset, o->init, &cfg)) != PZ_OK) return st;
+    if ((st = pz_model_config(o->preset, o->init, o->heads, &cfg)) != PZ_OK) return st;
     if ((st = pz_pipeline_policy(o, &x.pol)) != PZ_OK) return st;
     pz_stage_range *ranges = xcalloc((size_t)world, sizeof *ranges);
     if ((st = pz_partition(&cfg, o->seq, world, o->split, ranges)) != PZ_OK) goto cleanup;

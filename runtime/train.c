@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/isa.h"
@@ -13,9 +14,20 @@
 #include "runtime/device.h"
 #include "runtime/nvtx.h"
 
-/* Fails early, before hours of training, if `path`'s directory cannot take a file. */
+/* Fails early, before hours of training, if `path`'s directory cannot take a
+ * file (for a directory save: the directory itself, or its parent). */
 pz_status pz_check_writable_dir(const char *path) {
     char *dir = xstrdup(path);
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/') dir[--len] = 0;   /* "out/" saves into out */
+    struct stat sb;
+    if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        pz_status st = access(dir, W_OK | X_OK) == 0
+                           ? PZ_OK
+                           : pz_fail(PZ_ERR_IO, "--save %s: directory %s is not writable: %s", path, dir, strerror(errno));
+        free(dir);
+        return st;
+    }
     char *slash = strrchr(dir, '/');
     const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
     pz_status st = access(d, W_OK | X_OK) == 0
@@ -45,12 +57,13 @@ void pz_train_opts_default(pz_train_opts *o) {
     pz_optim_config_default(&o->optim);
 }
 
-pz_status pz_model_config(const char *preset, const char *init, pz_gpt2_config *cfg) {
+pz_status pz_model_config(const char *preset, const char *init, int heads, pz_gpt2_config *cfg) {
     if ((preset == NULL) == (init == NULL))
-        return pz_fail(PZ_ERR_ARG, "give exactly one of --preset NAME or --init FILE");
+        return pz_fail(PZ_ERR_ARG, "give exactly one of --preset NAME or --init FILE|DIR");
+    if (preset && heads > 0) return pz_fail(PZ_ERR_ARG, "--heads is for a model file or directory, not a preset");
     if (preset) return pz_gpt2_preset(preset, cfg);
     pz_ckpt_format fmt;
-    return pz_ckpt_read_config(init, cfg, &fmt);
+    return pz_ckpt_read_config_heads(init, heads, cfg, &fmt);
 }
 
 pz_status pz_model_create_stage(pz_stage *s, const pz_backend *be, const pz_gpt2_config *cfg,
@@ -72,12 +85,34 @@ pz_status pz_model_create_stage(pz_stage *s, const pz_backend *be, const pz_gpt2
 }
 
 pz_status pz_model_create(pz_stage *s, const pz_backend *be, const char *preset,
-                          const char *init, uint64_t seed, int B, int T) {
+                          const char *init, int heads, uint64_t seed, int B, int T) {
     pz_gpt2_config cfg;
-    pz_status st = pz_model_config(preset, init, &cfg);
+    pz_status st = pz_model_config(preset, init, heads, &cfg);
     if (st != PZ_OK) return st;
     pz_stage_range r = pz_whole_model(&cfg);
     return pz_model_create_stage(s, be, &cfg, &r, init, seed, B, T);
+}
+
+int pz_save_is_dir(const char *path) {
+    struct stat sb;
+    size_t len = strlen(path);
+    return (len > 0 && path[len - 1] == '/') || (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode));
+}
+
+pz_status pz_params_save(const pz_gpt2_params *hp, const char *path) {
+    if (!pz_save_is_dir(path)) return pz_ckpt_save(path, hp, PZ_CKPT_AUTO);
+    /* an HF model directory: the weights, then config.json, each atomic */
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+        return pz_fail(PZ_ERR_IO, "--save %s: cannot create the directory: %s", path, strerror(errno));
+    size_t n = strlen(path) + 32;
+    char *weights = xmalloc(n), *config = xmalloc(n);
+    snprintf(weights, n, "%s/model.safetensors", path);
+    snprintf(config, n, "%s/config.json", path);
+    pz_status st = pz_ckpt_save(weights, hp, PZ_CKPT_SAFETENSORS);
+    if (st == PZ_OK) st = pz_hf_config_write(config, &hp->cfg);
+    free(weights);
+    free(config);
+    return st;
 }
 
 pz_status pz_model_save(const pz_stage *s, const char *path) {
@@ -85,10 +120,7 @@ pz_status pz_model_save(const pz_stage *s, const char *path) {
     s->be->to_host(host, s->param_mem, s->params.numel * sizeof(float));
     pz_gpt2_params hp;
     pz_gpt2_params_bind(&hp, &s->cfg, &s->range, host);
-    size_t len = strlen(path);
-    pz_status st = (len > 4 && strcmp(path + len - 4, ".bin") == 0)
-                       ? pz_ckpt_save_llmc(path, &hp, 3)
-                       : pz_ckpt_save_safetensors(path, &hp);
+    pz_status st = pz_params_save(&hp, path);
     pz_gpt2_params_unbind(&hp);
     free(host);
     return st;
@@ -136,7 +168,7 @@ pz_status pz_train_run(const pz_train_opts *o) {
 
     if (!o->data) return pz_fail(PZ_ERR_ARG, "--data is required (token shards; see 'pipezip tokenize')");
     if (o->save && (st = pz_check_writable_dir(o->save)) != PZ_OK) return st;
-    if ((st = pz_model_create(&s, be, o->preset, o->init, (uint64_t)o->seed, o->batch, o->seq)) != PZ_OK)
+    if ((st = pz_model_create(&s, be, o->preset, o->init, o->heads, (uint64_t)o->seed, o->batch, o->seq)) != PZ_OK)
         goto cleanup;
     have_stage = 1;
     if ((st = pz_dataset_open(&train, o->data, o->seq, s.cfg.vocab_size)) != PZ_OK) goto cleanup;

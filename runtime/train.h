@@ -9,7 +9,8 @@
 
 typedef struct {
     const char *preset;     /* random init from a preset, or */
-    const char *init;       /* a checkpoint (safetensors or llm.c .bin) */
+    const char *init;       /* a checkpoint: file or HF model directory */
+    int heads;              /* --heads: head count where the checkpoint does not tell (0 = none) */
     const char *data;       /* training shards */
     const char *val_data;   /* validation shards (optional) */
     const char *save;       /* checkpoint written at the end (optional) */
@@ -47,17 +48,23 @@ pz_status pz_eval_loss(pz_stage *s, pz_acts *a, const pz_dataset *d, int nbatche
                        double *loss, int *batches_used);
 
 /* The model config from --preset or --init (exactly one must be given). */
-pz_status pz_model_config(const char *preset, const char *init, pz_gpt2_config *cfg);
+pz_status pz_model_config(const char *preset, const char *init, int heads, pz_gpt2_config *cfg);
 /* A stage's part of the model: random init from seed (init == NULL) or
  * loaded from the checkpoint init. */
 pz_status pz_model_create_stage(pz_stage *s, const pz_backend *be, const pz_gpt2_config *cfg,
                                 const pz_stage_range *r, const char *init, uint64_t seed, int B, int T);
 /* The whole model from --preset or --init (host-side load). */
 pz_status pz_model_create(pz_stage *s, const pz_backend *be, const char *preset,
-                          const char *init, uint64_t seed, int B, int T);
+                          const char *init, int heads, uint64_t seed, int B, int T);
 /* Fails early if the directory of `path` cannot take a new file. */
 pz_status pz_check_writable_dir(const char *path);
-/* Saves the stage's parameters: ".bin" -> llm.c v3, anything else -> safetensors. */
+/* Saves the stage's parameters: to a directory (an existing one, or a path
+ * ending in '/') as an HF model directory, model.safetensors plus config.json;
+ * else ".bin" -> llm.c v3, anything else -> safetensors. */
 pz_status pz_model_save(const pz_stage *s, const char *path);
+/* The same for parameters on the host (the pipeline's gathered model). */
+pz_status pz_params_save(const pz_gpt2_params *p, const char *path);
+/* Whether --save PATH names a directory (see pz_model_save). */
+int pz_save_is_dir(const char *path);
 
 #endif

@@ -646,14 +646,19 @@ static void test_hf_files(void) {
     remove(path);
     model_free(&a);
 
-    /* C a multiple of 64 and no metadata: NH = C/64, Vp = pad(V) */
+    /* C a multiple of 64 but not a published GPT-2 width, no metadata, no
+     * config.json: the head count is an error naming --heads and config.json
+     * (it used to be guessed as C/64 = 1: a 2-head model evaluated wrong) */
     pz_gpt2_config c64 = {16, 300, 512, 2, 2, 64};
     model_new(&a, &c64, pz_whole_model(&c64), 3);
     o = no_opts; o.no_meta = 1;
     EXPECT(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK);
-    EXPECT(pz_ckpt_read_config(path, &rc, NULL), PZ_OK);
-    CHECK(rc.num_heads == 1 && rc.padded_vocab_size == 384 && rc.vocab_size == 300 && rc.num_layers == 2
-          && rc.max_seq_len == 16 && rc.channels == 64, "derived config without metadata");
+    EXPECT_MSG(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "--heads");
+    EXPECT_MSG(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "config.json");
+    EXPECT(pz_ckpt_read_config_heads(path, 2, &rc, NULL), PZ_OK);   /* --heads 2: Vp = pad(V) */
+    CHECK(rc.num_heads == 2 && rc.padded_vocab_size == 384 && rc.vocab_size == 300 && rc.num_layers == 2
+          && rc.max_seq_len == 16 && rc.channels == 64, "derived config without metadata, --heads 2");
+    EXPECT_MSG(pz_ckpt_read_config_heads(path, 3, &rc, NULL), PZ_ERR_FORMAT, "divide");
     /* our own save records padded_vocab_size, which wins over pad(V) */
     EXPECT(pz_ckpt_save_safetensors(path, &a.p), PZ_OK);
     EXPECT(pz_ckpt_read_config(path, &rc, NULL), PZ_OK);

@@ -29,7 +29,7 @@ import torch_gpt2 as tg  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", required=True, help="safetensors checkpoint")
+    ap.add_argument("--model", required=True, help="safetensors checkpoint or HF model directory")
     ap.add_argument("--data", required=True, help="llm.c token shard (uint16)")
     ap.add_argument("--batch", type=int, required=True, help="B")
     ap.add_argument("--seq", type=int, required=True, help="T")

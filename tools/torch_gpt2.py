@@ -17,6 +17,7 @@ token-shard reader. Run with Debian's /usr/bin/python3 (python3-torch).
 """
 import json
 import math
+import os
 import struct
 
 import torch
@@ -189,14 +190,41 @@ def load_safetensors(path):
     return out, meta
 
 
+def load_model_files(path):
+    """A safetensors file, or an HF model directory (model.safetensors, or
+    model.safetensors.index.json and its shards, with config.json). Returns
+    (tensors, metadata, config dict or {})."""
+    if not os.path.isdir(path):
+        tensors, meta = load_safetensors(path)
+        beside = os.path.join(os.path.dirname(os.path.abspath(path)), "config.json")
+        return tensors, meta, json.load(open(beside)) if os.path.exists(beside) else {}
+    cfg_path = os.path.join(path, "config.json")
+    config = json.load(open(cfg_path)) if os.path.exists(cfg_path) else {}
+    single = os.path.join(path, "model.safetensors")
+    if os.path.exists(single):
+        tensors, meta = load_safetensors(single)
+        return tensors, meta, config
+    index = json.load(open(os.path.join(path, "model.safetensors.index.json")))
+    tensors = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        t, _ = load_safetensors(os.path.join(path, shard))
+        tensors.update(t)
+    return tensors, {}, config
+
+
 def model_from_safetensors(path, dtype=torch.float64):
-    """Build a GPT2 from an HF-named safetensors file. NH comes from
-    __metadata__["n_head"]. If wte has more rows than __metadata__
-    "vocab_size" (a padded table), only the first vocab_size rows are used."""
-    tensors, meta = load_safetensors(path)
-    if "n_head" not in meta:
-        raise ValueError("%s: __metadata__ has no n_head" % path)
-    NH = int(meta["n_head"])
+    """Build a GPT2 from an HF-named safetensors file or HF model directory.
+    NH comes from config.json's n_head, else __metadata__["n_head"]. If wte
+    has more rows than the vocab_size given there (a padded table), only the
+    first vocab_size rows are used."""
+    tensors, meta, config = load_model_files(path)
+    if "n_head" in config:
+        NH = int(config["n_head"])
+        meta = dict(meta, vocab_size=config.get("vocab_size", meta.get("vocab_size", tensors["wte.weight"].shape[0])))
+    elif "n_head" in meta:
+        NH = int(meta["n_head"])
+    else:
+        raise ValueError("%s: no n_head in config.json or __metadata__" % path)
     wte = tensors["wte.weight"]
     V = int(meta.get("vocab_size", wte.shape[0]))
     if V > wte.shape[0]:
