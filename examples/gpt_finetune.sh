@@ -14,8 +14,9 @@
 # bytes sent per direction against the uncompressed size, tokens/s.
 #
 # flags (defaults in brackets):
-#   --init FILE          start from this checkpoint (HF GPT-2 model.safetensors
-#                        or llm.c .bin) instead of the cached demo base model
+#   --init FILE|DIR      start from this checkpoint (HF GPT-2 model.safetensors,
+#                        an HF model directory with config.json, or an llm.c
+#                        .bin) instead of the cached demo base model
 #   --data SHARDS        fine-tuning token shards [data/fortunes_train.bin]
 #   --val-data SHARDS    validation token shards [data/fortunes_val.bin]
 #   --train-tokens N     fine-tune on N tokens of --data, taken as evenly spaced
@@ -208,7 +209,7 @@ fi
 need_shards --data "$data"
 [ "$val_batches" = 0 ] || need_shards --val-data "$val_data"
 if [ -n "$init" ]; then
-    [ -f "$init" ] || die "--init: no such file '$init'"
+    [ -e "$init" ] || die "--init: no such file or directory '$init'"
     base_path=$init
 else
     base_model
