@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const names[PZ_ISA_LEVELS] = {"x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"};
+static const char *const names[PZ_ISA_LEVELS] = {"x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4+vbmi2"};
 
 pz_isa pz_isa_built(void) {
 #if defined(PZ_ISA_MULTI)
@@ -34,7 +34,7 @@ pz_isa pz_isa_cpu(void) {
         return PZ_ISA_SSE42;
     if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
           __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
-          __builtin_cpu_supports("avx512vl")))
+          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi2")))
         return PZ_ISA_AVX2;
     return PZ_ISA_AVX512;
 #else
@@ -61,7 +61,8 @@ static void choose(void) {
         for (int i = 0; i < PZ_ISA_LEVELS; i++)
             if (strcmp(env, names[i]) == 0) want = i;
         if (want < 0) {
-            fprintf(stderr, "pipezip: error: PIPEZIP_ISA=%s: expected x86-64, x86-64-v2, x86-64-v3 or x86-64-v4\n", env);
+            fprintf(stderr, "pipezip: error: PIPEZIP_ISA=%s: expected x86-64, x86-64-v2, x86-64-v3 or x86-64-v4+vbmi2\n",
+                    env);
             exit(1);
         }
         if ((pz_isa)want > cpu) {

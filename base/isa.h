@@ -4,10 +4,12 @@
  * host of a job (a -march=native binary on a shared filesystem dies with
  * SIGILL on an older CPU). The hot translation units of compress/ and
  * kernels/cpu/ are compiled again for x86-64-v3 (AVX2, FMA, F16C) and
- * x86-64-v4 (AVX-512 F/BW/CD/DQ/VL), with an ISA suffix on their symbols
+ * x86-64-v4 plus AVX512-VBMI2 (Ice Lake, Zen 4 and later: jointsq's and the
+ * knapsack's compress/expand paths need VBMI2; without it, an AVX-512 CPU
+ * such as Cascade Lake runs the x86-64-v3 code), with an ISA suffix on their symbols
  * (compress/isa_rename.h, kernels/cpu/isa_rename.h); the codec registry and
  * the CPU backend table pick the best level this CPU has, once.
- * PIPEZIP_ISA=x86-64|x86-64-v2|x86-64-v3|x86-64-v4 caps the level (for
+ * PIPEZIP_ISA=x86-64|x86-64-v2|x86-64-v3|x86-64-v4+vbmi2 caps the level (for
  * tests and benchmarks); a value this CPU or this build cannot honour is an
  * error, never a silent fallback. With -Dnative=true there are no variants:
  * everything is compiled for the build host and the level reads "native".
@@ -20,7 +22,7 @@ typedef enum {
     PZ_ISA_BASELINE = 0,  /* x86-64 (SSE2), or any non-x86 CPU */
     PZ_ISA_SSE42 = 1,     /* x86-64-v2: SSE4.2 (hardware CRC-32C), POPCNT */
     PZ_ISA_AVX2 = 2,      /* x86-64-v3: AVX2, FMA, F16C, BMI1/2 */
-    PZ_ISA_AVX512 = 3,    /* x86-64-v4: AVX-512 F, BW, CD, DQ, VL */
+    PZ_ISA_AVX512 = 3,    /* x86-64-v4 (AVX-512 F, BW, CD, DQ, VL) + AVX512-VBMI2 */
     PZ_ISA_LEVELS = 4
 } pz_isa;
 
@@ -29,7 +31,7 @@ typedef enum {
  * invalid PIPEZIP_ISA prints an error naming the variable and its values
  * and exits with status 1. */
 pz_isa pz_isa_level(void);
-/* "x86-64", "x86-64-v2", ...; with -Dnative=true, "native". */
+/* "x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4+vbmi2"; with -Dnative=true, "native". */
 const char *pz_isa_name(pz_isa level);
 /* What this CPU supports (regardless of the build and PIPEZIP_ISA). */
 pz_isa pz_isa_cpu(void);

@@ -21,7 +21,7 @@ for r in $(seq 1 "$runs"); do
   "$pz" train "${args[@]}" --stages 2 > "$tmp/default.$r.jsonl" 2>"$tmp/default.$r.err"
   "$pz" train "${args[@]}" --stages 2 --threads 1 > "$tmp/t1.$r.jsonl" 2>/dev/null
 done
-grep -h '^\[rank [0-9]*\] rank' "$tmp/default.1.err" | sed 's/^/default flags: /'
+grep -h '^\[rank [0-9]*\] rank' "$tmp/default.1.err" | sed 's/^/default flags: /' || true
 python3 - "$tmp" "$runs" <<'PY'
 import json, statistics as st, sys
 tmp, runs = sys.argv[1], int(sys.argv[2])
