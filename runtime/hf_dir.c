@@ -465,7 +465,7 @@ static pz_status use_index(pz_model_files *mf, const char *dir, const char *inde
     mf->nshards = ix.nshards;
     mf->shards = xcalloc((size_t)ix.nshards, sizeof *mf->shards);
     for (int k = 0; k < ix.nshards; k++) mf->shards[k] = join(dir, ix.shard_names[k]);
-    pz_hf_index_free(&ix);
+    mf->ix = ix;   /* kept for pz_st_set_open's tensor -> shard checks */
     return PZ_OK;
 }
 
@@ -516,6 +516,7 @@ void pz_model_files_free(pz_model_files *mf) {
     for (int k = 0; k < mf->nshards; k++) free(mf->shards[k]);
     free(mf->shards);
     free(mf->config);
+    pz_hf_index_free(&mf->ix);
     memset(mf, 0, sizeof *mf);
 }
 
@@ -535,15 +536,8 @@ pz_status pz_st_set_open(pz_st_set *s, const pz_model_files *mf) {
         s->view = s->files[0];
         return PZ_OK;
     }
-    /* the index again, for the tensor -> shard map */
-    char *text = NULL;
-    size_t len = 0;
-    pz_hf_index ix;
-    memset(&ix, 0, sizeof ix);
-    if ((st = read_small(mf->index, &text, &len))) return st;
-    st = pz_hf_index_parse(text, len, mf->index, &ix);
-    free(text);
-    if (st) return st;
+    const pz_hf_index *ix = &mf->ix;
+    st = PZ_OK;
     s->files = xcalloc((size_t)mf->nshards, sizeof *s->files);
     size_t total = 0;
     for (int k = 0; k < mf->nshards && !st; k++) {
@@ -561,27 +555,26 @@ pz_status pz_st_set_open(pz_st_set *s, const pz_model_files *mf) {
             if (strcmp(s->merged_[t - 1].name, s->merged_[t].name) == 0)
                 st = pz_fail(PZ_ERR_FORMAT, "%s: tensor '%s' is in two shards", mf->index, s->merged_[t].name);
         /* every tensor where the index says, and nothing the index does not name */
-        for (int i = 0; i < ix.ntensors && !st; i++) {
-            const pz_st_tensor *t = pz_st_find(&s->files[ix.tensor_shard[i]], ix.tensor_names[i]);
+        for (int i = 0; i < ix->ntensors && !st; i++) {
+            const pz_st_tensor *t = pz_st_find(&s->files[ix->tensor_shard[i]], ix->tensor_names[i]);
             if (!t)
                 st = pz_fail(PZ_ERR_FORMAT, "%s: tensor '%s' is not in %s, where the index puts it", mf->index,
-                             ix.tensor_names[i], mf->shards[ix.tensor_shard[i]]);
+                             ix->tensor_names[i], mf->shards[ix->tensor_shard[i]]);
         }
-        if (!st && total != (size_t)ix.ntensors) {
+        if (!st && total != (size_t)ix->ntensors) {
             for (size_t t = 0; t < total && !st; t++) {
                 int named = 0;
-                for (int i = 0; i < ix.ntensors && !named; i++) named = strcmp(ix.tensor_names[i], s->merged_[t].name) == 0;
+                for (int i = 0; i < ix->ntensors && !named; i++) named = strcmp(ix->tensor_names[i], s->merged_[t].name) == 0;
                 if (!named)
                     st = pz_fail(PZ_ERR_FORMAT, "%s: tensor '%s' is in a shard but not in the index", mf->index,
                                  s->merged_[t].name);
             }
             if (!st) st = pz_fail(PZ_ERR_FORMAT, "%s: the index names %d tensors, the shards hold %zu", mf->index,
-                                  ix.ntensors, total);
+                                  ix->ntensors, total);
         }
         s->view.tensors = s->merged_;
         s->view.ntensors = (int)total;
     }
-    pz_hf_index_free(&ix);
     if (st) pz_st_set_close(s);
     return st;
 }

@@ -14,6 +14,20 @@
 #include "runtime/safetensors.h"
 #include "stages/gpt2_config.h"
 
+/* Parses a model.safetensors.index.json: the distinct shard names in order
+ * of first appearance (each a plain file name) and, for each tensor, its
+ * shard index. Exposed for the fuzzer. *names and *map are malloc'ed arrays
+ * of malloc'ed strings / pairs; free with pz_hf_index_free. */
+typedef struct {
+    char **shard_names;
+    int nshards;
+    char **tensor_names;
+    int *tensor_shard;
+    int ntensors;
+} pz_hf_index;
+pz_status pz_hf_index_parse(const char *text, size_t len, const char *what, pz_hf_index *ix);
+void pz_hf_index_free(pz_hf_index *ix);
+
 /* The files of a model. */
 typedef struct {
     char *weights;     /* the one weights file (safetensors or llm.c .bin), or NULL when sharded */
@@ -21,6 +35,7 @@ typedef struct {
     char **shards;     /* (nshards) shard paths, in the order the index first names them */
     int nshards;
     char *config;      /* config.json beside the weights, or NULL if there is none */
+    pz_hf_index ix;    /* the parsed index when sharded (tensor -> shard) */
 } pz_model_files;
 
 /* Finds the files of `path` (a file or a directory; see above). A directory
@@ -61,18 +76,5 @@ pz_status pz_hf_config_check(const pz_hf_config *hc, const char *what, pz_gpt2_c
 /* Writes config.json for cfg (HF GPT-2 keys), atomically. */
 pz_status pz_hf_config_write(const char *path, const pz_gpt2_config *cfg);
 
-/* Parses a model.safetensors.index.json: the distinct shard names in order
- * of first appearance (each a plain file name) and, for each tensor, its
- * shard index. Exposed for the fuzzer. *names and *map are malloc'ed arrays
- * of malloc'ed strings / pairs; free with pz_hf_index_free. */
-typedef struct {
-    char **shard_names;
-    int nshards;
-    char **tensor_names;
-    int *tensor_shard;
-    int ntensors;
-} pz_hf_index;
-pz_status pz_hf_index_parse(const char *text, size_t len, const char *what, pz_hf_index *ix);
-void pz_hf_index_free(pz_hf_index *ix);
 
 #endif
