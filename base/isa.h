@@ -18,6 +18,10 @@
 #ifndef PZ_BASE_ISA_H
 #define PZ_BASE_ISA_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     PZ_ISA_BASELINE = 0,  /* x86-64 (SSE2), or any non-x86 CPU */
     PZ_ISA_SSE42 = 1,     /* x86-64-v2: SSE4.2 (hardware CRC-32C), POPCNT */
@@ -40,5 +44,9 @@ pz_isa pz_isa_built(void);
 /* One line for start-up messages and benchmarks, e.g.
  * "x86-64-v4 (CPU: x86-64-v4; PIPEZIP_ISA unset)". Static buffer. */
 const char *pz_isa_describe(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -24,6 +24,9 @@
 
 #include "base/isa.h"
 #include "compress/codec.h"
+#include "base/clock.h"
+#include "base/mem.h"
+#include "base/rng.h"
 
 static int use_cpu_clock = 0;
 

@@ -20,12 +20,10 @@
 
 #include <cuda_runtime.h>
 
-#ifndef _Noreturn
-#define _Noreturn [[noreturn]]
-#endif
 extern "C" {
 #include "compress/codec.h"
 #include "compress/codec_cuda.h"
+#include "base/rng.h"
 }
 
 #define CU(call)                                                                             \

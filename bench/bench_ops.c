@@ -15,7 +15,10 @@
 #include "kernels/cpu/cpu_ops.h" /* pz_cpu_expf, for the old attention loop */
 #include "runtime/optim.h"
 #include "runtime/train.h"
-#include "runtime/util.h"
+#include "base/clock.h"
+#include "base/mem.h"
+#include "base/rng.h"
+#include "base/status.h"
 
 #include <cblas.h>
 #include <math.h>

@@ -16,6 +16,10 @@
 #include "kernels/backend.h"
 #include "runtime/optim.h"
 #include "stages/stage.h"
+#include "base/clock.h"
+#include "base/mem.h"
+#include "base/parse.h"
+#include "base/rng.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

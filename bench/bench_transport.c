@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "runtime/transport.h"
+#include "base/clock.h"
 
 typedef struct {
     const char *name;

@@ -1,5 +1,6 @@
 /* aq_store.c: see aq_store.h. */
 #include "compress/aq_store.h"
+#include "base/mem.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <stdio.h>
 
 #define AQ_CHUNK_MIN_BYTES ((size_t)64 << 10)
 #define AQ_CHUNK_MAX_BYTES ((size_t)64 << 20)

@@ -23,7 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "runtime/util.h"
+#include "base/status.h"
 
 typedef struct {
     float *base;         /* first float of the chunk (malloc'ed or mapped) */

@@ -27,7 +27,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "runtime/util.h"
+#include "base/status.h"
 
 /* ---- b-bit codes, CGX layout ---- */
 static inline size_t pz_pack_bytes(size_t n, int b) { return (n / 8 + (n % 8 != 0)) * (size_t)b; }

@@ -13,10 +13,11 @@
 
 #include "compress/codec_impl.h"
 #include "compress/codec_ext.h"
-#include "compress/crc32c.h"
+#include "base/crc32c.h"
 #include "compress/spec.h"
 #ifdef PZ_HAVE_WRAPPERS
 #include "compress/wrappers.h"
+#include "base/mem.h"
 #endif
 #ifdef PZ_HAVE_ZSTD
 #include <zstd.h>

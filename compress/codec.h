@@ -19,7 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "runtime/util.h"
+#include "base/status.h"
 
 #define PZ_MAX_DIMS 4
 

@@ -126,6 +126,7 @@
 #include "compress/kselect.h"
 #include "compress/mckp.h"
 #include "compress/spec.h"
+#include "base/mem.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "jointsq.c assumes a little-endian host"

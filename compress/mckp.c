@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/util.h"
+#include "base/mem.h"
 
 #define KEY_MAX 0x7f7fffffu      /* bits of FLT_MAX */
 

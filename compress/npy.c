@@ -1,5 +1,7 @@
 /* npy.c: .npy reader and writer for float32 tensors (see npy.h). */
 #include "compress/npy.h"
+#include "base/file.h"
+#include "base/mem.h"
 
 #include <stdio.h>
 #include <stdlib.h>

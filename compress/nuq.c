@@ -29,6 +29,7 @@
 
 #include "compress/bitpack.h"
 #include "compress/qcommon.h"
+#include "base/mem.h"
 
 #define DEFAULT_BUCKET 8192
 

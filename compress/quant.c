@@ -25,6 +25,7 @@
 
 #include "compress/bitpack.h"
 #include "compress/qcommon.h"
+#include "base/mem.h"
 
 static pz_status q_parse(pz_codec_params *p, const char *args, const char *spec, size_t where) {
     p->scale_mode = PZ_SCALE_ABSMAX;

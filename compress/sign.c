@@ -21,6 +21,7 @@
 
 #include "compress/bitpack.h"
 #include "compress/qcommon.h"
+#include "base/mem.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>

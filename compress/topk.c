@@ -63,6 +63,7 @@
 #include "compress/elem_codecs.h"
 #include "compress/kselect.h"
 #include "compress/spec.h"
+#include "base/mem.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "topk.c assumes a little-endian host"
@@ -253,26 +254,6 @@ static size_t topk_max_payload(const pz_codec_params *p, const pz_shape *s) {
 #elif defined(__F16C__)
 #include <immintrin.h>
 #endif
-
-/* Scratch of megabytes: each fresh 4 KiB page costs a fault, so where the
- * kernel offers transparent huge pages on request the buffer asks for them. */
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-static void *topk_alloc_(size_t n) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    const size_t huge = (size_t)1 << 21;
-    if (n >= huge) {
-        size_t r = (n + huge - 1) & ~(huge - 1);
-        void *p = aligned_alloc(huge, r);
-        if (p) {
-            (void)madvise(p, r, MADV_HUGEPAGE);
-            return p;
-        }
-    }
-#endif
-    return xmalloc(n ? n : 1);
-}
 
 #define TOPK_SAMPLE 16384          /* sample size for long segments */
 #define TOPK_SAMPLE_MIN 32768      /* segments at least this long are sampled */
@@ -498,13 +479,13 @@ static pz_status topk_encode(const pz_codec_params *p, const float *x, const pz_
     uint32_t *cidx = NULL, *kidx = NULL, *keys = NULL, *scratch = NULL;
     float *cval = NULL, *kval = NULL;
     if (k < L) {
-        cidx = topk_alloc_((ccap + TOPK_SLACK) * sizeof *cidx);
-        cval = topk_alloc_((ccap + TOPK_SLACK) * sizeof *cval);
+        cidx = pz_alloc_huge((ccap + TOPK_SLACK) * sizeof *cidx);
+        cval = pz_alloc_huge((ccap + TOPK_SLACK) * sizeof *cval);
         size_t nk = ccap > TOPK_SAMPLE ? ccap : TOPK_SAMPLE;
-        keys = topk_alloc_((nk + TOPK_SLACK) * sizeof *keys);
+        keys = pz_alloc_huge((nk + TOPK_SLACK) * sizeof *keys);
     }
-    kidx = topk_alloc_((k + TOPK_SLACK) * sizeof *kidx);
-    kval = topk_alloc_((k + TOPK_SLACK) * sizeof *kval);
+    kidx = pz_alloc_huge((k + TOPK_SLACK) * sizeof *kidx);
+    kval = pz_alloc_huge((k + TOPK_SLACK) * sizeof *kval);
 
     idxw_ w = {.ix = payload + g.fixed, .room = cap - g.fixed, .bitmap = g.bitmap};
     w.lim = w.room < g.bitmap - 1 ? w.room : g.bitmap - 1;
@@ -551,7 +532,7 @@ static pz_status topk_encode(const pz_codec_params *p, const float *x, const pz_
                 if (extra > 4 * spare) delta *= 0.7f;
                 else if (extra < spare) delta = delta * 1.4f < 1.0f ? delta * 1.4f : 1.0f;
             } else {                                 /* full radix selection */
-                if (!scratch) scratch = topk_alloc_(L * sizeof *scratch);
+                if (!scratch) scratch = pz_alloc_huge(L * sizeof *scratch);
                 size_t above;
                 T = pz_kth_largest_abs(xs, L, k, scratch, &above);
                 compact_(xs, L, base, T, k - above, kidx, kval);

@@ -71,6 +71,7 @@
 #include "compress/wrappers.h"
 #include "compress/aq_store.h"
 #include "compress/codec_ext.h"
+#include "base/mem.h"
 
 #include <stdio.h>
 #include <stdlib.h>

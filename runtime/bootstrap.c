@@ -14,6 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/bytes.h"
+#include "base/clock.h"
+#include "base/mem.h"
+
 #define BOOT_MAGIC 0x53425a50u /* "PZBS" as little-endian bytes */
 #define BOOT_VERSION 1u
 #define HDR_LEN 12u
@@ -23,14 +27,6 @@ enum { F_HELLO = 1, F_TABLE = 2, F_REJECT = 3, F_BYE = 4, F_ACK = 5 };
 #define REJECT_MAX 512u
 #define HELLO_FIXED 12u /* rank, world, blob length */
 
-static void put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static void put_u32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static uint32_t get_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 static size_t max_payload(unsigned type, int world) {
     switch (type) {
@@ -96,10 +92,10 @@ static pz_status read_all(int fd, void *buf, size_t n, double deadline, const ch
 }
 
 static void make_header(uint8_t *h, unsigned type, size_t len) {
-    put_u32(h, BOOT_MAGIC);
-    put_u16(h + 4, BOOT_VERSION);
-    put_u16(h + 6, (uint16_t)type);
-    put_u32(h + 8, (uint32_t)len);
+    pz_put_u32(h, BOOT_MAGIC);
+    pz_put_u16(h + 4, BOOT_VERSION);
+    pz_put_u16(h + 6, (uint16_t)type);
+    pz_put_u32(h + 8, (uint32_t)len);
 }
 
 static pz_status send_frame(int fd, unsigned type, const void *payload, size_t len, double deadline,
@@ -113,13 +109,13 @@ static pz_status send_frame(int fd, unsigned type, const void *payload, size_t l
 
 /* Checks a frame header; on success *type and *len are set. */
 static pz_status check_header(const uint8_t *h, int world, unsigned *type, size_t *len, const char *who) {
-    if (get_u32(h) != BOOT_MAGIC)
+    if (pz_get_u32(h) != BOOT_MAGIC)
         return pz_fail(PZ_ERR_PEER, "%s: not a pipezip bootstrap message (bad magic)", who);
-    if (get_u16(h + 4) != BOOT_VERSION)
+    if (pz_get_u16(h + 4) != BOOT_VERSION)
         return pz_fail(PZ_ERR_PEER, "%s: bootstrap protocol version %u, expected %u (mixed pipezip builds?)",
-                       who, get_u16(h + 4), BOOT_VERSION);
-    unsigned t = get_u16(h + 6);
-    size_t n = get_u32(h + 8), mx = max_payload(t, world);
+                       who, pz_get_u16(h + 4), BOOT_VERSION);
+    unsigned t = pz_get_u16(h + 6);
+    size_t n = pz_get_u32(h + 8), mx = max_payload(t, world);
     if (mx == 0) return pz_fail(PZ_ERR_PEER, "%s: unknown bootstrap message type %u", who, t);
     if (n > mx)
         return pz_fail(PZ_ERR_PEER, "%s: bootstrap message type %u of %zu bytes, limit %zu", who, t, n, mx);
@@ -307,7 +303,7 @@ static pz_status run_rank0(pz_bootstrap *b, const char *host, int port, double d
                     if (!hdr_ok || type != F_HELLO || len < HELLO_FIXED) {
                         /* A wrong version is a configuration error: fail fast. Other garbage may be
                          * a stray connection: drop it and keep waiting for the real ranks. */
-                        if (get_u32(pc->hdr) == BOOT_MAGIC && get_u16(pc->hdr + 4) != BOOT_VERSION) {
+                        if (pz_get_u32(pc->hdr) == BOOT_MAGIC && pz_get_u16(pc->hdr + 4) != BOOT_VERSION) {
                             snprintf(msg, sizeof msg, "%s", pz_last_error());
                             reject(pc->fd, msg);
                             drop_pending(pc);
@@ -328,7 +324,7 @@ static pz_status run_rank0(pz_bootstrap *b, const char *host, int port, double d
 
             /* a complete HELLO: validate it */
             const uint8_t *p = pc->payload;
-            uint32_t rank = get_u32(p), world = get_u32(p + 4), blen = get_u32(p + 8);
+            uint32_t rank = pz_get_u32(p), world = pz_get_u32(p + 4), blen = pz_get_u32(p + 8);
             const char *bad = NULL;
             char why[256];
             if (world != (uint32_t)b->world) {
@@ -370,10 +366,10 @@ static pz_status run_rank0(pz_bootstrap *b, const char *host, int port, double d
     size_t tlen = 4;
     for (int r = 0; r < b->world; r++) tlen += 4 + b->lens[r];
     uint8_t *tab = xmalloc(tlen), *q = tab;
-    put_u32(q, (uint32_t)b->world);
+    pz_put_u32(q, (uint32_t)b->world);
     q += 4;
     for (int r = 0; r < b->world; r++) {
-        put_u32(q, (uint32_t)b->lens[r]);
+        pz_put_u32(q, (uint32_t)b->lens[r]);
         memcpy(q + 4, b->blobs[r], b->lens[r]);
         q += 4 + b->lens[r];
     }
@@ -438,9 +434,9 @@ static pz_status run_client(pz_bootstrap *b, const char *host, int port, const v
 
     size_t hlen = HELLO_FIXED + blen;
     uint8_t *hello = xmalloc(hlen);
-    put_u32(hello, (uint32_t)b->rank);
-    put_u32(hello + 4, (uint32_t)b->world);
-    put_u32(hello + 8, (uint32_t)blen);
+    pz_put_u32(hello, (uint32_t)b->rank);
+    pz_put_u32(hello + 4, (uint32_t)b->world);
+    pz_put_u32(hello + 8, (uint32_t)blen);
     memcpy(hello + HELLO_FIXED, blob, blen);
     st = send_frame(fd, F_HELLO, hello, hlen, deadline, who);
     free(hello);
@@ -461,7 +457,7 @@ static pz_status run_client(pz_bootstrap *b, const char *host, int port, const v
         st = pz_fail(PZ_ERR_PEER, "%s: rank 0 refused to start: %s", who, reason);
         goto fail;
     }
-    if (type != F_TABLE || len < 4 || get_u32(pl) != (uint32_t)b->world) {
+    if (type != F_TABLE || len < 4 || pz_get_u32(pl) != (uint32_t)b->world) {
         free(pl);
         st = pz_fail(PZ_ERR_PEER, "%s: rank 0 sent an unexpected bootstrap answer (type %u, %zu bytes)", who,
                      type, len);
@@ -469,7 +465,7 @@ static pz_status run_client(pz_bootstrap *b, const char *host, int port, const v
     }
     size_t off = 4;
     for (int r = 0; r < b->world; r++) {
-        uint32_t n = len - off >= 4 ? get_u32(pl + off) : 0;
+        uint32_t n = len - off >= 4 ? pz_get_u32(pl + off) : 0;
         if (len - off < 4 || n == 0 || n > PZ_BOOT_MAX_BLOB || len - off - 4 < n) {
             free(pl);
             st = pz_fail(PZ_ERR_PEER, "%s: malformed address table from rank 0 (entry %d)", who, r);
@@ -531,7 +527,7 @@ static int read_bye(pz_bootstrap *b, int r) {
     uint8_t *pl;
     size_t len;
     if (recv_frame(b->fds[r], b->world, &type, &pl, &len, pz_now() + 1.0, "rank 0") != PZ_OK) return 0;
-    int ok = type == F_BYE && len == 4 && pl && get_u32(pl) == (uint32_t)r;
+    int ok = type == F_BYE && len == 4 && pl && pz_get_u32(pl) == (uint32_t)r;
     free(pl);
     if (ok) b->bye[r] = 1;
     return ok;
@@ -568,7 +564,7 @@ pz_status pz_bootstrap_barrier(pz_bootstrap *b, double deadline, unsigned (*prog
     if (b->rank != 0) {
         if (b->fds[0] < 0) return pz_fail(PZ_ERR_PEER, "%s: shutdown barrier: rank 0 is gone", who);
         uint8_t pl[4];
-        put_u32(pl, (uint32_t)b->rank);
+        pz_put_u32(pl, (uint32_t)b->rank);
         pz_status st = send_frame(b->fds[0], F_BYE, pl, 4, deadline, who);
         if (st != PZ_OK) return st;
         for (;;) {

@@ -18,7 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "runtime/util.h"
+#include "base/status.h"
 
 #define PZ_BOOT_MAX_WORLD 256     /* the tag has 8 bits for the source rank */
 #define PZ_BOOT_MAX_BLOB 4096     /* a full UCX worker address is ~200 B */

@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <stdio.h>
 
 #include "base/isa.h"
 #include "kernels/backend.h"
+#include "base/parse.h"
 
 /* Reads an integer variable into *out; 0 if unset, -1 (with pz_fail) if malformed. */
 static int env_count(const char *name, long lo, long *out) {

@@ -1,3 +1,4 @@
+#include <stdio.h>
 /* cores.h: how many compute threads a rank runs, and on which cores.
  *
  * Every rank on a host used to take "all cores", so S stages on C cores ran
@@ -9,7 +10,7 @@
 #ifndef PZ_CORES_H
 #define PZ_CORES_H
 
-#include "runtime/util.h"
+#include "base/status.h"
 
 enum { PZ_BIND_NONE = 0, PZ_BIND_CORES = 1 };
 

@@ -6,6 +6,9 @@
  * check below makes a big-endian build fail loudly instead of reading
  * byte-swapped tokens). */
 #include "runtime/data.h"
+#include "base/file.h"
+#include "base/mem.h"
+#include "base/rng.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -16,6 +19,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <stdio.h>
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "data.c maps little-endian shard payloads directly; add byte swapping for this host"

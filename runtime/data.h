@@ -17,7 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "runtime/util.h"
+#include "base/status.h"
 
 #define PZ_SHARD_MAGIC 20240520
 #define PZ_SHARD_VERSION 1

@@ -9,7 +9,7 @@
 #define PZ_DEVICE_H
 
 #include "kernels/backend.h"
-#include "runtime/util.h"
+#include "base/status.h"
 
 /* Checks the spec's syntax and its entry count against `stages` (no device
  * is touched), so a bad spec fails once, before any stage process starts. */

@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/bytes.h"
 #include "runtime/policy.h"
+#include "base/clock.h"
+#include "base/mem.h"
 
 pz_status pz_edge_init(pz_edge_end *e, int edge, int dir, int sender, const char *spec, int B, int T, int C,
                        int measure_error) {
@@ -41,14 +44,6 @@ size_t pz_edge_capacity(const pz_edge_end *e) { return e->cap; }
 
 const char *pz_edge_codec_name(const pz_edge_end *e) { return e->codec ? pz_codec_spec(e->codec) : "none"; }
 
-static void put_u64(uint8_t *p, uint64_t v) {
-    for (int k = 0; k < 8; k++) p[k] = (uint8_t)(v >> (8 * k));
-}
-static uint64_t get_u64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int k = 0; k < 8; k++) v |= (uint64_t)p[k] << (8 * k);
-    return v;
-}
 
 static pz_codec_ctx make_ctx(const pz_edge_end *e, uint64_t seed, uint64_t step, uint32_t micro,
                              const uint64_t *ids) {
@@ -58,7 +53,7 @@ static pz_codec_ctx make_ctx(const pz_edge_end *e, uint64_t seed, uint64_t step,
 
 pz_status pz_edge_encode(pz_edge_end *e, const float *x, const uint64_t *ids, uint64_t seed, uint64_t step,
                          uint32_t micro, uint8_t *wire, size_t *len) {
-    for (int b = 0; e->ids_bytes && b < e->B; b++) put_u64(wire + 8 * b, ids[b]);
+    for (int b = 0; e->ids_bytes && b < e->B; b++) pz_put_u64(wire + 8 * b, ids[b]);
     uint8_t *payload = wire + e->ids_bytes;
     size_t n = 0;
     double t0 = pz_now();
@@ -99,7 +94,7 @@ pz_status pz_edge_decode(pz_edge_end *e, const uint8_t *wire, size_t len, uint64
     if (len < e->ids_bytes)
         return pz_fail(PZ_ERR_PEER, "edge %d-%d: %s message of %zu bytes is shorter than its %zu bytes of sample ids",
                        e->edge, e->edge + 1, what, len, e->ids_bytes);
-    for (int b = 0; e->ids_bytes && b < e->B; b++) ids[b] = get_u64(wire + 8 * b);
+    for (int b = 0; e->ids_bytes && b < e->B; b++) ids[b] = pz_get_u64(wire + 8 * b);
     const uint8_t *payload = wire + e->ids_bytes;
     size_t n = len - e->ids_bytes;
     double t0 = pz_now();

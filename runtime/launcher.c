@@ -15,7 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/util.h"
+#include "base/clock.h"
+#include "base/mem.h"
+#include "base/parse.h"
+#include "base/status.h"
 
 /* A free TCP port on the loopback interface (the OS picks one). */
 static int free_port(void) {

@@ -1,7 +1,7 @@
-/* main.c: the pipezip program; all logic lives in the library (runtime/cli.c). */
+/* main.c: the pipezip program; all logic lives in the library (runtime/cli/cli.c). */
 #include <stdio.h>
 
-#include "runtime/cli.h"
+#include "runtime/cli/cli.h"
 
 int main(int argc, char **argv) {
     /* Line-buffered stderr: a line printed in pieces (an indent, then the

@@ -7,6 +7,7 @@
 
 #include "compress/codec.h"
 #include "runtime/edge.h"
+#include "base/mem.h"
 
 enum { S_RAW, S_WIRE, S_ENC, S_DEC, S_ERR2, S_NORM2 };
 

@@ -13,7 +13,8 @@
 #include <stdio.h>
 
 #include "runtime/policy.h"
-#include "runtime/util.h"
+#include "base/file.h"
+#include "base/status.h"
 
 typedef struct {
     int edges, micro, error_metrics, steps;

@@ -1,5 +1,6 @@
 /* optim.c: AdamW, learning-rate schedule and gradient clipping. */
 #include "runtime/optim.h"
+#include "base/mem.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 
 double pz_block_cost(const pz_gpt2_config *c, int T) {
     double C = c->channels;

@@ -1,3 +1,4 @@
+#include <stdio.h>
 /* partition.h: which contiguous blocks each pipeline stage owns.
  *
  * Stage 0 also owns the embedding and the last stage the final LayerNorm and

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/checkpoint.h"
+#include "stages/gpt2_checkpoint.h"
 #include "runtime/cores.h"
 #include "runtime/device.h"
 #include "runtime/edge.h"
@@ -32,6 +32,8 @@
 #include "runtime/staging.h"
 #include "runtime/transport.h"
 #include "schedules/schedule.h"
+#include "base/clock.h"
+#include "base/mem.h"
 
 enum { KIND_ACT = 1, KIND_GRAD = 2, KIND_TIED = 3, KIND_VAL = 4, KIND_SAVE = 5 };
 

@@ -5,8 +5,11 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 
 #include "compress/codec.h"
+#include "base/file.h"
+#include "base/mem.h"
 
 void pz_policy_init(pz_policy *p, int stages) {
     int edges = stages > 1 ? stages - 1 : 0;

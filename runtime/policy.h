@@ -1,3 +1,4 @@
+#include <stdio.h>
 /* policy.h: which codec compresses what crosses each pipeline edge.
  *
  * Edge e joins stage e and stage e+1. Each edge has two directions: fwd
@@ -22,7 +23,7 @@
 #ifndef PZ_POLICY_H
 #define PZ_POLICY_H
 
-#include "runtime/util.h"
+#include "base/status.h"
 
 enum { PZ_FWD = 0, PZ_BWD = 1 };
 

@@ -1,5 +1,6 @@
 /* staging.c: host <-> device hops of the pipeline's transfers (staging.h). */
 #include "runtime/staging.h"
+#include "base/mem.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,15 +4,18 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/isa.h"
-#include "runtime/checkpoint.h"
+#include "stages/gpt2_checkpoint.h"
 #include "runtime/device.h"
 #include "runtime/nvtx.h"
+#include "base/clock.h"
+#include "base/mem.h"
 
 /* Fails early, before hours of training, if `path`'s directory cannot take a
  * file (for a directory save: the directory itself, or its parent). */

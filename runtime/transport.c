@@ -60,6 +60,8 @@
 #include <ucp/api/ucp.h>
 
 #include "runtime/bootstrap.h"
+#include "base/clock.h"
+#include "base/mem.h"
 
 /* kinds >= KIND_RESERVED are the transport's own messages */
 #define KIND_RESERVED 0xF0u

@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "runtime/util.h"
+#include "base/status.h"
 
 typedef struct {
     int rank, world;

@@ -1,6 +1,7 @@
 /* schedule.c: building, simulating and printing pipeline schedules
  * (see schedule.h for the ordering contract). */
 #include "schedules/schedule.h"
+#include "base/mem.h"
 
 #include <stdlib.h>
 #include <string.h>

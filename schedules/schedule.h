@@ -57,7 +57,7 @@
 
 #include <stdio.h>
 
-#include "runtime/util.h"
+#include "base/status.h"
 
 typedef enum {
     PZ_SCHED_1F1B,   /* non-interleaved 1F1B / PipeDream-flush */

@@ -11,7 +11,7 @@
 #define PZ_GPT2_CONFIG_H
 
 #include <stddef.h>
-#include "runtime/util.h"
+#include "base/status.h"
 
 typedef struct {
     int max_seq_len;       /* maxT: rows of the position table */

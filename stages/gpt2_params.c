@@ -1,9 +1,12 @@
 /* gpt2_params.c: views, tensor table and initialisation of a stage's parameters. */
 #include "stages/gpt2_params.h"
+#include "base/mem.h"
+#include "base/rng.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 
 size_t pz_stage_numel(const pz_gpt2_config *c, const pz_stage_range *r) {
     size_t C = (size_t)c->channels, n = 0;

@@ -8,6 +8,7 @@
 #ifndef PZ_GPT2_PARAMS_H
 #define PZ_GPT2_PARAMS_H
 
+#include <stdint.h>
 #include "stages/gpt2_config.h"
 
 typedef struct {

@@ -5,6 +5,7 @@
  * branches add into the stream, so after a block's backward `d` holds the
  * gradient of the block's input without any copy. */
 #include "stages/stage.h"
+#include "base/mem.h"
 
 #include <assert.h>
 #include <stdlib.h>

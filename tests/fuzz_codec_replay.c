@@ -14,7 +14,10 @@
 #include <sys/stat.h>
 
 #include "compress/codec.h"
-#include "compress/crc32c.h"
+#include "base/crc32c.h"
+#include "base/file.h"
+#include "base/mem.h"
+#include "base/rng.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,7 +5,10 @@
  *   fuzz_safetensors_replay [N]         mutation smoke test: N (default 20000)
  *                                       deterministic mutations of seed images
  * The smoke test is meant to run under ASan/UBSan in ordinary (gcc) builds. */
-#include "runtime/checkpoint.h"
+#include "stages/gpt2_checkpoint.h"
+#include "base/file.h"
+#include "base/mem.h"
+#include "base/rng.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,13 +1,13 @@
 /* fuzz_safetensors.c: libFuzzer entry for the safetensors header parser and
  * the GPT-2 config derivation on top of it, and for the JSON of an HF model
- * directory (config.json, model.safetensors.index.json; runtime/hf_dir.c),
+ * directory (config.json, model.safetensors.index.json; stages/hf_dir.c),
  * fed the input as it is and without a safetensors length prefix, so the
  * seeds' JSON headers reach it. Works from memory only.
  *
  * clang: built as fuzz_safetensors with -fsanitize=fuzzer (tests/meson.build).
  * Any compiler: linked with fuzz_replay.c into fuzz_safetensors_replay, which
  * replays files or runs a deterministic mutation smoke test. */
-#include "runtime/checkpoint.h"
+#include "stages/gpt2_checkpoint.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# HF model directories (runtime/hf_dir.c, runtime/checkpoint.c):
+# HF model directories (stages/hf_dir.c, stages/gpt2_checkpoint.c):
 #  - `pipezip eval --model DIR` of random GPT-2s written as HF publishes them
 #    (config.json + model.safetensors without n_head metadata, or sharded with
 #    model.safetensors.index.json) with head sizes 16, 32 and 64 matches the

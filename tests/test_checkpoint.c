@@ -6,7 +6,11 @@
  * (each must fail with the expected status and a message naming the
  * problem), and saves that fail without leaving a file behind.
  * Exits non-zero if any check fails. */
-#include "runtime/checkpoint.h"
+#include "base/half.h"
+#include "stages/gpt2_checkpoint.h"
+#include "base/file.h"
+#include "base/mem.h"
+#include "base/rng.h"
 
 #include <dirent.h>
 #include <math.h>

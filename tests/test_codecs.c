@@ -23,7 +23,7 @@
 
 #include "compress/bitpack.h"
 #include "compress/codec.h"
-#include "compress/crc32c.h"
+#include "base/crc32c.h"
 #include "compress/elem.h"
 #include "compress/qcommon.h"
 
@@ -33,6 +33,8 @@
 
 #define CHECK_MAX_PRINTED 60
 #include "tests/check.h"
+#include "base/mem.h"
+#include "base/rng.h"
 
 static size_t hdr(int ndim) { return 48 + 8 * (size_t)ndim; }
 

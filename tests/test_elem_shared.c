@@ -27,6 +27,8 @@
 
 #define CHECK_MAX_PRINTED 40
 #include "tests/check.h"
+#include "base/mem.h"
+#include "base/rng.h"
 
 static size_t hdr(int ndim) { return 48 + 8 * (size_t)ndim; }
 

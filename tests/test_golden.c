@@ -20,7 +20,10 @@
 #include <string.h>
 
 #include "compress/codec.h"
-#include "runtime/util.h"
+#include "base/file.h"
+#include "base/mem.h"
+#include "base/rng.h"
+#include "base/status.h"
 #include "tests/check.h"
 
 static const char *const specs[] = {

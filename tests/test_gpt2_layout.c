@@ -5,7 +5,9 @@
  * usage: test_gpt2_layout PYTHON3 MAKE_GPT2_LAYOUT_PY
  * Needs ~550 MB in /tmp and ~500 MB of memory; exits 77 (skip) if /tmp has
  * too little space. Exits non-zero on any failure. */
-#include "runtime/checkpoint.h"
+#include "stages/gpt2_checkpoint.h"
+#include "base/clock.h"
+#include "base/mem.h"
 
 #include <stdio.h>
 #include <stdlib.h>

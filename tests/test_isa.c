@@ -19,7 +19,9 @@
 #include "base/isa.h"
 #include "compress/codec.h"
 #include "kernels/backend.h"
-#include "runtime/util.h"
+#include "base/mem.h"
+#include "base/rng.h"
+#include "base/status.h"
 #include "tests/check.h"
 
 static const char *const specs[] = {

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "stages/stage.h"
+#include "base/mem.h"
+#include "base/rng.h"
 
 static int failures = 0;
 #define CHECK(cond, ...) do { if (!(cond)) { failures++; printf("FAIL: " __VA_ARGS__); printf("\n"); } } while (0)

@@ -10,7 +10,8 @@
 
 #include "kernels/backend.h"
 #include "kernels/op_math.h"
-#include "runtime/util.h"
+#include "base/mem.h"
+#include "base/rng.h"
 
 static int fails;
 

@@ -19,7 +19,8 @@
  * T > 128 for the blocked attention) and at 1 and 3 threads (an odd split,
  * and more threads than this 2-core machine). */
 #include "kernels/backend.h"
-#include "runtime/util.h"
+#include "base/mem.h"
+#include "base/rng.h"
 
 #include <math.h>
 #include <stdint.h>

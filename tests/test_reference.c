@@ -44,9 +44,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/checkpoint.h"
+#include "stages/gpt2_checkpoint.h"
 #include "runtime/optim.h"
 #include "stages/stage.h"
+#include "base/file.h"
+#include "base/mem.h"
 
 #define REF_MAGIC 20240611
 #define REF_VERSION 1

@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "schedules/schedule.h"
-#include "schedules/schedule_cmd.h"
+#include "runtime/cli/schedule_cmd.h"
 
 static int failures = 0;
 

@@ -13,7 +13,10 @@
 #include "compress/codec_impl.h"
 #include "compress/elem.h"
 #include "compress/mckp.h"
-#include "runtime/util.h"
+#include "base/clock.h"
+#include "base/mem.h"
+#include "base/rng.h"
+#include "base/status.h"
 
 extern const pz_codec_impl pz_codec_topk, pz_codec_jointsq;
 

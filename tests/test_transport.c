@@ -38,6 +38,8 @@
 #include <unistd.h>
 
 #include "runtime/transport.h"
+#include "base/clock.h"
+#include "base/mem.h"
 
 static int g_rank = -1;
 

@@ -33,7 +33,9 @@
  * Every failure is printed and makes the exit status 1. */
 #include "compress/codec.h"
 #include "compress/wrappers.h"
-#include "runtime/util.h"
+#include "base/mem.h"
+#include "base/rng.h"
+#include "base/status.h"
 
 #include <float.h>
 #include <math.h>

@@ -25,6 +25,7 @@
  * --fmad=false and IEEE division and square root. */
 #include "compress/cuda/cuda_common.h"
 #include "compress/cuda/codec_cuda_impl.h"
+#include "base/mem.h"
 
 /* ================================================================ state */
 

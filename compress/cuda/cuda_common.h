@@ -18,11 +18,6 @@
 #error "compress/cuda must not be compiled with --use_fast_math"
 #endif
 
-/* runtime/util.h spells C11's _Noreturn, which C++ does not have */
-#ifndef _Noreturn
-#define _Noreturn [[noreturn]]
-#endif
-
 extern "C" {
 #include "compress/bitpack.h"
 #include "compress/codec_cuda.h"

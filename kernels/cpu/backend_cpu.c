@@ -17,7 +17,7 @@
 #include "kernels/backend.h"
 #include "base/isa.h"
 #include "kernels/cpu/cpu_ops.h"
-#include "runtime/util.h"
+#include "base/mem.h"
 
 #include <cblas.h>
 #include <omp.h>

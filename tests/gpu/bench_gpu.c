@@ -19,6 +19,10 @@
 #include "kernels/backend.h"
 #include "runtime/optim.h"
 #include "stages/stage.h"
+#include "base/clock.h"
+#include "base/mem.h"
+#include "base/parse.h"
+#include "base/rng.h"
 
 #define CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) pz_die("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); } while (0)
 #define CB(call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) pz_die("%s:%d: %s: %s", __FILE__, __LINE__, #call, cublasGetStatusString(s_)); } while (0)

@@ -20,7 +20,8 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "runtime/util.h"
+#include "base/mem.h"
+#include "base/rng.h"
 
 static const pz_backend *cpu, *gpu;
 static pz_rng rng;

@@ -21,6 +21,8 @@
 
 #define CHECK_MAX_PRINTED 50
 #include "tests/check.h"
+#include "base/mem.h"
+#include "base/rng.h"
 
 #define CU(call)                                                                          \
     do {                                                                                  \

@@ -6,7 +6,9 @@
  * input-driven nesting. Strings, dims and entries are collected into growing
  * pools whose total size is bounded by the header length, itself checked
  * against the file size before anything is allocated. */
-#include "runtime/safetensors.h"
+#include "base/safetensors.h"
+#include "base/file.h"
+#include "base/mem.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <stdio.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; this code reads it in place"

@@ -3,7 +3,7 @@
  * Both loaders fill only the tensors of the stage they are given and read
  * only those bytes (safetensors through a read-only mmap, llm.c through
  * pread), so every pipeline stage can load its part of one big file. */
-#include "runtime/checkpoint.h"
+#include "stages/gpt2_checkpoint.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +13,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <stdio.h>
+
+#include "base/half.h"
+#include "base/file.h"
+#include "base/mem.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint files are little-endian; this code reads and writes them in place"
@@ -21,44 +26,6 @@
 #define LLMC_HEADER_INTS 256
 #define LLMC_HEADER_BYTES (LLMC_HEADER_INTS * 4)
 #define MAX_LAYERS 1024 /* pz_gpt2_config_validate's bound; keeps layer indices small */
-
-/* ------------------------------------------------------------- numbers */
-
-float pz_bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-uint16_t pz_f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u)
-        return (uint16_t)((u >> 16) | 0x0040u); /* NaN: keep sign and payload top, force quiet */
-    /* add half an ulp of the kept part, plus one if the kept part is odd
-     * (ties to even); a carry into the exponent rounds up to the next binade
-     * or to infinity, as IEEE rounding does */
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static float f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu, u;
-    if (exp == 0x1F) {
-        u = sign | 0x7F800000u | (man << 13);
-    } else if (exp == 0) {
-        /* zero or subnormal: man * 2^-24 is exact in fp32 */
-        float v = (float)man * (1.0f / 16777216.0f);
-        memcpy(&u, &v, 4);
-        u |= sign;
-    } else {
-        u = sign | ((exp + 112u) << 23) | (man << 13); /* rebias 15 -> 127 */
-    }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 static int loadable_dtype(pz_st_dtype d) {
     return d == PZ_ST_F32 || d == PZ_ST_BF16 || d == PZ_ST_F16;
@@ -70,7 +37,7 @@ static void decode(float *dst, const uint8_t *src, size_t n, pz_st_dtype dt) {
     for (size_t i = 0; i < n; i++) {
         uint16_t h;
         memcpy(&h, src + 2 * i, 2);
-        dst[i] = dt == PZ_ST_BF16 ? pz_bf16_to_f32(h) : f16_to_f32(h);
+        dst[i] = dt == PZ_ST_BF16 ? pz_bf16_to_f32(h) : pz_f16_to_f32(h);
     }
 }
 

@@ -1,4 +1,4 @@
-/* schedule_cmd.h: the `pipezip schedule` subcommand (table entry in runtime/cli.c). */
+/* schedule_cmd.h: the `pipezip schedule` subcommand (table entry in runtime/cli/cli.c). */
 #ifndef PZ_SCHEDULE_CMD_H
 #define PZ_SCHEDULE_CMD_H
 

@@ -1,5 +1,5 @@
-/* codec_cli.c: `pipezip codec` (see codec_cli.h). */
-#include "compress/codec_cli.h"
+/* codec_cmd.c: `pipezip codec` (see codec_cmd.h). */
+#include "runtime/cli/codec_cmd.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -8,6 +8,9 @@
 
 #include "compress/codec.h"
 #include "compress/npy.h"
+#include "base/clock.h"
+#include "base/file.h"
+#include "base/mem.h"
 
 /* Prints "pipezip codec: error: MSG", indenting continuation lines so that a
  * caret line still points under the spec it refers to. */

@@ -18,7 +18,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "runtime/util.h"
+#include "base/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Largest header the reference implementation accepts. */
 #define PZ_ST_MAX_HEADER 100000000ull
@@ -96,5 +100,9 @@ typedef struct {
  * 8-byte aligned. Names must be unique and non-empty. */
 pz_status pz_st_write(const char *path, const pz_st_write_tensor *ts, int n,
                       const pz_st_meta *meta, int nmeta);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,13 +1,13 @@
 /* cli.c: subcommands and a small table-driven flag parser, so that --help is
  * generated from the same table that parses the flags and cannot drift. */
-#include "runtime/cli.h"
+#include "runtime/cli/cli.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "compress/codec_cli.h"
+#include "runtime/cli/codec_cmd.h"
 #include "kernels/backend.h"
 #include "runtime/cores.h"
 #include "runtime/data.h"
@@ -17,7 +17,9 @@
 #include "runtime/pipeline.h"
 #include "runtime/train.h"
 #include "schedules/schedule.h"
-#include "schedules/schedule_cmd.h"
+#include "runtime/cli/schedule_cmd.h"
+#include "base/mem.h"
+#include "base/parse.h"
 
 typedef enum { FLAG_INT, FLAG_LONG, FLAG_FLOAT, FLAG_STR, FLAG_BOOL } flag_kind;
 

@@ -1,12 +1,13 @@
 /* schedule_cmd.c: `pipezip schedule`, prints a schedule's table or one
  * stage's instruction list. */
-#include "schedules/schedule_cmd.h"
+#include "runtime/cli/schedule_cmd.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "schedules/schedule.h"
+#include "base/parse.h"
 
 static const char usage[] =
     "usage: pipezip schedule --stages S --micro-batches M [--schedule 1f1b|gpipe] [--stage K]\n"

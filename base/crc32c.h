@@ -9,8 +9,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 uint32_t pz_crc32c(uint32_t crc, const void *buf, size_t n);
 /* The portable table version (for tests that compare the two). */
 uint32_t pz_crc32c_sw(uint32_t crc, const void *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

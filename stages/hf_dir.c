@@ -1,11 +1,14 @@
 /* hf_dir.c: see hf_dir.h. */
-#include "runtime/hf_dir.h"
+#include "stages/hf_dir.h"
+#include "base/file.h"
+#include "base/mem.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdio.h>
 
 #define MAX_JSON (1u << 20)   /* config.json is ~1 kB, an index ~30 kB for 100 shards */
 #define MAX_DEPTH 64

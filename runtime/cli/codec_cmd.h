@@ -1,4 +1,4 @@
-/* codec_cli.h: the `pipezip codec` subcommand (flags parsed by runtime/cli.c).
+/* codec_cmd.h: the `pipezip codec` subcommand (flags parsed by runtime/cli/cli.c).
  *
  *   pipezip codec --spec SPEC --in X.npy --out MSG [--seed N]
  *   pipezip codec --spec SPEC --in X.f32 --raw --shape 4,1024,768 --out MSG

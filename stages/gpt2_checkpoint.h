@@ -16,8 +16,8 @@
 #ifndef PZ_CHECKPOINT_H
 #define PZ_CHECKPOINT_H
 
-#include "runtime/hf_dir.h"
-#include "runtime/safetensors.h"
+#include "stages/hf_dir.h"
+#include "base/safetensors.h"
 #include "stages/gpt2_params.h"
 
 typedef enum { PZ_CKPT_AUTO, PZ_CKPT_SAFETENSORS, PZ_CKPT_LLMC } pz_ckpt_format;
@@ -36,7 +36,7 @@ typedef enum { PZ_CKPT_AUTO, PZ_CKPT_SAFETENSORS, PZ_CKPT_LLMC } pz_ckpt_format;
  * 1, 2, 4 rejected with a clear message naming the retired version.
  * fmt (may be NULL) receives the detected format. */
 pz_status pz_ckpt_read_config(const char *path, pz_gpt2_config *cfg, pz_ckpt_format *fmt);
-/* The same, for a file or an HF model directory (runtime/hf_dir.h), with
+/* The same, for a file or an HF model directory (stages/hf_dir.h), with
  * config.json beside the weights checked against the tensors, and --heads
  * (heads > 0) where the head count is in neither the file nor a config.json.
  * Without any of the three, a head size of 64 is assumed only for the
@@ -74,10 +74,5 @@ pz_status pz_ckpt_save(const char *path, const pz_gpt2_params *p, pz_ckpt_format
  * safetensors image (`what` names it in messages). Exposed for the fuzzer. */
 pz_status pz_ckpt_config_from_safetensors(const pz_st_file *f, const char *what, int heads,
                                           const pz_hf_config *hc, pz_gpt2_config *cfg);
-
-/* bf16 <-> fp32. Decode is exact (shift left 16); encode rounds to nearest
- * even and keeps NaN a (quiet) NaN. */
-float pz_bf16_to_f32(uint16_t h);
-uint16_t pz_f32_to_bf16(float f);
 
 #endif

@@ -6,7 +6,7 @@
  * target attribute whatever -march says, and chosen at run time when the
  * CPU has SSE4.2 (every x86-64 CPU since 2008; PIPEZIP_ISA=baseline turns
  * it off with the rest, base/isa.h). */
-#include "compress/crc32c.h"
+#include "base/crc32c.h"
 
 #include <pthread.h>
 #include <string.h>

@@ -1,0 +1,43 @@
+/* file.h: whole-file reads, atomic writes and read-only maps. */
+#ifndef PZ_BASE_FILE_H
+#define PZ_BASE_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Write-all helpers that abort with file and line on a write error. */
+void xfwrite_at(const void *p, size_t size, size_t n, FILE *f, const char *file, int line);
+#define xfwrite(p, s, n, f) xfwrite_at((p), (s), (n), (f), __FILE__, __LINE__)
+
+/* Read a whole file (or fail with a message). *out is malloc'ed. */
+pz_status pz_read_file(const char *path, uint8_t **out, size_t *len);
+
+/* Atomic file write: data goes to "<path>.tmp.<pid>", and pz_atomic_commit
+ * flushes, fsyncs and renames it over <path>. pz_atomic_abort removes the
+ * temporary, so a failed save never leaves a half-written file at <path>. */
+typedef struct {
+    FILE *f;
+    char *path;
+    char *tmp;
+} pz_atomic_file;
+pz_status pz_atomic_open(pz_atomic_file *af, const char *path);
+pz_status pz_atomic_commit(pz_atomic_file *af);
+void pz_atomic_abort(pz_atomic_file *af);
+
+/* Maps a regular file read-only. *len is its size; a file of 0 bytes gives
+ * *map = NULL. Unmap with pz_unmap_file. The message names the path. */
+pz_status pz_map_file(const char *path, const void **map, size_t *len);
+void pz_unmap_file(const void *map, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,42 @@
+/* status.c: see status.h. */
+#include "base/status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static _Thread_local char last_error[1024];
+
+const char *pz_status_name(pz_status s) {
+    switch (s) {
+    case PZ_OK: return "ok";
+    case PZ_ERR_IO: return "i/o error";
+    case PZ_ERR_FORMAT: return "format error";
+    case PZ_ERR_SHAPE: return "shape error";
+    case PZ_ERR_ARG: return "bad argument";
+    case PZ_ERR_NOMEM: return "out of memory";
+    case PZ_ERR_PEER: return "peer error";
+    }
+    return "unknown error";
+}
+
+pz_status pz_fail(pz_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+const char *pz_last_error(void) { return last_error[0] ? last_error : "(no message)"; }
+
+void pz_die(const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    fputs("pipezip: error: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
