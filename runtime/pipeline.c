@@ -20,6 +20,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "stages/gpt2_checkpoint.h"
 #include "runtime/cores.h"
@@ -94,6 +95,11 @@ static int is_first(const exec *x) { return x->rank == 0; }
 static int is_last(const exec *x) { return x->rank == x->world - 1; }
 
 static void progress_hook(void *tp) { pz_transport_progress(tp); }
+
+/* Sums over the ranks; one stage alone has no transport and nothing to add. */
+static pz_status allreduce(exec *x, double *v, int n) {
+    return x->tp ? pz_transport_allreduce_sum_f64(x->tp, v, n) : PZ_OK;
+}
 
 /* Waits for a request, counting the time as waiting (and tracing it). */
 static pz_status wait_req_len(exec *x, pz_request **req, int micro, size_t *len) {
@@ -275,11 +281,15 @@ static pz_status validate(exec *x, uint32_t val_round, int compressed, double *l
     if (is_first(x) || is_last(x)) {
         if ((st = pz_loader_init(&vl, &x->val, o->batch, 0, 0)) != PZ_OK) return st;
         nb = (int)pz_loader_batches_per_epoch(&vl);
+        if (nb < 1) {
+            pz_loader_free(&vl);
+            return pz_fail(PZ_ERR_SHAPE, "evaluation data has fewer than one batch of %d x %d tokens", o->batch, o->seq);
+        }
         if (nb > o->val_batches) nb = o->val_batches;
     }
     /* every rank must agree on the count: first and last computed it from the same data */
     double cnt = is_first(x) ? nb : 0.0;
-    if ((st = pz_transport_allreduce_sum_f64(x->tp, &cnt, 1)) != PZ_OK) goto out;
+    if ((st = allreduce(x, &cnt, 1)) != PZ_OK) goto out;
     nb = (int)cnt;
     double sum = 0.0;
     int layers = x->stage.range.l1 - x->stage.range.l0;
@@ -316,7 +326,7 @@ static pz_status validate(exec *x, uint32_t val_round, int compressed, double *l
         }
     }
     double v = is_last(x) ? sum : 0.0;
-    if (st == PZ_OK) st = pz_transport_allreduce_sum_f64(x->tp, &v, 1);
+    if (st == PZ_OK) st = allreduce(x, &v, 1);
     *loss = nb > 0 ? v / nb : NAN;
     *used = nb;
 out:
@@ -575,7 +585,10 @@ static pz_status validate_print(exec *x, int step, uint32_t *val_round, int comp
     double vl;
     int used = 0;
     pz_status st = validate(x, (*val_round)++, compressed, &vl, &used);
-    if (st == PZ_OK && x->rank == 0) {
+    if (st == PZ_OK && x->world == 1) {
+        printf("{\"step\":%d,\"val_loss\":%.8f,\"val_batches\":%d}\n", step, vl, used);
+        fflush(stdout);
+    } else if (st == PZ_OK && x->rank == 0) {
         printf("{\"step\":%d,\"val_loss\":%.8f,\"val_batches\":%d,\"compressed\":%s}\n", step, vl, used,
                compressed ? "true" : "false");
         fflush(stdout);
@@ -611,7 +624,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     pz_stage_range *ranges = xcalloc((size_t)world, sizeof *ranges);
     if ((st = pz_partition(&cfg, o->seq, world, o->split, ranges)) != PZ_OK) goto cleanup;
     if (o->save && rank == 0 && (st = pz_check_writable_dir(o->save)) != PZ_OK) goto cleanup;
-    if (rank == 0) {
+    if (world > 1 && rank == 0) {
         pz_partition_print(stderr, &cfg, o->seq, world, ranges);
         fprintf(stderr, "compression policy:\n");
         for (int e = 0; e < world - 1; e++) fputs("  ", stderr), pz_policy_print_edge(stderr, &x.pol, e);
@@ -661,18 +674,32 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     x.tok = xcalloc(BT, sizeof(int));
     x.tgt = xcalloc(BT, sizeof(int));
     if ((st = setup_edges(&x)) != PZ_OK) goto cleanup;
-    if (rank == 0 && (st = pz_metrics_init(&met, &x.pol, o->metrics, o->micro, o->error_metrics)) != PZ_OK)
+    if (world > 1 && rank == 0 && (st = pz_metrics_init(&met, &x.pol, o->metrics, o->micro, o->error_metrics)) != PZ_OK)
         goto cleanup;
 
-    pz_transport_opts to = {rank, world, master_addr, master_port, o->peer_timeout, 60.0};
-    if ((st = pz_transport_init(&x.tp, &to)) != PZ_OK) goto cleanup;
-    set_link_rates(&x);
-    pz_staging_report(&x.stg, x.tp, rank);
-    x.stage.between_blocks = progress_hook;
-    x.stage.between_blocks_ctx = x.tp;
-    if (rank == 0)
+    if (world > 1) {
+        pz_transport_opts to = {rank, world, master_addr, master_port, o->peer_timeout, 60.0};
+        if ((st = pz_transport_init(&x.tp, &to)) != PZ_OK) goto cleanup;
+        set_link_rates(&x);
+        pz_staging_report(&x.stg, x.tp, rank);
+        x.stage.between_blocks = progress_hook;
+        x.stage.between_blocks_ctx = x.tp;
+    }
+    if (world == 1)
+        fprintf(stderr, "pipezip train: %zu parameters (L=%d NH=%d C=%d V=%d Vp=%d maxT=%d), "
+                "batch %d x seq %d x %d micro-batch%s, %zu training samples, %d thread%s\n",
+                pz_gpt2_numel(&cfg), cfg.num_layers, cfg.num_heads, cfg.channels, cfg.vocab_size,
+                cfg.padded_vocab_size, cfg.max_seq_len, o->batch, o->seq, o->micro, o->micro == 1 ? "" : "es",
+                pz_dataset_num_samples(&x.train), cores.threads, cores.threads == 1 ? "" : "s");
+    else if (rank == 0)
         fprintf(stderr, "pipezip train: %d stages, %s schedule, %d micro-batch%s of %d x %d per step\n",
                 world, o->schedule, o->micro, o->micro == 1 ? "" : "es", o->batch, o->seq);
+    if (is_first(&x) && pz_loader_batches_per_epoch(&x.loader) < 1) {
+        st = pz_fail(PZ_ERR_SHAPE, "%s: fewer than %d samples of %d tokens: no full batch", o->data, o->batch,
+                     o->seq + 1);
+        goto cleanup;
+    }
+    int tty = rank == 0 && isatty(2);
 
     /* reduction array: [0] grad sumsq, [1] loss, then 3 per rank
      * (compute, wait, codec seconds), then the edge statistics */
@@ -700,7 +727,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         red[4 + 3 * rank + 1] = x.wait_s;
         red[4 + 3 * rank + 2] = x.codec_s;
         contribute_edges(&x, red + eb);
-        if ((st = pz_transport_allreduce_sum_f64(x.tp, red, nred)) != PZ_OK) break;
+        if ((st = allreduce(&x, red, nred)) != PZ_OK) break;
         double norm = sqrt(red[0]), loss = red[1];
         if (!isfinite(loss) || !isfinite(norm)) {
             st = pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: training diverged (try a lower --lr)",
@@ -713,7 +740,11 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         PZ_RANGE_POP();
         trace(&x, "optimizer", -1, t_opt, pz_now());
         double ms = 1e3 * (pz_now() - t0), tok_s = (double)BT * o->micro / (ms * 1e-3);
-        if (rank == 0) {
+        if (world == 1) {
+            printf("{\"step\":%d,\"loss\":%.8f,\"lr\":%.6g,\"norm\":%.4f,\"ms\":%.1f,\"tok_s\":%.1f}\n",
+                   step + 1, loss, lr, norm, ms, tok_s);
+            fflush(stdout);
+        } else if (rank == 0) {
             double fr, fw, br, bw;
             pz_metrics_dir_bytes(red + eb, world - 1, PZ_FWD, &fr, &fw);
             pz_metrics_dir_bytes(red + eb, world - 1, PZ_BWD, &br, &bw);
@@ -727,21 +758,24 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
             fflush(stdout);
             pz_metrics_step(&met, step + 1, red + eb, tok_s);
         }
+        if (tty) fprintf(stderr, "\rstep %d/%d loss %.4f  %.0f ms  %.0f tok/s   ", step + 1, o->steps, loss, ms, tok_s);
         int last = step + 1 == o->steps;
         if (o->val_data && o->val_every > 0 && ((step + 1) % o->val_every == 0 || last)) {
             int comp = o->eval_compress && pz_policy_any(&x.pol, PZ_FWD);
             if ((st = validate_print(&x, step + 1, &val_round, comp)) != PZ_OK) break;
+            if (tty) fprintf(stderr, "\n");
             /* the final model both ways: does it need compression at evaluation? */
             if (last && pz_policy_any(&x.pol, PZ_FWD) && (st = validate_print(&x, step + 1, &val_round, !comp)) != PZ_OK)
                 break;
         }
     }
-    if (st == PZ_OK) {
+    if (tty) fprintf(stderr, "\n");
+    if (st == PZ_OK && world > 1) {
         /* codec state per rank, for the summary's memory report */
         memset(red, 0, (size_t)nred * sizeof *red);
         double *sb = xcalloc((size_t)2 * world, sizeof *sb);
         sb[rank] = codec_state(&x, &sb[world + rank]);
-        st = pz_transport_allreduce_sum_f64(x.tp, sb, 2 * world);
+        st = allreduce(&x, sb, 2 * world);
         if (st == PZ_OK && rank == 0) {
             char pt[4096];
             policy_text(&x.pol, pt, sizeof pt);
@@ -753,7 +787,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     if (st == PZ_OK && o->trace) st = write_trace_fragment(&x);
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", pz_last_error());
-    pz_transport_close(x.tp, st != PZ_OK);
+    if (x.tp) pz_transport_close(x.tp, st != PZ_OK);
     x.tp = NULL;
     if (st != PZ_OK) pz_fail(st, "%s", msg);   /* closing may have replaced the message */
 

@@ -1,5 +1,7 @@
-/* train.c: one process trains the whole model: load data, forward and
- * backward over accumulated micro-batches, clip, AdamW, log, validate, save. */
+/* train.c: what training needs around the loop: the flags' defaults, the
+ * model built from a preset or a checkpoint, saving it, and the evaluation
+ * loss of `pipezip eval`. The loop itself is runtime/pipeline.c's, for one
+ * stage as for many. */
 #include "runtime/train.h"
 
 #include <errno.h>
@@ -155,114 +157,4 @@ pz_status pz_eval_loss(pz_stage *s, pz_acts *a, const pz_dataset *d, int nbatche
     *loss = sum / n;
     if (batches_used) *batches_used = n;
     return PZ_OK;
-}
-
-pz_status pz_train_run(const pz_train_opts *o) {
-    pz_status st = PZ_OK;
-    const pz_backend *be = pz_backend_for(o->device, 0, o->threads, &st);
-    if (!be) return st;
-    pz_stage s;
-    pz_acts a;
-    pz_optim opt;
-    pz_dataset train, val;
-    pz_loader loader;
-    int have_stage = 0, have_acts = 0, have_opt = 0, have_train = 0, have_val = 0, have_loader = 0;
-    int *inp = NULL, *tgt = NULL;
-
-    if (!o->data) return pz_fail(PZ_ERR_ARG, "--data is required (token shards; see 'pipezip tokenize')");
-    if (o->save && (st = pz_check_writable_dir(o->save)) != PZ_OK) return st;
-    if ((st = pz_model_create(&s, be, o->preset, o->init, o->heads, (uint64_t)o->seed, o->batch, o->seq)) != PZ_OK)
-        goto cleanup;
-    have_stage = 1;
-    if ((st = pz_dataset_open(&train, o->data, o->seq, s.cfg.vocab_size)) != PZ_OK) goto cleanup;
-    have_train = 1;
-    if (o->val_data) {
-        if ((st = pz_dataset_open(&val, o->val_data, o->seq, s.cfg.vocab_size)) != PZ_OK) goto cleanup;
-        have_val = 1;
-    }
-    if ((st = pz_loader_init(&loader, &train, o->batch, 1, (uint64_t)o->seed)) != PZ_OK) goto cleanup;
-    have_loader = 1;
-    if (pz_loader_batches_per_epoch(&loader) < 1) {
-        st = pz_fail(PZ_ERR_SHAPE, "%s: fewer than %d samples of %d tokens: no full batch",
-                     o->data, o->batch, o->seq + 1);
-        goto cleanup;
-    }
-    if ((st = pz_acts_init(&a, &s)) != PZ_OK) goto cleanup;
-    have_acts = 1;
-    pz_optim_config oc = o->optim;
-    oc.total_steps = o->steps;
-    if (!o->warmup_given) oc.warmup_steps = o->steps / 10;
-    if ((st = pz_optim_init(&opt, &s, &oc)) != PZ_OK) goto cleanup;
-    have_opt = 1;
-
-    size_t nparams = pz_gpt2_numel(&s.cfg);
-    fprintf(stderr, "pipezip train: CPU ops and codecs compiled for %s\n", pz_isa_describe());
-    fprintf(stderr, "pipezip train: %zu parameters (L=%d NH=%d C=%d V=%d Vp=%d maxT=%d), "
-            "batch %d x seq %d x %d micro-batch%s, %zu training samples, %d thread%s\n",
-            nparams, s.cfg.num_layers, s.cfg.num_heads, s.cfg.channels, s.cfg.vocab_size,
-            s.cfg.padded_vocab_size, s.cfg.max_seq_len, o->batch, o->seq, o->micro, o->micro == 1 ? "" : "es",
-            pz_dataset_num_samples(&train), pz_backend_cpu_threads(), pz_backend_cpu_threads() == 1 ? "" : "s");
-
-    size_t BT = (size_t)o->batch * o->seq;
-    inp = xmalloc(BT * sizeof(int));
-    tgt = xmalloc(BT * sizeof(int));
-    int tty = isatty(2);
-    float dscale = 1.0f / ((float)BT * (float)o->micro);
-    for (int step = 0; step < o->steps; step++) {
-        double t0 = pz_now();
-        pz_stage_zero_grad(&s);
-        double loss = 0.0;
-        for (int micro = 0; micro < o->micro; micro++) {
-            pz_loader_next(&loader, inp, tgt, NULL);
-            PZ_RANGE_PUSH("F step %d micro %d", step, micro);
-            pz_stage_forward(&s, &a, inp, NULL, tgt, dscale);
-            PZ_RANGE_POP();
-            PZ_RANGE_PUSH("B step %d micro %d", step, micro);
-            pz_stage_backward(&s, &a, NULL, NULL);
-            PZ_RANGE_POP();
-            loss += a.loss;
-        }
-        loss /= o->micro;
-        double norm = sqrt(pz_grad_sumsq(&s));
-        if (!isfinite(loss) || !isfinite(norm)) {
-            st = pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: training diverged "
-                         "(try a lower --lr)", step + 1, loss, norm);
-            goto cleanup;
-        }
-        PZ_RANGE_PUSH("optimizer step %d", step);
-        float lr = pz_optim_step(&opt, &s, pz_clip_scale(&opt.cfg, norm));
-        PZ_RANGE_POP();
-        double ms = 1e3 * (pz_now() - t0);
-        double tok_s = (double)BT * o->micro / (ms * 1e-3);
-        printf("{\"step\":%d,\"loss\":%.8f,\"lr\":%.6g,\"norm\":%.4f,\"ms\":%.1f,\"tok_s\":%.1f}\n",
-               step + 1, loss, lr, norm, ms, tok_s);
-        fflush(stdout);
-        if (tty) fprintf(stderr, "\rstep %d/%d loss %.4f  %.0f ms  %.0f tok/s   ",
-                         step + 1, o->steps, loss, ms, tok_s);
-        int last = step + 1 == o->steps;
-        if (have_val && o->val_every > 0 && ((step + 1) % o->val_every == 0 || last)) {
-            double vl;
-            int used;
-            if ((st = pz_eval_loss(&s, &a, &val, o->val_batches, &vl, &used)) != PZ_OK) goto cleanup;
-            printf("{\"step\":%d,\"val_loss\":%.8f,\"val_batches\":%d}\n", step + 1, vl, used);
-            fflush(stdout);
-            if (tty) fprintf(stderr, "\n");
-        }
-    }
-    if (tty) fprintf(stderr, "\n");
-    if (o->save) {
-        if ((st = pz_model_save(&s, o->save)) != PZ_OK) goto cleanup;
-        fprintf(stderr, "pipezip train: saved %s\n", o->save);
-    }
-
-cleanup:
-    free(inp);
-    free(tgt);
-    if (have_opt) pz_optim_free(&opt, &s);
-    if (have_acts) pz_acts_free(&a, &s);
-    if (have_loader) pz_loader_free(&loader);
-    if (have_val) pz_dataset_close(&val);
-    if (have_train) pz_dataset_close(&train);
-    if (have_stage) pz_stage_free(&s);
-    return st;
 }

@@ -39,8 +39,6 @@ typedef struct {
 } pz_train_opts;
 
 void pz_train_opts_default(pz_train_opts *o);
-/* Runs the whole job; prints JSON lines on stdout. */
-pz_status pz_train_run(const pz_train_opts *o);
 
 /* Mean next-token loss over the first nbatches batches of d in file order
  * (all of them if nbatches <= 0 or larger than available). */

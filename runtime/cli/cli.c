@@ -250,7 +250,8 @@ static int cmd_train(int argc, char **argv) {
                 pipeline_only);
         return 1;
     }
-    st = pz_train_run(&o);
+    /* one process is a pipeline of one stage: the same loop, no transport */
+    st = pz_pipeline_run_rank(&o, 0, 1, NULL, 0);
     return st == PZ_OK ? 0 : fail("train", st);
 }
 
