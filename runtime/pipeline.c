@@ -26,23 +26,19 @@
 #include "runtime/cores.h"
 #include "runtime/device.h"
 #include "runtime/edge.h"
+#include "runtime/gather.h"
 #include "runtime/metrics.h"
 #include "runtime/nvtx.h"
 #include "runtime/partition.h"
 #include "runtime/policy.h"
 #include "runtime/staging.h"
+#include "runtime/trace.h"
 #include "runtime/transport.h"
 #include "schedules/schedule.h"
 #include "base/clock.h"
 #include "base/mem.h"
 
 enum { KIND_ACT = 1, KIND_GRAD = 2, KIND_TIED = 3, KIND_VAL = 4, KIND_SAVE = 5 };
-
-typedef struct {
-    const char *name;   /* static string: "F", "B", "wait", "send", ... */
-    int micro;
-    double t0, t1;
-} trace_event;
 
 typedef struct {
     const pz_train_opts *o;
@@ -75,20 +71,11 @@ typedef struct {
     int have_loader;
     /* per-step metrics */
     double compute_s, wait_s, codec_s;
-    /* trace */
-    trace_event *ev;
-    size_t nev, cap_ev;
-    double t_origin;
+    pz_trace trace;            /* --trace: this rank's timeline */
 } exec;
 
 static void trace(exec *x, const char *name, int micro, double t0, double t1) {
-    if (!x->o->trace) return;
-    if (x->nev == x->cap_ev) {
-        x->cap_ev = x->cap_ev ? 2 * x->cap_ev : 1024;
-        x->ev = realloc(x->ev, x->cap_ev * sizeof *x->ev);
-        if (!x->ev) pz_die("out of memory for trace events");
-    }
-    x->ev[x->nev++] = (trace_event){name, micro, t0, t1};
+    pz_trace_add(&x->trace, name, micro, t0, t1);
 }
 
 static int is_first(const exec *x) { return x->rank == 0; }
@@ -334,106 +321,6 @@ out:
     return st;
 }
 
-static pz_status write_trace_fragment(const exec *x) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s.rank%d", x->o->trace, x->rank);
-    pz_atomic_file af;
-    pz_status st = pz_atomic_open(&af, path);
-    if (st != PZ_OK) return st;
-    for (size_t k = 0; k < x->nev; k++) {
-        const trace_event *e = &x->ev[k];
-        char name[48];
-        if (e->micro >= 0) snprintf(name, sizeof name, "%s %d", e->name, e->micro);
-        else snprintf(name, sizeof name, "%s", e->name);
-        fprintf(af.f, "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f},\n",
-                name, e->name, x->rank, x->rank, 1e6 * (e->t0 - x->t_origin), 1e6 * (e->t1 - e->t0));
-    }
-    fprintf(af.f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"stage %d\"}}\n", x->rank, x->rank);
-    return pz_atomic_commit(&af);
-}
-
-pz_status pz_trace_merge(const char *path, int world) {
-    pz_atomic_file af;
-    pz_status st = pz_atomic_open(&af, path);
-    if (st != PZ_OK) return st;
-    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", af.f);
-    for (int r = 0; r < world && st == PZ_OK; r++) {
-        char frag[4096];
-        snprintf(frag, sizeof frag, "%s.rank%d", path, r);
-        uint8_t *buf;
-        size_t len;
-        if ((st = pz_read_file(frag, &buf, &len)) != PZ_OK) break;
-        /* each fragment is a comma-separated list of events ending without a comma */
-        if (r > 0) fputs(",\n", af.f);
-        fwrite(buf, 1, len, af.f);
-        free(buf);
-        remove(frag);
-    }
-    fputs("]}\n", af.f);
-    if (st != PZ_OK) { pz_atomic_abort(&af); return st; }
-    return pz_atomic_commit(&af);
-}
-
-/* Copies every tensor of `from` into the tensor of the same name in `to`. */
-static void copy_by_name(pz_gpt2_params *to, const pz_gpt2_params *from) {
-    int nt = pz_gpt2_params_tensors(to, NULL), nf = pz_gpt2_params_tensors(from, NULL);
-    pz_tensor_info *tt = xcalloc((size_t)nt, sizeof *tt), *tf = xcalloc((size_t)nf, sizeof *tf);
-    pz_gpt2_params_tensors(to, tt);
-    pz_gpt2_params_tensors(from, tf);
-    for (int i = 0; i < nf; i++)
-        for (int j = 0; j < nt; j++)
-            if (strcmp(tf[i].name, tt[j].name) == 0) memcpy(tt[j].data, tf[i].data, tf[i].numel * sizeof(float));
-    free(tt);
-    free(tf);
-}
-
-/* --save writes one whole-model checkpoint, whatever the split: every rank
- * sends its parameters to rank 0, which assembles and saves them. */
-static pz_status save_whole_model(exec *x, const pz_stage_range *ranges) {
-    const pz_gpt2_config *c = &x->stage.cfg;
-    pz_status st = PZ_OK;
-    size_t mine = x->stage.params.numel * sizeof(float);
-    char w[64];
-    snprintf(w, sizeof w, "parameters for --save");
-    if (x->rank != 0) {
-        float *host = xmalloc(mine);
-        x->stage.be->to_host(host, x->stage.param_mem, mine);
-        pz_request *r = NULL;
-        st = pz_transport_send(x->tp, 0, pz_tag(x->rank, 0, 0, KIND_SAVE), host, mine, w, &r);
-        if (st == PZ_OK) st = wait_req(x, &r, -1);
-        free(host);
-        return st;
-    }
-    pz_stage_range whole = pz_whole_model(c);
-    float *all = xmalloc(pz_stage_numel(c, &whole) * sizeof(float));
-    pz_gpt2_params full;
-    pz_gpt2_params_bind(&full, c, &whole, all);
-    for (int r = 0; r < x->world && st == PZ_OK; r++) {
-        size_t n = pz_stage_numel(c, &ranges[r]);
-        float *part = xmalloc(n * sizeof(float));
-        if (r == 0) x->stage.be->to_host(part, x->stage.param_mem, n * sizeof(float));
-        else {
-            pz_request *req = NULL;
-            st = pz_transport_recv(x->tp, r, pz_tag(r, 0, 0, KIND_SAVE), part, n * sizeof(float), w, &req);
-            if (st == PZ_OK) st = wait_req(x, &req, -1);
-        }
-        if (st == PZ_OK) {
-            pz_gpt2_params p;
-            pz_gpt2_params_bind(&p, c, &ranges[r], part);
-            copy_by_name(&full, &p);
-            pz_gpt2_params_unbind(&p);
-        }
-        free(part);
-    }
-    if (st == PZ_OK) {
-        st = pz_params_save(&full, x->o->save);
-        if (st == PZ_OK) fprintf(stderr, "pipezip train: saved %s\n", x->o->save);
-    }
-    pz_gpt2_params_unbind(&full);
-    free(all);
-    return st;
-}
-
 static void exec_free(exec *x) {
     for (int k = 0; x->slots && k < x->bound; k++) {
         pz_acts_free(&x->slots[k], &x->stage);
@@ -453,7 +340,8 @@ static void exec_free(exec *x) {
     if (x->pol.spec) pz_policy_free(&x->pol);
     free(x->slots); free(x->act_in); free(x->grad_in); free(x->grad_out);
     free(x->act_send); free(x->grad_send); free(x->act_recv); free(x->grad_recv);
-    free(x->tok); free(x->tgt); free(x->ev);
+    free(x->tok); free(x->tgt);
+    pz_trace_free(&x->trace);
     if (x->have_opt) pz_optim_free(&x->opt, &x->stage);
     if (x->have_loader) pz_loader_free(&x->loader);
     if (x->have_train) pz_dataset_close(&x->train);
@@ -603,7 +491,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     x.o = o;
     x.rank = rank;
     x.world = world;
-    x.t_origin = pz_now();
+    if (o->trace) pz_trace_start(&x.trace, pz_now());
     pz_status st;
     pz_metrics met;
     memset(&met, 0, sizeof met);
@@ -783,8 +671,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         }
         free(sb);
     }
-    if (st == PZ_OK && o->save) st = save_whole_model(&x, ranges);
-    if (st == PZ_OK && o->trace) st = write_trace_fragment(&x);
+    if (st == PZ_OK && o->save) st = pz_gather_save(x.tp, rank, world, &x.stage, ranges, KIND_SAVE, o->save);
+    if (st == PZ_OK && o->trace) st = pz_trace_write_fragment(&x.trace, o->trace, rank);
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", pz_last_error());
     if (x.tp) pz_transport_close(x.tp, st != PZ_OK);

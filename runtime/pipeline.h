@@ -15,8 +15,4 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
  * stages (validated; also used by the launcher to fail once, early). */
 pz_status pz_pipeline_policy(const pz_train_opts *o, pz_policy *p);
 
-/* Merges the per-rank trace fragments "<path>.rank<r>" into one Chrome /
- * Perfetto trace JSON at path (atomically) and removes the fragments. */
-pz_status pz_trace_merge(const char *path, int world);
-
 #endif

@@ -15,6 +15,7 @@
 #include "runtime/launcher.h"
 #include "runtime/partition.h"
 #include "runtime/pipeline.h"
+#include "runtime/trace.h"
 #include "runtime/train.h"
 #include "schedules/schedule.h"
 #include "runtime/cli/schedule_cmd.h"
