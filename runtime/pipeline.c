@@ -125,36 +125,48 @@ static pz_status post_send(exec *x, int peer, int kind, uint32_t step, int micro
     return st;
 }
 
-/* Encodes x with edge end e into wire and sends it (timing the codec). */
-static pz_status encode_send(exec *x, pz_edge_end *e, int peer, int kind, uint32_t step, int micro,
+/* Encodes x with edge end e into wire and sends it (edge.c times the codec). */
+static pz_status encode_send(exec *x, pz_edge_end *e, int peer, int kind, uint64_t step, int micro,
                              const float *src, const uint64_t *ids, uint8_t *wire, pz_request **req,
                              const char *what) {
     size_t len = 0;
     double t0 = pz_now();
-    PZ_RANGE_PUSH("encode edge %d step %u micro %d", e->edge, step, micro);
+    PZ_RANGE_PUSH("encode edge %d step %llu micro %d", e->edge, (unsigned long long)step, micro);
     pz_status st = pz_edge_encode(e, src, ids, (uint64_t)x->o->seed, step, (uint32_t)micro, wire, &len);
     PZ_RANGE_POP();
     double t1 = pz_now();
-    x->codec_s += t1 - t0;
     if (e->codec) trace(x, "encode", micro, t0, t1);
     if (st != PZ_OK) return st;
-    return post_send(x, peer, kind, step, micro, wire, len, req, what);
+    return post_send(x, peer, kind, (uint32_t)step, micro, wire, len, req, what);   /* tags: the low 32 bits */
 }
 
 /* Waits for a posted receive into wire and decodes it into out. */
-static pz_status recv_decode(exec *x, pz_edge_end *e, pz_request **req, uint32_t step, int micro,
+static pz_status recv_decode(exec *x, pz_edge_end *e, pz_request **req, uint64_t step, int micro,
                              const uint8_t *wire, float *out, uint64_t *ids) {
     size_t len = 0;
     pz_status st = wait_req_len(x, req, micro, &len);
     if (st != PZ_OK) return st;
     double t0 = pz_now();
-    PZ_RANGE_PUSH("decode edge %d step %u micro %d", e->edge, step, micro);
+    PZ_RANGE_PUSH("decode edge %d step %llu micro %d", e->edge, (unsigned long long)step, micro);
     st = pz_edge_decode(e, wire, len, (uint64_t)x->o->seed, step, (uint32_t)micro, out, ids);
     PZ_RANGE_POP();
     double t1 = pz_now();
-    x->codec_s += t1 - t0;
     if (e->codec) trace(x, "decode", micro, t0, t1);
     return st;
+}
+
+/* The stage's forward on slot's micro-batch: tokens on the first stage, the
+ * received activation elsewhere; dscale 0 (validation) skips d(loss). */
+static void stage_forward(exec *x, int slot, float dscale) {
+    const float *in = is_first(x) ? NULL : pz_staging_in(&x->stg, x->act_in[slot]);
+    pz_stage_forward(&x->stage, &x->slots[slot], x->tok, in, x->tgt, dscale);
+}
+
+/* What the stage sends on: the last block's output, on the host. */
+static const float *stage_output(exec *x, int slot) {
+    int nb = x->stage.range.l1 - x->stage.range.l0;
+    const float *out = nb > 0 ? x->slots[slot].blocks[nb - 1].res3 : x->slots[slot].input;
+    return pz_staging_out(&x->stg, slot, out);   /* device -> host before encoding */
 }
 
 /* Runs one instruction of the training schedule. */
@@ -189,7 +201,7 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
         float dscale = 1.0f / ((float)o->batch * o->seq * o->micro);
         t0 = pz_now();
         PZ_RANGE_PUSH("F stage %d step %u micro %d", x->rank, step, i);
-        pz_stage_forward(&x->stage, &x->slots[slot], x->tok, is_first(x) ? NULL : pz_staging_in(&x->stg, x->act_in[slot]), x->tgt, dscale);
+        stage_forward(x, slot, dscale);
         PZ_RANGE_POP();
         if (is_last(x)) *loss_sum += x->slots[slot].loss;
         double t1 = pz_now();
@@ -198,11 +210,8 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
         return PZ_OK;
     }
     case PZ_OP_SEND_ACT: {
-        int nb = x->stage.range.l1 - x->stage.range.l0;
-        const float *out = nb > 0 ? x->slots[slot].blocks[nb - 1].res3 : x->slots[slot].input;
-        out = pz_staging_out(&x->stg, slot, out);   /* device -> host before encoding */
-        st = encode_send(x, &x->fwd_tx, x->rank + 1, KIND_ACT, step, i, out, x->ids[slot], x->act_wire_out[slot],
-                         &x->act_send[slot], "send activation");
+        st = encode_send(x, &x->fwd_tx, x->rank + 1, KIND_ACT, step, i, stage_output(x, slot), x->ids[slot],
+                         x->act_wire_out[slot], &x->act_send[slot], "send activation");
         trace(x, "send", i, t0, pz_now());
         return st;
     }
@@ -279,8 +288,8 @@ static pz_status validate(exec *x, uint32_t val_round, int compressed, double *l
     if ((st = allreduce(x, &cnt, 1)) != PZ_OK) goto out;
     nb = (int)cnt;
     double sum = 0.0;
-    int layers = x->stage.range.l1 - x->stage.range.l0;
-    /* a step number of its own, so evaluation draws other random numbers than training */
+    /* a step number of its own, so evaluation draws other random numbers
+     * than training; its low 32 bits (the round) go into the message tags */
     uint64_t cstep = (1ull << 40) | val_round;
     pz_edge_end *tx = &x->val_tx[compressed], *rx = &x->val_rx[compressed];
     uint64_t *ids = x->ids[0];
@@ -289,28 +298,16 @@ static pz_status validate(exec *x, uint32_t val_round, int compressed, double *l
         if (is_first(x) || is_last(x)) pz_loader_next(&vl, x->tok, x->tgt, x->ids_tmp);
         if (is_first(x))
             for (int b = 0; b < o->batch; b++) ids[b] = x->ids_tmp[b];
-        else {
-            if ((st = post_recv(x, x->rank - 1, KIND_VAL, val_round, k, x->act_wire_in[0], rx->cap, &r,
-                                "recv validation activation")) != PZ_OK)
-                break;
-            size_t len = 0;
-            if ((st = wait_req_len(x, &r, k, &len)) != PZ_OK) break;
-            if ((st = pz_edge_decode(rx, x->act_wire_in[0], len, (uint64_t)o->seed, cstep, (uint32_t)k, x->act_in[0],
-                                     ids)) != PZ_OK)
-                break;
-        }
-        pz_stage_forward(&x->stage, &x->slots[0], x->tok, is_first(x) ? NULL : pz_staging_in(&x->stg, x->act_in[0]), x->tgt, 0.0f);
+        else if ((st = post_recv(x, x->rank - 1, KIND_VAL, val_round, k, x->act_wire_in[0], rx->cap, &r,
+                                 "recv validation activation")) != PZ_OK ||
+                 (st = recv_decode(x, rx, &r, cstep, k, x->act_wire_in[0], x->act_in[0], ids)) != PZ_OK)
+            break;
+        stage_forward(x, 0, 0.0f);
         if (is_last(x)) sum += x->slots[0].loss;
-        else {
-            const float *out = pz_staging_out(&x->stg, 0, layers > 0 ? x->slots[0].blocks[layers - 1].res3 : x->slots[0].input);
-            size_t len = 0;
-            if ((st = pz_edge_encode(tx, out, ids, (uint64_t)o->seed, cstep, (uint32_t)k, x->act_wire_out[0], &len)) != PZ_OK)
-                break;
-            if ((st = post_send(x, x->rank + 1, KIND_VAL, val_round, k, x->act_wire_out[0], len, &r,
-                                "send validation activation")) != PZ_OK)
-                break;
-            if ((st = wait_req(x, &r, k)) != PZ_OK) break;
-        }
+        else if ((st = encode_send(x, tx, x->rank + 1, KIND_VAL, cstep, k, stage_output(x, 0), ids, x->act_wire_out[0],
+                                   &r, "send validation activation")) != PZ_OK ||
+                 (st = wait_req(x, &r, k)) != PZ_OK)
+            break;
     }
     double v = is_last(x) ? sum : 0.0;
     if (st == PZ_OK) st = allreduce(x, &v, 1);
@@ -439,12 +436,15 @@ static void set_link_rates(exec *x) {
     }
 }
 
-/* Adds this rank's edge statistics of the step into the reduction array. */
+/* Adds this rank's edge statistics of the step into the reduction array;
+ * the rank's codec seconds are the edges' encode and decode times. */
 static void contribute_edges(exec *x, double *es) {
     pz_edge_end *ends[4] = {&x->fwd_tx, &x->bwd_rx, &x->fwd_rx, &x->bwd_tx};
+    x->codec_s = 0.0;
     for (int k = 0; k < 4; k++) {
         pz_edge_end *e = ends[k];
         if (!e->numel) continue;   /* this rank has no such end */
+        x->codec_s += e->st.enc_s + e->st.dec_s;
         const double *v = &e->st.raw;
         double *d = es + (2 * e->edge + e->dir) * PZ_EDGE_STATS_N;
         for (int j = 0; j < PZ_EDGE_STATS_N; j++) d[j] += v[j];
@@ -613,8 +613,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         red[1] = is_last(&x) ? loss_sum / o->micro : 0.0;
         red[4 + 3 * rank + 0] = x.compute_s;
         red[4 + 3 * rank + 1] = x.wait_s;
-        red[4 + 3 * rank + 2] = x.codec_s;
         contribute_edges(&x, red + eb);
+        red[4 + 3 * rank + 2] = x.codec_s;
         if ((st = allreduce(&x, red, nred)) != PZ_OK) break;
         double norm = sqrt(red[0]), loss = red[1];
         if (!isfinite(loss) || !isfinite(norm)) {
