@@ -712,9 +712,10 @@ pz_status pz_transport_init(pz_transport **out, const pz_transport_opts *o) {
     t->connect_timeout_s = o->connect_timeout_s > 0 ? o->connect_timeout_s : 60.0;
     double deadline = pz_now() + t->connect_timeout_s;
 
+    pz_status st = PZ_OK;
     ucp_config_t *cfg;
     ucs_status_t us = ucp_config_read(NULL, NULL, &cfg);
-    if (us != UCS_OK) { pz_status st = ucx_fail(t, "reading the UCX configuration", us); destroy(t, 1); return st; }
+    if (us != UCS_OK) { st = ucx_fail(t, "reading the UCX configuration", us); goto fail; }
     /* Defaults that the environment can override (see the top of this file):
      * shared memory may carry same-host traffic under error mode PEER, and
      * keepalive runs every second so a killed peer behind a shared-memory
@@ -730,24 +731,24 @@ pz_status pz_transport_init(pz_transport **out, const pz_transport_opts *o) {
     prm.features = UCP_FEATURE_TAG;
     us = ucp_init(&prm, cfg, &t->ctx);
     ucp_config_release(cfg);
-    if (us != UCS_OK) { t->ctx = NULL; pz_status st = ucx_fail(t, "ucp_init", us); destroy(t, 1); return st; }
+    if (us != UCS_OK) { t->ctx = NULL; st = ucx_fail(t, "ucp_init", us); goto fail; }
 
     ucp_worker_params_t wp;
     memset(&wp, 0, sizeof wp);
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wp.thread_mode = UCS_THREAD_MODE_SINGLE;
     us = ucp_worker_create(t->ctx, &wp, &t->worker);
-    if (us != UCS_OK) { t->worker = NULL; pz_status st = ucx_fail(t, "ucp_worker_create", us); destroy(t, 1); return st; }
+    if (us != UCS_OK) { t->worker = NULL; st = ucx_fail(t, "ucp_worker_create", us); goto fail; }
 
     ucp_worker_attr_t wa;
     memset(&wa, 0, sizeof wa);
     wa.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS;
     us = ucp_worker_query(t->worker, &wa);
-    if (us != UCS_OK) { pz_status st = ucx_fail(t, "ucp_worker_query", us); destroy(t, 1); return st; }
-    pz_status st = pz_bootstrap_run(&t->boot, t->rank, t->world, o->master_addr, o->master_port, wa.address,
+    if (us != UCS_OK) { st = ucx_fail(t, "ucp_worker_query", us); goto fail; }
+    st = pz_bootstrap_run(&t->boot, t->rank, t->world, o->master_addr, o->master_port, wa.address,
                                     wa.address_length, deadline);
     ucp_worker_release_address(t->worker, wa.address);
-    if (st != PZ_OK) { destroy(t, 1); return st; }
+    if (st != PZ_OK) goto fail;
 
     t->peers = xcalloc((size_t)t->world, sizeof *t->peers);
     for (int p = 0; p < t->world; p++) {
@@ -768,18 +769,16 @@ pz_status pz_transport_init(pz_transport **out, const pz_transport_opts *o) {
             pp->ep = NULL;
             st = pz_fail(PZ_ERR_PEER, "rank %d: cannot create a UCX endpoint to rank %d: %s (check UCX_TLS)",
                          t->rank, p, ucs_status_string(us));
-            destroy(t, 1);
-            return st;
+            goto fail;
         }
     }
-    if (t->world > 1 && (st = hello_all(t)) != PZ_OK) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", pz_last_error());
-        destroy(t, 1);
-        return pz_fail(st, "%s", msg);
-    }
+    if (t->world > 1 && (st = hello_all(t)) != PZ_OK) goto fail;
     const char *info = getenv("PZ_TRANSPORT_INFO");
     if (info && *info && *info != '0') pz_transport_print_info(t, stderr);
     *out = t;
     return PZ_OK;
+
+fail:
+    destroy(t, 1);   /* failed: no shutdown barrier, so the message above stays */
+    return st;
 }
