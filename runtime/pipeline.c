@@ -31,6 +31,7 @@
 #include "runtime/nvtx.h"
 #include "runtime/partition.h"
 #include "runtime/policy.h"
+#include "runtime/report.h"
 #include "runtime/staging.h"
 #include "runtime/trace.h"
 #include "runtime/transport.h"
@@ -470,14 +471,7 @@ static pz_status validate_print(exec *x, int step, uint32_t *val_round, int comp
     double vl;
     int used = 0;
     pz_status st = validate(x, (*val_round)++, compressed, &vl, &used);
-    if (st == PZ_OK && x->world == 1) {
-        printf("{\"step\":%d,\"val_loss\":%.8f,\"val_batches\":%d}\n", step, vl, used);
-        fflush(stdout);
-    } else if (st == PZ_OK && x->rank == 0) {
-        printf("{\"step\":%d,\"val_loss\":%.8f,\"val_batches\":%d,\"compressed\":%s}\n", step, vl, used,
-               compressed ? "true" : "false");
-        fflush(stdout);
-    }
+    if (st == PZ_OK && x->rank == 0) pz_report_val(stdout, step, vl, used, x->world == 1 ? -1 : compressed);
     return st;
 }
 
@@ -616,23 +610,10 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         PZ_RANGE_POP();
         trace(&x, "optimizer", -1, t_opt, pz_now());
         double ms = 1e3 * (pz_now() - t0), tok_s = (double)BT * o->micro / (ms * 1e-3);
-        if (world == 1) {
-            printf("{\"step\":%d,\"loss\":%.8f,\"lr\":%.6g,\"norm\":%.4f,\"ms\":%.1f,\"tok_s\":%.1f}\n",
-                   step + 1, loss, lr, norm, ms, tok_s);
-            fflush(stdout);
-        } else if (rank == 0) {
-            double fr, fw, br, bw;
-            pz_metrics_dir_bytes(red + eb, world - 1, PZ_FWD, &fr, &fw);
-            pz_metrics_dir_bytes(red + eb, world - 1, PZ_BWD, &br, &bw);
-            printf("{\"step\":%d,\"loss\":%.8f,\"lr\":%.6g,\"norm\":%.4f,\"ms\":%.1f,\"tok_s\":%.1f,"
-                   "\"fwd_raw\":%.0f,\"fwd_wire\":%.0f,\"bwd_raw\":%.0f,\"bwd_wire\":%.0f,\"stages\":[",
-                   step + 1, loss, lr, norm, ms, tok_s, fr, fw, br, bw);
-            for (int r = 0; r < world; r++)
-                printf("%s{\"compute_ms\":%.1f,\"wait_ms\":%.1f,\"codec_ms\":%.1f}", r ? "," : "",
-                       1e3 * red[4 + 3 * r], 1e3 * red[5 + 3 * r], 1e3 * red[6 + 3 * r]);
-            printf("]}\n");
-            fflush(stdout);
-            pz_metrics_step(&met, step + 1, red + eb, tok_s);
+        if (rank == 0) {
+            pz_step_line line = {step + 1, loss, norm, ms, tok_s, lr};
+            pz_report_step(stdout, &line, world, red + eb, red + 4);
+            if (world > 1) pz_metrics_step(&met, step + 1, red + eb, tok_s);
         }
         if (tty) fprintf(stderr, "\rstep %d/%d loss %.4f  %.0f ms  %.0f tok/s   ", step + 1, o->steps, loss, ms, tok_s);
         int last = step + 1 == o->steps;
