@@ -6,13 +6,7 @@
 
 #include <stdint.h>
 
-#ifndef PZ_HD
-#ifdef __CUDACC__
-#define PZ_HD __host__ __device__
-#else
-#define PZ_HD
-#endif
-#endif
+#include "base/hd.h"
 
 static inline PZ_HD void pz_put_u16(uint8_t *p, uint16_t v) {
     p[0] = (uint8_t)v;

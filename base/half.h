@@ -11,13 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#ifndef PZ_HD
-#ifdef __CUDACC__
-#define PZ_HD __host__ __device__
-#else
-#define PZ_HD
-#endif
-#endif
+#include "base/hd.h"
 
 /* ---- bit casts ---- */
 static inline PZ_HD uint32_t pz_f2u(float f) {

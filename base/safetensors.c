@@ -11,13 +11,9 @@
 #include "base/mem.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <stdio.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -529,24 +525,17 @@ pz_status pz_st_parse(pz_st_file *f, const uint8_t *bytes, size_t len, const cha
 
 pz_status pz_st_open(pz_st_file *f, const char *path) {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return pz_fail(PZ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return pz_fail(PZ_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+    const void *map;
+    size_t len;
+    pz_status st = pz_map_file(path, &map, &len);
+    if (st != PZ_OK) return st;
+    if (len < 8) {   /* too short for the header length: the parser says so */
+        pz_unmap_file(map, len);
+        return pz_st_parse(f, (const uint8_t *)"", len, path);
     }
-    if (!S_ISREG(sb.st_mode)) { close(fd); return pz_fail(PZ_ERR_IO, "%s: not a regular file", path); }
-    size_t len = (size_t)sb.st_size;
-    if (len < 8) { close(fd); return pz_st_parse(f, (const uint8_t *)"", len, path); }
-    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd); /* the mapping keeps the file */
-    if (map == MAP_FAILED) return pz_fail(PZ_ERR_IO, "%s: cannot mmap: %s", path, strerror(e));
-    pz_status st = pz_st_parse(f, map, len, path);
-    if (st) { munmap(map, len); return st; }
-    f->map_ = map;
+    st = pz_st_parse(f, map, len, path);
+    if (st) { pz_unmap_file(map, len); return st; }
+    f->map_ = (void *)map;   /* pz_st_close unmaps it */
     f->map_len_ = len;
     return PZ_OK;
 }
@@ -556,7 +545,7 @@ void pz_st_close(pz_st_file *f) {
     free(f->meta);
     free(f->strings_);
     free(f->dims_);
-    if (f->map_) munmap(f->map_, f->map_len_);
+    pz_unmap_file(f->map_, f->map_len_);
     memset(f, 0, sizeof *f);
 }
 

@@ -11,13 +11,7 @@
 
 #include <math.h>
 
-#ifndef PZ_HD
-#ifdef __CUDACC__
-#define PZ_HD __host__ __device__
-#else
-#define PZ_HD
-#endif
-#endif
+#include "base/hd.h"
 
 /* GELU, tanh form: g(x) = x (1 + tanh u) / 2, u = sqrt(2/pi) (x + 0.044715 x^3),
  * through s = (1 + tanh u) / 2 = 1 / (1 + e), e = exp(-2u), exactly as

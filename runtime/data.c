@@ -12,13 +12,10 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <glob.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <stdio.h>
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -125,30 +122,18 @@ static int32_t header_int(const void *base, int slot) {
  * magic, version, size fields against the file length, then the payload. */
 static pz_status open_shard(pz_dataset *d, int i, int T, int vocab_size) {
     const char *path = d->paths[i];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return pz_fail(PZ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return pz_fail(PZ_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return pz_fail(PZ_ERR_IO, "%s: not a regular file", path);
-    }
-    long long fsize = (long long)sb.st_size;
+    const void *base;
+    size_t len;
+    pz_status st = pz_map_file(path, &base, &len);
+    if (st != PZ_OK) return st;
+    long long fsize = (long long)len;
     if (fsize < HEADER_BYTES) {
-        close(fd);
-        return pz_fail(PZ_ERR_IO, "%s: truncated: %lld bytes, shorter than the %d-byte header",
-                       path, fsize, HEADER_BYTES);
+        pz_unmap_file(base, len);
+        return pz_fail(PZ_ERR_IO, "%s: truncated: %lld bytes, shorter than the %d-byte header", path, fsize,
+                       HEADER_BYTES);
     }
-    void *base = mmap(NULL, (size_t)fsize, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd); /* the mapping keeps the file alive */
-    if (base == MAP_FAILED) return pz_fail(PZ_ERR_IO, "%s: cannot mmap: %s", path, strerror(e));
-    d->maps[i] = base;
-    d->map_len[i] = (size_t)fsize;
+    d->maps[i] = (void *)base;   /* the dataset unmaps it (pz_dataset_close) */
+    d->map_len[i] = len;
 
     int32_t magic = header_int(base, 0), version = header_int(base, 1), count = header_int(base, 2);
     if (magic != PZ_SHARD_MAGIC)
@@ -222,7 +207,7 @@ pz_status pz_dataset_open(pz_dataset *d, const char *spec, int T, int vocab_size
 
 void pz_dataset_close(pz_dataset *d) {
     for (int i = 0; i < d->nshards; i++) {
-        if (d->maps && d->maps[i]) munmap(d->maps[i], d->map_len[i]);
+        if (d->maps) pz_unmap_file(d->maps[i], d->map_len[i]);
         if (d->paths) free(d->paths[i]);
     }
     free(d->paths);
