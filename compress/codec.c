@@ -18,6 +18,7 @@
 #ifdef PZ_HAVE_WRAPPERS
 #include "compress/wrappers.h"
 #include "base/mem.h"
+#include "base/parse.h"
 #endif
 #ifdef PZ_HAVE_ZSTD
 #include <zstd.h>
@@ -130,12 +131,8 @@ pz_status pz_spec_fail(const char *spec, size_t off, const char *fmt, ...) {
     size_t slen = strlen(spec);
     if (off > slen) off = slen;
     char head[512];
-    int h = snprintf(head, sizeof head, "bad codec spec '%s': %s at offset %zu: ", spec, msg, off);
-    if (h < 0) h = 0;
-    if ((size_t)h >= sizeof head) h = (int)sizeof head - 1;
-    size_t col = (size_t)h + off;
-    if (col > 1000) col = 1000;
-    return pz_fail(PZ_ERR_ARG, "%s%s\n%*s^", head, spec, (int)col, "");
+    snprintf(head, sizeof head, "bad codec spec '%s': %s at offset %zu: ", spec, msg, off);
+    return pz_fail_caret(PZ_ERR_ARG, head, "", spec, off);
 }
 
 int pz_spec_next_opt(const char *spec, size_t base, const char *list, size_t *pos, pz_spec_opt *o) {

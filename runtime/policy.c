@@ -10,6 +10,7 @@
 #include "compress/codec.h"
 #include "base/file.h"
 #include "base/mem.h"
+#include "base/parse.h"
 
 void pz_policy_init(pz_policy *p, int stages) {
     int edges = stages > 1 ? stages - 1 : 0;
@@ -38,10 +39,9 @@ static pz_status fail_at(const char *origin, const char *text, size_t pos, const
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    size_t len = strlen(text);
-    if (pos > len) pos = len;
-    if (pos > 2000) pos = 2000;
-    return pz_fail(PZ_ERR_ARG, "%s: %s\n  %.2000s\n  %*s^", origin, msg, text, (int)pos, "");
+    char head[768];
+    snprintf(head, sizeof head, "%s: %s\n", origin, msg);
+    return pz_fail_caret(PZ_ERR_ARG, head, "  ", text, pos);
 }
 
 static int word_at(const char *s, const char *w) {
