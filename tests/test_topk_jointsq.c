@@ -12,6 +12,7 @@
 #include "compress/codec.h"
 #include "compress/codec_impl.h"
 #include "compress/elem.h"
+#include "compress/jointsq.h"
 #include "compress/mckp.h"
 #include "base/clock.h"
 #include "base/mem.h"
@@ -20,14 +21,11 @@
 
 extern const pz_codec_impl pz_codec_topk, pz_codec_jointsq;
 
-/* A copy of the jointsq codec whose bracket of the critical multiplier is
- * (nearly) always wrong and whose candidate buffer is tiny, so that the
- * retry, narrowing and fallback paths of the large-tensor solver run. */
-#define pz_codec_jointsq pz_codec_jointsq_forced
-#define JSQ_DELTA 1e-5
-#define JSQ_CCAP_MIN 64
-#include "compress/jointsq.c"
-#undef pz_codec_jointsq
+/* The jointsq solver tuned so that its bracket of the critical multiplier
+ * is (nearly) always wrong and its candidate buffer tiny: the retry,
+ * narrowing and fallback paths of the large-tensor solver run. */
+static const pz_jsq_tuning forced_tuning = {16384, 1e-5, 64};
+static const pz_jsq_tuning default_tuning = PZ_JSQ_TUNING_DEFAULT;
 
 static int failures = 0;
 #define CHECK(cond, ...)                                                  \
@@ -601,7 +599,8 @@ static void test_jointsq_large(void) {
                     uint8_t *pl = malloc(cap + 1), *pl2 = malloc(cap + 1);
                     double budget_bits = floor((double)p.budget * (double)n), e[2] = {0, 0};
                     for (int forced = 0; forced < 2; forced++) {
-                        const pz_codec_impl *im = forced ? &pz_codec_jointsq_forced : &pz_codec_jointsq;
+                        const pz_codec_impl *im = &pz_codec_jointsq;
+                        pz_jsq_tune = forced ? forced_tuning : default_tuning;
                         pz_codec_ctx ctx = {.seed = 9, .step = bi};
                         size_t len = 0, len2 = 0;
                         pz_status st = im->encode(&p, x, &s, &ctx, pl, cap, &len);
@@ -624,6 +623,7 @@ static void test_jointsq_large(void) {
                         CHECK(len2 == len && !memcmp(pl, pl2, len), "%s not deterministic", spec);
                         cases++;
                     }
+                    pz_jsq_tune = default_tuning;
                     /* same greedy solution up to the ties and the fill: errors within 2% */
                     double d = fabs(e[1] - e[0]) / fmax(e[0], 1e-12);
                     if (e[0] > 1e-9) worst = fmax(worst, d);
