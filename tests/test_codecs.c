@@ -1151,6 +1151,5 @@ int main(void) {
     test_corruption();
     test_payload_edits();
     test_peek();
-    printf("%d of %d checks passed\n", checks - failures, checks);
-    return failures ? 1 : 0;
+    return check_summary("test_codecs");
 }

@@ -402,6 +402,5 @@ int main(void) {
     for (size_t si = 0; si < sizeof specs / sizeof specs[0]; si++)
         for (size_t h = 0; h < sizeof shapes / sizeof shapes[0]; h++)
             for (uint64_t seed = 1; seed <= 2; seed++) run_spec(specs[si], &shapes[h], seed * 1000 + h);
-    printf("test_elem_shared: %d checks, %d failures\n", checks, failures);
-    return failures ? 1 : 0;
+    return check_summary("test_elem_shared");
 }

@@ -166,6 +166,5 @@ int main(int argc, char **argv) {
                 got.len, path);
     free(want);
     free(got.p);
-    printf("test_golden: %d checks, %d failed\n", checks, failures);
-    return failures ? 1 : 0;
+    return check_summary("test_golden");
 }

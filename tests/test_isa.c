@@ -315,6 +315,5 @@ int main(int argc, char **argv) {
     test_codecs();
     test_ops();
     test_bad_env();
-    printf("test_isa: %d checks, %d failed\n", checks, failures);
-    return failures ? 1 : 0;
+    return check_summary("test_isa");
 }

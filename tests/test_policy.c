@@ -6,9 +6,7 @@
 #include <string.h>
 
 #include "runtime/policy.h"
-
-static int fails;
-#define CHECK(c, ...) do { if (!(c)) { fails++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+#include "tests/check.h"
 
 static const char *spec_or_none(const pz_policy *p, int e, int d) {
     const char *s = pz_policy_codec(p, e, d);
@@ -131,6 +129,5 @@ int main(void) {
         pz_policy_free(&p);
         remove(path);
     }
-    printf("test_policy: %d failure(s)\n", fails);
-    return fails != 0;
+    return check_summary("test_policy");
 }

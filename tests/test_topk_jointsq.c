@@ -14,6 +14,7 @@
 #include "compress/elem.h"
 #include "compress/mckp.h"
 #include "runtime/util.h"
+#include "tests/check.h"
 
 extern const pz_codec_impl pz_codec_topk, pz_codec_jointsq;
 
@@ -25,17 +26,6 @@ extern const pz_codec_impl pz_codec_topk, pz_codec_jointsq;
 #define JSQ_CCAP_MIN 64
 #include "compress/jointsq.c"
 #undef pz_codec_jointsq
-
-static int failures = 0;
-#define CHECK(cond, ...)                                                  \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            failures++;                                                   \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fprintf(stderr, "\n");                                        \
-        }                                                                 \
-    } while (0)
 
 /* ---------------------------------------------------------------- data */
 
@@ -1026,10 +1016,5 @@ int main(int argc, char **argv) {
     test_framework();
 #endif
     if (argc > 1 && !strcmp(argv[1], "--bench")) bench();
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("all topk/jointsq tests passed\n");
-    return 0;
+    return check_summary("test_topk_jointsq");
 }

@@ -38,18 +38,10 @@
 #include <unistd.h>
 
 #include "runtime/transport.h"
+#include "tests/check.h"
 
 static int g_rank = -1;
 
-#define CHECK(cond, ...)                                                                   \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "[rank %d] CHECK failed at %s:%d: ", g_rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                                  \
-            fputc('\n', stderr);                                                           \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
 #define OK(expr)                                                                           \
     do {                                                                                   \
         pz_status s_ = (expr);                                                             \
@@ -649,8 +641,6 @@ static int run_child(scenario s, int rank, int world, int port) {
     return 1;
 }
 
-static int g_failures;
-
 /* Forks `world` children, waits up to limit_s, kills and reaps the rest.
  * `victim`: the rank expected to die by SIGKILL (-1: none). */
 static void run(const char *name, const ucx_config *cfg, scenario s, int world, int victim, double limit_s,
@@ -666,6 +656,11 @@ static void run(const char *name, const ucx_config *cfg, scenario s, int world, 
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             alarm((unsigned)limit_s + 5);
             g_rank = r;
+            /* a child exits 1 at its first failed check: its later steps build on each one */
+            static char tag[32];
+            snprintf(tag, sizeof tag, "[rank %d] ", r);
+            check_tag = tag;
+            check_fatal = 1;
             g_cfg = cfg;
             apply_config(cfg);
             fflush(NULL);
@@ -708,7 +703,7 @@ static void run(const char *name, const ucx_config *cfg, scenario s, int world, 
     printf("%s - %s [%s] W=%d (%.2f s)%s\n", ok ? "ok" : "FAIL", name, cfg ? cfg->name : "-", world, pz_now() - t0,
            timed_out ? " TIMED OUT" : "");
     fflush(stdout);
-    if (!ok) g_failures++;
+    CHECK(ok, "%s [%s] W=%d", name, cfg ? cfg->name : "-", world);
 }
 
 static int want(int argc, char **argv, const char *what) {
@@ -746,6 +741,5 @@ int main(int argc, char **argv) {
         run("a single rank", tcp, S_SOLO, 1, -1, 20, 0);
     }
     alarm(0);
-    printf("%s\n", g_failures ? "FAILED" : "all transport tests passed");
-    return g_failures ? 1 : 0;
+    return check_summary("test_transport");
 }

@@ -41,18 +41,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-static pz_rng rng;
+#include "tests/check.h"
 
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            failures++;                                                        \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                        \
-            printf(__VA_ARGS__);                                               \
-            printf("\n");                                                      \
-        }                                                                      \
-    } while (0)
+static pz_rng rng;
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -770,10 +761,5 @@ int main(void) {
     test_framework("ef21(topk:0.1)", PZ_WRAP_EF21, "topk:0.1");
     test_framework("aq(q4)", PZ_WRAP_AQ, "q4");
 #endif
-    if (failures) {
-        printf("test_wrappers: %d FAILED\n", failures);
-        return 1;
-    }
-    printf("test_wrappers: all passed\n");
-    return 0;
+    return check_summary("test_wrappers");
 }

@@ -280,6 +280,5 @@ int main(void) {
                                 "sign:stochastic,sdtype=fp16"};
     for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) refused(big[i], 1, stream);
     CU(cudaStreamDestroy(stream));
-    printf("test_gpu_codecs: %d checks, %d failures\n", checks, failures);
-    return failures ? 1 : 0;
+    return check_summary("test_gpu_codecs");
 }
