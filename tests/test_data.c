@@ -72,7 +72,8 @@ static void test_round_trip(void) {
         fseek(f, 0, SEEK_SET);
         int32_t h[256];
         CHECK(fread(h, sizeof h, 1, f) == 1, "cannot read the shard header");
-        CHECK(h[0] == 20240520 && h[1] == 1 && h[2] == (int32_t)n, "header magic %d version %d count %d", h[0], h[1], h[2]);
+        CHECK(h[0] == 20240520 && h[1] == 1 && h[2] == (int32_t)n, "header magic %d version %d count %d", h[0], h[1],
+              h[2]);
         int zero = 1;
         for (int i = 3; i < 256; i++) zero &= h[i] == 0;
         CHECK(zero, "header words 3..255 are not zero");
@@ -111,7 +112,8 @@ static void test_sample_ids(void) {
     CHECK(d.nshards == 2, "%d shards, want 2", d.nshards);
     CHECK(strcmp(d.paths[0], tpath("ids_a.bin")) == 0, "first shard %s, want ids_a.bin (sorted)", d.paths[0]);
     CHECK(pz_dataset_num_samples(&d) == 7, "%zu samples, want 5 + 2", pz_dataset_num_samples(&d));
-    CHECK(d.first_id[0] == 0 && d.first_id[1] == 5 && d.first_id[2] == 7, "first ids %zu %zu %zu, want 0 5 7", d.first_id[0], d.first_id[1], d.first_id[2]);
+    CHECK(d.first_id[0] == 0 && d.first_id[1] == 5 && d.first_id[2] == 7, "first ids %zu %zu %zu, want 0 5 7",
+          d.first_id[0], d.first_id[1], d.first_id[2]);
 
     int inp[4], tgt[4];
     for (size_t id = 0; id < 7; id++) {
@@ -131,7 +133,8 @@ static void test_sample_ids(void) {
 
     /* the same two shards by glob give the same ids */
     CHECK_STATUS(pz_dataset_open(&d, tpath("ids_*.bin"), T, 1000), PZ_OK, NULL);
-    CHECK(d.nshards == 2 && pz_dataset_num_samples(&d) == 7, "glob: %d shards, %zu samples", d.nshards, pz_dataset_num_samples(&d));
+    CHECK(d.nshards == 2 && pz_dataset_num_samples(&d) == 7, "glob: %d shards, %zu samples", d.nshards,
+          pz_dataset_num_samples(&d));
     pz_dataset_sample(&d, 6, inp, tgt);
     CHECK(inp[0] == 504 && tgt[3] == 508, "glob: sample 6 from %d, last target %d", inp[0], tgt[3]);
     pz_dataset_close(&d);
@@ -376,7 +379,8 @@ static void test_tokenizer(void) {
     CHECK_STATUS(pz_tokenize_bytes(rev, 2, tr, NULL, 0.0), PZ_OK, NULL);
     st = read_byte_shard(tr, &nt);
     CHECK(nt == 1000, "%zu bytes, want 1000", nt);
-    if (st) CHECK(memcmp(st, text + 300, 700) == 0 && memcmp(st + 700, text, 300) == 0, "inputs not in the order given");
+    if (st)
+        CHECK(memcmp(st, text + 300, 700) == 0 && memcmp(st + 700, text, 300) == 0, "inputs not in the order given");
     free(st);
 
     /* a newline more than 4 KiB before the cut is not used: 10000 bytes with
