@@ -157,7 +157,7 @@ typedef struct {
     int buffers;             /* add h.i.attn.bias (1, 1, maxT, maxT) and h.i.attn.masked_bias () */
     int no_meta;             /* write no __metadata__ */
     const char *meta_key, *meta_val; /* one more (or overriding) metadata entry */
-    int skip_layer;          /* leave out every tensor of this block (-1: none) */
+    int skip_layer;          /* leave out every tensor of block skip_layer - 1 (0: none) */
 } hf_opts;
 
 /* Writes p as HF GPT-2 safetensors, without the library's conversions:
@@ -179,7 +179,7 @@ static pz_status save_hf(const char *path, const pz_gpt2_params *p, const void *
         pz_tensor_info *t = &ts[i];
         if (o->skip && strcmp(t->name, o->skip) == 0) continue;
         int layer = -1;
-        if (sscanf(t->name, "h.%d.", &layer) == 1 && layer == o->skip_layer) continue;
+        if (sscanf(t->name, "h.%d.", &layer) == 1 && layer == o->skip_layer - 1) continue;
         pz_st_write_tensor *w = &ws[nw];
         snprintf(names[nw], sizeof names[0], "%s%s", o->prefix ? o->prefix : "", t->name);
         w->name = names[nw];
@@ -258,7 +258,7 @@ static pz_status save_hf(const char *path, const pz_gpt2_params *p, const void *
     return st;
 }
 
-static const hf_opts no_opts = {.skip_layer = -1};
+static const hf_opts no_opts = {0};
 
 /* -------------------------------------------------------------- bf16 bits */
 
@@ -285,6 +285,26 @@ static void test_bf16(void) {
 
 /* ------------------------------------------------------------ round trips */
 
+/* Saves a whole model a to path (version 0: safetensors; 3, 5: llm.c v3, v5),
+ * checks the format and config read back (for llm.c also the file size the
+ * header implies) and loads the file into b, a fresh model of NaN bytes. */
+static void save_and_reload(const char *label, const model *a, const char *path, int version, model *b) {
+    const pz_gpt2_config *c = &a->p.cfg;
+    char what[96];
+    if (version) snprintf(what, sizeof what, "%s: llm.c v%d", label, version);
+    else snprintf(what, sizeof what, "%s: safetensors", label);
+    pz_status st = version ? pz_ckpt_save_llmc(path, &a->p, version) : pz_ckpt_save_safetensors(path, &a->p);
+    check_status_at(__FILE__, __LINE__, what, st, PZ_OK, NULL);
+    long want_size = 1024 + (version == 5 ? 2 : 4) * (long)pz_gpt2_numel(c);
+    CHECK(!version || file_size(path) == want_size, "%s: size %ld, want %ld", what, file_size(path), want_size);
+    pz_gpt2_config rc;
+    pz_ckpt_format fmt;
+    check_status_at(__FILE__, __LINE__, what, pz_ckpt_read_config(path, &rc, &fmt), PZ_OK, NULL);
+    CHECK(fmt == (version ? PZ_CKPT_LLMC : PZ_CKPT_SAFETENSORS) && config_eq(&rc, c), "%s: config", what);
+    model_new(b, c, pz_whole_model(c), 0);
+    check_status_at(__FILE__, __LINE__, what, pz_ckpt_load(path, &b->p), PZ_OK, NULL);
+}
+
 /* Save a model in one format, check the detected config, load it back. */
 static void test_roundtrip(const char *label, const pz_gpt2_config *c) {
     model a, b;
@@ -296,33 +316,19 @@ static void test_roundtrip(const char *label, const pz_gpt2_config *c) {
 
     /* safetensors: bit-exact */
     const char *st = tp("rt.safetensors");
-    CHECK_STATUS(pz_ckpt_save_safetensors(st, &a.p), PZ_OK, NULL);
-    CHECK_STATUS(pz_ckpt_read_config(st, &rc, &fmt), PZ_OK, NULL);
-    CHECK(fmt == PZ_CKPT_SAFETENSORS && config_eq(&rc, c), "%s: safetensors config", label);
-    model_new(&b, c, whole, 0);
-    CHECK_STATUS(pz_ckpt_load(st, &b.p), PZ_OK, NULL);
+    save_and_reload(label, &a, st, 0, &b);
     CHECK(bits_eq(a.mem, b.mem, n), "%s: safetensors round trip is not bit-exact", label);
     model_free(&b);
 
     /* llm.c v3: bit-exact, size as the header says */
     const char *v3 = tp("rt_v3.bin");
-    CHECK_STATUS(pz_ckpt_save_llmc(v3, &a.p, 3), PZ_OK, NULL);
-    CHECK(file_size(v3) == 1024 + 4 * (long)n, "%s: v3 size %ld", label, file_size(v3));
-    CHECK_STATUS(pz_ckpt_read_config(v3, &rc, &fmt), PZ_OK, NULL);
-    CHECK(fmt == PZ_CKPT_LLMC && config_eq(&rc, c), "%s: llm.c v3 config", label);
-    model_new(&b, c, whole, 0);
-    CHECK_STATUS(pz_ckpt_load(v3, &b.p), PZ_OK, NULL);
+    save_and_reload(label, &a, v3, 3, &b);
     CHECK(bits_eq(a.mem, b.mem, n), "%s: llm.c v3 round trip is not bit-exact", label);
     model_free(&b);
 
     /* llm.c v5: every element is a's rounded to nearest-even bf16 */
     const char *v5 = tp("rt_v5.bin");
-    CHECK_STATUS(pz_ckpt_save_llmc(v5, &a.p, 5), PZ_OK, NULL);
-    CHECK(file_size(v5) == 1024 + 2 * (long)n, "%s: v5 size %ld", label, file_size(v5));
-    CHECK_STATUS(pz_ckpt_read_config(v5, &rc, &fmt), PZ_OK, NULL);
-    CHECK(fmt == PZ_CKPT_LLMC && config_eq(&rc, c), "%s: llm.c v5 config", label);
-    model_new(&b, c, whole, 0);
-    CHECK_STATUS(pz_ckpt_load(v5, &b.p), PZ_OK, NULL);
+    save_and_reload(label, &a, v5, 5, &b);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
         float want = pz_bf16_to_f32(pz_f32_to_bf16(a.mem[i]));
@@ -442,6 +448,83 @@ static void test_written_layout(void) {
     model_free(&a);
 }
 
+/* Loads path into a fresh model of config c, stage r (NaN bytes before): the
+ * status must be want and an error's message must name needle. The model
+ * goes to *out if out is not NULL, else it is freed. */
+static void load_check(const char *what, const char *path, const pz_gpt2_config *c, pz_stage_range r, pz_status want,
+                       const char *needle, model *out) {
+    model b;
+    model_new(&b, c, r, 0);
+    check_status_at(__FILE__, __LINE__, what, pz_ckpt_load(path, &b.p), want, needle);
+    if (out) *out = b;
+    else model_free(&b);
+}
+
+/* An HF file of a's elements as 16-bit values h (BF16 or F16) must load as
+ * decode(h), bit for bit. */
+static void check_16bit_file(const char *name, const model *a, const char *path, const uint16_t *h, pz_st_dtype dtype,
+                             float (*decode)(uint16_t)) {
+    const pz_gpt2_config *c = &a->p.cfg;
+    size_t n = pz_gpt2_numel(c), bad = 0;
+    check_status_at(__FILE__, __LINE__, name, save_hf(path, &a->p, h, 2, dtype, &no_opts), PZ_OK, NULL);
+    model b;
+    load_check(name, path, c, pz_whole_model(c), PZ_OK, NULL, &b);
+    for (size_t i = 0; i < n; i++) {
+        float want = decode(h[i]);
+        if (memcmp(&want, &b.mem[i], 4) != 0) bad++;
+    }
+    CHECK(bad == 0, "%s file: %zu elements wrong", name, bad);
+    model_free(&b);
+}
+
+/* An HF file with one thing wrong (written by save_hf with o): reading its
+ * config gives cfg, naming cfg_msg; if load, loading it as a whole model
+ * gives load_st, naming load_msg. */
+typedef struct {
+    const char *what;
+    hf_opts o;
+    pz_status cfg;
+    const char *cfg_msg;
+    int load;
+    pz_status load_st;
+    const char *load_msg;
+} hf_case;
+
+static void check_hf_case(const model *a, const char *path, const hf_case *k) {
+    char what[128];
+    snprintf(what, sizeof what, "HF file %s", k->what);
+    check_status_at(__FILE__, __LINE__, what, save_hf(path, &a->p, a->mem, 4, PZ_ST_F32, &k->o), PZ_OK, NULL);
+    pz_gpt2_config rc;
+    check_status_at(__FILE__, __LINE__, what, pz_ckpt_read_config(path, &rc, NULL), k->cfg, k->cfg_msg);
+    if (k->load) load_check(what, path, &a->p.cfg, pz_whole_model(&a->p.cfg), k->load_st, k->load_msg, NULL);
+}
+
+static const hf_case hf_cases[] = {
+    /* missing tensors */
+    {"without h.1.mlp.c_fc.bias", {.skip = "h.1.mlp.c_fc.bias"}, PZ_ERR_FORMAT, "h.1.mlp.c_fc.bias",
+     1, PZ_ERR_FORMAT, "h.1.mlp.c_fc.bias"},
+    /* a gap in the blocks (no metadata, so L comes from the indices) */
+    {"without block 0", {.skip_layer = 1, .no_meta = 1, .meta_key = "n_head", .meta_val = "4"}, PZ_ERR_FORMAT, "h.0",
+     0, PZ_OK, NULL},
+    /* extra tensors, named in the message */
+    {"with h.0.attn.rotary.weight", {.extra = "h.0.attn.rotary.weight"}, PZ_ERR_FORMAT, "h.0.attn.rotary.weight",
+     1, PZ_ERR_FORMAT, "h.0.attn.rotary.weight"},
+    {"with a block past n_layer", {.extra = "h.2.ln_1.weight"}, PZ_ERR_FORMAT, "h.2", 1, PZ_ERR_FORMAT, "h.2"},
+    {"with a non-canonical block index", {.extra = "h.01.ln_1.weight"}, PZ_ERR_FORMAT, "h.01.ln_1.weight",
+     0, PZ_OK, NULL},
+    /* wrong shapes; a wider wte makes C disagree with the metadata */
+    {"with a wrong c_proj shape", {.reshape = "h.1.attn.c_proj.weight"}, PZ_ERR_SHAPE, "h.1.attn.c_proj.weight",
+     1, PZ_ERR_SHAPE, "h.1.attn.c_proj.weight"},
+    {"with a wrong wte shape", {.reshape = "wte.weight"}, PZ_ERR_FORMAT, "n_embd", 1, PZ_ERR_SHAPE, "wte.weight"},
+    /* head count: C = 96 is not a multiple of 64, so without metadata it must
+     * be asked for (loading works: nothing contradicts the model's own NH) */
+    {"without metadata", {.no_meta = 1}, PZ_ERR_FORMAT, "n_head", 1, PZ_OK, NULL},
+    {"with n_head 5", {.meta_key = "n_head", .meta_val = "5"}, PZ_ERR_FORMAT, "divide", 0, PZ_OK, NULL},
+    {"with n_head four", {.meta_key = "n_head", .meta_val = "four"}, PZ_ERR_FORMAT, "n_head", 0, PZ_OK, NULL},
+    {"with block_range 2-1", {.meta_key = "block_range", .meta_val = "2-1"}, PZ_ERR_FORMAT, "block_range",
+     0, PZ_OK, NULL},
+};
+
 /* Files in HF layout written by save_hf: other dtypes, prefixes, tied heads,
  * buffers, and every way the tensor set can be wrong. */
 static void test_hf_files(void) {
@@ -453,44 +536,29 @@ static void test_hf_files(void) {
     pz_gpt2_config rc;
     model_new(&a, &c, whole, 99);
     const char *path = tp("hf.safetensors");
-    hf_opts o;
 
     /* plain F32 through the independent writer: checks the Conv1D direction */
     CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &no_opts), PZ_OK, NULL);
-    model_new(&b, &c, whole, 0);
-    CHECK_STATUS(pz_ckpt_load(path, &b.p), PZ_OK, NULL);
+    load_check("HF F32 file", path, &c, whole, PZ_OK, NULL, &b);
     CHECK(bits_eq(a.mem, b.mem, n), "HF F32 file differs after load");
     model_free(&b);
 
     /* transformers' state_dict(): "transformer." prefix, tied lm_head, mask buffers */
-    o = no_opts; o.prefix = "transformer."; o.lm_head = 1; o.buffers = 1;
-    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK, NULL);
+    hf_opts state_dict = {.prefix = "transformer.", .lm_head = 1, .buffers = 1};
+    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &state_dict), PZ_OK, NULL);
     CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_OK, NULL);
     CHECK(config_eq(&rc, &c), "prefixed file config");
-    model_new(&b, &c, whole, 0);
-    CHECK_STATUS(pz_ckpt_load(path, &b.p), PZ_OK, NULL);
+    load_check("prefixed file", path, &c, whole, PZ_OK, NULL, &b);
     CHECK(bits_eq(a.mem, b.mem, n), "prefixed file differs after load");
     model_free(&b);
 
-    o = no_opts; o.lm_head = 2;
-    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK, NULL);
-    model_new(&b, &c, whole, 0);
-    CHECK_STATUS(pz_ckpt_load(path, &b.p), PZ_ERR_FORMAT, "untied");
-    model_free(&b);
+    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &(hf_opts){.lm_head = 2}), PZ_OK, NULL);
+    load_check("untied lm_head", path, &c, whole, PZ_ERR_FORMAT, "untied", NULL);
 
     /* BF16 file: loads as the bf16 rounding */
     uint16_t *h = xmalloc(n * 2);
     for (size_t i = 0; i < n; i++) h[i] = pz_f32_to_bf16(a.mem[i]);
-    CHECK_STATUS(save_hf(path, &a.p, h, 2, PZ_ST_BF16, &no_opts), PZ_OK, NULL);
-    model_new(&b, &c, whole, 0);
-    CHECK_STATUS(pz_ckpt_load(path, &b.p), PZ_OK, NULL);
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        float want = pz_bf16_to_f32(h[i]);
-        if (memcmp(&want, &b.mem[i], 4) != 0) bad++;
-    }
-    CHECK(bad == 0, "BF16 file: %zu elements wrong", bad);
-    model_free(&b);
+    check_16bit_file("BF16", &a, path, h, PZ_ST_BF16, pz_bf16_to_f32);
 
     /* F16 file: random finite half bit patterns (normals, subnormals, zeros) */
     pz_rng r;
@@ -503,107 +571,26 @@ static void test_hf_files(void) {
     /* padded wte rows come back as zeros */
     memset(h + (size_t)c.vocab_size * (size_t)c.channels, 0,
            (size_t)(c.padded_vocab_size - c.vocab_size) * (size_t)c.channels * 2);
-    CHECK_STATUS(save_hf(path, &a.p, h, 2, PZ_ST_F16, &no_opts), PZ_OK, NULL);
-    model_new(&b, &c, whole, 0);
-    CHECK_STATUS(pz_ckpt_load(path, &b.p), PZ_OK, NULL);
-    bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        float want = f16_ref(h[i]);
-        if (memcmp(&want, &b.mem[i], 4) != 0) bad++;
-    }
-    CHECK(bad == 0, "F16 file: %zu elements wrong", bad);
-    model_free(&b);
+    check_16bit_file("F16", &a, path, h, PZ_ST_F16, f16_ref);
     free(h);
 
     /* missing tensor: a whole model cannot load; a stage that does not need it can */
-    o = no_opts; o.skip = "ln_f.weight";
-    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK, NULL);
-    CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "ln_f.weight");
-    model_new(&b, &c, whole, 0);
-    CHECK_STATUS(pz_ckpt_load(path, &b.p), PZ_ERR_FORMAT, "missing tensor 'ln_f.weight'");
-    model_free(&b);
-    model_new(&b, &c, range(0, 1, 1, 0), 0);
-    CHECK_STATUS(pz_ckpt_load(path, &b.p), PZ_OK, NULL);
+    check_hf_case(&a, path, &(hf_case){"without ln_f.weight", {.skip = "ln_f.weight"}, PZ_ERR_FORMAT, "ln_f.weight",
+                                       1, PZ_ERR_FORMAT, "missing tensor 'ln_f.weight'"});
+    load_check("first stage without ln_f", path, &c, range(0, 1, 1, 0), PZ_OK, NULL, &b);
     CHECK(same_as_whole(&b, &a), "first stage from a file without ln_f");
     model_free(&b);
-
-    o = no_opts; o.skip = "h.1.mlp.c_fc.bias";
-    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK, NULL);
-    CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "h.1.mlp.c_fc.bias");
-    model_new(&b, &c, whole, 0);
-    CHECK_STATUS(pz_ckpt_load(path, &b.p), PZ_ERR_FORMAT, "h.1.mlp.c_fc.bias");
-    model_free(&b);
-
-    /* a gap in the blocks (no metadata, so L comes from the indices) */
-    o = no_opts; o.skip_layer = 0; o.no_meta = 1; o.meta_key = "n_head"; o.meta_val = "4";
-    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK, NULL);
-    CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "h.0");
-
-    /* extra tensors, named in the message */
-    o = no_opts; o.extra = "h.0.attn.rotary.weight";
-    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK, NULL);
-    CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "h.0.attn.rotary.weight");
-    model_new(&b, &c, whole, 0);
-    CHECK_STATUS(pz_ckpt_load(path, &b.p), PZ_ERR_FORMAT, "h.0.attn.rotary.weight");
-    model_free(&b);
-    o = no_opts; o.extra = "h.2.ln_1.weight"; /* a block past n_layer */
-    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK, NULL);
-    CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "h.2");
-    model_new(&b, &c, whole, 0);
-    CHECK_STATUS(pz_ckpt_load(path, &b.p), PZ_ERR_FORMAT, "h.2");
-    model_free(&b);
-    o = no_opts; o.extra = "h.01.ln_1.weight"; /* not a canonical index */
-    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK, NULL);
-    CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "h.01.ln_1.weight");
-
-    /* wrong shapes */
-    o = no_opts; o.reshape = "h.1.attn.c_proj.weight";
-    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK, NULL);
-    CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_SHAPE, "h.1.attn.c_proj.weight");
-    model_new(&b, &c, whole, 0);
-    CHECK_STATUS(pz_ckpt_load(path, &b.p), PZ_ERR_SHAPE, "h.1.attn.c_proj.weight");
-    model_free(&b);
-    o = no_opts; o.reshape = "wte.weight";
-    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK, NULL);
-    CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "n_embd"); /* C disagrees with metadata */
-    model_new(&b, &c, whole, 0);
-    CHECK_STATUS(pz_ckpt_load(path, &b.p), PZ_ERR_SHAPE, "wte.weight");
-    model_free(&b);
+    for (size_t i = 0; i < sizeof hf_cases / sizeof hf_cases[0]; i++) check_hf_case(&a, path, &hf_cases[i]);
 
     /* a model whose config does not match the file */
     CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &no_opts), PZ_OK, NULL);
-    pz_gpt2_config other = c;
-    other.num_heads = 2;
-    model_new(&b, &other, pz_whole_model(&other), 0);
-    CHECK_STATUS(pz_ckpt_load(path, &b.p), PZ_ERR_SHAPE, "n_head");
-    model_free(&b);
-    other = c;
-    other.max_seq_len = 32;
-    model_new(&b, &other, pz_whole_model(&other), 0);
-    CHECK_STATUS(pz_ckpt_load(path, &b.p), PZ_ERR_SHAPE, NULL);
-    model_free(&b);
-    other = c;
-    other.num_layers = 3;
-    model_new(&b, &other, pz_whole_model(&other), 0);
-    CHECK_STATUS(pz_ckpt_load(path, &b.p), PZ_ERR_SHAPE, NULL);
-    model_free(&b);
-
-    /* head count: C = 96 is not a multiple of 64, so without metadata it must be asked for */
-    o = no_opts; o.no_meta = 1;
-    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK, NULL);
-    CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "n_head");
-    model_new(&b, &c, whole, 0);
-    CHECK_STATUS(pz_ckpt_load(path, &b.p), PZ_OK, NULL); /* nothing contradicts the model's own NH */
-    model_free(&b);
-    o = no_opts; o.meta_key = "n_head"; o.meta_val = "5";
-    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK, NULL);
-    CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "divide");
-    o = no_opts; o.meta_key = "n_head"; o.meta_val = "four";
-    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK, NULL);
-    CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "n_head");
-    o = no_opts; o.meta_key = "block_range"; o.meta_val = "2-1";
-    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK, NULL);
-    CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "block_range");
+    pz_gpt2_config heads = c, seq = c, layers = c;
+    heads.num_heads = 2;
+    seq.max_seq_len = 32;
+    layers.num_layers = 3;
+    load_check("other n_head", path, &heads, pz_whole_model(&heads), PZ_ERR_SHAPE, "n_head", NULL);
+    load_check("other max_seq_len", path, &seq, pz_whole_model(&seq), PZ_ERR_SHAPE, NULL, NULL);
+    load_check("other num_layers", path, &layers, pz_whole_model(&layers), PZ_ERR_SHAPE, NULL, NULL);
 
     /* a non-GPT-2 dtype */
     int32_t *ints = xcalloc(n, 4);
@@ -619,8 +606,7 @@ static void test_hf_files(void) {
      * (it used to be guessed as C/64 = 1: a 2-head model evaluated wrong) */
     pz_gpt2_config c64 = {16, 300, 512, 2, 2, 64};
     model_new(&a, &c64, pz_whole_model(&c64), 3);
-    o = no_opts; o.no_meta = 1;
-    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK, NULL);
+    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &(hf_opts){.no_meta = 1}), PZ_OK, NULL);
     CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "--heads");
     CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "config.json");
     CHECK_STATUS(pz_ckpt_read_config_heads(path, 2, &rc, NULL), PZ_OK, NULL);   /* --heads 2: Vp = pad(V) */
