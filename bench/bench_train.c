@@ -50,14 +50,10 @@ int main(int argc, char **argv) {
     int threads = 0, steps = 5;
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
-        long v;
-        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
-            if (pz_parse_int(argv[++i], 0, 1024, &v, "--threads") != PZ_OK) pz_die("%s", pz_last_error());
-            threads = (int)v;
-        } else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
-            if (pz_parse_int(argv[++i], 1, 1000, &v, "--steps") != PZ_OK) pz_die("%s", pz_last_error());
-            steps = (int)v;
-        } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+        if (bench_int_option(argc, argv, &i, "--threads", 0, 1024, &threads) ||
+            bench_int_option(argc, argv, &i, "--steps", 1, 1000, &steps))
+            continue;
+        if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
             only = argv[++i];
         } else {
             fprintf(stderr, "usage: bench_train [--threads N] [--steps N] [--only gpt2|demo]\n");

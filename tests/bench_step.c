@@ -4,9 +4,18 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime/optim.h"
 #include "stages/stage.h"
+
+int bench_int_option(int argc, char **argv, int *i, const char *name, long lo, long hi, int *out) {
+    if (strcmp(argv[*i], name) != 0 || *i + 1 >= argc) return 0;
+    long v;
+    if (pz_parse_int(argv[++*i], lo, hi, &v, name) != PZ_OK) pz_die("%s", pz_last_error());
+    *out = (int)v;
+    return 1;
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

@@ -5,6 +5,11 @@
 
 #include "kernels/backend.h"
 
+/* If argv[*i] is `name` and a value follows: parses it as an integer in
+ * [lo, hi] into *out (dies with the parser's message if it is not), moves *i
+ * past it and returns 1; else returns 0. */
+int bench_int_option(int argc, char **argv, int *i, const char *name, long lo, long hi, int *out);
+
 /* median of v[0..n) (sorts v) */
 double bench_median(double *v, int n);
 

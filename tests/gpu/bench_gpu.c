@@ -62,18 +62,10 @@ static void sync_device(void) { CK(cudaDeviceSynchronize()); }
 int main(int argc, char **argv) {
     int tf32 = 0, steps = 10, B = 4, T = 1024;
     for (int i = 1; i < argc; i++) {
-        long v;
         if (strcmp(argv[i], "--tf32") == 0) tf32 = 1;
-        else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
-            if (pz_parse_int(argv[++i], 1, 1000, &v, "--steps") != PZ_OK) pz_die("%s", pz_last_error());
-            steps = (int)v;
-        } else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
-            if (pz_parse_int(argv[++i], 1, 1024, &v, "--batch") != PZ_OK) pz_die("%s", pz_last_error());
-            B = (int)v;
-        } else if (strcmp(argv[i], "--seq") == 0 && i + 1 < argc) {
-            if (pz_parse_int(argv[++i], 1, 1024, &v, "--seq") != PZ_OK) pz_die("%s", pz_last_error());
-            T = (int)v;
-        } else {
+        else if (!bench_int_option(argc, argv, &i, "--steps", 1, 1000, &steps) &&
+                 !bench_int_option(argc, argv, &i, "--batch", 1, 1024, &B) &&
+                 !bench_int_option(argc, argv, &i, "--seq", 1, 1024, &T)) {
             fprintf(stderr, "usage: bench_gpu [--tf32] [--steps N] [--batch B] [--seq T]\n");
             return 1;
         }
