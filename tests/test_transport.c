@@ -39,6 +39,7 @@
 
 #include "runtime/transport.h"
 #include "tests/check.h"
+#include "tests/transport_util.h"
 
 static int g_rank = -1;
 
@@ -76,18 +77,6 @@ static const ucx_config configs[] = {
     {"default", {"UCX_TLS=", NULL}, "sysv/", 0},
 };
 static const ucx_config *g_cfg;
-
-static void apply_config(const ucx_config *c) {
-    for (int i = 0; c && c->env[i]; i++) {
-        char buf[128];
-        snprintf(buf, sizeof buf, "%s", c->env[i]);
-        char *eq = strchr(buf, '=');
-        if (!eq) continue;
-        *eq = 0;
-        if (eq[1]) setenv(buf, eq + 1, 1);
-        else unsetenv(buf); /* "NAME=": make sure it is not set */
-    }
-}
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -612,18 +601,6 @@ static void on_alarm(int sig) {
     _exit(2);
 }
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr *)&a, &l) != 0) {
-        perror("free_port");
-        exit(1);
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 typedef enum { S_BASIC, S_KILL_A, S_KILL_B, S_STOP, S_BOOT0, S_BOOT1, S_BOOT2, S_BOOT3, S_SOLO } scenario;
 
 static int run_child(scenario s, int rank, int world, int port) {
@@ -662,7 +639,7 @@ static void run(const char *name, const ucx_config *cfg, scenario s, int world, 
             check_tag = tag;
             check_fatal = 1;
             g_cfg = cfg;
-            apply_config(cfg);
+            apply_env(cfg ? cfg->env : NULL);
             fflush(NULL);
             exit(run_child(s, r, world, port)); /* exit, not _exit: LeakSanitizer checks at exit */
         }
