@@ -26,14 +26,13 @@ extern "C" {
 #include "base/rng.h"
 }
 
-#define CU(call)                                                                             \
-    do {                                                                                     \
-        cudaError_t e_ = (call);                                                             \
-        if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
+/* every CUDA call is checked: a failure names file:line and the call, and exits */
+static void cu_check(cudaError_t e, const char *call, const char *file, int line) {
+    if (e == cudaSuccess) return;
+    fprintf(stderr, "%s:%d: %s: %s\n", file, line, call, cudaGetErrorString(e));
+    exit(1);
+}
+#define CU(call) cu_check((call), #call, __FILE__, __LINE__)
 
 static double now(void) {
     struct timespec t;
@@ -49,6 +48,19 @@ static int cmpd(const void *a, const void *b) {
 static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmpd);
     return v[n / 2];
+}
+
+/* median seconds of an async copy of `bytes` on st, over runs after a
+ * warm-up (t: room for runs times) */
+static double memcpy_time(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t st, double *t,
+                          int runs) {
+    for (int k = 0; k <= runs; k++) {
+        double t0 = now();
+        CU(cudaMemcpyAsync(dst, src, bytes, kind, st));
+        CU(cudaStreamSynchronize(st));
+        if (k) t[k - 1] = now() - t0;
+    }
+    return median(t, runs);
 }
 
 int main(int argc, char **argv) {
@@ -92,20 +104,8 @@ int main(int argc, char **argv) {
     double *t = (double *)malloc(sizeof(double) * (size_t)runs);
     double gb = (double)n * 4 / 1e9;
     printf("device: %s; tensor (%zu, %zu) fp32 = %.1f MB; median of %d runs\n", prop.name, n / C, C, gb * 1e3, runs);
-    for (int k = 0; k <= runs; k++) {
-        double t0 = now();
-        CU(cudaMemcpyAsync(dy, dx, n * 4, cudaMemcpyDeviceToDevice, st));
-        CU(cudaStreamSynchronize(st));
-        if (k) t[k - 1] = now() - t0;
-    }
-    double d2d = gb / median(t, runs);
-    for (int k = 0; k <= runs; k++) {
-        double t0 = now();
-        CU(cudaMemcpyAsync(hx, dx, n * 4, cudaMemcpyDeviceToHost, st));
-        CU(cudaStreamSynchronize(st));
-        if (k) t[k - 1] = now() - t0;
-    }
-    double d2h = gb / median(t, runs);
+    double d2d = gb / memcpy_time(dy, dx, n * 4, cudaMemcpyDeviceToDevice, st, t, runs);
+    double d2h = gb / memcpy_time(hx, dx, n * 4, cudaMemcpyDeviceToHost, st, t, runs);
     printf("%-34s %10s %10s %9s %12s %12s\n", "spec", "enc GB/s", "dec GB/s", "bits/el", "enc/d2d", "enc/d2h");
     printf("%-34s %10.1f %10s %9s\n", "memcpy device->device", d2d, "", "");
     printf("%-34s %10.1f %10s %9s\n", "memcpy device->host (pageable)", d2h, "", "");

@@ -19,6 +19,7 @@
 #include "base/mem.h"
 #include "base/rng.h"
 #include "base/status.h"
+#include "tests/op_ctx.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -40,8 +41,6 @@ static double cpu_now(void) {
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
-
-typedef void (*op_fn)(void *ctx);
 
 static int cpu_clock; /* time ops by CPU time / threads instead of wall time */
 
@@ -69,19 +68,6 @@ static float *randbuf(size_t n, float sd) {
 
 /* ---- matmul ----------------------------------------------------------- */
 
-typedef struct {
-    int N, C, OC;
-    float *inp, *w, *bias, *out, *dout, *dinp, *dw, *db;
-} mm_ctx;
-
-static void mm_fwd(void *p) {
-    mm_ctx *c = p;
-    be->matmul_forward(c->out, c->inp, c->w, c->bias, c->N, c->C, c->OC);
-}
-static void mm_bwd(void *p) {
-    mm_ctx *c = p;
-    be->matmul_backward(c->dinp, c->dw, c->db, c->dout, c->inp, c->w, c->N, c->C, c->OC);
-}
 static void sgemm_fwd(void *p) {
     mm_ctx *c = p;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->N, c->OC, c->C, 1.0f, c->inp, c->C,
@@ -97,12 +83,12 @@ static void sgemm_bwd(void *p) {
 
 /* prints one shape; returns the op's fwd + bwd seconds */
 static double bench_matmul(const char *name, int N, int C, int OC, int has_bias) {
-    mm_ctx c = {N, C, OC, randbuf((size_t)N * C, 1), randbuf((size_t)OC * C, 0.02f),
+    mm_ctx c = {be, N, C, OC, randbuf((size_t)N * C, 1), randbuf((size_t)OC * C, 0.02f),
                 has_bias ? randbuf(OC, 0.02f) : NULL, randbuf((size_t)N * OC, 1),
                 randbuf((size_t)N * OC, 1e-3f), randbuf((size_t)N * C, 0),
                 randbuf((size_t)OC * C, 0), has_bias ? randbuf(OC, 0) : NULL};
     const double f = 2.0 * N * C * OC;
-    const double tf = best_time(mm_fwd, &c), tb = best_time(mm_bwd, &c);
+    const double tf = best_time(mm_forward, &c), tb = best_time(mm_backward, &c);
     /* the baseline is a plain sgemm as any caller would make it: OpenBLAS's
      * own threads (the backend keeps it single-threaded) */
     openblas_set_num_threads(pz_backend_cpu_threads());
@@ -118,21 +104,7 @@ static double bench_matmul(const char *name, int N, int C, int OC, int has_bias)
     return tf + tb;
 }
 
-/* ---- attention, and the sgemm-per-head variant it was measured against -- */
-
-typedef struct {
-    int B, T, C, NH;
-    float *qkv, *out, *att, *dout, *dqkv, *scratch;
-} att_ctx;
-
-static void att_fwd(void *p) {
-    att_ctx *c = p;
-    be->attention_forward(c->out, c->att, c->qkv, c->B, c->T, c->C, c->NH);
-}
-static void att_bwd(void *p) {
-    att_ctx *c = p;
-    be->attention_backward(c->dqkv, c->scratch, c->dout, c->qkv, c->att, c->B, c->T, c->C, c->NH);
-}
+/* ---- attention, and the per-row loops it was measured against --------- */
 
 /* The first attention forward, kept for comparison: one task per (b,h,t)
  * row, hs-long vectorized dot products for the scores and axpys for the
@@ -173,11 +145,11 @@ static void att_fwd_rows(void *p) {
 /* prints one size; returns fwd + bwd seconds */
 static double bench_attention(int B, int T, int C, int NH) {
     const size_t n3 = (size_t)B * T * 3 * C, n = (size_t)B * T * C, na = (size_t)B * NH * T * T;
-    att_ctx c = {B, T, C, NH, randbuf(n3, 1), randbuf(n, 0), randbuf(na, 0), randbuf(n, 1),
+    att_ctx c = {be, B, T, C, NH, randbuf(n3, 1), randbuf(n, 0), randbuf(na, 0), randbuf(n, 1),
                  randbuf(n3, 0), randbuf(na, 0)};
     /* useful (causal) flops: 2 products forward, 4 backward */
     const double f = 2.0 * B * NH * (T * (T + 1.0) / 2) * (C / NH) * 2;
-    const double tf = best_time(att_fwd, &c), tb = best_time(att_bwd, &c);
+    const double tf = best_time(att_forward, &c), tb = best_time(att_backward, &c);
     const double ts = best_time(att_fwd_rows, &c);
     printf("  attention B=%d T=%d  fwd %7.2f ms %5.1f GF/s  bwd %7.2f ms %5.1f GF/s"
            "  | per-row loops fwd %7.2f ms\n",

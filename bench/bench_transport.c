@@ -12,13 +12,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "runtime/transport.h"
 #include "base/clock.h"
+#include "tests/transport_util.h"
 
 typedef struct {
     const char *name;
@@ -42,18 +41,6 @@ static void *big_alloc(size_t n) {
     return p;
 }
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr *)&a, &l) != 0) {
-        perror("free_port");
-        exit(1);
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static void die_on(pz_status st, int rank) {
     if (st == PZ_OK) return;
     fprintf(stderr, "rank %d: %s\n", rank, pz_last_error());
@@ -61,15 +48,7 @@ static void die_on(pz_status st, int rank) {
 }
 
 static int child(const config *c, int rank, int port, int iters, size_t bytes, int out_fd) {
-    for (int i = 0; c->env[i]; i++) {
-        char buf[128];
-        snprintf(buf, sizeof buf, "%s", c->env[i]);
-        char *eq = strchr(buf, '=');
-        if (!eq) continue;
-        *eq = 0;
-        if (eq[1]) setenv(buf, eq + 1, 1);
-        else unsetenv(buf);
-    }
+    apply_env(c->env);
     pz_transport_opts o = {rank, 2, "127.0.0.1", port, 30.0, 30.0};
     pz_transport *t;
     die_on(pz_transport_init(&t, &o), rank);

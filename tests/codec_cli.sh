@@ -16,7 +16,7 @@ bad()  { n=$((n + 1)); fails=$((fails + 1)); echo "FAIL: $1"; }
 expect_fail() {
   local what="$1" pattern="$2"; shift 2
   local out rc
-  out=$("$@" 2>&1 >/dev/null); rc=$?
+  out=$("$@" 2>&1 >/dev/null </dev/null); rc=$?
   if [ "$rc" = 0 ]; then bad "$what: exit 0"
   elif ! grep -qE -- "$pattern" <<<"$out"; then bad "$what: message does not match /$pattern/: $out"
   else ok "$what -> $(head -n 1 <<<"$out")"
@@ -130,35 +130,46 @@ else bad "raw input with --shape"; fi
 cmp -s "$dir/s1.bin" "$dir/s2.bin" && ! cmp -s "$dir/s1.bin" "$dir/s3.bin" && ok "--seed fixes stochastic rounding" \
   || bad "--seed does not fix stochastic rounding"
 
-# bad .npy files
-expect_fail "bad magic" "badmagic.npy.*not an .npy" "$pz" codec --spec q4 --in "$dir/badmagic.npy" --out "$dir/o.bin"
-expect_fail "float64" "'<f8' is not little-endian float32" "$pz" codec --spec q4 --in "$dir/f8.npy" --out "$dir/o.bin"
-expect_fail "big-endian" "'>f4' is not little-endian float32" "$pz" codec --spec q4 --in "$dir/be.npy" --out "$dir/o.bin"
-expect_fail "Fortran order" "Fortran order" "$pz" codec --spec q4 --in "$dir/fortran.npy" --out "$dir/o.bin"
-expect_fail "5 dims" "more than 4 dims" "$pz" codec --spec q4 --in "$dir/dims5.npy" --out "$dir/o.bin"
-expect_fail "0-d array" "0-d scalar" "$pz" codec --spec q4 --in "$dir/scalar.npy" --out "$dir/o.bin"
-expect_fail "zero dimension" "zero dimension" "$pz" codec --spec q4 --in "$dir/zero.npy" --out "$dir/o.bin"
-expect_fail "data too short" "short.npy: .npy data is 12284 bytes, shape needs 12288" \
-  "$pz" codec --spec q4 --in "$dir/short.npy" --out "$dir/o.bin"
-expect_fail "data too long" "data is 12292 bytes" "$pz" codec --spec q4 --in "$dir/long.npy" --out "$dir/o.bin"
-expect_fail "unknown header key" "unknown key" "$pz" codec --spec q4 --in "$dir/unknown_key.npy" --out "$dir/o.bin"
-expect_fail "duplicate header key" "duplicate key 'descr'" "$pz" codec --spec q4 --in "$dir/dup_key.npy" --out "$dir/o.bin"
-expect_fail "unsupported version" "unsupported .npy version 4.0" "$pz" codec --spec q4 --in "$dir/v4.npy" --out "$dir/o.bin"
-expect_fail "text after the dict" "text after the dict" "$pz" codec --spec q4 --in "$dir/garbage_hdr.npy" --out "$dir/o.bin"
-expect_fail "truncated header" "truncated .npy header" "$pz" codec --spec q4 --in "$dir/trunc_hdr.npy" --out "$dir/o.bin"
-expect_fail "huge header length" "implausible" "$pz" codec --spec q4 --in "$dir/huge_hdr.npy" --out "$dir/o.bin"
-expect_fail "missing input" "nope.npy: cannot open" "$pz" codec --spec q4 --in "$dir/nope.npy" --out "$dir/o.bin"
-expect_fail "raw size mismatch" "needs 12544" "$pz" codec --spec q4 --in "$dir/x.f32" --raw --shape 4,16,49 --out "$dir/o.bin"
-expect_fail "raw 5 dims" "more than 4 dims" "$pz" codec --spec q4 --in "$dir/x.f32" --raw --shape 4,16,48,1,1 --out "$dir/o.bin"
-expect_fail "raw shape mismatch" "x.f32: 12288 bytes, but --shape 3,16,48 needs 9216" \
-  "$pz" codec --spec q4 --in "$dir/x.f32" --raw --shape 3,16,48 --out "$dir/o.bin"
-expect_fail "raw without shape" "--raw needs --shape" "$pz" codec --spec q4 --in "$dir/x.f32" --raw --out "$dir/o.bin"
-expect_fail "shape without raw" "--shape goes with --raw" "$pz" codec --spec q4 --in "$dir/x.npy" --shape 4 --out "$dir/o.bin"
-expect_fail "bad shape" "dims are positive integers" "$pz" codec --spec q4 --in "$dir/x.f32" --raw --shape 4,x --out "$dir/o.bin"
+# bad .npy files and raw inputs: encoding with q4 fails, saying why
+# description | regex the message must match | input in $dir | more flags
+while IFS='|' read -r what pattern in flags; do
+  # shellcheck disable=SC2086  # flags: several words
+  expect_fail "$what" "$pattern" "$pz" codec --spec q4 --in "$dir/$in" $flags --out "$dir/o.bin"
+done <<'EOF'
+bad magic|badmagic.npy.*not an .npy|badmagic.npy
+float64|'<f8' is not little-endian float32|f8.npy
+big-endian|'>f4' is not little-endian float32|be.npy
+Fortran order|Fortran order|fortran.npy
+5 dims|more than 4 dims|dims5.npy
+0-d array|0-d scalar|scalar.npy
+zero dimension|zero dimension|zero.npy
+data too short|short.npy: .npy data is 12284 bytes, shape needs 12288|short.npy
+data too long|data is 12292 bytes|long.npy
+unknown header key|unknown key|unknown_key.npy
+duplicate header key|duplicate key 'descr'|dup_key.npy
+unsupported version|unsupported .npy version 4.0|v4.npy
+text after the dict|text after the dict|garbage_hdr.npy
+truncated header|truncated .npy header|trunc_hdr.npy
+huge header length|implausible|huge_hdr.npy
+missing input|nope.npy: cannot open|nope.npy
+raw size mismatch|needs 12544|x.f32|--raw --shape 4,16,49
+raw 5 dims|more than 4 dims|x.f32|--raw --shape 4,16,48,1,1
+raw shape mismatch|x.f32: 12288 bytes, but --shape 3,16,48 needs 9216|x.f32|--raw --shape 3,16,48
+raw without shape|--raw needs --shape|x.f32|--raw
+shape without raw|--shape goes with --raw|x.npy|--shape 4
+bad shape|dims are positive integers|x.f32|--raw --shape 4,x
+EOF
 
 # bad specs point at the offending text
-expect_fail "bits out of range" "bad codec spec 'q9': bits must be 1..8 at offset 1" \
-  "$pz" codec --spec q9 --in "$dir/x.npy" --out "$dir/o.bin"
+# description | regex the message must match | spec
+while IFS='|' read -r what pattern spec; do
+  expect_fail "$what" "$pattern" "$pz" codec --spec "$spec" --in "$dir/x.npy" --out "$dir/o.bin"
+done <<'EOF'
+bits out of range|bad codec spec 'q9': bits must be 1..8 at offset 1|q9
+unknown codec|unknown codec 'foo'|foo
+unknown wrapper|unknown wrapper 'xx'|xx(q4)
+missing paren|missing '\)'|ef(q4
+EOF
 out=$("$pz" codec --spec q4:round=up --in "$dir/x.npy" --out "$dir/o.bin" 2>&1 >/dev/null)
 python3 - "$out" <<'EOF' && ok "caret points under the offending text" || bad "caret misplaced: $out"
 import sys
@@ -166,24 +177,25 @@ l1, l2 = sys.argv[1].split("\n")[:2]
 assert l1.endswith("q4:round=up") and l2.rstrip().endswith("^")
 assert l2.index("^") == len(l1) - len("q4:round=up") + 9, (l1, l2)
 EOF
-expect_fail "unknown codec" "unknown codec 'foo'" "$pz" codec --spec foo --in "$dir/x.npy" --out "$dir/o.bin"
-expect_fail "unknown wrapper" "unknown wrapper 'xx'" "$pz" codec --spec "xx(q4)" --in "$dir/x.npy" --out "$dir/o.bin"
-expect_fail "missing paren" "missing '\)'" "$pz" codec --spec "ef(q4" --in "$dir/x.npy" --out "$dir/o.bin"
 expect_fail "no spec" "--spec, --in and --out are required" "$pz" codec --in "$dir/x.npy" --out "$dir/o.bin"
 [ -e "$dir/o.bin" ] && bad "a failed encode left o.bin" || ok "failed encodes leave no output"
 
-# bad messages
+# bad messages: garbage, cut short, one bit flipped, and ef21's (needs earlier state)
 head -c 300 /dev/urandom > "$dir/garbage.bin"
-expect_fail "garbage message" "garbage.bin: codec message: bad magic" "$pz" codec --decode "$dir/garbage.bin" --out "$dir/o.npy"
 head -c 100 "$dir/m.bin" > "$dir/cut.bin"
-expect_fail "truncated message" "cut.bin: codec message" "$pz" codec --decode "$dir/cut.bin" --out "$dir/o.npy"
 python3 -c "
 import sys; b = bytearray(open(sys.argv[1],'rb').read()); b[len(b)//2] ^= 1; open(sys.argv[2],'wb').write(b)" \
   "$dir/m.bin" "$dir/flip.bin"
-expect_fail "corrupted message" "CRC32C mismatch" "$pz" codec --decode "$dir/flip.bin" --out "$dir/o.npy"
 "$pz" codec --spec "ef21(q4)" --in "$dir/x.npy" --out "$dir/ef21.bin" >/dev/null || bad "ef21 encode"
-expect_fail "stateful decoder" "decodes against state built from earlier messages" \
-  "$pz" codec --decode "$dir/ef21.bin" --out "$dir/o.npy"
+# description | regex the message must match | message in $dir
+while IFS='|' read -r what pattern msg; do
+  expect_fail "$what" "$pattern" "$pz" codec --decode "$dir/$msg" --out "$dir/o.npy"
+done <<'EOF'
+garbage message|garbage.bin: codec message: bad magic|garbage.bin
+truncated message|cut.bin: codec message|cut.bin
+corrupted message|CRC32C mismatch|flip.bin
+stateful decoder|decodes against state built from earlier messages|ef21.bin
+EOF
 expect_fail "decode with a spec" "--decode takes only --out" "$pz" codec --decode "$dir/m.bin" --spec q4 --out "$dir/o.npy"
 [ -e "$dir/o.npy" ] && bad "a failed decode left o.npy" || ok "failed decodes leave no output"
 "$pz" codec --spec "ef(q4)" --in "$dir/x.npy" --out "$dir/ef.bin" >/dev/null &&

@@ -4,7 +4,7 @@
  *
  * clang: built as fuzz_codec_decode with -fsanitize=fuzzer (tests/meson.build),
  *   e.g.  fuzz_codec_decode -max_total_time=60 CORPUS_DIR
- * Any compiler: linked with fuzz_codec_replay.c into fuzz_codec_decode_replay,
+ * Any compiler: linked with fuzz_codec_replay.c and fuzz_driver.c into fuzz_codec_decode_replay,
  * which replays files, writes a seed corpus (--seed DIR) or runs a
  * deterministic mutation smoke test. */
 #include <stdlib.h>

@@ -6,22 +6,18 @@
  *                                        deterministic mutations of the seeds,
  *                                        half of them with the CRC recomputed so
  *                                        that they reach the decoders
- * Meant to run under ASan/UBSan in ordinary (gcc) builds. */
-#include <errno.h>
+ * Meant to run under ASan/UBSan in ordinary (gcc) builds; the main is
+ * tests/fuzz_driver.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "compress/codec.h"
 #include "base/crc32c.h"
 #include "base/file.h"
 #include "base/mem.h"
 #include "base/rng.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-typedef struct { uint8_t *data; size_t len; } image;
+#include "tests/fuzz_driver.h"
 
 static const char *const seed_specs[] = {
     "fp32", "fp16", "bf16", "q1", "q4", "q8:round=nearest", "q3:scale=minmax,group=5,sdtype=fp16", "q2:group=row",
@@ -30,7 +26,7 @@ static const char *const seed_specs[] = {
     "jointsq:2", "jointsq:6,group=4", "q4+zstd", "fp32+zstd", "ef(q4)", "ef21(sign)", "aq(q4)", "ef(topk:0.3)+zstd",
 };
 
-static int make_seeds(image *seeds) {
+static int make_seeds(fuzz_image *seeds) {
     pz_shape shapes[] = {{2, {3, 40, 0, 0}}, {3, {2, 3, 7, 0}}, {1, {13, 0, 0, 0}}};
     int k = 0;
     pz_rng r;
@@ -71,18 +67,9 @@ static void mutate(pz_rng *r, uint8_t *b, size_t *len, size_t cap) {
         switch (pz_rng_below(r, 8)) {
         case 0: case 1: b[at] = (uint8_t)pz_rng_next(r); break;
         case 2: b[at] ^= (uint8_t)(1u << pz_rng_below(r, 8)); break;
-        case 3: { /* delete a run */
-            size_t d = 1 + (size_t)pz_rng_below(r, 8);
-            if (at + d > *len) d = *len - at;
-            memmove(b + at, b + at + d, *len - at - d);
-            *len -= d;
-            break;
-        }
+        case 3: fuzz_delete_run(r, b, len, at); break;
         case 4: /* insert a byte */
-            if (*len >= cap) break;
-            memmove(b + at + 1, b + at, *len - at);
-            b[at] = (uint8_t)pz_rng_next(r);
-            (*len)++;
+            if (*len < cap) fuzz_insert_byte(b, len, at, (uint8_t)pz_rng_next(r));
             break;
         case 5: *len = (size_t)pz_rng_below(r, *len + 1); break;   /* truncate */
         case 6: /* a header field: small values are the interesting ones */
@@ -101,53 +88,6 @@ static void mutate(pz_rng *r, uint8_t *b, size_t *len, size_t cap) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 3 && strcmp(argv[1], "--seed") == 0) {
-        if (mkdir(argv[2], 0755) != 0 && errno != EEXIST) pz_die("cannot create %s", argv[2]);
-        image s[64];
-        int n = make_seeds(s);
-        for (int i = 0; i < n; i++) {
-            char path[1024];
-            snprintf(path, sizeof path, "%s/seed%02d.pzc", argv[2], i);
-            FILE *f = fopen(path, "wb");
-            if (!f || fwrite(s[i].data, 1, s[i].len, f) != s[i].len || fclose(f) != 0) pz_die("cannot write %s", path);
-            free(s[i].data);
-        }
-        return 0;
-    }
-    if (argc >= 2 && strspn(argv[1], "0123456789") != strlen(argv[1])) {
-        for (int i = 1; i < argc; i++) {
-            uint8_t *b;
-            size_t len;
-            if (pz_read_file(argv[i], &b, &len) != PZ_OK) pz_die("%s", pz_last_error());
-            LLVMFuzzerTestOneInput(b, len);
-            free(b);
-            printf("%s: ok\n", argv[i]);
-        }
-        return 0;
-    }
-    long iters = argc >= 2 ? atol(argv[1]) : 20000;
-    image s[64];
-    int ns = make_seeds(s);
-    size_t cap = 0;
-    for (int i = 0; i < ns; i++) {
-        LLVMFuzzerTestOneInput(s[i].data, s[i].len);
-        if (s[i].len + 64 > cap) cap = s[i].len + 64;
-    }
-    uint8_t *buf = xmalloc(cap);
-    pz_rng r;
-    pz_rng_seed(&r, 20240327);
-    for (long it = 0; it < iters; it++) {
-        const image *seed = &s[it % ns];
-        size_t len = seed->len;
-        memcpy(buf, seed->data, len);
-        mutate(&r, buf, &len, cap);
-        uint8_t *exact = xmalloc(len ? len : 1);   /* exact size: ASan sees reads past the end */
-        memcpy(exact, buf, len);
-        LLVMFuzzerTestOneInput(exact, len);
-        free(exact);
-    }
-    free(buf);
-    for (int i = 0; i < ns; i++) free(s[i].data);
-    printf("codec fuzz smoke: %ld mutated messages of %d codecs, no crash\n", iters, ns);
-    return 0;
+    static const fuzz_target t = {"codec", ".pzc", 20000, 20240327, make_seeds, mutate};
+    return fuzz_main(&t, argc, argv);
 }

@@ -1,4 +1,5 @@
-/* fuzz_replay.c: runs LLVMFuzzerTestOneInput without libFuzzer.
+/* fuzz_replay.c: the safetensors/HF-JSON fuzz entry (fuzz_safetensors.c)
+ * without libFuzzer, through tests/fuzz_driver.c:
  *
  *   fuzz_safetensors_replay FILE...     replay inputs (crash reproducers, corpus)
  *   fuzz_safetensors_replay --seed DIR  write seed inputs for a libFuzzer corpus
@@ -15,13 +16,11 @@
 #include <string.h>
 #include <unistd.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-typedef struct { uint8_t *data; size_t len; } image;
+#include "tests/fuzz_driver.h"
 
 /* A small but complete GPT-2 file saved by the library, so mutations reach
  * the config derivation; plus a hand-written header with escapes and metadata. */
-static int make_seeds(image *seeds) {
+static int make_seeds(fuzz_image *seeds) {
     pz_gpt2_config c = {4, 3, 3, 2, 1, 2};
     pz_stage_range r = pz_whole_model(&c);
     float *mem = xcalloc(pz_stage_numel(&c, &r), sizeof(float));
@@ -64,18 +63,13 @@ static void mutate(pz_rng *r, uint8_t *b, size_t *len, size_t cap) {
         case 0: b[at] = (uint8_t)pz_rng_next(r); break;
         case 1: case 2: b[at] = (uint8_t)alphabet[pz_rng_below(r, sizeof alphabet - 1)]; break;
         case 3: { /* delete a run, keeping N in step half the time */
-            size_t d = 1 + (size_t)pz_rng_below(r, 8);
-            if (at + d > *len) d = *len - at;
-            memmove(b + at, b + at + d, *len - at - d);
-            *len -= d;
+            size_t d = fuzz_delete_run(r, b, len, at);
             if (at >= 8 && at < hend && pz_rng_below(r, 2) && hn >= d) { hn -= d; memcpy(b, &hn, 8); }
             break;
         }
         case 4: { /* insert a byte */
             if (*len >= cap) break;
-            memmove(b + at + 1, b + at, *len - at);
-            b[at] = (uint8_t)alphabet[pz_rng_below(r, sizeof alphabet - 1)];
-            (*len)++;
+            fuzz_insert_byte(b, len, at, (uint8_t)alphabet[pz_rng_below(r, sizeof alphabet - 1)]);
             if (at >= 8 && at < hend && pz_rng_below(r, 2)) { hn++; memcpy(b, &hn, 8); }
             break;
         }
@@ -90,53 +84,6 @@ static void mutate(pz_rng *r, uint8_t *b, size_t *len, size_t cap) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 3 && strcmp(argv[1], "--seed") == 0) {
-        image s[2];
-        int n = make_seeds(s);
-        for (int i = 0; i < n; i++) {
-            char path[1024];
-            snprintf(path, sizeof path, "%s/seed%d.safetensors", argv[2], i);
-            FILE *f = fopen(path, "wb");
-            if (!f || fwrite(s[i].data, 1, s[i].len, f) != s[i].len || fclose(f) != 0) pz_die("cannot write %s", path);
-            free(s[i].data);
-        }
-        return 0;
-    }
-    if (argc >= 2 && strspn(argv[1], "0123456789") != strlen(argv[1])) {
-        for (int i = 1; i < argc; i++) {
-            uint8_t *b;
-            size_t len;
-            if (pz_read_file(argv[i], &b, &len) != PZ_OK) pz_die("%s", pz_last_error());
-            LLVMFuzzerTestOneInput(b, len);
-            free(b);
-            printf("%s: ok\n", argv[i]);
-        }
-        return 0;
-    }
-    long iters = argc >= 2 ? atol(argv[1]) : 20000;
-    image s[2];
-    int ns = make_seeds(s);
-    size_t cap = 0;
-    for (int i = 0; i < ns; i++) {
-        LLVMFuzzerTestOneInput(s[i].data, s[i].len);
-        if (s[i].len + 64 > cap) cap = s[i].len + 64;
-    }
-    uint8_t *buf = xmalloc(cap);
-    pz_rng r;
-    pz_rng_seed(&r, 20240326);
-    for (long it = 0; it < iters; it++) {
-        const image *seed = &s[it % ns];
-        size_t len = seed->len;
-        memcpy(buf, seed->data, len);
-        mutate(&r, buf, &len, cap);
-        /* an exact-size copy so ASan sees reads past the end */
-        uint8_t *exact = xmalloc(len);
-        memcpy(exact, buf, len);
-        LLVMFuzzerTestOneInput(exact, len);
-        free(exact);
-    }
-    free(buf);
-    for (int i = 0; i < ns; i++) free(s[i].data);
-    printf("fuzz smoke: %ld mutated inputs, no crash\n", iters);
-    return 0;
+    static const fuzz_target t = {"safetensors", ".safetensors", 20000, 20240326, make_seeds, mutate};
+    return fuzz_main(&t, argc, argv);
 }

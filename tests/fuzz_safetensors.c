@@ -5,7 +5,7 @@
  * seeds' JSON headers reach it. Works from memory only.
  *
  * clang: built as fuzz_safetensors with -fsanitize=fuzzer (tests/meson.build).
- * Any compiler: linked with fuzz_replay.c into fuzz_safetensors_replay, which
+ * Any compiler: linked with fuzz_replay.c and fuzz_driver.c into fuzz_safetensors_replay, which
  * replays files or runs a deterministic mutation smoke test. */
 #include "stages/gpt2_checkpoint.h"
 

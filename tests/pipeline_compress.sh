@@ -13,15 +13,10 @@
 #     the place; a failed run leaves no metrics files.
 #   usage: pipeline_compress.sh PATH/TO/pipezip
 set -u
-pz="$1"
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+source "$(dirname "$0")/lib.sh"
+pz_test_init "$1"
 py=python3
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-cat "$(dirname "$0")"/../runtime/*.c > "$dir/text.txt"
-"$pz" tokenize --out "$dir/train.bin" --val-out "$dir/val.bin" --val-fraction 0.2 "$dir/text.txt" >/dev/null || exit 1
+pz_corpus --val-out "$dir/val.bin" --val-fraction 0.2 || exit 1
 
 # tiny: C = 96; B=2, T=32 -> 6144 floats = 24576 bytes per micro-batch tensor
 common=(--preset tiny --data "$dir/train.bin" --val-data "$dir/val.bin" --batch 2 --seq 32

@@ -7,12 +7,9 @@
 # No process may be left behind.
 #   usage: pipeline_failure.sh PATH/TO/pipezip
 set -u
-pz="$1"
-dir=$(mktemp -d)
-trap 'pkill -KILL -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
-cat "$(dirname "$0")"/../runtime/*.c > "$dir/text.txt"
-"$pz" tokenize --out "$dir/train.bin" "$dir/text.txt" >/dev/null || exit 1
-fails=0
+source "$(dirname "$0")/lib.sh"
+pz_test_init "$1"
+pz_corpus || exit 1
 
 # run_and_break SIGNAL VICTIM_RANK LIMIT_S
 run_and_break() {

@@ -8,13 +8,9 @@
 #  - a bad --bind is an error before any process starts.
 #   usage: pipeline_host.sh PATH/TO/pipezip
 set -u
-pz="$1"
-dir=$(mktemp -d)
-trap 'pkill -KILL -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
-cat "$(dirname "$0")"/../runtime/*.c > "$dir/text.txt"
-"$pz" tokenize --out "$dir/train.bin" "$dir/text.txt" >/dev/null || exit 1
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+source "$(dirname "$0")/lib.sh"
+pz_test_init "$1"
+pz_corpus || exit 1
 cpus=$(nproc)   # the CPUs this process may use, as sched_getaffinity sees them
 prefix=()       # a command to start the launcher under (taskset)
 

@@ -22,39 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int checks, failures;
-static int verbose; /* PZ_TEST_VERBOSE=1 prints every expected error message */
-
-#define CHECK(cond, ...) do {                                                  \
-    checks++;                                                                  \
-    if (!(cond)) {                                                             \
-        failures++;                                                            \
-        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                   \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fputc('\n', stderr);                                                   \
-    }                                                                          \
-} while (0)
-
-/* The call must return `want`; if `sub` is non-NULL the error message must
- * contain it (messages must say what is wrong, not just that something is). */
-#define EXPECT_MSG(call, want, sub) do {                                       \
-    pz_status st_ = (call);                                                    \
-    const char *sub_ = (sub);                                                  \
-    checks++;                                                                  \
-    if (st_ != (want)) {                                                       \
-        failures++;                                                            \
-        fprintf(stderr, "FAIL %s:%d: %s -> %s [%s], expected %s\n", __FILE__,  \
-                __LINE__, #call, pz_status_name(st_),                          \
-                st_ ? pz_last_error() : "", pz_status_name(want));             \
-    } else if (st_ && sub_ && !strstr(pz_last_error(), sub_)) {                \
-        failures++;                                                            \
-        fprintf(stderr, "FAIL %s:%d: %s: message [%s] lacks '%s'\n", __FILE__, \
-                __LINE__, #call, pz_last_error(), sub_);                       \
-    } else if (st_ && verbose) {                                               \
-        printf("  ok %s: %s\n", pz_status_name(st_), pz_last_error());        \
-    }                                                                          \
-} while (0)
-#define EXPECT(call, want) EXPECT_MSG(call, want, NULL)
+#include "tests/check.h"
 
 /* ------------------------------------------------------------ temp files */
 
@@ -193,7 +161,7 @@ typedef struct {
     int buffers;             /* add h.i.attn.bias (1, 1, maxT, maxT) and h.i.attn.masked_bias () */
     int no_meta;             /* write no __metadata__ */
     const char *meta_key, *meta_val; /* one more (or overriding) metadata entry */
-    int skip_layer;          /* leave out every tensor of this block (-1: none) */
+    int skip_layer;          /* leave out every tensor of block skip_layer - 1 (0: none) */
 } hf_opts;
 
 /* Writes p as HF GPT-2 safetensors, without the library's conversions:
@@ -215,7 +183,7 @@ static pz_status save_hf(const char *path, const pz_gpt2_params *p, const void *
         pz_tensor_info *t = &ts[i];
         if (o->skip && strcmp(t->name, o->skip) == 0) continue;
         int layer = -1;
-        if (sscanf(t->name, "h.%d.", &layer) == 1 && layer == o->skip_layer) continue;
+        if (sscanf(t->name, "h.%d.", &layer) == 1 && layer == o->skip_layer - 1) continue;
         pz_st_write_tensor *w = &ws[nw];
         snprintf(names[nw], sizeof names[0], "%s%s", o->prefix ? o->prefix : "", t->name);
         w->name = names[nw];
@@ -294,7 +262,7 @@ static pz_status save_hf(const char *path, const pz_gpt2_params *p, const void *
     return st;
 }
 
-static const hf_opts no_opts = {.skip_layer = -1};
+static const hf_opts no_opts = {0};
 
 /* -------------------------------------------------------------- bf16 bits */
 
@@ -321,6 +289,26 @@ static void test_bf16(void) {
 
 /* ------------------------------------------------------------ round trips */
 
+/* Saves a whole model a to path (version 0: safetensors; 3, 5: llm.c v3, v5),
+ * checks the format and config read back (for llm.c also the file size the
+ * header implies) and loads the file into b, a fresh model of NaN bytes. */
+static void save_and_reload(const char *label, const model *a, const char *path, int version, model *b) {
+    const pz_gpt2_config *c = &a->p.cfg;
+    char what[96];
+    if (version) snprintf(what, sizeof what, "%s: llm.c v%d", label, version);
+    else snprintf(what, sizeof what, "%s: safetensors", label);
+    pz_status st = version ? pz_ckpt_save_llmc(path, &a->p, version) : pz_ckpt_save_safetensors(path, &a->p);
+    check_status_at(__FILE__, __LINE__, what, st, PZ_OK, NULL);
+    long want_size = 1024 + (version == 5 ? 2 : 4) * (long)pz_gpt2_numel(c);
+    CHECK(!version || file_size(path) == want_size, "%s: size %ld, want %ld", what, file_size(path), want_size);
+    pz_gpt2_config rc;
+    pz_ckpt_format fmt;
+    check_status_at(__FILE__, __LINE__, what, pz_ckpt_read_config(path, &rc, &fmt), PZ_OK, NULL);
+    CHECK(fmt == (version ? PZ_CKPT_LLMC : PZ_CKPT_SAFETENSORS) && config_eq(&rc, c), "%s: config", what);
+    model_new(b, c, pz_whole_model(c), 0);
+    check_status_at(__FILE__, __LINE__, what, pz_ckpt_load(path, &b->p), PZ_OK, NULL);
+}
+
 /* Save a model in one format, check the detected config, load it back. */
 static void test_roundtrip(const char *label, const pz_gpt2_config *c) {
     model a, b;
@@ -332,33 +320,19 @@ static void test_roundtrip(const char *label, const pz_gpt2_config *c) {
 
     /* safetensors: bit-exact */
     const char *st = tp("rt.safetensors");
-    EXPECT(pz_ckpt_save_safetensors(st, &a.p), PZ_OK);
-    EXPECT(pz_ckpt_read_config(st, &rc, &fmt), PZ_OK);
-    CHECK(fmt == PZ_CKPT_SAFETENSORS && config_eq(&rc, c), "%s: safetensors config", label);
-    model_new(&b, c, whole, 0);
-    EXPECT(pz_ckpt_load(st, &b.p), PZ_OK);
+    save_and_reload(label, &a, st, 0, &b);
     CHECK(bits_eq(a.mem, b.mem, n), "%s: safetensors round trip is not bit-exact", label);
     model_free(&b);
 
     /* llm.c v3: bit-exact, size as the header says */
     const char *v3 = tp("rt_v3.bin");
-    EXPECT(pz_ckpt_save_llmc(v3, &a.p, 3), PZ_OK);
-    CHECK(file_size(v3) == 1024 + 4 * (long)n, "%s: v3 size %ld", label, file_size(v3));
-    EXPECT(pz_ckpt_read_config(v3, &rc, &fmt), PZ_OK);
-    CHECK(fmt == PZ_CKPT_LLMC && config_eq(&rc, c), "%s: llm.c v3 config", label);
-    model_new(&b, c, whole, 0);
-    EXPECT(pz_ckpt_load(v3, &b.p), PZ_OK);
+    save_and_reload(label, &a, v3, 3, &b);
     CHECK(bits_eq(a.mem, b.mem, n), "%s: llm.c v3 round trip is not bit-exact", label);
     model_free(&b);
 
     /* llm.c v5: every element is a's rounded to nearest-even bf16 */
     const char *v5 = tp("rt_v5.bin");
-    EXPECT(pz_ckpt_save_llmc(v5, &a.p, 5), PZ_OK);
-    CHECK(file_size(v5) == 1024 + 2 * (long)n, "%s: v5 size %ld", label, file_size(v5));
-    EXPECT(pz_ckpt_read_config(v5, &rc, &fmt), PZ_OK);
-    CHECK(fmt == PZ_CKPT_LLMC && config_eq(&rc, c), "%s: llm.c v5 config", label);
-    model_new(&b, c, whole, 0);
-    EXPECT(pz_ckpt_load(v5, &b.p), PZ_OK);
+    save_and_reload(label, &a, v5, 5, &b);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
         float want = pz_bf16_to_f32(pz_f32_to_bf16(a.mem[i]));
@@ -388,7 +362,7 @@ static void test_roundtrip(const char *label, const pz_gpt2_config *c) {
         for (int s = 0; s < 3; s++) {
             if (stages[s].l1 > c->num_layers) continue;
             model_new(&b, c, stages[s], 0);
-            EXPECT(pz_ckpt_load(files[f], &b.p), PZ_OK);
+            CHECK_STATUS(pz_ckpt_load(files[f], &b.p), PZ_OK, NULL);
             CHECK(same_as_whole(&b, &a), "%s: stage %d from %s differs", label, s, files[f]);
             model_free(&b);
         }
@@ -399,13 +373,13 @@ static void test_roundtrip(const char *label, const pz_gpt2_config *c) {
         if (stages[s].l1 > c->num_layers) continue;
         model part, back;
         model_new(&part, c, stages[s], 0);
-        EXPECT(pz_ckpt_load(st, &part.p), PZ_OK);
+        CHECK_STATUS(pz_ckpt_load(st, &part.p), PZ_OK, NULL);
         const char *sf = tp("stage.safetensors");
-        EXPECT(pz_ckpt_save_safetensors(sf, &part.p), PZ_OK);
-        EXPECT(pz_ckpt_read_config(sf, &rc, &fmt), PZ_OK);
+        CHECK_STATUS(pz_ckpt_save_safetensors(sf, &part.p), PZ_OK, NULL);
+        CHECK_STATUS(pz_ckpt_read_config(sf, &rc, &fmt), PZ_OK, NULL);
         CHECK(config_eq(&rc, c), "%s: stage file %d config", label, s);
         pz_st_file stf;
-        EXPECT(pz_st_open(&stf, sf), PZ_OK);
+        CHECK_STATUS(pz_st_open(&stf, sf), PZ_OK, NULL);
         char want[32];
         snprintf(want, sizeof want, "%d-%d", stages[s].l0, stages[s].l1);
         const char *brv = pz_st_meta_get(&stf, "block_range");
@@ -419,14 +393,14 @@ static void test_roundtrip(const char *label, const pz_gpt2_config *c) {
               "%s: stage file %d holds the wrong tensors", label, s);
         pz_st_close(&stf);
         model_new(&back, c, stages[s], 0);
-        EXPECT(pz_ckpt_load(sf, &back.p), PZ_OK);
+        CHECK_STATUS(pz_ckpt_load(sf, &back.p), PZ_OK, NULL);
         CHECK(bits_eq(part.mem, back.mem, part.p.numel), "%s: stage file %d round trip", label, s);
         model_free(&back);
         if (!whole_stage) {
             model_new(&back, c, whole, 0);
-            EXPECT_MSG(pz_ckpt_load(sf, &back.p), PZ_ERR_FORMAT, "missing tensor");
+            CHECK_STATUS(pz_ckpt_load(sf, &back.p), PZ_ERR_FORMAT, "missing tensor");
             model_free(&back);
-            EXPECT_MSG(pz_ckpt_save_llmc(tp("stage.bin"), &part.p, 3), PZ_ERR_ARG, "whole model");
+            CHECK_STATUS(pz_ckpt_save_llmc(tp("stage.bin"), &part.p, 3), PZ_ERR_ARG, "whole model");
             CHECK(!exists(tp("stage.bin")), "refused llm.c save left a file");
         }
         model_free(&part);
@@ -443,9 +417,9 @@ static void test_written_layout(void) {
     model a;
     model_new(&a, &c, pz_whole_model(&c), 7);
     const char *path = tp("layout.safetensors");
-    EXPECT(pz_ckpt_save_safetensors(path, &a.p), PZ_OK);
+    CHECK_STATUS(pz_ckpt_save_safetensors(path, &a.p), PZ_OK, NULL);
     pz_st_file f;
-    EXPECT(pz_st_open(&f, path), PZ_OK);
+    CHECK_STATUS(pz_st_open(&f, path), PZ_OK, NULL);
     CHECK(f.header_len % 8 == 0, "header length %llu not a multiple of 8", (unsigned long long)f.header_len);
     CHECK(f.ntensors == 4 + 12 * c.num_layers, "tensor count %d", f.ntensors);
     const uint8_t *hdr = f.buffer - f.header_len;
@@ -478,6 +452,83 @@ static void test_written_layout(void) {
     model_free(&a);
 }
 
+/* Loads path into a fresh model of config c, stage r (NaN bytes before): the
+ * status must be want and an error's message must name needle. The model
+ * goes to *out if out is not NULL, else it is freed. */
+static void load_check(const char *what, const char *path, const pz_gpt2_config *c, pz_stage_range r, pz_status want,
+                       const char *needle, model *out) {
+    model b;
+    model_new(&b, c, r, 0);
+    check_status_at(__FILE__, __LINE__, what, pz_ckpt_load(path, &b.p), want, needle);
+    if (out) *out = b;
+    else model_free(&b);
+}
+
+/* An HF file of a's elements as 16-bit values h (BF16 or F16) must load as
+ * decode(h), bit for bit. */
+static void check_16bit_file(const char *name, const model *a, const char *path, const uint16_t *h, pz_st_dtype dtype,
+                             float (*decode)(uint16_t)) {
+    const pz_gpt2_config *c = &a->p.cfg;
+    size_t n = pz_gpt2_numel(c), bad = 0;
+    check_status_at(__FILE__, __LINE__, name, save_hf(path, &a->p, h, 2, dtype, &no_opts), PZ_OK, NULL);
+    model b;
+    load_check(name, path, c, pz_whole_model(c), PZ_OK, NULL, &b);
+    for (size_t i = 0; i < n; i++) {
+        float want = decode(h[i]);
+        if (memcmp(&want, &b.mem[i], 4) != 0) bad++;
+    }
+    CHECK(bad == 0, "%s file: %zu elements wrong", name, bad);
+    model_free(&b);
+}
+
+/* An HF file with one thing wrong (written by save_hf with o): reading its
+ * config gives cfg, naming cfg_msg; if load, loading it as a whole model
+ * gives load_st, naming load_msg. */
+typedef struct {
+    const char *what;
+    hf_opts o;
+    pz_status cfg;
+    const char *cfg_msg;
+    int load;
+    pz_status load_st;
+    const char *load_msg;
+} hf_case;
+
+static void check_hf_case(const model *a, const char *path, const hf_case *k) {
+    char what[128];
+    snprintf(what, sizeof what, "HF file %s", k->what);
+    check_status_at(__FILE__, __LINE__, what, save_hf(path, &a->p, a->mem, 4, PZ_ST_F32, &k->o), PZ_OK, NULL);
+    pz_gpt2_config rc;
+    check_status_at(__FILE__, __LINE__, what, pz_ckpt_read_config(path, &rc, NULL), k->cfg, k->cfg_msg);
+    if (k->load) load_check(what, path, &a->p.cfg, pz_whole_model(&a->p.cfg), k->load_st, k->load_msg, NULL);
+}
+
+static const hf_case hf_cases[] = {
+    /* missing tensors */
+    {"without h.1.mlp.c_fc.bias", {.skip = "h.1.mlp.c_fc.bias"}, PZ_ERR_FORMAT, "h.1.mlp.c_fc.bias",
+     1, PZ_ERR_FORMAT, "h.1.mlp.c_fc.bias"},
+    /* a gap in the blocks (no metadata, so L comes from the indices) */
+    {"without block 0", {.skip_layer = 1, .no_meta = 1, .meta_key = "n_head", .meta_val = "4"}, PZ_ERR_FORMAT, "h.0",
+     0, PZ_OK, NULL},
+    /* extra tensors, named in the message */
+    {"with h.0.attn.rotary.weight", {.extra = "h.0.attn.rotary.weight"}, PZ_ERR_FORMAT, "h.0.attn.rotary.weight",
+     1, PZ_ERR_FORMAT, "h.0.attn.rotary.weight"},
+    {"with a block past n_layer", {.extra = "h.2.ln_1.weight"}, PZ_ERR_FORMAT, "h.2", 1, PZ_ERR_FORMAT, "h.2"},
+    {"with a non-canonical block index", {.extra = "h.01.ln_1.weight"}, PZ_ERR_FORMAT, "h.01.ln_1.weight",
+     0, PZ_OK, NULL},
+    /* wrong shapes; a wider wte makes C disagree with the metadata */
+    {"with a wrong c_proj shape", {.reshape = "h.1.attn.c_proj.weight"}, PZ_ERR_SHAPE, "h.1.attn.c_proj.weight",
+     1, PZ_ERR_SHAPE, "h.1.attn.c_proj.weight"},
+    {"with a wrong wte shape", {.reshape = "wte.weight"}, PZ_ERR_FORMAT, "n_embd", 1, PZ_ERR_SHAPE, "wte.weight"},
+    /* head count: C = 96 is not a multiple of 64, so without metadata it must
+     * be asked for (loading works: nothing contradicts the model's own NH) */
+    {"without metadata", {.no_meta = 1}, PZ_ERR_FORMAT, "n_head", 1, PZ_OK, NULL},
+    {"with n_head 5", {.meta_key = "n_head", .meta_val = "5"}, PZ_ERR_FORMAT, "divide", 0, PZ_OK, NULL},
+    {"with n_head four", {.meta_key = "n_head", .meta_val = "four"}, PZ_ERR_FORMAT, "n_head", 0, PZ_OK, NULL},
+    {"with block_range 2-1", {.meta_key = "block_range", .meta_val = "2-1"}, PZ_ERR_FORMAT, "block_range",
+     0, PZ_OK, NULL},
+};
+
 /* Files in HF layout written by save_hf: other dtypes, prefixes, tied heads,
  * buffers, and every way the tensor set can be wrong. */
 static void test_hf_files(void) {
@@ -489,44 +540,29 @@ static void test_hf_files(void) {
     pz_gpt2_config rc;
     model_new(&a, &c, whole, 99);
     const char *path = tp("hf.safetensors");
-    hf_opts o;
 
     /* plain F32 through the independent writer: checks the Conv1D direction */
-    EXPECT(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &no_opts), PZ_OK);
-    model_new(&b, &c, whole, 0);
-    EXPECT(pz_ckpt_load(path, &b.p), PZ_OK);
+    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &no_opts), PZ_OK, NULL);
+    load_check("HF F32 file", path, &c, whole, PZ_OK, NULL, &b);
     CHECK(bits_eq(a.mem, b.mem, n), "HF F32 file differs after load");
     model_free(&b);
 
     /* transformers' state_dict(): "transformer." prefix, tied lm_head, mask buffers */
-    o = no_opts; o.prefix = "transformer."; o.lm_head = 1; o.buffers = 1;
-    EXPECT(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK);
-    EXPECT(pz_ckpt_read_config(path, &rc, NULL), PZ_OK);
+    hf_opts state_dict = {.prefix = "transformer.", .lm_head = 1, .buffers = 1};
+    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &state_dict), PZ_OK, NULL);
+    CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_OK, NULL);
     CHECK(config_eq(&rc, &c), "prefixed file config");
-    model_new(&b, &c, whole, 0);
-    EXPECT(pz_ckpt_load(path, &b.p), PZ_OK);
+    load_check("prefixed file", path, &c, whole, PZ_OK, NULL, &b);
     CHECK(bits_eq(a.mem, b.mem, n), "prefixed file differs after load");
     model_free(&b);
 
-    o = no_opts; o.lm_head = 2;
-    EXPECT(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK);
-    model_new(&b, &c, whole, 0);
-    EXPECT_MSG(pz_ckpt_load(path, &b.p), PZ_ERR_FORMAT, "untied");
-    model_free(&b);
+    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &(hf_opts){.lm_head = 2}), PZ_OK, NULL);
+    load_check("untied lm_head", path, &c, whole, PZ_ERR_FORMAT, "untied", NULL);
 
     /* BF16 file: loads as the bf16 rounding */
     uint16_t *h = xmalloc(n * 2);
     for (size_t i = 0; i < n; i++) h[i] = pz_f32_to_bf16(a.mem[i]);
-    EXPECT(save_hf(path, &a.p, h, 2, PZ_ST_BF16, &no_opts), PZ_OK);
-    model_new(&b, &c, whole, 0);
-    EXPECT(pz_ckpt_load(path, &b.p), PZ_OK);
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        float want = pz_bf16_to_f32(h[i]);
-        if (memcmp(&want, &b.mem[i], 4) != 0) bad++;
-    }
-    CHECK(bad == 0, "BF16 file: %zu elements wrong", bad);
-    model_free(&b);
+    check_16bit_file("BF16", &a, path, h, PZ_ST_BF16, pz_bf16_to_f32);
 
     /* F16 file: random finite half bit patterns (normals, subnormals, zeros) */
     pz_rng r;
@@ -539,112 +575,31 @@ static void test_hf_files(void) {
     /* padded wte rows come back as zeros */
     memset(h + (size_t)c.vocab_size * (size_t)c.channels, 0,
            (size_t)(c.padded_vocab_size - c.vocab_size) * (size_t)c.channels * 2);
-    EXPECT(save_hf(path, &a.p, h, 2, PZ_ST_F16, &no_opts), PZ_OK);
-    model_new(&b, &c, whole, 0);
-    EXPECT(pz_ckpt_load(path, &b.p), PZ_OK);
-    bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        float want = f16_ref(h[i]);
-        if (memcmp(&want, &b.mem[i], 4) != 0) bad++;
-    }
-    CHECK(bad == 0, "F16 file: %zu elements wrong", bad);
-    model_free(&b);
+    check_16bit_file("F16", &a, path, h, PZ_ST_F16, f16_ref);
     free(h);
 
     /* missing tensor: a whole model cannot load; a stage that does not need it can */
-    o = no_opts; o.skip = "ln_f.weight";
-    EXPECT(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK);
-    EXPECT_MSG(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "ln_f.weight");
-    model_new(&b, &c, whole, 0);
-    EXPECT_MSG(pz_ckpt_load(path, &b.p), PZ_ERR_FORMAT, "missing tensor 'ln_f.weight'");
-    model_free(&b);
-    model_new(&b, &c, range(0, 1, 1, 0), 0);
-    EXPECT(pz_ckpt_load(path, &b.p), PZ_OK);
+    check_hf_case(&a, path, &(hf_case){"without ln_f.weight", {.skip = "ln_f.weight"}, PZ_ERR_FORMAT, "ln_f.weight",
+                                       1, PZ_ERR_FORMAT, "missing tensor 'ln_f.weight'"});
+    load_check("first stage without ln_f", path, &c, range(0, 1, 1, 0), PZ_OK, NULL, &b);
     CHECK(same_as_whole(&b, &a), "first stage from a file without ln_f");
     model_free(&b);
-
-    o = no_opts; o.skip = "h.1.mlp.c_fc.bias";
-    EXPECT(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK);
-    EXPECT_MSG(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "h.1.mlp.c_fc.bias");
-    model_new(&b, &c, whole, 0);
-    EXPECT_MSG(pz_ckpt_load(path, &b.p), PZ_ERR_FORMAT, "h.1.mlp.c_fc.bias");
-    model_free(&b);
-
-    /* a gap in the blocks (no metadata, so L comes from the indices) */
-    o = no_opts; o.skip_layer = 0; o.no_meta = 1; o.meta_key = "n_head"; o.meta_val = "4";
-    EXPECT(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK);
-    EXPECT_MSG(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "h.0");
-
-    /* extra tensors, named in the message */
-    o = no_opts; o.extra = "h.0.attn.rotary.weight";
-    EXPECT(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK);
-    EXPECT_MSG(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "h.0.attn.rotary.weight");
-    model_new(&b, &c, whole, 0);
-    EXPECT_MSG(pz_ckpt_load(path, &b.p), PZ_ERR_FORMAT, "h.0.attn.rotary.weight");
-    model_free(&b);
-    o = no_opts; o.extra = "h.2.ln_1.weight"; /* a block past n_layer */
-    EXPECT(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK);
-    EXPECT_MSG(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "h.2");
-    model_new(&b, &c, whole, 0);
-    EXPECT_MSG(pz_ckpt_load(path, &b.p), PZ_ERR_FORMAT, "h.2");
-    model_free(&b);
-    o = no_opts; o.extra = "h.01.ln_1.weight"; /* not a canonical index */
-    EXPECT(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK);
-    EXPECT_MSG(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "h.01.ln_1.weight");
-
-    /* wrong shapes */
-    o = no_opts; o.reshape = "h.1.attn.c_proj.weight";
-    EXPECT(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK);
-    EXPECT_MSG(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_SHAPE, "h.1.attn.c_proj.weight");
-    model_new(&b, &c, whole, 0);
-    EXPECT_MSG(pz_ckpt_load(path, &b.p), PZ_ERR_SHAPE, "h.1.attn.c_proj.weight");
-    model_free(&b);
-    o = no_opts; o.reshape = "wte.weight";
-    EXPECT(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK);
-    EXPECT_MSG(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "n_embd"); /* C disagrees with metadata */
-    model_new(&b, &c, whole, 0);
-    EXPECT_MSG(pz_ckpt_load(path, &b.p), PZ_ERR_SHAPE, "wte.weight");
-    model_free(&b);
+    for (size_t i = 0; i < sizeof hf_cases / sizeof hf_cases[0]; i++) check_hf_case(&a, path, &hf_cases[i]);
 
     /* a model whose config does not match the file */
-    EXPECT(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &no_opts), PZ_OK);
-    pz_gpt2_config other = c;
-    other.num_heads = 2;
-    model_new(&b, &other, pz_whole_model(&other), 0);
-    EXPECT_MSG(pz_ckpt_load(path, &b.p), PZ_ERR_SHAPE, "n_head");
-    model_free(&b);
-    other = c;
-    other.max_seq_len = 32;
-    model_new(&b, &other, pz_whole_model(&other), 0);
-    EXPECT(pz_ckpt_load(path, &b.p), PZ_ERR_SHAPE);
-    model_free(&b);
-    other = c;
-    other.num_layers = 3;
-    model_new(&b, &other, pz_whole_model(&other), 0);
-    EXPECT(pz_ckpt_load(path, &b.p), PZ_ERR_SHAPE);
-    model_free(&b);
-
-    /* head count: C = 96 is not a multiple of 64, so without metadata it must be asked for */
-    o = no_opts; o.no_meta = 1;
-    EXPECT(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK);
-    EXPECT_MSG(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "n_head");
-    model_new(&b, &c, whole, 0);
-    EXPECT(pz_ckpt_load(path, &b.p), PZ_OK); /* nothing contradicts the model's own NH */
-    model_free(&b);
-    o = no_opts; o.meta_key = "n_head"; o.meta_val = "5";
-    EXPECT(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK);
-    EXPECT_MSG(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "divide");
-    o = no_opts; o.meta_key = "n_head"; o.meta_val = "four";
-    EXPECT(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK);
-    EXPECT_MSG(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "n_head");
-    o = no_opts; o.meta_key = "block_range"; o.meta_val = "2-1";
-    EXPECT(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK);
-    EXPECT_MSG(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "block_range");
+    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &no_opts), PZ_OK, NULL);
+    pz_gpt2_config heads = c, seq = c, layers = c;
+    heads.num_heads = 2;
+    seq.max_seq_len = 32;
+    layers.num_layers = 3;
+    load_check("other n_head", path, &heads, pz_whole_model(&heads), PZ_ERR_SHAPE, "n_head", NULL);
+    load_check("other max_seq_len", path, &seq, pz_whole_model(&seq), PZ_ERR_SHAPE, NULL, NULL);
+    load_check("other num_layers", path, &layers, pz_whole_model(&layers), PZ_ERR_SHAPE, NULL, NULL);
 
     /* a non-GPT-2 dtype */
     int32_t *ints = xcalloc(n, 4);
-    EXPECT(save_hf(path, &a.p, ints, 4, PZ_ST_I32, &no_opts), PZ_OK);
-    EXPECT_MSG(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "I32");
+    CHECK_STATUS(save_hf(path, &a.p, ints, 4, PZ_ST_I32, &no_opts), PZ_OK, NULL);
+    CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "I32");
     free(ints);
 
     remove(path);
@@ -655,17 +610,16 @@ static void test_hf_files(void) {
      * (it used to be guessed as C/64 = 1: a 2-head model evaluated wrong) */
     pz_gpt2_config c64 = {16, 300, 512, 2, 2, 64};
     model_new(&a, &c64, pz_whole_model(&c64), 3);
-    o = no_opts; o.no_meta = 1;
-    EXPECT(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &o), PZ_OK);
-    EXPECT_MSG(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "--heads");
-    EXPECT_MSG(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "config.json");
-    EXPECT(pz_ckpt_read_config_heads(path, 2, &rc, NULL), PZ_OK);   /* --heads 2: Vp = pad(V) */
+    CHECK_STATUS(save_hf(path, &a.p, a.mem, 4, PZ_ST_F32, &(hf_opts){.no_meta = 1}), PZ_OK, NULL);
+    CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "--heads");
+    CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_ERR_FORMAT, "config.json");
+    CHECK_STATUS(pz_ckpt_read_config_heads(path, 2, &rc, NULL), PZ_OK, NULL);   /* --heads 2: Vp = pad(V) */
     CHECK(rc.num_heads == 2 && rc.padded_vocab_size == 384 && rc.vocab_size == 300 && rc.num_layers == 2
           && rc.max_seq_len == 16 && rc.channels == 64, "derived config without metadata, --heads 2");
-    EXPECT_MSG(pz_ckpt_read_config_heads(path, 3, &rc, NULL), PZ_ERR_FORMAT, "divide");
+    CHECK_STATUS(pz_ckpt_read_config_heads(path, 3, &rc, NULL), PZ_ERR_FORMAT, "divide");
     /* our own save records padded_vocab_size, which wins over pad(V) */
-    EXPECT(pz_ckpt_save_safetensors(path, &a.p), PZ_OK);
-    EXPECT(pz_ckpt_read_config(path, &rc, NULL), PZ_OK);
+    CHECK_STATUS(pz_ckpt_save_safetensors(path, &a.p), PZ_OK, NULL);
+    CHECK_STATUS(pz_ckpt_read_config(path, &rc, NULL), PZ_OK, NULL);
     CHECK(config_eq(&rc, &c64), "padded_vocab_size from metadata");
     remove(path);
     model_free(&a);
@@ -691,13 +645,7 @@ static void expect_raw(int line, const char *json, size_t buflen, pz_status want
     pz_st_file f;
     write_raw(tp("raw.safetensors"), json, 0, buflen);
     pz_status st = pz_st_open(&f, tp("raw.safetensors"));
-    checks++;
-    if (st != want || (st && sub && !strstr(pz_last_error(), sub))) {
-        failures++;
-        fprintf(stderr, "FAIL line %d: header %s -> %s [%s], expected %s with '%s'\n", line, json,
-                pz_status_name(st), st ? pz_last_error() : "", pz_status_name(want), sub ? sub : "");
-    }
-    else if (st && verbose) printf("  ok %s: %s\n", pz_status_name(st), pz_last_error());
+    check_status_at(__FILE__, line, json, st, want, sub);
     if (!st) pz_st_close(&f);
 }
 #define RAW_OK(json, buflen) expect_raw(__LINE__, json, buflen, PZ_OK, NULL)
@@ -721,7 +669,7 @@ static void test_malformed_safetensors(void) {
     /* names and values with escapes decode to UTF-8 */
     write_raw(raw, "{\"__metadata__\":{\"k\\u00e9\":\"v\\n\\\"\"},"
                    "\"a\\u00e9\\ud83d\\ude00\\\"\\\\\\/\\t\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 0, 1);
-    EXPECT(pz_st_open(&f, raw), PZ_OK);
+    CHECK_STATUS(pz_st_open(&f, raw), PZ_OK, NULL);
     if (f.ntensors == 1) {
         CHECK(strcmp(f.tensors[0].name, "a\xc3\xa9\xf0\x9f\x98\x80\"\\/\t") == 0, "decoded name");
         CHECK(pz_st_meta_get(&f, "k\xc3\xa9") && strcmp(pz_st_meta_get(&f, "k\xc3\xa9"), "v\n\"") == 0,
@@ -731,27 +679,27 @@ static void test_malformed_safetensors(void) {
 
     /* the header length itself */
     write_bytes(raw, "", 0);
-    EXPECT_MSG(pz_st_open(&f, raw), PZ_ERR_FORMAT, "too short");
-    EXPECT_MSG(pz_ckpt_read_config(raw, &rc, NULL), PZ_ERR_FORMAT, raw);
+    CHECK_STATUS(pz_st_open(&f, raw), PZ_ERR_FORMAT, "too short");
+    CHECK_STATUS(pz_ckpt_read_config(raw, &rc, NULL), PZ_ERR_FORMAT, raw);
     write_bytes(raw, "\x05\0\0\0\0", 5);
-    EXPECT_MSG(pz_st_open(&f, raw), PZ_ERR_FORMAT, "too short");
+    CHECK_STATUS(pz_st_open(&f, raw), PZ_ERR_FORMAT, "too short");
     write_raw(raw, "{" TA "}", 100, 8);
-    EXPECT_MSG(pz_st_open(&f, raw), PZ_ERR_FORMAT, "past the end");
+    CHECK_STATUS(pz_st_open(&f, raw), PZ_ERR_FORMAT, "past the end");
     write_raw(raw, "{" TA "}", 100000001, 8);
-    EXPECT_MSG(pz_st_open(&f, raw), PZ_ERR_FORMAT, "exceeds");
+    CHECK_STATUS(pz_st_open(&f, raw), PZ_ERR_FORMAT, "exceeds");
     write_raw(raw, "{" TA "}", UINT64_MAX, 8);
-    EXPECT_MSG(pz_st_open(&f, raw), PZ_ERR_FORMAT, "exceeds");
+    CHECK_STATUS(pz_st_open(&f, raw), PZ_ERR_FORMAT, "exceeds");
     write_raw(raw, "{" TA "}", 10, 8); /* header cut in the middle of the JSON */
-    EXPECT_MSG(pz_st_open(&f, raw), PZ_ERR_FORMAT, "unterminated string");
+    CHECK_STATUS(pz_st_open(&f, raw), PZ_ERR_FORMAT, "unterminated string");
     write_raw(raw, "{" TA "}", 5, 8);
-    EXPECT_MSG(pz_st_open(&f, raw), PZ_ERR_FORMAT, "unexpected end of JSON");
+    CHECK_STATUS(pz_st_open(&f, raw), PZ_ERR_FORMAT, "unexpected end of JSON");
 
     /* a good file cut short anywhere in its header */
     pz_gpt2_config c;
     pz_gpt2_preset("tiny", &c);
     model a;
     model_new(&a, &c, pz_whole_model(&c), 1);
-    EXPECT(pz_ckpt_save_safetensors(tp("good.safetensors"), &a.p), PZ_OK);
+    CHECK_STATUS(pz_ckpt_save_safetensors(tp("good.safetensors"), &a.p), PZ_OK, NULL);
     size_t len;
     uint8_t *good = read_bytes(tp("good.safetensors"), &len);
     uint64_t hn;
@@ -759,15 +707,15 @@ static void test_malformed_safetensors(void) {
     size_t cuts[] = {1, 7, 8, 9, 8 + (size_t)hn / 2, 8 + (size_t)hn - 1};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
         write_bytes(raw, good, cuts[i]);
-        EXPECT(pz_st_open(&f, raw), PZ_ERR_FORMAT);
-        EXPECT(pz_ckpt_read_config(raw, &rc, NULL), PZ_ERR_FORMAT);
+        CHECK_STATUS(pz_st_open(&f, raw), PZ_ERR_FORMAT, NULL);
+        CHECK_STATUS(pz_ckpt_read_config(raw, &rc, NULL), PZ_ERR_FORMAT, NULL);
     }
     /* ... or in its data: the tensors no longer fit the buffer */
     write_bytes(raw, good, len - 4);
-    EXPECT_MSG(pz_st_open(&f, raw), PZ_ERR_FORMAT, "past the end");
+    CHECK_STATUS(pz_st_open(&f, raw), PZ_ERR_FORMAT, "past the end");
     model b;
     model_new(&b, &c, pz_whole_model(&c), 0);
-    EXPECT_MSG(pz_ckpt_load(raw, &b.p), PZ_ERR_FORMAT, raw);
+    CHECK_STATUS(pz_ckpt_load(raw, &b.p), PZ_ERR_FORMAT, raw);
     model_free(&b);
     free(good);
     model_free(&a);
@@ -845,25 +793,25 @@ static void test_malformed_llmc(void) {
     model a, b;
     model_new(&a, &c, pz_whole_model(&c), 11);
     const char *good = tp("good.bin"), *bad = tp("bad.bin");
-    EXPECT(pz_ckpt_save_llmc(good, &a.p, 3), PZ_OK);
+    CHECK_STATUS(pz_ckpt_save_llmc(good, &a.p, 3), PZ_OK, NULL);
     size_t len;
     uint8_t *bytes = read_bytes(good, &len);
     int32_t *hdr = (int32_t *)(void *)bytes;
 
     /* missing file */
-    EXPECT_MSG(pz_ckpt_read_config(tp("nope.bin"), &rc, NULL), PZ_ERR_IO, "nope.bin");
+    CHECK_STATUS(pz_ckpt_read_config(tp("nope.bin"), &rc, NULL), PZ_ERR_IO, "nope.bin");
     model_new(&b, &c, pz_whole_model(&c), 0);
-    EXPECT_MSG(pz_ckpt_load(tp("nope.bin"), &b.p), PZ_ERR_IO, "cannot open");
+    CHECK_STATUS(pz_ckpt_load(tp("nope.bin"), &b.p), PZ_ERR_IO, "cannot open");
 
     /* wrong magic: another llm.c file, or no llm.c file at all */
     hdr[0] = 20240327;
     write_bytes(bad, bytes, len);
-    EXPECT_MSG(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, "debug state");
-    EXPECT_MSG(pz_ckpt_load(bad, &b.p), PZ_ERR_FORMAT, "not a model");
+    CHECK_STATUS(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, "debug state");
+    CHECK_STATUS(pz_ckpt_load(bad, &b.p), PZ_ERR_FORMAT, "not a model");
     hdr[0] = 20240325;
     write_bytes(bad, bytes, len);
-    EXPECT_MSG(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, "not a model checkpoint");
-    EXPECT_MSG(pz_ckpt_load(bad, &b.p), PZ_ERR_FORMAT, "20240326");
+    CHECK_STATUS(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, "not a model checkpoint");
+    CHECK_STATUS(pz_ckpt_load(bad, &b.p), PZ_ERR_FORMAT, "20240326");
     hdr[0] = PZ_LLMC_MODEL_MAGIC;
 
     /* versions */
@@ -873,47 +821,47 @@ static void test_malformed_llmc(void) {
         write_bytes(bad, bytes, len);
         char want[32];
         snprintf(want, sizeof want, "version %d", retired[i]);
-        EXPECT_MSG(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, want);
-        EXPECT_MSG(pz_ckpt_load(bad, &b.p), PZ_ERR_FORMAT, "retired");
+        CHECK_STATUS(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, want);
+        CHECK_STATUS(pz_ckpt_load(bad, &b.p), PZ_ERR_FORMAT, "retired");
     }
     hdr[1] = 6;
     write_bytes(bad, bytes, len);
-    EXPECT_MSG(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, "unknown llm.c model version 6");
+    CHECK_STATUS(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, "unknown llm.c model version 6");
     hdr[1] = 5; /* a v3 payload under a v5 header is twice too long */
     write_bytes(bad, bytes, len);
-    EXPECT_MSG(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, "unexpected bytes");
+    CHECK_STATUS(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, "unexpected bytes");
     hdr[1] = 3;
 
     /* truncated: in the payload, in the header, trailing bytes */
     write_bytes(bad, bytes, len - 4);
-    EXPECT_MSG(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_IO, "truncated");
-    EXPECT_MSG(pz_ckpt_load(bad, &b.p), PZ_ERR_IO, "truncated");
+    CHECK_STATUS(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_IO, "truncated");
+    CHECK_STATUS(pz_ckpt_load(bad, &b.p), PZ_ERR_IO, "truncated");
     write_bytes(bad, bytes, 600);
-    EXPECT_MSG(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_IO, "truncated");
+    CHECK_STATUS(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_IO, "truncated");
     write_bytes(bad, bytes, 3);
-    EXPECT_MSG(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, "too short");
+    CHECK_STATUS(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, "too short");
     uint8_t *longer = xcalloc(len + 8, 1);
     memcpy(longer, bytes, len);
     write_bytes(bad, longer, len + 8);
-    EXPECT_MSG(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, "unexpected bytes");
+    CHECK_STATUS(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, "unexpected bytes");
     free(longer);
 
     /* header fields that do not fit together */
     hdr[5] = 5; /* heads do not divide channels 96 */
     write_bytes(bad, bytes, len);
-    EXPECT_MSG(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, "does not divide");
-    EXPECT_MSG(pz_ckpt_load(bad, &b.p), PZ_ERR_FORMAT, bad);
+    CHECK_STATUS(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, "does not divide");
+    CHECK_STATUS(pz_ckpt_load(bad, &b.p), PZ_ERR_FORMAT, bad);
     hdr[5] = c.num_heads;
     hdr[7] = c.vocab_size - 1; /* Vp < V */
     write_bytes(bad, bytes, len);
-    EXPECT_MSG(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, "padded_vocab_size");
+    CHECK_STATUS(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, "padded_vocab_size");
     hdr[7] = c.padded_vocab_size;
     hdr[6] = -96;
     write_bytes(bad, bytes, len);
-    EXPECT_MSG(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, "channels");
+    CHECK_STATUS(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, "channels");
     hdr[6] = 1 << 30;
     write_bytes(bad, bytes, len);
-    EXPECT(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT);
+    CHECK_STATUS(pz_ckpt_read_config(bad, &rc, NULL), PZ_ERR_FORMAT, NULL);
     hdr[6] = c.channels;
 
     /* a good file into a model of another shape */
@@ -921,12 +869,12 @@ static void test_malformed_llmc(void) {
     other.padded_vocab_size = 384;
     model o;
     model_new(&o, &other, pz_whole_model(&other), 0);
-    EXPECT_MSG(pz_ckpt_load(good, &o.p), PZ_ERR_SHAPE, "padded_vocab_size");
+    CHECK_STATUS(pz_ckpt_load(good, &o.p), PZ_ERR_SHAPE, "padded_vocab_size");
     model_free(&o);
 
     /* bad calls */
-    EXPECT_MSG(pz_ckpt_save_llmc(bad, &a.p, 4), PZ_ERR_ARG, "version 4");
-    EXPECT_MSG(pz_ckpt_save_llmc(bad, &a.p, 1), PZ_ERR_ARG, "version 1");
+    CHECK_STATUS(pz_ckpt_save_llmc(bad, &a.p, 4), PZ_ERR_ARG, "version 4");
+    CHECK_STATUS(pz_ckpt_save_llmc(bad, &a.p, 1), PZ_ERR_ARG, "version 1");
 
     model_free(&b);
     model_free(&a);
@@ -946,11 +894,11 @@ static void test_failed_saves(void) {
     /* into a directory that does not exist */
     char nodir[600];
     snprintf(nodir, sizeof nodir, "%s/no/such/dir/m.safetensors", tmpdir);
-    EXPECT_MSG(pz_ckpt_save_safetensors(nodir, &a.p), PZ_ERR_IO, "no/such/dir");
+    CHECK_STATUS(pz_ckpt_save_safetensors(nodir, &a.p), PZ_ERR_IO, "no/such/dir");
     CHECK(!exists(nodir), "failed save left %s", nodir);
     snprintf(nodir, sizeof nodir, "%s/no/such/dir/m.bin", tmpdir);
-    EXPECT(pz_ckpt_save_llmc(nodir, &a.p, 3), PZ_ERR_IO);
-    EXPECT(pz_ckpt_save(nodir, &a.p, PZ_CKPT_AUTO), PZ_ERR_IO);
+    CHECK_STATUS(pz_ckpt_save_llmc(nodir, &a.p, 3), PZ_ERR_IO, NULL);
+    CHECK_STATUS(pz_ckpt_save(nodir, &a.p, PZ_CKPT_AUTO), PZ_ERR_IO, NULL);
     CHECK(!exists(nodir), "failed save left %s", nodir);
 
     /* a write that fails half way (file size limit): the old file survives
@@ -964,9 +912,9 @@ static void test_failed_saves(void) {
     lim = old;
     lim.rlim_cur = 64 * 1024;
     if (setrlimit(RLIMIT_FSIZE, &lim) == 0) {
-        EXPECT(pz_ckpt_save_safetensors(dst, &a.p), PZ_ERR_IO);
-        EXPECT(pz_ckpt_save_llmc(dstb, &a.p, 3), PZ_ERR_IO);
-        EXPECT(pz_ckpt_save_llmc(dstb, &a.p, 5), PZ_ERR_IO);
+        CHECK_STATUS(pz_ckpt_save_safetensors(dst, &a.p), PZ_ERR_IO, NULL);
+        CHECK_STATUS(pz_ckpt_save_llmc(dstb, &a.p, 3), PZ_ERR_IO, NULL);
+        CHECK_STATUS(pz_ckpt_save_llmc(dstb, &a.p, 5), PZ_ERR_IO, NULL);
         setrlimit(RLIMIT_FSIZE, &old);
         CHECK(file_size(dst) == 3 && file_size(dstb) == 3, "a failed save replaced the old file");
     } else {
@@ -975,13 +923,13 @@ static void test_failed_saves(void) {
     signal(SIGXFSZ, prev);
 
     /* a good save replaces the old file */
-    EXPECT(pz_ckpt_save(dst, &a.p, PZ_CKPT_AUTO), PZ_OK);
-    EXPECT(pz_ckpt_save(dstb, &a.p, PZ_CKPT_AUTO), PZ_OK);
+    CHECK_STATUS(pz_ckpt_save(dst, &a.p, PZ_CKPT_AUTO), PZ_OK, NULL);
+    CHECK_STATUS(pz_ckpt_save(dstb, &a.p, PZ_CKPT_AUTO), PZ_OK, NULL);
     pz_ckpt_format fmt;
     pz_gpt2_config rc;
-    EXPECT(pz_ckpt_read_config(dst, &rc, &fmt), PZ_OK);
+    CHECK_STATUS(pz_ckpt_read_config(dst, &rc, &fmt), PZ_OK, NULL);
     CHECK(fmt == PZ_CKPT_SAFETENSORS, "auto format for .safetensors");
-    EXPECT(pz_ckpt_read_config(dstb, &rc, &fmt), PZ_OK);
+    CHECK_STATUS(pz_ckpt_read_config(dstb, &rc, &fmt), PZ_OK, NULL);
     CHECK(fmt == PZ_CKPT_LLMC, "auto format for .bin");
     CHECK(count_tmp_leftovers() == 0, "temporary files left in %s", tmpdir);
 
@@ -989,19 +937,19 @@ static void test_failed_saves(void) {
     float x[2] = {1, 2};
     pz_st_write_tensor ws[2] = {{.name = "x", .dtype = PZ_ST_F32, .ndim = 1, .shape = {2}, .data = x},
                                 {.name = "x", .dtype = PZ_ST_F32, .ndim = 1, .shape = {2}, .data = x}};
-    EXPECT_MSG(pz_st_write(tp("w.safetensors"), ws, 2, NULL, 0), PZ_ERR_ARG, "twice");
+    CHECK_STATUS(pz_st_write(tp("w.safetensors"), ws, 2, NULL, 0), PZ_ERR_ARG, "twice");
     ws[1].name = "__metadata__";
-    EXPECT(pz_st_write(tp("w.safetensors"), ws, 2, NULL, 0), PZ_ERR_ARG);
+    CHECK_STATUS(pz_st_write(tp("w.safetensors"), ws, 2, NULL, 0), PZ_ERR_ARG, NULL);
     ws[1].name = "y";
     ws[1].dtype = PZ_ST_F4;
-    EXPECT(pz_st_write(tp("w.safetensors"), ws, 2, NULL, 0), PZ_ERR_ARG);
+    CHECK_STATUS(pz_st_write(tp("w.safetensors"), ws, 2, NULL, 0), PZ_ERR_ARG, NULL);
     CHECK(!exists(tp("w.safetensors")), "refused write left a file");
     ws[1].dtype = PZ_ST_F32;
     /* metadata that needs escaping survives the round trip */
     pz_st_meta meta[1] = {{"k\"\\", "line\nbreak\x01"}};
-    EXPECT(pz_st_write(tp("w.safetensors"), ws, 2, meta, 1), PZ_OK);
+    CHECK_STATUS(pz_st_write(tp("w.safetensors"), ws, 2, meta, 1), PZ_OK, NULL);
     pz_st_file f;
-    EXPECT(pz_st_open(&f, tp("w.safetensors")), PZ_OK);
+    CHECK_STATUS(pz_st_open(&f, tp("w.safetensors")), PZ_OK, NULL);
     const char *v = f.nmeta ? pz_st_meta_get(&f, "k\"\\") : NULL;
     CHECK(v && strcmp(v, "line\nbreak\x01") == 0, "escaped metadata round trip");
     pz_st_close(&f);
@@ -1011,7 +959,6 @@ static void test_failed_saves(void) {
 }
 
 int main(void) {
-    verbose = getenv("PZ_TEST_VERBOSE") != NULL;
     snprintf(tmpdir, sizeof tmpdir, "/tmp/pz_test_ckpt_XXXXXX");
     if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
 
@@ -1028,6 +975,5 @@ int main(void) {
     CHECK(count_tmp_leftovers() == 0, "temporary files left in %s", tmpdir);
 
     cleanup_tmpdir();
-    printf("test_checkpoint: %d checks, %d failures\n", checks, failures);
-    return failures ? 1 : 0;
+    return check_summary("test_checkpoint");
 }

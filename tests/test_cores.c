@@ -116,6 +116,5 @@ int main(void) {
     test_local_ranks();
     test_plan();
     test_bind_flag();
-    printf("cores: %d checks, %d failed\n", checks, failures);
-    return failures ? 1 : 0;
+    return check_summary("cores");
 }

@@ -9,31 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-
-static int failures = 0;
-static int checks = 0;
-
-#define CHECK(cond) do { \
-        checks++; \
-        if (!(cond)) { failures++; fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); } \
-    } while (0)
-
-/* Checks a call's status and, for failures, that the message mentions `needle`
- * (the file, the pattern, the value...), since a bare code is not enough for
- * a user to fix the input. */
-#define CHECK_STATUS(call, want, needle) do { \
-        pz_status st_ = (call); \
-        checks++; \
-        if (st_ != (want)) { \
-            failures++; \
-            fprintf(stderr, "%s:%d: %s returned %s, expected %s (message: %s)\n", __FILE__, __LINE__, \
-                    #call, pz_status_name(st_), pz_status_name(want), pz_last_error()); \
-        } else if ((needle) != NULL && strstr(pz_last_error(), (needle) ? (needle) : "") == NULL) { \
-            failures++; \
-            fprintf(stderr, "%s:%d: message '%s' does not mention '%s'\n", __FILE__, __LINE__, \
-                    pz_last_error(), (needle) ? (needle) : ""); \
-        } \
-    } while (0)
+#include "tests/check.h"
 
 static char tmpdir[64];
 
@@ -89,34 +65,35 @@ static void test_round_trip(void) {
 
     /* bytes on disk: the llm.c layout exactly */
     FILE *f = fopen(p, "rb");
-    CHECK(f != NULL);
+    CHECK(f != NULL, "cannot open the written shard %s", p);
     if (f) {
         fseek(f, 0, SEEK_END);
-        CHECK(ftell(f) == (long)(1024 + 2 * n));
+        CHECK(ftell(f) == (long)(1024 + 2 * n), "shard of %zu tokens is %ld bytes", n, ftell(f));
         fseek(f, 0, SEEK_SET);
         int32_t h[256];
-        CHECK(fread(h, sizeof h, 1, f) == 1);
-        CHECK(h[0] == 20240520 && h[1] == 1 && h[2] == (int32_t)n);
+        CHECK(fread(h, sizeof h, 1, f) == 1, "cannot read the shard header");
+        CHECK(h[0] == 20240520 && h[1] == 1 && h[2] == (int32_t)n, "header magic %d version %d count %d", h[0], h[1],
+              h[2]);
         int zero = 1;
         for (int i = 3; i < 256; i++) zero &= h[i] == 0;
-        CHECK(zero);
+        CHECK(zero, "header words 3..255 are not zero");
         fclose(f);
     }
-    CHECK(access(tpath("rt.bin.tmp"), F_OK) != 0);
+    CHECK(access(tpath("rt.bin.tmp"), F_OK) != 0, "the temporary rt.bin.tmp was left behind");
 
     pz_dataset d;
     CHECK_STATUS(pz_dataset_open(&d, p, 16, 50257), PZ_OK, NULL);
-    CHECK(d.nshards == 1);
-    CHECK(d.ntok[0] == n);
-    CHECK(memcmp(d.tokens[0], tok, n * 2) == 0);
-    CHECK(pz_dataset_num_samples(&d) == (n - 1) / 16);
+    CHECK(d.nshards == 1, "%d shards, want 1", d.nshards);
+    CHECK(d.ntok[0] == n, "%zu tokens read, %zu written", d.ntok[0], n);
+    CHECK(memcmp(d.tokens[0], tok, n * 2) == 0, "tokens read differ from those written");
+    CHECK(pz_dataset_num_samples(&d) == (n - 1) / 16, "%zu samples of T=16", pz_dataset_num_samples(&d));
     pz_dataset_close(&d);
-    CHECK(d.nshards == 0 && d.paths == NULL);
+    CHECK(d.nshards == 0 && d.paths == NULL, "close left %d shards", d.nshards);
 
     /* the count field is an int32: one more than it holds is refused before
      * anything is read from the (here bogus) token pointer */
     CHECK_STATUS(pz_shard_write(tpath("big.bin"), tok, (size_t)1 << 31), PZ_ERR_ARG, "big.bin");
-    CHECK(access(tpath("big.bin"), F_OK) != 0);
+    CHECK(access(tpath("big.bin"), F_OK) != 0, "refused write left big.bin");
     free(tok);
 }
 
@@ -132,10 +109,11 @@ static void test_sample_ids(void) {
     snprintf(spec, sizeof spec, "%s,%s", tpath("ids_b.bin"), tpath("ids_a.bin"));
     pz_dataset d;
     CHECK_STATUS(pz_dataset_open(&d, spec, T, 1000), PZ_OK, NULL);
-    CHECK(d.nshards == 2);
-    CHECK(strcmp(d.paths[0], tpath("ids_a.bin")) == 0);
-    CHECK(pz_dataset_num_samples(&d) == 7);
-    CHECK(d.first_id[0] == 0 && d.first_id[1] == 5 && d.first_id[2] == 7);
+    CHECK(d.nshards == 2, "%d shards, want 2", d.nshards);
+    CHECK(strcmp(d.paths[0], tpath("ids_a.bin")) == 0, "first shard %s, want ids_a.bin (sorted)", d.paths[0]);
+    CHECK(pz_dataset_num_samples(&d) == 7, "%zu samples, want 5 + 2", pz_dataset_num_samples(&d));
+    CHECK(d.first_id[0] == 0 && d.first_id[1] == 5 && d.first_id[2] == 7, "first ids %zu %zu %zu, want 0 5 7",
+          d.first_id[0], d.first_id[1], d.first_id[2]);
 
     int inp[4], tgt[4];
     for (size_t id = 0; id < 7; id++) {
@@ -143,21 +121,22 @@ static void test_sample_ids(void) {
         const uint16_t *src = id < 5 ? a + id * T : b + (id - 5) * T;
         int ok = 1;
         for (int t = 0; t < T; t++) ok &= inp[t] == src[t] && tgt[t] == src[t + 1];
-        CHECK(ok);
+        CHECK(ok, "sample %zu: wrong tokens", id);
     }
     /* the last sample of a ends at token 20: tokens 21, 22 are never used,
      * and the first sample of b starts at b's first token, not a's leftovers */
     pz_dataset_sample(&d, 4, inp, tgt);
-    CHECK(inp[0] == 16 && tgt[3] == 20);
+    CHECK(inp[0] == 16 && tgt[3] == 20, "last sample of a: input from %d, last target %d", inp[0], tgt[3]);
     pz_dataset_sample(&d, 5, inp, tgt);
-    CHECK(inp[0] == 500 && tgt[0] == 501);
+    CHECK(inp[0] == 500 && tgt[0] == 501, "first sample of b: %d -> %d", inp[0], tgt[0]);
     pz_dataset_close(&d);
 
     /* the same two shards by glob give the same ids */
     CHECK_STATUS(pz_dataset_open(&d, tpath("ids_*.bin"), T, 1000), PZ_OK, NULL);
-    CHECK(d.nshards == 2 && pz_dataset_num_samples(&d) == 7);
+    CHECK(d.nshards == 2 && pz_dataset_num_samples(&d) == 7, "glob: %d shards, %zu samples", d.nshards,
+          pz_dataset_num_samples(&d));
     pz_dataset_sample(&d, 6, inp, tgt);
-    CHECK(inp[0] == 504 && tgt[3] == 508);
+    CHECK(inp[0] == 504 && tgt[3] == 508, "glob: sample 6 from %d, last target %d", inp[0], tgt[3]);
     pz_dataset_close(&d);
 
     /* a shard named twice would shift every later id: refused */
@@ -180,29 +159,29 @@ static void test_unshuffled(void) {
     CHECK_STATUS(pz_dataset_open(&d, tpath("flat.bin"), T, 60000), PZ_OK, NULL);
     pz_loader l;
     CHECK_STATUS(pz_loader_init(&l, &d, B, 0, 1234), PZ_OK, NULL);
-    CHECK(pz_loader_batches_per_epoch(&l) == 3);
+    CHECK(pz_loader_batches_per_epoch(&l) == 3, "%zu batches per epoch, want 3", pz_loader_batches_per_epoch(&l));
 
     int inp[24], tgt[24];
     size_t ids[3];
     for (int round = 0; round < 2; round++) {
         for (size_t k = 0; k < 3; k++) {
-            CHECK(l.epoch == round);
+            CHECK(l.epoch == round, "epoch %d in round %d", l.epoch, round);
             pz_loader_next(&l, inp, tgt, ids);
             /* batch k is tokens [k*B*T, (k+1)*B*T], targets shifted by one,
              * the llm.c positions */
             int ok = 1;
             for (int i = 0; i < B * T; i++)
                 ok &= inp[i] == tok[k * B * T + (size_t)i] && tgt[i] == tok[k * B * T + (size_t)i + 1];
-            CHECK(ok);
-            for (int b = 0; b < B; b++) CHECK(ids[b] == k * B + (size_t)b);
+            CHECK(ok, "round %d batch %zu: wrong tokens", round, k);
+            for (int b = 0; b < B; b++) CHECK(ids[b] == k * B + (size_t)b, "batch %zu: id %zu at %d", k, ids[b], b);
         }
     }
     /* sample 9 (the tail) was never served; the third epoch starts at 0 */
-    CHECK(l.epoch == 2 && l.pos == 0);
+    CHECK(l.epoch == 2 && l.pos == 0, "after two epochs: epoch %d pos %zu", l.epoch, l.pos);
     pz_loader_next(&l, inp, tgt, NULL);
-    CHECK(inp[0] == 0 && tgt[0] == 1);
+    CHECK(inp[0] == 0 && tgt[0] == 1, "third epoch starts %d -> %d", inp[0], tgt[0]);
     pz_loader_reset(&l);
-    CHECK(l.epoch == 0 && l.pos == 0);
+    CHECK(l.epoch == 0 && l.pos == 0, "after reset: epoch %d pos %zu", l.epoch, l.pos);
     pz_loader_free(&l);
 
     CHECK_STATUS(pz_loader_init(&l, &d, 0, 0, 0), PZ_ERR_ARG, "B");
@@ -227,7 +206,7 @@ static void epoch_ids(pz_loader *l, size_t *out) {
             ok &= memcmp(rt, tgt + b * T, sizeof(int) * (size_t)T) == 0;
         }
     }
-    CHECK(ok);
+    CHECK(ok, "a batch's tokens are not those of the ids it reports");
     free(inp); free(tgt); free(ri); free(rt);
 }
 
@@ -239,17 +218,17 @@ static void test_shuffle(void) {
     CHECK_STATUS(pz_shard_write(tpath("sh_1.bin"), b, 22 * T + 3), PZ_OK, NULL);
     pz_dataset d;
     CHECK_STATUS(pz_dataset_open(&d, tpath("sh_*.bin"), T, 50000), PZ_OK, NULL);
-    CHECK(pz_dataset_num_samples(&d) == 52);
+    CHECK(pz_dataset_num_samples(&d) == 52, "%zu samples, want 30 + 22", pz_dataset_num_samples(&d));
 
     pz_loader l1, l2, l3;
     CHECK_STATUS(pz_loader_init(&l1, &d, B, 1, 42), PZ_OK, NULL);
     CHECK_STATUS(pz_loader_init(&l2, &d, B, 1, 42), PZ_OK, NULL);
     CHECK_STATUS(pz_loader_init(&l3, &d, B, 1, 43), PZ_OK, NULL);
-    CHECK(pz_loader_batches_per_epoch(&l1) == 10);
+    CHECK(pz_loader_batches_per_epoch(&l1) == 10, "%zu batches per epoch, want 10", pz_loader_batches_per_epoch(&l1));
 
     size_t e0[50], e1[50], again[50], other[50];
     epoch_ids(&l1, e0);
-    CHECK(l1.epoch == 1 && l1.pos == 0);
+    CHECK(l1.epoch == 1 && l1.pos == 0, "after an epoch: epoch %d pos %zu", l1.epoch, l1.pos);
     epoch_ids(&l1, e1);
     epoch_ids(&l2, again);
     epoch_ids(&l3, other);
@@ -257,28 +236,28 @@ static void test_shuffle(void) {
     /* a permutation: 50 distinct ids out of 52 */
     int seen[52] = {0}, distinct = 1;
     for (int i = 0; i < 50; i++) {
-        CHECK(e0[i] < 52);
+        CHECK(e0[i] < 52, "id %zu out of range", e0[i]);
         if (e0[i] < 52) distinct &= seen[e0[i]]++ == 0;
     }
-    CHECK(distinct);
+    CHECK(distinct, "an epoch serves some id twice");
     /* shuffled at all: the identity order has every id in place */
     int in_place = 0;
     for (int i = 0; i < 50; i++) in_place += e0[i] == (size_t)i;
-    CHECK(in_place < 50);
-    CHECK(memcmp(e0, again, sizeof e0) == 0);  /* same seed, same order */
-    CHECK(memcmp(e0, other, sizeof e0) != 0);  /* another seed, another */
-    CHECK(memcmp(e0, e1, sizeof e0) != 0);     /* another epoch, another */
+    CHECK(in_place < 50, "not shuffled: every id in place");
+    CHECK(memcmp(e0, again, sizeof e0) == 0, "same seed, another order");
+    CHECK(memcmp(e0, other, sizeof e0) != 0, "another seed, the same order");
+    CHECK(memcmp(e0, e1, sizeof e0) != 0, "another epoch, the same order");
 
     /* reset and seek rebuild an epoch's order from (seed, epoch) alone, which
      * is what resuming from a checkpoint relies on */
     pz_loader_reset(&l1);
     epoch_ids(&l1, again);
-    CHECK(memcmp(e0, again, sizeof e0) == 0);
+    CHECK(memcmp(e0, again, sizeof e0) == 0, "reset: not the first epoch's order");
     CHECK_STATUS(pz_loader_seek(&l2, 1, 4), PZ_OK, NULL);
     size_t ids[5];
     int inp[20], tgt[20];
     pz_loader_next(&l2, inp, tgt, ids);
-    CHECK(memcmp(ids, e1 + 4 * B, sizeof ids) == 0);
+    CHECK(memcmp(ids, e1 + 4 * B, sizeof ids) == 0, "seek(1, 4): not batch 4 of epoch 1");
     CHECK_STATUS(pz_loader_seek(&l2, 0, 10), PZ_ERR_ARG, "10 batches");
 
     pz_loader_free(&l1);
@@ -296,7 +275,7 @@ static void test_malformed(void) {
 
     write_shard_raw(tpath("magic.bin"), 20240326, 1, 64, tok, 64);
     CHECK_STATUS(pz_dataset_open(&d, tpath("magic.bin"), 8, 256), PZ_ERR_FORMAT, "magic.bin: bad magic");
-    CHECK(d.nshards == 0 && d.paths == NULL); /* cleaned up on failure */
+    CHECK(d.nshards == 0 && d.paths == NULL, "a failed open left %d shards", d.nshards);
 
     write_shard_raw(tpath("version.bin"), 20240520, 7, 64, tok, 64);
     CHECK_STATUS(pz_dataset_open(&d, tpath("version.bin"), 8, 256), PZ_ERR_FORMAT, "found 7");
@@ -326,7 +305,7 @@ static void test_malformed(void) {
     /* 64 tokens cannot hold one sample of T+1 = 65 */
     CHECK_STATUS(pz_dataset_open(&d, tpath("vocab.bin"), 64, 256), PZ_ERR_SHAPE, "has 64 tokens");
     CHECK_STATUS(pz_dataset_open(&d, tpath("vocab.bin"), 63, 256), PZ_OK, NULL);
-    CHECK(pz_dataset_num_samples(&d) == 1);
+    CHECK(pz_dataset_num_samples(&d) == 1, "%zu samples of T=63 in 64 tokens", pz_dataset_num_samples(&d));
     pz_dataset_close(&d);
     CHECK_STATUS(pz_shard_write(tpath("empty.bin"), tok, 0), PZ_OK, NULL);
     CHECK_STATUS(pz_dataset_open(&d, tpath("empty.bin"), 1, 256), PZ_ERR_SHAPE, "has 0 tokens");
@@ -339,7 +318,7 @@ static void test_malformed(void) {
     char spec[600];
     snprintf(spec, sizeof spec, "%s,%s", tpath("vocab.bin"), tpath("version.bin"));
     CHECK_STATUS(pz_dataset_open(&d, spec, 8, 256), PZ_ERR_FORMAT, "version.bin");
-    CHECK(d.nshards == 0);
+    CHECK(d.nshards == 0, "a failed list left %d shards", d.nshards);
 
     CHECK_STATUS(pz_dataset_open(&d, tpath("vocab.bin"), 0, 256), PZ_ERR_ARG, NULL);
     CHECK_STATUS(pz_dataset_open(&d, tpath("vocab.bin"), 8, 0), PZ_ERR_ARG, NULL);
@@ -380,10 +359,10 @@ static void test_tokenizer(void) {
     CHECK_STATUS(pz_tokenize_bytes(in, 2, tr, va, 0.1), PZ_OK, NULL);
     size_t nt, nv;
     char *st = read_byte_shard(tr, &nt), *sv = read_byte_shard(va, &nv);
-    CHECK(st && sv && nt == 900 && nv == 100);
+    CHECK(st && sv && nt == 900 && nv == 100, "10%%: %zu + %zu bytes, want 900 + 100", nt, nv);
     if (st && sv) {
-        CHECK(memcmp(st, text, 900) == 0 && memcmp(sv, text + 900, 100) == 0);
-        CHECK((unsigned char)st[5] == 0xff);
+        CHECK(memcmp(st, text, 900) == 0 && memcmp(sv, text + 900, 100) == 0, "10%%: bytes differ from the input");
+        CHECK((unsigned char)st[5] == 0xff, "byte 0xff became token %d", st[5]);
     }
     free(st); free(sv);
 
@@ -391,16 +370,17 @@ static void test_tokenizer(void) {
     CHECK_STATUS(pz_tokenize_bytes(in, 2, tr, va, 0.135), PZ_OK, NULL);
     st = read_byte_shard(tr, &nt);
     sv = read_byte_shard(va, &nv);
-    CHECK(nt == 860 && nv == 140);
-    if (sv) CHECK(sv[0] == 'a' && st[nt - 1] == '\n');
+    CHECK(nt == 860 && nv == 140, "13.5%%: %zu + %zu bytes, want 860 + 140", nt, nv);
+    if (sv) CHECK(sv[0] == 'a' && st[nt - 1] == '\n', "13.5%%: the cut is not after a newline");
     free(st); free(sv);
 
     /* inputs concatenate in the order given, not sorted */
     const char *rev[] = {tpath("t2.txt"), tpath("t1.txt")};
     CHECK_STATUS(pz_tokenize_bytes(rev, 2, tr, NULL, 0.0), PZ_OK, NULL);
     st = read_byte_shard(tr, &nt);
-    CHECK(nt == 1000);
-    if (st) CHECK(memcmp(st, text + 300, 700) == 0 && memcmp(st + 700, text, 300) == 0);
+    CHECK(nt == 1000, "%zu bytes, want 1000", nt);
+    if (st)
+        CHECK(memcmp(st, text + 300, 700) == 0 && memcmp(st + 700, text, 300) == 0, "inputs not in the order given");
     free(st);
 
     /* a newline more than 4 KiB before the cut is not used: 10000 bytes with
@@ -413,7 +393,7 @@ static void test_tokenizer(void) {
     CHECK_STATUS(pz_tokenize_bytes(far, 1, tr, va, 0.1), PZ_OK, NULL);
     st = read_byte_shard(tr, &nt);
     free(st);
-    CHECK(nt == 9000);
+    CHECK(nt == 9000, "far newline: cut at %zu, want 9000", nt);
     /* ...but one 4096 bytes before is (the newline is byte 4904, cut 4905) */
     big[100] = 'x';
     big[9000 - 4096] = '\n';
@@ -421,7 +401,7 @@ static void test_tokenizer(void) {
     CHECK_STATUS(pz_tokenize_bytes(far, 1, tr, va, 0.1), PZ_OK, NULL);
     st = read_byte_shard(tr, &nt);
     free(st);
-    CHECK(nt == 9000 - 4096 + 1);
+    CHECK(nt == 9000 - 4096 + 1, "newline 4096 bytes back: cut at %zu, want 4905", nt);
     free(big);
 
     /* errors */
@@ -443,9 +423,9 @@ static void test_tokenizer(void) {
     /* more than 2^31-1 bytes: a sparse 2 GiB file costs no disk, and the size
      * check happens before anything is read */
     FILE *f = fopen(tpath("huge.txt"), "wb");
-    CHECK(f != NULL);
+    CHECK(f != NULL, "cannot create huge.txt");
     if (f) {
-        CHECK(ftruncate(fileno(f), (off_t)1 << 31) == 0);
+        CHECK(ftruncate(fileno(f), (off_t)1 << 31) == 0, "cannot make huge.txt 2 GiB");
         fclose(f);
         const char *huge[] = {tpath("huge.txt")};
         CHECK_STATUS(pz_tokenize_bytes(huge, 1, tr, va, 0.1), PZ_ERR_SHAPE, "huge.txt");
@@ -453,7 +433,7 @@ static void test_tokenizer(void) {
     /* the failures above did not clobber the last good output */
     st = read_byte_shard(tr, &nt);
     free(st);
-    CHECK(nt == 9000 - 4096 + 1);
+    CHECK(nt == 9000 - 4096 + 1, "failed calls clobbered the output: %zu bytes", nt);
 }
 
 int main(void) {
@@ -474,10 +454,5 @@ int main(void) {
     CHECK_STATUS(pz_dataset_open(&d, cmd_pattern, 1, 256), PZ_ERR_IO, "no file matches");
 
     nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    if (failures) {
-        fprintf(stderr, "test_data: %d of %d checks FAILED\n", failures, checks);
-        return 1;
-    }
-    printf("test_data: all %d checks passed\n", checks);
-    return 0;
+    return check_summary("test_data");
 }

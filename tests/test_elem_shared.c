@@ -282,15 +282,7 @@ static void run_spec(const char *spec, const pz_shape *s, uint64_t seed) {
     float *dec = xmalloc(n * 4 + 4), *ref = xmalloc(n * 4 + 4);
     pz_status st = pz_codec_encode(c, x, s, &ctx, msg, cap, &len);
     CHECK(st == PZ_OK, "%s: encode: %s", spec, pz_last_error());
-    if (st != PZ_OK) {
-        free(x);
-        free(msg);
-        free(pl);
-        free(dec);
-        free(ref);
-        pz_codec_free(c);
-        return;
-    }
+    if (st != PZ_OK) goto out;
     pz_shape got;
     CHECK(pz_codec_decode(c, msg, len, NULL, dec, n, &got) == PZ_OK, "%s: decode: %s", spec, pz_last_error());
     const pz_codec_params *p = NULL;
@@ -363,6 +355,7 @@ static void run_spec(const char *spec, const pz_shape *s, uint64_t seed) {
         for (size_t i = 0; i < n; i++) bad += pz_f2u(dec[i]) != pz_f2u(ref[i]);
         CHECK(bad == 0, "%s: %zu decoded floats differ from the shared decode functions", spec, bad);
     }
+out:
     free(x);
     free(msg);
     free(pl);
@@ -404,6 +397,5 @@ int main(void) {
     for (size_t si = 0; si < sizeof specs / sizeof specs[0]; si++)
         for (size_t h = 0; h < sizeof shapes / sizeof shapes[0]; h++)
             for (uint64_t seed = 1; seed <= 2; seed++) run_spec(specs[si], &shapes[h], seed * 1000 + h);
-    printf("test_elem_shared: %d checks, %d failures\n", checks, failures);
-    return failures ? 1 : 0;
+    return check_summary("test_elem_shared");
 }

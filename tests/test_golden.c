@@ -25,16 +25,10 @@
 #include "base/rng.h"
 #include "base/status.h"
 #include "tests/check.h"
+#include "tests/codec_stream.h"
 
 static const char *const specs[] = {
-    "fp32", "fp16", "bf16",
-    "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8",
-    "q4:round=nearest", "q2:round=nearest,group=row", "q4:scale=minmax,group=row", "q4:group=256",
-    "q8:sdtype=fp16", "q4:scale=minmax,group=256,round=nearest",
-    "nuq4", "nuq8", "nuq4:code=elias", "nuq2:bucket=64",
-    "sign", "sign:stochastic", "sign:group=channel",
-    "topk:0.1", "topk:0.01", "topk:0.3,values=fp16", "topk:0.1,values=q8", "topk:0.05,scope=tensor",
-    "jointsq:1.5", "jointsq:0.5", "jointsq:3",
+    CODEC_STREAM_BASE_SPECS,
     "q4+zstd", "topk:0.1+zstd", "ef(q2)", "ef(topk:0.05)", "ef21(sign)", "ef21(q4)",
     "aq(q4)", "aq(q2,warmup=fp16)", "aq(sign)", "ef(aq(q4))",
 };
@@ -59,60 +53,20 @@ static void put(buf *b, const void *p, size_t n) {
     b->len += n;
 }
 
-/* heavy-tailed data with zeros, an outlier channel and tiny values */
-static void fill(float *x, size_t n, size_t C, uint64_t seed) {
-    pz_rng r;
-    pz_rng_seed(&r, seed);
-    for (size_t i = 0; i < n; i++) {
-        float v = pz_rng_normal(&r);
-        if (i % C == 3) v *= 40.0f;
-        if (i % 97 == 0) v = 0.0f;
-        if (i % 89 == 0) v *= 1e-6f;
-        x[i] = v;
-    }
+/* rounds move slowly, as activations of one sample do between epochs */
+static void input(float *x, size_t n, size_t C, size_t k, size_t i, int round) {
+    codec_stream_fill(x, n, C, 1000 * k + 10 * i, 0);
+    for (size_t e = 0; e < n; e++) x[e] += 0.1f * (float)round * (float)((int)(e % 7) - 3);
 }
 
 /* the stream: per shape, spec and round: u64 length + message, then the
  * decoded floats */
-static int produce(buf *out) {
-    for (size_t k = 0; k < NSHAPES; k++) {
-        const pz_shape *s = &shapes[k];
-        size_t n = pz_shape_numel(s), C = (size_t)s->dims[s->ndim - 1];
-        float *x = xmalloc(n * sizeof(float)), *y = xmalloc(n * sizeof(float));
-        uint64_t ids[8];
-        for (int i = 0; i < s->dims[0]; i++) ids[i] = 100 + (uint64_t)i;
-        for (size_t i = 0; i < NSPECS; i++) {
-            pz_codec *c = NULL, *d = NULL;
-            if (pz_codec_create(specs[i], &c) != PZ_OK || pz_codec_create(specs[i], &d) != PZ_OK) {
-                printf("FAIL %s: %s\n", specs[i], pz_last_error());
-                return 1;
-            }
-            size_t cap = pz_codec_max_encoded_size(c, s);
-            uint8_t *msg = xmalloc(cap);
-            for (uint64_t round = 0; round < ROUNDS; round++) {
-                /* rounds move slowly, as activations of one sample do between epochs */
-                fill(x, n, C, 1000 * k + 10 * i);
-                for (size_t e = 0; e < n; e++) x[e] += 0.1f * (float)round * (float)((int)(e % 7) - 3);
-                pz_codec_ctx ctx = {.seed = 7, .step = round, .edge = 1, .dir = 0, .micro = 3, .sample_ids = ids};
-                size_t len = 0;
-                pz_shape got;
-                if (pz_codec_encode(c, x, s, &ctx, msg, cap, &len) != PZ_OK ||
-                    pz_codec_decode(d, msg, len, &ctx, y, n, &got) != PZ_OK) {
-                    printf("FAIL %s: %s\n", specs[i], pz_last_error());
-                    return 1;
-                }
-                uint64_t l = len;
-                put(out, &l, 8);
-                put(out, msg, len);
-                put(out, y, n * sizeof(float));
-            }
-            free(msg);
-            pz_codec_free(c);
-            pz_codec_free(d);
-        }
-        free(x);
-        free(y);
-    }
+static int emit(void *arg, const uint8_t *msg, size_t len, const float *y, size_t n) {
+    buf *out = arg;
+    uint64_t l = len;
+    put(out, &l, 8);
+    put(out, msg, len);
+    put(out, y, n * sizeof(float));
     return 0;
 }
 
@@ -145,7 +99,8 @@ int main(int argc, char **argv) {
     }
     const char *path = argv[argc - 1];
     buf got = {0};
-    if (produce(&got) != 0) return 1;
+    codec_stream cs = {specs, NSPECS, shapes, NSHAPES, ROUNDS, 1, input, emit, &got};
+    if (codec_stream_run(&cs) != 0) return 1;
     if (write_mode) {
         pz_atomic_file af;
         if (pz_atomic_open(&af, path) != PZ_OK) pz_die("%s", pz_last_error());
@@ -169,6 +124,5 @@ int main(int argc, char **argv) {
                 got.len, path);
     free(want);
     free(got.p);
-    printf("test_golden: %d checks, %d failed\n", checks, failures);
-    return failures ? 1 : 0;
+    return check_summary("test_golden");
 }

@@ -16,16 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failures;
-
-#define CHECK(cond, ...) do {                                                  \
-    if (!(cond)) {                                                             \
-        failures++;                                                            \
-        fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                   \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fputc('\n', stderr);                                                   \
-    }                                                                          \
-} while (0)
+#include "tests/check.h"
 
 /* Runs argv to completion; returns its exit status (or -1). */
 static int run(char *const argv[]) {
@@ -152,6 +143,5 @@ int main(int argc, char **argv) {
     }
     remove(path);
     rmdir(dir);
-    printf("gpt2-layout: %s\n", failures ? "FAILED" : "ok");
-    return failures ? 1 : 0;
+    return check_summary("gpt2-layout");
 }

@@ -23,16 +23,10 @@
 #include "base/rng.h"
 #include "base/status.h"
 #include "tests/check.h"
+#include "tests/codec_stream.h"
 
 static const char *const specs[] = {
-    "fp32", "fp16", "bf16",
-    "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8",
-    "q4:round=nearest", "q2:round=nearest,group=row", "q4:scale=minmax,group=row", "q4:group=256",
-    "q8:sdtype=fp16", "q4:scale=minmax,group=256,round=nearest",
-    "nuq4", "nuq8", "nuq4:code=elias", "nuq2:bucket=64",
-    "sign", "sign:stochastic", "sign:group=channel",
-    "topk:0.1", "topk:0.01", "topk:0.3,values=fp16", "topk:0.1,values=q8", "topk:0.05,scope=tensor",
-    "jointsq:1.5", "jointsq:0.5", "jointsq:3",
+    CODEC_STREAM_BASE_SPECS,
     "q4+zstd", "ef(q2)", "ef21(sign)",
 };
 static const pz_shape shapes[] = {
@@ -41,58 +35,23 @@ static const pz_shape shapes[] = {
 #define NSPECS (sizeof specs / sizeof specs[0])
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
 
-/* heavy-tailed data with zeros, a negative zero, outlier channels and tiny values */
-static void fill(float *x, size_t n, size_t C, uint64_t seed) {
-    pz_rng r;
-    pz_rng_seed(&r, seed);
-    for (size_t i = 0; i < n; i++) {
-        float v = pz_rng_normal(&r);
-        if (i % C == 3) v *= 40.0f;
-        if (i % 97 == 0) v = 0.0f;
-        if (i % 101 == 0) v = -0.0f;
-        if (i % 89 == 0) v *= 1e-6f;
-        x[i] = v;
-    }
+/* two steps: ef's residual state too */
+static void input(float *x, size_t n, size_t C, size_t k, size_t i, int step) {
+    codec_stream_fill(x, n, C, 1000 * k + 10 * i + (size_t)step, 1);
 }
 
-/* child: encode and decode everything at the level PIPEZIP_ISA names; writes
- * (u64 length, bytes) records to fd: message, then decoded floats */
+/* writes (u64 length, bytes) records to the fd in arg: message, then decoded floats */
+static int emit(void *arg, const uint8_t *msg, size_t len, const float *y, size_t n) {
+    int fd = *(const int *)arg;
+    uint64_t l1 = len, l2 = n * sizeof(float);
+    return write(fd, &l1, 8) != 8 || write(fd, msg, len) != (ssize_t)len || write(fd, &l2, 8) != 8 ||
+           write(fd, y, l2) != (ssize_t)l2;
+}
+
+/* child: encode and decode everything at the level PIPEZIP_ISA names, to fd */
 static int produce(int fd) {
-    for (size_t k = 0; k < NSHAPES; k++) {
-        const pz_shape *s = &shapes[k];
-        size_t n = pz_shape_numel(s), C = (size_t)s->dims[s->ndim - 1];
-        float *x = xmalloc(n * sizeof(float)), *y = xmalloc(n * sizeof(float));
-        for (size_t i = 0; i < NSPECS; i++) {
-            pz_codec *c = NULL, *d = NULL;
-            if (pz_codec_create(specs[i], &c) != PZ_OK || pz_codec_create(specs[i], &d) != PZ_OK) {
-                fprintf(stderr, "%s: %s\n", specs[i], pz_last_error());
-                return 1;
-            }
-            size_t cap = pz_codec_max_encoded_size(c, s);
-            uint8_t *msg = xmalloc(cap);
-            for (uint64_t step = 0; step < 2; step++) {   /* two steps: ef's residual state too */
-                fill(x, n, C, 1000 * k + 10 * i + step);
-                pz_codec_ctx ctx = {.seed = 7, .step = step, .edge = 1, .dir = 0, .micro = 3};
-                size_t len = 0;
-                pz_shape got;
-                if (pz_codec_encode(c, x, s, &ctx, msg, cap, &len) != PZ_OK ||
-                    pz_codec_decode(d, msg, len, &ctx, y, n, &got) != PZ_OK) {
-                    fprintf(stderr, "%s: %s\n", specs[i], pz_last_error());
-                    return 1;
-                }
-                uint64_t l1 = len, l2 = n * sizeof(float);
-                if (write(fd, &l1, 8) != 8 || write(fd, msg, len) != (ssize_t)len || write(fd, &l2, 8) != 8 ||
-                    write(fd, y, l2) != (ssize_t)l2)
-                    return 1;
-            }
-            free(msg);
-            pz_codec_free(c);
-            pz_codec_free(d);
-        }
-        free(x);
-        free(y);
-    }
-    return 0;
+    codec_stream cs = {specs, NSPECS, shapes, NSHAPES, 2, 0, input, emit, &fd};
+    return codec_stream_run(&cs);
 }
 
 /* runs produce() in a child at `level`; returns its whole output (malloc'ed) */
@@ -317,6 +276,5 @@ int main(int argc, char **argv) {
     test_codecs();
     test_ops();
     test_bad_env();
-    printf("test_isa: %d checks, %d failed\n", checks, failures);
-    return failures ? 1 : 0;
+    return check_summary("test_isa");
 }

@@ -21,6 +21,7 @@
 #include "kernels/backend.h"
 #include "base/mem.h"
 #include "base/rng.h"
+#include "tests/op_ctx.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -257,35 +258,26 @@ static void test_layernorm(const sizes *s) {
 
 /* ---- matmul ----------------------------------------------------------- */
 
-typedef struct {
-    int N, C, OC;
-    float *inp, *w, *bias, *out, *R, *dinp, *dw, *db;
-} mm_ctx;
-
+/* tests/op_ctx.h's mm_ctx; dout is R */
 static double mm_loss(void *p) {
     mm_ctx *c = p;
-    be->matmul_forward(c->out, c->inp, c->w, c->bias, c->N, c->C, c->OC);
-    return dot_r(c->out, c->R, (size_t)c->N * c->OC);
-}
-
-static void mm_bwd(void *p) {
-    mm_ctx *c = p;
-    be->matmul_backward(c->dinp, c->dw, c->db, c->R, c->inp, c->w, c->N, c->C, c->OC);
+    mm_forward(c);
+    return dot_r(c->out, c->dout, (size_t)c->N * c->OC);
 }
 
 static void test_matmul(const sizes *s) {
     const int N = s->B * s->T, C = s->C, OC = s->OC;
     const size_t NC = (size_t)N * C, OCC = (size_t)OC * C, NO = (size_t)N * OC;
-    mm_ctx c = {N, C, OC, fbuf(NC), fbuf(OCC), fbuf(OC), fbuf(NO), fbuf(NO), fbuf(NC),
+    mm_ctx c = {be, N, C, OC, fbuf(NC), fbuf(OCC), fbuf(OC), fbuf(NO), fbuf(NO), fbuf(NC),
                 fbuf(OCC), fbuf(OC)};
     fill_normal(c.inp, NC, 1.0f);
     fill_normal(c.w, OCC, 1.0f);
     fill_normal(c.bias, OC, 1.0f);
-    fill_normal(c.R, NO, 1.0f);
+    fill_normal(c.dout, NO, 1.0f);
     grad_pair p[] = {{"inp", c.inp, c.dinp, NC}, {"weight", c.w, c.dw, OCC},
                      {"bias", c.bias, c.db, OC}};
     /* L is linear in each input, so the differences are exact up to rounding */
-    gradcheck("matmul", p, 3, mm_loss, mm_bwd, &c, 5e-2f, 1e-3, 1e-3);
+    gradcheck("matmul", p, 3, mm_loss, mm_backward, &c, 5e-2f, 1e-3, 1e-3);
 
     double *ref = dbuf(NO);
     for (int r = 0; r < N; r++)
@@ -309,32 +301,23 @@ static void test_matmul(const sizes *s) {
     be->zero(c.dinp, NC * sizeof(float));
     be->zero(c.dw, OCC * sizeof(float));
     be->zero(c.db, OC * sizeof(float));
-    mm_bwd(&c);
+    mm_backward(&c);
     to_double(dw1, c.dw, OCC);
-    be->matmul_backward(NULL, dw2, NULL, c.R, c.inp, c.w, N, C, OC);
+    be->matmul_backward(NULL, dw2, NULL, c.dout, c.inp, c.w, N, C, OC);
     expect_close("matmul backward, dinp and dbias NULL", dw2, dw1, OCC, 0.0, 0.0);
     free(dw1);
     be->free(dw2);
-    be->free(c.inp); be->free(c.w); be->free(c.bias); be->free(c.out); be->free(c.R);
+    be->free(c.inp); be->free(c.w); be->free(c.bias); be->free(c.out); be->free(c.dout);
     be->free(c.dinp); be->free(c.dw); be->free(c.db);
 }
 
 /* ---- attention -------------------------------------------------------- */
 
-typedef struct {
-    int B, T, C, NH;
-    float *qkv, *out, *att, *R, *dqkv, *scratch;
-} att_ctx;
-
+/* tests/op_ctx.h's att_ctx; dout is R */
 static double att_loss(void *p) {
     att_ctx *c = p;
-    be->attention_forward(c->out, c->att, c->qkv, c->B, c->T, c->C, c->NH);
-    return dot_r(c->out, c->R, (size_t)c->B * c->T * c->C);
-}
-
-static void att_bwd(void *p) {
-    att_ctx *c = p;
-    be->attention_backward(c->dqkv, c->scratch, c->R, c->qkv, c->att, c->B, c->T, c->C, c->NH);
+    att_forward(c);
+    return dot_r(c->out, c->dout, (size_t)c->B * c->T * c->C);
 }
 
 /* out (B,T,C) and att (B,NH,T,T) of causal attention, in double */
@@ -369,12 +352,12 @@ static void test_attention(const sizes *s) {
     const int B = s->B, T = s->T, C = s->C, NH = s->NH;
     const size_t n3 = (size_t)B * T * 3 * C, nout = (size_t)B * T * C;
     const size_t natt = (size_t)B * NH * T * T;
-    att_ctx c = {B, T, C, NH, fbuf(n3), fbuf(nout), fbuf(natt), fbuf(nout), fbuf(n3),
+    att_ctx c = {be, B, T, C, NH, fbuf(n3), fbuf(nout), fbuf(natt), fbuf(nout), fbuf(n3),
                  fbuf(natt)};
     fill_normal(c.qkv, n3, 1.0f);
-    fill_normal(c.R, nout, 1.0f);
+    fill_normal(c.dout, nout, 1.0f);
     grad_pair p[] = {{"qkv", c.qkv, c.dqkv, n3}};
-    gradcheck("attention", p, 1, att_loss, att_bwd, &c, 1e-2f, 1e-3, 5e-3);
+    gradcheck("attention", p, 1, att_loss, att_backward, &c, 1e-2f, 1e-3, 5e-3);
 
     double *ro = dbuf(nout), *ra = dbuf(natt);
     att_reference(ro, ra, c.qkv, B, T, C, NH);
@@ -401,7 +384,7 @@ static void test_attention(const sizes *s) {
                 same && changed);
     free(before);
     free(ro); free(ra);
-    be->free(c.qkv); be->free(c.out); be->free(c.att); be->free(c.R); be->free(c.dqkv);
+    be->free(c.qkv); be->free(c.out); be->free(c.att); be->free(c.dout); be->free(c.dqkv);
     be->free(c.scratch);
 }
 

@@ -6,9 +6,7 @@
 #include <string.h>
 
 #include "runtime/policy.h"
-
-static int fails;
-#define CHECK(c, ...) do { if (!(c)) { fails++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+#include "tests/check.h"
 
 static const char *spec_or_none(const pz_policy *p, int e, int d) {
     const char *s = pz_policy_codec(p, e, d);
@@ -46,34 +44,34 @@ static void expect_err(int S, const char *text, const char *want, int col) {
     pz_policy_free(&p);
 }
 
-int main(void) {
-    expect(2, "fwd=aq(q4),bwd=q8", "aq(q4)|q8");
-    expect(3, "fwd=q4", "q4|none;q4|none");
-    expect(3, "both=fp16", "fp16|fp16;fp16|fp16");
-    expect(3, "0-1:fwd=topk:0.2;*:bwd=q8", "topk:0.2|q8;none|q8");
+/* policies that parse: stages, text, and "fwd0|bwd0;fwd1|bwd1;..." */
+static const struct { int S; const char *text, *want; } parses[] = {
+    {2, "fwd=aq(q4),bwd=q8", "aq(q4)|q8"}, {3, "fwd=q4", "q4|none;q4|none"}, {3, "both=fp16", "fp16|fp16;fp16|fp16"},
+    {3, "0-1:fwd=topk:0.2;*:bwd=q8", "topk:0.2|q8;none|q8"},
     /* a comma inside a codec spec stays in it; one before a direction splits */
-    expect(2, "fwd=q4:group=row,round=nearest,bwd=q8:round=nearest", "q4:group=row,round=nearest|q8:round=nearest");
-    expect(2, "fwd=aq(q4,warmup=fp16,mem=1G)", "aq(q4,warmup=fp16,mem=1G)|none");
+    {2, "fwd=q4:group=row,round=nearest,bwd=q8:round=nearest", "q4:group=row,round=nearest|q8:round=nearest"},
+    {2, "fwd=aq(q4,warmup=fp16,mem=1G)", "aq(q4,warmup=fp16,mem=1G)|none"},
     /* an edge's own clause beats '*', in either order; otherwise later wins */
-    expect(3, "1-2:fwd=q2;*:fwd=q8", "q8|none;q2|none");
-    expect(3, "*:fwd=q8;1-2:fwd=q2", "q8|none;q2|none");
-    expect(3, "fwd=q8;fwd=q4", "q4|none;q4|none");
-    expect(3, "0-1:fwd=q8;0-1:fwd=none", "none|none;none|none");
-    expect(4, "1-2:both=sign ; 2-3:bwd=nuq4+zstd", "none|none;sign|sign;none|nuq4+zstd");
-    expect(3, "none", "none|none;none|none");
-    expect(3, "none;1-2:fwd=q4", "none|none;q4|none");
+    {3, "1-2:fwd=q2;*:fwd=q8", "q8|none;q2|none"}, {3, "*:fwd=q8;1-2:fwd=q2", "q8|none;q2|none"},
+    {3, "fwd=q8;fwd=q4", "q4|none;q4|none"}, {3, "0-1:fwd=q8;0-1:fwd=none", "none|none;none|none"},
+    {4, "1-2:both=sign ; 2-3:bwd=nuq4+zstd", "none|none;sign|sign;none|nuq4+zstd"},
+    {3, "none", "none|none;none|none"}, {3, "none;1-2:fwd=q4", "none|none;q4|none"},
+};
 
-    expect_err(3, "0-2:fwd=q4", "edge 0-2 does not exist", 0);
-    expect_err(3, "2-3:fwd=q4", "edge 2-3 does not exist", 0);
-    expect_err(2, "fwd=q4,bwd=q9", "bits must be 1..8", 12);
-    expect_err(2, "fwd=aq(q4:group=row,bad=1)", "unknown q option", 20);
-    expect_err(2, "0-1:fwd=q4;;", "empty clause", 11);
-    expect_err(2, "fwd=", "empty codec spec", 4);
-    expect_err(2, "grad=q4", "expected fwd=", 0);
-    expect_err(2, "0-1:grad=q4", "expected fwd=CODEC", 4);
-    expect_err(2, "x1-2:fwd=q4", "expected an edge", 0);
-    expect_err(2, "0-1x:fwd=q4", "unexpected character in edge", 3);
-    expect_err(2, "", "empty policy", 0);
+/* policies refused: stages, text, a part of the message, the caret's column */
+static const struct { int S; const char *text, *want; int col; } refused[] = {
+    {3, "0-2:fwd=q4", "edge 0-2 does not exist", 0}, {3, "2-3:fwd=q4", "edge 2-3 does not exist", 0},
+    {2, "fwd=q4,bwd=q9", "bits must be 1..8", 12}, {2, "fwd=aq(q4:group=row,bad=1)", "unknown q option", 20},
+    {2, "0-1:fwd=q4;;", "empty clause", 11}, {2, "fwd=", "empty codec spec", 4},
+    {2, "grad=q4", "expected fwd=", 0}, {2, "0-1:grad=q4", "expected fwd=CODEC", 4},
+    {2, "x1-2:fwd=q4", "expected an edge", 0}, {2, "0-1x:fwd=q4", "unexpected character in edge", 3},
+    {2, "", "empty policy", 0},
+};
+
+int main(void) {
+    for (size_t i = 0; i < sizeof parses / sizeof parses[0]; i++) expect(parses[i].S, parses[i].text, parses[i].want);
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        expect_err(refused[i].S, refused[i].text, refused[i].want, refused[i].col);
     {
         pz_policy p;
         pz_policy_init(&p, 1);
@@ -131,6 +129,5 @@ int main(void) {
         pz_policy_free(&p);
         remove(path);
     }
-    printf("test_policy: %d failure(s)\n", fails);
-    return fails != 0;
+    return check_summary("test_policy");
 }

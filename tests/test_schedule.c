@@ -27,18 +27,8 @@
 
 #include "schedules/schedule.h"
 #include "runtime/cli/schedule_cmd.h"
-
-static int failures = 0;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            failures++;                                                    \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-        }                                                                  \
-    } while (0)
+#include "runtime/cli/schedule_cmd.h"
+#include "tests/check.h"
 
 /* ---------------------------------------------------------------- checker */
 
@@ -760,10 +750,5 @@ int main(void) {
     test_checker_catches_defects();
     test_table();
     test_cmd();
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("all schedule tests passed\n");
-    return 0;
+    return check_summary("test_schedule");
 }

@@ -40,18 +40,11 @@
 #include "runtime/transport.h"
 #include "base/clock.h"
 #include "base/mem.h"
+#include "tests/check.h"
+#include "tests/transport_util.h"
 
 static int g_rank = -1;
 
-#define CHECK(cond, ...)                                                                   \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "[rank %d] CHECK failed at %s:%d: ", g_rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                                  \
-            fputc('\n', stderr);                                                           \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
 #define OK(expr)                                                                           \
     do {                                                                                   \
         pz_status s_ = (expr);                                                             \
@@ -86,18 +79,6 @@ static const ucx_config configs[] = {
     {"default", {"UCX_TLS=", NULL}, "sysv/", 0},
 };
 static const ucx_config *g_cfg;
-
-static void apply_config(const ucx_config *c) {
-    for (int i = 0; c && c->env[i]; i++) {
-        char buf[128];
-        snprintf(buf, sizeof buf, "%s", c->env[i]);
-        char *eq = strchr(buf, '=');
-        if (!eq) continue;
-        *eq = 0;
-        if (eq[1]) setenv(buf, eq + 1, 1);
-        else unsetenv(buf); /* "NAME=": make sure it is not set */
-    }
-}
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -622,18 +603,6 @@ static void on_alarm(int sig) {
     _exit(2);
 }
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr *)&a, &l) != 0) {
-        perror("free_port");
-        exit(1);
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 typedef enum { S_BASIC, S_KILL_A, S_KILL_B, S_STOP, S_BOOT0, S_BOOT1, S_BOOT2, S_BOOT3, S_SOLO } scenario;
 
 static int run_child(scenario s, int rank, int world, int port) {
@@ -651,8 +620,6 @@ static int run_child(scenario s, int rank, int world, int port) {
     return 1;
 }
 
-static int g_failures;
-
 /* Forks `world` children, waits up to limit_s, kills and reaps the rest.
  * `victim`: the rank expected to die by SIGKILL (-1: none). */
 static void run(const char *name, const ucx_config *cfg, scenario s, int world, int victim, double limit_s,
@@ -668,8 +635,13 @@ static void run(const char *name, const ucx_config *cfg, scenario s, int world, 
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             alarm((unsigned)limit_s + 5);
             g_rank = r;
+            /* a child exits 1 at its first failed check: its later steps build on each one */
+            static char tag[32];
+            snprintf(tag, sizeof tag, "[rank %d] ", r);
+            check_tag = tag;
+            check_fatal = 1;
             g_cfg = cfg;
-            apply_config(cfg);
+            apply_env(cfg ? cfg->env : NULL);
             fflush(NULL);
             exit(run_child(s, r, world, port)); /* exit, not _exit: LeakSanitizer checks at exit */
         }
@@ -710,7 +682,7 @@ static void run(const char *name, const ucx_config *cfg, scenario s, int world, 
     printf("%s - %s [%s] W=%d (%.2f s)%s\n", ok ? "ok" : "FAIL", name, cfg ? cfg->name : "-", world, pz_now() - t0,
            timed_out ? " TIMED OUT" : "");
     fflush(stdout);
-    if (!ok) g_failures++;
+    CHECK(ok, "%s [%s] W=%d", name, cfg ? cfg->name : "-", world);
 }
 
 static int want(int argc, char **argv, const char *what) {
@@ -748,6 +720,5 @@ int main(int argc, char **argv) {
         run("a single rank", tcp, S_SOLO, 1, -1, 20, 0);
     }
     alarm(0);
-    printf("%s\n", g_failures ? "FAILED" : "all transport tests passed");
-    return g_failures ? 1 : 0;
+    return check_summary("test_transport");
 }

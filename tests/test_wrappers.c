@@ -43,18 +43,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-static pz_rng rng;
+#include "tests/check.h"
 
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            failures++;                                                        \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                        \
-            printf(__VA_ARGS__);                                               \
-            printf("\n");                                                      \
-        }                                                                      \
-    } while (0)
+static pz_rng rng;
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -85,6 +76,42 @@ static pz_status send(pz_wrapper *tx, pz_wrapper *rx, const float *x, const pz_s
     return pz_wrapper_decode(rx, *flags, buf, *len, s, ctx, out);
 }
 
+/* A sender and a receiver of one wrapper over an inner codec, with a
+ * message buffer, an input x and an output of shape s. */
+typedef struct {
+    pz_wrapper *tx, *rx;
+    pz_shape s;
+    size_t n, cap, len;
+    uint8_t *buf, flags;
+    float *x, *out;
+} wpair;
+
+static void wpair_open(wpair *w, pz_wrap_kind kind, const char *inner, pz_shape s) {
+    w->tx = make(kind, inner, NULL);
+    w->rx = make(kind, inner, NULL);
+    w->s = s;
+    w->n = pz_shape_numel(&s);
+    w->cap = pz_wrapper_max_payload(w->tx, &s);
+    w->len = 0;
+    w->buf = xmalloc(w->cap);
+    w->flags = 0;
+    w->x = xmalloc(w->n * sizeof(float));
+    w->out = xmalloc(w->n * sizeof(float));
+}
+
+/* sends w->x with ctx into w->out; returns the status of the decode */
+static pz_status wpair_send(wpair *w, const pz_codec_ctx *ctx) {
+    return send(w->tx, w->rx, w->x, &w->s, ctx, w->out, w->buf, w->cap, &w->len, &w->flags);
+}
+
+static void wpair_close(wpair *w) {
+    free(w->buf);
+    free(w->x);
+    free(w->out);
+    pz_wrapper_free(w->tx);
+    pz_wrapper_free(w->rx);
+}
+
 static double l2(const float *a, const float *b, size_t n) {
     double s = 0;
     for (size_t i = 0; i < n; i++) {
@@ -98,78 +125,70 @@ static double l2(const float *a, const float *b, size_t n) {
 
 static void test_ef_invariant(const char *inner) {
     enum { R = 300 };
-    pz_shape s = shape3(4, 8, 16);
-    size_t n = pz_shape_numel(&s);
-    pz_wrapper *tx = make(PZ_WRAP_EF, inner, NULL), *rx = make(PZ_WRAP_EF, inner, NULL);
-    size_t cap = pz_wrapper_max_payload(tx, &s), len;
-    uint8_t *buf = xmalloc(cap), flags;
-    float *x = xmalloc(n * sizeof(float)), *out = xmalloc(n * sizeof(float));
-    float *y = xmalloc(n * sizeof(float));
-    double *sx = xcalloc(n, sizeof(double)), *sc = xcalloc(n, sizeof(double)), *bound = xcalloc(n, sizeof(double));
+    wpair w;
+    wpair_open(&w, PZ_WRAP_EF, inner, shape3(4, 8, 16));
+    float *y = xmalloc(w.n * sizeof(float));
+    double *sx = xcalloc(w.n, sizeof(double)), *sc = xcalloc(w.n, sizeof(double));
+    double *bound = xcalloc(w.n, sizeof(double));
     const double u = ldexp(1.0, -24);
     for (int t = 0; t < R; t++) {
-        fill_normal(x, n, 1.0f);
+        fill_normal(w.x, w.n, 1.0f);
         size_t ne;
-        const float *e = pz_wrapper_vector(tx, PZ_WRAP_SENDER, &ne);
-        CHECK(t == 0 ? e == NULL : ne == n, "ef(%s): residual missing at round %d", inner, t);
-        for (size_t i = 0; i < n; i++) y[i] = x[i] + (e ? e[i] : 0.0f);
+        const float *e = pz_wrapper_vector(w.tx, PZ_WRAP_SENDER, &ne);
+        CHECK(t == 0 ? e == NULL : ne == w.n, "ef(%s): residual missing at round %d", inner, t);
+        for (size_t i = 0; i < w.n; i++) y[i] = w.x[i] + (e ? e[i] : 0.0f);
         uint64_t ids[4] = {11, 22, 33, 44}; /* used when the inner codec is aq() */
         pz_codec_ctx ctx = {.seed = 7, .step = (uint64_t)t, .edge = 1, .sample_ids = ids};
-        pz_status st = send(tx, rx, x, &s, &ctx, out, buf, cap, &len, &flags);
-        CHECK(!st && flags == 0, "ef(%s): decode: %s", inner, pz_last_error());
-        for (size_t i = 0; i < n; i++) {
-            sx[i] += x[i];
-            sc[i] += out[i];
-            bound[i] += u * (fabs((double)y[i]) + fabs((double)y[i] - (double)out[i]));
+        pz_status st = wpair_send(&w, &ctx);
+        CHECK(!st && w.flags == 0, "ef(%s): decode: %s", inner, pz_last_error());
+        for (size_t i = 0; i < w.n; i++) {
+            sx[i] += w.x[i];
+            sc[i] += w.out[i];
+            bound[i] += u * (fabs((double)y[i]) + fabs((double)y[i] - (double)w.out[i]));
         }
     }
     size_t ne;
-    const float *e = pz_wrapper_vector(tx, PZ_WRAP_SENDER, &ne);
+    const float *e = pz_wrapper_vector(w.tx, PZ_WRAP_SENDER, &ne);
     double worst = 0;
     size_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < w.n; i++) {
         double dev = fabs(sc[i] + (double)e[i] - sx[i]);
         double tol = 1.01 * bound[i] + 1e-12;
         if (dev / tol > worst) worst = dev / tol;
         bad += dev > tol;
     }
     printf("ef(%s) invariant over %d rounds: worst |sum sent + e - sum x| = %.3f of its bound, e norm %.3g\n",
-           inner, R, worst, l2(e, NULL, n));
+           inner, R, worst, l2(e, NULL, w.n));
     CHECK(bad == 0, "ef(%s): %zu elements break sum sent + e = sum x (worst %.3g of bound)", inner, bad, worst);
-    CHECK(pz_wrapper_vector(rx, PZ_WRAP_RECEIVER, &ne) == NULL, "ef receiver keeps no state");
-    free(buf); free(x); free(out); free(y); free(sx); free(sc); free(bound);
-    pz_wrapper_free(tx);
-    pz_wrapper_free(rx);
+    CHECK(pz_wrapper_vector(w.rx, PZ_WRAP_RECEIVER, &ne) == NULL, "ef receiver keeps no state");
+    free(y); free(sx); free(sc); free(bound);
+    wpair_close(&w);
 }
 
 static void test_ef_reduces_error(const char *inner) {
     enum { R = 200 };
-    pz_shape s = shape3(2, 8, 32);
-    size_t n = pz_shape_numel(&s);
-    pz_wrapper *tx = make(PZ_WRAP_EF, inner, NULL), *rx = make(PZ_WRAP_EF, inner, NULL);
+    wpair w;
+    wpair_open(&w, PZ_WRAP_EF, inner, shape3(2, 8, 32));
     pz_codec *bare = NULL;
     if (pz_codec_create(inner, &bare)) pz_die("%s", pz_last_error());
-    size_t cap = pz_wrapper_max_payload(tx, &s), len;
-    uint8_t *buf = xmalloc(cap), flags;
-    float *base = xmalloc(n * sizeof(float)), *x = xmalloc(n * sizeof(float));
-    float *out = xmalloc(n * sizeof(float)), *out2 = xmalloc(n * sizeof(float));
-    double *acc_ef = xcalloc(n, sizeof(double)), *acc_bare = xcalloc(n, sizeof(double));
-    fill_normal(base, n, 1.0f);
+    float *base = xmalloc(w.n * sizeof(float)), *out2 = xmalloc(w.n * sizeof(float));
+    double *acc_ef = xcalloc(w.n, sizeof(double)), *acc_bare = xcalloc(w.n, sizeof(double));
+    fill_normal(base, w.n, 1.0f);
     for (int t = 0; t < R; t++) {
-        for (size_t i = 0; i < n; i++) x[i] = base[i] + 0.1f * pz_rng_normal(&rng);
+        for (size_t i = 0; i < w.n; i++) w.x[i] = base[i] + 0.1f * pz_rng_normal(&rng);
         pz_codec_ctx ctx = {.seed = 3, .step = (uint64_t)t};
-        CHECK(!send(tx, rx, x, &s, &ctx, out, buf, cap, &len, &flags), "ef(%s): %s", inner, pz_last_error());
+        CHECK(!wpair_send(&w, &ctx), "ef(%s): %s", inner, pz_last_error());
         pz_shape got;
-        if (pz_codec_encode(bare, x, &s, &ctx, buf, cap, &len) ||
-            pz_codec_decode(bare, buf, len, &ctx, out2, n, &got))
+        if (pz_codec_encode(bare, w.x, &w.s, &ctx, w.buf, w.cap, &w.len) ||
+            pz_codec_decode(bare, w.buf, w.len, &ctx, out2, w.n, &got))
             pz_die("%s: %s", inner, pz_last_error());
-        for (size_t i = 0; i < n; i++) {
-            acc_ef[i] += (double)x[i] - out[i];
-            acc_bare[i] += (double)x[i] - out2[i];
+        for (size_t i = 0; i < w.n; i++) {
+            acc_ef[i] += (double)w.x[i] - w.out[i];
+            acc_bare[i] += (double)w.x[i] - out2[i];
         }
     }
     double e_ef = 0, e_bare = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < w.n; i++) {
         e_ef += acc_ef[i] * acc_ef[i];
         e_bare += acc_bare[i] * acc_bare[i];
     }
@@ -178,70 +197,65 @@ static void test_ef_reduces_error(const char *inner) {
     printf("accumulated error after %d rounds: %s %.4g, ef(%s) %.4g\n", R, inner, e_bare, inner, e_ef);
     CHECK(e_ef < 0.1 * e_bare, "ef(%s) accumulated error %.4g not 10x below the bare codec's %.4g", inner, e_ef,
           e_bare);
-    free(buf); free(base); free(x); free(out); free(out2); free(acc_ef); free(acc_bare);
+    free(base); free(out2); free(acc_ef); free(acc_bare);
     pz_codec_free(bare);
-    pz_wrapper_free(tx);
-    pz_wrapper_free(rx);
+    wpair_close(&w);
 }
 
 /* ---- EF21 -------------------------------------------------------------------- */
 
 static void test_ef21_tracks(const char *inner) {
     enum { R = 200 };
-    pz_shape s = shape3(2, 4, 64);
-    size_t n = pz_shape_numel(&s);
-    pz_wrapper *tx = make(PZ_WRAP_EF21, inner, NULL), *rx = make(PZ_WRAP_EF21, inner, NULL);
-    size_t cap = pz_wrapper_max_payload(tx, &s), len;
-    uint8_t *buf = xmalloc(cap), flags;
-    float *x = xmalloc(n * sizeof(float)), *out = xmalloc(n * sizeof(float));
-    fill_normal(x, n, 1.0f);
-    double nx = l2(x, NULL, n), err[R + 1];
+    wpair w;
+    wpair_open(&w, PZ_WRAP_EF21, inner, shape3(2, 4, 64));
+    fill_normal(w.x, w.n, 1.0f);
+    double nx = l2(w.x, NULL, w.n), err[R + 1];
     for (int t = 1; t <= R; t++) {
         pz_codec_ctx ctx = {.seed = 11, .step = (uint64_t)t};
-        CHECK(!send(tx, rx, x, &s, &ctx, out, buf, cap, &len, &flags), "ef21(%s): %s", inner, pz_last_error());
+        CHECK(!wpair_send(&w, &ctx), "ef21(%s): %s", inner, pz_last_error());
         size_t ng, nt;
-        const float *g = pz_wrapper_vector(rx, PZ_WRAP_RECEIVER, &ng);
-        const float *gt = pz_wrapper_vector(tx, PZ_WRAP_SENDER, &nt);
-        CHECK(g && ng == n && !memcmp(g, out, n * sizeof(float)), "ef21(%s): output is not g at round %d", inner, t);
-        CHECK(gt && nt == n && !memcmp(g, gt, n * sizeof(float)), "ef21(%s): sender and receiver g differ at round %d",
-              inner, t);
-        err[t] = l2(out, x, n) / nx;
+        const float *g = pz_wrapper_vector(w.rx, PZ_WRAP_RECEIVER, &ng);
+        const float *gt = pz_wrapper_vector(w.tx, PZ_WRAP_SENDER, &nt);
+        CHECK(g && ng == w.n && !memcmp(g, w.out, w.n * sizeof(float)), "ef21(%s): output is not g at round %d", inner,
+              t);
+        CHECK(gt && nt == w.n && !memcmp(g, gt, w.n * sizeof(float)),
+              "ef21(%s): sender and receiver g differ at round %d", inner, t);
+        err[t] = l2(w.out, w.x, w.n) / nx;
     }
     printf("ef21(%s) relative error of g: round 1 %.3g, 10 %.3g, 50 %.3g, %d %.3g\n", inner, err[1], err[10],
            err[50], R, err[R]);
     CHECK(err[10] < err[1] && err[50] < err[10] && err[R] <= err[50], "ef21(%s): error does not shrink", inner);
     CHECK(err[R] < 1e-4, "ef21(%s): g does not reach x (%.3g)", inner, err[R]);
-    CHECK(pz_wrapper_state_digest(tx, PZ_WRAP_SENDER) == pz_wrapper_state_digest(rx, PZ_WRAP_RECEIVER),
+    CHECK(pz_wrapper_state_digest(w.tx, PZ_WRAP_SENDER) == pz_wrapper_state_digest(w.rx, PZ_WRAP_RECEIVER),
           "ef21(%s): digests differ", inner);
 
     /* a corrupt or truncated message leaves the receiver's g as it was */
-    float *snap = xmalloc(n * sizeof(float));
+    float *snap = xmalloc(w.n * sizeof(float));
     size_t ng;
-    memcpy(snap, pz_wrapper_vector(rx, PZ_WRAP_RECEIVER, &ng), n * sizeof(float));
-    for (size_t i = 0; i < n; i++) x[i] += 0.5f;
+    memcpy(snap, pz_wrapper_vector(w.rx, PZ_WRAP_RECEIVER, &ng), w.n * sizeof(float));
+    for (size_t i = 0; i < w.n; i++) w.x[i] += 0.5f;
     pz_codec_ctx ctx = {.seed = 11, .step = 999};
-    if (pz_wrapper_encode(tx, x, &s, &ctx, buf, cap, &len, &flags)) pz_die("%s", pz_last_error());
+    if (pz_wrapper_encode(w.tx, w.x, &w.s, &ctx, w.buf, w.cap, &w.len, &w.flags)) pz_die("%s", pz_last_error());
     int accepted = 0;
-    for (size_t cut = 0; cut < len; cut += 1 + cut / 8)
-        accepted += !pz_wrapper_decode(rx, flags, buf, cut, &s, &ctx, out);
-    for (size_t p = 0; p < len; p++) {
-        buf[p] ^= 0x10;
-        accepted += !pz_wrapper_decode(rx, flags, buf, len, &s, &ctx, out);
-        buf[p] ^= 0x10;
+    for (size_t cut = 0; cut < w.len; cut += 1 + cut / 8)
+        accepted += !pz_wrapper_decode(w.rx, w.flags, w.buf, cut, &w.s, &ctx, w.out);
+    for (size_t p = 0; p < w.len; p++) {
+        w.buf[p] ^= 0x10;
+        accepted += !pz_wrapper_decode(w.rx, w.flags, w.buf, w.len, &w.s, &ctx, w.out);
+        w.buf[p] ^= 0x10;
     }
     pz_shape other = shape3(4, 2, 64);
-    accepted += !pz_wrapper_decode(rx, flags, buf, len, &other, &ctx, out);
-    accepted += !pz_wrapper_decode(rx, 1, buf, len, &s, &ctx, out);
+    accepted += !pz_wrapper_decode(w.rx, w.flags, w.buf, w.len, &other, &ctx, w.out);
+    accepted += !pz_wrapper_decode(w.rx, 1, w.buf, w.len, &w.s, &ctx, w.out);
     CHECK(accepted == 0, "ef21(%s): %d corrupted messages accepted", inner, accepted);
-    CHECK(!memcmp(snap, pz_wrapper_vector(rx, PZ_WRAP_RECEIVER, &ng), n * sizeof(float)),
+    CHECK(!memcmp(snap, pz_wrapper_vector(w.rx, PZ_WRAP_RECEIVER, &ng), w.n * sizeof(float)),
           "ef21(%s): a rejected message changed g", inner);
-    CHECK(!pz_wrapper_decode(rx, flags, buf, len, &s, &ctx, out), "ef21(%s): genuine message rejected: %s", inner,
-          pz_last_error());
-    CHECK(pz_wrapper_state_digest(tx, PZ_WRAP_SENDER) == pz_wrapper_state_digest(rx, PZ_WRAP_RECEIVER),
+    CHECK(!pz_wrapper_decode(w.rx, w.flags, w.buf, w.len, &w.s, &ctx, w.out), "ef21(%s): genuine message rejected: %s",
+          inner, pz_last_error());
+    CHECK(pz_wrapper_state_digest(w.tx, PZ_WRAP_SENDER) == pz_wrapper_state_digest(w.rx, PZ_WRAP_RECEIVER),
           "ef21(%s): out of sync after the genuine message", inner);
-    free(snap); free(buf); free(x); free(out);
-    pz_wrapper_free(tx);
-    pz_wrapper_free(rx);
+    free(snap);
+    wpair_close(&w);
 }
 
 static void test_shape_errors(void) {
@@ -772,10 +786,5 @@ int main(void) {
     test_framework("ef21(topk:0.1)", PZ_WRAP_EF21, "topk:0.1");
     test_framework("aq(q4)", PZ_WRAP_AQ, "q4");
 #endif
-    if (failures) {
-        printf("test_wrappers: %d FAILED\n", failures);
-        return 1;
-    }
-    printf("test_wrappers: all passed\n");
-    return 0;
+    return check_summary("test_wrappers");
 }

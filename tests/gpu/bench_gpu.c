@@ -8,7 +8,8 @@
  * TF32) over the GEMM shapes of a GPT-2 124M step at this B*T and a large
  * square one, timed with CUDA events. Model FLOPs per token follow llm.c
  * (and bench/bench_train.c): 6 * params + 6 * L * C * T. MFU here is that
- * model rate over the measured sgemm peak, not over the datasheet. */
+ * model rate over the measured sgemm peak, not over the datasheet. The timed
+ * steps are tests/bench_step.c's, shared with bench/bench_train.c. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -23,19 +24,10 @@
 #include "base/mem.h"
 #include "base/parse.h"
 #include "base/rng.h"
+#include "tests/bench_step.h"
 
 #define CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) pz_die("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); } while (0)
 #define CB(call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) pz_die("%s:%d: %s: %s", __FILE__, __LINE__, #call, cublasGetStatusString(s_)); } while (0)
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* median GFLOP/s of C (M,N) = A (M,K) . B (N,K)^T, row-major, as matmul_forward runs it */
 static double sgemm_gflops(cublasHandle_t h, int tf32, int M, int N, int K, int reps) {
@@ -63,90 +55,22 @@ static double sgemm_gflops(cublasHandle_t h, int tf32, int M, int N, int K, int 
         CK(cudaEventElapsedTime(&ms, e0, e1));
         if (r >= 0) t[r] = ms * 1e-3;
     }
-    double med = median(t, reps);
+    double med = bench_median(t, reps);
     CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(C));
     CK(cudaEventDestroy(e0)); CK(cudaEventDestroy(e1));
     free(t);
     return 2.0 * M * N * K / med * 1e-9;
 }
 
-static void bench_model(const pz_backend *be, const char *preset, int B, int T, int steps, double peak) {
-    pz_gpt2_config cfg;
-    if (pz_gpt2_preset(preset, &cfg) != PZ_OK) pz_die("%s", pz_last_error());
-    if (T > cfg.max_seq_len) T = cfg.max_seq_len;
-    pz_stage s;
-    pz_stage_range r = pz_whole_model(&cfg);
-    if (pz_stage_init(&s, be, &cfg, &r, B, T) != PZ_OK) pz_die("%s", pz_last_error());
-    /* initialise on the host, copy to the device */
-    float *host = xmalloc(s.params.numel * sizeof(float));
-    pz_gpt2_params hp;
-    pz_gpt2_params_bind(&hp, &cfg, &r, host);
-    pz_gpt2_params_init(&hp, 42);
-    be->from_host(s.param_mem, host, s.params.numel * sizeof(float));
-    pz_gpt2_params_unbind(&hp);
-    free(host);
-    pz_acts a;
-    pz_acts_init(&a, &s);
-    pz_optim_config oc;
-    pz_optim_config_default(&oc);
-    pz_optim o;
-    pz_optim_init(&o, &s, &oc);
-    int N = B * T;
-    int *inp = xmalloc((size_t)N * sizeof(int)), *tgt = xmalloc((size_t)N * sizeof(int));
-    pz_rng rng;
-    pz_rng_seed(&rng, 7);
-    for (int i = 0; i < N; i++) {
-        inp[i] = (int)pz_rng_below(&rng, (uint64_t)cfg.vocab_size);
-        tgt[i] = (int)pz_rng_below(&rng, (uint64_t)cfg.vocab_size);
-    }
-    double *ms = xmalloc((size_t)steps * sizeof(double)), *fwd = xmalloc((size_t)steps * sizeof(double));
-    double *bwd = xmalloc((size_t)steps * sizeof(double)), *opt = xmalloc((size_t)steps * sizeof(double));
-    float loss = 0.0f;
-    for (int k = -1; k < steps; k++) { /* k = -1 warms up */
-        CK(cudaDeviceSynchronize());
-        double t0 = pz_now();
-        pz_stage_zero_grad(&s);
-        pz_stage_forward(&s, &a, inp, NULL, tgt, 1.0f / (float)N); /* ends with a copy of the losses: synced */
-        double t1 = pz_now();
-        pz_stage_backward(&s, &a, NULL, NULL);
-        CK(cudaDeviceSynchronize());
-        double t2 = pz_now();
-        double norm = sqrt(pz_grad_sumsq(&s));
-        pz_optim_step(&o, &s, pz_clip_scale(&o.cfg, norm));
-        CK(cudaDeviceSynchronize());
-        double t3 = pz_now();
-        loss = a.loss;
-        if (k >= 0) { ms[k] = 1e3 * (t3 - t0); fwd[k] = 1e3 * (t1 - t0); bwd[k] = 1e3 * (t2 - t1); opt[k] = 1e3 * (t3 - t2); }
-    }
-    double step_ms = median(ms, steps);
-    double nparams = (double)pz_gpt2_numel(&cfg);
-    double flops_tok = 6.0 * nparams + 6.0 * cfg.num_layers * cfg.channels * T;
-    double gflops = flops_tok * N / (step_ms * 1e-3) * 1e-9;
-    printf("%-5s B=%d T=%d params=%.1fM: step %.2f ms (fwd %.2f, zero+bwd %.2f, clip+adamw %.2f; median of %d), "
-           "loss %.4f, %.0f tok/s, %.0f GFLOP/s = %.1f%% of the sgemm peak (MFU)\n",
-           preset, B, T, nparams / 1e6, step_ms, median(fwd, steps), median(bwd, steps), median(opt, steps),
-           steps, (double)loss, N / (step_ms * 1e-3), gflops, 100.0 * gflops / peak);
-    free(ms); free(fwd); free(bwd); free(opt); free(inp); free(tgt);
-    pz_optim_free(&o, &s);
-    pz_acts_free(&a, &s);
-    pz_stage_free(&s);
-}
+static void sync_device(void) { CK(cudaDeviceSynchronize()); }
 
 int main(int argc, char **argv) {
     int tf32 = 0, steps = 10, B = 4, T = 1024;
     for (int i = 1; i < argc; i++) {
-        long v;
         if (strcmp(argv[i], "--tf32") == 0) tf32 = 1;
-        else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
-            if (pz_parse_int(argv[++i], 1, 1000, &v, "--steps") != PZ_OK) pz_die("%s", pz_last_error());
-            steps = (int)v;
-        } else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
-            if (pz_parse_int(argv[++i], 1, 1024, &v, "--batch") != PZ_OK) pz_die("%s", pz_last_error());
-            B = (int)v;
-        } else if (strcmp(argv[i], "--seq") == 0 && i + 1 < argc) {
-            if (pz_parse_int(argv[++i], 1, 1024, &v, "--seq") != PZ_OK) pz_die("%s", pz_last_error());
-            T = (int)v;
-        } else {
+        else if (!bench_int_option(argc, argv, &i, "--steps", 1, 1000, &steps) &&
+                 !bench_int_option(argc, argv, &i, "--batch", 1, 1024, &B) &&
+                 !bench_int_option(argc, argv, &i, "--seq", 1, 1024, &T)) {
             fprintf(stderr, "usage: bench_gpu [--tf32] [--steps N] [--batch B] [--seq T]\n");
             return 1;
         }
@@ -177,7 +101,9 @@ int main(int argc, char **argv) {
     }
     CB(cublasDestroy(h));
     printf("sgemm peak (best shape): %.0f GFLOP/s\n", peak);
-    bench_model(be, "gpt2", B, T, steps, peak);
-    bench_model(be, "demo", 16, 256, steps, peak);
+    const bench_step_opts gpu = {.device_params = 1, .sync = sync_device, .ms_digits = 2, .gflops_digits = 0,
+                                 .show_loss = 1, .peak_name = "the sgemm peak (MFU)"};
+    bench_train_steps(be, "gpt2", B, T, steps, peak, &gpu);
+    bench_train_steps(be, "demo", 16, 256, steps, peak, &gpu);
     return 0;
 }

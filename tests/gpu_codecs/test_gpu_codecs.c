@@ -58,44 +58,81 @@ static size_t float_diffs(const float *a, const float *b, size_t n) {
     return d;
 }
 
+/* A CPU and a GPU sender (cc, gc) and receiver (cr, gr) of one spec and
+ * shape, with host buffers for the CPU's and the GPU's message (m1, m2) and
+ * decoded floats (o1, o2), and device buffers for the input and the GPU
+ * receiver's output (dx, dout). */
+typedef struct {
+    pz_codec *cc, *gc, *cr, *gr;
+    size_t n, cap;
+    uint8_t *m1, *m2;
+    float *o1, *o2, *dx, *dout;
+} endpoints;
+
+static int endpoints_open(endpoints *e, const char *spec, const pz_shape *s) {
+    memset(e, 0, sizeof *e);
+    if (pz_codec_create(spec, &e->cc) || pz_codec_create(spec, &e->gc) || pz_codec_create(spec, &e->cr) ||
+        pz_codec_create(spec, &e->gr)) {
+        CHECK(0, "create %s: %s", spec, pz_last_error());
+        pz_codec_free(e->cc);
+        pz_codec_free(e->gc);
+        pz_codec_free(e->cr);
+        return 0;
+    }
+    e->n = pz_shape_numel(s);
+    e->cap = pz_codec_max_encoded_size(e->cc, s);
+    e->m1 = malloc(e->cap);
+    e->m2 = malloc(e->cap);
+    e->o1 = malloc(e->n * 4);
+    e->o2 = malloc(e->n * 4);
+    CU(cudaMalloc((void **)&e->dx, e->n * 4));
+    CU(cudaMalloc((void **)&e->dout, e->n * 4));
+    return 1;
+}
+
+static void endpoints_close(endpoints *e) {
+    free(e->m1);
+    free(e->m2);
+    free(e->o1);
+    free(e->o2);
+    CU(cudaFree(e->dx));
+    CU(cudaFree(e->dout));
+    pz_codec_free(e->cc);
+    pz_codec_free(e->gc);
+    pz_codec_free(e->cr);
+    pz_codec_free(e->gr);
+}
+
 /* one spec, one shape, `steps` messages (stateful wrappers carry state) */
 static void run(const char *spec, const pz_shape *s, uint64_t seed, int steps, cudaStream_t stream) {
-    pz_codec *cc, *gc, *cr, *gr;   /* CPU / GPU sender, CPU / GPU receiver */
-    if (pz_codec_create(spec, &cc) || pz_codec_create(spec, &gc) || pz_codec_create(spec, &cr) ||
-        pz_codec_create(spec, &gr)) {
-        CHECK(0, "create %s: %s", spec, pz_last_error());
-        return;
-    }
-    size_t n = pz_shape_numel(s), C = (size_t)s->dims[s->ndim - 1];
-    size_t cap = pz_codec_max_encoded_size(cc, s);
-    uint8_t *m1 = malloc(cap), *m2 = malloc(cap);
-    float *x = NULL, *o1 = malloc(n * 4), *o2 = malloc(n * 4), *dx, *dout;
-    CU(cudaMalloc((void **)&dx, n * 4));
-    CU(cudaMalloc((void **)&dout, n * 4));
+    endpoints e;
+    if (!endpoints_open(&e, spec, s)) return;
+    size_t C = (size_t)s->dims[s->ndim - 1];
+    float *x = NULL;
     for (int step = 0; step < steps; step++) {
         free(x);
-        x = make_input(n, C, seed * 131 + (uint64_t)step);
-        CU(cudaMemcpy(dx, x, n * 4, cudaMemcpyHostToDevice));
+        x = make_input(e.n, C, seed * 131 + (uint64_t)step);
+        CU(cudaMemcpy(e.dx, x, e.n * 4, cudaMemcpyHostToDevice));
         pz_codec_ctx ctx = {seed, (uint64_t)step, 1, 0, 3, NULL};
         size_t l1 = 0, l2 = 0;
-        pz_status s1 = pz_codec_encode(cc, x, s, &ctx, m1, cap, &l1);
-        pz_status s2 = pz_codec_encode_cuda(gc, dx, s, &ctx, m2, cap, &l2, stream);
+        pz_status s1 = pz_codec_encode(e.cc, x, s, &ctx, e.m1, e.cap, &l1);
+        pz_status s2 = pz_codec_encode_cuda(e.gc, e.dx, s, &ctx, e.m2, e.cap, &l2, stream);
         CHECK(s1 == PZ_OK && s2 == PZ_OK, "%s step %d: encode cpu %d gpu %d: %s", spec, step, s1, s2, pz_last_error());
         if (s1 || s2) break;
         CHECK(l1 == l2, "%s step %d: message of %zu bytes on the GPU, %zu on the CPU", spec, step, l2, l1);
-        size_t d = first_diff(m1, m2, l1 < l2 ? l1 : l2);
+        size_t d = first_diff(e.m1, e.m2, l1 < l2 ? l1 : l2);
         CHECK(d == SIZE_MAX, "%s step %d: messages differ at byte %zu of %zu", spec, step, d, l1);
         /* decode: the GPU decoder on the CPU message, the CPU decoder on the same */
         pz_shape g1, g2;
-        s1 = pz_codec_decode(cr, m1, l1, &ctx, o1, n, &g1);
-        s2 = pz_codec_decode_cuda(gr, m1, l1, &ctx, dout, n, &g2, stream);
+        s1 = pz_codec_decode(e.cr, e.m1, l1, &ctx, e.o1, e.n, &g1);
+        s2 = pz_codec_decode_cuda(e.gr, e.m1, l1, &ctx, e.dout, e.n, &g2, stream);
         CHECK(s1 == PZ_OK && s2 == PZ_OK, "%s step %d: decode cpu %d gpu %d: %s", spec, step, s1, s2, pz_last_error());
-        CU(cudaMemcpy(o2, dout, n * 4, cudaMemcpyDeviceToHost));
-        size_t fd = float_diffs(o1, o2, n);
+        CU(cudaMemcpy(e.o2, e.dout, e.n * 4, cudaMemcpyDeviceToHost));
+        size_t fd = float_diffs(e.o1, e.o2, e.n);
         CHECK(fd == 0, "%s step %d: %zu decoded floats differ", spec, step, fd);
     }
     /* a stateless GPU decoder on the GPU message (base codecs and ef) */
-    if (!pz_codec_is_stateful_decoder(cc)) {
+    if (!pz_codec_is_stateful_decoder(e.cc)) {
         pz_codec *gd;
         pz_shape g;
         if (!pz_codec_create(spec, &gd)) {
@@ -103,43 +140,26 @@ static void run(const char *spec, const pz_shape *s, uint64_t seed, int steps, c
             pz_codec_ctx ctx = {seed, 99, 1, 0, 3, NULL};
             pz_codec *fresh;
             if (!pz_codec_create(spec, &fresh)) {
-                CHECK(pz_codec_encode_cuda(fresh, dx, s, &ctx, m2, cap, &l2, stream) == PZ_OK, "%s: encode", spec);
-                CHECK(pz_codec_decode(gd, m2, l2, &ctx, o1, n, &g) == PZ_OK, "%s: CPU decodes the GPU message: %s",
-                      spec, pz_last_error());
+                CHECK(pz_codec_encode_cuda(fresh, e.dx, s, &ctx, e.m2, e.cap, &l2, stream) == PZ_OK, "%s: encode",
+                      spec);
+                CHECK(pz_codec_decode(gd, e.m2, l2, &ctx, e.o1, e.n, &g) == PZ_OK,
+                      "%s: CPU decodes the GPU message: %s", spec, pz_last_error());
                 pz_codec_free(fresh);
             }
             pz_codec_free(gd);
         }
     }
     free(x);
-    free(m1);
-    free(m2);
-    free(o1);
-    free(o2);
-    CU(cudaFree(dx));
-    CU(cudaFree(dout));
-    pz_codec_free(cc);
-    pz_codec_free(gc);
-    pz_codec_free(cr);
-    pz_codec_free(gr);
+    endpoints_close(&e);
 }
 
 /* aq(): samples drawn from a pool of ids, so messages mix warm-up and
  * delta samples; CPU and GPU senders and receivers must agree bitwise */
 static void run_aq(const char *spec, int64_t B, int64_t T, int64_t C, int steps, cudaStream_t stream) {
-    pz_codec *cc, *gc, *cr, *gr;
-    if (pz_codec_create(spec, &cc) || pz_codec_create(spec, &gc) || pz_codec_create(spec, &cr) ||
-        pz_codec_create(spec, &gr)) {
-        CHECK(0, "create %s: %s", spec, pz_last_error());
-        return;
-    }
     pz_shape s = {3, {B, T, C, 0}};
-    size_t n = (size_t)(B * T * C), cap = pz_codec_max_encoded_size(cc, &s);
-    uint8_t *m1 = malloc(cap), *m2 = malloc(cap);
-    float *o1 = malloc(n * 4), *o2 = malloc(n * 4), *dx, *dout;
+    endpoints e;
+    if (!endpoints_open(&e, spec, &s)) return;
     uint64_t *ids = malloc((size_t)B * 8);
-    CU(cudaMalloc((void **)&dx, n * 4));
-    CU(cudaMalloc((void **)&dout, n * 4));
     pz_rng r;
     pz_rng_seed(&r, 4242);
     for (int step = 0; step < steps; step++) {
@@ -153,35 +173,26 @@ static void run_aq(const char *spec, int64_t B, int64_t T, int64_t C, int steps,
             } while (dup);
             ids[i] = id;
         }
-        float *x = make_input(n, (size_t)C, 77 + (uint64_t)step);
-        CU(cudaMemcpy(dx, x, n * 4, cudaMemcpyHostToDevice));
+        float *x = make_input(e.n, (size_t)C, 77 + (uint64_t)step);
+        CU(cudaMemcpy(e.dx, x, e.n * 4, cudaMemcpyHostToDevice));
         pz_codec_ctx ctx = {9, (uint64_t)step, 2, 1, 0, ids};
         size_t l1 = 0, l2 = 0;
-        pz_status s1 = pz_codec_encode(cc, x, &s, &ctx, m1, cap, &l1);
-        pz_status s2 = pz_codec_encode_cuda(gc, dx, &s, &ctx, m2, cap, &l2, stream);
+        pz_status s1 = pz_codec_encode(e.cc, x, &s, &ctx, e.m1, e.cap, &l1);
+        pz_status s2 = pz_codec_encode_cuda(e.gc, e.dx, &s, &ctx, e.m2, e.cap, &l2, stream);
         free(x);
         CHECK(s1 == PZ_OK && s2 == PZ_OK, "%s step %d: encode cpu %d gpu %d: %s", spec, step, s1, s2, pz_last_error());
         if (s1 || s2) break;
-        CHECK(l1 == l2 && first_diff(m1, m2, l1) == SIZE_MAX, "%s step %d: messages differ (%zu vs %zu bytes)", spec,
-              step, l1, l2);
+        CHECK(l1 == l2 && first_diff(e.m1, e.m2, l1) == SIZE_MAX, "%s step %d: messages differ (%zu vs %zu bytes)",
+              spec, step, l1, l2);
         pz_shape g;
-        s1 = pz_codec_decode(cr, m1, l1, &ctx, o1, n, &g);
-        s2 = pz_codec_decode_cuda(gr, m1, l1, &ctx, dout, n, &g, stream);
+        s1 = pz_codec_decode(e.cr, e.m1, l1, &ctx, e.o1, e.n, &g);
+        s2 = pz_codec_decode_cuda(e.gr, e.m1, l1, &ctx, e.dout, e.n, &g, stream);
         CHECK(s1 == PZ_OK && s2 == PZ_OK, "%s step %d: decode cpu %d gpu %d: %s", spec, step, s1, s2, pz_last_error());
-        CU(cudaMemcpy(o2, dout, n * 4, cudaMemcpyDeviceToHost));
-        CHECK(float_diffs(o1, o2, n) == 0, "%s step %d: receivers differ", spec, step);
+        CU(cudaMemcpy(e.o2, e.dout, e.n * 4, cudaMemcpyDeviceToHost));
+        CHECK(float_diffs(e.o1, e.o2, e.n) == 0, "%s step %d: receivers differ", spec, step);
     }
-    free(m1);
-    free(m2);
-    free(o1);
-    free(o2);
     free(ids);
-    CU(cudaFree(dx));
-    CU(cudaFree(dout));
-    pz_codec_free(cc);
-    pz_codec_free(gc);
-    pz_codec_free(cr);
-    pz_codec_free(gr);
+    endpoints_close(&e);
 }
 
 /* inputs the encoders refuse: inf and NaN (big = 0), or values beyond fp16
@@ -282,6 +293,5 @@ int main(void) {
                                 "sign:stochastic,sdtype=fp16"};
     for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) refused(big[i], 1, stream);
     CU(cudaStreamDestroy(stream));
-    printf("test_gpu_codecs: %d checks, %d failures\n", checks, failures);
-    return failures ? 1 : 0;
+    return check_summary("test_gpu_codecs");
 }

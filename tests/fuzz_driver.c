@@ -1,0 +1,84 @@
+/* fuzz_driver.c: see fuzz_driver.h. */
+#include "tests/fuzz_driver.h"
+#include "base/file.h"
+#include "base/mem.h"
+#include "base/rng.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+size_t fuzz_delete_run(pz_rng *r, uint8_t *b, size_t *len, size_t at) {
+    size_t d = 1 + (size_t)pz_rng_below(r, 8);
+    if (at + d > *len) d = *len - at;
+    memmove(b + at, b + at + d, *len - at - d);
+    *len -= d;
+    return d;
+}
+
+void fuzz_insert_byte(uint8_t *b, size_t *len, size_t at, uint8_t v) {
+    memmove(b + at + 1, b + at, *len - at);
+    b[at] = v;
+    (*len)++;
+}
+
+static int write_seeds(const fuzz_target *t, const char *dir) {
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) pz_die("cannot create %s", dir);
+    fuzz_image s[FUZZ_MAX_SEEDS];
+    int n = t->make_seeds(s);
+    for (int i = 0; i < n; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/seed%02d%s", dir, i, t->seed_ext);
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(s[i].data, 1, s[i].len, f) != s[i].len || fclose(f) != 0) pz_die("cannot write %s", path);
+        free(s[i].data);
+    }
+    return 0;
+}
+
+static int replay_files(int nfiles, char **files) {
+    for (int i = 0; i < nfiles; i++) {
+        uint8_t *b;
+        size_t len;
+        if (pz_read_file(files[i], &b, &len) != PZ_OK) pz_die("%s", pz_last_error());
+        LLVMFuzzerTestOneInput(b, len);
+        free(b);
+        printf("%s: ok\n", files[i]);
+    }
+    return 0;
+}
+
+static int smoke(const fuzz_target *t, long iters) {
+    fuzz_image s[FUZZ_MAX_SEEDS];
+    int ns = t->make_seeds(s);
+    size_t cap = 0;
+    for (int i = 0; i < ns; i++) {
+        LLVMFuzzerTestOneInput(s[i].data, s[i].len);
+        if (s[i].len + 64 > cap) cap = s[i].len + 64;
+    }
+    uint8_t *buf = xmalloc(cap);
+    pz_rng r;
+    pz_rng_seed(&r, t->rng_seed);
+    for (long it = 0; it < iters; it++) {
+        const fuzz_image *seed = &s[it % ns];
+        size_t len = seed->len;
+        memcpy(buf, seed->data, len);
+        t->mutate(&r, buf, &len, cap);
+        uint8_t *exact = xmalloc(len ? len : 1);   /* exact size: ASan sees reads past the end */
+        memcpy(exact, buf, len);
+        LLVMFuzzerTestOneInput(exact, len);
+        free(exact);
+    }
+    free(buf);
+    for (int i = 0; i < ns; i++) free(s[i].data);
+    printf("%s fuzz smoke: %ld mutated inputs of %d seeds, no crash\n", t->name, iters, ns);
+    return 0;
+}
+
+int fuzz_main(const fuzz_target *t, int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--seed") == 0) return write_seeds(t, argv[2]);
+    if (argc >= 2 && strspn(argv[1], "0123456789") != strlen(argv[1])) return replay_files(argc - 1, argv + 1);
+    return smoke(t, argc >= 2 ? atol(argv[1]) : t->default_iters);
+}

@@ -1,0 +1,48 @@
+/* fuzz_driver.h: the main of a fuzz entry's replay program, which runs
+ * LLVMFuzzerTestOneInput without libFuzzer (any compiler):
+ *
+ *   PROG FILE...     replay inputs (crash reproducers, a corpus)
+ *   PROG --seed DIR  write the target's seed inputs for a libFuzzer corpus
+ *   PROG [N]         mutation smoke test: N deterministic mutations of the
+ *                    seeds, each fed as an exact-size copy so that ASan sees
+ *                    reads past the end
+ * Meant to run under ASan/UBSan in ordinary (gcc) builds. A target supplies
+ * its seeds and its mutator (tests/fuzz_replay.c, tests/fuzz_codec_replay.c). */
+#ifndef PZ_TESTS_FUZZ_DRIVER_H
+#define PZ_TESTS_FUZZ_DRIVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "base/rng.h"
+
+#define FUZZ_MAX_SEEDS 64
+
+typedef struct {
+    uint8_t *data;
+    size_t len;
+} fuzz_image;
+
+typedef struct {
+    const char *name;       /* names the smoke test's closing line */
+    const char *seed_ext;   /* file name ending of the seeds --seed writes */
+    long default_iters;     /* mutations when N is not given */
+    uint64_t rng_seed;      /* of the mutation stream */
+    /* fills seeds (at most FUZZ_MAX_SEEDS, xmalloc'ed data); returns how many */
+    int (*make_seeds)(fuzz_image *seeds);
+    /* mutates b[0..*len) in place; b has room for cap bytes */
+    void (*mutate)(pz_rng *r, uint8_t *b, size_t *len, size_t cap);
+} fuzz_target;
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int fuzz_main(const fuzz_target *t, int argc, char **argv);
+
+/* mutation steps both mutators use, at b[at] (at < *len):
+ * removes 1..8 bytes (fewer at the end); returns how many */
+size_t fuzz_delete_run(pz_rng *r, uint8_t *b, size_t *len, size_t at);
+/* inserts the byte v; the caller checks *len < cap first */
+void fuzz_insert_byte(uint8_t *b, size_t *len, size_t at, uint8_t v);
+
+#endif
