@@ -379,22 +379,6 @@ __global__ void k_nuq_decode(const uint8_t *codes, size_t n, int b, size_t bucke
         out[i] = pz_nuq_value((uint8_t)code_at(codes, i, b), norm[i / bucket], b, s);
 }
 
-/* wrappers: one IEEE add or subtract per element, as wrappers.c */
-__global__ void k_add(const float *a, const float *b, float *o, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        o[i] = a[i] + b[i];
-}
-__global__ void k_sub(const float *a, const float *b, float *o, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        o[i] = a[i] - b[i];
-}
-__global__ void k_acc_out(float *g, const float *c, float *out, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        g[i] = g[i] + c[i];
-        if (out) out[i] = g[i];
-    }
-}
-
 #define TPB 256
 #define GRID(work) pz_blocks((work), TPB), TPB, 0, stream
 
@@ -720,29 +704,6 @@ int pz_cuda_same_shape_(const pz_shape *a, const pz_shape *b) {
         if (a->dims[i] != b->dims[i]) return 0;
     return 1;
 }
-static const char *wname(int kind) { return kind == 1 ? "ef" : "ef21"; }
-
-/* the side's state: checks the shape fixed by its first message; with
- * commit, allocates it (zeros) and fixes the shape */
-static pz_status vec_side(pz_cstate *cs, int kind, int side, const pz_shape *s, size_t n, int commit,
-                          cudaStream_t stream) {
-    if (cs->have[side]) {
-        if (pz_cuda_same_shape_(&cs->shape[side], s)) return PZ_OK;
-        char a[96], b[96];
-        pz_cuda_fmt_shape_(s, a, sizeof a);
-        pz_cuda_fmt_shape_(&cs->shape[side], b, sizeof b);
-        return pz_fail(PZ_ERR_SHAPE, "%s: shape %s differs from the shape %s fixed by the first message", wname(kind),
-                       a, b);
-    }
-    if (commit) {
-        PZ_CU(cudaMalloc(&cs->v[side], (n ? n : 1) * sizeof(float)));
-        PZ_CU(cudaMemsetAsync(cs->v[side], 0, n * sizeof(float), stream));
-        cs->shape[side] = *s;
-        cs->have[side] = 1;
-    }
-    return PZ_OK;
-}
-
 pz_status pz_cuda_rewrap_(pz_status st, pz_status as_shape, const char *what) {
     char msg[768];
     snprintf(msg, sizeof msg, "%s", pz_last_error());
@@ -766,55 +727,6 @@ pz_status pz_cuda_decode_exact_(pz_codec *inner, const char *what, const uint8_t
     return PZ_OK;
 }
 
-static pz_status vec_encode(pz_codec *c, int kind, const float *x, const pz_shape *s, const pz_codec_ctx *ctx,
-                            uint8_t *pl, size_t cap, size_t *len, cudaStream_t stream) {
-    pz_cstate *cs = pz_cstate_of_(c);
-    pz_codec *inner = pz_codec_inner(c);
-    size_t n = pz_shape_numel(s);
-    pz_status st = vec_side(cs, kind, PZ_WRAP_SIDE_SENDER, s, n, 0, stream);
-    void *vy, *vc;
-    if (!st) st = pz_dgrow_(cs, PZ_DB_WRAP_Y, n * sizeof(float), &vy);
-    if (!st) st = pz_dgrow_(cs, PZ_DB_WRAP_C, n * sizeof(float), &vc);
-    if (st) return st;
-    float *y = (float *)vy, *cd = (float *)vc, *v = cs->v[PZ_WRAP_SIDE_SENDER];
-    if (!v) PZ_CU(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-    else if (kind == 1) k_add<<<GRID(n)>>>(x, v, y, n);
-    else k_sub<<<GRID(n)>>>(x, v, y, n);
-    PZ_CU_LAUNCH();
-    st = pz_codec_encode_cuda(inner, y, s, ctx, pl, cap, len, stream);
-    if (st) return pz_cuda_rewrap_(st, PZ_ERR_SHAPE, wname(kind));
-    st = pz_cuda_decode_exact_(inner, kind == 1 ? "ef: own message" : "ef21: own message", pl, *len, ctx, cd, s, stream);
-    if (!st) st = vec_side(cs, kind, PZ_WRAP_SIDE_SENDER, s, n, 1, stream);
-    if (st) {
-        *len = 0;
-        return st;
-    }
-    float *e = cs->v[PZ_WRAP_SIDE_SENDER];
-    if (kind == 1) k_sub<<<GRID(n)>>>(y, cd, e, n);           /* e = y - C(y) */
-    else k_acc_out<<<GRID(n)>>>(e, cd, NULL, n);              /* g = g + C(x - g) */
-    PZ_CU_LAUNCH();
-    PZ_CU(cudaStreamSynchronize(stream));
-    return PZ_OK;
-}
-
-static pz_status vec_decode(pz_codec *c, int kind, const uint8_t *pl, size_t len, const pz_shape *s,
-                            const pz_codec_ctx *ctx, float *out, cudaStream_t stream) {
-    pz_codec *inner = pz_codec_inner(c);
-    if (kind == 1) return pz_cuda_decode_exact_(inner, "ef: message", pl, len, ctx, out, s, stream);
-    pz_cstate *cs = pz_cstate_of_(c);
-    size_t n = pz_shape_numel(s);
-    void *vc;
-    pz_status st = vec_side(cs, kind, PZ_WRAP_SIDE_RECEIVER, s, n, 0, stream);
-    if (!st) st = pz_dgrow_(cs, PZ_DB_WRAP_C, n * sizeof(float), &vc);
-    if (!st) st = pz_cuda_decode_exact_(inner, "ef21: message", pl, len, ctx, (float *)vc, s, stream);
-    if (!st) st = vec_side(cs, kind, PZ_WRAP_SIDE_RECEIVER, s, n, 1, stream);
-    if (st) return st;
-    k_acc_out<<<GRID(n)>>>(cs->v[PZ_WRAP_SIDE_RECEIVER], (const float *)vc, out, n);
-    PZ_CU_LAUNCH();
-    PZ_CU(cudaStreamSynchronize(stream));
-    return PZ_OK;
-}
-
 /* ================================================================ API */
 
 typedef struct {
@@ -830,7 +742,7 @@ static pz_status gpu_payload(void *arg, pz_codec *c, const pz_shape *s, const pz
     int kind = pz_codec_wrap_kind(c);
     if (kind == 0) return pz_cuda_base_encode_(c, pz_codec_base_params(c), a->x, s, ctx, pl, cap, len, a->stream);
     if (kind == 3) return pz_cuda_aq_encode_(c, a->x, s, ctx, pl, cap, len, wflags, a->stream);
-    return vec_encode(c, kind, a->x, s, ctx, pl, cap, len, a->stream);
+    return pz_cuda_ef_encode_(c, kind, a->x, s, ctx, pl, cap, len, a->stream);
 }
 
 static pz_status gpu_decode(void *arg, pz_codec *c, const pz_codec_params *p, uint8_t wflags, const uint8_t *pl,
@@ -839,8 +751,8 @@ static pz_status gpu_decode(void *arg, pz_codec *c, const pz_codec_params *p, ui
     int kind = pz_codec_wrap_kind(c);
     if (kind == 0) return pz_cuda_base_decode_(c, p, pl, len, s, a->out, a->stream);
     if (kind == 3) return pz_cuda_aq_decode_(c, wflags, pl, len, s, ctx, a->out, a->stream);
-    if (wflags) return pz_fail(PZ_ERR_FORMAT, "%s: bad flags 0x%02x (expected 0)", wname(kind), wflags);
-    return vec_decode(c, kind, pl, len, s, ctx, a->out, a->stream);
+    if (wflags) return pz_fail(PZ_ERR_FORMAT, "%s: bad flags 0x%02x (expected 0)", kind == 1 ? "ef" : "ef21", wflags);
+    return pz_cuda_ef_decode_(c, kind, pl, len, s, ctx, a->out, a->stream);
 }
 
 static int base_encodes_on_device(const pz_codec_params *p) {

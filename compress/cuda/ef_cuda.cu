@@ -1,0 +1,94 @@
+/* ef_cuda.cu: the ef and ef21 wrappers on the device (compress/wrappers.c
+ * is the CPU side): the state vector per side, and one IEEE add or subtract
+ * per element, as the CPU does, so the messages match byte for byte. */
+#include "compress/cuda/codec_cuda_impl.h"
+
+#define TPB 256
+#define GRID(work) pz_blocks((work), TPB), TPB, 0, stream
+
+__global__ void k_add(const float *a, const float *b, float *o, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        o[i] = a[i] + b[i];
+}
+__global__ void k_sub(const float *a, const float *b, float *o, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        o[i] = a[i] - b[i];
+}
+__global__ void k_acc_out(float *g, const float *c, float *out, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        g[i] = g[i] + c[i];
+        if (out) out[i] = g[i];
+    }
+}
+
+static const char *wname(int kind) { return kind == 1 ? "ef" : "ef21"; }
+
+/* the side's state: checks the shape fixed by its first message; with
+ * commit, allocates it (zeros) and fixes the shape */
+static pz_status vec_side(pz_cstate *cs, int kind, int side, const pz_shape *s, size_t n, int commit,
+                          cudaStream_t stream) {
+    if (cs->have[side]) {
+        if (pz_cuda_same_shape_(&cs->shape[side], s)) return PZ_OK;
+        char a[96], b[96];
+        pz_cuda_fmt_shape_(s, a, sizeof a);
+        pz_cuda_fmt_shape_(&cs->shape[side], b, sizeof b);
+        return pz_fail(PZ_ERR_SHAPE, "%s: shape %s differs from the shape %s fixed by the first message", wname(kind),
+                       a, b);
+    }
+    if (commit) {
+        PZ_CU(cudaMalloc(&cs->v[side], (n ? n : 1) * sizeof(float)));
+        PZ_CU(cudaMemsetAsync(cs->v[side], 0, n * sizeof(float), stream));
+        cs->shape[side] = *s;
+        cs->have[side] = 1;
+    }
+    return PZ_OK;
+}
+
+pz_status pz_cuda_ef_encode_(pz_codec *c, int kind, const float *x, const pz_shape *s, const pz_codec_ctx *ctx,
+                              uint8_t *pl, size_t cap, size_t *len, cudaStream_t stream) {
+    pz_cstate *cs = pz_cstate_of_(c);
+    pz_codec *inner = pz_codec_inner(c);
+    size_t n = pz_shape_numel(s);
+    pz_status st = vec_side(cs, kind, PZ_WRAP_SIDE_SENDER, s, n, 0, stream);
+    void *vy, *vc;
+    if (!st) st = pz_dgrow_(cs, PZ_DB_WRAP_Y, n * sizeof(float), &vy);
+    if (!st) st = pz_dgrow_(cs, PZ_DB_WRAP_C, n * sizeof(float), &vc);
+    if (st) return st;
+    float *y = (float *)vy, *cd = (float *)vc, *v = cs->v[PZ_WRAP_SIDE_SENDER];
+    if (!v) PZ_CU(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    else if (kind == 1) k_add<<<GRID(n)>>>(x, v, y, n);
+    else k_sub<<<GRID(n)>>>(x, v, y, n);
+    PZ_CU_LAUNCH();
+    st = pz_codec_encode_cuda(inner, y, s, ctx, pl, cap, len, stream);
+    if (st) return pz_cuda_rewrap_(st, PZ_ERR_SHAPE, wname(kind));
+    st = pz_cuda_decode_exact_(inner, kind == 1 ? "ef: own message" : "ef21: own message", pl, *len, ctx, cd, s, stream);
+    if (!st) st = vec_side(cs, kind, PZ_WRAP_SIDE_SENDER, s, n, 1, stream);
+    if (st) {
+        *len = 0;
+        return st;
+    }
+    float *e = cs->v[PZ_WRAP_SIDE_SENDER];
+    if (kind == 1) k_sub<<<GRID(n)>>>(y, cd, e, n);           /* e = y - C(y) */
+    else k_acc_out<<<GRID(n)>>>(e, cd, NULL, n);              /* g = g + C(x - g) */
+    PZ_CU_LAUNCH();
+    PZ_CU(cudaStreamSynchronize(stream));
+    return PZ_OK;
+}
+
+pz_status pz_cuda_ef_decode_(pz_codec *c, int kind, const uint8_t *pl, size_t len, const pz_shape *s,
+                              const pz_codec_ctx *ctx, float *out, cudaStream_t stream) {
+    pz_codec *inner = pz_codec_inner(c);
+    if (kind == 1) return pz_cuda_decode_exact_(inner, "ef: message", pl, len, ctx, out, s, stream);
+    pz_cstate *cs = pz_cstate_of_(c);
+    size_t n = pz_shape_numel(s);
+    void *vc;
+    pz_status st = vec_side(cs, kind, PZ_WRAP_SIDE_RECEIVER, s, n, 0, stream);
+    if (!st) st = pz_dgrow_(cs, PZ_DB_WRAP_C, n * sizeof(float), &vc);
+    if (!st) st = pz_cuda_decode_exact_(inner, "ef21: message", pl, len, ctx, (float *)vc, s, stream);
+    if (!st) st = vec_side(cs, kind, PZ_WRAP_SIDE_RECEIVER, s, n, 1, stream);
+    if (st) return st;
+    k_acc_out<<<GRID(n)>>>(cs->v[PZ_WRAP_SIDE_RECEIVER], (const float *)vc, out, n);
+    PZ_CU_LAUNCH();
+    PZ_CU(cudaStreamSynchronize(stream));
+    return PZ_OK;
+}
