@@ -351,6 +351,20 @@ static uint64_t *jsq_map_table_(int k) {
     return tab;
 }
 
+/* A kept group after its run (the run took `used` bits): its class code,
+ * "0" = 2-bit, "10" = 4-bit, "11" = 8-bit, into *cls; counts[0..2] count the
+ * kept groups, those of 4 or 8 bits, and those of 8 bits. */
+static inline void mr_kept_(mapr_ *mr, int used, uint8_t *cls, size_t counts[3]) {
+    unsigned b = (unsigned)(mr->acc >> used) & 3u;
+    used += 1 + (int)(b & 1);
+    mr->acc >>= used;
+    mr->n -= used;
+    *cls = (uint8_t)((b & 1) ? 2 + (b >> 1) : 1);
+    counts[0]++;
+    counts[1] += b & 1;
+    counts[2] += b == 3;
+}
+
 /* Reads the width map (Rice runs and class codes) into cls[] (zeroed);
  * counts the groups per class. Returns non-zero on a malformed map; *state
  * is the reader after the map (for its end and padding). */
@@ -360,7 +374,7 @@ static __attribute__((noinline)) int jsq_read_map_(mapr_ *state, size_t ng, int 
     size_t pos = 0;
     uint64_t maxq = (uint64_t)(mr.end - mr.start + 1) * 8;
     const uint64_t kmask = ((uint64_t)1 << k) - 1;
-    size_t c23 = 0, c3 = 0, nk = 0;
+    size_t cnt3[3] = {0, 0, 0};   /* kept groups; of them 4- or 8-bit; 8-bit */
     /* table path (k = 0, the short codes of large budgets; with longer codes
      * it does not pay): the codes held in the next JSQ_TBITS bits, up to 4
      * at a time (entry: count, bits used, then run (10 bits) and class (2)
@@ -379,14 +393,7 @@ static __attribute__((noinline)) int jsq_read_map_(mapr_ *state, size_t ng, int 
             int used = ones + 1 + k;
             if (r >= ng - pos) break;
             pos += (size_t)r;
-            unsigned b = (unsigned)(mr.acc >> used) & 3u;
-            used += 1 + (int)(b & 1);
-            mr.acc >>= used;
-            mr.n -= used;
-            cls[pos] = (uint8_t)((b & 1) ? 2 + (b >> 1) : 1);
-            c23 += b & 1;
-            c3 += b == 3;
-            nk++;
+            mr_kept_(&mr, used, &cls[pos], cnt3);
             pos++;
             continue;
         }
@@ -401,9 +408,9 @@ static __attribute__((noinline)) int jsq_read_map_(mapr_ *state, size_t ng, int 
             pos += (size_t)(e & 1023u);
             cls[pos] = (uint8_t)c;
             pos += c != 0;
-            nk += c != 0;
-            c23 += c >= 2;
-            c3 += c == 3;
+            cnt3[0] += c != 0;
+            cnt3[1] += c >= 2;
+            cnt3[2] += c == 3;
         }
     }
     free(tab);
@@ -421,14 +428,7 @@ static __attribute__((noinline)) int jsq_read_map_(mapr_ *state, size_t ng, int 
                 break;                                       /* final run */
             }
             pos += (size_t)r;
-            unsigned b = (unsigned)(mr.acc >> used) & 3u;
-            used += 1 + (int)(b & 1);
-            mr.acc >>= used;
-            mr.n -= used;
-            cls[pos] = (uint8_t)((b & 1) ? 2 + (b >> 1) : 1);
-            c23 += b & 1;
-            c3 += b == 3;
-            nk++;
+            mr_kept_(&mr, used, &cls[pos], cnt3);
             pos++;
             continue;
         }
@@ -465,14 +465,14 @@ static __attribute__((noinline)) int jsq_read_map_(mapr_ *state, size_t ng, int 
             c = 2 + (int)mr_take_(&mr, 1);
         }
         cls[pos] = (uint8_t)c;
-        c23 += c >= 2;
-        c3 += c == 3;
-        nk++;
+        cnt3[1] += c >= 2;
+        cnt3[2] += c == 3;
+        cnt3[0]++;
         pos++;
     }
-    gcount[3] = c3;
-    gcount[2] = c23 - c3;
-    gcount[1] = nk - c23;
+    gcount[3] = cnt3[2];
+    gcount[2] = cnt3[1] - cnt3[2];
+    gcount[1] = cnt3[0] - cnt3[1];
     *state = mr;
     return err;
 }
