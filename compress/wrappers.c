@@ -429,6 +429,36 @@ static pz_status aq_reserve_(pz_wrapper *w, wrap_side *s, const pz_shape *shape,
     return st;
 }
 
+/* The two messages of an aq payload: warm-up samples (their own random
+ * stream, salted) and deltas, each with its sample count as dims[0]. */
+static void aq_parts_(const pz_codec_ctx *ctx, const pz_shape *shape, size_t nw, size_t nd, pz_codec_ctx *cw,
+                      pz_codec_ctx *cd, pz_shape *sw, pz_shape *sd) {
+    *cw = *ctx;
+    cw->seed ^= AQ_WARMUP_SALT;
+    cw->sample_ids = NULL;
+    *cd = *ctx;
+    cd->sample_ids = NULL;
+    *sw = *shape;
+    *sd = *shape;
+    sw->dims[0] = (int64_t)nw;
+    sd->dims[0] = (int64_t)nd;
+}
+
+/* Decodes the warm-up part into W and the delta part into D (either may be
+ * absent: 0 samples); own: the sender checking its own message. */
+static pz_status aq_decode_parts_(pz_wrapper *w, int own, const uint8_t *payload, const size_t at[2],
+                                  const size_t ln[2], const pz_codec_ctx *cw, float *W, const pz_shape *sw,
+                                  const pz_codec_ctx *cd, float *D, const pz_shape *sd) {
+    pz_status st = PZ_OK;
+    if (sw->dims[0] && (st = decode_exact_(w->warm, own ? "aq: own warm-up message" : "aq: warm-up message",
+                                           payload + at[0], ln[0], cw, W, sw)))
+        return st;
+    if (sd->dims[0])
+        st = decode_exact_(w->inner, own ? "aq: own delta message" : "aq: delta message", payload + at[1], ln[1], cd,
+                           D, sd);
+    return st;
+}
+
 /* Applies decoded rows: W (warm-up rows in sample order), D (delta rows).
  * warm(i) tells the kind of sample i; out (may be NULL) gets m(id). */
 static void aq_apply_(pz_wrapper *w, wrap_side *s, const uint64_t *ids, size_t B, size_t row,
@@ -488,14 +518,9 @@ static pz_status aq_encode_(pz_wrapper *w, const float *x, const pz_shape *shape
             if (w->slots[i] < 0) bitmap[i / 8] |= (uint8_t)(1u << (i % 8));
         pos = nb;
     }
-    pz_codec_ctx cw = *ctx;
-    cw.seed ^= AQ_WARMUP_SALT;
-    cw.sample_ids = NULL;
-    pz_codec_ctx cd = *ctx;
-    cd.sample_ids = NULL;
-    pz_shape sw = *shape, sd = *shape;
-    sw.dims[0] = (int64_t)nw;
-    sd.dims[0] = (int64_t)nd;
+    pz_codec_ctx cw, cd;
+    pz_shape sw, sd;
+    aq_parts_(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
     size_t at[2] = {0, 0}, ln[2] = {0, 0};
     for (int part = 0; part < 2; part++) {
         if (!(fl & (1 << part))) continue;
@@ -508,10 +533,7 @@ static pz_status aq_encode_(pz_wrapper *w, const float *x, const pz_shape *shape
         pos = at[part] + ln[part];
     }
     /* what the receiver will decode, decoded in place of the inputs */
-    if (nw && (st = decode_exact_(w->warm, "aq: own warm-up message", payload + at[0], ln[0], &cw, W, &sw)))
-        return st;
-    if (nd && (st = decode_exact_(w->inner, "aq: own delta message", payload + at[1], ln[1], &cd, D, &sd)))
-        return st;
+    if ((st = aq_decode_parts_(w, 1, payload, at, ln, &cw, W, &sw, &cd, D, &sd))) return st;
     if ((st = aq_reserve_(w, s, shape, row, nw))) return st;
     aq_apply_(w, s, ctx->sample_ids, B, row, bitmap, fl, W, D, NULL);
     *len = pos;
@@ -566,18 +588,10 @@ static pz_status aq_decode_(pz_wrapper *w, uint8_t flags, const uint8_t *payload
     }
     float *W = NULL, *D = NULL;
     if ((st = scratch_(w, 0, nw * row, &W)) || (st = scratch_(w, 1, nd * row, &D))) return st;
-    pz_codec_ctx cw = *ctx;
-    cw.seed ^= AQ_WARMUP_SALT;
-    cw.sample_ids = NULL;
-    pz_codec_ctx cd = *ctx;
-    cd.sample_ids = NULL;
-    pz_shape sw = *shape, sd = *shape;
-    sw.dims[0] = (int64_t)nw;
-    sd.dims[0] = (int64_t)nd;
-    if (nw && (st = decode_exact_(w->warm, "aq: warm-up message", payload + at[0], ln[0], &cw, W, &sw)))
-        return st;
-    if (nd && (st = decode_exact_(w->inner, "aq: delta message", payload + at[1], ln[1], &cd, D, &sd)))
-        return st;
+    pz_codec_ctx cw, cd;
+    pz_shape sw, sd;
+    aq_parts_(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
+    if ((st = aq_decode_parts_(w, 0, payload, at, ln, &cw, W, &sw, &cd, D, &sd))) return st;
     /* validated: make room, then change the buffers */
     if ((st = aq_reserve_(w, s, shape, row, n_new))) return st;
     aq_apply_(w, s, ctx->sample_ids, B, row, bitmap, flags, W, D, out);
