@@ -1,6 +1,7 @@
 /* aq_store.c: see aq_store.h. */
 #include "compress/aq_store.h"
 #include "base/mem.h"
+#include "compress/elem.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,20 +39,10 @@ void aq_store_free(aq_store *s) {
     s->fd = -1;
 }
 
-static uint64_t hash_id_(uint64_t x) {
-    /* splitmix64 finaliser: every bit of the id reaches the low bits */
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
-
 int64_t aq_store_find(const aq_store *s, uint64_t id) {
     if (!s->map_cap) return -1;
     size_t mask = s->map_cap - 1;
-    for (size_t i = (size_t)hash_id_(id) & mask;; i = (i + 1) & mask) {
+    for (size_t i = (size_t)pz_mix64(id) & mask;; i = (i + 1) & mask) {
         if (!s->vals[i]) return -1;
         if (s->keys[i] == id) return (int64_t)(s->vals[i] - 1);
     }
@@ -59,7 +50,7 @@ int64_t aq_store_find(const aq_store *s, uint64_t id) {
 
 static void map_put_(uint64_t *keys, uint64_t *vals, size_t cap, uint64_t id, uint64_t slot) {
     size_t mask = cap - 1;
-    size_t i = (size_t)hash_id_(id) & mask;
+    size_t i = (size_t)pz_mix64(id) & mask;
     while (vals[i]) i = (i + 1) & mask;
     keys[i] = id;
     vals[i] = slot + 1;

@@ -17,6 +17,7 @@
 #include "compress/spec.h"
 #ifdef PZ_HAVE_WRAPPERS
 #include "compress/wrappers.h"
+#include "base/bytes.h"
 #include "base/mem.h"
 #include "base/parse.h"
 #endif
@@ -41,24 +42,10 @@
 
 static size_t header_size(int ndim) { return HDR_FIXED + 8 * (size_t)ndim; }
 
-static void put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static void put_u32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static void put_u64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static uint32_t get_u32(const uint8_t *p) {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-static uint64_t get_u64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
 
 static void params_write(const pz_codec_params *p, uint8_t *o) {
     memset(o, 0, PARAMS_BYTES);
-    put_u16(o, p->id);
+    pz_put_u16(o, p->id);
     o[2] = p->bits;
     o[3] = p->scale_mode;
     o[4] = p->group_mode;
@@ -69,17 +56,17 @@ static void params_write(const pz_codec_params *p, uint8_t *o) {
     o[9] = p->elias;
     o[10] = p->stochastic;
     o[11] = 0;
-    put_u32(o + 12, p->group_size);
+    pz_put_u32(o + 12, p->group_size);
     uint32_t u;
     memcpy(&u, &p->fraction, 4);
-    put_u32(o + 16, u);
+    pz_put_u32(o + 16, u);
     memcpy(&u, &p->budget, 4);
-    put_u32(o + 20, u);
+    pz_put_u32(o + 20, u);
 }
 
 static int params_read(pz_codec_params *p, const uint8_t *o) {
     memset(p, 0, sizeof *p);
-    p->id = get_u16(o);
+    p->id = pz_get_u16(o);
     p->bits = o[2];
     p->scale_mode = o[3];
     p->group_mode = o[4];
@@ -89,10 +76,10 @@ static int params_read(pz_codec_params *p, const uint8_t *o) {
     p->per_row = o[8];
     p->elias = o[9];
     p->stochastic = o[10];
-    p->group_size = get_u32(o + 12);
-    uint32_t u = get_u32(o + 16);
+    p->group_size = pz_get_u32(o + 12);
+    uint32_t u = pz_get_u32(o + 16);
     memcpy(&p->fraction, &u, 4);
-    u = get_u32(o + 20);
+    u = pz_get_u32(o + 20);
     memcpy(&p->budget, &u, 4);
     return o[11] == 0;
 }
@@ -654,11 +641,11 @@ pz_status pz_codec_encode_with(pz_codec *c, const pz_shape *shape, const pz_code
     h[9] = (uint8_t)shape->ndim;
     h[10] = h[11] = 0;
     params_write(&c->p, h + 12);
-    for (int i = 0; i < shape->ndim; i++) put_u64(h + 36 + 8 * i, (uint64_t)shape->dims[i]);
-    put_u64(h + H - 12, (uint64_t)plen);
+    for (int i = 0; i < shape->ndim; i++) pz_put_u64(h + 36 + 8 * i, (uint64_t)shape->dims[i]);
+    pz_put_u64(h + H - 12, (uint64_t)plen);
     uint32_t crc = pz_crc32c(0, h, H - 4);
     crc = pz_crc32c(crc, pl, plen);
-    put_u32(h + H - 4, crc);
+    pz_put_u32(h + H - 4, crc);
     *len = H + plen;
     return PZ_OK;
 }
@@ -687,13 +674,13 @@ static pz_status parse_header(const uint8_t *msg, size_t len, msg_header *m) {
         return pz_fail(PZ_ERR_FORMAT, "codec message: ndim %d must be 1..%d", ndim, PZ_MAX_DIMS);
     size_t H = header_size(ndim);
     if (len < H) return pz_fail(PZ_ERR_FORMAT, "codec message: truncated header (%zu of %zu bytes)", len, H);
-    uint64_t plen = get_u64(msg + H - 12);
+    uint64_t plen = pz_get_u64(msg + H - 12);
     if (plen != len - H)
         return pz_fail(PZ_ERR_FORMAT, "codec message: payload length %llu does not match the %zu bytes after the header",
                        (unsigned long long)plen, len - H);
     uint32_t crc = pz_crc32c(pz_crc32c(0, msg, H - 4), msg + H, (size_t)plen);
 #ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION   /* the fuzzer target skips the CRC to reach the decoders */
-    if (crc != get_u32(msg + H - 4)) return pz_fail(PZ_ERR_FORMAT, "codec message: CRC32C mismatch (corrupted)");
+    if (crc != pz_get_u32(msg + H - 4)) return pz_fail(PZ_ERR_FORMAT, "codec message: CRC32C mismatch (corrupted)");
 #else
     (void)crc;
 #endif
@@ -726,7 +713,7 @@ static pz_status parse_header(const uint8_t *msg, size_t len, msg_header *m) {
         return pz_fail(PZ_ERR_FORMAT, "codec message: bad %s parameters: %s", m->impl->name, pz_last_error());
     m->shape.ndim = ndim;
     for (int i = 0; i < ndim; i++) {
-        uint64_t d = get_u64(msg + 36 + 8 * i);
+        uint64_t d = pz_get_u64(msg + 36 + 8 * i);
         if (d == 0 || d > (uint64_t)INT64_MAX) return pz_fail(PZ_ERR_FORMAT, "codec message: dim %d is %llu", i, (unsigned long long)d);
         m->shape.dims[i] = (int64_t)d;
     }

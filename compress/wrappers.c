@@ -71,6 +71,7 @@
 #include "compress/wrappers.h"
 #include "compress/aq_store.h"
 #include "compress/codec_ext.h"
+#include "base/bytes.h"
 #include "base/mem.h"
 
 #include <stdio.h>
@@ -173,16 +174,6 @@ static pz_status scratch_ids_(pz_wrapper *w, size_t n) {
     w->slots = slots;
     w->ids_cap = n;
     return PZ_OK;
-}
-
-static void put_u64_(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_u64_(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
 }
 
 /* Decodes an inner message into out (exactly the numel of want) and checks
@@ -529,7 +520,7 @@ static pz_status aq_encode_(pz_wrapper *w, const float *x, const pz_shape *shape
         st = part == 0 ? pz_codec_encode(w->warm, W, &sw, &cw, payload + at[part], cap - at[part], &ln[part])
                        : pz_codec_encode(w->inner, D, &sd, &cd, payload + at[part], cap - at[part], &ln[part]);
         if (st) return rewrap_(st, PZ_ERR_SHAPE, part == 0 ? "aq: warm-up message" : "aq: delta message");
-        put_u64_(payload + pos, ln[part]);
+        pz_put_u64(payload + pos, ln[part]);
         pos = at[part] + ln[part];
     }
     /* what the receiver will decode, decoded in place of the inputs */
@@ -567,7 +558,7 @@ static pz_status aq_decode_(pz_wrapper *w, uint8_t flags, const uint8_t *payload
     for (int part = 0; part < 2; part++) {
         if (!(flags & (1 << part))) continue;
         if (len - pos < 8) return pz_fail(PZ_ERR_FORMAT, "aq: truncated payload (%zu bytes)", len);
-        uint64_t l = get_u64_(payload + pos);
+        uint64_t l = pz_get_u64(payload + pos);
         if (l > len - pos - 8)
             return pz_fail(PZ_ERR_FORMAT, "aq: %s message of %llu bytes overruns the payload (%zu bytes)",
                            part ? "delta" : "warm-up", (unsigned long long)l, len);

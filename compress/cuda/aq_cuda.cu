@@ -10,6 +10,7 @@
  * bitwise equal buffers. Device memory holds every buffer: the mem= and
  * spill= options (spilling to an mmap'ed file) apply to the CPU path only. */
 #include "compress/cuda/codec_cuda_impl.h"
+#include "base/bytes.h"
 
 #define TPB 256
 
@@ -179,14 +180,6 @@ static pz_status aq_commit(pz_cstate *cs, pz_aq_side *a, const pz_shape *s, size
     return PZ_OK;
 }
 
-static void put_u64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint64_t get_u64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 /* device scratch for the W and D rows */
 static pz_status aq_scratch(pz_cstate *cs, size_t nw, size_t nd, size_t row, float **W, float **D) {
@@ -266,7 +259,7 @@ pz_status pz_cuda_aq_encode_(pz_codec *c, const float *x, const pz_shape *s, con
                        : pz_codec_encode_cuda(inner, D, &sd, &cd, pl + at[part], cap - at[part], &ln[part], stream);
         if (st) st = pz_cuda_rewrap_(st, PZ_ERR_SHAPE, part == 0 ? "aq: warm-up message" : "aq: delta message");
         else {
-            put_u64(pl + pos, ln[part]);
+            pz_put_u64(pl + pos, ln[part]);
             pos = at[part] + ln[part];
         }
     }
@@ -316,7 +309,7 @@ pz_status pz_cuda_aq_decode_(pz_codec *c, uint8_t flags, const uint8_t *pl, size
             st = pz_fail(PZ_ERR_FORMAT, "aq: truncated payload (%zu bytes)", len);
             break;
         }
-        uint64_t l = get_u64(pl + pos);
+        uint64_t l = pz_get_u64(pl + pos);
         if (l > len - pos - 8) {
             st = pz_fail(PZ_ERR_FORMAT, "aq: %s message of %llu bytes overruns the payload (%zu bytes)",
                          part ? "delta" : "warm-up", (unsigned long long)l, len);
