@@ -87,6 +87,20 @@ static int params_read(pz_codec_params *p, const uint8_t *o) {
 /* At most 2^40 elements, so that every size formula fits in a size_t. */
 #define MAX_NUMEL ((uint64_t)1 << 40)
 
+int pz_shape_equal(const pz_shape *a, const pz_shape *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i]) return 0;
+    return 1;
+}
+
+void pz_shape_format(const pz_shape *s, char *buf, size_t cap) {
+    size_t n = (size_t)snprintf(buf, cap, "(");
+    for (int i = 0; i < s->ndim && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, i ? ",%lld" : "%lld", (long long)s->dims[i]);
+    if (n < cap) snprintf(buf + n, cap - n, ")");
+}
+
 size_t pz_shape_numel(const pz_shape *s) {
     if (!s || s->ndim < 1 || s->ndim > PZ_MAX_DIMS) return 0;
     uint64_t n = 1;

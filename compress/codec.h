@@ -33,6 +33,9 @@ typedef struct {
 } pz_shape;
 
 size_t pz_shape_numel(const pz_shape *s);
+int pz_shape_equal(const pz_shape *a, const pz_shape *b);
+/* "(d0,d1,...)" into buf */
+void pz_shape_format(const pz_shape *s, char *buf, size_t cap);
 
 /* Per-call context: what makes a message's randomness and state unique.
  * Stochastic rounding draws element i's uniform number from a counter-based

@@ -35,6 +35,13 @@ pz_status pz_codec_decode_with(pz_codec *c, const uint8_t *msg, size_t len, cons
 
 /* 0 for a base codec, else the outermost wrapper: 1 ef, 2 ef21, 3 aq. */
 int pz_codec_wrap_kind(const pz_codec *c);
+
+/* Wrappers (compress/wrappers.c; the GPU wrappers use them too): re-reports
+ * the last error as "what: message", an inner SHAPE error as as_shape; and
+ * after an inner decode, a failure or a shape other than want is a
+ * malformed outer message named what. */
+pz_status pz_wrap_rewrap(pz_status st, pz_status as_shape, const char *what);
+pz_status pz_wrap_decoded(pz_status st, const char *what, const pz_shape *got, const pz_shape *want);
 /* Parameters of the (innermost) base codec. */
 const pz_codec_params *pz_codec_base_params(const pz_codec *c);
 /* Whether the spec ends in +zstd. */

@@ -108,16 +108,10 @@ struct pz_wrapper {
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static void format_shape_(const pz_shape *s, char *buf, size_t cap) {
-    size_t n = (size_t)snprintf(buf, cap, "(");
-    for (int i = 0; i < s->ndim && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, i ? ",%lld" : "%lld", (long long)s->dims[i]);
-    if (n < cap) snprintf(buf + n, cap - n, ")");
-}
 
 /* Re-reports the last error with a prefix; inner SHAPE errors on a decode
  * path mean the outer message is inconsistent, so they become FORMAT. */
-static pz_status rewrap_(pz_status st, pz_status as_shape, const char *what) {
+pz_status pz_wrap_rewrap(pz_status st, pz_status as_shape, const char *what) {
     char msg[768];
     snprintf(msg, sizeof msg, "%s", pz_last_error());
     if (st == PZ_ERR_SHAPE) st = as_shape;
@@ -140,12 +134,6 @@ static pz_status check_shape_(const char *name, const pz_shape *s, size_t *numel
     return PZ_OK;
 }
 
-static int same_shape_(const pz_shape *a, const pz_shape *b) {
-    if (a->ndim != b->ndim) return 0;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->dims[i] != b->dims[i]) return 0;
-    return 1;
-}
 
 static pz_status scratch_(pz_wrapper *w, int k, size_t n, float **out) {
     if (w->f_cap[k] < n) {
@@ -176,21 +164,24 @@ static pz_status scratch_ids_(pz_wrapper *w, size_t n) {
     return PZ_OK;
 }
 
+pz_status pz_wrap_decoded(pz_status st, const char *what, const pz_shape *got, const pz_shape *want) {
+    if (st) return pz_wrap_rewrap(st, PZ_ERR_FORMAT, what);
+    if (!pz_shape_equal(got, want)) {
+        char a[96], b[96];
+        pz_shape_format(got, a, sizeof a);
+        pz_shape_format(want, b, sizeof b);
+        return pz_fail(PZ_ERR_FORMAT, "%s has shape %s, expected %s", what, a, b);
+    }
+    return PZ_OK;
+}
+
 /* Decodes an inner message into out (exactly the numel of want) and checks
  * its shape is want. Any failure is a malformed outer message. */
 static pz_status decode_exact_(pz_codec *c, const char *what, const uint8_t *msg, size_t len,
                                const pz_codec_ctx *ctx, float *out, const pz_shape *want) {
-    size_t n = pz_shape_numel(want);
     pz_shape got = {0};
-    pz_status st = pz_codec_decode(c, msg, len, ctx, out, n, &got);
-    if (st) return rewrap_(st, PZ_ERR_FORMAT, what);
-    if (!same_shape_(&got, want)) {
-        char a[96], b[96];
-        format_shape_(&got, a, sizeof a);
-        format_shape_(want, b, sizeof b);
-        return pz_fail(PZ_ERR_FORMAT, "%s has shape %s, expected %s", what, a, b);
-    }
-    return PZ_OK;
+    pz_status st = pz_codec_decode(c, msg, len, ctx, out, pz_shape_numel(want), &got);
+    return pz_wrap_decoded(st, what, &got, want);
 }
 
 /* ---- create / free / spec ------------------------------------------------ */
@@ -222,7 +213,7 @@ pz_status pz_wrapper_create(pz_wrap_kind kind, const pz_wrap_opts *opts, pz_code
     if (kind == PZ_WRAP_AQ) {
         const char *ws = opts && opts->warmup_spec ? opts->warmup_spec : "fp32";
         st = pz_codec_create(ws, &w->warm);
-        if (st) st = rewrap_(st, PZ_ERR_ARG, "aq: warm-up codec");
+        if (st) st = pz_wrap_rewrap(st, PZ_ERR_ARG, "aq: warm-up codec");
         else if (is_wrapper_spec_(pz_codec_spec(w->warm)))
             st = pz_fail(PZ_ERR_ARG, "aq: the warm-up codec %s is a wrapper", pz_codec_spec(w->warm));
         if (st) {
@@ -288,10 +279,10 @@ size_t pz_wrapper_max_payload(const pz_wrapper *w, const pz_shape *shape) {
 /* Fixes the shape on the first message, else checks it; allocates v (zeros). */
 static pz_status vec_side_(pz_wrapper *w, wrap_side *s, const pz_shape *shape, size_t numel, int commit) {
     if (s->have) {
-        if (same_shape_(&s->shape, shape)) return PZ_OK;
+        if (pz_shape_equal(&s->shape, shape)) return PZ_OK;
         char a[96], b[96];
-        format_shape_(shape, a, sizeof a);
-        format_shape_(&s->shape, b, sizeof b);
+        pz_shape_format(shape, a, sizeof a);
+        pz_shape_format(&s->shape, b, sizeof b);
         return pz_fail(PZ_ERR_SHAPE, "%s: shape %s differs from the shape %s fixed by the first message",
                        w->name, a, b);
     }
@@ -321,7 +312,7 @@ static pz_status vec_encode_(pz_wrapper *w, const float *x, const pz_shape *shap
     else
         for (size_t i = 0; i < n; i++) y[i] = x[i] - v[i];
     st = pz_codec_encode(w->inner, y, shape, ctx, payload, cap, len);
-    if (st) return rewrap_(st, PZ_ERR_SHAPE, w->name);
+    if (st) return pz_wrap_rewrap(st, PZ_ERR_SHAPE, w->name);
     st = decode_exact_(w->inner, w->kind == PZ_WRAP_EF ? "ef: own message" : "ef21: own message", payload,
                        *len, ctx, c, shape);
     if (!st) st = vec_side_(w, s, shape, n, 1); /* the first message fixes the shape now */
@@ -382,10 +373,10 @@ static pz_status aq_check_(pz_wrapper *w, wrap_side *s, const pz_shape *shape, c
     if (s->have) {
         pz_shape r = *shape;
         r.dims[0] = 1;
-        if (!same_shape_(&r, &s->shape)) {
+        if (!pz_shape_equal(&r, &s->shape)) {
             char a[96], b[96];
-            format_shape_(shape, a, sizeof a);
-            format_shape_(&s->shape, b, sizeof b);
+            pz_shape_format(shape, a, sizeof a);
+            pz_shape_format(&s->shape, b, sizeof b);
             return pz_fail(PZ_ERR_SHAPE, "aq: shape %s does not have the row shape %s (dims[0] = 1) "
                            "of the buffers", a, b);
         }
@@ -519,7 +510,7 @@ static pz_status aq_encode_(pz_wrapper *w, const float *x, const pz_shape *shape
         at[part] = pos + 8;
         st = part == 0 ? pz_codec_encode(w->warm, W, &sw, &cw, payload + at[part], cap - at[part], &ln[part])
                        : pz_codec_encode(w->inner, D, &sd, &cd, payload + at[part], cap - at[part], &ln[part]);
-        if (st) return rewrap_(st, PZ_ERR_SHAPE, part == 0 ? "aq: warm-up message" : "aq: delta message");
+        if (st) return pz_wrap_rewrap(st, PZ_ERR_SHAPE, part == 0 ? "aq: warm-up message" : "aq: delta message");
         pz_put_u64(payload + pos, ln[part]);
         pos = at[part] + ln[part];
     }

@@ -87,10 +87,10 @@ static pz_status aq_check(pz_aq_side *a, const pz_shape *s, const pz_codec_ctx *
     if (a->have) {
         pz_shape r = *s;
         r.dims[0] = 1;
-        if (!pz_cuda_same_shape_(&r, &a->shape)) {
+        if (!pz_shape_equal(&r, &a->shape)) {
             char x[96], y[96];
-            pz_cuda_fmt_shape_(s, x, sizeof x);
-            pz_cuda_fmt_shape_(&a->shape, y, sizeof y);
+            pz_shape_format(s, x, sizeof x);
+            pz_shape_format(&a->shape, y, sizeof y);
             return pz_fail(PZ_ERR_SHAPE, "aq: shape %s does not have the row shape %s (dims[0] = 1) "
                            "of the buffers", x, y);
         }
@@ -257,7 +257,7 @@ pz_status pz_cuda_aq_encode_(pz_codec *c, const float *x, const pz_shape *s, con
         at[part] = pos + 8;
         st = part == 0 ? pz_codec_encode_cuda(warm_c, W, &sw, &cw, pl + at[part], cap - at[part], &ln[part], stream)
                        : pz_codec_encode_cuda(inner, D, &sd, &cd, pl + at[part], cap - at[part], &ln[part], stream);
-        if (st) st = pz_cuda_rewrap_(st, PZ_ERR_SHAPE, part == 0 ? "aq: warm-up message" : "aq: delta message");
+        if (st) st = pz_wrap_rewrap(st, PZ_ERR_SHAPE, part == 0 ? "aq: warm-up message" : "aq: delta message");
         else {
             pz_put_u64(pl + pos, ln[part]);
             pos = at[part] + ln[part];

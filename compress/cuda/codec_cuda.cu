@@ -692,39 +692,12 @@ pz_status pz_cuda_base_decode_(pz_codec *c, const pz_codec_params *p, const uint
 
 /* ================================================================ ef(), ef21() on the device */
 
-void pz_cuda_fmt_shape_(const pz_shape *s, char *buf, size_t cap) {
-    size_t n = (size_t)snprintf(buf, cap, "(");
-    for (int i = 0; i < s->ndim && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, i ? ",%lld" : "%lld", (long long)s->dims[i]);
-    if (n < cap) snprintf(buf + n, cap - n, ")");
-}
-int pz_cuda_same_shape_(const pz_shape *a, const pz_shape *b) {
-    if (a->ndim != b->ndim) return 0;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->dims[i] != b->dims[i]) return 0;
-    return 1;
-}
-pz_status pz_cuda_rewrap_(pz_status st, pz_status as_shape, const char *what) {
-    char msg[768];
-    snprintf(msg, sizeof msg, "%s", pz_last_error());
-    if (st == PZ_ERR_SHAPE) st = as_shape;
-    return pz_fail(st, "%s: %s", what, msg);
-}
-
 pz_status pz_cuda_decode_exact_(pz_codec *inner, const char *what, const uint8_t *msg, size_t len,
                                 const pz_codec_ctx *ctx, float *out, const pz_shape *want, cudaStream_t stream) {
-    size_t n = pz_shape_numel(want);
     pz_shape got;
     memset(&got, 0, sizeof got);
-    pz_status st = pz_codec_decode_cuda(inner, msg, len, ctx, out, n, &got, stream);
-    if (st) return pz_cuda_rewrap_(st, PZ_ERR_FORMAT, what);
-    if (!pz_cuda_same_shape_(&got, want)) {
-        char a[96], b[96];
-        pz_cuda_fmt_shape_(&got, a, sizeof a);
-        pz_cuda_fmt_shape_(want, b, sizeof b);
-        return pz_fail(PZ_ERR_FORMAT, "%s has shape %s, expected %s", what, a, b);
-    }
-    return PZ_OK;
+    pz_status st = pz_codec_decode_cuda(inner, msg, len, ctx, out, pz_shape_numel(want), &got, stream);
+    return pz_wrap_decoded(st, what, &got, want);
 }
 
 /* ================================================================ API */

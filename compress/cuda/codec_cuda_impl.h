@@ -64,9 +64,6 @@ pz_status pz_cuda_ef_encode_(pz_codec *c, int kind, const float *x, const pz_sha
                              uint8_t *pl, size_t cap, size_t *len, cudaStream_t stream);
 pz_status pz_cuda_ef_decode_(pz_codec *c, int kind, const uint8_t *pl, size_t len, const pz_shape *s,
                              const pz_codec_ctx *ctx, float *out, cudaStream_t stream);
-pz_status pz_cuda_rewrap_(pz_status st, pz_status as_shape, const char *what);
-void pz_cuda_fmt_shape_(const pz_shape *s, char *buf, size_t cap);
-int pz_cuda_same_shape_(const pz_shape *a, const pz_shape *b);
 /* aq_cuda.cu */
 pz_status pz_cuda_aq_encode_(pz_codec *c, const float *x, const pz_shape *s, const pz_codec_ctx *ctx, uint8_t *pl,
                              size_t cap, size_t *len, uint8_t *flags, cudaStream_t stream);

@@ -28,10 +28,10 @@ static const char *wname(int kind) { return kind == 1 ? "ef" : "ef21"; }
 static pz_status vec_side(pz_cstate *cs, int kind, int side, const pz_shape *s, size_t n, int commit,
                           cudaStream_t stream) {
     if (cs->have[side]) {
-        if (pz_cuda_same_shape_(&cs->shape[side], s)) return PZ_OK;
+        if (pz_shape_equal(&cs->shape[side], s)) return PZ_OK;
         char a[96], b[96];
-        pz_cuda_fmt_shape_(s, a, sizeof a);
-        pz_cuda_fmt_shape_(&cs->shape[side], b, sizeof b);
+        pz_shape_format(s, a, sizeof a);
+        pz_shape_format(&cs->shape[side], b, sizeof b);
         return pz_fail(PZ_ERR_SHAPE, "%s: shape %s differs from the shape %s fixed by the first message", wname(kind),
                        a, b);
     }
@@ -60,7 +60,7 @@ pz_status pz_cuda_ef_encode_(pz_codec *c, int kind, const float *x, const pz_sha
     else k_sub<<<GRID(n)>>>(x, v, y, n);
     PZ_CU_LAUNCH();
     st = pz_codec_encode_cuda(inner, y, s, ctx, pl, cap, len, stream);
-    if (st) return pz_cuda_rewrap_(st, PZ_ERR_SHAPE, wname(kind));
+    if (st) return pz_wrap_rewrap(st, PZ_ERR_SHAPE, wname(kind));
     st = pz_cuda_decode_exact_(inner, kind == 1 ? "ef: own message" : "ef21: own message", pl, *len, ctx, cd, s, stream);
     if (!st) st = vec_side(cs, kind, PZ_WRAP_SIDE_SENDER, s, n, 1, stream);
     if (st) {
