@@ -11,23 +11,11 @@ typedef struct {
     unsigned n;
 } mapw_;
 
-/* Appends nb <= 32 bits; branch-free: stores 8 bytes every time (the buffer
+/* Appends nb <= 56 bits; branch-free: stores 8 bytes every time (the buffer
  * has 8 bytes of slack past the end of the map). By value, so that the
  * state stays in registers. */
-#if defined(JSQ_VEC)
-static inline mapw_ mw_put64_(mapw_ w, uint64_t v, unsigned nb) {   /* nb <= 56 */
+static inline mapw_ mw_put_(mapw_ w, uint64_t v, unsigned nb) {
     w.acc |= v << w.n;
-    w.n += nb;
-    memcpy(w.p, &w.acc, 8);
-    w.p += w.n >> 3;
-    w.acc >>= w.n & ~7u;
-    w.n &= 7;
-    return w;
-}
-#endif
-
-static inline mapw_ mw_put_(mapw_ w, uint32_t v, unsigned nb) {
-    w.acc |= (uint64_t)v << w.n;
     w.n += nb;
     memcpy(w.p, &w.acc, 8);
     w.p += w.n >> 3;
@@ -144,7 +132,7 @@ uint64_t pz_jsq_write_map(const uint8_t *cls, size_t ng, int k, uint8_t *out) {
         size_t npair = (cnt + 1) / 2;
         for (size_t j = 0; j < npair; j++) {
             if (pl[j] != 255) {
-                w = mw_put64_(w, pv[j], (unsigned)pl[j]);
+                w = mw_put_(w, pv[j], (unsigned)pl[j]);
             } else {
                 for (size_t e = 2 * j; e < 2 * j + 2 && e < cnt; e++)
                     w = mw_run_(w, (size_t)pos[1 + e] - ((size_t)pos[e] + 1), k, (int)cl[e]);
