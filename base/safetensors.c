@@ -268,18 +268,39 @@ static pz_status parse_u64_array(parser *ps, int *count, const char *field, cons
     }
 }
 
+/* The members of an object whose '{' is consumed; *first starts at 1.
+ * Before each member's value: *key set, *more = 1; after the closing '}':
+ * *more = 0. sep_what names what a syntax error expected between members. */
+static pz_status next_member(parser *ps, int *first, size_t *key, int *more, const char *sep_what) {
+    pz_status st;
+    *more = 0;
+    skip_ws(ps);
+    if (*first) {
+        *first = 0;
+        if (ps->p < ps->end && *ps->p == '}') { ps->p++; return PZ_OK; }
+    } else if (ps->p < ps->end && *ps->p == ',') {
+        ps->p++;
+    } else if (ps->p < ps->end && *ps->p == '}') {
+        ps->p++;
+        return PZ_OK;
+    } else {
+        return syntax(ps, sep_what);
+    }
+    if ((st = parse_string(ps, key))) return st;
+    if ((st = expect(ps, ':', "':'"))) return st;
+    *more = 1;
+    return PZ_OK;
+}
+
 /* {"dtype": "..", "shape": [..], "data_offsets": [b, e]} in any order, each once. */
 static pz_status parse_tensor_info(parser *ps, size_t name) {
     pz_status st;
     raw_tensor t = {.name = name};
     int seen_dtype = 0, seen_shape = 0, seen_offsets = 0;
     if ((st = expect(ps, '{', "'{' opening a tensor entry"))) return st;
-    skip_ws(ps);
-    if (ps->p < ps->end && *ps->p == '}') ps->p++;
-    else for (;;) {
-        size_t key;
-        if ((st = parse_string(ps, &key))) return st;
-        if ((st = expect(ps, ':', "':'"))) return st;
+    int first = 1, more;
+    size_t key;
+    while (!(st = next_member(ps, &first, &key, &more, "',' or '}' in a tensor entry")) && more) {
         /* pool pointers are re-read after every append: it may move */
         const char *k = ps->str + key;
         if (strcmp(k, "dtype") == 0) {
@@ -314,11 +335,8 @@ static pz_status parse_tensor_info(parser *ps, size_t name) {
                            ps->what, ps->str + name, k);
         }
         ps->nstr = key; /* neither the field name nor a dtype string is kept */
-        skip_ws(ps);
-        if (ps->p < ps->end && *ps->p == ',') { ps->p++; continue; }
-        if (ps->p < ps->end && *ps->p == '}') { ps->p++; break; }
-        return syntax(ps, "',' or '}' in a tensor entry");
     }
+    if (st) return st;
     if (!seen_dtype || !seen_shape || !seen_offsets)
         return pz_fail(PZ_ERR_FORMAT, "%s: tensor '%s': missing field '%s'", ps->what, ps->str + name,
                        !seen_dtype ? "dtype" : !seen_shape ? "shape" : "data_offsets");
@@ -360,12 +378,9 @@ static pz_status parse_header(parser *ps) {
     if (ps->p >= ps->end || *ps->p != '{')
         return pz_fail(PZ_ERR_FORMAT, "%s: safetensors header does not start with '{'", ps->what);
     ps->p++;
-    skip_ws(ps);
-    if (ps->p < ps->end && *ps->p == '}') ps->p++;
-    else for (;;) {
-        size_t key;
-        if ((st = parse_string(ps, &key))) return st;
-        if ((st = expect(ps, ':', "':'"))) return st;
+    int first = 1, more;
+    size_t key;
+    while (!(st = next_member(ps, &first, &key, &more, "',' or '}'")) && more) {
         if (strcmp(ps->str + key, "__metadata__") == 0) {
             ps->nstr = key;
             if ((st = parse_metadata(ps))) return st;
@@ -374,11 +389,8 @@ static pz_status parse_header(parser *ps) {
                 return pz_fail(PZ_ERR_FORMAT, "%s: safetensors header: empty tensor name", ps->what);
             if ((st = parse_tensor_info(ps, key))) return st;
         }
-        skip_ws(ps);
-        if (ps->p < ps->end && *ps->p == ',') { ps->p++; continue; }
-        if (ps->p < ps->end && *ps->p == '}') { ps->p++; break; }
-        return syntax(ps, "',' or '}'");
     }
+    if (st) return st;
     skip_ws(ps);
     if (ps->p != ps->end)
         return syntax(ps, "only whitespace after the header object");
