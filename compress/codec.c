@@ -15,12 +15,10 @@
 #include "compress/codec_ext.h"
 #include "base/crc32c.h"
 #include "compress/spec.h"
-#ifdef PZ_HAVE_WRAPPERS
 #include "compress/wrappers.h"
 #include "base/bytes.h"
 #include "base/mem.h"
 #include "base/parse.h"
-#endif
 #ifdef PZ_HAVE_ZSTD
 #include <zstd.h>
 #endif
@@ -278,9 +276,7 @@ struct pz_codec {
     pz_codec_params p;             /* innermost base parameters */
     uint8_t chain;                 /* wrapper kinds, 2 bits per level, outermost first */
     int zstd;
-#ifdef PZ_HAVE_WRAPPERS
     pz_wrapper *w;
-#endif
     char *spec;                    /* canonical */
     char *warmup;                  /* aq warm-up spec (kept alive for the wrapper) */
     char *spill;
@@ -311,9 +307,7 @@ static int fixed_size(const pz_codec_params *p) {
 void pz_codec_free(pz_codec *c) {
     if (!c) return;
     if (c->backend && c->backend_free) c->backend_free(c->backend);
-#ifdef PZ_HAVE_WRAPPERS
     if (c->w) pz_wrapper_free(c->w);
-#endif
 #ifdef PZ_HAVE_ZSTD
     if (c->zc) ZSTD_freeCCtx(c->zc);
     if (c->zd) ZSTD_freeDCtx(c->zd);
@@ -329,9 +323,7 @@ const char *pz_codec_spec(const pz_codec *c) { return c->spec; }
 
 size_t pz_codec_state_bytes(const pz_codec *c, size_t *file_bytes) {
     if (file_bytes) *file_bytes = 0;
-#ifdef PZ_HAVE_WRAPPERS
     if (c->w) return pz_wrapper_state_bytes(c->w, file_bytes) + c->scratch_cap;
-#endif
     return c->scratch_cap;
 }
 
@@ -416,7 +408,6 @@ static size_t find_aq_opts(const char *s, size_t b, size_t e) {
 
 static pz_status parse_wrapped(const char *spec, size_t b, size_t e, int depth, pz_codec **out);
 
-#ifdef PZ_HAVE_WRAPPERS
 static pz_status parse_size(const char *spec, size_t off, const char *v, size_t n, size_t *out) {
     uint64_t mult = 1;
     if (n > 0) {
@@ -431,7 +422,6 @@ static pz_status parse_size(const char *spec, size_t off, const char *v, size_t 
     if (st == PZ_OK) *out = (size_t)(x * mult);
     return st;
 }
-#endif
 
 static pz_status parse_wrapper(const char *spec, size_t b, size_t e, int depth, int kind, size_t open,
                                pz_codec **out) {
@@ -441,11 +431,6 @@ static pz_status parse_wrapper(const char *spec, size_t b, size_t e, int depth, 
     if (depth >= MAX_WRAP_DEPTH) return pz_spec_fail(spec, b, "wrappers nested more than %d deep", MAX_WRAP_DEPTH);
     size_t ib = open + 1, ie = close;
     size_t opts = kind == 3 ? find_aq_opts(spec, ib, ie) : ie;
-#ifndef PZ_HAVE_WRAPPERS
-    (void)opts;
-    (void)out;
-    return pz_spec_fail(spec, b, "wrapper '%s' is not built in this binary", wrap_name(kind));
-#else
     pz_wrap_opts wo = {NULL, (size_t)1 << 30, NULL};
     char *warmup = NULL, *spill = NULL;
     pz_status st = PZ_OK;
@@ -519,7 +504,6 @@ static pz_status parse_wrapper(const char *spec, size_t b, size_t e, int depth, 
     c->spec = xstrdup(pz_wrapper_spec(c->w));
     *out = c;
     return PZ_OK;
-#endif
 }
 
 static pz_status parse_wrapped(const char *spec, size_t b, size_t e, int depth, pz_codec **out) {
@@ -570,9 +554,7 @@ pz_status pz_codec_create(const char *spec, pz_codec **out) {
 /* ---------------------------------------------------------------- sizes */
 
 static size_t payload_max(const pz_codec *c, const pz_shape *s) {
-#ifdef PZ_HAVE_WRAPPERS
     if (c->wrap_kind) return pz_wrapper_max_payload(c->w, s);
-#endif
     return c->impl->max_payload(&c->p, s);
 }
 
@@ -599,11 +581,7 @@ static pz_status cpu_payload_(void *arg, pz_codec *c, const pz_shape *shape, con
     const float *x = arg;
     *wflags = 0;
     if (c->wrap_kind) {
-#ifdef PZ_HAVE_WRAPPERS
         return pz_wrapper_encode(c->w, x, shape, ctx, pl, cap, plen, wflags);
-#else
-        return pz_fail(PZ_ERR_ARG, "wrappers not built");
-#endif
     }
     return c->impl->encode(&c->p, x, shape, ctx, pl, cap, plen);
 }
@@ -781,13 +759,7 @@ static pz_status cpu_decode_(void *arg, pz_codec *c, const pz_codec_params *p, u
                              const uint8_t *pl, size_t plen, const pz_shape *shape, const pz_codec_ctx *ctx) {
     float *out = arg;
     if (c->wrap_kind) {
-#ifdef PZ_HAVE_WRAPPERS
         return pz_wrapper_decode(c->w, wflags, pl, plen, shape, ctx, out);
-#else
-        (void)wflags;
-        (void)ctx;
-        return pz_fail(PZ_ERR_ARG, "wrappers not built");
-#endif
     }
     (void)wflags;
     (void)ctx;
@@ -819,10 +791,8 @@ pz_status pz_codec_decode_with(pz_codec *c, const uint8_t *msg, size_t len, cons
     if (n > out_cap)
         return pz_fail(PZ_ERR_SHAPE, "codec message holds %zu elements, the output buffer %zu", n, out_cap);
     size_t bound;
-#ifdef PZ_HAVE_WRAPPERS
     if (c->wrap_kind) bound = pz_wrapper_max_payload(c->w, &m.shape);
     else
-#endif
         bound = m.impl->max_payload(&m.p, &m.shape);
     const uint8_t *pl = m.payload;
     size_t plen = m.plen;
@@ -862,21 +832,11 @@ int pz_codec_wrap_kind(const pz_codec *c) { return c->wrap_kind; }
 const pz_codec_params *pz_codec_base_params(const pz_codec *c) { return &c->p; }
 int pz_codec_has_zstd(const pz_codec *c) { return c->zstd; }
 pz_codec *pz_codec_warm(pz_codec *c) {
-#ifdef PZ_HAVE_WRAPPERS
     return c->wrap_kind == 3 ? pz_wrapper_warm(c->w) : NULL;
-#else
-    (void)c;
-    return NULL;
-#endif
 }
 
 pz_codec *pz_codec_inner(pz_codec *c) {
-#ifdef PZ_HAVE_WRAPPERS
     return c->wrap_kind ? pz_wrapper_inner(c->w) : NULL;
-#else
-    (void)c;
-    return NULL;
-#endif
 }
 
 void *pz_codec_backend(const pz_codec *c) { return c->backend; }

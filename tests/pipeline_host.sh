@@ -24,7 +24,7 @@ run_check() {
   for _ in $(seq 1 300); do grep -q '"step":2' "$dir/out" 2>/dev/null && break; sleep 0.1; done
   local kids; kids=$(pgrep -P "$launcher" | sort -n)
   local n; n=$(wc -w <<<"$kids")
-  [ "$n" = "$S" ] || fail "S=$S $*: $n stage processes, expected $S"
+  [ "$n" = "$S" ] || { fail "S=$S $*: $n stage processes, expected $S"; tail -n 5 "$dir/err"; }
   local r=0 seen=""
   for pid in $kids; do
     local comm; comm=$(cat "/proc/$pid/comm" 2>/dev/null)
