@@ -19,7 +19,7 @@
 #include "base/mem.h"
 #include "base/rng.h"
 #include "base/status.h"
-#include "tests/op_ctx.h"
+#include "tests/kernels/op_ctx.h"
 
 #include <cblas.h>
 #include <math.h>

@@ -17,7 +17,7 @@
 
 #include "runtime/transport.h"
 #include "base/clock.h"
-#include "tests/transport_util.h"
+#include "tests/runtime/transport_util.h"
 
 typedef struct {
     const char *name;

@@ -1,5 +1,5 @@
 /* op_math.h: per-element formulas of the ops, shared by the CUDA kernels and
- * the unit tests (tests/test_op_math.c checks them on the host against the
+ * the unit tests (tests/kernels/test_op_math.c checks them on the host against the
  * CPU backend, so the GPU code's arithmetic is tested even without a GPU).
  *
  * The CPU backend keeps its own vectorized copies of these formulas (its

@@ -28,7 +28,7 @@
  * the environment says otherwise, init sets
  *   UCX_MM_ERROR_HANDLING=y    same-host pairs then run on sysv shared memory
  *                              (all lanes, bulk included; measured with
- *                              ucp_ep_print_info, see tests/test_transport.c)
+ *                              ucp_ep_print_info, see tests/runtime/test_transport.c)
  *   UCX_MM_FIFO_SIZE=1024      (default 64 x 8 KiB cells) how much a shared-
  *                              memory sender can push per progress call: with
  *                              progress called between 1 ms compute slices, a

@@ -21,7 +21,7 @@
  * Ordering contract. The list is deadlock-free by itself under the strictest
  * model: every send blocks until the peer has reached the matching receive
  * (rendezvous), every receive blocks until the matching send arrives, and each
- * stage executes strictly in list order (tests/test_schedule.c simulates all
+ * stage executes strictly in list order (tests/runtime/test_schedule.c simulates all
  * stages together and proves this, with the message pairing and the memory
  * bound, for S = 1..8, m = 1..16). Each (kind, micro) message crosses an edge
  * exactly once per step, so a tag of (step, micro, direction) is unambiguous.

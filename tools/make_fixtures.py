@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""make_fixtures.py: PyTorch reference fixtures for tests/test_reference.c.
+"""make_fixtures.py: PyTorch reference fixtures for tests/stages/test_reference.c.
 
 Regenerate (from the repository root, with Debian's python3-torch):
 

@@ -58,7 +58,7 @@ else
   echo "ASan build failed"; failed=$((failed + 1))
 fi
 
-if command -v clang >/dev/null && [ -n "$(ls tests/fuzz_*.c 2>/dev/null)" ]; then
+if command -v clang >/dev/null && [ -n "$(ls tests/fuzz/fuzz_*.c 2>/dev/null)" ]; then
   echo "== libFuzzer (clang), 30 s per target"
   if [ ! -f build-fuzz/build.ninja ]; then
     CC=clang meson setup build-fuzz --buildtype=debugoptimized -Dwerror=true -Dcuda=disabled \

@@ -1,5 +1,5 @@
 /* codec_stream.c: see codec_stream.h. */
-#include "tests/codec_stream.h"
+#include "tests/compress/codec_stream.h"
 
 #include <stdio.h>
 #include <stdlib.h>

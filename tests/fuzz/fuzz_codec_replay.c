@@ -7,7 +7,7 @@
  *                                        half of them with the CRC recomputed so
  *                                        that they reach the decoders
  * Meant to run under ASan/UBSan in ordinary (gcc) builds; the main is
- * tests/fuzz_driver.c's. */
+ * tests/fuzz/fuzz_driver.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +17,7 @@
 #include "base/file.h"
 #include "base/mem.h"
 #include "base/rng.h"
-#include "tests/fuzz_driver.h"
+#include "tests/fuzz/fuzz_driver.h"
 
 static const char *const seed_specs[] = {
     "fp32", "fp16", "bf16", "q1", "q4", "q8:round=nearest", "q3:scale=minmax,group=5,sdtype=fp16", "q2:group=row",

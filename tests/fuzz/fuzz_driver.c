@@ -1,5 +1,5 @@
 /* fuzz_driver.c: see fuzz_driver.h. */
-#include "tests/fuzz_driver.h"
+#include "tests/fuzz/fuzz_driver.h"
 #include "base/file.h"
 #include "base/mem.h"
 #include "base/rng.h"

@@ -13,7 +13,7 @@
 #     the place; a failed run leaves no metrics files.
 #   usage: pipeline_compress.sh PATH/TO/pipezip
 set -u
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 pz_test_init "$1"
 py=python3
 pz_corpus --val-out "$dir/val.bin" --val-fraction 0.2 || exit 1

@@ -1,5 +1,5 @@
 /* test_gpt2_layout.c: loads a file laid out like openai-community/gpt2's
- * model.safetensors (written by tests/make_gpt2_layout.py) into a full
+ * model.safetensors (written by tests/stages/make_gpt2_layout.py) into a full
  * 124M host array and checks the config and every element.
  *
  * usage: test_gpt2_layout PYTHON3 MAKE_GPT2_LAYOUT_PY

@@ -18,7 +18,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$pz" ] && [ -x "$pz" ] || { echo "usage: sweep_smoke.sh [--pipezip] PATH/TO/pipezip"; exit 1; }
 pz=$(cd "$(dirname "$pz")" && pwd)/$(basename "$pz")
-repo=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 

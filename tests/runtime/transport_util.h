@@ -1,4 +1,4 @@
-/* transport_util.h: what tests/test_transport.c and bench/bench_transport.c
+/* transport_util.h: what tests/runtime/test_transport.c and bench/bench_transport.c
  * need around the ranks they fork. */
 #ifndef PZ_TESTS_TRANSPORT_UTIL_H
 #define PZ_TESTS_TRANSPORT_UTIL_H

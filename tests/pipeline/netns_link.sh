@@ -17,7 +17,7 @@
 #   usage: netns_link.sh PATH/TO/pipezip
 set -u
 pz="$1"
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 netns="$root/tools/netns_pipeline.sh"
 py=python3
 

@@ -8,7 +8,7 @@
 #  - a bad --bind is an error before any process starts.
 #   usage: pipeline_host.sh PATH/TO/pipezip
 set -u
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 pz_test_init "$1"
 pz_corpus || exit 1
 cpus=$(nproc)   # the CPUs this process may use, as sched_getaffinity sees them

@@ -1,5 +1,5 @@
 /* op_ctx.c: see op_ctx.h. */
-#include "tests/op_ctx.h"
+#include "tests/kernels/op_ctx.h"
 
 void mm_forward(void *p) { mm_ctx *c = p; c->be->matmul_forward(c->out, c->inp, c->w, c->bias, c->N, c->C, c->OC); }
 

@@ -23,7 +23,7 @@
 #include "base/rng.h"
 #include "base/status.h"
 #include "tests/check.h"
-#include "tests/codec_stream.h"
+#include "tests/compress/codec_stream.h"
 
 static const char *const specs[] = {
     CODEC_STREAM_BASE_SPECS,

@@ -1,5 +1,5 @@
 /* transport_util.c: see transport_util.h. */
-#include "tests/transport_util.h"
+#include "tests/runtime/transport_util.h"
 
 #include <netinet/in.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* op_ctx.h: the buffers of a matmul and of an attention call and their
  * forward and backward as callbacks on them, for the CPU op tests
- * (tests/test_ops.c) and benchmarks (bench/bench_ops.c). */
+ * (tests/kernels/test_ops.c) and benchmarks (bench/bench_ops.c). */
 #ifndef PZ_TESTS_OP_CTX_H
 #define PZ_TESTS_OP_CTX_H
 

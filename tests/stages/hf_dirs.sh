@@ -30,7 +30,7 @@ for i in $(seq 1 400); do printf 'Line %d: %d foxes, %d dogs; x=%d.\n' "$i" $((i
 make() { "$py" "$here/make_hf_dir.py" "$@" || { echo "make_hf_dir.py $* failed"; exit 1; }; }
 B=2 T=32 N=4
 ev() { "$pz" eval --data "$dir/tok.bin" --batch $B --seq $T --batches $N "$@"; }
-ref() { "$py" "$here/../tools/torch_eval.py" --model "$1" --data "$dir/tok.bin" --batch $B --seq $T --batches $N; }
+ref() { "$py" "$here/../../tools/torch_eval.py" --model "$1" --data "$dir/tok.bin" --batch $B --seq $T --batches $N; }
 # compare NAME MODEL [pipezip flags]: pipezip eval vs PyTorch within 1e-4
 compare() {
   local name=$1 model=$2; shift 2

@@ -8,7 +8,7 @@ causal-mask buffers (1, 1, 1024, 1024), __metadata__ {"format": "pt"} first,
 tensors ordered like the Rust writer orders them (dtype alignment, then name,
 so h.10 comes before h.2), header padded with spaces to 8-byte alignment.
 
-Values are sentinels the loader test (tests/test_gpt2_layout.c) recomputes:
+Values are sentinels the loader test (tests/stages/test_gpt2_layout.c) recomputes:
 a tensor with id I holds, at HF position (row r, column c),
     I * 65536 + (r % 16) * 4096 + c        (2-D)
     I * 65536 + c                          (1-D)

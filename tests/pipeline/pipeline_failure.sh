@@ -7,7 +7,7 @@
 # No process may be left behind.
 #   usage: pipeline_failure.sh PATH/TO/pipezip
 set -u
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib.sh"
 pz_test_init "$1"
 pz_corpus || exit 1
 

@@ -21,7 +21,7 @@
 #include "kernels/backend.h"
 #include "base/mem.h"
 #include "base/rng.h"
-#include "tests/op_ctx.h"
+#include "tests/kernels/op_ctx.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -258,7 +258,7 @@ static void test_layernorm(const sizes *s) {
 
 /* ---- matmul ----------------------------------------------------------- */
 
-/* tests/op_ctx.h's mm_ctx; dout is R */
+/* tests/kernels/op_ctx.h's mm_ctx; dout is R */
 static double mm_loss(void *p) {
     mm_ctx *c = p;
     mm_forward(c);
@@ -313,7 +313,7 @@ static void test_matmul(const sizes *s) {
 
 /* ---- attention -------------------------------------------------------- */
 
-/* tests/op_ctx.h's att_ctx; dout is R */
+/* tests/kernels/op_ctx.h's att_ctx; dout is R */
 static double att_loss(void *p) {
     att_ctx *c = p;
     att_forward(c);

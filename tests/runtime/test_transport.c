@@ -41,7 +41,7 @@
 #include "base/clock.h"
 #include "base/mem.h"
 #include "tests/check.h"
-#include "tests/transport_util.h"
+#include "tests/runtime/transport_util.h"
 
 static int g_rank = -1;
 
