@@ -3,7 +3,8 @@
  * Follow one micro-batch i through stage s (0 < s < S-1):
  *   RECV_ACT i   post a receive of the (B,T,C) activation from rank s-1
  *   FORWARD i    wait for it, run the stage's blocks (activations kept in slot i % bound)
- *   SEND_ACT i   send the stage output to rank s+1 (non-blocking)
+ *   SEND_ACT i   encode the stage output into send buffer i % nwire and send it
+ *                to rank s+1 (non-blocking; the buffer's previous send must be out)
  *   RECV_GRAD i  post a receive of d(output) from rank s+1
  *   BACKWARD i   wait for it, backward through the blocks; d(input) lands in a send buffer
  *   SEND_GRAD i  send d(input) to rank s-1 (non-blocking)
@@ -13,8 +14,11 @@
  * Receives are waited for only where their data is used, so a rank keeps
  * driving UCX progress (for its own sends too) while it waits.
  * What crosses an edge is encoded by the policy's codec (runtime/edge.c):
- * SEND_* encodes into a per-slot wire buffer, the wait before FORWARD or
- * BACKWARD decodes the received message into the stage's input. */
+ * SEND_* encodes into a wire buffer of a ring of its own (nwire, a little
+ * more than the activation slots, so a send still on a slow link never holds
+ * up the next forward or backward), the wait before FORWARD or BACKWARD
+ * decodes the received message into the stage's input. By default a
+ * progress thread of the transport moves the messages meanwhile. */
 #include "runtime/pipeline.h"
 
 #include <math.h>
@@ -48,12 +52,16 @@ typedef struct {
     pz_schedule sched;
     pz_stage stage;
     pz_optim opt;
+    pz_sched_spec spec;        /* --schedule; warmup=auto resolved after the first steps */
     int bound;                 /* activation slots */
+    int nwire;                 /* send buffers (act_wire_out, grad_wire_out) */
+    size_t cap_in, cap_out;    /* wire buffer sizes (training and validation messages) */
     pz_acts *slots;
     float **act_in;            /* per slot: received activation (non-first) */
     float **grad_in;           /* per slot: received d(output) (non-last) */
     float **grad_out;          /* per slot: d(input) being sent (non-first) */
-    pz_request **act_send, **grad_send, **act_recv, **grad_recv;
+    pz_request **act_recv, **grad_recv;   /* per slot */
+    pz_request **act_send, **grad_send;   /* per send buffer */
     size_t act_bytes;          /* B*T*C floats */
     pz_staging stg;            /* host <-> device hops of edge tensors (runtime/staging.h) */
     int *tok, *tgt;            /* host batch of the current micro-batch */
@@ -62,7 +70,8 @@ typedef struct {
     pz_edge_end fwd_tx, bwd_rx;        /* out edge, when not last */
     pz_edge_end fwd_rx, bwd_tx;        /* in edge, when not first */
     pz_edge_end val_tx[2], val_rx[2];  /* validation: [0] raw, [1] eval codec */
-    uint8_t **act_wire_in, **grad_wire_in, **act_wire_out, **grad_wire_out; /* per slot */
+    uint8_t **act_wire_in, **grad_wire_in;    /* per slot */
+    uint8_t **act_wire_out, **grad_wire_out;  /* per send buffer */
     uint64_t **ids;            /* per slot: the micro-batch's B sample ids */
     size_t *ids_tmp;           /* loader output */
     pz_dataset train, val;
@@ -181,8 +190,6 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
         return post_recv(x, x->rank + 1, KIND_GRAD, step, i, x->grad_wire_in[slot], x->bwd_rx.cap,
                          &x->grad_recv[slot], "recv gradient");
     case PZ_OP_FORWARD: {
-        /* the slot's previous output may still be on its way out */
-        if ((st = wait_req(x, &x->act_send[slot], i)) != PZ_OK) return st;
         if (is_first(x) || is_last(x)) pz_loader_next(&x->loader, x->tok, x->tgt, x->ids_tmp);
         if (is_first(x))
             for (int b = 0; b < o->batch; b++) x->ids[slot][b] = x->ids_tmp[b];
@@ -208,8 +215,11 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
         return PZ_OK;
     }
     case PZ_OP_SEND_ACT: {
+        int w = i % x->nwire;   /* the buffer's previous message must be out */
+        if ((st = wait_req(x, &x->act_send[w], i)) != PZ_OK) return st;
+        t0 = pz_now();
         st = encode_send(x, &x->fwd_tx, x->rank + 1, KIND_ACT, step, i, stage_output(x, slot), x->ids[slot],
-                         x->act_wire_out[slot], &x->act_send[slot], "send activation");
+                         x->act_wire_out[w], &x->act_send[w], "send activation");
         trace(x, "send", i, t0, pz_now());
         return st;
     }
@@ -217,7 +227,6 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
         if (!is_last(x) && (st = recv_decode(x, &x->bwd_rx, &x->grad_recv[slot], step, i, x->grad_wire_in[slot],
                                              x->grad_in[slot], x->ids[slot])) != PZ_OK)
             return st;
-        if (!is_first(x) && (st = wait_req(x, &x->grad_send[slot], i)) != PZ_OK) return st;
         t0 = pz_now();
         PZ_RANGE_PUSH("B stage %d step %u micro %d", x->rank, step, i);
         pz_stage_backward(&x->stage, &x->slots[slot], is_last(x) ? NULL : pz_staging_in(&x->stg, x->grad_in[slot]),
@@ -229,11 +238,15 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
         trace(x, "backward", i, t0, t1);
         return PZ_OK;
     }
-    case PZ_OP_SEND_GRAD:
+    case PZ_OP_SEND_GRAD: {
+        int w = i % x->nwire;
+        if ((st = wait_req(x, &x->grad_send[w], i)) != PZ_OK) return st;
+        t0 = pz_now();
         st = encode_send(x, &x->bwd_tx, x->rank - 1, KIND_GRAD, step, i, x->grad_out[slot], x->ids[slot],
-                         x->grad_wire_out[slot], &x->grad_send[slot], "send gradient");
+                         x->grad_wire_out[w], &x->grad_send[w], "send gradient");
         trace(x, "send", i, t0, pz_now());
         return st;
+    }
     case PZ_OP_REDUCE_TIED: {
         /* both ends hold wte; each sends its gradient and adds the other's:
          * g0 + g1 == g1 + g0 bitwise, so the two copies stay identical */
@@ -316,32 +329,85 @@ out:
     return st;
 }
 
-static void exec_free(exec *x) {
+/* Frees what slots_alloc made; safe on a zeroed exec and twice. */
+static void slots_free(exec *x) {
     for (int k = 0; x->slots && k < x->bound; k++) {
         pz_acts_free(&x->slots[k], &x->stage);
-        pz_host_buffer_free(x->stage.be, x->act_in ? x->act_in[k] : NULL);
-        pz_host_buffer_free(x->stage.be, x->grad_in ? x->grad_in[k] : NULL);
-        pz_host_buffer_free(x->stage.be, x->grad_out ? x->grad_out[k] : NULL);
-        free(x->act_wire_in ? x->act_wire_in[k] : NULL);
-        free(x->grad_wire_in ? x->grad_wire_in[k] : NULL);
-        free(x->act_wire_out ? x->act_wire_out[k] : NULL);
-        free(x->grad_wire_out ? x->grad_wire_out[k] : NULL);
-        free(x->ids ? x->ids[k] : NULL);
+        pz_host_buffer_free(x->stage.be, x->act_in[k]);
+        pz_host_buffer_free(x->stage.be, x->grad_in[k]);
+        pz_host_buffer_free(x->stage.be, x->grad_out[k]);
+        free(x->act_wire_in[k]);
+        free(x->grad_wire_in[k]);
+        free(x->ids[k]);
     }
-    free(x->act_wire_in); free(x->grad_wire_in); free(x->act_wire_out); free(x->grad_wire_out);
-    free(x->ids); free(x->ids_tmp);
+    for (int k = 0; x->act_wire_out && k < x->nwire; k++) {
+        free(x->act_wire_out[k]);
+        free(x->grad_wire_out[k]);
+    }
+    free(x->slots); free(x->act_in); free(x->grad_in); free(x->grad_out);
+    free(x->act_wire_in); free(x->grad_wire_in); free(x->ids);
+    free(x->act_recv); free(x->grad_recv);
+    free(x->act_wire_out); free(x->grad_wire_out); free(x->act_send); free(x->grad_send);
+    x->slots = NULL;
+    x->act_in = x->grad_in = x->grad_out = NULL;
+    x->act_wire_in = x->grad_wire_in = x->act_wire_out = x->grad_wire_out = NULL;
+    x->ids = NULL;
+    x->act_recv = x->grad_recv = x->act_send = x->grad_send = NULL;
+    pz_staging_free(&x->stg);
+}
+
+/* Buffers for x->bound activations in flight (the stage's saved activations,
+ * received tensors and messages, d(input), sample ids) and a ring of
+ * x->nwire send buffers. Needs the edges (setup_edges) for the sizes. */
+static void slots_alloc(exec *x) {
+    const pz_backend *be = x->stage.be;
+    int n = x->bound, B = x->o->batch;
+    x->nwire = x->bound + 2 < x->o->micro ? x->bound + 2 : x->o->micro;
+    x->slots = xcalloc((size_t)n, sizeof *x->slots);
+    x->act_in = xcalloc((size_t)n, sizeof *x->act_in);
+    x->grad_in = xcalloc((size_t)n, sizeof *x->grad_in);
+    x->grad_out = xcalloc((size_t)n, sizeof *x->grad_out);
+    x->act_wire_in = xcalloc((size_t)n, sizeof *x->act_wire_in);
+    x->grad_wire_in = xcalloc((size_t)n, sizeof *x->grad_wire_in);
+    x->ids = xcalloc((size_t)n, sizeof *x->ids);
+    x->act_recv = xcalloc((size_t)n, sizeof *x->act_recv);
+    x->grad_recv = xcalloc((size_t)n, sizeof *x->grad_recv);
+    for (int k = 0; k < n; k++) {
+        pz_acts_init(&x->slots[k], &x->stage);
+        x->ids[k] = xcalloc((size_t)B, sizeof **x->ids);
+        if (!is_first(x)) {
+            x->act_in[k] = pz_host_buffer(be, x->act_bytes);
+            x->grad_out[k] = pz_host_buffer(be, x->act_bytes);
+            x->act_wire_in[k] = xaligned_alloc(x->cap_in);
+        }
+        if (!is_last(x)) {
+            x->grad_in[k] = pz_host_buffer(be, x->act_bytes);
+            x->grad_wire_in[k] = xaligned_alloc(x->bwd_rx.cap);
+        }
+    }
+    x->act_wire_out = xcalloc((size_t)x->nwire, sizeof *x->act_wire_out);
+    x->grad_wire_out = xcalloc((size_t)x->nwire, sizeof *x->grad_wire_out);
+    x->act_send = xcalloc((size_t)x->nwire, sizeof *x->act_send);
+    x->grad_send = xcalloc((size_t)x->nwire, sizeof *x->grad_send);
+    for (int k = 0; k < x->nwire; k++) {
+        if (!is_last(x)) x->act_wire_out[k] = xaligned_alloc(x->cap_out);
+        if (!is_first(x)) x->grad_wire_out[k] = xaligned_alloc(x->bwd_tx.cap);
+    }
+    pz_staging_init(&x->stg, be, x->act_bytes, n);
+}
+
+static void exec_free(exec *x) {
+    slots_free(x);
+    free(x->ids_tmp);
     pz_edge_free(&x->fwd_tx); pz_edge_free(&x->bwd_rx); pz_edge_free(&x->fwd_rx); pz_edge_free(&x->bwd_tx);
     for (int k = 0; k < 2; k++) { pz_edge_free(&x->val_tx[k]); pz_edge_free(&x->val_rx[k]); }
     pz_policy_free(&x->pol);
-    free(x->slots); free(x->act_in); free(x->grad_in); free(x->grad_out);
-    free(x->act_send); free(x->grad_send); free(x->act_recv); free(x->grad_recv);
     free(x->tok); free(x->tgt);
     pz_trace_free(&x->trace);
     pz_optim_free(&x->opt, &x->stage);
     pz_loader_free(&x->loader);
     pz_dataset_close(&x->train);
     pz_dataset_close(&x->val);
-    pz_staging_free(&x->stg);
     pz_stage_free(&x->stage);
     pz_schedule_free(&x->sched);
 }
@@ -352,6 +418,7 @@ pz_status pz_pipeline_policy(const pz_train_opts *o, pz_policy *p) {
     if (o->policy_file) st = pz_policy_parse_file(p, o->policy_file);
     if (st == PZ_OK && o->compress) st = pz_policy_parse(p, o->compress, "--compress");
     if (st == PZ_OK && o->link_mbps) st = pz_policy_parse_mbps(p, o->link_mbps, "--link-mbps");
+    if (st == PZ_OK && o->link_latency) st = pz_policy_parse_latency(p, o->link_latency, "--link-latency-ms");
     if (st != PZ_OK) pz_policy_free(p);
     return st;
 }
@@ -398,39 +465,31 @@ static pz_status setup_edges(exec *x) {
         }
     }
     if (st != PZ_OK) return st;
-    /* wire buffers: validation messages reuse slot 0's, so size for both */
-    size_t cap_in = x->fwd_rx.cap, cap_out = x->fwd_tx.cap;
+    /* wire buffers: validation messages reuse the first ones, so size for both */
+    x->cap_in = x->fwd_rx.cap;
+    x->cap_out = x->fwd_tx.cap;
     for (int k = 0; k < 2; k++) {
-        if (x->val_rx[k].cap > cap_in) cap_in = x->val_rx[k].cap;
-        if (x->val_tx[k].cap > cap_out) cap_out = x->val_tx[k].cap;
+        if (x->val_rx[k].cap > x->cap_in) x->cap_in = x->val_rx[k].cap;
+        if (x->val_tx[k].cap > x->cap_out) x->cap_out = x->val_tx[k].cap;
     }
-    x->act_wire_in = xcalloc((size_t)x->bound, sizeof *x->act_wire_in);
-    x->grad_wire_in = xcalloc((size_t)x->bound, sizeof *x->grad_wire_in);
-    x->act_wire_out = xcalloc((size_t)x->bound, sizeof *x->act_wire_out);
-    x->grad_wire_out = xcalloc((size_t)x->bound, sizeof *x->grad_wire_out);
-    x->ids = xcalloc((size_t)x->bound, sizeof *x->ids);
     x->ids_tmp = xcalloc((size_t)B, sizeof *x->ids_tmp);
-    for (int k = 0; k < x->bound; k++) {
-        x->ids[k] = xcalloc((size_t)B, sizeof **x->ids);
-        if (!is_first(x)) x->act_wire_in[k] = xaligned_alloc(cap_in);
-        if (!is_first(x)) x->grad_wire_out[k] = xaligned_alloc(x->bwd_tx.cap);
-        if (!is_last(x)) x->act_wire_out[k] = xaligned_alloc(cap_out);
-        if (!is_last(x)) x->grad_wire_in[k] = xaligned_alloc(x->bwd_rx.cap);
-    }
     return PZ_OK;
 }
 
-/* Simulated link rates: neighbours get their edge's rate; a farther peer
- * (the tied-embedding exchange between the first and last stage) the
- * slowest rate on the way, since its bytes cross every edge between. */
-static void set_link_rates(exec *x) {
+/* Simulated links: neighbours get their edge's rate and delay; a farther
+ * peer (the tied-embedding exchange between the first and last stage, the
+ * collectives with rank 0) the slowest rate on the way and the sum of the
+ * delays, since its bytes cross every edge between. */
+static void set_links(exec *x) {
     for (int p = 0; p < x->world; p++) {
         if (p == x->rank) continue;
         int lo = p < x->rank ? p : x->rank, hi = p < x->rank ? x->rank : p;
-        double rate = 0.0;
-        for (int e = lo; e < hi; e++)
+        double rate = 0.0, lat = 0.0;
+        for (int e = lo; e < hi; e++) {
             if (x->pol.mbps[e] > 0 && (rate == 0.0 || x->pol.mbps[e] < rate)) rate = x->pol.mbps[e];
-        if (rate > 0) pz_transport_set_link_rate(x->tp, p, rate);
+            lat += x->pol.latency_ms[e];
+        }
+        if (rate > 0 || lat > 0) pz_transport_set_link(x->tp, p, rate, lat);
     }
 }
 
@@ -464,6 +523,47 @@ static double codec_state(exec *x, double *file) {
         }
     }
     return mem;
+}
+
+/* warmup=auto: from the step just reduced (red: per-rank compute seconds at
+ * red[4 + 3r], edge statistics at es), the extra warm-up that lets the
+ * pipeline's round trip hide behind compute; when it differs from the one
+ * in use, the schedule and the activation slots are rebuilt (at a step
+ * boundary nothing is in flight). Every rank computes it from the same
+ * reduced bits, so all ranks agree. */
+static pz_status auto_warmup(exec *x, const double *red, const double *es) {
+    const int S = x->world, m = x->o->micro;
+    double *c = xcalloc((size_t)S, sizeof *c), *fwd = xcalloc((size_t)S, sizeof *fwd);
+    double *bwd = xcalloc((size_t)S, sizeof *bwd), *lat = xcalloc((size_t)S, sizeof *lat);
+    for (int q = 0; q < S; q++) c[q] = red[4 + 3 * q] / m;
+    for (int e = 0; e + 1 < S; e++) {
+        double Bps = x->pol.mbps[e] * 1e6 / 8.0;   /* an unlimited link: no time per message */
+        const double *f = es + (2 * e + PZ_FWD) * PZ_EDGE_STATS_N, *b = es + (2 * e + PZ_BWD) * PZ_EDGE_STATS_N;
+        fwd[e] = Bps > 0 ? f[1] / m / Bps : 0.0;   /* [1]: wire bytes */
+        bwd[e] = Bps > 0 ? b[1] / m / Bps : 0.0;
+        lat[e] = x->pol.latency_ms[e] * 1e-3;
+    }
+    int k = pz_sched_auto_warmup(S, m, c, fwd, bwd, lat);
+    free(c);
+    free(fwd);
+    free(bwd);
+    free(lat);
+    if (k == x->spec.warmup_extra) return PZ_OK;
+    int old_bound = x->bound;
+    slots_free(x);
+    pz_schedule_free(&x->sched);
+    x->spec.warmup_extra = k;
+    pz_status st = pz_schedule_build(&x->sched, &x->spec, x->rank, S, m);
+    if (st != PZ_OK) return st;
+    x->bound = pz_schedule_in_flight_bound(&x->spec, x->rank, S, m);
+    slots_alloc(x);
+    /* what one more activation slot costs on this rank */
+    double slot_mib = ((double)x->slots[0].numel * sizeof(float) + 3.0 * (double)x->act_bytes +
+                       (double)x->cap_in + (double)x->bwd_rx.cap) / (1 << 20);
+    fprintf(stderr, "pipezip train: rank %d: warmup=auto: K = %d extra warm-up micro-batches per downstream stage, "
+            "%d in flight (was %d), %+.1f MiB of activations\n", x->rank, k, x->bound, old_bound,
+            (x->bound - old_bound) * slot_mib);
+    return PZ_OK;
 }
 
 /* Runs one validation pass and prints its line on rank 0. */
@@ -513,9 +613,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     st = pz_model_create_stage(&x.stage, be, &cfg, &ranges[rank], o->init, (uint64_t)o->seed, o->batch, o->seq);
     if (st != PZ_OK) goto cleanup;
 
-    pz_sched_kind kind;
-    if ((st = pz_sched_parse(o->schedule, &kind)) != PZ_OK) goto cleanup;
-    if ((st = pz_schedule_build(&x.sched, kind, rank, world, o->micro)) != PZ_OK) goto cleanup;
+    if ((st = pz_sched_parse(o->schedule, &x.spec)) != PZ_OK) goto cleanup;
+    if ((st = pz_schedule_build(&x.sched, &x.spec, rank, world, o->micro)) != PZ_OK) goto cleanup;
     if (is_first(&x) || is_last(&x)) {
         if ((st = pz_dataset_open(&x.train, o->data, o->seq, cfg.vocab_size)) != PZ_OK) goto cleanup;
         if ((st = pz_loader_init(&x.loader, &x.train, o->batch, 1, (uint64_t)o->seed)) != PZ_OK) goto cleanup;
@@ -530,35 +629,23 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
 
     size_t BT = (size_t)o->batch * o->seq;
     x.act_bytes = BT * (size_t)cfg.channels * sizeof(float);
-    x.bound = pz_schedule_in_flight_bound(kind, rank, world, o->micro);
-    x.slots = xcalloc((size_t)x.bound, sizeof *x.slots);
-    x.act_in = xcalloc((size_t)x.bound, sizeof *x.act_in);
-    x.grad_in = xcalloc((size_t)x.bound, sizeof *x.grad_in);
-    x.grad_out = xcalloc((size_t)x.bound, sizeof *x.grad_out);
-    x.act_send = xcalloc((size_t)x.bound, sizeof(pz_request *));
-    x.grad_send = xcalloc((size_t)x.bound, sizeof(pz_request *));
-    x.act_recv = xcalloc((size_t)x.bound, sizeof(pz_request *));
-    x.grad_recv = xcalloc((size_t)x.bound, sizeof(pz_request *));
-    for (int k = 0; k < x.bound; k++) {
-        pz_acts_init(&x.slots[k], &x.stage);
-        if (!is_first(&x)) x.act_in[k] = pz_host_buffer(be, x.act_bytes);
-        if (!is_first(&x)) x.grad_out[k] = pz_host_buffer(be, x.act_bytes);
-        if (!is_last(&x)) x.grad_in[k] = pz_host_buffer(be, x.act_bytes);
-    }
-    pz_staging_init(&x.stg, be, x.act_bytes, x.bound);
+    x.bound = pz_schedule_in_flight_bound(&x.spec, rank, world, o->micro);
     x.tok = xcalloc(BT, sizeof(int));
     x.tgt = xcalloc(BT, sizeof(int));
     if ((st = setup_edges(&x)) != PZ_OK) goto cleanup;
+    slots_alloc(&x);
     if (world > 1 && rank == 0 && (st = pz_metrics_init(&met, &x.pol, o->metrics, o->micro, o->error_metrics)) != PZ_OK)
         goto cleanup;
 
     if (world > 1) {
-        pz_transport_opts to = {rank, world, master_addr, master_port, o->peer_timeout, 60.0};
+        pz_transport_opts to = {rank, world, master_addr, master_port, o->peer_timeout, 60.0, !o->progress_inline};
         if ((st = pz_transport_init(&x.tp, &to)) != PZ_OK) goto cleanup;
-        set_link_rates(&x);
+        set_links(&x);
         pz_staging_report(&x.stg, x.tp, rank);
-        x.stage.between_blocks = progress_hook;
-        x.stage.between_blocks_ctx = x.tp;
+        if (o->progress_inline) {   /* no thread: the compute thread progresses between blocks */
+            x.stage.between_blocks = progress_hook;
+            x.stage.between_blocks_ctx = x.tp;
+        }
     }
     if (world == 1)
         fprintf(stderr, "pipezip train: %zu parameters (L=%d NH=%d C=%d V=%d Vp=%d maxT=%d), "
@@ -569,6 +656,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     else if (rank == 0)
         fprintf(stderr, "pipezip train: %d stages, %s schedule, %d micro-batch%s of %d x %d per step\n",
                 world, o->schedule, o->micro, o->micro == 1 ? "" : "es", o->batch, o->seq);
+    if (x.spec.warmup_auto && world > 1 && rank == 0)
+        fprintf(stderr, "pipezip train: warmup=auto: step 1 runs plain 1F1B and measures compute and links\n");
     int tty = rank == 0 && isatty(2);
 
     /* reduction array: [0] grad sumsq, [1] loss, then 3 per rank
@@ -583,7 +672,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         for (int k = 0; k < x.sched.n && st == PZ_OK; k++)
             st = run_instr(&x, &x.sched.ins[k], (uint32_t)step, &loss_sum);
         /* sends of this step must be out before the parameters change */
-        for (int k = 0; k < x.bound && st == PZ_OK; k++) {
+        for (int k = 0; k < x.nwire && st == PZ_OK; k++) {
             if ((st = wait_req(&x, &x.act_send[k], -1)) != PZ_OK) break;
             st = wait_req(&x, &x.grad_send[k], -1);
         }
@@ -604,6 +693,9 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
                          step + 1, loss, norm);
             break;
         }
+        /* warmup=auto: decided from the first step (cold caches, so it may
+         * err low) and decided again from the second */
+        if (x.spec.warmup_auto && step < 2 && world > 1 && (st = auto_warmup(&x, red, red + eb)) != PZ_OK) break;
         double t_opt = pz_now();
         PZ_RANGE_PUSH("optimizer stage %d step %d", rank, step);
         float lr = pz_optim_step(&x.opt, &x.stage, pz_clip_scale(&x.opt.cfg, norm));

@@ -19,6 +19,8 @@ void pz_policy_init(pz_policy *p, int stages) {
     p->prio = xcalloc((size_t)(2 * edges + 1), sizeof *p->prio);
     p->mbps = xcalloc((size_t)(edges + 1), sizeof *p->mbps);
     p->mbps_prio = xcalloc((size_t)(edges + 1), sizeof *p->mbps_prio);
+    p->latency_ms = xcalloc((size_t)(edges + 1), sizeof *p->latency_ms);
+    p->latency_prio = xcalloc((size_t)(edges + 1), sizeof *p->latency_prio);
 }
 
 void pz_policy_free(pz_policy *p) {
@@ -27,6 +29,8 @@ void pz_policy_free(pz_policy *p) {
     free(p->prio);
     free(p->mbps);
     free(p->mbps_prio);
+    free(p->latency_ms);
+    free(p->latency_prio);
     memset(p, 0, sizeof *p);
 }
 
@@ -206,7 +210,11 @@ pz_status pz_policy_parse_file(pz_policy *p, const char *path) {
     return st;
 }
 
-pz_status pz_policy_parse_mbps(pz_policy *p, const char *text, const char *origin) {
+/* One number per edge: 'N' for every edge, or 'edges=N' items separated by
+ * ';' with the precedence of the codec clauses. what/unit name the value in
+ * messages; values outside [0, max] are refused. */
+static pz_status parse_edge_values(pz_policy *p, const char *text, const char *origin, double *vals, int *prios,
+                                   double max, const char *what) {
     size_t len = strlen(text), pos = 0;
     if (len == 0) return fail_at(origin, text, 0, "empty value");
     while (pos <= len) {
@@ -217,29 +225,37 @@ pz_status pz_policy_parse_mbps(pz_policy *p, const char *text, const char *origi
         int edge = -1, prio = 1;
         size_t vpos = pos;
         if (eq < end) {
-            if (p->stages < 2) return fail_at(origin, text, pos, "per-edge rates need --stages 2 or more");
+            if (p->stages < 2) return fail_at(origin, text, pos, "per-edge values need --stages 2 or more");
             pz_status st = parse_edges(p, origin, text, pos, eq, &edge);
             if (st != PZ_OK) return st;
             prio = edge < 0 ? 1 : 2;
             vpos = eq + 1;
         }
-        char num[64];
+        char num[64], msg[96];
         size_t n = end - vpos;
-        if (n == 0 || n >= sizeof num) return fail_at(origin, text, vpos, "expected a rate in Mbit/s");
+        snprintf(msg, sizeof msg, "expected %s, 0 .. %g", what, max);
+        if (n == 0 || n >= sizeof num) return fail_at(origin, text, vpos, msg);
         memcpy(num, text + vpos, n);
         num[n] = 0;
         char *e;
         double v = strtod(num, &e);
-        if (e == num || *e || !(v >= 0.0) || v > 1e7)
-            return fail_at(origin, text, vpos + (size_t)(e - num),
-                           "expected a rate in Mbit/s, 0 (unlimited) .. 1e7");
+        if (e == num || *e || !(v >= 0.0) || v > max) return fail_at(origin, text, vpos + (size_t)(e - num), msg);
         int e0 = edge < 0 ? 0 : edge, e1 = edge < 0 ? p->stages - 2 : edge;
         for (int k = e0; k <= e1; k++)
-            if (p->mbps_prio[k] <= prio) { p->mbps[k] = v; p->mbps_prio[k] = prio; }
+            if (prios[k] <= prio) { vals[k] = v; prios[k] = prio; }
         if (end == len) break;
         pos = end + 1;
     }
     return PZ_OK;
+}
+
+pz_status pz_policy_parse_mbps(pz_policy *p, const char *text, const char *origin) {
+    return parse_edge_values(p, text, origin, p->mbps, p->mbps_prio, 1e7, "a rate in Mbit/s (0 = unlimited)");
+}
+
+pz_status pz_policy_parse_latency(pz_policy *p, const char *text, const char *origin) {
+    return parse_edge_values(p, text, origin, p->latency_ms, p->latency_prio, 60000,
+                             "a one-way delay in milliseconds");
 }
 
 const char *pz_policy_codec(const pz_policy *p, int edge, int dir) {
@@ -291,6 +307,11 @@ void pz_policy_print_edge(FILE *f, const pz_policy *p, int e) {
     if (fs && pz_codec_create(fs, &c) == PZ_OK) { snprintf(fc, sizeof fc, "%s", pz_codec_spec(c)); pz_codec_free(c); }
     if (bs && pz_codec_create(bs, &c) == PZ_OK) { snprintf(bc, sizeof bc, "%s", pz_codec_spec(c)); pz_codec_free(c); }
     fprintf(f, "edge %d-%d: fwd %s | bwd %s", e, e + 1, fc, bc);
-    if (p->mbps[e] > 0) fprintf(f, " | link %g Mbit/s (simulated)", p->mbps[e]);
+    if (p->mbps[e] > 0 && p->latency_ms[e] > 0)
+        fprintf(f, " | link %g Mbit/s, %g ms one way (simulated)", p->mbps[e], p->latency_ms[e]);
+    else if (p->mbps[e] > 0)
+        fprintf(f, " | link %g Mbit/s (simulated)", p->mbps[e]);
+    else if (p->latency_ms[e] > 0)
+        fprintf(f, " | link %g ms one way (simulated)", p->latency_ms[e]);
     fputc('\n', f);
 }

@@ -19,7 +19,8 @@
  * Unnamed (edge, direction) pairs stay "none".
  *
  * Link rates (--link-mbps): 'N' for every edge, or 'edges=N' items separated
- * by ';' (e.g. '0-1=100;*=1000'), the same precedence rule. 0 = unlimited. */
+ * by ';' (e.g. '0-1=100;*=1000'), the same precedence rule. 0 = unlimited.
+ * Link delays (--link-latency-ms): one-way milliseconds, the same grammar. */
 #ifndef PZ_POLICY_H
 #define PZ_POLICY_H
 
@@ -33,6 +34,8 @@ typedef struct {
     int *prio;              /* [2*edge + dir]: 0 unset, 1 set by '*', 2 by the edge */
     double *mbps;           /* [edge]: link rate, 0 = unlimited */
     int *mbps_prio;
+    double *latency_ms;     /* [edge]: one-way delay, 0 = none */
+    int *latency_prio;
 } pz_policy;
 
 void pz_policy_init(pz_policy *p, int stages);
@@ -45,6 +48,8 @@ pz_status pz_policy_parse(pz_policy *p, const char *text, const char *origin);
 pz_status pz_policy_parse_file(pz_policy *p, const char *path);
 /* --link-mbps */
 pz_status pz_policy_parse_mbps(pz_policy *p, const char *text, const char *origin);
+/* --link-latency-ms */
+pz_status pz_policy_parse_latency(pz_policy *p, const char *text, const char *origin);
 
 /* Codec spec of (edge, dir), or NULL for none. */
 const char *pz_policy_codec(const pz_policy *p, int edge, int dir);

@@ -26,13 +26,15 @@ typedef struct {
     /* pipeline (runtime/pipeline.c) */
     int stages;             /* 1 = this process trains the whole model */
     const char *split;      /* "--split 3,3": blocks per stage, or NULL = balanced */
-    const char *schedule;   /* "1f1b" or "gpipe" */
+    const char *schedule;   /* "1f1b", "1f1b:warmup=K|auto" or "gpipe" (schedules/schedule.h) */
+    int progress_inline;    /* --progress inline: no progress thread (UCX driven between blocks) */
     float peer_timeout;     /* seconds a stage waits for a peer before giving up */
     const char *trace;      /* Chrome/Perfetto trace JSON to write, or NULL */
     /* compression of what crosses the edges (runtime/policy.h, runtime/edge.h) */
     const char *compress;   /* --compress policy text, or NULL */
     const char *policy_file;/* --policy-file, applied before --compress */
     const char *link_mbps;  /* --link-mbps: simulated link rates, or NULL */
+    const char *link_latency; /* --link-latency-ms: simulated one-way delays, or NULL */
     const char *metrics;    /* --metrics PREFIX: PREFIX.jsonl and PREFIX.csv */
     int eval_compress;      /* validation through the fwd codecs (1) or raw (0) */
     int error_metrics;      /* senders measure ||x - x'|| / ||x|| */

@@ -52,6 +52,9 @@
  * completed, so keep progressing. */
 #include "runtime/transport.h"
 
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +81,7 @@ typedef struct tp_peer {
     int failed;          /* lost: error callback, bootstrap EOF, or deadline */
     char reason[128];    /* why, for messages */
     double rate_Bps;     /* simulated link rate towards this peer, 0 = unlimited */
+    double latency_s;    /* simulated one-way propagation delay towards this peer */
     double link_free_at; /* when the simulated link finishes its last message */
 } tp_peer;
 
@@ -111,7 +115,23 @@ struct pz_transport {
     int nqueued;             /* throttled sends waiting for their time */
     double next_check;
     int closing;
+    /* progress thread (pz_transport_opts.progress_thread): it and the
+     * caller's thread take mu around every use of UCX and of the request
+     * lists; UCX runs in UCS_THREAD_MODE_SERIALIZED. Recursive, because
+     * collectives post and wait through the same locked primitives. */
+    pthread_mutex_t mu;
+    pthread_cond_t kick;     /* a post or close wakes the sleeping thread */
+    pthread_t thread;
+    int has_mu, has_thread, stop;
+    unsigned long thread_rounds, thread_sleeps;   /* for pz_transport_thread_stats */
 };
+
+static void lock(pz_transport *t) {
+    if (t->has_mu) pthread_mutex_lock(&t->mu);
+}
+static void unlock(pz_transport *t) {
+    if (t->has_mu) pthread_mutex_unlock(&t->mu);
+}
 
 static uint8_t zero_buf[8]; /* stands in for NULL buffers of 0-byte messages */
 
@@ -279,7 +299,11 @@ static void idle_backoff(unsigned work, double *idle_since) {
     nanosleep(&ts, NULL);
 }
 
-void pz_transport_progress(pz_transport *t) { step(t); }
+void pz_transport_progress(pz_transport *t) {
+    lock(t);
+    step(t);
+    unlock(t);
+}
 
 /* ---- test and wait --------------------------------------------------------- */
 
@@ -321,8 +345,11 @@ static pz_status check(pz_transport *t, pz_request *r, int *done, size_t *len) {
 }
 
 pz_status pz_transport_test(pz_transport *t, pz_request *req, int *done, size_t *len) {
+    lock(t);
     step(t);
-    return check(t, req, done, len);
+    pz_status st = check(t, req, done, len);
+    unlock(t);
+    return st;
 }
 
 /* Waits for r at most timeout_s; past it the peer is declared frozen: its
@@ -330,10 +357,14 @@ pz_status pz_transport_test(pz_transport *t, pz_request *req, int *done, size_t 
 static pz_status wait_for(pz_transport *t, pz_request *r, size_t *len, double timeout_s) {
     double start = pz_now(), idle_since = start;
     for (;;) {
+        lock(t);
         unsigned work = step(t);
         int done;
         pz_status st = check(t, r, &done, len);
-        if (st != PZ_OK || done) return st;
+        if (st != PZ_OK || done) {
+            unlock(t);
+            return st;
+        }
         double now = pz_now();
         if (r->queued) start = now;   /* a throttled send's deadline starts when it leaves */
         if (now - start > timeout_s) {
@@ -346,8 +377,10 @@ static pz_status wait_for(pz_transport *t, pz_request *r, size_t *len, double ti
             mark_failed(p, why);
             reap(t);       /* force-closes the endpoint: a pending send completes (cancelled) */
             req_release(r); /* a receive is cancelled; r may be freed right here */
+            unlock(t);
             return res;
         }
+        unlock(t);
         idle_backoff(work, &idle_since);
     }
 }
@@ -396,13 +429,21 @@ static pz_status post_send(pz_transport *t, int peer, uint64_t tag, const void *
     if (p->failed || !p->ep) return lost_error(t, peer, what);
     pz_request *r = req_new(t, 1, peer, tag, len, what);
     r->buf = buf;
-    if (p->rate_Bps > 0 && tag_kind(tag) < KIND_RESERVED) {
+    unsigned kind = tag_kind(tag);
+    int rated = p->rate_Bps > 0 && kind < KIND_RESERVED;
+    /* latency delays every message but the init hello, the collectives too:
+     * a real wide-area link charges them as well */
+    int delayed = p->latency_s > 0 && kind != K_HELLO;
+    if (rated || delayed) {
         double now = pz_now(), begin = p->link_free_at > now ? p->link_free_at : now;
-        p->link_free_at = begin + (double)len / p->rate_Bps;
-        r->release_at = p->link_free_at;
+        if (rated) p->link_free_at = begin + (double)len / p->rate_Bps;
+        /* the link is busy while it serializes the message; the message then
+         * needs latency_s more to arrive. Equal delays keep the order. */
+        r->release_at = (rated ? p->link_free_at : now) + p->latency_s;
         r->queued = 1;
         t->nqueued++;
         *req = r;
+        if (t->has_thread) pthread_cond_signal(&t->kick);
         return PZ_OK;
     }
     start_send(t, r);
@@ -414,12 +455,16 @@ static pz_status post_send(pz_transport *t, int peer, uint64_t tag, const void *
                        ucs_status_string(st));
     }
     *req = r;
+    if (t->has_thread) pthread_cond_signal(&t->kick);
     return PZ_OK;
 }
 
-void pz_transport_set_link_rate(pz_transport *t, int peer, double mbps) {
+void pz_transport_set_link(pz_transport *t, int peer, double mbps, double latency_ms) {
     if (!t || peer < 0 || peer >= t->world || peer == t->rank) return;
+    lock(t);
     t->peers[peer].rate_Bps = mbps > 0 ? mbps * 1e6 / 8.0 : 0.0;
+    t->peers[peer].latency_s = latency_ms > 0 ? latency_ms * 1e-3 : 0.0;
+    unlock(t);
 }
 
 static pz_status post_recv(pz_transport *t, int peer, uint64_t tag, void *buf, size_t cap, const char *what,
@@ -477,14 +522,20 @@ pz_status pz_transport_send(pz_transport *t, int peer, uint64_t tag, const void 
                             const char *what, pz_request **req) {
     pz_status st = check_args(t, peer, tag, t ? t->rank : -1, buf, len, req, "send");
     if (st != PZ_OK) return st;
-    return post_send(t, peer, tag, buf, len, what, req);
+    lock(t);
+    st = post_send(t, peer, tag, buf, len, what, req);
+    unlock(t);
+    return st;
 }
 
 pz_status pz_transport_recv(pz_transport *t, int peer, uint64_t tag, void *buf, size_t cap, const char *what,
                             pz_request **req) {
     pz_status st = check_args(t, peer, tag, peer, buf, cap, req, "recv");
     if (st != PZ_OK) return st;
-    return post_recv(t, peer, tag, buf, cap, what, req);
+    lock(t);
+    st = post_recv(t, peer, tag, buf, cap, what, req);
+    unlock(t);
+    return st;
 }
 
 /* ---- collectives ---------------------------------------------------------- */
@@ -564,15 +615,119 @@ static pz_status gather_sum_bcast(pz_transport *t, double *vals, int n, const ch
     return st;
 }
 
+/* The collectives hold the lock throughout (the caller's thread progresses
+ * in their waits); the progress thread waits meanwhile. */
 pz_status pz_transport_allreduce_sum_f64(pz_transport *t, double *vals, int n) {
-    return gather_sum_bcast(t, vals, n, "allreduce");
+    lock(t);
+    pz_status st = gather_sum_bcast(t, vals, n, "allreduce");
+    unlock(t);
+    return st;
 }
 
-pz_status pz_transport_barrier(pz_transport *t) { return gather_sum_bcast(t, NULL, 0, "barrier"); }
+pz_status pz_transport_barrier(pz_transport *t) {
+    lock(t);
+    pz_status st = gather_sum_bcast(t, NULL, 0, "barrier");
+    unlock(t);
+    return st;
+}
+
+/* ---- the progress thread ---------------------------------------------------- */
+
+/* Sleeps on the condition variable until `until` (CLOCK_MONOTONIC seconds)
+ * or a kick. Called with the lock held once (cond waits release it). */
+static void sleep_until(pz_transport *t, double until) {
+    double sec = floor(until);
+    struct timespec ts = {(time_t)sec, (long)((until - sec) * 1e9)};
+    if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
+    t->thread_sleeps++;
+    pthread_cond_timedwait(&t->kick, &t->mu, &ts);
+}
+
+/* Drives UCX while the caller computes. Policy, chosen by measurement (see
+ * transport.h): after any progress, poll again at once; while a request is
+ * in UCX's hands, poll every PROGRESS_POLL_US (a 1 MiB message over sysv or
+ * tcp needs a handful of progress calls, so a message is never held up by
+ * more than that); while only throttled sends wait for their simulated
+ * release, sleep until the first is due; with nothing in flight, sleep until
+ * a post kicks the thread (or 50 ms, for the bootstrap failure checks). */
+#define PROGRESS_POLL_US 50
+static void *progress_main(void *arg) {
+    pz_transport *t = arg;
+    lock(t);
+    while (!t->stop) {
+        unsigned work = step(t);
+        t->thread_rounds++;
+        if (work) continue;
+        int in_ucx = 0;
+        double next_release = INFINITY;
+        for (pz_request *r = t->live; r; r = r->next) {
+            if (r->queued) {
+                if (r->release_at < next_release) next_release = r->release_at;
+            } else if (!r->done) {
+                in_ucx = 1;
+            }
+        }
+        double now = pz_now();
+        if (in_ucx) {
+            unlock(t);
+            struct timespec ts = {0, PROGRESS_POLL_US * 1000L};
+            t->thread_sleeps++;   /* a plain counter: only this thread writes it */
+            nanosleep(&ts, NULL);
+            lock(t);
+        } else {
+            double until = now + 0.05;
+            if (next_release < until) until = next_release;
+            if (until > now) sleep_until(t, until);
+        }
+    }
+    unlock(t);
+    return NULL;
+}
+
+static pz_status start_thread(pz_transport *t) {
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0) return pz_fail(PZ_ERR_IO, "rank %d: pthread_condattr_init failed", t->rank);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(&t->kick, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc != 0) return pz_fail(PZ_ERR_IO, "rank %d: pthread_cond_init: %s", t->rank, strerror(rc));
+    t->stop = 0;
+    if ((rc = pthread_create(&t->thread, NULL, progress_main, t)) != 0) {
+        pthread_cond_destroy(&t->kick);
+        return pz_fail(PZ_ERR_IO, "rank %d: cannot start the progress thread: %s", t->rank, strerror(rc));
+    }
+    t->has_thread = 1;
+    return PZ_OK;
+}
+
+static void stop_thread(pz_transport *t) {
+    if (!t->has_thread) return;
+    lock(t);
+    t->stop = 1;
+    pthread_cond_signal(&t->kick);
+    unlock(t);
+    pthread_join(t->thread, NULL);
+    pthread_cond_destroy(&t->kick);
+    t->has_thread = 0;
+}
+
+int pz_transport_thread_stats(pz_transport *t, double *cpu_s, unsigned long *rounds, unsigned long *sleeps) {
+    if (!t || !t->has_thread) return 0;
+    clockid_t cid;
+    struct timespec ts = {0, 0};
+    if (pthread_getcpuclockid(t->thread, &cid) == 0) clock_gettime(cid, &ts);
+    *cpu_s = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    lock(t);
+    *rounds = t->thread_rounds;
+    *sleeps = t->thread_sleeps;
+    unlock(t);
+    return 1;
+}
 
 /* ---- init and close ------------------------------------------------------- */
 
 static void destroy(pz_transport *t, int failed) {
+    stop_thread(t);   /* from here on only this thread touches UCX */
     t->closing = 1;
     /* the caller's requests are void from here on; posted receives are cancelled */
     for (pz_request *r = t->live, *nx; r; r = nx) {
@@ -607,6 +762,7 @@ static void destroy(pz_transport *t, int failed) {
     while (t->live) req_free(t->live); /* ops UCX never completed; no callback can come now */
     pz_bootstrap_close(&t->boot);
     free(t->peers);
+    if (t->has_mu) pthread_mutex_destroy(&t->mu);
     free(t);
 }
 
@@ -651,12 +807,14 @@ static pz_status hello_all(pz_transport *t) {
 }
 
 void pz_transport_print_info(pz_transport *t, FILE *f) {
+    lock(t);
     for (int p = 0; p < t->world; p++) {
         if (p == t->rank) continue;
         fprintf(f, "rank %d: endpoint to rank %d%s\n", t->rank, p, t->peers[p].ep ? "" : " (closed)");
         if (t->peers[p].ep) ucp_ep_print_info(t->peers[p].ep, f);
     }
     fflush(f);
+    unlock(t);
 }
 
 int pz_transport_has_cuda_memory(pz_transport *t) {
@@ -706,6 +864,11 @@ pz_status pz_transport_init(pz_transport **out, const pz_transport_opts *o) {
         return pz_fail(PZ_ERR_ARG, "negative or NaN timeout");
 
     pz_transport *t = xcalloc(1, sizeof *t);
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    t->has_mu = pthread_mutex_init(&t->mu, &ma) == 0;
+    pthread_mutexattr_destroy(&ma);
     t->rank = o->rank;
     t->world = o->world;
     t->peer_timeout_s = o->peer_timeout_s > 0 ? o->peer_timeout_s : 60.0;
@@ -736,7 +899,8 @@ pz_status pz_transport_init(pz_transport **out, const pz_transport_opts *o) {
     ucp_worker_params_t wp;
     memset(&wp, 0, sizeof wp);
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    /* with a progress thread two threads use the worker, never at once (mu) */
+    wp.thread_mode = o->progress_thread ? UCS_THREAD_MODE_SERIALIZED : UCS_THREAD_MODE_SINGLE;
     us = ucp_worker_create(t->ctx, &wp, &t->worker);
     if (us != UCS_OK) { t->worker = NULL; st = ucx_fail(t, "ucp_worker_create", us); goto fail; }
 
@@ -773,6 +937,10 @@ pz_status pz_transport_init(pz_transport **out, const pz_transport_opts *o) {
         }
     }
     if (t->world > 1 && (st = hello_all(t)) != PZ_OK) goto fail;
+    if (o->progress_thread && t->world > 1) {
+        if (!t->has_mu) { st = pz_fail(PZ_ERR_IO, "rank %d: cannot create the transport lock", t->rank); goto fail; }
+        if ((st = start_thread(t)) != PZ_OK) goto fail;
+    }
     const char *info = getenv("PZ_TRANSPORT_INFO");
     if (info && *info && *info != '0') pz_transport_print_info(t, stderr);
     *out = t;

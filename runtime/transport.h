@@ -1,8 +1,13 @@
 /* transport.h: moving bytes between stage processes over UCX (UCP tag API).
  *
- * One UCP worker per process, driven only by the calling thread: progress
- * happens inside pz_transport_progress/test/wait, which the executor calls
- * between compute pieces so communication overlaps compute. Every wait has
+ * One UCP worker per process. Without a progress thread it is driven only
+ * by the calling thread: progress happens inside pz_transport_progress/test/
+ * wait, which the executor calls between compute pieces so communication
+ * overlaps compute. With opts.progress_thread a thread of the transport
+ * drives it whenever something is in flight (sleeping otherwise), so sends
+ * leave and receives land while the caller computes without calling in;
+ * the two threads take turns under one lock (UCS_THREAD_MODE_SERIALIZED).
+ * All functions here may then be called from one caller thread. Every wait has
  * an application deadline (peer_timeout_s): UCX detects a killed peer but
  * never a frozen one, so a wait that passes the deadline force-closes the
  * endpoint and fails with a message naming the peer and the operation.
@@ -14,7 +19,8 @@
  * with every peer. The bootstrap sockets stay open: shutdown barrier, and EOF
  * on them is a second detector of a dead process (rank 0 <-> others).
  *
- * Progress rules for the caller (measured, see runtime/transport.c):
+ * Progress rules for the caller without a progress thread (measured, see
+ * runtime/transport.c):
  *  - Data moves only inside progress/test/wait/collectives. A posted send
  *    of more than ~8 KiB (rendezvous) does not move while both sides compute
  *    without progress; call pz_transport_progress (or test) between compute
@@ -42,6 +48,7 @@ typedef struct {
     int master_port;
     double peer_timeout_s;     /* deadline for any single wait (default 60) */
     double connect_timeout_s;  /* bootstrap deadline (default 60) */
+    int progress_thread;       /* 1: a thread of the transport drives UCX (see below) */
 } pz_transport_opts;
 
 typedef struct pz_transport pz_transport;
@@ -82,15 +89,21 @@ pz_status pz_transport_test(pz_transport *t, pz_request *req, int *done, size_t 
 pz_status pz_transport_wait(pz_transport *t, pz_request *req, size_t *len);
 void pz_transport_progress(pz_transport *t);
 
-/* Simulated link (for "what does compression buy on a 100 Mbit/s link?" on
- * one machine): from now on, messages to `peer` (not the transport's own
- * collectives) leave at `mbps` Mbit/s: each is handed to UCX only once the
- * link would have carried it, after the messages before it (store and
- * forward, no propagation delay, no loss; each direction its own link).
- * A sender's wait deadline counts from the release. 0 = unlimited. This is a
- * simulation in the sender; tools/netns_pipeline.sh runs over real shaped
+/* Simulated link (for "what does compression buy on a 100 Mbit/s link with
+ * 25 ms of delay?" on one machine): from now on, messages to `peer` leave at
+ * `mbps` Mbit/s (0 = unlimited): each occupies the link for len / rate after
+ * the messages before it (store and forward; each direction its own link),
+ * then needs `latency_ms` more (one-way propagation delay), and is handed to
+ * UCX (which moves it at memory speed) only then. The rate applies to the
+ * caller's messages, not to the transport's own small collectives; the delay
+ * to both. No loss. A sender's wait deadline counts from the release. This is
+ * a simulation in the sender; tools/netns_pipeline.sh runs over real shaped
  * kernel links instead. */
-void pz_transport_set_link_rate(pz_transport *t, int peer, double mbps);
+void pz_transport_set_link(pz_transport *t, int peer, double mbps, double latency_ms);
+
+/* The progress thread's CPU time (seconds since init), its polling rounds
+ * and its sleeps; returns 0 (and sets nothing) without a progress thread. */
+int pz_transport_thread_stats(pz_transport *t, double *cpu_s, unsigned long *rounds, unsigned long *sleeps);
 
 /* Small collectives over the same transport (loss/grad-norm reporting):
  * gather to rank 0, sum in rank order, broadcast, so every rank gets the same

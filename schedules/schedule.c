@@ -3,6 +3,9 @@
 #include "schedules/schedule.h"
 #include "base/mem.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,18 +18,58 @@ static const struct {
 };
 #define NSCHED ((int)(sizeof sched_names / sizeof sched_names[0]))
 
-pz_status pz_sched_parse(const char *name, pz_sched_kind *out) {
-    for (int i = 0; i < NSCHED; i++)
-        if (name && strcmp(name, sched_names[i].name) == 0) {
-            *out = sched_names[i].kind;
-            return PZ_OK;
-        }
+pz_sched_spec pz_sched_plain(pz_sched_kind kind) {
+    pz_sched_spec sp = {kind, 0, 0};
+    return sp;
+}
+
+static pz_status unknown_name(const char *text, size_t n) {
     char known[128] = "";
     for (int i = 0; i < NSCHED; i++) {
         if (i) strncat(known, ", ", sizeof known - strlen(known) - 1);
         strncat(known, sched_names[i].name, sizeof known - strlen(known) - 1);
     }
-    return pz_fail(PZ_ERR_ARG, "unknown schedule '%s' (known: %s)", name ? name : "(null)", known);
+    return pz_fail(PZ_ERR_ARG, "unknown schedule '%.*s' (known: %s; 1f1b takes :warmup=K|auto)", (int)n, text,
+                   known);
+}
+
+pz_status pz_sched_parse(const char *text, pz_sched_spec *out) {
+    if (!text) text = "(null)";
+    const char *colon = strchr(text, ':');
+    size_t n = colon ? (size_t)(colon - text) : strlen(text);
+    int found = -1;
+    for (int i = 0; i < NSCHED; i++)
+        if (strlen(sched_names[i].name) == n && strncmp(text, sched_names[i].name, n) == 0) found = i;
+    if (found < 0) return unknown_name(text, n);
+    pz_sched_spec sp = pz_sched_plain(sched_names[found].kind);
+    if (colon) {
+        const char *opt = colon + 1;
+        if (sp.kind != PZ_SCHED_1F1B)
+            return pz_fail(PZ_ERR_ARG, "schedule '%s': %s takes no options", text, sched_names[found].name);
+        if (strncmp(opt, "warmup=", 7) != 0)
+            return pz_fail(PZ_ERR_ARG, "schedule '%s': unknown option '%s' (1f1b knows warmup=K|auto)", text, opt);
+        const char *v = opt + 7;
+        if (strcmp(v, "auto") == 0) {
+            sp.warmup_auto = 1;
+        } else {
+            char *end;
+            errno = 0;
+            long k = strtol(v, &end, 10);
+            if (end == v || *end || errno || k < 0 || k > PZ_SCHED_MAX_WARMUP_EXTRA || !isdigit((unsigned char)*v))
+                return pz_fail(PZ_ERR_ARG, "schedule '%s': warmup must be 'auto' or an integer in [0, %d], not '%s'",
+                               text, PZ_SCHED_MAX_WARMUP_EXTRA, v);
+            sp.warmup_extra = (int)k;
+        }
+    }
+    *out = sp;
+    return PZ_OK;
+}
+
+void pz_sched_spec_format(const pz_sched_spec *sp, char *buf, size_t cap) {
+    const char *name = pz_sched_name(sp->kind);
+    if (sp->kind == PZ_SCHED_1F1B && sp->warmup_auto) snprintf(buf, cap, "%s:warmup=auto", name);
+    else if (sp->kind == PZ_SCHED_1F1B && sp->warmup_extra > 0) snprintf(buf, cap, "%s:warmup=%d", name, sp->warmup_extra);
+    else snprintf(buf, cap, "%s", name);
 }
 
 const char *pz_sched_name(pz_sched_kind kind) {
@@ -62,8 +105,12 @@ int pz_op_peer(pz_op op, int stage, int nstages) {
 
 static int known_kind(pz_sched_kind kind) { return kind == PZ_SCHED_1F1B || kind == PZ_SCHED_GPIPE; }
 
-static pz_status check_args(pz_sched_kind kind, int stage, int nstages, int nmicro) {
-    if (!known_kind(kind)) return pz_fail(PZ_ERR_ARG, "schedule: unknown kind %d", (int)kind);
+static pz_status check_args(const pz_sched_spec *sp, int stage, int nstages, int nmicro) {
+    if (!known_kind(sp->kind)) return pz_fail(PZ_ERR_ARG, "schedule: unknown kind %d", (int)sp->kind);
+    if (sp->warmup_extra < 0 || sp->warmup_extra > PZ_SCHED_MAX_WARMUP_EXTRA ||
+        (sp->kind != PZ_SCHED_1F1B && (sp->warmup_extra || sp->warmup_auto)))
+        return pz_fail(PZ_ERR_ARG, "schedule: extra warm-up %d out of range or not for %s", sp->warmup_extra,
+                       pz_sched_name(sp->kind));
     if (nstages < 1 || nstages > PZ_SCHED_MAX_STAGES)
         return pz_fail(PZ_ERR_ARG, "schedule: %d stages is out of range [1, %d]", nstages, PZ_SCHED_MAX_STAGES);
     if (stage < 0 || stage >= nstages)
@@ -74,12 +121,47 @@ static pz_status check_args(pz_sched_kind kind, int stage, int nstages, int nmic
     return PZ_OK;
 }
 
-int pz_schedule_in_flight_bound(pz_sched_kind kind, int stage, int nstages, int nmicro) {
-    switch (kind) {
-    case PZ_SCHED_1F1B: return nstages - stage < nmicro ? nstages - stage : nmicro;
+/* 1F1B's warm-up forwards on stage s: (S-s-1)(1+K), at most m. */
+static int warmup_1f1b(const pz_sched_spec *sp, int stage, int nstages, int nmicro) {
+    long w = (long)(nstages - stage - 1) * (1L + sp->warmup_extra);
+    return w < nmicro ? (int)w : nmicro;
+}
+
+int pz_schedule_in_flight_bound(const pz_sched_spec *sp, int stage, int nstages, int nmicro) {
+    switch (sp->kind) {
+    case PZ_SCHED_1F1B: {
+        int w = warmup_1f1b(sp, stage, nstages, nmicro);
+        return w + 1 < nmicro ? w + 1 : nmicro;
+    }
     case PZ_SCHED_GPIPE: return nmicro;
     default: return 0;
     }
+}
+
+int pz_sched_auto_warmup(int nstages, int nmicro, const double *c, const double *fwd, const double *bwd,
+                         const double *lat) {
+    const int S = nstages;
+    double period = 0.0;
+    for (int q = 0; q < S; q++) period = fmax(period, c[q]);
+    for (int e = 0; e + 1 < S; e++) period = fmax(period, fmax(fwd[e], bwd[e]));
+    if (!(period > 0.0)) return 0;
+    int k = 0;
+    for (int s = 0; s + 1 < S; s++) {
+        double rtt = 0.0;
+        for (int q = s; q < S; q++) rtt += c[q];
+        for (int e = s; e + 1 < S; e++) rtt += fwd[e] + bwd[e] + 2.0 * lat[e];
+        double need = ceil(rtt / period);   /* micro-batches in flight at stage s */
+        /* (S-s-1)(1+K) + 1 >= need */
+        double ks = ceil((need - 1.0) / (double)(S - s - 1)) - 1.0;
+        if (ks > k) k = ks > PZ_SCHED_MAX_WARMUP_EXTRA ? PZ_SCHED_MAX_WARMUP_EXTRA : (int)ks;
+    }
+    /* past the K at which stage 0 already warms up with all m, more changes nothing */
+    if (S > 1) {
+        int kmax = (nmicro + S - 2) / (S - 1) - 1;
+        if (kmax < 0) kmax = 0;
+        if (k > kmax) k = kmax;
+    }
+    return k;
 }
 
 /* Appends one instruction (the buffer is sized for the longest list). */
@@ -90,19 +172,20 @@ static void emit(pz_schedule *s, pz_op op, int micro) {
     s->n++;
 }
 
-pz_status pz_schedule_build(pz_schedule *s, pz_sched_kind kind, int stage, int nstages, int nmicro) {
+pz_status pz_schedule_build(pz_schedule *s, const pz_sched_spec *sp, int stage, int nstages, int nmicro) {
     memset(s, 0, sizeof *s);
-    pz_status st = check_args(kind, stage, nstages, nmicro);
+    pz_status st = check_args(sp, stage, nstages, nmicro);
     if (st != PZ_OK) return st;
     const int first = stage == 0, last = stage == nstages - 1, m = nmicro;
-    s->kind = kind;
+    s->kind = sp->kind;
+    s->spec = *sp;
     s->stage = stage;
     s->nstages = nstages;
     s->nmicro = m;
     /* at most 6 instructions per micro-batch plus 2 at the end; m <= 2^20 */
     s->ins = xmalloc(((size_t)6 * (size_t)m + 2) * sizeof *s->ins);
 
-    if (kind == PZ_SCHED_GPIPE) {
+    if (sp->kind == PZ_SCHED_GPIPE) {
         s->warmup = m;
         s->steady = 0;
         s->cooldown = m;
@@ -117,35 +200,40 @@ pz_status pz_schedule_build(pz_schedule *s, pz_sched_kind kind, int stage, int n
             if (!first) emit(s, PZ_OP_SEND_GRAD, i);
         }
     } else {
-        const int w = nstages - stage - 1 < m ? nstages - stage - 1 : m;
-        const int r = m - w;
+        const int w = warmup_1f1b(sp, stage, nstages, m);
+        /* the next stage's warm-up: it sends gradient j between receiving
+         * activations wn+j and wn+j+1 */
+        const int wn = last ? 0 : warmup_1f1b(sp, stage + 1, nstages, m);
         s->warmup = w;
-        s->steady = r;
+        s->steady = m - w;
         s->cooldown = w;
-        for (int i = 0; i < w; i++) {
+        int grads = 0;   /* RECV_GRADs emitted so far (in micro order) */
+        int backs = 0;   /* BACKWARDs emitted so far */
+        for (int i = 0; i < m; i++) {
             if (!first) emit(s, PZ_OP_RECV_ACT, i);
             emit(s, PZ_OP_FORWARD, i);
-            if (!last) emit(s, PZ_OP_SEND_ACT, i);
-        }
-        for (int j = 0; j < r; j++) {
-            /* Megatron exchanges {SEND_ACT w+j, RECV_GRAD j} with stage s+1 as
-             * one combined operation; its mirror on s+1 is {SEND_GRAD j,
-             * RECV_ACT w+j} (w on s+1 is w-1 here). In a sequential list one side
-             * must receive first: here the upstream side does, so the downstream
-             * stage keeps the natural order "B j, SEND_GRAD j, RECV_ACT next". */
-            if (!first) emit(s, PZ_OP_RECV_ACT, w + j);
-            emit(s, PZ_OP_FORWARD, w + j);
             if (!last) {
-                emit(s, PZ_OP_RECV_GRAD, j);
-                emit(s, PZ_OP_SEND_ACT, w + j);
+                /* Megatron exchanges {SEND_ACT i, RECV_GRAD i-wn-1} with the
+                 * next stage as one combined operation; its mirror there is
+                 * {SEND_GRAD i-wn-1, RECV_ACT i}. In a sequential list one
+                 * side must receive first: here the upstream side does, so
+                 * the downstream stage keeps "B j, SEND_GRAD j, RECV_ACT next".
+                 * Under rendezvous RECV_GRAD j must sit between SEND_ACT wn+j
+                 * and SEND_ACT wn+j+1, whatever this stage's own warm-up. */
+                for (; grads <= i - wn - 1; grads++) emit(s, PZ_OP_RECV_GRAD, grads);
+                emit(s, PZ_OP_SEND_ACT, i);
             }
-            emit(s, PZ_OP_BACKWARD, j);
-            if (!first) emit(s, PZ_OP_SEND_GRAD, j);
+            if (i >= w) {   /* steady: one backward per forward after the warm-up */
+                for (; !last && grads <= backs; grads++) emit(s, PZ_OP_RECV_GRAD, grads);
+                emit(s, PZ_OP_BACKWARD, backs);
+                if (!first) emit(s, PZ_OP_SEND_GRAD, backs);
+                backs++;
+            }
         }
-        for (int j = r; j < m; j++) {
-            if (!last) emit(s, PZ_OP_RECV_GRAD, j);
-            emit(s, PZ_OP_BACKWARD, j);
-            if (!first) emit(s, PZ_OP_SEND_GRAD, j);
+        for (; backs < m; backs++) {   /* cool-down */
+            for (; !last && grads <= backs; grads++) emit(s, PZ_OP_RECV_GRAD, grads);
+            emit(s, PZ_OP_BACKWARD, backs);
+            if (!first) emit(s, PZ_OP_SEND_GRAD, backs);
         }
     }
     if (nstages > 1 && (first || last)) emit(s, PZ_OP_REDUCE_TIED, -1);
@@ -231,24 +319,26 @@ static long gcd_l(long a, long b) {
     return a;
 }
 
-pz_status pz_schedule_print_table(FILE *f, pz_sched_kind kind, int nstages, int nmicro) {
-    pz_status status = check_args(kind, 0, nstages, nmicro);
+pz_status pz_schedule_print_table(FILE *f, const pz_sched_spec *sp, int nstages, int nmicro) {
+    pz_status status = check_args(sp, 0, nstages, nmicro);
     if (status != PZ_OK) return status;
     long cells = (long)nstages * 2 * ((long)nmicro + nstages - 1);
     if (cells > PZ_SCHED_MAX_TABLE)
         return pz_fail(PZ_ERR_ARG, "a table of %d stages x %d micro-batches has %ld cells, more than %ld",
                        nstages, nmicro, cells, PZ_SCHED_MAX_TABLE);
     const int S = nstages, m = nmicro;
+    char name[64];
+    pz_sched_spec_format(sp, name, sizeof name);
     pz_schedule *st = xcalloc((size_t)S, sizeof *st);
     long **start = xcalloc((size_t)S, sizeof *start);
     for (int s = 0; s < S; s++) {
-        if ((status = pz_schedule_build(&st[s], kind, s, S, m)) != PZ_OK) goto out;
+        if ((status = pz_schedule_build(&st[s], sp, s, S, m)) != PZ_OK) goto out;
         start[s] = xcalloc((size_t)st[s].n, sizeof **start);
     }
     long makespan = simulate(st, S, start);
     if (makespan < 0) {
         status = pz_fail(PZ_ERR_SHAPE, "schedule %s with %d stages and %d micro-batches deadlocks",
-                         pz_sched_name(kind), S, m);
+                         name, S, m);
         goto out;
     }
 
@@ -259,7 +349,7 @@ pz_status pz_schedule_print_table(FILE *f, pz_sched_kind kind, int nstages, int 
     int width = (mdigits > sdigits ? mdigits : sdigits) + 2;
     if (width < 4) width = 4;
 
-    fprintf(f, "%s schedule, %d stage%s, %d micro-batch%s\n", pz_sched_name(kind), S, S == 1 ? "" : "s", m,
+    fprintf(f, "%s schedule, %d stage%s, %d micro-batch%s\n", name, S, S == 1 ? "" : "s", m,
             m == 1 ? "" : "es");
     fprintf(f, "(Fi / Bi = forward / backward of micro-batch i, one slot each; . = idle;\n"
                " sends complete when the receiver is ready, communication takes no time)\n\n");
@@ -310,7 +400,9 @@ out:
 }
 
 void pz_schedule_print_list(FILE *f, const pz_schedule *s) {
-    fprintf(f, "%s schedule, stage %d of %d, %d micro-batch%s, %d instructions\n", pz_sched_name(s->kind),
+    char name[64];
+    pz_sched_spec_format(&s->spec, name, sizeof name);
+    fprintf(f, "%s schedule, stage %d of %d, %d micro-batch%s, %d instructions\n", name,
             s->stage, s->nstages, s->nmicro, s->nmicro == 1 ? "" : "es", s->n);
     for (int k = 0; k < s->n; k++) {
         const pz_instr *in = &s->ins[k];

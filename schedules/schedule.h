@@ -46,6 +46,19 @@
  * backwards in micro-batch order; peak m. Both have the bubble
  * (S-1)/(m+S-1) of wall time with equal stage times and free communication.
  *
+ * 1F1B with extra warm-up (1f1b:warmup=K). Stage s warms up with
+ * W_s = min((S-s-1)(1+K), m) forwards and holds up to min(W_s+1, m)
+ * activations. A gradient then has K more micro-batches of compute, per
+ * downstream stage, to come back before the stage needs it: what a link with
+ * a long round trip (slow or distant) needs. The list is the same shape; the
+ * receive of gradient j sits right before SEND_ACT W_{s+1}+j+1 (where the
+ * next stage, which warms up with W_{s+1}, sends it), so the strict model
+ * stays deadlock-free. Under rendezvous the early receives cost slots; with
+ * non-blocking sends (the executor) the bubble is (S-1)/(m+S-1) again with
+ * free communication, and with a link delay d the smallest K of
+ * pz_sched_auto_warmup brings the step back to the compute bound plus the
+ * fill and drain over the links (both proven in test_schedule.c).
+ *
  * Extending. pz_sched_kind is an open enum: interleaved 1F1B (v model chunks
  * per rank) sets chunk to the local chunk index, and its peers become "the rank
  * holding chunk c-1 / c+1", which pz_op_peer will then take from the schedule;
@@ -55,6 +68,7 @@
 #ifndef PZ_SCHEDULE_H
 #define PZ_SCHEDULE_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "base/status.h"
@@ -77,6 +91,22 @@ typedef enum {
     /* future: PZ_OP_BACKWARD_WEIGHT (zero-bubble W) */
 } pz_op;
 
+/* A schedule as the user names it: "1f1b", "1f1b:warmup=K", "1f1b:warmup=auto"
+ * or "gpipe". warmup=K adds K extra warm-up forwards per downstream stage:
+ * stage s warms up with W_s = min(m, (S-s-1)(1+K)) forwards instead of
+ * min(m, S-s-1), so W_s+1 micro-batches are in flight and a gradient may take
+ * K more micro-batches' compute to come back (a slow or distant link; the
+ * Eager-1F1B idea, Zhuang et al. 2023, with a tunable depth). K = 0 is plain
+ * 1F1B. warmup=auto is resolved by the runtime, which measures the compute
+ * per micro-batch and the link's time per message during the first step and
+ * then sets K (pz_sched_auto_warmup); built as is, auto means K = 0. */
+typedef struct {
+    pz_sched_kind kind;
+    int warmup_extra;   /* K >= 0; 1F1B only */
+    int warmup_auto;    /* warmup=auto: the runtime chooses warmup_extra */
+} pz_sched_spec;
+#define PZ_SCHED_MAX_WARMUP_EXTRA 4096
+
 typedef struct {
     pz_op op;
     int micro;  /* micro-batch index in [0, m); -1 for REDUCE_TIED, OPTIM_STEP */
@@ -85,6 +115,7 @@ typedef struct {
 
 typedef struct {
     pz_sched_kind kind;
+    pz_sched_spec spec;   /* what it was built from */
     int stage, nstages, nmicro;
     int n;                /* number of instructions */
     pz_instr *ins;        /* n instructions, in execution order */
@@ -94,9 +125,14 @@ typedef struct {
     int warmup, steady, cooldown; /* 1F1B: W, m-W, W; GPipe: m, 0, m */
 } pz_schedule;
 
-/* "1f1b" or "gpipe" (case-sensitive). Unknown names fail with PZ_ERR_ARG and a
- * message listing the known ones. */
-pz_status pz_sched_parse(const char *name, pz_sched_kind *out);
+/* "1f1b", "1f1b:warmup=K" (0 <= K <= PZ_SCHED_MAX_WARMUP_EXTRA),
+ * "1f1b:warmup=auto" or "gpipe" (case-sensitive). Unknown names or options
+ * fail with PZ_ERR_ARG and a message listing the known ones. */
+pz_status pz_sched_parse(const char *text, pz_sched_spec *out);
+/* The spec as text ("1f1b:warmup=2"; auto shows as "1f1b:warmup=auto"). */
+void pz_sched_spec_format(const pz_sched_spec *sp, char *buf, size_t cap);
+/* A spec of `kind` with no options. */
+pz_sched_spec pz_sched_plain(pz_sched_kind kind);
 /* "1f1b", "gpipe"; "?" for a value outside the enum. */
 const char *pz_sched_name(pz_sched_kind kind);
 /* "RECV_ACT", "FORWARD", ...; "?" outside the enum. */
@@ -108,7 +144,7 @@ const char *pz_op_name(pz_op op);
  * zeroed, so pz_schedule_free(s) is always safe. */
 #define PZ_SCHED_MAX_STAGES 4096
 #define PZ_SCHED_MAX_MICRO (1 << 20)
-pz_status pz_schedule_build(pz_schedule *s, pz_sched_kind kind, int stage, int nstages, int nmicro);
+pz_status pz_schedule_build(pz_schedule *s, const pz_sched_spec *sp, int stage, int nstages, int nmicro);
 void pz_schedule_free(pz_schedule *s);
 
 /* Rank that a communication op of `stage` talks to: RECV_ACT/SEND_GRAD ->
@@ -116,9 +152,19 @@ void pz_schedule_free(pz_schedule *s);
  * pipeline (0 <-> nstages-1); -1 for compute and OPTIM_STEP. */
 int pz_op_peer(pz_op op, int stage, int nstages);
 
-/* The bound on activations held at once by `stage`: min(S - s, m) for 1F1B,
- * m for GPipe (0 for an unknown kind). */
-int pz_schedule_in_flight_bound(pz_sched_kind kind, int stage, int nstages, int nmicro);
+/* The bound on activations held at once by `stage`: min(W_s + 1, m) for 1F1B
+ * (min(S - s, m) without extra warm-up), m for GPipe (0 for an unknown kind). */
+int pz_schedule_in_flight_bound(const pz_sched_spec *sp, int stage, int nstages, int nmicro);
+
+/* warmup=auto: the smallest K such that every stage s keeps enough
+ * micro-batches in flight to cover its round trip, i.e. (S-s-1)(1+K)+1 >=
+ * ceil(rtt_s / period), where rtt_s = sum over stages q >= s of c[q] (compute
+ * per micro-batch, forward + backward) + sum over edges e >= s of (fwd[e] +
+ * bwd[e] + 2 lat[e]) (link seconds per message and one-way latency), and
+ * period = the largest of c[q], fwd[e], bwd[e] (the pipeline's throughput
+ * bound per micro-batch). K stops growing once stage 0 holds all m. */
+int pz_sched_auto_warmup(int nstages, int nmicro, const double *c, const double *fwd, const double *bwd,
+                         const double *lat);
 
 /* Prints the schedule of all stages as a table: one column per stage, one row
  * per time slot (every FORWARD and BACKWARD takes one slot, communication is
@@ -129,7 +175,7 @@ int pz_schedule_in_flight_bound(pz_sched_kind kind, int stage, int nstages, int 
  * nstages x 2(nmicro + nstages - 1)) and PZ_ERR_SHAPE if the lists deadlock
  * (which would be a bug), with nothing printed. */
 #define PZ_SCHED_MAX_TABLE (1L << 22)
-pz_status pz_schedule_print_table(FILE *f, pz_sched_kind kind, int nstages, int nmicro);
+pz_status pz_schedule_print_table(FILE *f, const pz_sched_spec *sp, int nstages, int nmicro);
 
 /* Prints one stage's instruction list, one instruction per line with its peer:
  * "  12  SEND_ACT    micro 3  -> stage 2". */

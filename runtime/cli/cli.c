@@ -144,7 +144,7 @@ static int on_off(const char *flag, const char *v, int *out) {
 static int cmd_train(int argc, char **argv) {
     pz_train_opts o;
     pz_train_opts_default(&o);
-    const char *eval_compress = "on", *error_metrics = "on", *bind = "cores";
+    const char *eval_compress = "on", *error_metrics = "on", *bind = "cores", *progress = "thread";
     const flag_spec fs[] = {
         {"--preset", FLAG_STR, &o.preset, "start from random weights of a preset: gpt2, demo, tiny", 0, 0, NULL},
         {"--init", FLAG_STR, &o.init, "start from a checkpoint: HF safetensors or llm.c .bin, or an HF model directory", 0, 0, NULL},
@@ -171,13 +171,15 @@ static int cmd_train(int argc, char **argv) {
         {"--device", FLAG_STR, &o.device, "cpu, cuda or cuda:tf32; or one per stage, e.g. cpu,cuda", 0, 0, NULL},
         {"--stages", FLAG_INT, &o.stages, "pipeline stages, one process each (1 = this process alone)", 1, 255, NULL},
         {"--split", FLAG_STR, &o.split, "blocks per stage, e.g. 3,3,3,3 (default: balanced by a cost model)", 0, 0, NULL},
-        {"--schedule", FLAG_STR, &o.schedule, "pipeline schedule: 1f1b or gpipe", 0, 0, NULL},
+        {"--schedule", FLAG_STR, &o.schedule, "pipeline schedule: 1f1b, 1f1b:warmup=K|auto (more in flight for slow links) or gpipe", 0, 0, NULL},
         {"--peer-timeout", FLAG_FLOAT, &o.peer_timeout, "seconds a stage waits for a peer before failing", 0.1, 86400, NULL},
         {"--trace", FLAG_STR, &o.trace, "write a Chrome/Perfetto trace JSON of all stages (pipeline only)", 0, 0, NULL},
         {"--compress", FLAG_STR, &o.compress, "compression policy per edge and direction (grammar below)", 0, 0, NULL},
         {"--policy-file", FLAG_STR, &o.policy_file, "policy clauses, one per line, # comments (before --compress)", 0, 0, NULL},
         {"--eval-compress", FLAG_STR, &eval_compress, "on: validate through the fwd codecs; off: uncompressed", 0, 0, NULL},
         {"--link-mbps", FLAG_STR, &o.link_mbps, "simulated link rate, Mbit/s: N, or per edge 0-1=N;*=M (0 = unlimited)", 0, 0, NULL},
+        {"--link-latency-ms", FLAG_STR, &o.link_latency, "simulated one-way link delay, ms: N, or per edge 0-1=N;*=M", 0, 0, NULL},
+        {"--progress", FLAG_STR, &progress, "thread: a thread per stage moves messages while it computes; inline: only between blocks", 0, 0, NULL},
         {"--metrics", FLAG_STR, &o.metrics, "write per-edge metrics to PREFIX.jsonl (per step) and PREFIX.csv", 0, 0, NULL},
         {"--error-metrics", FLAG_STR, &error_metrics, "on: senders decode their own messages to report ||x-x'||/||x||", 0, 0, NULL},
     };
@@ -199,15 +201,22 @@ static int cmd_train(int argc, char **argv) {
                         "aq() keys its buffers by the loader's sample ids, which travel with activations.\n"
                         "Validation with --eval-compress on uses the fwd codec, with ef/ef21/aq replaced by\n"
                         "their inner codec (evaluation must not touch training state); at the last step\n"
-                        "both ways are reported. --link-mbps delays each message in the sender as a link\n"
-                        "of that rate would (a simulation; tools/netns_pipeline.sh shapes real links).",
+                        "both ways are reported. --link-mbps and --link-latency-ms delay each message in\n"
+                        "the sender as a link of that rate and one-way delay would (a simulation;\n"
+                        "tools/netns_pipeline.sh shapes real links). On slow or distant links,\n"
+                        "--schedule 1f1b:warmup=auto keeps enough micro-batches in flight to hide them.",
                         argc, argv, fs, NFLAGS(fs), NULL);
     if (r) return r == 2 ? 0 : 1;
     if (on_off("--eval-compress", eval_compress, &o.eval_compress) || on_off("--error-metrics", error_metrics, &o.error_metrics))
         return 1;
     if (pz_cores_parse_bind(bind, &o.bind) != PZ_OK) return fail("train", PZ_ERR_ARG);
-    pz_sched_kind kind;
-    if (pz_sched_parse(o.schedule, &kind) != PZ_OK) return fail("train", PZ_ERR_ARG);
+    if (strcmp(progress, "thread") != 0 && strcmp(progress, "inline") != 0) {
+        fprintf(stderr, "pipezip train: error: --progress must be thread or inline, not '%s'\n", progress);
+        return 1;
+    }
+    o.progress_inline = strcmp(progress, "inline") == 0;
+    pz_sched_spec sched;
+    if (pz_sched_parse(o.schedule, &sched) != PZ_OK) return fail("train", PZ_ERR_ARG);
     if (pz_device_check(o.device, o.stages) != PZ_OK) return fail("train", PZ_ERR_ARG);
     int rank, world, port;
     const char *addr;
@@ -245,6 +254,7 @@ static int cmd_train(int argc, char **argv) {
     }
     const char *pipeline_only = o.trace ? "--trace" : o.split ? "--split" : o.compress ? "--compress"
                               : o.policy_file ? "--policy-file" : o.link_mbps ? "--link-mbps"
+                              : o.link_latency ? "--link-latency-ms"
                               : o.metrics ? "--metrics" : NULL;
     if (pipeline_only) {
         fprintf(stderr, "pipezip train: error: %s needs --stages 2 or more (it acts on what crosses stage boundaries)\n",

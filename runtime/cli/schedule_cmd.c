@@ -10,7 +10,7 @@
 #include "base/parse.h"
 
 static const char usage[] =
-    "usage: pipezip schedule --stages S --micro-batches M [--schedule 1f1b|gpipe] [--stage K]\n"
+    "usage: pipezip schedule --stages S --micro-batches M [--schedule NAME] [--stage K]\n"
     "\n"
     "Prints the pipeline schedule that the executor runs with S stages and M micro-batches:\n"
     "one column per stage and one row per time slot (F3 / B3 = forward / backward of\n"
@@ -22,7 +22,9 @@ static const char usage[] =
     "flags:\n"
     "  --stages S          pipeline stages, 1..%d (required)\n"
     "  --micro-batches M   micro-batches per optimizer step, 1..%d (required)\n"
-    "  --schedule NAME     1f1b (default) or gpipe\n"
+    "  --schedule NAME     1f1b (default), 1f1b:warmup=K (K extra warm-up forwards per\n"
+    "                      downstream stage, to cover a slow link's round trip) or gpipe;\n"
+    "                      warmup=auto is chosen by 'pipezip train' from measured times\n"
     "  --stage K           print the instruction list of stage K (0-based)\n";
 
 __attribute__((format(printf, 1, 2))) static int err(const char *fmt, ...) {
@@ -61,23 +63,26 @@ int pz_cmd_schedule(int argc, char **argv) {
     if (!stages_s) return err("--stages is required (see --help)");
     if (!micro_s) return err("--micro-batches is required (see --help)");
     long stages, micro, stage = -1;
-    pz_sched_kind kind;
+    pz_sched_spec sp;
     if (pz_parse_int(stages_s, 1, PZ_SCHED_MAX_STAGES, &stages, "--stages") != PZ_OK ||
         pz_parse_int(micro_s, 1, PZ_SCHED_MAX_MICRO, &micro, "--micro-batches") != PZ_OK ||
-        pz_sched_parse(sched_s, &kind) != PZ_OK)
+        pz_sched_parse(sched_s, &sp) != PZ_OK)
         return err("%s", pz_last_error());
+    if (sp.warmup_auto)
+        return err("--schedule %s: 'auto' is chosen by 'pipezip train' from the compute and link times it "
+                   "measures; give warmup=K here", sched_s);
     if (stage_s && pz_parse_int(stage_s, 0, stages - 1, &stage, "--stage") != PZ_OK)
         return err("%s", pz_last_error());
 
     pz_status st;
     if (stage >= 0) {
         pz_schedule s;
-        if ((st = pz_schedule_build(&s, kind, (int)stage, (int)stages, (int)micro)) == PZ_OK) {
+        if ((st = pz_schedule_build(&s, &sp, (int)stage, (int)stages, (int)micro)) == PZ_OK) {
             pz_schedule_print_list(stdout, &s);
             pz_schedule_free(&s);
         }
     } else {
-        st = pz_schedule_print_table(stdout, kind, (int)stages, (int)micro);
+        st = pz_schedule_print_table(stdout, &sp, (int)stages, (int)micro);
     }
     if (st != PZ_OK) return err("%s", pz_last_error());
     return 0;

@@ -23,10 +23,13 @@ common=(--preset tiny --data "$dir/train.bin" --val-data "$dir/val.bin" --batch 
   || { cat "$dir/ref.err"; echo "FAIL: single-process run"; exit 1; }
 
 fails=0
-for S in 2 4; do
-  for sched in 1f1b gpipe; do
-    extra=()
-    [ "$S" = 2 ] && [ "$sched" = 1f1b ] && extra=(--trace "$dir/trace.json")
+# S, schedule, extra flags: extra warm-up (fixed, and auto behind a 20 ms
+# link, where it must pick K > 0), and the progress thread switched off
+runs=("2 1f1b --trace $dir/trace.json" "2 gpipe" "4 1f1b" "4 gpipe" "4 1f1b:warmup=2 --progress inline"
+      "2 1f1b:warmup=auto --link-latency-ms 20")
+for run in "${runs[@]}"; do
+    read -r S sched rest <<<"$run"
+    read -r -a extra <<<"${rest:-}"
     if ! timeout 300 "$pz" train "${common[@]}" --stages "$S" --schedule "$sched" \
          --save "$dir/p.safetensors" "${extra[@]}" > "$dir/p.jsonl" 2>"$dir/p.err"; then
       cat "$dir/p.err"; echo "FAIL: S=$S $sched run failed"; fails=$((fails + 1)); continue
@@ -63,7 +66,13 @@ PY
        ! "$py" -c "import json,sys; a=json.load(open('$dir/pe.json'))['loss']; b=json.load(open('$dir/re.json'))['loss']; sys.exit(0 if abs(a-b)<=1e-5*abs(b) else 1)"; then
       echo "FAIL: S=$S $sched: saved model evaluates differently"; fails=$((fails + 1))
     fi
-  done
+    if [ "$sched" = 1f1b:warmup=auto ]; then
+      if grep -q "warmup=auto: K = [1-9]" "$dir/p.err"; then
+        echo "ok: S=$S $sched: $(grep -m1 -o 'warmup=auto: K = [0-9]*[^,]*' "$dir/p.err") behind a 20 ms link"
+      else
+        cat "$dir/p.err"; echo "FAIL: S=$S $sched: no K > 0 chosen behind a 20 ms link"; fails=$((fails + 1))
+      fi
+    fi
 done
 
 # the trace is valid JSON with complete events from both stages

@@ -116,7 +116,7 @@ static size_t verify(const void *buf, size_t n, uint64_t seed) {
 }
 
 static pz_transport_opts make_opts(int rank, int world, int port, double peer_timeout) {
-    pz_transport_opts o = {rank, world, "127.0.0.1", port, peer_timeout, 20.0};
+    pz_transport_opts o = {rank, world, "127.0.0.1", port, peer_timeout, 20.0, 0};
     return o;
 }
 
@@ -571,7 +571,7 @@ static int child_boot(int rank, int world, int port, int mode) {
 
 /* world 1 needs neither an address nor a port, and the collectives are no-ops */
 static int child_solo(void) {
-    pz_transport_opts o = {0, 1, NULL, 0, 5.0, 5.0};
+    pz_transport_opts o = {0, 1, NULL, 0, 5.0, 5.0, 0};
     pz_transport *t = NULL;
     OK(pz_transport_init(&t, &o));
     double v[2] = {1.5, -2.0};
