@@ -560,9 +560,10 @@ static pz_status auto_warmup(exec *x, const double *red, const double *es) {
     /* what one more activation slot costs on this rank */
     double slot_mib = ((double)x->slots[0].numel * sizeof(float) + 3.0 * (double)x->act_bytes +
                        (double)x->cap_in + (double)x->bwd_rx.cap) / (1 << 20);
-    fprintf(stderr, "pipezip train: rank %d: warmup=auto: K = %d extra warm-up micro-batches per downstream stage, "
-            "%d in flight (was %d), %+.1f MiB of activations\n", x->rank, k, x->bound, old_bound,
-            (x->bound - old_bound) * slot_mib);
+    if (x->bound != old_bound)
+        fprintf(stderr, "pipezip train: rank %d: warmup=auto: K = %d extra warm-up micro-batches per downstream stage, "
+                "%d in flight (was %d), %+.1f MiB of activations\n", x->rank, k, x->bound, old_bound,
+                (x->bound - old_bound) * slot_mib);
     return PZ_OK;
 }
 
@@ -665,6 +666,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     int eb = 4 + 3 * world, nred = eb + 2 * (world - 1) * PZ_EDGE_STATS_N;
     red = xcalloc((size_t)nred, sizeof *red);
     uint32_t val_round = 0;
+    double t_run = pz_now();
     for (int step = 0; step < o->steps && st == PZ_OK; step++) {
         double t0 = pz_now(), loss_sum = 0.0;
         x.compute_s = x.wait_s = x.codec_s = 0.0;
@@ -722,13 +724,24 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     if (st == PZ_OK && world > 1) {
         /* codec state per rank, for the summary's memory report */
         memset(red, 0, (size_t)nred * sizeof *red);
-        double *sb = xcalloc((size_t)2 * world, sizeof *sb);
+        double *sb = xcalloc((size_t)3 * world, sizeof *sb);
         sb[rank] = codec_state(&x, &sb[world + rank]);
-        st = allreduce(&x, sb, 2 * world);
+        unsigned long rounds = 0, sleeps = 0;
+        int threaded = pz_transport_thread_stats(x.tp, &sb[2 * world + rank], &rounds, &sleeps);
+        st = allreduce(&x, sb, 3 * world);
         if (st == PZ_OK && rank == 0) {
             char pt[4096];
             policy_text(&x.pol, pt, sizeof pt);
             st = pz_metrics_finish(&met, pt, sb, sb + world, world);
+            /* what the progress threads cost: CPU seconds against the run */
+            if (threaded) {
+                double run_s = pz_now() - t_run;
+                fprintf(stderr, "pipezip train: progress threads used, in %.2f s of training:", run_s);
+                for (int r = 0; r < world; r++)
+                    fprintf(stderr, "%s rank %d %.3f s CPU (%.1f%% of a core)", r ? "," : "", r, sb[2 * world + r],
+                            100.0 * sb[2 * world + r] / run_s);
+                fputc('\n', stderr);
+            }
         }
         free(sb);
     }

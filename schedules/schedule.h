@@ -157,8 +157,8 @@ int pz_op_peer(pz_op op, int stage, int nstages);
 int pz_schedule_in_flight_bound(const pz_sched_spec *sp, int stage, int nstages, int nmicro);
 
 /* warmup=auto: the smallest K such that every stage s keeps enough
- * micro-batches in flight to cover its round trip, i.e. (S-s-1)(1+K)+1 >=
- * ceil(rtt_s / period), where rtt_s = sum over stages q >= s of c[q] (compute
+ * micro-batches in flight to cover its round trip, with one to spare when
+ * the trip crosses links, i.e. (S-s-1)(1+K)+1 >= ceil(rtt_s / period) + 1, where rtt_s = sum over stages q >= s of c[q] (compute
  * per micro-batch, forward + backward) + sum over edges e >= s of (fwd[e] +
  * bwd[e] + 2 lat[e]) (link seconds per message and one-way latency), and
  * period = the largest of c[q], fwd[e], bwd[e] (the pipeline's throughput
