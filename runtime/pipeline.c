@@ -11,6 +11,10 @@
  * After the last micro-batch: REDUCE_TIED (the first and last stage add their
  * wte gradients so both copies stay equal) and OPTIM_STEP (global gradient
  * norm over all ranks, clipping, AdamW; loss gathered for rank 0's log).
+ * Neither end waits for its own wte send, and the last stage adds the first
+ * stage's copy only after the norm's reduction (its norm skips wte): over a
+ * slow link that 4*V*C-byte message is the step's longest, and the first
+ * stage starts the next step while it is still on its way.
  * Receives are waited for only where their data is used, so a rank keeps
  * driving UCX progress (for its own sends too) while it waits.
  * What crosses an edge is encoded by the policy's codec (runtime/edge.c):
@@ -79,6 +83,10 @@ typedef struct {
     /* per-step metrics */
     double compute_s, wait_s, codec_s;
     pz_trace trace;            /* --trace: this rank's timeline */
+    /* the tied-embedding exchange (first and last stage) */
+    float *tied_out, *tied_in;         /* V*C floats: our gradient as sent, the peer's */
+    pz_request *tied_send, *tied_recv;
+    float *tied_view;                  /* last stage: host view of grads.wte until the add */
 } exec;
 
 static void trace(exec *x, const char *name, int micro, double t0, double t1) {
@@ -176,6 +184,21 @@ static const float *stage_output(exec *x, int slot) {
     return pz_staging_out(&x->stg, slot, out);   /* device -> host before encoding */
 }
 
+/* Waits for the peer's tied-embedding gradient and adds it to ours. */
+static pz_status tied_finish(exec *x) {
+    if (!x->tied_view) return PZ_OK;
+    size_t n = (size_t)x->stage.cfg.padded_vocab_size * x->stage.cfg.channels;
+    double t0 = pz_now();
+    pz_status st = wait_req(x, &x->tied_recv, -1);
+    float *g = x->tied_view;
+    if (st == PZ_OK)
+        for (size_t k = 0; k < n; k++) g[k] += x->tied_in[k];
+    pz_staging_view_done(&x->stg, x->stage.grads.wte, g, n);
+    x->tied_view = NULL;
+    trace(x, "tied", -1, t0, pz_now());
+    return st;
+}
+
 /* Runs one instruction of the training schedule. */
 static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *loss_sum) {
     const pz_train_opts *o = x->o;
@@ -252,24 +275,24 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
          * g0 + g1 == g1 + g0 bitwise, so the two copies stay identical */
         int peer = is_first(x) ? x->world - 1 : 0;
         size_t n = (size_t)x->stage.cfg.padded_vocab_size * x->stage.cfg.channels;
-        float *other = xaligned_alloc(n * sizeof(float));
+        if ((st = wait_req(x, &x->tied_send, -1)) != PZ_OK) return st;   /* last step's, long gone */
+        if (!x->tied_out) {
+            x->tied_out = xaligned_alloc(n * sizeof(float));
+            x->tied_in = xaligned_alloc(n * sizeof(float));
+        }
         float *g = pz_staging_view(&x->stg, x->stage.grads.wte, n);   /* host copy on a device */
-        pz_request *rs = NULL, *rr = NULL;
+        memcpy(x->tied_out, g, n * sizeof(float));   /* g changes below, the send must not */
         char w[64];
         snprintf(w, sizeof w, "tied embedding gradient step %u", step);
-        st = pz_transport_recv(x->tp, peer, pz_tag(peer, step, 0, KIND_TIED), other, n * sizeof(float), w, &rr);
+        st = pz_transport_recv(x->tp, peer, pz_tag(peer, step, 0, KIND_TIED), x->tied_in, n * sizeof(float), w,
+                               &x->tied_recv);
         if (st == PZ_OK)
-            st = pz_transport_send(x->tp, peer, pz_tag(x->rank, step, 0, KIND_TIED), g,
-                                   n * sizeof(float), w, &rs);
-        pz_status st2 = wait_req(x, &rr, -1);
-        pz_status st3 = wait_req(x, &rs, -1);
-        if (st == PZ_OK) st = st2 != PZ_OK ? st2 : st3;
-        if (st == PZ_OK)
-            for (size_t k = 0; k < n; k++) g[k] += other[k];
-        pz_staging_view_done(&x->stg, x->stage.grads.wte, g, n);
-        free(other);
+            st = pz_transport_send(x->tp, peer, pz_tag(x->rank, step, 0, KIND_TIED), x->tied_out,
+                                   n * sizeof(float), w, &x->tied_send);
+        x->tied_view = g;
         trace(x, "tied", -1, t0, pz_now());
-        return st;
+        if (st != PZ_OK || is_last(x)) return st;   /* the last stage adds after the norm (tied_finish) */
+        return tied_finish(x);
     }
     case PZ_OP_OPTIM_STEP:
         return PZ_OK;   /* done by the step loop, which needs the collectives */
@@ -404,6 +427,11 @@ static void exec_free(exec *x) {
     pz_policy_free(&x->pol);
     free(x->tok); free(x->tgt);
     pz_trace_free(&x->trace);
+    if (x->tied_view)   /* a failed step left the last stage's view open */
+        pz_staging_view_done(&x->stg, x->stage.grads.wte, x->tied_view,
+                             (size_t)x->stage.cfg.padded_vocab_size * x->stage.cfg.channels);
+    free(x->tied_out);
+    free(x->tied_in);
     pz_optim_free(&x->opt, &x->stage);
     pz_loader_free(&x->loader);
     pz_dataset_close(&x->train);
@@ -698,6 +726,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         /* warmup=auto: decided from the first step (cold caches, so it may
          * err low) and decided again from the second */
         if (x.spec.warmup_auto && step < 2 && world > 1 && (st = auto_warmup(&x, red, red + eb)) != PZ_OK) break;
+        /* the last stage's wte gradient gets the first stage's copy now */
+        if ((st = tied_finish(&x)) != PZ_OK) break;
         double t_opt = pz_now();
         PZ_RANGE_PUSH("optimizer stage %d step %d", rank, step);
         float lr = pz_optim_step(&x.opt, &x.stage, pz_clip_scale(&x.opt.cfg, norm));
