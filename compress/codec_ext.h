@@ -49,8 +49,7 @@ int pz_codec_has_zstd(const pz_codec *c);
 /* A wrapper's inner codec (NULL for base codecs). */
 pz_codec *pz_codec_inner(pz_codec *c);
 /* aq(): the warm-up codec (NULL otherwise); its random stream is the ctx's
- * with seed ^ PZ_AQ_WARMUP_SALT. */
-#define PZ_AQ_WARMUP_SALT 0x61717761726d7570ULL /* "aqwarmup" */
+ * with seed ^ PZ_AQ_WARMUP_SALT (compress/wrap_elem.h). */
 pz_codec *pz_codec_warm(pz_codec *c);
 
 /* State of another backend kept with the codec object (freed with it by

@@ -56,7 +56,7 @@
  *   pz_wrapper_max_payload bounds it by ceil(B/8) + 16 + both codecs' maximum
  *   for the whole (B, row dims) tensor (inner sizes grow with the rows).
  *   Random streams: the delta message uses ctx as given (bitwise C's message
- *   for x - m), the warm-up message uses ctx with seed ^ AQ_WARMUP_SALT, so
+ *   for x - m), the warm-up message uses ctx with seed ^ PZ_AQ_WARMUP_SALT, so
  *   the two draw from different streams. Inner messages get sample_ids NULL.
  *   Decoding checks flags, bitmap (popcount, padding), lengths, trailing
  *   bytes, the inner messages (CRC, shape == (count, row dims)) and that every
@@ -71,6 +71,7 @@
 #include "compress/wrappers.h"
 #include "compress/aq_store.h"
 #include "compress/codec_ext.h"
+#include "compress/wrap_elem.h"
 #include "base/bytes.h"
 #include "base/mem.h"
 
@@ -79,7 +80,6 @@
 #include <string.h>
 
 #define AQ_DEFAULT_MEM ((size_t)1 << 30)
-#define AQ_WARMUP_SALT PZ_AQ_WARMUP_SALT
 #define AQ_DIR_KEY "spill" /* the spill directory option, as compress/codec.c parses it */
 
 typedef struct {
@@ -308,9 +308,9 @@ static pz_status vec_encode_(pz_wrapper *w, const float *x, const pz_shape *shap
     const float *v = s->v; /* NULL before the first message: zeros */
     if (!v) memcpy(y, x, n * sizeof(float));
     else if (w->kind == PZ_WRAP_EF)
-        for (size_t i = 0; i < n; i++) y[i] = x[i] + v[i];
+        for (size_t i = 0; i < n; i++) y[i] = pz_ef_input(x[i], v[i]);
     else
-        for (size_t i = 0; i < n; i++) y[i] = x[i] - v[i];
+        for (size_t i = 0; i < n; i++) y[i] = pz_ef21_input(x[i], v[i]);
     st = pz_codec_encode(w->inner, y, shape, ctx, payload, cap, len);
     if (st) return pz_wrap_rewrap(st, PZ_ERR_SHAPE, w->name);
     st = decode_exact_(w->inner, w->kind == PZ_WRAP_EF ? "ef: own message" : "ef21: own message", payload,
@@ -322,9 +322,9 @@ static pz_status vec_encode_(pz_wrapper *w, const float *x, const pz_shape *shap
     }
     float *e = s->v;
     if (w->kind == PZ_WRAP_EF)
-        for (size_t i = 0; i < n; i++) e[i] = y[i] - c[i];
+        for (size_t i = 0; i < n; i++) e[i] = pz_ef_residual(y[i], c[i]);
     else
-        for (size_t i = 0; i < n; i++) e[i] = e[i] + c[i];
+        for (size_t i = 0; i < n; i++) e[i] = pz_ef21_update(e[i], c[i]);
     return PZ_OK;
 }
 
@@ -344,7 +344,7 @@ static pz_status vec_decode_(pz_wrapper *w, const uint8_t *payload, size_t len, 
     if (st) return st;
     float *g = s->v;
     for (size_t i = 0; i < n; i++) {
-        g[i] = g[i] + c[i];
+        g[i] = pz_ef21_update(g[i], c[i]);
         out[i] = g[i];
     }
     return PZ_OK;
@@ -416,7 +416,7 @@ static pz_status aq_reserve_(pz_wrapper *w, wrap_side *s, const pz_shape *shape,
 static void aq_parts_(const pz_codec_ctx *ctx, const pz_shape *shape, size_t nw, size_t nd, pz_codec_ctx *cw,
                       pz_codec_ctx *cd, pz_shape *sw, pz_shape *sd) {
     *cw = *ctx;
-    cw->seed ^= AQ_WARMUP_SALT;
+    cw->seed ^= PZ_AQ_WARMUP_SALT;
     cw->sample_ids = NULL;
     *cd = *ctx;
     cd->sample_ids = NULL;
@@ -444,10 +444,10 @@ static pz_status aq_decode_parts_(pz_wrapper *w, int own, const uint8_t *payload
 /* Applies decoded rows: W (warm-up rows in sample order), D (delta rows).
  * warm(i) tells the kind of sample i; out (may be NULL) gets m(id). */
 static void aq_apply_(pz_wrapper *w, wrap_side *s, const uint64_t *ids, size_t B, size_t row,
-                      const uint8_t *bitmap, int flags, const float *W, const float *D, float *out) {
+                      const uint8_t *bitmap, unsigned flags, const float *W, const float *D, float *out) {
     size_t j = 0, k = 0;
     for (size_t i = 0; i < B; i++) {
-        int warm = flags == 3 ? (bitmap[i / 8] >> (i % 8)) & 1 : flags == 1;
+        int warm = pz_aq_is_warmup(flags, bitmap, i);
         int64_t slot = w->slots[i];
         if (warm && slot < 0) slot = (int64_t)aq_store_insert(&s->store, ids[i]);
         float *m = aq_store_row(&s->store, (size_t)slot);
@@ -459,9 +459,9 @@ static void aq_apply_(pz_wrapper *w, wrap_side *s, const uint64_t *ids, size_t B
         } else {
             const float *d = D + k * row;
             if (o)
-                for (size_t e = 0; e < row; e++) o[e] = m[e] = m[e] + d[e];
+                for (size_t e = 0; e < row; e++) o[e] = m[e] = pz_aq_update(m[e], d[e]);
             else
-                for (size_t e = 0; e < row; e++) m[e] = m[e] + d[e];
+                for (size_t e = 0; e < row; e++) m[e] = pz_aq_update(m[e], d[e]);
             k++;
         }
     }
@@ -485,13 +485,13 @@ static pz_status aq_encode_(pz_wrapper *w, const float *x, const pz_shape *shape
         } else {
             const float *m = aq_store_row(&s->store, (size_t)w->slots[i]);
             float *d = D + k++ * row;
-            for (size_t e = 0; e < row; e++) d[e] = xi[e] - m[e];
+            for (size_t e = 0; e < row; e++) d[e] = pz_aq_delta(xi[e], m[e]);
         }
     }
-    int fl = (nw ? 1 : 0) | (nd ? 2 : 0);
+    unsigned fl = (nw ? PZ_AQ_HAS_WARMUP : 0) | (nd ? PZ_AQ_HAS_DELTA : 0);
     size_t pos = 0;
     uint8_t *bitmap = NULL;
-    if (fl == 3) {
+    if (fl == PZ_AQ_MIXED) {
         size_t nb = (B + 7) / 8;
         if (cap < nb) return pz_fail(PZ_ERR_SHAPE, "aq: output buffer of %zu bytes is too small", cap);
         bitmap = payload;
@@ -529,11 +529,11 @@ static pz_status aq_decode_(pz_wrapper *w, uint8_t flags, const uint8_t *payload
     size_t B, row;
     pz_status st = aq_check_(w, s, shape, ctx, &B, &row);
     if (st) return st;
-    if (flags == 0 || flags > 3) return pz_fail(PZ_ERR_FORMAT, "aq: bad flags 0x%02x", flags);
+    if (flags == 0 || flags > PZ_AQ_MIXED) return pz_fail(PZ_ERR_FORMAT, "aq: bad flags 0x%02x", flags);
     /* framing */
-    size_t pos = 0, nw = flags == 1 ? B : 0;
+    size_t pos = 0, nw = flags == PZ_AQ_HAS_WARMUP ? B : 0;
     const uint8_t *bitmap = NULL;
-    if (flags == 3) {
+    if (flags == PZ_AQ_MIXED) {
         size_t nb = (B + 7) / 8;
         if (len < nb) return pz_fail(PZ_ERR_FORMAT, "aq: truncated payload (%zu bytes, bitmap needs %zu)", len, nb);
         bitmap = payload;
@@ -561,7 +561,7 @@ static pz_status aq_decode_(pz_wrapper *w, uint8_t flags, const uint8_t *payload
     /* every delta needs a buffer; count the ids that are new here */
     size_t n_new = 0;
     for (size_t i = 0; i < B; i++) {
-        int warm = flags == 3 ? (bitmap[i / 8] >> (i % 8)) & 1 : flags == 1;
+        int warm = pz_aq_is_warmup(flags, bitmap, i);
         if (warm) n_new += w->slots[i] < 0;
         else if (w->slots[i] < 0)
             return pz_fail(PZ_ERR_FORMAT, "aq: sample %zu (id %llu) is sent as a delta but the receiver "

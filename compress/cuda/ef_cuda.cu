@@ -1,22 +1,28 @@
 /* ef_cuda.cu: the ef and ef21 wrappers on the device (compress/wrappers.c
- * is the CPU side): the state vector per side, and one IEEE add or subtract
- * per element, as the CPU does, so the messages match byte for byte. */
+ * is the CPU side): the state vector per side, and the per-element rules of
+ * compress/wrap_elem.h, the CPU's very formulas, so the messages match byte
+ * for byte. */
 #include "compress/cuda/codec_cuda_impl.h"
+#include "compress/wrap_elem.h"
 
 #define TPB 256
 #define GRID(work) pz_blocks((work), TPB), TPB, 0, stream
 
-__global__ void k_add(const float *a, const float *b, float *o, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        o[i] = a[i] + b[i];
+#define GRID_LOOP(i, n) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+/* y = what the sender encodes: ef x + e, ef21 x - g */
+__global__ void k_ef_input(int ef21, const float *x, const float *v, float *y, size_t n) {
+    GRID_LOOP(i, n) y[i] = ef21 ? pz_ef21_input(x[i], v[i]) : pz_ef_input(x[i], v[i]);
 }
-__global__ void k_sub(const float *a, const float *b, float *o, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        o[i] = a[i] - b[i];
+/* ef: e = y - C(y) */
+__global__ void k_ef_residual(const float *y, const float *cy, float *e, size_t n) {
+    GRID_LOOP(i, n) e[i] = pz_ef_residual(y[i], cy[i]);
 }
-__global__ void k_acc_out(float *g, const float *c, float *out, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        g[i] = g[i] + c[i];
+/* ef21: g += C(...); out (may be NULL) = g */
+__global__ void k_ef21_update(float *g, const float *c, float *out, size_t n) {
+    GRID_LOOP(i, n) {
+        g[i] = pz_ef21_update(g[i], c[i]);
         if (out) out[i] = g[i];
     }
 }
@@ -56,8 +62,7 @@ pz_status pz_cuda_ef_encode_(pz_codec *c, int kind, const float *x, const pz_sha
     if (st) return st;
     float *y = (float *)vy, *cd = (float *)vc, *v = cs->v[PZ_WRAP_SIDE_SENDER];
     if (!v) PZ_CU(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-    else if (kind == 1) k_add<<<GRID(n)>>>(x, v, y, n);
-    else k_sub<<<GRID(n)>>>(x, v, y, n);
+    else k_ef_input<<<GRID(n)>>>(kind != 1, x, v, y, n);
     PZ_CU_LAUNCH();
     st = pz_codec_encode_cuda(inner, y, s, ctx, pl, cap, len, stream);
     if (st) return pz_wrap_rewrap(st, PZ_ERR_SHAPE, wname(kind));
@@ -68,8 +73,8 @@ pz_status pz_cuda_ef_encode_(pz_codec *c, int kind, const float *x, const pz_sha
         return st;
     }
     float *e = cs->v[PZ_WRAP_SIDE_SENDER];
-    if (kind == 1) k_sub<<<GRID(n)>>>(y, cd, e, n);           /* e = y - C(y) */
-    else k_acc_out<<<GRID(n)>>>(e, cd, NULL, n);              /* g = g + C(x - g) */
+    if (kind == 1) k_ef_residual<<<GRID(n)>>>(y, cd, e, n);
+    else k_ef21_update<<<GRID(n)>>>(e, cd, NULL, n);
     PZ_CU_LAUNCH();
     PZ_CU(cudaStreamSynchronize(stream));
     return PZ_OK;
@@ -87,7 +92,7 @@ pz_status pz_cuda_ef_decode_(pz_codec *c, int kind, const uint8_t *pl, size_t le
     if (!st) st = pz_cuda_decode_exact_(inner, "ef21: message", pl, len, ctx, (float *)vc, s, stream);
     if (!st) st = vec_side(cs, kind, PZ_WRAP_SIDE_RECEIVER, s, n, 1, stream);
     if (st) return st;
-    k_acc_out<<<GRID(n)>>>(cs->v[PZ_WRAP_SIDE_RECEIVER], (const float *)vc, out, n);
+    k_ef21_update<<<GRID(n)>>>(cs->v[PZ_WRAP_SIDE_RECEIVER], (const float *)vc, out, n);
     PZ_CU_LAUNCH();
     PZ_CU(cudaStreamSynchronize(stream));
     return PZ_OK;
