@@ -1,6 +1,6 @@
 /* codec.c: the codec framework. Spec parsing, the message header (layout in
- * compress/README.md), the optional +zstd stage, and the glue to the
- * stateful wrappers of wrappers.h. */
+ * compress/README.md), the optional +zstd stage, and the dispatch to base
+ * codecs and wrappers through their tables (codec_impl.h). */
 #include "compress/codec.h"
 
 #include <ctype.h>
@@ -15,7 +15,6 @@
 #include "compress/codec_ext.h"
 #include "base/crc32c.h"
 #include "compress/spec.h"
-#include "compress/wrappers.h"
 #include "base/bytes.h"
 #include "base/mem.h"
 #include "base/parse.h"
@@ -35,7 +34,7 @@
 #define WRAP_ID(kind) (0x80 + (kind))
 #define FLAG_ZSTD_ASKED 0x01
 #define FLAG_ZSTD_USED 0x02
-#define MAX_WRAP_DEPTH 4
+#define MAX_WRAP_DEPTH PZ_WRAP_MAX_DEPTH
 #define ZSTD_LEVEL 1
 
 static size_t header_size(int ndim) { return HDR_FIXED + 8 * (size_t)ndim; }
@@ -271,15 +270,13 @@ size_t pz_group_count(const pz_codec_params *p, const pz_shape *s) {
 /* ---------------------------------------------------------------- codec object */
 
 struct pz_codec {
-    int wrap_kind;                 /* 0: base codec; else pz_wrap_kind */
     const pz_codec_impl *impl;     /* base codec (innermost for wrappers) */
     pz_codec_params p;             /* innermost base parameters */
+    const pz_wrap_impl *wrap;      /* outermost wrapper, NULL for a base codec */
+    pz_wrapper *w;                 /* its state (it owns the inner codecs) */
     uint8_t chain;                 /* wrapper kinds, 2 bits per level, outermost first */
     int zstd;
-    pz_wrapper *w;
     char *spec;                    /* canonical */
-    char *warmup;                  /* aq warm-up spec (kept alive for the wrapper) */
-    char *spill;
     uint8_t *scratch;              /* zstd staging */
     size_t scratch_cap;
     void *backend;                 /* state of another backend (the GPU path), or NULL */
@@ -289,10 +286,6 @@ struct pz_codec {
     ZSTD_DCtx *zd;
 #endif
 };
-
-static const char *wrap_name(int kind) {
-    return kind == 1 ? "ef" : kind == 2 ? "ef21" : kind == 3 ? "aq" : "?";
-}
 
 /* Fixed-size payloads: the length must equal max_payload exactly. */
 static int fixed_size(const pz_codec_params *p) {
@@ -307,14 +300,12 @@ static int fixed_size(const pz_codec_params *p) {
 void pz_codec_free(pz_codec *c) {
     if (!c) return;
     if (c->backend && c->backend_free) c->backend_free(c->backend);
-    if (c->w) pz_wrapper_free(c->w);
+    if (c->wrap) c->wrap->free(c->w);
 #ifdef PZ_HAVE_ZSTD
     if (c->zc) ZSTD_freeCCtx(c->zc);
     if (c->zd) ZSTD_freeDCtx(c->zd);
 #endif
     free(c->spec);
-    free(c->warmup);
-    free(c->spill);
     free(c->scratch);
     free(c);
 }
@@ -323,14 +314,14 @@ const char *pz_codec_spec(const pz_codec *c) { return c->spec; }
 
 size_t pz_codec_state_bytes(const pz_codec *c, size_t *file_bytes) {
     if (file_bytes) *file_bytes = 0;
-    if (c->w) return pz_wrapper_state_bytes(c->w, file_bytes) + c->scratch_cap;
+    if (c->wrap) return c->wrap->state_bytes(c->w, file_bytes) + c->scratch_cap;
     return c->scratch_cap;
 }
 
 int pz_codec_is_stateful_decoder(const pz_codec *c) {
     for (int l = 0; l < MAX_WRAP_DEPTH; l++) {
-        int k = (c->chain >> (2 * l)) & 3;
-        if (k == 2 || k == 3) return 1;   /* ef21, aq */
+        const pz_wrap_impl *w = pz_wrap_impl_by_kind((c->chain >> (2 * l)) & 3);
+        if (w && w->stateful_decoder) return 1;
     }
     return 0;
 }
@@ -376,7 +367,7 @@ static pz_status parse_base(const char *spec, size_t b, size_t e, pz_codec **out
     return PZ_OK;
 }
 
-static int starts_with(const char *s, size_t b, size_t e, const char *w) {
+int pz_spec_starts_with(const char *s, size_t b, size_t e, const char *w) {
     size_t n = strlen(w);
     return e - b >= n && memcmp(s + b, w, n) == 0;
 }
@@ -391,131 +382,66 @@ static size_t match_paren(const char *s, size_t open, size_t e) {
     return SIZE_MAX;
 }
 
-/* aq option keys; a ",key=" at depth 0 ends the inner spec of aq(...) */
-static const char *const aq_keys[] = {"warmup=", "mem=", "spill="};
-
-static size_t find_aq_opts(const char *s, size_t b, size_t e) {
+size_t pz_spec_find_opt(const char *s, size_t b, size_t e, const char *const *keys) {
     int depth = 0;
     for (size_t i = b; i < e; i++) {
         if (s[i] == '(') depth++;
         else if (s[i] == ')') depth--;
         else if (s[i] == ',' && depth == 0)
-            for (size_t k = 0; k < sizeof aq_keys / sizeof aq_keys[0]; k++)
-                if (starts_with(s, i + 1, e, aq_keys[k])) return i;
+            for (size_t k = 0; keys[k]; k++)
+                if (pz_spec_starts_with(s, i + 1, e, keys[k])) return i;
     }
     return e;
 }
 
-static pz_status parse_wrapped(const char *spec, size_t b, size_t e, int depth, pz_codec **out);
-
-static pz_status parse_size(const char *spec, size_t off, const char *v, size_t n, size_t *out) {
-    uint64_t mult = 1;
-    if (n > 0) {
-        char u = (char)toupper((unsigned char)v[n - 1]);
-        if (u == 'K') mult = 1ull << 10;
-        else if (u == 'M') mult = 1ull << 20;
-        else if (u == 'G') mult = 1ull << 30;
-        if (mult != 1) n--;
-    }
-    uint64_t x;
-    pz_status st = pz_spec_uint(spec, off, v, n, 0, (1ull << 50) / mult, &x, "mem");
-    if (st == PZ_OK) *out = (size_t)(x * mult);
-    return st;
-}
-
-static pz_status parse_wrapper(const char *spec, size_t b, size_t e, int depth, int kind, size_t open,
-                               pz_codec **out) {
+/* "name(inner[,options])" in spec[b..e) with the '(' at open: the options
+ * first (the wrapper parses them), then the inner codec, then the wrapper. */
+static pz_status parse_wrapper(const char *spec, size_t b, size_t e, int depth, const pz_wrap_impl *wrap,
+                               size_t open, pz_codec **out) {
     size_t close = match_paren(spec, open, e);
     if (close == SIZE_MAX) return pz_spec_fail(spec, e, "missing ')'");
     if (close != e - 1) return pz_spec_fail(spec, close + 1, "unexpected text after ')'");
     if (depth >= MAX_WRAP_DEPTH) return pz_spec_fail(spec, b, "wrappers nested more than %d deep", MAX_WRAP_DEPTH);
     size_t ib = open + 1, ie = close;
-    size_t opts = kind == 3 ? find_aq_opts(spec, ib, ie) : ie;
-    pz_wrap_opts wo = {NULL, (size_t)1 << 30, NULL};
-    char *warmup = NULL, *spill = NULL;
-    pz_status st = PZ_OK;
-    /* options of aq: warmup=SPEC (up to the next ",mem=" / ",spill="), mem=N[K|M|G], spill=DIR */
-    size_t i = opts;
-    while (st == PZ_OK && i < ie) {
-        size_t kb = i + 1;                 /* after the ',' */
-        size_t ve = e;                     /* value end: next option or the close */
-        int depth2 = 0;
-        size_t j;
-        for (j = kb; j < ie; j++) {
-            if (spec[j] == '(') depth2++;
-            else if (spec[j] == ')') depth2--;
-            else if (spec[j] == ',' && depth2 == 0) {
-                int is_key = 0;
-                for (size_t k = 0; k < 3; k++) is_key |= starts_with(spec, j + 1, ie, aq_keys[k]);
-                if (is_key) break;
-            }
-        }
-        ve = j;
-        if (starts_with(spec, kb, ve, "warmup=")) {
-            size_t vb = kb + 7;
-            if (vb >= ve) { st = pz_spec_fail(spec, vb, "warmup needs a codec spec"); break; }
-            /* check it parses, with errors pointing into the whole spec */
-            pz_codec *tmp = NULL;
-            st = parse_wrapped(spec, vb, ve, MAX_WRAP_DEPTH, &tmp);
-            if (st != PZ_OK) break;
-            pz_codec_free(tmp);
-            free(warmup);
-            warmup = xmalloc(ve - vb + 1);
-            memcpy(warmup, spec + vb, ve - vb);
-            warmup[ve - vb] = 0;
-        } else if (starts_with(spec, kb, ve, "mem=")) {
-            st = parse_size(spec, kb + 4, spec + kb + 4, ve - kb - 4, &wo.mem_limit);
-        } else if (starts_with(spec, kb, ve, "spill=")) {
-            size_t vb = kb + 6;
-            if (vb >= ve) { st = pz_spec_fail(spec, vb, "spill needs a directory"); break; }
-            free(spill);
-            spill = xmalloc(ve - vb + 1);
-            memcpy(spill, spec + vb, ve - vb);
-            spill[ve - vb] = 0;
-        }
-        i = ve;
-    }
-    if (st != PZ_OK) {
-        free(warmup);
-        free(spill);
-        return st;
-    }
+    size_t opts = wrap->opt_keys ? pz_spec_find_opt(spec, ib, ie, wrap->opt_keys) : ie;
+    void *o = NULL;
+    pz_status st = opts < ie ? wrap->parse_opts(spec, opts, ie, &o) : PZ_OK;
+    if (st != PZ_OK) return st;
     pz_codec *inner = NULL;
-    st = parse_wrapped(spec, ib, opts, depth + 1, &inner);
+    st = pz_spec_parse_codec(spec, ib, opts, depth + 1, &inner);
     if (st != PZ_OK) {
-        free(warmup);
-        free(spill);
+        if (o) wrap->free_opts(o);
         return st;
     }
     pz_codec *c = xcalloc(1, sizeof *c);
-    c->wrap_kind = kind;
+    c->wrap = wrap;
     c->impl = inner->impl;
     c->p = inner->p;
-    c->chain = (uint8_t)(kind | (inner->chain << 2));
-    c->warmup = warmup;
-    c->spill = spill;
-    wo.warmup_spec = warmup;
-    wo.spill_dir = spill;
-    st = pz_wrapper_create((pz_wrap_kind)kind, &wo, inner, &c->w);
+    c->chain = (uint8_t)(wrap->kind | (inner->chain << 2));
+    st = wrap->create(o, inner, &c->w);
     if (st != PZ_OK) {
+        c->wrap = NULL;
         pz_codec_free(c);
         return pz_spec_fail(spec, b, "%s", pz_last_error());
     }
-    c->spec = xstrdup(pz_wrapper_spec(c->w));
+    c->spec = xstrdup(wrap->spec(c->w));
     *out = c;
     return PZ_OK;
 }
 
-static pz_status parse_wrapped(const char *spec, size_t b, size_t e, int depth, pz_codec **out) {
+pz_status pz_spec_parse_codec(const char *spec, size_t b, size_t e, int depth, pz_codec **out) {
     if (b >= e) return pz_spec_fail(spec, b, "codec expected");
-    static const struct { const char *open; int kind; } wraps[] = {{"ef(", 1}, {"ef21(", 2}, {"aq(", 3}};
-    for (size_t k = 0; k < 3; k++)
-        if (starts_with(spec, b, e, wraps[k].open))
-            return parse_wrapper(spec, b, e, depth, wraps[k].kind, b + strlen(wraps[k].open) - 1, out);
-    /* a name followed by '(' that is not a wrapper */
     size_t t = b;
     while (t < e && (isalnum((unsigned char)spec[t]) || spec[t] == '_')) t++;
-    if (t < e && spec[t] == '(') return pz_spec_fail(spec, b, "unknown wrapper '%.*s' (ef, ef21, aq)", (int)(t - b), spec + b);
+    if (t < e && spec[t] == '(') {   /* a wrapper: "name(" */
+        const pz_wrap_impl *w = pz_wrap_impl_by_name(spec + b, t - b);
+        if (w) return parse_wrapper(spec, b, e, depth, w, t, out);
+        char names[64];
+        size_t n = 0;
+        for (size_t i = 0; (w = pz_wrap_impl_at(i)) && n < sizeof names; i++)
+            n += (size_t)snprintf(names + n, sizeof names - n, i ? ", %s" : "%s", w->name);
+        return pz_spec_fail(spec, b, "unknown wrapper '%.*s' (%s)", (int)(t - b), spec + b, names);
+    }
     return parse_base(spec, b, e, out);
 }
 
@@ -536,7 +462,7 @@ pz_status pz_codec_create(const char *spec, pz_codec **out) {
     if (zstd) return pz_spec_fail(spec, n, "+zstd: this binary was built without libzstd");
 #endif
     pz_codec *c = NULL;
-    pz_status st = parse_wrapped(spec, 0, n, 0, &c);
+    pz_status st = pz_spec_parse_codec(spec, 0, n, 0, &c);
     if (st != PZ_OK) return st;
     if (zstd) {
         c->zstd = 1;
@@ -554,7 +480,7 @@ pz_status pz_codec_create(const char *spec, pz_codec **out) {
 /* ---------------------------------------------------------------- sizes */
 
 static size_t payload_max(const pz_codec *c, const pz_shape *s) {
-    if (c->wrap_kind) return pz_wrapper_max_payload(c->w, s);
+    if (c->wrap) return c->wrap->max_payload(c->w, s);
     return c->impl->max_payload(&c->p, s);
 }
 
@@ -580,9 +506,7 @@ static pz_status cpu_payload_(void *arg, pz_codec *c, const pz_shape *shape, con
                               uint8_t *pl, size_t cap, size_t *plen, uint8_t *wflags) {
     const float *x = arg;
     *wflags = 0;
-    if (c->wrap_kind) {
-        return pz_wrapper_encode(c->w, x, shape, ctx, pl, cap, plen, wflags);
-    }
+    if (c->wrap) return c->wrap->encode(c->w, x, shape, ctx, pl, cap, plen, wflags);
     return c->impl->encode(&c->p, x, shape, ctx, pl, cap, plen);
 }
 
@@ -601,7 +525,7 @@ pz_status pz_codec_encode_with(pz_codec *c, const pz_shape *shape, const pz_code
     uint8_t *pl = out + H;
     size_t plen = 0;
     uint8_t wflags = 0;
-    uint8_t id = c->wrap_kind ? (uint8_t)WRAP_ID(c->wrap_kind) : (uint8_t)c->p.id;
+    uint8_t id = c->wrap ? (uint8_t)WRAP_ID(c->wrap->kind) : (uint8_t)c->p.id;
     st = fn(arg, c, shape, ctx, pl, cap - H, &plen, &wflags);
     if (st != PZ_OK) return st;
     if (plen > cap - H) return pz_fail(PZ_ERR_SHAPE, "encode: payload overran the buffer");
@@ -692,7 +616,7 @@ static pz_status parse_header(const uint8_t *msg, size_t len, msg_header *m) {
         if (m->chain || m->wflags) return pz_fail(PZ_ERR_FORMAT, "codec message: wrapper fields set on a base codec message");
     } else {
         int kind = m->id - 0x80;
-        if (kind < 1 || kind > 3) return pz_fail(PZ_ERR_FORMAT, "codec message: unknown codec id 0x%02x", m->id);
+        if (!pz_wrap_impl_by_kind((unsigned)kind)) return pz_fail(PZ_ERR_FORMAT, "codec message: unknown codec id 0x%02x", m->id);
         if ((m->chain & 3) != kind) return pz_fail(PZ_ERR_FORMAT, "codec message: wrapper chain does not start with the codec id");
         int ended = 0;
         for (int l = 0; l < MAX_WRAP_DEPTH; l++) {
@@ -725,7 +649,8 @@ static void format_spec(const msg_header *m, char *buf, size_t cap) {
     for (int l = 0; l < MAX_WRAP_DEPTH; l++) {
         int k = (m->chain >> (2 * l)) & 3;
         if (!k) break;
-        const char *w = wrap_name(k);
+        const pz_wrap_impl *wi = pz_wrap_impl_by_kind((unsigned)k);
+        const char *w = wi ? wi->name : "?";
         memcpy(tmp + pos, w, strlen(w));
         pos += strlen(w);
         tmp[pos++] = '(';
@@ -758,9 +683,7 @@ pz_status pz_codec_peek(const uint8_t *msg, size_t len, char *spec, size_t spec_
 static pz_status cpu_decode_(void *arg, pz_codec *c, const pz_codec_params *p, uint8_t wflags,
                              const uint8_t *pl, size_t plen, const pz_shape *shape, const pz_codec_ctx *ctx) {
     float *out = arg;
-    if (c->wrap_kind) {
-        return pz_wrapper_decode(c->w, wflags, pl, plen, shape, ctx, out);
-    }
+    if (c->wrap) return c->wrap->decode(c->w, wflags, pl, plen, shape, ctx, out);
     (void)wflags;
     (void)ctx;
     return pz_codec_impl_by_id(p->id)->decode(p, pl, plen, shape, out);
@@ -776,8 +699,8 @@ pz_status pz_codec_decode_with(pz_codec *c, const uint8_t *msg, size_t len, cons
     msg_header m;
     pz_status st = parse_header(msg, len, &m);
     if (st != PZ_OK) return st;
-    if (c->wrap_kind) {
-        if (m.id != WRAP_ID(c->wrap_kind) || m.chain != c->chain) {
+    if (c->wrap) {
+        if (m.id != WRAP_ID(c->wrap->kind) || m.chain != c->chain) {
             char got[600];
             format_spec(&m, got, sizeof got);
             return pz_fail(PZ_ERR_FORMAT, "codec message was written by '%s', this decoder is '%s'", got, c->spec);
@@ -791,7 +714,7 @@ pz_status pz_codec_decode_with(pz_codec *c, const uint8_t *msg, size_t len, cons
     if (n > out_cap)
         return pz_fail(PZ_ERR_SHAPE, "codec message holds %zu elements, the output buffer %zu", n, out_cap);
     size_t bound;
-    if (c->wrap_kind) bound = pz_wrapper_max_payload(c->w, &m.shape);
+    if (c->wrap) bound = c->wrap->max_payload(c->w, &m.shape);
     else
         bound = m.impl->max_payload(&m.p, &m.shape);
     const uint8_t *pl = m.payload;
@@ -817,7 +740,7 @@ pz_status pz_codec_decode_with(pz_codec *c, const uint8_t *msg, size_t len, cons
     }
     if (plen > bound)
         return pz_fail(PZ_ERR_FORMAT, "codec message: payload of %zu bytes exceeds the %zu this shape allows", plen, bound);
-    if (!c->wrap_kind && fixed_size(&m.p) && plen != bound)
+    if (!c->wrap && fixed_size(&m.p) && plen != bound)
         return pz_fail(PZ_ERR_FORMAT, "codec message: %s payload of %zu bytes, this shape needs exactly %zu",
                        m.impl->name, plen, bound);
     st = fn(arg, c, &m.p, m.wflags, pl, plen, &m.shape, ctx);
@@ -828,15 +751,15 @@ pz_status pz_codec_decode_with(pz_codec *c, const uint8_t *msg, size_t len, cons
 
 /* ---------------------------------------------------------------- backend hooks */
 
-int pz_codec_wrap_kind(const pz_codec *c) { return c->wrap_kind; }
+const pz_wrap_impl *pz_codec_wrap(const pz_codec *c) { return c->wrap; }
 const pz_codec_params *pz_codec_base_params(const pz_codec *c) { return &c->p; }
 int pz_codec_has_zstd(const pz_codec *c) { return c->zstd; }
 pz_codec *pz_codec_warm(pz_codec *c) {
-    return c->wrap_kind == 3 ? pz_wrapper_warm(c->w) : NULL;
+    return c->wrap ? c->wrap->warmup(c->w) : NULL;
 }
 
 pz_codec *pz_codec_inner(pz_codec *c) {
-    return c->wrap_kind ? pz_wrapper_inner(c->w) : NULL;
+    return c->wrap ? c->wrap->inner(c->w) : NULL;
 }
 
 void *pz_codec_backend(const pz_codec *c) { return c->backend; }

@@ -33,8 +33,9 @@ typedef pz_status (*pz_payload_decode_fn)(void *arg, pz_codec *c, const pz_codec
 pz_status pz_codec_decode_with(pz_codec *c, const uint8_t *msg, size_t len, const pz_codec_ctx *ctx,
                                size_t out_cap, pz_shape *shape, pz_payload_decode_fn fn, void *arg);
 
-/* 0 for a base codec, else the outermost wrapper: 1 ef, 2 ef21, 3 aq. */
-int pz_codec_wrap_kind(const pz_codec *c);
+/* The outermost wrapper's table entry (its kind, name, ops), NULL for a
+ * base codec. */
+const pz_wrap_impl *pz_codec_wrap(const pz_codec *c);
 
 /* Wrappers (compress/wrappers.c; the GPU wrappers use them too): re-reports
  * the last error as "what: message", an inner SHAPE error as as_shape; and

@@ -71,16 +71,17 @@
 #include "compress/wrappers.h"
 #include "compress/aq_store.h"
 #include "compress/codec_ext.h"
+#include "compress/spec.h"
 #include "compress/wrap_elem.h"
 #include "base/bytes.h"
 #include "base/mem.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define AQ_DEFAULT_MEM ((size_t)1 << 30)
-#define AQ_DIR_KEY "spill" /* the spill directory option, as compress/codec.c parses it */
 
 typedef struct {
     int have;         /* shape fixed by a first successful message */
@@ -92,6 +93,7 @@ typedef struct {
 struct pz_wrapper {
     pz_wrap_kind kind;
     const char *name;
+    const pz_wrap_impl *impl;
     pz_codec *inner;
     pz_codec *warm;   /* aq */
     size_t mem_limit; /* aq */
@@ -186,27 +188,25 @@ static pz_status decode_exact_(pz_codec *c, const char *what, const uint8_t *msg
 
 /* ---- create / free / spec ------------------------------------------------ */
 
-static int is_wrapper_spec_(const char *spec) {
-    return !strncmp(spec, "ef(", 3) || !strncmp(spec, "ef21(", 5) || !strncmp(spec, "aq(", 3);
-}
-
 pz_status pz_wrapper_create(pz_wrap_kind kind, const pz_wrap_opts *opts, pz_codec *inner,
                             pz_wrapper **out) {
     *out = NULL;
-    const char *name = kind == PZ_WRAP_EF ? "ef" : kind == PZ_WRAP_EF21 ? "ef21" : kind == PZ_WRAP_AQ ? "aq" : NULL;
+    const pz_wrap_impl *impl = pz_wrap_impl_by_kind((unsigned)kind);
     pz_status st = PZ_OK;
-    if (!name) st = pz_fail(PZ_ERR_ARG, "wrapper: unknown kind %d", (int)kind);
-    else if (!inner) st = pz_fail(PZ_ERR_ARG, "%s: no inner codec", name);
+    if (!impl) st = pz_fail(PZ_ERR_ARG, "wrapper: unknown kind %d", (int)kind);
+    else if (!inner) st = pz_fail(PZ_ERR_ARG, "%s: no inner codec", impl->name);
     else if (kind != PZ_WRAP_AQ && opts &&
              (opts->warmup_spec || opts->spill_dir || (opts->mem_limit && opts->mem_limit != AQ_DEFAULT_MEM)))
-        st = pz_fail(PZ_ERR_ARG, "%s: warmup=, mem= and " AQ_DIR_KEY "= apply to aq() only", name);
+        st = pz_fail(PZ_ERR_ARG, "%s: warmup=, mem= and spill= apply to aq() only", impl->name);
     if (st) {
         pz_codec_free(inner);
         return st;
     }
+    const char *name = impl->name;
     pz_wrapper *w = xcalloc(1, sizeof *w);
     w->kind = kind;
     w->name = name;
+    w->impl = impl;
     w->inner = inner;
     const char *inner_spec = pz_codec_spec(inner);
     size_t cap = strlen(inner_spec) + 16;
@@ -214,7 +214,7 @@ pz_status pz_wrapper_create(pz_wrap_kind kind, const pz_wrap_opts *opts, pz_code
         const char *ws = opts && opts->warmup_spec ? opts->warmup_spec : "fp32";
         st = pz_codec_create(ws, &w->warm);
         if (st) st = pz_wrap_rewrap(st, PZ_ERR_ARG, "aq: warm-up codec");
-        else if (is_wrapper_spec_(pz_codec_spec(w->warm)))
+        else if (pz_codec_wrap(w->warm))
             st = pz_fail(PZ_ERR_ARG, "aq: the warm-up codec %s is a wrapper", pz_codec_spec(w->warm));
         if (st) {
             pz_wrapper_free(w);
@@ -234,7 +234,7 @@ pz_status pz_wrapper_create(pz_wrap_kind kind, const pz_wrap_opts *opts, pz_code
         size_t n = (size_t)snprintf(w->spec, cap, "aq(%s", inner_spec);
         if (wspec) n += (size_t)snprintf(w->spec + n, cap - n, ",warmup=%s", wspec);
         if (w->mem_limit != AQ_DEFAULT_MEM) n += (size_t)snprintf(w->spec + n, cap - n, ",mem=%zu", w->mem_limit);
-        if (w->spill_dir) n += (size_t)snprintf(w->spec + n, cap - n, "," AQ_DIR_KEY "=%s", w->spill_dir);
+        if (w->spill_dir) n += (size_t)snprintf(w->spec + n, cap - n, ",spill=%s", w->spill_dir);
         snprintf(w->spec + n, cap - n, ")");
     } else {
         w->spec = xmalloc(cap);
@@ -296,7 +296,9 @@ static pz_status vec_side_(pz_wrapper *w, wrap_side *s, const pz_shape *shape, s
 }
 
 static pz_status vec_encode_(pz_wrapper *w, const float *x, const pz_shape *shape, const pz_codec_ctx *ctx,
-                             uint8_t *payload, size_t cap, size_t *len) {
+                             uint8_t *payload, size_t cap, size_t *len, uint8_t *flags) {
+    *len = 0;
+    *flags = 0;
     size_t n;
     pz_status st = check_shape_(w->name, shape, &n);
     wrap_side *s = &w->side[PZ_WRAP_SENDER];
@@ -328,8 +330,9 @@ static pz_status vec_encode_(pz_wrapper *w, const float *x, const pz_shape *shap
     return PZ_OK;
 }
 
-static pz_status vec_decode_(pz_wrapper *w, const uint8_t *payload, size_t len, const pz_shape *shape,
-                             const pz_codec_ctx *ctx, float *out) {
+static pz_status vec_decode_(pz_wrapper *w, uint8_t flags, const uint8_t *payload, size_t len,
+                             const pz_shape *shape, const pz_codec_ctx *ctx, float *out) {
+    if (flags) return pz_fail(PZ_ERR_FORMAT, "%s: bad flags 0x%02x (expected 0)", w->name, flags);
     size_t n;
     pz_status st = check_shape_(w->name, shape, &n);
     if (st) return st;
@@ -469,6 +472,8 @@ static void aq_apply_(pz_wrapper *w, wrap_side *s, const uint64_t *ids, size_t B
 
 static pz_status aq_encode_(pz_wrapper *w, const float *x, const pz_shape *shape, const pz_codec_ctx *ctx,
                             uint8_t *payload, size_t cap, size_t *len, uint8_t *flags) {
+    *len = 0;
+    *flags = 0;
     wrap_side *s = &w->side[PZ_WRAP_SENDER];
     size_t B, row;
     pz_status st = aq_check_(w, s, shape, ctx, &B, &row);
@@ -584,17 +589,12 @@ static pz_status aq_decode_(pz_wrapper *w, uint8_t flags, const uint8_t *payload
 
 pz_status pz_wrapper_encode(pz_wrapper *w, const float *x, const pz_shape *shape, const pz_codec_ctx *ctx,
                             uint8_t *payload, size_t cap, size_t *len, uint8_t *flags) {
-    *len = 0;
-    *flags = 0;
-    if (w->kind == PZ_WRAP_AQ) return aq_encode_(w, x, shape, ctx, payload, cap, len, flags);
-    return vec_encode_(w, x, shape, ctx, payload, cap, len);
+    return w->impl->encode(w, x, shape, ctx, payload, cap, len, flags);
 }
 
 pz_status pz_wrapper_decode(pz_wrapper *w, uint8_t flags, const uint8_t *payload, size_t len,
                             const pz_shape *shape, const pz_codec_ctx *ctx, float *out) {
-    if (w->kind == PZ_WRAP_AQ) return aq_decode_(w, flags, payload, len, shape, ctx, out);
-    if (flags) return pz_fail(PZ_ERR_FORMAT, "%s: bad flags 0x%02x (expected 0)", w->name, flags);
-    return vec_decode_(w, payload, len, shape, ctx, out);
+    return w->impl->decode(w, flags, payload, len, shape, ctx, out);
 }
 
 size_t pz_wrapper_state_bytes(const pz_wrapper *w, size_t *file_bytes) {
@@ -613,6 +613,123 @@ size_t pz_wrapper_state_bytes(const pz_wrapper *w, size_t *file_bytes) {
     if (file_bytes) *file_bytes = file;
     return mem;
 }
+
+/* ---- table entries (compress/registry.c) ----------------------------------------
+ * The codec framework parses "name(inner[,options])" and reaches a wrapper
+ * only through these entries; each owns its options and its state. */
+
+/* aq's options: warmup=SPEC (up to the next ",mem=" / ",spill="),
+ * mem=N[K|M|G], spill=DIR. */
+static const char *const aq_keys_[] = {"warmup=", "mem=", "spill=", NULL};
+
+typedef struct {
+    pz_wrap_opts o;   /* points at the strings below */
+    char *warmup, *spill;
+} aq_opts;
+
+static void aq_opts_free_(void *opts) {
+    aq_opts *a = opts;
+    if (!a) return;
+    free(a->warmup);
+    free(a->spill);
+    free(a);
+}
+
+static char *substr_(const char *s, size_t b, size_t e) {
+    char *r = xmalloc(e - b + 1);
+    memcpy(r, s + b, e - b);
+    r[e - b] = 0;
+    return r;
+}
+
+static pz_status parse_size_(const char *spec, size_t off, const char *v, size_t n, size_t *out) {
+    uint64_t mult = 1;
+    if (n > 0) {
+        char u = (char)toupper((unsigned char)v[n - 1]);
+        if (u == 'K') mult = 1ull << 10;
+        else if (u == 'M') mult = 1ull << 20;
+        else if (u == 'G') mult = 1ull << 30;
+        if (mult != 1) n--;
+    }
+    uint64_t x;
+    pz_status st = pz_spec_uint(spec, off, v, n, 0, (1ull << 50) / mult, &x, "mem");
+    if (st == PZ_OK) *out = (size_t)(x * mult);
+    return st;
+}
+
+static pz_status aq_parse_opts_(const char *spec, size_t b, size_t e, void **out) {
+    aq_opts *a = xcalloc(1, sizeof *a);
+    a->o.mem_limit = AQ_DEFAULT_MEM;
+    pz_status st = PZ_OK;
+    for (size_t i = b; st == PZ_OK && i < e;) {
+        size_t kb = i + 1;                                    /* after the ',' */
+        size_t ve = pz_spec_find_opt(spec, kb, e, aq_keys_); /* the value ends at the next option */
+        if (pz_spec_starts_with(spec, kb, ve, "warmup=")) {
+            size_t vb = kb + 7;
+            if (vb >= ve) {
+                st = pz_spec_fail(spec, vb, "warmup needs a codec spec");
+                break;
+            }
+            /* parse it here, so that errors point into the whole spec; at
+             * the deepest level, so that a wrapper is refused */
+            pz_codec *tmp = NULL;
+            st = pz_spec_parse_codec(spec, vb, ve, PZ_WRAP_MAX_DEPTH, &tmp);
+            if (st != PZ_OK) break;
+            pz_codec_free(tmp);
+            free(a->warmup);
+            a->warmup = substr_(spec, vb, ve);
+        } else if (pz_spec_starts_with(spec, kb, ve, "mem=")) {
+            st = parse_size_(spec, kb + 4, spec + kb + 4, ve - kb - 4, &a->o.mem_limit);
+        } else if (pz_spec_starts_with(spec, kb, ve, "spill=")) {
+            size_t vb = kb + 6;
+            if (vb >= ve) {
+                st = pz_spec_fail(spec, vb, "spill needs a directory");
+                break;
+            }
+            free(a->spill);
+            a->spill = substr_(spec, vb, ve);
+        }
+        i = ve;
+    }
+    if (st != PZ_OK) {
+        aq_opts_free_(a);
+        return st;
+    }
+    a->o.warmup_spec = a->warmup;
+    a->o.spill_dir = a->spill;
+    *out = a;
+    return PZ_OK;
+}
+
+static pz_status aq_create_(void *opts, pz_codec *inner, pz_wrapper **out) {
+    aq_opts *a = opts;
+    pz_status st = pz_wrapper_create(PZ_WRAP_AQ, a ? &a->o : NULL, inner, out);
+    aq_opts_free_(a);
+    return st;
+}
+
+/* ef and ef21 take no options (their opt_keys are NULL), so opts is NULL */
+static pz_status ef_create_(void *opts, pz_codec *inner, pz_wrapper **out) {
+    (void)opts;
+    return pz_wrapper_create(PZ_WRAP_EF, NULL, inner, out);
+}
+
+static pz_status ef21_create_(void *opts, pz_codec *inner, pz_wrapper **out) {
+    (void)opts;
+    return pz_wrapper_create(PZ_WRAP_EF21, NULL, inner, out);
+}
+
+#define COMMON_OPS                                                                                    \
+    .free = pz_wrapper_free, .spec = pz_wrapper_spec, .inner = pz_wrapper_inner, .warmup = pz_wrapper_warm, \
+    .max_payload = pz_wrapper_max_payload, .state_bytes = pz_wrapper_state_bytes
+
+const pz_wrap_impl pz_wrap_ef = {.name = "ef", .kind = PZ_WRAP_EF, .stateful_decoder = 0, .create = ef_create_,
+                                 .encode = vec_encode_, .decode = vec_decode_, COMMON_OPS};
+const pz_wrap_impl pz_wrap_ef21 = {.name = "ef21", .kind = PZ_WRAP_EF21, .stateful_decoder = 1,
+                                   .create = ef21_create_, .encode = vec_encode_, .decode = vec_decode_, COMMON_OPS};
+const pz_wrap_impl pz_wrap_aq = {.name = "aq", .kind = PZ_WRAP_AQ, .stateful_decoder = 1, .opt_keys = aq_keys_,
+                                 .parse_opts = aq_parse_opts_, .free_opts = aq_opts_free_, .create = aq_create_, .encode = aq_encode_,
+                                 .decode = aq_decode_, COMMON_OPS};
 
 /* ---- introspection ------------------------------------------------------------ */
 

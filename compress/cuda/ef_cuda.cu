@@ -27,19 +27,17 @@ __global__ void k_ef21_update(float *g, const float *c, float *out, size_t n) {
     }
 }
 
-static const char *wname(int kind) { return kind == 1 ? "ef" : "ef21"; }
-
 /* the side's state: checks the shape fixed by its first message; with
  * commit, allocates it (zeros) and fixes the shape */
-static pz_status vec_side(pz_cstate *cs, int kind, int side, const pz_shape *s, size_t n, int commit,
+static pz_status vec_side(pz_cstate *cs, const char *name, int side, const pz_shape *s, size_t n, int commit,
                           cudaStream_t stream) {
     if (cs->have[side]) {
         if (pz_shape_equal(&cs->shape[side], s)) return PZ_OK;
         char a[96], b[96];
         pz_shape_format(s, a, sizeof a);
         pz_shape_format(&cs->shape[side], b, sizeof b);
-        return pz_fail(PZ_ERR_SHAPE, "%s: shape %s differs from the shape %s fixed by the first message", wname(kind),
-                       a, b);
+        return pz_fail(PZ_ERR_SHAPE, "%s: shape %s differs from the shape %s fixed by the first message", name, a,
+                       b);
     }
     if (commit) {
         PZ_CU(cudaMalloc(&cs->v[side], (n ? n : 1) * sizeof(float)));
@@ -50,47 +48,52 @@ static pz_status vec_side(pz_cstate *cs, int kind, int side, const pz_shape *s, 
     return PZ_OK;
 }
 
-pz_status pz_cuda_ef_encode_(pz_codec *c, int kind, const float *x, const pz_shape *s, const pz_codec_ctx *ctx,
+pz_status pz_cuda_ef_encode_(pz_codec *c, const float *x, const pz_shape *s, const pz_codec_ctx *ctx,
                               uint8_t *pl, size_t cap, size_t *len, cudaStream_t stream) {
     pz_cstate *cs = pz_cstate_of_(c);
     pz_codec *inner = pz_codec_inner(c);
+    const char *name = pz_codec_wrap(c)->name;
+    int ef21 = pz_codec_wrap(c)->kind == PZ_WRAP_EF21;
     size_t n = pz_shape_numel(s);
-    pz_status st = vec_side(cs, kind, PZ_WRAP_SIDE_SENDER, s, n, 0, stream);
+    pz_status st = vec_side(cs, name, PZ_WRAP_SIDE_SENDER, s, n, 0, stream);
     void *vy, *vc;
     if (!st) st = pz_dgrow_(cs, PZ_DB_WRAP_Y, n * sizeof(float), &vy);
     if (!st) st = pz_dgrow_(cs, PZ_DB_WRAP_C, n * sizeof(float), &vc);
     if (st) return st;
     float *y = (float *)vy, *cd = (float *)vc, *v = cs->v[PZ_WRAP_SIDE_SENDER];
     if (!v) PZ_CU(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-    else k_ef_input<<<GRID(n)>>>(kind != 1, x, v, y, n);
+    else k_ef_input<<<GRID(n)>>>(ef21, x, v, y, n);
     PZ_CU_LAUNCH();
     st = pz_codec_encode_cuda(inner, y, s, ctx, pl, cap, len, stream);
-    if (st) return pz_wrap_rewrap(st, PZ_ERR_SHAPE, wname(kind));
-    st = pz_cuda_decode_exact_(inner, kind == 1 ? "ef: own message" : "ef21: own message", pl, *len, ctx, cd, s, stream);
-    if (!st) st = vec_side(cs, kind, PZ_WRAP_SIDE_SENDER, s, n, 1, stream);
+    if (st) return pz_wrap_rewrap(st, PZ_ERR_SHAPE, name);
+    st = pz_cuda_decode_exact_(inner, ef21 ? "ef21: own message" : "ef: own message", pl, *len, ctx, cd, s, stream);
+    if (!st) st = vec_side(cs, name, PZ_WRAP_SIDE_SENDER, s, n, 1, stream);
     if (st) {
         *len = 0;
         return st;
     }
     float *e = cs->v[PZ_WRAP_SIDE_SENDER];
-    if (kind == 1) k_ef_residual<<<GRID(n)>>>(y, cd, e, n);
-    else k_ef21_update<<<GRID(n)>>>(e, cd, NULL, n);
+    if (ef21) k_ef21_update<<<GRID(n)>>>(e, cd, NULL, n);
+    else k_ef_residual<<<GRID(n)>>>(y, cd, e, n);
     PZ_CU_LAUNCH();
     PZ_CU(cudaStreamSynchronize(stream));
     return PZ_OK;
 }
 
-pz_status pz_cuda_ef_decode_(pz_codec *c, int kind, const uint8_t *pl, size_t len, const pz_shape *s,
+pz_status pz_cuda_ef_decode_(pz_codec *c, const uint8_t *pl, size_t len, const pz_shape *s,
                               const pz_codec_ctx *ctx, float *out, cudaStream_t stream) {
     pz_codec *inner = pz_codec_inner(c);
-    if (kind == 1) return pz_cuda_decode_exact_(inner, "ef: message", pl, len, ctx, out, s, stream);
+    const char *name = pz_codec_wrap(c)->name;
+    /* ef's receiver keeps no state: a plain decode */
+    if (pz_codec_wrap(c)->kind == PZ_WRAP_EF)
+        return pz_cuda_decode_exact_(inner, "ef: message", pl, len, ctx, out, s, stream);
     pz_cstate *cs = pz_cstate_of_(c);
     size_t n = pz_shape_numel(s);
     void *vc;
-    pz_status st = vec_side(cs, kind, PZ_WRAP_SIDE_RECEIVER, s, n, 0, stream);
+    pz_status st = vec_side(cs, name, PZ_WRAP_SIDE_RECEIVER, s, n, 0, stream);
     if (!st) st = pz_dgrow_(cs, PZ_DB_WRAP_C, n * sizeof(float), &vc);
     if (!st) st = pz_cuda_decode_exact_(inner, "ef21: message", pl, len, ctx, (float *)vc, s, stream);
-    if (!st) st = vec_side(cs, kind, PZ_WRAP_SIDE_RECEIVER, s, n, 1, stream);
+    if (!st) st = vec_side(cs, name, PZ_WRAP_SIDE_RECEIVER, s, n, 1, stream);
     if (st) return st;
     k_ef21_update<<<GRID(n)>>>(cs->v[PZ_WRAP_SIDE_RECEIVER], (const float *)vc, out, n);
     PZ_CU_LAUNCH();
