@@ -2,7 +2,7 @@
  *
  * The GPU path (compress/cuda/) computes payloads on the device but must write
  * the very message the CPU writes: header, +zstd stage and CRC come from the
- * same code in codec.c, which calls back for the payload only. */
+ * same code in codec.c and message.c, which call back for the payload only. */
 #ifndef PZ_CODEC_EXT_H
 #define PZ_CODEC_EXT_H
 

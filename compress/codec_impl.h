@@ -6,10 +6,11 @@
  *    random stream) and byte buffers;
  *  - wrappers, stateful codecs around an inner codec (ef, ef21, aq; see
  *    compress/wrappers.h). Each parses its own options and owns its state.
- * The framework (codec.c) parses specs, writes and checks the message header
- * (which carries the codec id and its serialized parameters) and applies the
- * optional "+zstd" stage; it reaches every codec through these tables only,
- * so adding one touches its own file and the registry. */
+ * The framework parses specs (spec.c), writes and checks the message header,
+ * which carries the codec id and its serialized parameters, and applies the
+ * optional "+zstd" stage (message.c), and dispatches (codec.c); it reaches
+ * every codec through these tables only, so adding one touches its own file
+ * and the registry. */
 #ifndef PZ_CODEC_IMPL_H
 #define PZ_CODEC_IMPL_H
 
@@ -111,5 +112,13 @@ typedef struct {
 const pz_wrap_impl *pz_wrap_impl_by_name(const char *name, size_t len);
 const pz_wrap_impl *pz_wrap_impl_by_kind(unsigned kind);
 const pz_wrap_impl *pz_wrap_impl_at(size_t i);
+
+/* Codec objects (codec.c) as the spec grammar (spec.c) builds them: a base
+ * codec with checked parameters; a wrapper around inner with the options
+ * its parse_opts made (it takes both, also when it fails); and the +zstd
+ * stage added to either. */
+pz_codec *pz_codec_make_base(const pz_codec_impl *impl, const pz_codec_params *p);
+pz_status pz_codec_make_wrapper(const pz_wrap_impl *wrap, void *opts, pz_codec *inner, pz_codec **out);
+void pz_codec_add_zstd(pz_codec *c);
 
 #endif

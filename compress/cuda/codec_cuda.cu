@@ -1,8 +1,8 @@
 /* codec_cuda.cu: the codecs with the tensor in device memory (codec_cuda.h).
  *
- * The message framework of codec.c (header, +zstd, CRC) runs on the host and
- * calls back here for the payload (pz_codec_encode_with / decode_with), so
- * headers are the CPU's by construction. Payloads:
+ * The message framework of codec.c and message.c (header, +zstd, CRC) runs
+ * on the host and calls back here for the payload (pz_codec_encode_with /
+ * decode_with), so headers are the CPU's by construction. Payloads:
  *   fp32, fp16, bf16   device conversion, payload copied back.
  *   q<b>               device: per-group range (exact integer max/min, order
  *                      free), scales and grids per group, codes and packing;
