@@ -127,8 +127,8 @@ static pz_status check_shape(const pz_shape *s, const char *what) {
 }
 
 /* the CPU payload of pz_codec_encode */
-static pz_status cpu_payload_(void *arg, pz_codec *c, const pz_shape *shape, const pz_codec_ctx *ctx,
-                              uint8_t *pl, size_t cap, size_t *plen, uint8_t *wflags) {
+static pz_status cpu_payload(void *arg, pz_codec *c, const pz_shape *shape, const pz_codec_ctx *ctx,
+                             uint8_t *pl, size_t cap, size_t *plen, uint8_t *wflags) {
     const float *x = arg;
     *wflags = 0;
     if (c->wrap) return c->wrap->encode(c->w, x, shape, ctx, pl, cap, plen, wflags);
@@ -137,7 +137,7 @@ static pz_status cpu_payload_(void *arg, pz_codec *c, const pz_shape *shape, con
 
 pz_status pz_codec_encode(pz_codec *c, const float *x, const pz_shape *shape,
                           const pz_codec_ctx *ctx, uint8_t *out, size_t cap, size_t *len) {
-    return pz_codec_encode_with(c, shape, ctx, out, cap, len, cpu_payload_, (void *)x);
+    return pz_codec_encode_with(c, shape, ctx, out, cap, len, cpu_payload, (void *)x);
 }
 
 pz_status pz_codec_encode_with(pz_codec *c, const pz_shape *shape, const pz_codec_ctx *ctx, uint8_t *out,
@@ -164,8 +164,8 @@ pz_status pz_codec_encode_with(pz_codec *c, const pz_shape *shape, const pz_code
 /* ---------------------------------------------------------------- decode */
 
 /* the CPU payload decoder of pz_codec_decode */
-static pz_status cpu_decode_(void *arg, pz_codec *c, const pz_codec_params *p, uint8_t wflags,
-                             const uint8_t *pl, size_t plen, const pz_shape *shape, const pz_codec_ctx *ctx) {
+static pz_status cpu_decode(void *arg, pz_codec *c, const pz_codec_params *p, uint8_t wflags,
+                            const uint8_t *pl, size_t plen, const pz_shape *shape, const pz_codec_ctx *ctx) {
     float *out = arg;
     if (c->wrap) return c->wrap->decode(c->w, wflags, pl, plen, shape, ctx, out);
     (void)wflags;
@@ -175,7 +175,7 @@ static pz_status cpu_decode_(void *arg, pz_codec *c, const pz_codec_params *p, u
 
 pz_status pz_codec_decode(pz_codec *c, const uint8_t *msg, size_t len,
                           const pz_codec_ctx *ctx, float *out, size_t out_cap, pz_shape *shape) {
-    return pz_codec_decode_with(c, msg, len, ctx, out_cap, shape, cpu_decode_, out);
+    return pz_codec_decode_with(c, msg, len, ctx, out_cap, shape, cpu_decode, out);
 }
 
 pz_status pz_codec_decode_with(pz_codec *c, const uint8_t *msg, size_t len, const pz_codec_ctx *ctx,

@@ -121,7 +121,7 @@ pz_status pz_wrap_rewrap(pz_status st, pz_status as_shape, const char *what) {
 }
 
 /* Checks ndim and dims and computes numel without overflow. */
-static pz_status check_shape_(const char *name, const pz_shape *s, size_t *numel) {
+static pz_status check_shape(const char *name, const pz_shape *s, size_t *numel) {
     if (!s || s->ndim < 1 || s->ndim > PZ_MAX_DIMS)
         return pz_fail(PZ_ERR_SHAPE, "%s: bad shape (ndim %d)", name, s ? s->ndim : 0);
     size_t n = 1;
@@ -137,7 +137,7 @@ static pz_status check_shape_(const char *name, const pz_shape *s, size_t *numel
 }
 
 
-static pz_status scratch_(pz_wrapper *w, int k, size_t n, float **out) {
+static pz_status scratch_floats(pz_wrapper *w, int k, size_t n, float **out) {
     if (w->f_cap[k] < n) {
         float *p = malloc(n * sizeof(float));
         if (!p) return pz_fail(PZ_ERR_NOMEM, "%s: cannot allocate %zu floats of scratch", w->name, n);
@@ -149,7 +149,7 @@ static pz_status scratch_(pz_wrapper *w, int k, size_t n, float **out) {
     return PZ_OK;
 }
 
-static pz_status scratch_ids_(pz_wrapper *w, size_t n) {
+static pz_status scratch_ids(pz_wrapper *w, size_t n) {
     if (w->ids_cap >= n) return PZ_OK;
     uint64_t *ids = malloc(n * sizeof *ids);
     int64_t *slots = malloc(n * sizeof *slots);
@@ -179,8 +179,8 @@ pz_status pz_wrap_decoded(pz_status st, const char *what, const pz_shape *got, c
 
 /* Decodes an inner message into out (exactly the numel of want) and checks
  * its shape is want. Any failure is a malformed outer message. */
-static pz_status decode_exact_(pz_codec *c, const char *what, const uint8_t *msg, size_t len,
-                               const pz_codec_ctx *ctx, float *out, const pz_shape *want) {
+static pz_status decode_exact(pz_codec *c, const char *what, const uint8_t *msg, size_t len,
+                              const pz_codec_ctx *ctx, float *out, const pz_shape *want) {
     pz_shape got = {0};
     pz_status st = pz_codec_decode(c, msg, len, ctx, out, pz_shape_numel(want), &got);
     return pz_wrap_decoded(st, what, &got, want);
@@ -277,7 +277,7 @@ size_t pz_wrapper_max_payload(const pz_wrapper *w, const pz_shape *shape) {
 /* ---- ef / ef21 ------------------------------------------------------------- */
 
 /* Fixes the shape on the first message, else checks it; allocates v (zeros). */
-static pz_status vec_side_(pz_wrapper *w, wrap_side *s, const pz_shape *shape, size_t numel, int commit) {
+static pz_status vec_side(pz_wrapper *w, wrap_side *s, const pz_shape *shape, size_t numel, int commit) {
     if (s->have) {
         if (pz_shape_equal(&s->shape, shape)) return PZ_OK;
         char a[96], b[96];
@@ -295,17 +295,17 @@ static pz_status vec_side_(pz_wrapper *w, wrap_side *s, const pz_shape *shape, s
     return PZ_OK;
 }
 
-static pz_status vec_encode_(pz_wrapper *w, const float *x, const pz_shape *shape, const pz_codec_ctx *ctx,
-                             uint8_t *payload, size_t cap, size_t *len, uint8_t *flags) {
+static pz_status vec_encode(pz_wrapper *w, const float *x, const pz_shape *shape, const pz_codec_ctx *ctx,
+                            uint8_t *payload, size_t cap, size_t *len, uint8_t *flags) {
     *len = 0;
     *flags = 0;
     size_t n;
-    pz_status st = check_shape_(w->name, shape, &n);
+    pz_status st = check_shape(w->name, shape, &n);
     wrap_side *s = &w->side[PZ_WRAP_SENDER];
-    if (!st) st = vec_side_(w, s, shape, n, 0);
+    if (!st) st = vec_side(w, s, shape, n, 0);
     float *y = NULL, *c = NULL;
-    if (!st) st = scratch_(w, 0, n, &y);
-    if (!st) st = scratch_(w, 1, n, &c);
+    if (!st) st = scratch_floats(w, 0, n, &y);
+    if (!st) st = scratch_floats(w, 1, n, &c);
     if (st) return st;
     const float *v = s->v; /* NULL before the first message: zeros */
     if (!v) memcpy(y, x, n * sizeof(float));
@@ -315,9 +315,9 @@ static pz_status vec_encode_(pz_wrapper *w, const float *x, const pz_shape *shap
         for (size_t i = 0; i < n; i++) y[i] = pz_ef21_input(x[i], v[i]);
     st = pz_codec_encode(w->inner, y, shape, ctx, payload, cap, len);
     if (st) return pz_wrap_rewrap(st, PZ_ERR_SHAPE, w->name);
-    st = decode_exact_(w->inner, w->kind == PZ_WRAP_EF ? "ef: own message" : "ef21: own message", payload,
-                       *len, ctx, c, shape);
-    if (!st) st = vec_side_(w, s, shape, n, 1); /* the first message fixes the shape now */
+    st = decode_exact(w->inner, w->kind == PZ_WRAP_EF ? "ef: own message" : "ef21: own message", payload,
+                      *len, ctx, c, shape);
+    if (!st) st = vec_side(w, s, shape, n, 1); /* the first message fixes the shape now */
     if (st) {
         *len = 0;
         return st;
@@ -330,20 +330,20 @@ static pz_status vec_encode_(pz_wrapper *w, const float *x, const pz_shape *shap
     return PZ_OK;
 }
 
-static pz_status vec_decode_(pz_wrapper *w, uint8_t flags, const uint8_t *payload, size_t len,
-                             const pz_shape *shape, const pz_codec_ctx *ctx, float *out) {
+static pz_status vec_decode(pz_wrapper *w, uint8_t flags, const uint8_t *payload, size_t len,
+                            const pz_shape *shape, const pz_codec_ctx *ctx, float *out) {
     if (flags) return pz_fail(PZ_ERR_FORMAT, "%s: bad flags 0x%02x (expected 0)", w->name, flags);
     size_t n;
-    pz_status st = check_shape_(w->name, shape, &n);
+    pz_status st = check_shape(w->name, shape, &n);
     if (st) return st;
     if (w->kind == PZ_WRAP_EF)
-        return decode_exact_(w->inner, "ef: message", payload, len, ctx, out, shape);
+        return decode_exact(w->inner, "ef: message", payload, len, ctx, out, shape);
     wrap_side *s = &w->side[PZ_WRAP_RECEIVER];
     float *c = NULL;
-    st = vec_side_(w, s, shape, n, 0);
-    if (!st) st = scratch_(w, 0, n, &c);
-    if (!st) st = decode_exact_(w->inner, "ef21: message", payload, len, ctx, c, shape);
-    if (!st) st = vec_side_(w, s, shape, n, 1); /* only now allocate and fix the shape */
+    st = vec_side(w, s, shape, n, 0);
+    if (!st) st = scratch_floats(w, 0, n, &c);
+    if (!st) st = decode_exact(w->inner, "ef21: message", payload, len, ctx, c, shape);
+    if (!st) st = vec_side(w, s, shape, n, 1); /* only now allocate and fix the shape */
     if (st) return st;
     float *g = s->v;
     for (size_t i = 0; i < n; i++) {
@@ -355,17 +355,17 @@ static pz_status vec_decode_(pz_wrapper *w, uint8_t flags, const uint8_t *payloa
 
 /* ---- aq -------------------------------------------------------------------- */
 
-static int cmp_u64_(const void *a, const void *b) {
+static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x > y) - (x < y);
 }
 
 /* Checks shape, ids and row dims for one side; *B samples of *row floats.
  * Leaves the slot of every id (or -1) in w->slots. */
-static pz_status aq_check_(pz_wrapper *w, wrap_side *s, const pz_shape *shape, const pz_codec_ctx *ctx,
-                           size_t *B, size_t *row) {
+static pz_status aq_check(pz_wrapper *w, wrap_side *s, const pz_shape *shape, const pz_codec_ctx *ctx,
+                          size_t *B, size_t *row) {
     size_t n;
-    pz_status st = check_shape_("aq", shape, &n);
+    pz_status st = check_shape("aq", shape, &n);
     if (st) return st;
     if (shape->dims[0] < 1 || n == 0)
         return pz_fail(PZ_ERR_SHAPE, "aq: empty tensor (the first dimension counts samples)");
@@ -384,10 +384,10 @@ static pz_status aq_check_(pz_wrapper *w, wrap_side *s, const pz_shape *shape, c
                            "of the buffers", a, b);
         }
     }
-    st = scratch_ids_(w, *B);
+    st = scratch_ids(w, *B);
     if (st) return st;
     memcpy(w->ids, ctx->sample_ids, *B * sizeof(uint64_t));
-    qsort(w->ids, *B, sizeof(uint64_t), cmp_u64_);
+    qsort(w->ids, *B, sizeof(uint64_t), cmp_u64);
     for (size_t i = 1; i < *B; i++)
         if (w->ids[i] == w->ids[i - 1])
             return pz_fail(PZ_ERR_ARG, "aq: sample id %llu appears twice in one message",
@@ -398,7 +398,7 @@ static pz_status aq_check_(pz_wrapper *w, wrap_side *s, const pz_shape *shape, c
 
 /* Reserves room for n_new ids, creating the store on the side's first use.
  * On failure the side is as before. */
-static pz_status aq_reserve_(pz_wrapper *w, wrap_side *s, const pz_shape *shape, size_t row, size_t n_new) {
+static pz_status aq_reserve(pz_wrapper *w, wrap_side *s, const pz_shape *shape, size_t row, size_t n_new) {
     int fresh = !s->have;
     if (fresh) {
         aq_store_init(&s->store, row, w->mem_limit, w->spill_dir);
@@ -416,8 +416,8 @@ static pz_status aq_reserve_(pz_wrapper *w, wrap_side *s, const pz_shape *shape,
 
 /* The two messages of an aq payload: warm-up samples (their own random
  * stream, salted) and deltas, each with its sample count as dims[0]. */
-static void aq_parts_(const pz_codec_ctx *ctx, const pz_shape *shape, size_t nw, size_t nd, pz_codec_ctx *cw,
-                      pz_codec_ctx *cd, pz_shape *sw, pz_shape *sd) {
+static void aq_parts(const pz_codec_ctx *ctx, const pz_shape *shape, size_t nw, size_t nd, pz_codec_ctx *cw,
+                     pz_codec_ctx *cd, pz_shape *sw, pz_shape *sd) {
     *cw = *ctx;
     cw->seed ^= PZ_AQ_WARMUP_SALT;
     cw->sample_ids = NULL;
@@ -431,23 +431,23 @@ static void aq_parts_(const pz_codec_ctx *ctx, const pz_shape *shape, size_t nw,
 
 /* Decodes the warm-up part into W and the delta part into D (either may be
  * absent: 0 samples); own: the sender checking its own message. */
-static pz_status aq_decode_parts_(pz_wrapper *w, int own, const uint8_t *payload, const size_t at[2],
-                                  const size_t ln[2], const pz_codec_ctx *cw, float *W, const pz_shape *sw,
-                                  const pz_codec_ctx *cd, float *D, const pz_shape *sd) {
+static pz_status aq_decode_parts(pz_wrapper *w, int own, const uint8_t *payload, const size_t at[2],
+                                 const size_t ln[2], const pz_codec_ctx *cw, float *W, const pz_shape *sw,
+                                 const pz_codec_ctx *cd, float *D, const pz_shape *sd) {
     pz_status st = PZ_OK;
-    if (sw->dims[0] && (st = decode_exact_(w->warm, own ? "aq: own warm-up message" : "aq: warm-up message",
-                                           payload + at[0], ln[0], cw, W, sw)))
+    if (sw->dims[0] && (st = decode_exact(w->warm, own ? "aq: own warm-up message" : "aq: warm-up message",
+                                          payload + at[0], ln[0], cw, W, sw)))
         return st;
     if (sd->dims[0])
-        st = decode_exact_(w->inner, own ? "aq: own delta message" : "aq: delta message", payload + at[1], ln[1], cd,
-                           D, sd);
+        st = decode_exact(w->inner, own ? "aq: own delta message" : "aq: delta message", payload + at[1], ln[1], cd,
+                          D, sd);
     return st;
 }
 
 /* Applies decoded rows: W (warm-up rows in sample order), D (delta rows).
  * warm(i) tells the kind of sample i; out (may be NULL) gets m(id). */
-static void aq_apply_(pz_wrapper *w, wrap_side *s, const uint64_t *ids, size_t B, size_t row,
-                      const uint8_t *bitmap, unsigned flags, const float *W, const float *D, float *out) {
+static void aq_apply(pz_wrapper *w, wrap_side *s, const uint64_t *ids, size_t B, size_t row,
+                     const uint8_t *bitmap, unsigned flags, const float *W, const float *D, float *out) {
     size_t j = 0, k = 0;
     for (size_t i = 0; i < B; i++) {
         int warm = pz_aq_is_warmup(flags, bitmap, i);
@@ -470,19 +470,19 @@ static void aq_apply_(pz_wrapper *w, wrap_side *s, const uint64_t *ids, size_t B
     }
 }
 
-static pz_status aq_encode_(pz_wrapper *w, const float *x, const pz_shape *shape, const pz_codec_ctx *ctx,
-                            uint8_t *payload, size_t cap, size_t *len, uint8_t *flags) {
+static pz_status aq_encode(pz_wrapper *w, const float *x, const pz_shape *shape, const pz_codec_ctx *ctx,
+                           uint8_t *payload, size_t cap, size_t *len, uint8_t *flags) {
     *len = 0;
     *flags = 0;
     wrap_side *s = &w->side[PZ_WRAP_SENDER];
     size_t B, row;
-    pz_status st = aq_check_(w, s, shape, ctx, &B, &row);
+    pz_status st = aq_check(w, s, shape, ctx, &B, &row);
     if (st) return st;
     size_t nw = 0;
     for (size_t i = 0; i < B; i++) nw += w->slots[i] < 0;
     size_t nd = B - nw;
     float *W = NULL, *D = NULL;
-    if ((st = scratch_(w, 0, nw * row, &W)) || (st = scratch_(w, 1, nd * row, &D))) return st;
+    if ((st = scratch_floats(w, 0, nw * row, &W)) || (st = scratch_floats(w, 1, nd * row, &D))) return st;
     for (size_t i = 0, j = 0, k = 0; i < B; i++) {
         const float *xi = x + i * row;
         if (w->slots[i] < 0) {
@@ -507,7 +507,7 @@ static pz_status aq_encode_(pz_wrapper *w, const float *x, const pz_shape *shape
     }
     pz_codec_ctx cw, cd;
     pz_shape sw, sd;
-    aq_parts_(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
+    aq_parts(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
     size_t at[2] = {0, 0}, ln[2] = {0, 0};
     for (int part = 0; part < 2; part++) {
         if (!(fl & (1 << part))) continue;
@@ -520,19 +520,19 @@ static pz_status aq_encode_(pz_wrapper *w, const float *x, const pz_shape *shape
         pos = at[part] + ln[part];
     }
     /* what the receiver will decode, decoded in place of the inputs */
-    if ((st = aq_decode_parts_(w, 1, payload, at, ln, &cw, W, &sw, &cd, D, &sd))) return st;
-    if ((st = aq_reserve_(w, s, shape, row, nw))) return st;
-    aq_apply_(w, s, ctx->sample_ids, B, row, bitmap, fl, W, D, NULL);
+    if ((st = aq_decode_parts(w, 1, payload, at, ln, &cw, W, &sw, &cd, D, &sd))) return st;
+    if ((st = aq_reserve(w, s, shape, row, nw))) return st;
+    aq_apply(w, s, ctx->sample_ids, B, row, bitmap, fl, W, D, NULL);
     *len = pos;
     *flags = (uint8_t)fl;
     return PZ_OK;
 }
 
-static pz_status aq_decode_(pz_wrapper *w, uint8_t flags, const uint8_t *payload, size_t len,
-                            const pz_shape *shape, const pz_codec_ctx *ctx, float *out) {
+static pz_status aq_decode(pz_wrapper *w, uint8_t flags, const uint8_t *payload, size_t len,
+                           const pz_shape *shape, const pz_codec_ctx *ctx, float *out) {
     wrap_side *s = &w->side[PZ_WRAP_RECEIVER];
     size_t B, row;
-    pz_status st = aq_check_(w, s, shape, ctx, &B, &row);
+    pz_status st = aq_check(w, s, shape, ctx, &B, &row);
     if (st) return st;
     if (flags == 0 || flags > PZ_AQ_MIXED) return pz_fail(PZ_ERR_FORMAT, "aq: bad flags 0x%02x", flags);
     /* framing */
@@ -574,14 +574,14 @@ static pz_status aq_decode_(pz_wrapper *w, uint8_t flags, const uint8_t *payload
                            (unsigned long long)ctx->sample_ids[i]);
     }
     float *W = NULL, *D = NULL;
-    if ((st = scratch_(w, 0, nw * row, &W)) || (st = scratch_(w, 1, nd * row, &D))) return st;
+    if ((st = scratch_floats(w, 0, nw * row, &W)) || (st = scratch_floats(w, 1, nd * row, &D))) return st;
     pz_codec_ctx cw, cd;
     pz_shape sw, sd;
-    aq_parts_(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
-    if ((st = aq_decode_parts_(w, 0, payload, at, ln, &cw, W, &sw, &cd, D, &sd))) return st;
+    aq_parts(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
+    if ((st = aq_decode_parts(w, 0, payload, at, ln, &cw, W, &sw, &cd, D, &sd))) return st;
     /* validated: make room, then change the buffers */
-    if ((st = aq_reserve_(w, s, shape, row, n_new))) return st;
-    aq_apply_(w, s, ctx->sample_ids, B, row, bitmap, flags, W, D, out);
+    if ((st = aq_reserve(w, s, shape, row, n_new))) return st;
+    aq_apply(w, s, ctx->sample_ids, B, row, bitmap, flags, W, D, out);
     return PZ_OK;
 }
 
@@ -627,7 +627,7 @@ typedef struct {
     char *warmup, *spill;
 } aq_opts;
 
-static void aq_opts_free_(void *opts) {
+static void aq_opts_free(void *opts) {
     aq_opts *a = opts;
     if (!a) return;
     free(a->warmup);
@@ -635,14 +635,14 @@ static void aq_opts_free_(void *opts) {
     free(a);
 }
 
-static char *substr_(const char *s, size_t b, size_t e) {
+static char *substr(const char *s, size_t b, size_t e) {
     char *r = xmalloc(e - b + 1);
     memcpy(r, s + b, e - b);
     r[e - b] = 0;
     return r;
 }
 
-static pz_status parse_size_(const char *spec, size_t off, const char *v, size_t n, size_t *out) {
+static pz_status parse_size(const char *spec, size_t off, const char *v, size_t n, size_t *out) {
     uint64_t mult = 1;
     if (n > 0) {
         char u = (char)toupper((unsigned char)v[n - 1]);
@@ -657,7 +657,7 @@ static pz_status parse_size_(const char *spec, size_t off, const char *v, size_t
     return st;
 }
 
-static pz_status aq_parse_opts_(const char *spec, size_t b, size_t e, void **out) {
+static pz_status aq_parse_opts(const char *spec, size_t b, size_t e, void **out) {
     aq_opts *a = xcalloc(1, sizeof *a);
     a->o.mem_limit = AQ_DEFAULT_MEM;
     pz_status st = PZ_OK;
@@ -677,9 +677,9 @@ static pz_status aq_parse_opts_(const char *spec, size_t b, size_t e, void **out
             if (st != PZ_OK) break;
             pz_codec_free(tmp);
             free(a->warmup);
-            a->warmup = substr_(spec, vb, ve);
+            a->warmup = substr(spec, vb, ve);
         } else if (pz_spec_starts_with(spec, kb, ve, "mem=")) {
-            st = parse_size_(spec, kb + 4, spec + kb + 4, ve - kb - 4, &a->o.mem_limit);
+            st = parse_size(spec, kb + 4, spec + kb + 4, ve - kb - 4, &a->o.mem_limit);
         } else if (pz_spec_starts_with(spec, kb, ve, "spill=")) {
             size_t vb = kb + 6;
             if (vb >= ve) {
@@ -687,12 +687,12 @@ static pz_status aq_parse_opts_(const char *spec, size_t b, size_t e, void **out
                 break;
             }
             free(a->spill);
-            a->spill = substr_(spec, vb, ve);
+            a->spill = substr(spec, vb, ve);
         }
         i = ve;
     }
     if (st != PZ_OK) {
-        aq_opts_free_(a);
+        aq_opts_free(a);
         return st;
     }
     a->o.warmup_spec = a->warmup;
@@ -701,20 +701,20 @@ static pz_status aq_parse_opts_(const char *spec, size_t b, size_t e, void **out
     return PZ_OK;
 }
 
-static pz_status aq_create_(void *opts, pz_codec *inner, pz_wrapper **out) {
+static pz_status aq_create(void *opts, pz_codec *inner, pz_wrapper **out) {
     aq_opts *a = opts;
     pz_status st = pz_wrapper_create(PZ_WRAP_AQ, a ? &a->o : NULL, inner, out);
-    aq_opts_free_(a);
+    aq_opts_free(a);
     return st;
 }
 
 /* ef and ef21 take no options (their opt_keys are NULL), so opts is NULL */
-static pz_status ef_create_(void *opts, pz_codec *inner, pz_wrapper **out) {
+static pz_status ef_create(void *opts, pz_codec *inner, pz_wrapper **out) {
     (void)opts;
     return pz_wrapper_create(PZ_WRAP_EF, NULL, inner, out);
 }
 
-static pz_status ef21_create_(void *opts, pz_codec *inner, pz_wrapper **out) {
+static pz_status ef21_create(void *opts, pz_codec *inner, pz_wrapper **out) {
     (void)opts;
     return pz_wrapper_create(PZ_WRAP_EF21, NULL, inner, out);
 }
@@ -723,13 +723,13 @@ static pz_status ef21_create_(void *opts, pz_codec *inner, pz_wrapper **out) {
     .free = pz_wrapper_free, .spec = pz_wrapper_spec, .inner = pz_wrapper_inner, .warmup = pz_wrapper_warm, \
     .max_payload = pz_wrapper_max_payload, .state_bytes = pz_wrapper_state_bytes
 
-const pz_wrap_impl pz_wrap_ef = {.name = "ef", .kind = PZ_WRAP_EF, .stateful_decoder = 0, .create = ef_create_,
-                                 .encode = vec_encode_, .decode = vec_decode_, COMMON_OPS};
+const pz_wrap_impl pz_wrap_ef = {.name = "ef", .kind = PZ_WRAP_EF, .stateful_decoder = 0, .create = ef_create,
+                                 .encode = vec_encode, .decode = vec_decode, COMMON_OPS};
 const pz_wrap_impl pz_wrap_ef21 = {.name = "ef21", .kind = PZ_WRAP_EF21, .stateful_decoder = 1,
-                                   .create = ef21_create_, .encode = vec_encode_, .decode = vec_decode_, COMMON_OPS};
+                                   .create = ef21_create, .encode = vec_encode, .decode = vec_decode, COMMON_OPS};
 const pz_wrap_impl pz_wrap_aq = {.name = "aq", .kind = PZ_WRAP_AQ, .stateful_decoder = 1, .opt_keys = aq_keys_,
-                                 .parse_opts = aq_parse_opts_, .free_opts = aq_opts_free_, .create = aq_create_, .encode = aq_encode_,
-                                 .decode = aq_decode_, COMMON_OPS};
+                                 .parse_opts = aq_parse_opts, .free_opts = aq_opts_free, .create = aq_create, .encode = aq_encode,
+                                 .decode = aq_decode, COMMON_OPS};
 
 /* ---- introspection ------------------------------------------------------------ */
 
@@ -763,13 +763,13 @@ const float *pz_wrapper_aq_find(const pz_wrapper *w, pz_wrap_role role, uint64_t
 }
 
 /* FNV-1a over bytes, then a splitmix64 finish */
-static uint64_t digest_bytes_(uint64_t h, const void *p, size_t n) {
+static uint64_t digest_bytes(uint64_t h, const void *p, size_t n) {
     const uint8_t *b = p;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
     return h;
 }
 
-static uint64_t mix64_(uint64_t x) {
+static uint64_t mix64(uint64_t x) {
     x ^= x >> 30;
     x *= 0xbf58476d1ce4e5b9ULL;
     x ^= x >> 27;
@@ -780,19 +780,19 @@ static uint64_t mix64_(uint64_t x) {
 uint64_t pz_wrapper_state_digest(const pz_wrapper *w, pz_wrap_role role) {
     const wrap_side *s = &w->side[role == PZ_WRAP_RECEIVER];
     uint64_t h = 0xcbf29ce484222325ULL;
-    if (!s->have) return mix64_(h);
+    if (!s->have) return mix64(h);
     if (w->kind != PZ_WRAP_AQ) {
-        h = digest_bytes_(h, &s->shape.ndim, sizeof s->shape.ndim);
-        h = digest_bytes_(h, s->shape.dims, (size_t)s->shape.ndim * sizeof s->shape.dims[0]);
-        return mix64_(digest_bytes_(h, s->v, pz_shape_numel(&s->shape) * sizeof(float)));
+        h = digest_bytes(h, &s->shape.ndim, sizeof s->shape.ndim);
+        h = digest_bytes(h, s->shape.dims, (size_t)s->shape.ndim * sizeof s->shape.dims[0]);
+        return mix64(digest_bytes(h, s->v, pz_shape_numel(&s->shape) * sizeof(float)));
     }
     /* sum of per-id digests: independent of the order ids were inserted in */
-    uint64_t sum = mix64_(s->store.count);
+    uint64_t sum = mix64(s->store.count);
     for (size_t i = 0; i < s->store.count; i++) {
         uint64_t id = aq_store_slot_id(&s->store, i);
-        uint64_t hi = digest_bytes_(h, &id, sizeof id);
-        hi = digest_bytes_(hi, aq_store_row(&s->store, i), s->store.row_bytes);
-        sum += mix64_(hi);
+        uint64_t hi = digest_bytes(h, &id, sizeof id);
+        hi = digest_bytes(hi, aq_store_row(&s->store, i), s->store.row_bytes);
+        sum += mix64(hi);
     }
     return sum;
 }

@@ -76,7 +76,7 @@ static pz_status aq_reserve(pz_aq_side *a, size_t n, cudaStream_t stream) {
     return PZ_OK;
 }
 
-/* aq_check_ of wrappers.c: shape, ids, row shape; slot[i] of every sample */
+/* aq_check of wrappers.c: shape, ids, row shape; slot[i] of every sample */
 static pz_status aq_check(pz_aq_side *a, const pz_shape *s, const pz_codec_ctx *ctx, size_t *B, size_t *row,
                           int64_t **slots) {
     size_t n = pz_shape_numel(s);
