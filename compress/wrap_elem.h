@@ -37,8 +37,10 @@ PZ_HD static inline float pz_aq_update(float m, float d) { return m + d; }
 #define PZ_AQ_HAS_DELTA 2u
 #define PZ_AQ_MIXED (PZ_AQ_HAS_WARMUP | PZ_AQ_HAS_DELTA)
 
-/* aq: whether sample i is warm-up, from the flags and (when mixed) the
- * bitmap: bit i%8 of byte i/8, LSB first */
+/* aq: the bitmap of a mixed message marks the warm-up samples, sample i
+ * in bit i%8 of byte i/8, LSB first. The sender sets the bits of a zeroed
+ * bitmap; the receiver reads them (without a bitmap the flags say it all). */
+PZ_HD static inline void pz_aq_mark_warmup(uint8_t *bitmap, size_t i) { bitmap[i / 8] |= (uint8_t)(1u << (i % 8)); }
 PZ_HD static inline int pz_aq_is_warmup(unsigned flags, const uint8_t *bitmap, size_t i) {
     return flags == PZ_AQ_MIXED ? (bitmap[i / 8] >> (i % 8)) & 1 : flags == PZ_AQ_HAS_WARMUP;
 }

@@ -502,7 +502,7 @@ static pz_status aq_encode(pz_wrapper *w, const float *x, const pz_shape *shape,
         bitmap = payload;
         memset(bitmap, 0, nb);
         for (size_t i = 0; i < B; i++)
-            if (w->slots[i] < 0) bitmap[i / 8] |= (uint8_t)(1u << (i % 8));
+            if (w->slots[i] < 0) pz_aq_mark_warmup(bitmap, i);
         pos = nb;
     }
     pz_codec_ctx cw, cd;

@@ -238,7 +238,7 @@ pz_status pz_cuda_aq_encode_(pz_codec *c, const float *x, const pz_shape *s, con
         }
         memset(pl, 0, nb);
         for (size_t i = 0; i < B; i++)
-            if (sl[2 * B + i]) pl[i / 8] |= (uint8_t)(1u << (i % 8));
+            if (sl[2 * B + i]) pz_aq_mark_warmup(pl, i);
         pos = nb;
     }
     pz_codec_ctx cw = *ctx, cd = *ctx;
