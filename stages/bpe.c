@@ -17,8 +17,13 @@
 #define CACHE_MAX_WORD 256        /* pieces up to this many bytes are cached */
 #define CACHE_MAX_BYTES (64u << 20)
 
+/* GPT-2's pattern with \s written as Unicode's White_Space property: that is
+ * what \s means to GPT-2's Python `regex` and to HF's Oniguruma, while
+ * PCRE2's \s (with UCP) also takes U+180E MONGOLIAN VOWEL SEPARATOR, which
+ * Unicode 6.3 moved out of White_Space (a test over every code point found it) */
 static const char PATTERN[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\p{White_Space}\\p{L}\\p{N}]+"
+    "|\\p{White_Space}+(?!\\P{White_Space})|\\p{White_Space}+";
 
 /* ---------------------------------------------------------------- helpers */
 

@@ -18,6 +18,8 @@
  *  2. the text between them is split by GPT-2's pattern (PCRE2, UTF and
  *     Unicode properties, JIT-compiled)
  *       's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ *     with \s as Unicode's White_Space, as GPT-2's Python `regex` and HF's
+ *     Oniguruma read it (PCRE2's own \s also takes U+180E);
  *  3. each piece's bytes are merged by BPE: repeatedly the adjacent pair of
  *     lowest merge rank (leftmost first) becomes one token; results are kept
  *     in a per-encoder cache of pieces.

@@ -7,6 +7,9 @@ and text with its ids, for tests/stages/bpe_vs_hf.sh:
   OUTDIR/vocab.json, merges.txt    the same model in GPT-2's two-file form
   OUTDIR/text.txt                  about MB megabytes (default 4) of mixed text
   OUTDIR/ids.u32                   HF's ids of text.txt, uint32 little-endian
+  OUTDIR/allcp.txt, allcp.u32      every code point up to U+2FFFF (and a few
+                                   above) between letters, digits, spaces and
+                                   quotes, and HF's ids of it
   OUTDIR/docs/N.txt, docs.u32      a few documents and HF's ids of each one
                                    joined by <|endoftext|> (--eot-between-files)
 
@@ -101,6 +104,17 @@ tok.model.save(out)   # vocab.json, merges.txt
 ids = tok.encode(text).ids
 assert tok.decode(ids) == text.replace("<|endoftext|>", ""), "HF round trip"
 with open(os.path.join(out, "ids.u32"), "wb") as f:
+    f.write(struct.pack("<%dI" % len(ids), *ids))
+
+# every code point in a few contexts: the Unicode classes of the pattern
+# (\p{L}, \p{N}, White_Space) as HF's Oniguruma reads them
+cps = [c for c in range(1, 0x30000) if not 0xD800 <= c <= 0xDFFF] + [0xE0001, 0xE0100, 0xF0000, 0x10FFFD]
+ctx = ["a", " ", "1", "\n", "'", "  ", "x1", "é"]
+allcp = "".join(rng.choice(ctx) + chr(c) + rng.choice(ctx) + chr(c) * rng.randint(1, 3) for c in cps)
+with open(os.path.join(out, "allcp.txt"), "w", encoding="utf-8", newline="") as f:
+    f.write(allcp)
+ids = tok.encode(allcp).ids
+with open(os.path.join(out, "allcp.u32"), "wb") as f:
     f.write(struct.pack("<%dI" % len(ids), *ids))
 
 eot = tok.token_to_id("<|endoftext|>")
