@@ -26,6 +26,8 @@ pkgs+=(python3 python3-matplotlib)
 if [ "$want_tests" = 1 ]; then
   # PyTorch reference checks; clang's sanitizer/fuzzer runtimes; mpirun (launch tests)
   pkgs+=(python3-torch python3-numpy clang libclang-rt-14-dev openmpi-bin)
+  # pip, for HF tokenizers below
+  pkgs+=(python3-pip)
 fi
 
 missing=()
@@ -43,6 +45,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
     echo "  sudo apt-get install -y ${missing[*]}" >&2
     exit 1
   fi
+fi
+
+# HF `tokenizers` (PyPI only; no Debian package): the reference of the BPE
+# tokenizer test (tests/stages/bpe_vs_hf.sh, which skips without it)
+if [ "$want_tests" = 1 ] && ! python3 -c 'import tokenizers' 2>/dev/null; then
+  echo "setup: pip installing tokenizers" >&2
+  python3 -m pip install -q --break-system-packages tokenizers ||
+    echo "setup: could not install tokenizers (pip install tokenizers); the test bpe-vs-hf will skip" >&2
 fi
 
 # the CUDA toolkit's usual home; meson finds nvcc only on PATH
