@@ -127,7 +127,7 @@ static void expect_ids(const pz_bpe *b, const char *text, const uint32_t *want, 
     checks++;
     pz_status st = pz_bpe_encode(e, text, strlen(text), "text", &ids);
     if (st) check_fail(__FILE__, line, "encode \"%s\": %s", text, pz_last_error());
-    else if (ids.n != n || memcmp(ids.ids, want, n * sizeof *want) != 0) {
+    else if (ids.n != n || (n && memcmp(ids.ids, want, n * sizeof *want) != 0)) {
         char got[256] = "";
         for (size_t i = 0; i < ids.n && strlen(got) < 200; i++) snprintf(got + strlen(got), 16, "%u ", ids.ids[i]);
         check_fail(__FILE__, line, "encode \"%s\": got %zu ids [%s], want %zu", text, ids.n, got, n);
