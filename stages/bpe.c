@@ -136,6 +136,21 @@ static int unmap_bytes(const char *s, size_t n, uint8_t *out, size_t *outlen) {
     return 1;
 }
 
+/* s for a message: control bytes as \xNN, quote and backslash escaped, at
+ * most about cap - 8 bytes (then "...") */
+static const char *esc(char *out, size_t cap, const char *s) {
+    size_t k = 0;
+    for (; *s && k + 8 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f) k += (size_t)snprintf(out + k, cap - k, "\\x%02x", c);
+        else if (c == '"' || c == '\\') { out[k++] = '\\'; out[k++] = (char)c; }
+        else out[k++] = (char)c;
+    }
+    if (*s) { memcpy(out + k, "...", 3); k += 3; }
+    out[k] = 0;
+    return out;
+}
+
 /* ---------------------------------------------------------------- the tokenizer */
 
 typedef struct {
@@ -463,12 +478,14 @@ static pz_status build(builder *B, pz_bpe **out) {
     b->vmap = xcalloc((size_t)b->vmask + 1, sizeof *b->vmap);
     uint8_t tmp[2 * MAX_TOKEN + 2];
     size_t tl;
+    char e1[96], e2[96];   /* tokens shown in messages */
     pz_status st = PZ_OK;
     for (size_t i = 0; i < B->nv; i++) {
         const char *s = bstr(B, B->voff[i]);
         uint32_t id = B->vid[i];
         if (vseen[id]) {
-            st = pz_fail(PZ_ERR_FORMAT, "%s: duplicate id %u: tokens \"%s\" and \"%s\"", what, id, bstr(B, vkey[id]), s);
+            st = pz_fail(PZ_ERR_FORMAT, "%s: duplicate id %u: tokens \"%s\" and \"%s\"", what, id,
+                         esc(e1, sizeof e1, bstr(B, vkey[id])), esc(e2, sizeof e2, s));
             goto fail;
         }
         if (!unmap_bytes(s, strlen(s), tmp, &tl)) {
@@ -477,7 +494,7 @@ static pz_status build(builder *B, pz_bpe **out) {
             for (size_t k = 0; k < B->na; k++) added |= B->aid[k] == id && strcmp(bstr(B, B->aoff[k]), s) == 0;
             if (!added) {
                 st = pz_fail(PZ_ERR_FORMAT, "%s: vocabulary token \"%s\" (id %u) is not byte-level text (GPT-2's "
-                             "byte-to-unicode characters)", what, s, id);
+                             "byte-to-unicode characters)", what, esc(e1, sizeof e1, s), id);
                 goto fail;
             }
             vkey[id] = (uint32_t)B->voff[i];
@@ -486,7 +503,7 @@ static pz_status build(builder *B, pz_bpe **out) {
         }
         if (tl == 0) { st = pz_fail(PZ_ERR_FORMAT, "%s: the vocabulary has an empty token (id %u)", what, id); goto fail; }
         if (vmap_find(b, tmp, tl) != UINT32_MAX) {
-            st = pz_fail(PZ_ERR_FORMAT, "%s: vocabulary token \"%s\" appears twice", what, s);
+            st = pz_fail(PZ_ERR_FORMAT, "%s: vocabulary token \"%s\" appears twice", what, esc(e1, sizeof e1, s));
             goto fail;
         }
         b->tok_kind[id] = 1;
@@ -505,12 +522,13 @@ static pz_status build(builder *B, pz_bpe **out) {
         for (int j = 0; j < b->nadded; j++)
             if (b->added[j] == id || strcmp((const char *)b->bytes.p + b->tok_off[b->added[j]], s) == 0) {
                 st = pz_fail(PZ_ERR_FORMAT, "%s: added token \"%s\" (id %u) repeats the id or text of added token \"%s\" "
-                             "(id %u)", what, s, id, (const char *)b->bytes.p + b->tok_off[b->added[j]], b->added[j]);
+                             "(id %u)", what, esc(e1, sizeof e1, s), id, esc(e2, sizeof e2, (const char *)b->bytes.p + b->tok_off[b->added[j]]),
+                             b->added[j]);
                 goto fail;
             }
         if (b->tok_kind[id] == 1 && strcmp(bstr(B, vkey[id]), s) != 0) {
-            st = pz_fail(PZ_ERR_FORMAT, "%s: added token \"%s\" has id %u, which the vocabulary gives to \"%s\"", what, s,
-                         id, bstr(B, vkey[id]));
+            st = pz_fail(PZ_ERR_FORMAT, "%s: added token \"%s\" has id %u, which the vocabulary gives to \"%s\"", what,
+                         esc(e1, sizeof e1, s), id, esc(e2, sizeof e2, bstr(B, vkey[id])));
             goto fail;
         }
         /* the text, as it is: in GPT-2's <|endoftext|> it equals the byte-level bytes */
@@ -539,19 +557,20 @@ static pz_status build(builder *B, pz_bpe **out) {
         if (unmap_bytes(sa, strlen(sa), tmp, &la)) ida = vmap_find(b, tmp, la);
         if (unmap_bytes(sb, strlen(sb), tmp + la, &lb)) idb = vmap_find(b, tmp + la, lb);
         if (ida == UINT32_MAX || idb == UINT32_MAX) {
-            st = pz_fail(PZ_ERR_FORMAT, "%s: merge %zu (\"%s %s\"): \"%s\" is not in the vocabulary", mwhat, r + 1, sa, sb,
-                         ida == UINT32_MAX ? sa : sb);
+            st = pz_fail(PZ_ERR_FORMAT, "%s: merge %zu (\"%s %s\"): \"%s\" is not in the vocabulary", mwhat, r + 1,
+                         esc(e1, sizeof e1, sa), esc(e2, sizeof e2, sb), ida == UINT32_MAX ? e1 : e2);
             goto fail;
         }
         idm = vmap_find(b, tmp, la + lb);
         if (idm == UINT32_MAX) {
             st = pz_fail(PZ_ERR_FORMAT, "%s: merge %zu (\"%s %s\"): the merged token \"%s%s\" is not in the vocabulary",
-                         mwhat, r + 1, sa, sb, sa, sb);
+                         mwhat, r + 1, esc(e1, sizeof e1, sa), esc(e2, sizeof e2, sb), e1, e2);
             goto fail;
         }
         const merge_slot *m = merge_find(b, ida, idb);
         if (m) {
-            st = pz_fail(PZ_ERR_FORMAT, "%s: merge %zu (\"%s %s\") repeats merge %u", mwhat, r + 1, sa, sb, m->rank + 1);
+            st = pz_fail(PZ_ERR_FORMAT, "%s: merge %zu (\"%s %s\") repeats merge %u", mwhat, r + 1, esc(e1, sizeof e1, sa),
+                         esc(e2, sizeof e2, sb), m->rank + 1);
             goto fail;
         }
         uint32_t h = (uint32_t)hash_pair(ida, idb) & b->mmask;
