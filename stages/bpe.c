@@ -16,6 +16,7 @@
 #define MAX_TOKEN 1000            /* bytes of one token (GPT-2's longest is 128) */
 #define CACHE_MAX_WORD 256        /* pieces up to this many bytes are cached */
 #define CACHE_MAX_BYTES (64u << 20)
+#define CACHE_MAX_SLOTS (1u << 20)  /* the cache table grows from 4096 slots up to this */
 
 /* GPT-2's pattern with \s written as Unicode's White_Space property: that is
  * what \s means to GPT-2's Python `regex` and to HF's Oniguruma, while
@@ -794,7 +795,7 @@ pz_bpe_enc *pz_bpe_enc_new(const pz_bpe *b) {
     e->js = pcre2_jit_stack_create(32 * 1024, 4 * 1024 * 1024, NULL);
     if (!e->md || !e->mc || !e->js) pz_die("out of memory (PCRE2)");
     pcre2_jit_stack_assign(e->mc, NULL, e->js);
-    e->cmask = (1u << 18) - 1;
+    e->cmask = (1u << 12) - 1;
     e->cache = xcalloc((size_t)e->cmask + 1, sizeof *e->cache);
     e->next_added = xcalloc((size_t)b->nadded + 1, sizeof *e->next_added);
     return e;
@@ -863,6 +864,22 @@ static void cache_clear(pz_bpe_enc *e) {
     e->cids.n = 0;
 }
 
+/* twice the slots, the entries moved: a small table while few pieces have
+ * been seen stays in the CPU's caches */
+static void cache_grow(pz_bpe_enc *e) {
+    uint32_t mask = 2 * e->cmask + 1;
+    cache_slot *t = xcalloc((size_t)mask + 1, sizeof *t);
+    for (uint32_t k = 0; k <= e->cmask; k++) {
+        if (!e->cache[k].klen) continue;
+        uint32_t i = e->cache[k].h & mask;
+        while (t[i].klen) i = (i + 1) & mask;
+        t[i] = e->cache[k];
+    }
+    free(e->cache);
+    e->cache = t;
+    e->cmask = mask;
+}
+
 static pz_status piece(pz_bpe_enc *e, const uint8_t *s, size_t n, const char *what, size_t at, pz_bpe_ids *out) {
     if (n == 1 && e->b->byte_id[s[0]] >= 0) { pz_bpe_ids_push(out, (uint32_t)e->b->byte_id[s[0]]); return PZ_OK; }
     if (n > CACHE_MAX_WORD) return merge_piece(e, s, n, what, at, out);
@@ -879,7 +896,10 @@ static pz_status piece(pz_bpe_enc *e, const uint8_t *s, size_t n, const char *wh
     pz_status st = merge_piece(e, s, n, what, at, out);
     if (st) return st;
     if (e->cn >= e->cmask / 2 || e->ckeys.n > CACHE_MAX_BYTES || e->cids.n > CACHE_MAX_BYTES / 4) {
-        cache_clear(e);
+        if (e->cmask < CACHE_MAX_SLOTS - 1 && e->ckeys.n <= CACHE_MAX_BYTES && e->cids.n <= CACHE_MAX_BYTES / 4)
+            cache_grow(e);
+        else
+            cache_clear(e);
         for (i = h & e->cmask; e->cache[i].klen; i = (i + 1) & e->cmask) {}
     }
     cache_slot *c = &e->cache[i];
