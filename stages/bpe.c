@@ -649,11 +649,6 @@ pz_status pz_bpe_from_vocab_merges(const char *vocab, size_t vlen, const char *w
     return st;
 }
 
-static int ends_with(const char *s, const char *tail) {
-    size_t a = strlen(s), b = strlen(tail);
-    return a >= b && strcmp(s + a - b, tail) == 0;
-}
-
 static pz_status read_text(const char *path, uint8_t **text, size_t *len) {
     struct stat sb;
     if (stat(path, &sb) != 0) return pz_fail(PZ_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
@@ -670,24 +665,10 @@ static pz_status read_text(const char *path, uint8_t **text, size_t *len) {
     return st;
 }
 
-static char *join(const char *dir, const char *name) {
-    size_t a = strlen(dir), n = strlen(name);
-    char *s = xmalloc(a + n + 2);
-    memcpy(s, dir, a);
-    s[a] = '/';
-    memcpy(s + a + 1, name, n + 1);
-    return s;
-}
-
-static int is_file(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
 static pz_status load_vocab(const char *vocab_path, const char *merges_path, pz_bpe **out) {
     uint8_t *v = NULL, *m = NULL;
     size_t vl = 0, ml = 0;
-    if (!is_file(merges_path))
+    if (!pz_is_regular_file(merges_path))
         return pz_fail(PZ_ERR_IO, "%s: no merges.txt beside it (looked for %s)", vocab_path, merges_path);
     pz_status st = read_text(vocab_path, &v, &vl);
     if (!st) st = read_text(merges_path, &m, &ml);
@@ -703,14 +684,15 @@ pz_status pz_bpe_load(const char *path, pz_bpe **out) {
     if (stat(path, &sb) != 0) return pz_fail(PZ_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
     pz_status st;
     if (S_ISDIR(sb.st_mode)) {
-        char *tj = join(path, "tokenizer.json"), *vj = join(path, "vocab.json"), *mt = join(path, "merges.txt");
-        if (is_file(tj)) {
+        char *tj = pz_path_join(path, "tokenizer.json"), *vj = pz_path_join(path, "vocab.json");
+        char *mt = pz_path_join(path, "merges.txt");
+        if (pz_is_regular_file(tj)) {
             uint8_t *t = NULL;
             size_t n = 0;
             st = read_text(tj, &t, &n);
             if (!st) st = pz_bpe_from_tokenizer_json((const char *)t, n, tj, out);
             free(t);
-        } else if (is_file(vj)) {
+        } else if (pz_is_regular_file(vj)) {
             st = load_vocab(vj, mt, out);
         } else {
             st = pz_fail(PZ_ERR_IO, "%s: no tokenizer.json, nor vocab.json with merges.txt, in this directory", path);
@@ -720,11 +702,11 @@ pz_status pz_bpe_load(const char *path, pz_bpe **out) {
         free(mt);
         return st;
     }
-    if (ends_with(path, "vocab.json")) {
+    if (pz_ends_with(path, "vocab.json")) {
         const char *slash = strrchr(path, '/');
         char *dir = slash ? strndup(path, (size_t)(slash - path)) : xstrdup(".");
         if (!dir) pz_die("out of memory");
-        char *mt = join(dir[0] ? dir : "/", "merges.txt");
+        char *mt = pz_path_join(dir[0] ? dir : "/", "merges.txt");
         st = load_vocab(path, mt, out);
         free(mt);
         free(dir);

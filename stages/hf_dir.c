@@ -219,25 +219,6 @@ void pz_hf_index_free(pz_hf_index *ix) {
 
 /* ---------------------------------------------------------------- files */
 
-static char *join(const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    char *s = xmalloc(a + b + 2);
-    memcpy(s, dir, a);
-    s[a] = '/';
-    memcpy(s + a + 1, name, b + 1);
-    return s;
-}
-
-static int is_file(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
-static int ends_with(const char *s, const char *tail) {
-    size_t a = strlen(s), b = strlen(tail);
-    return a >= b && strcmp(s + a - b, tail) == 0;
-}
-
 static pz_status use_index(pz_model_files *mf, const char *dir, const char *index) {
     char *text = NULL;
     size_t len = 0;
@@ -250,7 +231,7 @@ static pz_status use_index(pz_model_files *mf, const char *dir, const char *inde
     mf->index = xstrdup(index);
     mf->nshards = ix.nshards;
     mf->shards = xcalloc((size_t)ix.nshards, sizeof *mf->shards);
-    for (int k = 0; k < ix.nshards; k++) mf->shards[k] = join(dir, ix.shard_names[k]);
+    for (int k = 0; k < ix.nshards; k++) mf->shards[k] = pz_path_join(dir, ix.shard_names[k]);
     mf->ix = ix;   /* kept for pz_st_set_open's tensor -> shard checks */
     return PZ_OK;
 }
@@ -263,16 +244,16 @@ pz_status pz_model_files_find(const char *path, pz_model_files *mf) {
     char *dir = NULL;
     if (S_ISDIR(sb.st_mode)) {
         dir = xstrdup(path);
-        char *single = join(dir, "model.safetensors"), *index = join(dir, "model.safetensors.index.json");
-        if (is_file(single)) {
+        char *single = pz_path_join(dir, "model.safetensors"), *index = pz_path_join(dir, "model.safetensors.index.json");
+        if (pz_is_regular_file(single)) {
             mf->weights = single;
             single = NULL;
-        } else if (is_file(index)) {
+        } else if (pz_is_regular_file(index)) {
             st = use_index(mf, dir, index);
         } else {
-            char *pickle = join(dir, "pytorch_model.bin");
+            char *pickle = pz_path_join(dir, "pytorch_model.bin");
             st = pz_fail(PZ_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json in this directory%s",
-                         path, is_file(pickle) ? " (pytorch_model.bin is a PyTorch pickle, which pipezip does not "
+                         path, pz_is_regular_file(pickle) ? " (pytorch_model.bin is a PyTorch pickle, which pipezip does not "
                                                  "read: convert it to safetensors)" : "");
             free(pickle);
         }
@@ -282,12 +263,12 @@ pz_status pz_model_files_find(const char *path, pz_model_files *mf) {
         const char *slash = strrchr(path, '/');
         dir = slash ? (slash == path ? xstrdup("/") : strndup(path, (size_t)(slash - path))) : xstrdup(".");
         if (!dir) pz_die("out of memory");
-        if (ends_with(path, ".index.json")) st = use_index(mf, dir, path);
+        if (pz_ends_with(path, ".index.json")) st = use_index(mf, dir, path);
         else mf->weights = xstrdup(path);
     }
     if (st == PZ_OK) {
-        char *cfg = join(dir, "config.json");
-        if (is_file(cfg)) mf->config = cfg;
+        char *cfg = pz_path_join(dir, "config.json");
+        if (pz_is_regular_file(cfg)) mf->config = cfg;
         else free(cfg);
     } else {
         pz_model_files_free(mf);
