@@ -755,6 +755,13 @@ typedef struct {
     uint32_t h, klen, koff, ioff, icount;   /* klen 0: empty */
 } cache_slot;
 
+/* a candidate merge of symbols pos (left) and right, valid while both still
+ * hold ids a and b and are neighbours; ordered by rank, then position */
+struct heap_ent {
+    uint64_t key;    /* rank << 32 | pos */
+    uint32_t right, a, b, merged;
+};
+
 struct pz_bpe_enc {
     const pz_bpe *b;
     pcre2_match_data *md;
@@ -766,6 +773,10 @@ struct pz_bpe_enc {
     pz_bpe_ids cids;
     uint32_t *sym, *rank, *mid;   /* merge scratch */
     size_t scap;
+    uint32_t *nxt, *prv;          /* long pieces: the symbols as a list */
+    struct heap_ent *heap;        /* long pieces: candidate merges */
+    size_t lcap, hcap;
+    int force_scan;               /* tests: every piece through the scan */
     size_t *next_added;           /* per added token: its next occurrence */
 };
 
@@ -794,14 +805,81 @@ void pz_bpe_enc_free(pz_bpe_enc *e) {
     free(e->sym);
     free(e->rank);
     free(e->mid);
+    free(e->nxt);
+    free(e->prv);
+    free(e->heap);
     free(e->next_added);
     free(e);
 }
+
+void pz_bpe_enc_force_scan(pz_bpe_enc *e, int on) { e->force_scan = on; }
 
 static void set_rank(const pz_bpe *b, pz_bpe_enc *e, size_t i) {
     const merge_slot *m = merge_find(b, e->sym[i], e->sym[i + 1]);
     e->rank[i] = m ? m->rank : UINT32_MAX;
     e->mid[i] = m ? m->id : 0;
+}
+
+#define DEAD UINT32_MAX
+#define LONG_PIECE 48   /* pieces longer than this merge through a heap: O(n log n), not O(n^2) */
+
+static void heap_push(pz_bpe_enc *e, size_t *hn, uint32_t pos, uint32_t right) {
+    const merge_slot *m = merge_find(e->b, e->sym[pos], e->sym[right]);
+    if (!m) return;
+    if (*hn == e->hcap) e->heap = grow(e->heap, &e->hcap, *hn + 1, sizeof *e->heap);
+    struct heap_ent x = {(uint64_t)m->rank << 32 | pos, right, e->sym[pos], e->sym[right], m->id};
+    size_t i = (*hn)++;
+    while (i > 0 && e->heap[(i - 1) / 2].key > x.key) {
+        e->heap[i] = e->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    e->heap[i] = x;
+}
+
+static struct heap_ent heap_pop(pz_bpe_enc *e, size_t *hn) {
+    struct heap_ent top = e->heap[0], x = e->heap[--*hn];
+    size_t i = 0, n = *hn;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && e->heap[c + 1].key < e->heap[c].key) c++;
+        if (e->heap[c].key >= x.key) break;
+        e->heap[i] = e->heap[c];
+        i = c;
+    }
+    if (n) e->heap[i] = x;
+    return top;
+}
+
+/* the same merges as the scan in merge_piece, in the same order (lowest
+ * rank, then leftmost), for e->sym[0..n) */
+static size_t merge_long(pz_bpe_enc *e, size_t n) {
+    if (n > e->lcap) {
+        e->lcap = 2 * n;
+        e->nxt = realloc(e->nxt, e->lcap * sizeof *e->nxt);
+        e->prv = realloc(e->prv, e->lcap * sizeof *e->prv);
+        if (!e->nxt || !e->prv) pz_die("out of memory");
+    }
+    size_t hn = 0;
+    for (size_t i = 0; i < n; i++) {
+        e->nxt[i] = (uint32_t)(i + 1);
+        e->prv[i] = i ? (uint32_t)(i - 1) : DEAD;
+    }
+    for (size_t i = 0; i + 1 < n; i++) heap_push(e, &hn, (uint32_t)i, (uint32_t)(i + 1));
+    while (hn) {
+        struct heap_ent t = heap_pop(e, &hn);
+        uint32_t pos = (uint32_t)t.key, r = t.right;
+        if (e->sym[pos] != t.a || e->nxt[pos] != r || e->sym[r] != t.b) continue;   /* stale */
+        e->sym[pos] = t.merged;
+        e->sym[r] = DEAD;
+        e->nxt[pos] = e->nxt[r];
+        if (e->nxt[r] < n) e->prv[e->nxt[r]] = pos;
+        if (e->prv[pos] != DEAD) heap_push(e, &hn, e->prv[pos], pos);
+        if (e->nxt[pos] < n) heap_push(e, &hn, pos, e->nxt[pos]);
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i = e->nxt[i]) e->sym[m++] = e->sym[i];
+    return m;
 }
 
 /* BPE of one piece of n bytes, appended to out */
@@ -821,19 +899,24 @@ static pz_status merge_piece(pz_bpe_enc *e, const uint8_t *s, size_t n, const ch
         e->sym[i] = (uint32_t)id;
     }
     size_t m = n;
-    for (size_t i = 0; i + 1 < m; i++) set_rank(b, e, i);
-    while (m > 1) {
-        size_t best = 0;
-        for (size_t i = 1; i + 1 < m; i++)
-            if (e->rank[i] < e->rank[best]) best = i;
-        if (e->rank[best] == UINT32_MAX) break;
-        e->sym[best] = e->mid[best];
-        m--;
-        memmove(e->sym + best + 1, e->sym + best + 2, (m - best - 1) * sizeof *e->sym);
-        memmove(e->rank + best + 1, e->rank + best + 2, (m > best + 2 ? m - best - 2 : 0) * sizeof *e->rank);
-        memmove(e->mid + best + 1, e->mid + best + 2, (m > best + 2 ? m - best - 2 : 0) * sizeof *e->mid);
-        if (best > 0) set_rank(b, e, best - 1);
-        if (best + 1 < m) set_rank(b, e, best);
+    if (n > LONG_PIECE && !e->force_scan) {
+        m = merge_long(e, n);
+    } else {
+        /* short pieces: scan for the lowest rank; the pairs' ranks kept in step */
+        for (size_t i = 0; i + 1 < m; i++) set_rank(b, e, i);
+        while (m > 1) {
+            size_t best = 0;
+            for (size_t i = 1; i + 1 < m; i++)
+                if (e->rank[i] < e->rank[best]) best = i;
+            if (e->rank[best] == UINT32_MAX) break;
+            e->sym[best] = e->mid[best];
+            m--;
+            memmove(e->sym + best + 1, e->sym + best + 2, (m - best - 1) * sizeof *e->sym);
+            memmove(e->rank + best + 1, e->rank + best + 2, (m > best + 2 ? m - best - 2 : 0) * sizeof *e->rank);
+            memmove(e->mid + best + 1, e->mid + best + 2, (m > best + 2 ? m - best - 2 : 0) * sizeof *e->mid);
+            if (best > 0) set_rank(b, e, best - 1);
+            if (best + 1 < m) set_rank(b, e, best);
+        }
     }
     for (size_t i = 0; i < m; i++) pz_bpe_ids_push(out, e->sym[i]);
     return PZ_OK;

@@ -65,6 +65,9 @@ void pz_bpe_ids_push(pz_bpe_ids *v, uint32_t id);
 
 pz_bpe_enc *pz_bpe_enc_new(const pz_bpe *b);
 void pz_bpe_enc_free(pz_bpe_enc *e);   /* NULL is fine */
+/* Tests: merge every piece by the quadratic scan that short pieces use, the
+ * reference for the heap that pieces over 48 bytes go through. */
+void pz_bpe_enc_force_scan(pz_bpe_enc *e, int on);
 /* Appends the ids of text (len bytes) to out. `what` names the text in
  * messages (a path). On failure out keeps what was appended so far. */
 pz_status pz_bpe_encode(pz_bpe_enc *e, const char *text, size_t len, const char *what, pz_bpe_ids *out);

@@ -9,7 +9,9 @@ and text with its ids, for tests/stages/bpe_vs_hf.sh:
   OUTDIR/ids.u32                   HF's ids of text.txt, uint32 little-endian
   OUTDIR/allcp.txt, allcp.u32      every code point up to U+2FFFF (and a few
                                    above) between letters, digits, spaces and
-                                   quotes, and HF's ids of it
+                                   quotes, then long runs (letters, spaces,
+                                   newlines, digits, CJK, emoji, punctuation),
+                                   and HF's ids of it
   OUTDIR/docs/N.txt, docs.u32      a few documents and HF's ids of each one
                                    joined by <|endoftext|> (--eot-between-files)
 
@@ -101,7 +103,7 @@ tok.train_from_iterator([train_text[i:i + 100000] for i in range(0, len(train_te
 tok.save(os.path.join(out, "tokenizer.json"))
 tok.model.save(out)   # vocab.json, merges.txt
 
-ids = tok.encode(text).ids
+ids = text_ids = tok.encode(text).ids
 assert tok.decode(ids) == text.replace("<|endoftext|>", ""), "HF round trip"
 with open(os.path.join(out, "ids.u32"), "wb") as f:
     f.write(struct.pack("<%dI" % len(ids), *ids))
@@ -111,6 +113,11 @@ with open(os.path.join(out, "ids.u32"), "wb") as f:
 cps = [c for c in range(1, 0x30000) if not 0xD800 <= c <= 0xDFFF] + [0xE0001, 0xE0100, 0xF0000, 0x10FFFD]
 ctx = ["a", " ", "1", "\n", "'", "  ", "x1", "é"]
 allcp = "".join(rng.choice(ctx) + chr(c) + rng.choice(ctx) + chr(c) * rng.randint(1, 3) for c in cps)
+# and long pieces (the encoder's heap): runs of letters, spaces, digits, CJK, emoji, punctuation
+allcp += " " + "".join(rng.choice("ACGT") for _ in range(20000)) + " " * 5000 + "x" + "\n" * 3000
+allcp += "".join(rng.choice("0123456789") for _ in range(10000)) + " " + "".join(rng.choice(cjk) for _ in range(1000))
+allcp += " " + "".join(rng.choice(emoji) for _ in range(1000)) + " " + "".join(rng.choice("!?.,;:-") for _ in range(5000))
+allcp += " " + "".join(rng.choice(words) for _ in range(3000)) + "\t" * 100 + " \n" * 100
 with open(os.path.join(out, "allcp.txt"), "w", encoding="utf-8", newline="") as f:
     f.write(allcp)
 ids = tok.encode(allcp).ids
@@ -128,4 +135,4 @@ for k in range(3):
     all_ids += tok.encode(d).ids
 with open(os.path.join(out, "docs.u32"), "wb") as f:
     f.write(struct.pack("<%dI" % len(all_ids), *all_ids))
-print("made %s: %d bytes of text, %d ids, vocab %d" % (out, len(text.encode()), len(ids), tok.get_vocab_size()))
+print("made %s: %d bytes of text, %d ids, vocab %d" % (out, len(text.encode()), len(text_ids), tok.get_vocab_size()))

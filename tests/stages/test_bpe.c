@@ -188,6 +188,46 @@ static void test_small(void) {
     pz_bpe_free(b);
 }
 
+/* long pieces (heap) against the scan, on random text of the small tokenizer's letters and spaces */
+static void test_long_pieces(void) {
+    char *j = small_json(NULL, NULL, NULL, 0);
+    pz_bpe *b = NULL;
+    CHECK_STATUS(from_json(j, &b), PZ_OK, NULL);
+    free(j);
+    if (!b) return;
+    pz_bpe_enc *heap = pz_bpe_enc_new(b), *scan = pz_bpe_enc_new(b);
+    pz_bpe_enc_force_scan(scan, 1);
+    uint64_t x = 12345;
+    char text[4096];
+    for (int round = 0; round < 300; round++) {
+        size_t n = 1 + (size_t)(round * 13 % 4000);
+        const char *alpha = round % 3 == 0 ? "  \t" : round % 3 == 1 ? "thein'rs" : "theinr  ";
+        size_t na = strlen(alpha);
+        for (size_t i = 0; i < n; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            text[i] = alpha[(x >> 33) % na];
+        }
+        text[n] = 0;
+        pz_bpe_ids a = {0}, c = {0};
+        CHECK_STATUS(pz_bpe_encode(heap, text, n, "heap", &a), PZ_OK, NULL);
+        CHECK_STATUS(pz_bpe_encode(scan, text, n, "scan", &c), PZ_OK, NULL);
+        CHECK(a.n == c.n && (a.n == 0 || memcmp(a.ids, c.ids, a.n * sizeof *a.ids) == 0),
+              "round %d (%zu bytes): the heap's %zu ids differ from the scan's %zu", round, n, a.n, c.n);
+        free(a.ids);
+        free(c.ids);
+    }
+    /* 1001 spaces after a word: Ġ Ġ (rank 8) then ĠĠ Ġ (rank 7), left to right */
+    memset(text, ' ', 1001);
+    text[1001] = 0;
+    pz_bpe_ids a = {0};
+    CHECK_STATUS(pz_bpe_encode(heap, text, 1001, "spaces", &a), PZ_OK, NULL);
+    CHECK(a.n == 334 && a.ids[0] == 263 && a.ids[332] == 263 && a.ids[333] == 264, "1001 spaces: %zu ids", a.n);
+    free(a.ids);
+    pz_bpe_enc_free(heap);
+    pz_bpe_enc_free(scan);
+    pz_bpe_free(b);
+}
+
 static void test_malformed(void) {
     struct {
         const char *model_extra, *top_extra, *merges;
@@ -349,6 +389,15 @@ static int compare(const char *tok, const char *text_path, const char *ids_path)
             printf("  HF's tokens %zu..: \"%.*s\"\n", lo, (int)cl, ctx);
         free(ctx);
     }
+    /* the same ids when every piece goes through the scan (no heap) */
+    pz_bpe_enc *scan = pz_bpe_enc_new(b);
+    pz_bpe_enc_force_scan(scan, 1);
+    pz_bpe_ids sids = {0};
+    CHECK_STATUS(pz_bpe_encode(scan, (const char *)text, tl, text_path, &sids), PZ_OK, NULL);
+    CHECK(sids.n == ids.n && (ids.n == 0 || memcmp(sids.ids, ids.ids, ids.n * sizeof *ids.ids) == 0),
+          "%s: the scan's ids differ from the heap's", tok);
+    free(sids.ids);
+    pz_bpe_enc_free(scan);
     char *back = NULL;
     size_t bl = 0;
     CHECK_STATUS(pz_bpe_decode(b, ids.ids, ids.n, &back, &bl), PZ_OK, NULL);
@@ -371,6 +420,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     test_small();
+    test_long_pieces();
     test_malformed();
     test_files();
     return check_summary("bpe");
