@@ -314,7 +314,7 @@ static int cmd_tokenize(int argc, char **argv) {
     };
     int rest = 0;
     int r = parse_flags("tokenize", "usage: pipezip tokenize --out TRAIN.bin [--val-out VAL.bin --val-fraction F] FILE...\n"
-                        "       pipezip tokenize --tokenizer FILE|DIR [--eot-between-files] --out X.bin FILE...\n\n"
+                        "       pipezip tokenize --tokenizer FILE|DIR [--eot-between-files] [--threads N] --out X.bin FILE...\n\n"
                         "Byte-level tokenizer (vocabulary 256): concatenates the text files in the order\n"
                         "given and writes llm.c token shards. The last F of the bytes (cut back to a\n"
                         "newline when one is within 4 KiB) go to the validation shard.\n\n"
