@@ -8,7 +8,8 @@
  * id above 65535 (uint16 shards) is an error naming the file and the token,
  * never a truncation. The shard is written atomically, so an error leaves no
  * file. On success one JSON line goes to stdout: files, bytes, tokens,
- * seconds, mb_per_s. */
+ * seconds (wall, from the start: loading the tokenizer, reading, encoding,
+ * writing) and mb_per_s (bytes over those seconds). */
 #ifndef PZ_TOKENIZE_CMD_H
 #define PZ_TOKENIZE_CMD_H
 
