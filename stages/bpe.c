@@ -707,6 +707,17 @@ pz_status pz_bpe_load(const char *path, pz_bpe **out) {
         char *dir = slash ? strndup(path, (size_t)(slash - path)) : xstrdup(".");
         if (!dir) pz_die("out of memory");
         char *mt = pz_path_join(dir[0] ? dir : "/", "merges.txt");
+        /* NAMEvocab.json with NAMEmerges.txt (Megatron's gpt2-vocab.json, gpt2-merges.txt), else merges.txt */
+        size_t pl = strlen(path) - strlen("vocab.json");
+        char *named = xmalloc(pl + sizeof "merges.txt");
+        memcpy(named, path, pl);
+        memcpy(named + pl, "merges.txt", sizeof "merges.txt");
+        if (pz_is_regular_file(named)) {
+            free(mt);
+            mt = named;
+        } else {
+            free(named);
+        }
         st = load_vocab(path, mt, out);
         free(mt);
         free(dir);

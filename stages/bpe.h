@@ -40,7 +40,9 @@ typedef struct pz_bpe_enc pz_bpe_enc;
 
 /* Loads a tokenizer.json, a vocab.json (merges.txt beside it) or a directory
  * holding either. A file is taken as vocab.json when its name ends in
- * "vocab.json", else as tokenizer.json. */
+ * "vocab.json" (its merges: NAMEmerges.txt for NAMEvocab.json, such as
+ * gpt2-merges.txt beside gpt2-vocab.json, else merges.txt), else as
+ * tokenizer.json. */
 pz_status pz_bpe_load(const char *path, pz_bpe **out);
 /* The same from memory: a tokenizer.json text, or a vocab.json and a
  * merges.txt text; `what` (and `what_merges`) name them in messages. */

@@ -330,6 +330,20 @@ static void test_files(void) {
     if (b) EXPECT_IDS(b, " the<|endoftext|>", 258, 300);
     pz_bpe_free(b);
     b = NULL;
+    /* gpt2-vocab.json takes gpt2-merges.txt before merges.txt */
+    char gv[256], gm[256];
+    snprintf(gv, sizeof gv, "%s/gpt2-vocab.json", dir);
+    snprintf(gm, sizeof gm, "%s/gpt2-merges.txt", dir);
+    CHECK(rename(vp, gv) == 0, "rename");
+    CHECK_STATUS(pz_bpe_load(gv, &b), PZ_OK, NULL);   /* merges.txt */
+    pz_bpe_free(b);
+    b = NULL;
+    f = fopen(gm, "w");
+    fputs("h zz\n", f);
+    fclose(f);
+    CHECK_STATUS(pz_bpe_load(gv, &b), PZ_ERR_FORMAT, "gpt2-merges.txt: merge 1");
+    remove(gm);
+    CHECK(rename(gv, vp) == 0, "rename back");
     CHECK_STATUS(pz_bpe_load(dir, &b), PZ_OK, NULL);
     if (b) EXPECT_IDS(b, " the", 258);
     pz_bpe_free(b);
