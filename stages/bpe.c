@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <pcre2.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,8 +91,7 @@ static uint64_t hash_pair(uint32_t a, uint32_t b) {
 static uint16_t byte_cp[256];
 static int16_t cp_byte[324];
 
-static void byte_map_init(void) {
-    if (byte_cp['!']) return;   /* idempotent; the values never change, so a race writes the same */
+static void byte_map_fill(void) {
     int k = 0;
     for (int b = 0; b < 256; b++) {
         int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
@@ -99,6 +99,11 @@ static void byte_map_init(void) {
     }
     for (int c = 0; c < 324; c++) cp_byte[c] = -1;
     for (int b = 0; b < 256; b++) cp_byte[byte_cp[b]] = (int16_t)b;
+}
+
+static void byte_map_init(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, byte_map_fill);
 }
 
 /* One UTF-8 character of s[0..n): its code point and length, or -1. */
