@@ -306,6 +306,11 @@ static void test_malformed(void) {
     }
 }
 
+static void write_text(const char *path, const char *mode, const char *text) {
+    FILE *f = fopen(path, mode);
+    CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", path);
+}
+
 /* vocab.json + merges.txt, as files and as a directory */
 static void test_files(void) {
     char dir[] = "/tmp/pz_bpe_XXXXXX";
@@ -318,14 +323,14 @@ static void test_files(void) {
     CHECK_STATUS(pz_bpe_load(dir, &b), PZ_ERR_IO, "no tokenizer.json, nor vocab.json with merges.txt");
     sb v = {0};
     put_vocab(&v, 0, 1);
-    FILE *f = fopen(vp, "w");
-    fputs(v.s, f);
-    fclose(f);
+    write_text(vp, "w", v.s);
     CHECK_STATUS(pz_bpe_load(vp, &b), PZ_ERR_IO, "no merges.txt beside it");
-    f = fopen(mp, "w");
-    fputs("#version: 0.2\n", f);
-    for (size_t m = 0; m < NSMALL; m++) fprintf(f, "%s %s\n", small_merges[m][0], small_merges[m][1]);
-    fclose(f);
+    write_text(mp, "w", "#version: 0.2\n");
+    for (size_t m = 0; m < NSMALL; m++) {
+        char line[64];
+        snprintf(line, sizeof line, "%s %s\n", small_merges[m][0], small_merges[m][1]);
+        write_text(mp, "a", line);
+    }
     CHECK_STATUS(pz_bpe_load(vp, &b), PZ_OK, NULL);
     if (b) EXPECT_IDS(b, " the<|endoftext|>", 258, 300);
     pz_bpe_free(b);
@@ -338,9 +343,7 @@ static void test_files(void) {
     CHECK_STATUS(pz_bpe_load(gv, &b), PZ_OK, NULL);   /* merges.txt */
     pz_bpe_free(b);
     b = NULL;
-    f = fopen(gm, "w");
-    fputs("h zz\n", f);
-    fclose(f);
+    write_text(gm, "w", "h zz\n");
     CHECK_STATUS(pz_bpe_load(gv, &b), PZ_ERR_FORMAT, "gpt2-merges.txt: merge 1");
     remove(gm);
     CHECK(rename(gv, vp) == 0, "rename back");
@@ -348,26 +351,18 @@ static void test_files(void) {
     if (b) EXPECT_IDS(b, " the", 258);
     pz_bpe_free(b);
     b = NULL;
-    f = fopen(mp, "a");
-    fputs("\nh e\n", f);   /* an empty line */
-    fclose(f);
+    write_text(mp, "a", "\nh e\n");   /* an empty line */
     CHECK_STATUS(pz_bpe_load(dir, &b), PZ_ERR_FORMAT, "merges.txt: merge on line 11 (\"\") is not two tokens");
-    f = fopen(mp, "w");
-    fputs("h e\nh zz\n", f);
-    fclose(f);
+    write_text(mp, "w", "h e\nh zz\n");
     CHECK_STATUS(pz_bpe_load(dir, &b), PZ_ERR_FORMAT, "merges.txt: merge 2 (\"h zz\"): \"zz\" is not in the vocabulary");
     /* tokenizer.json wins in a directory */
     char *j = small_json(NULL, NULL, NULL, 0);
-    f = fopen(tp, "w");
-    fputs(j, f);
-    fclose(f);
+    write_text(tp, "w", j);
     free(j);
     CHECK_STATUS(pz_bpe_load(dir, &b), PZ_OK, NULL);
     pz_bpe_free(b);
     b = NULL;
-    f = fopen(tp, "w");
-    fputs("{\"model\": {\"vocab\": {\"a\": 0", f);
-    fclose(f);
+    write_text(tp, "w", "{\"model\": {\"vocab\": {\"a\": 0");
     CHECK_STATUS(pz_bpe_load(dir, &b), PZ_ERR_FORMAT, "tokenizer.json: bad JSON at byte");
     remove(vp);
     remove(mp);
