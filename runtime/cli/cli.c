@@ -19,6 +19,7 @@
 #include "runtime/train.h"
 #include "schedules/schedule.h"
 #include "runtime/cli/schedule_cmd.h"
+#include "runtime/cli/tokenize_cmd.h"
 #include "base/mem.h"
 #include "base/parse.h"
 
@@ -310,22 +311,47 @@ static int cmd_eval(int argc, char **argv) {
 }
 
 static int cmd_tokenize(int argc, char **argv) {
-    const char *out = NULL, *val_out = NULL;
+    const char *out = NULL, *val_out = NULL, *tokenizer = NULL;
     float val_fraction = 0.0f;
+    int eot = 0, threads = 0;
     const flag_spec fs[] = {
         {"--out", FLAG_STR, &out, "training shard to write", 0, 0, NULL},
-        {"--val-out", FLAG_STR, &val_out, "validation shard to write (the tail of the text)", 0, 0, NULL},
+        {"--val-out", FLAG_STR, &val_out, "validation shard to write (the tail of the text; byte-level only)", 0, 0, NULL},
         {"--val-fraction", FLAG_FLOAT, &val_fraction, "fraction of bytes for validation", 0, 0.99, NULL},
+        {"--tokenizer", FLAG_STR, &tokenizer, "GPT-2 BPE: tokenizer.json, vocab.json (merges.txt beside it) or a directory", 0, 0, NULL},
+        {"--eot-between-files", FLAG_BOOL, &eot, "with --tokenizer: <|endoftext|> between consecutive files", 0, 0, NULL},
+        {"--threads", FLAG_INT, &threads, "with --tokenizer: files encoded at once (0: one per core)", 0, 4096, NULL},
     };
     int rest = 0;
-    int r = parse_flags("tokenize", "usage: pipezip tokenize --out TRAIN.bin [--val-out VAL.bin --val-fraction F] FILE...\n\n"
+    int r = parse_flags("tokenize", "usage: pipezip tokenize --out TRAIN.bin [--val-out VAL.bin --val-fraction F] FILE...\n"
+                        "       pipezip tokenize --tokenizer FILE|DIR [--eot-between-files] [--threads N] --out X.bin FILE...\n\n"
                         "Byte-level tokenizer (vocabulary 256): concatenates the text files in the order\n"
                         "given and writes llm.c token shards. The last F of the bytes (cut back to a\n"
-                        "newline when one is within 4 KiB) go to the validation shard.",
+                        "newline when one is within 4 KiB) go to the validation shard.\n\n"
+                        "With --tokenizer: GPT-2's byte-level BPE, read from an HF tokenizer.json, a\n"
+                        "vocab.json with merges.txt beside it, or a directory holding either (as HF\n"
+                        "publishes gpt2/). Files (UTF-8 text) are encoded in parallel, each on its own,\n"
+                        "and joined in order into one shard; special tokens such as <|endoftext|> in the\n"
+                        "text become their ids. An id above 65535 is an error (uint16 shards). Prints one\n"
+                        "JSON line: files, bytes, tokens, seconds, mb_per_s.",
                         argc, argv, fs, NFLAGS(fs), &rest);
     if (r) return r == 2 ? 0 : 1;
     if (!out || rest >= argc) {
         fprintf(stderr, "pipezip tokenize: error: --out and at least one input file are required\n");
+        return 1;
+    }
+    if (tokenizer) {
+        if (val_out || val_fraction > 0.0f) {
+            fprintf(stderr, "pipezip tokenize: error: --val-out and --val-fraction are for the byte-level tokenizer; with "
+                    "--tokenizer, tokenize the validation files into their own shard\n");
+            return 1;
+        }
+        pz_tokenize_bpe_opts o = {tokenizer, out, eot, threads};
+        pz_status st = pz_tokenize_bpe(&o, (const char *const *)(argv + rest), argc - rest);
+        return st == PZ_OK ? 0 : fail("tokenize", st);
+    }
+    if (eot || threads) {
+        fprintf(stderr, "pipezip tokenize: error: %s needs --tokenizer\n", eot ? "--eot-between-files" : "--threads");
         return 1;
     }
     if ((val_out != NULL) != (val_fraction > 0.0f)) {
@@ -394,7 +420,7 @@ static const struct {
 } commands[] = {
     {"train", cmd_train, "train a GPT-2, in one process or as a pipeline of stages"},
     {"eval", cmd_eval, "mean next-token loss of a checkpoint on token shards"},
-    {"tokenize", cmd_tokenize, "turn text files into byte-level token shards"},
+    {"tokenize", cmd_tokenize, "turn text files into token shards (byte-level, or GPT-2 BPE with --tokenizer)"},
     {"codec", cmd_codec, "encode a tensor with a codec and report size, error and speed"},
     {"sweep", cmd_sweep, "grid of fwd x bwd codecs on one fine-tuning task: table and plots (examples/sweep.py)"},
     {"schedule", pz_cmd_schedule, "print the instruction table of a pipeline schedule"},
