@@ -83,6 +83,9 @@ typedef struct {
     /* per-step metrics */
     double compute_s, wait_s, codec_s;
     pz_trace trace;            /* --trace: this rank's timeline */
+    /* warmup=auto's measurement: micro-batch 0's round trip over the out edge,
+     * from its activation's send to its gradient's arrival */
+    double rtt_sent, rtt0;
     /* the tied-embedding exchange (first and last stage) */
     float *tied_out, *tied_in;         /* V*C floats: our gradient as sent, the peer's */
     pz_request *tied_send, *tied_recv;
@@ -104,11 +107,11 @@ static pz_status allreduce(exec *x, double *v, int n) {
 }
 
 /* Waits for a request, counting the time as waiting (and tracing it). */
-static pz_status wait_req_len(exec *x, pz_request **req, int micro, size_t *len) {
+static pz_status wait_req_at(exec *x, pz_request **req, int micro, size_t *len, double *done_at) {
     if (!*req) return PZ_OK;
     double t0 = pz_now();
     PZ_RANGE_PUSH("wait micro %d", micro);
-    pz_status st = pz_transport_wait(x->tp, *req, len);
+    pz_status st = pz_transport_wait_at(x->tp, *req, len, done_at);
     PZ_RANGE_POP();
     *req = NULL;
     double t1 = pz_now();
@@ -117,7 +120,7 @@ static pz_status wait_req_len(exec *x, pz_request **req, int micro, size_t *len)
     return st;
 }
 
-static pz_status wait_req(exec *x, pz_request **req, int micro) { return wait_req_len(x, req, micro, NULL); }
+static pz_status wait_req(exec *x, pz_request **req, int micro) { return wait_req_at(x, req, micro, NULL, NULL); }
 
 static pz_status post_recv(exec *x, int peer, int kind, uint32_t step, int micro, uint8_t *buf, size_t cap,
                            pz_request **req, const char *what) {
@@ -157,9 +160,9 @@ static pz_status encode_send(exec *x, pz_edge_end *e, int peer, int kind, uint64
 
 /* Waits for a posted receive into wire and decodes it into out. */
 static pz_status recv_decode(exec *x, pz_edge_end *e, pz_request **req, uint64_t step, int micro,
-                             const uint8_t *wire, float *out, uint64_t *ids) {
+                             const uint8_t *wire, float *out, uint64_t *ids, double *done_at) {
     size_t len = 0;
-    pz_status st = wait_req_len(x, req, micro, &len);
+    pz_status st = wait_req_at(x, req, micro, &len, done_at);
     if (st != PZ_OK) return st;
     double t0 = pz_now();
     PZ_RANGE_PUSH("decode edge %d step %llu micro %d", e->edge, (unsigned long long)step, micro);
@@ -217,7 +220,7 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
         if (is_first(x))
             for (int b = 0; b < o->batch; b++) x->ids[slot][b] = x->ids_tmp[b];
         else if ((st = recv_decode(x, &x->fwd_rx, &x->act_recv[slot], step, i, x->act_wire_in[slot],
-                                   x->act_in[slot], x->ids[slot])) != PZ_OK)
+                                   x->act_in[slot], x->ids[slot], NULL)) != PZ_OK)
             return st;
         if (is_last(x) && !is_first(x))
             for (int b = 0; b < o->batch; b++)
@@ -243,13 +246,16 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
         t0 = pz_now();
         st = encode_send(x, &x->fwd_tx, x->rank + 1, KIND_ACT, step, i, stage_output(x, slot), x->ids[slot],
                          x->act_wire_out[w], &x->act_send[w], "send activation");
+        if (i == 0) x->rtt_sent = pz_now();
         trace(x, "send", i, t0, pz_now());
         return st;
     }
     case PZ_OP_BACKWARD: {
+        double arrived = 0.0;
         if (!is_last(x) && (st = recv_decode(x, &x->bwd_rx, &x->grad_recv[slot], step, i, x->grad_wire_in[slot],
-                                             x->grad_in[slot], x->ids[slot])) != PZ_OK)
+                                             x->grad_in[slot], x->ids[slot], &arrived)) != PZ_OK)
             return st;
+        if (!is_last(x) && i == 0) x->rtt0 = arrived - x->rtt_sent;
         t0 = pz_now();
         PZ_RANGE_PUSH("B stage %d step %u micro %d", x->rank, step, i);
         pz_stage_backward(&x->stage, &x->slots[slot], is_last(x) ? NULL : pz_staging_in(&x->stg, x->grad_in[slot]),
@@ -334,7 +340,7 @@ static pz_status validate(exec *x, uint32_t val_round, int compressed, double *l
             for (int b = 0; b < o->batch; b++) ids[b] = x->ids_tmp[b];
         else if ((st = post_recv(x, x->rank - 1, KIND_VAL, val_round, k, x->act_wire_in[0], rx->cap, &r,
                                  "recv validation activation")) != PZ_OK ||
-                 (st = recv_decode(x, rx, &r, cstep, k, x->act_wire_in[0], x->act_in[0], ids)) != PZ_OK)
+                 (st = recv_decode(x, rx, &r, cstep, k, x->act_wire_in[0], x->act_in[0], ids, NULL)) != PZ_OK)
             break;
         stage_forward(x, 0, 0.0f);
         if (is_last(x)) sum += x->slots[0].loss;
@@ -559,23 +565,28 @@ static double codec_state(exec *x, double *file) {
  * in use, the schedule and the activation slots are rebuilt (at a step
  * boundary nothing is in flight). Every rank computes it from the same
  * reduced bits, so all ranks agree. */
-static pz_status auto_warmup(exec *x, const double *red, const double *es) {
+static pz_status auto_warmup(exec *x, const double *red, const double *es, const double *rtt) {
     const int S = x->world, m = x->o->micro;
-    double *c = xcalloc((size_t)S, sizeof *c), *fwd = xcalloc((size_t)S, sizeof *fwd);
-    double *bwd = xcalloc((size_t)S, sizeof *bwd), *lat = xcalloc((size_t)S, sizeof *lat);
+    double *c = xcalloc((size_t)S, sizeof *c), *link_rtt = xcalloc((size_t)S, sizeof *link_rtt);
+    double *period = xcalloc((size_t)S, sizeof *period);
     for (int q = 0; q < S; q++) c[q] = red[4 + 3 * q] / m;
     for (int e = 0; e + 1 < S; e++) {
-        double Bps = x->pol.mbps[e] * 1e6 / 8.0;   /* an unlimited link: no time per message */
+        /* micro-batch 0 found every link and stage idle, so its round trip
+         * from stage e is: edge e down and up, plus stage e+1's compute and
+         * round trip; what is left is edge e's, measured on whatever link it
+         * is (real, or --link-mbps/--link-latency-ms) */
+        double down = e + 2 < S ? rtt[e + 1] : 0.0;
+        link_rtt[e] = fmax(0.0, rtt[e] - c[e + 1] - down);
+        /* the throughput bound per message is known for a simulated rate */
+        double Bps = x->pol.mbps[e] * 1e6 / 8.0;
         const double *f = es + (2 * e + PZ_FWD) * PZ_EDGE_STATS_N, *b = es + (2 * e + PZ_BWD) * PZ_EDGE_STATS_N;
-        fwd[e] = Bps > 0 ? f[1] / m / Bps : 0.0;   /* [1]: wire bytes */
-        bwd[e] = Bps > 0 ? b[1] / m / Bps : 0.0;
-        lat[e] = x->pol.latency_ms[e] * 1e-3;
+        if (Bps > 0) period[e] = fmax(f[1], b[1]) / m / Bps;   /* [1]: wire bytes */
     }
-    int k = pz_sched_auto_warmup(S, m, c, fwd, bwd, lat);
+    int k = pz_sched_auto_warmup(S, m, c, link_rtt, period);
+    double rtt01 = link_rtt[0];
     free(c);
-    free(fwd);
-    free(bwd);
-    free(lat);
+    free(link_rtt);
+    free(period);
     if (k == x->spec.warmup_extra) return PZ_OK;
     int old_bound = x->bound;
     slots_free(x);
@@ -589,9 +600,9 @@ static pz_status auto_warmup(exec *x, const double *red, const double *es) {
     double slot_mib = ((double)x->slots[0].numel * sizeof(float) + 3.0 * (double)x->act_bytes +
                        (double)x->cap_in + (double)x->bwd_rx.cap) / (1 << 20);
     if (x->bound != old_bound)
-        fprintf(stderr, "pipezip train: rank %d: warmup=auto: K = %d extra warm-up micro-batches per downstream stage, "
-                "%d in flight (was %d), %+.1f MiB of activations\n", x->rank, k, x->bound, old_bound,
-                (x->bound - old_bound) * slot_mib);
+        fprintf(stderr, "pipezip train: rank %d: warmup=auto: K = %d extra warm-up micro-batches per downstream stage "
+                "(edge 0-1's round trip measured %.0f ms), %d in flight (was %d), %+.1f MiB of activations\n",
+                x->rank, k, 1e3 * rtt01, x->bound, old_bound, (x->bound - old_bound) * slot_mib);
     return PZ_OK;
 }
 
@@ -691,7 +702,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
 
     /* reduction array: [0] grad sumsq, [1] loss, then 3 per rank
      * (compute, wait, codec seconds), then the edge statistics */
-    int eb = 4 + 3 * world, nred = eb + 2 * (world - 1) * PZ_EDGE_STATS_N;
+    int eb = 4 + 3 * world, rb = eb + 2 * (world - 1) * PZ_EDGE_STATS_N, nred = rb + world;
     red = xcalloc((size_t)nred, sizeof *red);
     uint32_t val_round = 0;
     double t_run = pz_now();
@@ -714,6 +725,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         red[1] = is_last(&x) ? loss_sum / o->micro : 0.0;
         red[4 + 3 * rank + 0] = x.compute_s;
         red[4 + 3 * rank + 1] = x.wait_s;
+        red[rb + rank] = is_last(&x) ? 0.0 : x.rtt0;
         contribute_edges(&x, red + eb);
         red[4 + 3 * rank + 2] = x.codec_s;
         if ((st = allreduce(&x, red, nred)) != PZ_OK) break;
@@ -725,7 +737,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         }
         /* warmup=auto: decided from the first step (cold caches, so it may
          * err low) and decided again from the second */
-        if (x.spec.warmup_auto && step < 2 && world > 1 && (st = auto_warmup(&x, red, red + eb)) != PZ_OK) break;
+        if (x.spec.warmup_auto && step < 2 && world > 1 && (st = auto_warmup(&x, red, red + eb, red + rb)) != PZ_OK)
+            break;
         /* the last stage's wte gradient gets the first stage's copy now */
         if ((st = tied_finish(&x)) != PZ_OK) break;
         double t_opt = pz_now();

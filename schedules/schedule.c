@@ -138,21 +138,21 @@ int pz_schedule_in_flight_bound(const pz_sched_spec *sp, int stage, int nstages,
     }
 }
 
-int pz_sched_auto_warmup(int nstages, int nmicro, const double *c, const double *fwd, const double *bwd,
-                         const double *lat) {
+int pz_sched_auto_warmup(int nstages, int nmicro, const double *c, const double *link_rtt,
+                         const double *link_period) {
     const int S = nstages;
     double period = 0.0;
     for (int q = 0; q < S; q++) period = fmax(period, c[q]);
-    for (int e = 0; e + 1 < S; e++) period = fmax(period, fmax(fwd[e], bwd[e]));
+    for (int e = 0; e + 1 < S; e++) period = fmax(period, link_period[e]);
     if (!(period > 0.0)) return 0;
     int k = 0;
     for (int s = 0; s + 1 < S; s++) {
         double rtt = 0.0, links = 0.0;
         for (int q = s; q < S; q++) rtt += c[q];
-        for (int e = s; e + 1 < S; e++) links += fwd[e] + bwd[e] + 2.0 * lat[e];
+        for (int e = s; e + 1 < S; e++) links += link_rtt[e];
         rtt += links;
-        /* micro-batches in flight at stage s, plus one behind links: compute times
-         * jitter, and a gradient that arrives just late stalls a whole
+        /* micro-batches in flight at stage s, plus one behind links: compute
+         * times jitter, and a gradient that arrives just late stalls a whole
          * backward (measured on the demo preset over 10 Mbit/s: the exact
          * K ran 15-20% slower than K+1) */
         double need = ceil(rtt / period) + (links > 0.0 ? 1.0 : 0.0);

@@ -158,13 +158,15 @@ int pz_schedule_in_flight_bound(const pz_sched_spec *sp, int stage, int nstages,
 
 /* warmup=auto: the smallest K such that every stage s keeps enough
  * micro-batches in flight to cover its round trip, with one to spare when
- * the trip crosses links, i.e. (S-s-1)(1+K)+1 >= ceil(rtt_s / period) + 1, where rtt_s = sum over stages q >= s of c[q] (compute
- * per micro-batch, forward + backward) + sum over edges e >= s of (fwd[e] +
- * bwd[e] + 2 lat[e]) (link seconds per message and one-way latency), and
- * period = the largest of c[q], fwd[e], bwd[e] (the pipeline's throughput
- * bound per micro-batch). K stops growing once stage 0 holds all m. */
-int pz_sched_auto_warmup(int nstages, int nmicro, const double *c, const double *fwd, const double *bwd,
-                         const double *lat);
+ * the trip crosses links, i.e. (S-s-1)(1+K)+1 >= ceil(rtt_s / period) + 1,
+ * where rtt_s = sum over stages q >= s of c[q] (compute per micro-batch,
+ * forward + backward) + sum over edges e >= s of link_rtt[e] (the time a
+ * message takes down edge e and its answer back up, latency included), and
+ * period = the largest of c[q] and link_period[e] (an edge's time per
+ * message in its busier direction: the pipeline's throughput bound per
+ * micro-batch; 0 where unknown). K stops growing once stage 0 holds all m. */
+int pz_sched_auto_warmup(int nstages, int nmicro, const double *c, const double *link_rtt,
+                         const double *link_period);
 
 /* Prints the schedule of all stages as a table: one column per stage, one row
  * per time slot (every FORWARD and BACKWARD takes one slot, communication is

@@ -460,8 +460,8 @@ static void test_link_delay(void) {
         long d = cases[c][2];
         double *ct = calloc((size_t)S, sizeof *ct), *f = calloc((size_t)S, sizeof *f);
         double *b = calloc((size_t)S, sizeof *b), *lat = calloc((size_t)S, sizeof *lat);
-        for (int q = 0; q < S; q++) ct[q] = (double)(tf + tb), lat[q] = (double)d;
-        int kauto = pz_sched_auto_warmup(S, m, ct, f, b, lat);
+        for (int q = 0; q < S; q++) ct[q] = (double)(tf + tb), f[q] = 2.0 * (double)d;   /* down and up */
+        int kauto = pz_sched_auto_warmup(S, m, ct, f, b);
         /* compute bound plus one trip down and one up through every link */
         long bound = (tf + tb) * (m + S - 1) + 2L * (S - 1) * d;
         long prev = -1, best = -1;
@@ -494,10 +494,17 @@ static void test_link_delay(void) {
     }
     /* no link time: no extra warm-up; capped where stage 0 holds all m */
     double one[4] = {3, 3, 3, 3}, zero[4] = {0, 0, 0, 0}, far[4] = {1000, 1000, 1000, 1000};
-    CHECK(pz_sched_auto_warmup(4, 16, one, zero, zero, zero) == 0, "auto without links");
-    CHECK(pz_sched_auto_warmup(4, 16, one, zero, zero, far) == 5, "auto capped: (16+2)/3-1 = %d",
-          pz_sched_auto_warmup(4, 16, one, zero, zero, far));
-    CHECK(pz_sched_auto_warmup(1, 16, one, zero, zero, zero) == 0, "auto with one stage");
+    CHECK(pz_sched_auto_warmup(4, 16, one, zero, zero) == 0, "auto without links");
+    CHECK(pz_sched_auto_warmup(4, 16, one, far, zero) == 5, "auto capped: (16+2)/3-1 = %d",
+          pz_sched_auto_warmup(4, 16, one, far, zero));
+    CHECK(pz_sched_auto_warmup(1, 16, one, zero, zero) == 0, "auto with one stage");
+    /* a link slower than compute: the period is the link's, so fewer in flight
+     * cover the same round trip (S=2: rtt 3+3+8 = 14; period 4: ceil 4, +1 = 5
+     * in flight, K = 3; with the compute's period 3 it would be 5 + 1, K = 4) */
+    double c2[2] = {3, 3}, rtt2[2] = {8, 0}, per2[2] = {4, 0}, none2[2] = {0, 0};
+    CHECK(pz_sched_auto_warmup(2, 64, c2, rtt2, per2) == 3 && pz_sched_auto_warmup(2, 64, c2, rtt2, none2) == 4,
+          "link-bound period: K %d and %d", pz_sched_auto_warmup(2, 64, c2, rtt2, per2),
+          pz_sched_auto_warmup(2, 64, c2, rtt2, none2));
     printf("ok: warmup=auto picks the smallest K that hides a link delay, plus one\n");
 }
 
