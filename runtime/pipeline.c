@@ -8,6 +8,8 @@
  *   RECV_GRAD i  post a receive of d(output) from rank s+1
  *   BACKWARD i   wait for it, backward through the blocks; d(input) lands in a send buffer
  *   SEND_GRAD i  send d(input) to rank s-1 (non-blocking)
+ *   (zb-h1: BACKWARD i is the input gradient only, and BACKWARD_WEIGHT i,
+ *   later, the blocks' weight gradients; the slot is free after it)
  * After the last micro-batch: REDUCE_TIED (the first and last stage add their
  * wte gradients so both copies stay equal) and OPTIM_STEP (global gradient
  * norm over all ranks, clipping, AdamW; loss gathered for rank 0's log).
@@ -258,13 +260,25 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
         if (!is_last(x) && i == 0) x->rtt0 = arrived - x->rtt_sent;
         t0 = pz_now();
         PZ_RANGE_PUSH("B stage %d step %u micro %d", x->rank, step, i);
-        pz_stage_backward(&x->stage, &x->slots[slot], is_last(x) ? NULL : pz_staging_in(&x->stg, x->grad_in[slot]),
-                          is_first(x) ? NULL : pz_staging_dx(&x->stg, x->grad_out[slot]));
+        /* zb-h1: the input gradient only; BACKWARD_WEIGHT does the rest */
+        (x->stage.defer_weights ? pz_stage_backward_input : pz_stage_backward)(
+            &x->stage, &x->slots[slot], is_last(x) ? NULL : pz_staging_in(&x->stg, x->grad_in[slot]),
+            is_first(x) ? NULL : pz_staging_dx(&x->stg, x->grad_out[slot]));
         if (!is_first(x)) pz_staging_dx_done(&x->stg, x->grad_out[slot]);
         PZ_RANGE_POP();
         double t1 = pz_now();
         x->compute_s += t1 - t0;
         trace(x, "backward", i, t0, t1);
+        return PZ_OK;
+    }
+    case PZ_OP_BACKWARD_WEIGHT: {
+        t0 = pz_now();
+        PZ_RANGE_PUSH("W stage %d step %u micro %d", x->rank, step, i);
+        pz_stage_backward_weight(&x->stage, &x->slots[slot]);
+        PZ_RANGE_POP();
+        double t1 = pz_now();
+        x->compute_s += t1 - t0;
+        trace(x, "weight", i, t0, t1);
         return PZ_OK;
     }
     case PZ_OP_SEND_GRAD: {
@@ -670,6 +684,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     size_t BT = (size_t)o->batch * o->seq;
     x.act_bytes = BT * (size_t)cfg.channels * sizeof(float);
     x.bound = pz_schedule_in_flight_bound(&x.spec, rank, world, o->micro);
+    x.stage.defer_weights = x.spec.kind == PZ_SCHED_ZBH1;   /* slots keep the matmuls' output gradients */
     x.tok = xcalloc(BT, sizeof(int));
     x.tgt = xcalloc(BT, sizeof(int));
     if ((st = setup_edges(&x)) != PZ_OK) goto cleanup;
