@@ -42,6 +42,7 @@
 #include "runtime/partition.h"
 #include "runtime/policy.h"
 #include "runtime/report.h"
+#include "runtime/resume.h"
 #include "runtime/staging.h"
 #include "runtime/trace.h"
 #include "runtime/transport.h"
@@ -467,6 +468,16 @@ pz_status pz_pipeline_policy(const pz_train_opts *o, pz_policy *p) {
     if (st == PZ_OK && o->compress) st = pz_policy_parse(p, o->compress, "--compress");
     if (st == PZ_OK && o->link_mbps) st = pz_policy_parse_mbps(p, o->link_mbps, "--link-mbps");
     if (st == PZ_OK && o->link_latency) st = pz_policy_parse_latency(p, o->link_latency, "--link-latency-ms");
+    /* codec state (ef/ef21 residuals, aq buffers) is not in checkpoints yet:
+     * a wrapper is what pz_policy_eval_spec strips */
+    for (int k = 0; st == PZ_OK && (o->checkpoint_dir || o->resume) && k < 2 * (o->stages - 1); k++) {
+        const char *spec = p->spec[k];
+        char inner[512];
+        if (spec && (st = pz_policy_eval_spec(spec, inner, sizeof inner)) == PZ_OK && strcmp(inner, spec) != 0)
+            st = pz_fail(PZ_ERR_ARG, "edge %d-%d %s=%s keeps codec state across steps, which checkpoints do not "
+                         "save yet: --checkpoint-dir and --resume work with stateless codecs (e.g. %s) only",
+                         k / 2, k / 2 + 1, k % 2 ? "bwd" : "fwd", spec, inner);
+    }
     if (st != PZ_OK) pz_policy_free(p);
     return st;
 }
@@ -620,6 +631,74 @@ static pz_status auto_warmup(exec *x, const double *red, const double *es, const
     return PZ_OK;
 }
 
+/* Fault injection for the tests (PIPEZIP_FAULT=WHAT:STEP:RANK): this rank
+ * exits with status 3 at that point, as a killed process would stop there.
+ * WHAT is "step" (after the step's optimizer update and checkpoint) or
+ * "checkpoint" (its shard written, before the ranks meet for the manifest). */
+static void fault_point(const char *what, int step, int rank) {
+    const char *f = getenv("PIPEZIP_FAULT");
+    char w[32];
+    int s, r;
+    if (!f || sscanf(f, "%31[a-z]:%d:%d", w, &s, &r) != 3) return;
+    if (strcmp(w, what) == 0 && s == step && r == rank) {
+        fprintf(stderr, "pipezip train: rank %d: PIPEZIP_FAULT=%s: exiting at %s %d\n", rank, f, what, step);
+        fflush(NULL);
+        _exit(3);
+    }
+}
+
+/* --resume: the newest complete checkpoint (rank 0 looks, every rank gets
+ * its step), then each rank loads its shard. *start = steps already done. */
+static pz_status resume_from(exec *x, int *start) {
+    const pz_train_opts *o = x->o;
+    int is_auto = strcmp(o->resume, "auto") == 0;
+    const char *dir = is_auto ? o->checkpoint_dir : o->resume;
+    double v = 0.0;
+    pz_status st = PZ_OK;
+    if (x->rank == 0) {
+        int step;
+        if ((st = pz_resume_find(dir, is_auto, &step)) != PZ_OK) return st;
+        if (step < 0 && !is_auto)
+            return pz_fail(PZ_ERR_ARG, "--resume %s: no complete checkpoint there (use --resume auto to start "
+                           "fresh when there is none)", dir);
+        v = step + 1.0;   /* 0: none */
+    }
+    if ((st = allreduce(x, &v, 1)) != PZ_OK) return st;
+    *start = (int)v - 1;
+    if (*start < 0) {
+        if (x->rank == 0) fprintf(stderr, "pipezip train: --resume auto: no checkpoint in %s, starting fresh\n", dir);
+        *start = 0;
+        return PZ_OK;
+    }
+    st = pz_resume_read_shard(dir, *start, x->rank, x->world, &x->stage, &x->opt, &x->loader);
+    /* every rank must have loaded before any trains on */
+    double bad = st != PZ_OK;
+    pz_status st2 = allreduce(x, &bad, 1);
+    if (st == PZ_OK && st2 == PZ_OK && bad > 0)
+        st = pz_fail(PZ_ERR_PEER, "rank %d: another rank could not load its shard of the checkpoint", x->rank);
+    if (st == PZ_OK && x->rank == 0)
+        fprintf(stderr, "pipezip train: resumed from %s, step %d\n", dir, *start);
+    return st == PZ_OK ? st2 : st;
+}
+
+/* Writes this step's checkpoint: every rank its shard, then, once all are
+ * durable (a collective carrying each rank's outcome), rank 0 the manifest. */
+static pz_status checkpoint(exec *x, int step) {
+    pz_status st = pz_resume_write_shard(x->o->checkpoint_dir, step, x->rank, x->world, &x->stage, &x->opt,
+                                         &x->loader);
+    fault_point("checkpoint", step, x->rank);
+    double bad = st != PZ_OK;
+    pz_status st2 = allreduce(x, &bad, 1);
+    if (st != PZ_OK) return st;
+    if (st2 != PZ_OK) return st2;
+    if (bad > 0)
+        return pz_fail(PZ_ERR_IO, "rank %d: another rank could not write its checkpoint shard of step %d (the "
+                       "previous checkpoint stays the newest)", x->rank, step);
+    if (x->rank == 0 && (st = pz_resume_commit(x->o->checkpoint_dir, step, x->world, x->o->keep_checkpoints)) == PZ_OK)
+        fprintf(stderr, "pipezip train: checkpoint of step %d in %s\n", step, x->o->checkpoint_dir);
+    return st;
+}
+
 /* Runs one validation pass and prints its line on rank 0. */
 static pz_status validate_print(exec *x, int step, uint32_t *val_round, int compressed) {
     double vl;
@@ -720,8 +799,11 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     int eb = 4 + 3 * world, rb = eb + 2 * (world - 1) * PZ_EDGE_STATS_N, nred = rb + world;
     red = xcalloc((size_t)nred, sizeof *red);
     uint32_t val_round = 0;
+    int first_step = 0;
+    if (o->resume && (st = resume_from(&x, &first_step)) == PZ_OK && o->val_every > 0)
+        val_round = (uint32_t)(first_step / o->val_every);   /* the validations the run had done */
     double t_run = pz_now();
-    for (int step = 0; step < o->steps && st == PZ_OK; step++) {
+    for (int step = first_step; step < o->steps && st == PZ_OK; step++) {
         double t0 = pz_now(), loss_sum = 0.0;
         x.compute_s = x.wait_s = x.codec_s = 0.0;
         pz_stage_zero_grad(&x.stage);
@@ -769,6 +851,10 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         }
         if (tty) fprintf(stderr, "\rstep %d/%d loss %.4f  %.0f ms  %.0f tok/s   ", step + 1, o->steps, loss, ms, tok_s);
         int last = step + 1 == o->steps;
+        if (o->checkpoint_dir && (last || (o->checkpoint_every > 0 && (step + 1) % o->checkpoint_every == 0)) &&
+            (st = checkpoint(&x, step + 1)) != PZ_OK)
+            break;
+        fault_point("step", step + 1, rank);
         if (o->val_data && o->val_every > 0 && ((step + 1) % o->val_every == 0 || last)) {
             int comp = o->eval_compress && pz_policy_any(&x.pol, PZ_FWD);
             if ((st = validate_print(&x, step + 1, &val_round, comp)) != PZ_OK) break;

@@ -180,6 +180,10 @@ static int cmd_train(int argc, char **argv) {
         {"--eval-compress", FLAG_STR, &eval_compress, "on: validate through the fwd codecs; off: uncompressed", 0, 0, NULL},
         {"--link-mbps", FLAG_STR, &o.link_mbps, "simulated link rate, Mbit/s: N, or per edge 0-1=N;*=M (0 = unlimited)", 0, 0, NULL},
         {"--link-latency-ms", FLAG_STR, &o.link_latency, "simulated one-way link delay, ms: N, or per edge 0-1=N;*=M", 0, 0, NULL},
+        {"--checkpoint-dir", FLAG_STR, &o.checkpoint_dir, "write checkpoints to resume from here (each rank its shard, then a manifest)", 0, 0, NULL},
+        {"--checkpoint-every", FLAG_INT, &o.checkpoint_every, "steps between checkpoints (0 = after the last step only)", 0, 100000000, NULL},
+        {"--keep-checkpoints", FLAG_INT, &o.keep_checkpoints, "complete checkpoints to keep, newest first", 1, 1000000, NULL},
+        {"--resume", FLAG_STR, &o.resume, "continue from the newest complete checkpoint in DIR; auto: in --checkpoint-dir, if any", 0, 0, NULL},
         {"--progress", FLAG_STR, &progress, "thread: a thread per stage moves messages while it computes; inline: only between blocks", 0, 0, NULL},
         {"--metrics", FLAG_STR, &o.metrics, "write per-edge metrics to PREFIX.jsonl (per step) and PREFIX.csv", 0, 0, NULL},
         {"--error-metrics", FLAG_STR, &error_metrics, "on: senders decode their own messages to report ||x-x'||/||x||", 0, 0, NULL},
@@ -216,6 +220,14 @@ static int cmd_train(int argc, char **argv) {
         return 1;
     }
     o.progress_inline = strcmp(progress, "inline") == 0;
+    if (!o.checkpoint_dir && o.checkpoint_every > 0) {
+        fprintf(stderr, "pipezip train: error: --checkpoint-every needs --checkpoint-dir\n");
+        return 1;
+    }
+    if (o.resume && strcmp(o.resume, "auto") == 0 && !o.checkpoint_dir) {
+        fprintf(stderr, "pipezip train: error: --resume auto looks in --checkpoint-dir, which is not given\n");
+        return 1;
+    }
     pz_sched_spec sched;
     if (pz_sched_parse(o.schedule, &sched) != PZ_OK) return fail("train", PZ_ERR_ARG);
     if (pz_device_check(o.device, o.stages) != PZ_OK) return fail("train", PZ_ERR_ARG);
