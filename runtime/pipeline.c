@@ -28,6 +28,7 @@
 #include "runtime/pipeline.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -631,12 +632,21 @@ static pz_status auto_warmup(exec *x, const double *red, const double *es, const
     return PZ_OK;
 }
 
+/* Preemption: a signal only sets this; the step loop acts on it (all ranks
+ * agree through the step's reduction) at the next step boundary. */
+static volatile sig_atomic_t stop_signal;
+static int stopped_by;
+static void on_stop_signal(int sig) { stop_signal = sig; }
+int pz_pipeline_stopped_by(void) { return stopped_by; }
+
 /* Fault injection for the tests (PIPEZIP_FAULT=WHAT:STEP:RANK): this rank
  * exits with status 3 at that point, as a killed process would stop there.
  * WHAT is "step" (after the step's optimizer update and checkpoint) or
- * "checkpoint" (its shard written, before the ranks meet for the manifest). */
+ * "checkpoint" (its shard written, before the ranks meet for the manifest).
+ * A resumed run (--resume, as restarts are) is not faulted again. */
+static int fault_armed;
 static void fault_point(const char *what, int step, int rank) {
-    const char *f = getenv("PIPEZIP_FAULT");
+    const char *f = fault_armed ? getenv("PIPEZIP_FAULT") : NULL;
     char w[32];
     int s, r;
     if (!f || sscanf(f, "%31[a-z]:%d:%d", w, &s, &r) != 3) return;
@@ -720,6 +730,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     pz_metrics met;
     memset(&met, 0, sizeof met);
     double *red = NULL;
+    struct sigaction old_term, old_int;
+    int handlers = 0;
     /* threads and cores first: before any OpenMP region starts its pool */
     pz_cores cores;
     if ((st = pz_cores_setup(rank, world, master_addr, o->threads, o->bind, &cores)) != PZ_OK) return st;
@@ -796,10 +808,18 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
 
     /* reduction array: [0] grad sumsq, [1] loss, then 3 per rank
      * (compute, wait, codec seconds), then the edge statistics */
-    int eb = 4 + 3 * world, rb = eb + 2 * (world - 1) * PZ_EDGE_STATS_N, nred = rb + world;
+    /* ... then the round trips of warmup=auto (one per rank), then the stop
+     * signal (the largest a rank got) */
+    int eb = 4 + 3 * world, rb = eb + 2 * (world - 1) * PZ_EDGE_STATS_N, sb_ = rb + world, nred = sb_ + 2;
+    struct sigaction sa = {.sa_handler = on_stop_signal};
+    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGINT, &sa, &old_int);
+    handlers = 1;
+    stopped_by = 0;
     red = xcalloc((size_t)nred, sizeof *red);
     uint32_t val_round = 0;
     int first_step = 0;
+    fault_armed = o->resume == NULL;
     if (o->resume && (st = resume_from(&x, &first_step)) == PZ_OK && o->val_every > 0)
         val_round = (uint32_t)(first_step / o->val_every);   /* the validations the run had done */
     double t_run = pz_now();
@@ -823,6 +843,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         red[4 + 3 * rank + 0] = x.compute_s;
         red[4 + 3 * rank + 1] = x.wait_s;
         red[rb + rank] = is_last(&x) ? 0.0 : x.rtt0;
+        red[sb_] = stop_signal == SIGTERM;   /* ranks that got each signal */
+        red[sb_ + 1] = stop_signal == SIGINT;
         contribute_edges(&x, red + eb);
         red[4 + 3 * rank + 2] = x.codec_s;
         if ((st = allreduce(&x, red, nred)) != PZ_OK) break;
@@ -850,11 +872,19 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
             if (world > 1) pz_metrics_step(&met, step + 1, red + eb, tok_s);
         }
         if (tty) fprintf(stderr, "\rstep %d/%d loss %.4f  %.0f ms  %.0f tok/s   ", step + 1, o->steps, loss, ms, tok_s);
+        /* a signal anywhere: every rank stops after this step, checkpointed */
+        int stop = red[sb_] > 0.0 || red[sb_ + 1] > 0.0;
+        if (stop) stopped_by = red[sb_] > 0.0 ? SIGTERM : SIGINT;
         int last = step + 1 == o->steps;
-        if (o->checkpoint_dir && (last || (o->checkpoint_every > 0 && (step + 1) % o->checkpoint_every == 0)) &&
+        if (stop && rank == 0)
+            fprintf(stderr, "pipezip train: %s: stopping after step %d%s\n", strsignal(stopped_by), step + 1,
+                    o->checkpoint_dir ? ", with a checkpoint" : " (no --checkpoint-dir: no checkpoint)");
+        if (o->checkpoint_dir &&
+            (last || stop || (o->checkpoint_every > 0 && (step + 1) % o->checkpoint_every == 0)) &&
             (st = checkpoint(&x, step + 1)) != PZ_OK)
             break;
         fault_point("step", step + 1, rank);
+        if (stop) break;   /* no validation: a preempted machine has seconds left */
         if (o->val_data && o->val_every > 0 && ((step + 1) % o->val_every == 0 || last)) {
             int comp = o->eval_compress && pz_policy_any(&x.pol, PZ_FWD);
             if ((st = validate_print(&x, step + 1, &val_round, comp)) != PZ_OK) break;
@@ -897,6 +927,10 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     x.tp = NULL;
 
 cleanup:
+    if (handlers) {
+        sigaction(SIGTERM, &old_term, NULL);
+        sigaction(SIGINT, &old_int, NULL);
+    }
     pz_metrics_free(&met);
     free(red);
     exec_free(&x);

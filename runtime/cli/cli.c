@@ -146,6 +146,7 @@ static int cmd_train(int argc, char **argv) {
     pz_train_opts o;
     pz_train_opts_default(&o);
     const char *eval_compress = "on", *error_metrics = "on", *bind = "cores", *progress = "thread";
+    int max_restarts = 0;
     const flag_spec fs[] = {
         {"--preset", FLAG_STR, &o.preset, "start from random weights of a preset: gpt2, demo, tiny", 0, 0, NULL},
         {"--init", FLAG_STR, &o.init, "start from a checkpoint: HF safetensors or llm.c .bin, or an HF model directory", 0, 0, NULL},
@@ -183,6 +184,7 @@ static int cmd_train(int argc, char **argv) {
         {"--checkpoint-dir", FLAG_STR, &o.checkpoint_dir, "write checkpoints to resume from here (each rank its shard, then a manifest)", 0, 0, NULL},
         {"--checkpoint-every", FLAG_INT, &o.checkpoint_every, "steps between checkpoints (0 = after the last step only)", 0, 100000000, NULL},
         {"--keep-checkpoints", FLAG_INT, &o.keep_checkpoints, "complete checkpoints to keep, newest first", 1, 1000000, NULL},
+        {"--max-restarts", FLAG_INT, &max_restarts, "when a rank dies, restart all from the newest checkpoint up to K times (local launcher)", 0, 1000, NULL},
         {"--resume", FLAG_STR, &o.resume, "continue from the newest complete checkpoint in DIR; auto: in --checkpoint-dir, if any", 0, 0, NULL},
         {"--progress", FLAG_STR, &progress, "thread: a thread per stage moves messages while it computes; inline: only between blocks", 0, 0, NULL},
         {"--metrics", FLAG_STR, &o.metrics, "write per-edge metrics to PREFIX.jsonl (per step) and PREFIX.csv", 0, 0, NULL},
@@ -224,6 +226,10 @@ static int cmd_train(int argc, char **argv) {
         fprintf(stderr, "pipezip train: error: --checkpoint-every needs --checkpoint-dir\n");
         return 1;
     }
+    if (max_restarts > 0 && !o.checkpoint_dir) {
+        fprintf(stderr, "pipezip train: error: --max-restarts needs --checkpoint-dir (restarts resume from there)\n");
+        return 1;
+    }
     if (o.resume && strcmp(o.resume, "auto") == 0 && !o.checkpoint_dir) {
         fprintf(stderr, "pipezip train: error: --resume auto looks in --checkpoint-dir, which is not given\n");
         return 1;
@@ -237,7 +243,11 @@ static int cmd_train(int argc, char **argv) {
     if (pz_env_rank(&rank, &world, &addr, &port)) {
         /* one rank of a pipeline started by us, torchrun-style variables, mpirun or srun */
         pz_name_process(rank);
+        if (max_restarts > 0 && rank == 0 && !getenv("PZ_LAUNCHED"))
+            fprintf(stderr, "pipezip train: note: --max-restarts is the local launcher's; under mpirun, srun or a "
+                    "manual launch, restarting is the scheduler's: resubmit the job with --resume auto\n");
         st = pz_pipeline_run_rank(&o, rank, world, addr, port);
+        if (st == PZ_OK && pz_pipeline_stopped_by()) return 128 + pz_pipeline_stopped_by();
         return st == PZ_OK ? 0 : fail("train", st);
     }
     if (o.stages > 1) {
@@ -258,7 +268,7 @@ static int cmd_train(int argc, char **argv) {
         st = pz_partition(&cfg, o.seq, o.stages, o.split, ranges);
         free(ranges);
         if (st != PZ_OK) return fail("train", st);
-        int rc = pz_launch_local(o.stages, full_argc, full_argv);
+        int rc = pz_launch_local(o.stages, full_argc, full_argv, max_restarts);
         if (rc == 0 && o.trace) {
             if ((st = pz_trace_merge(o.trace, o.stages)) != PZ_OK) return fail("train", st);
             fprintf(stderr, "pipezip train: wrote trace %s\n", o.trace);
@@ -276,6 +286,7 @@ static int cmd_train(int argc, char **argv) {
     }
     /* one process is a pipeline of one stage: the same loop, no transport */
     st = pz_pipeline_run_rank(&o, 0, 1, NULL, 0);
+    if (st == PZ_OK && pz_pipeline_stopped_by()) return 128 + pz_pipeline_stopped_by();
     return st == PZ_OK ? 0 : fail("train", st);
 }
 

@@ -3,7 +3,9 @@
 # resumed from its step-4 checkpoint repeats the uninterrupted run bit for
 # bit (per-step losses and the saved model); a rank killed while writing a
 # checkpoint leaves the previous one the newest, and the run resumes from it;
-# bad resumes fail with a clear message.
+# SIGTERM to the launcher checkpoints at the next step boundary and exits
+# 143; --max-restarts restarts every rank from the newest checkpoint; bad
+# resumes fail with a clear message.
 #   usage: resume.sh PATH/TO/pipezip
 set -u
 pz="$1"
@@ -70,6 +72,40 @@ else
   fail "resume past the torn checkpoint"
 fi
 
+# preemption: SIGTERM to the launcher stops every rank at the next step
+# boundary with a checkpoint and exits 143; the resumed run ends like the
+# uninterrupted one (the 2 Mbit/s link only slows the steps down)
+ck="$dir/ckt"
+"$pz" "${job[@]}" --stages 2 --link-mbps 2 --checkpoint-dir "$ck" > "$dir/t.jsonl" 2>"$dir/err" &
+pid=$!
+for _ in $(seq 1 300); do grep -q '"step":2,' "$dir/t.jsonl" 2>/dev/null && break; sleep 0.1; done
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+newest=$(ls -d "$ck"/step-* 2>/dev/null | tail -n 1)
+if [ "$rc" = 143 ] && [ -n "$newest" ] && [ -f "$newest/manifest.json" ] && grep -q "stopping after step" "$dir/err"; then
+  echo "ok: SIGTERM: exit 143, $(grep -m1 -o 'stopping after step [0-9]*' "$dir/err"), checkpoint $(basename "$newest")"
+  "$pz" "${job[@]}" --stages 2 --checkpoint-dir "$ck" --resume auto --save "$dir/rest.safetensors" \
+    > /dev/null 2>"$dir/err" && cmp -s "$dir/ref2.safetensors" "$dir/rest.safetensors" &&
+    echo "ok: resumed after SIGTERM: the model equals the uninterrupted run's" ||
+    { cat "$dir/err"; fail "resume after SIGTERM"; }
+else
+  cat "$dir/err"; fail "SIGTERM: exit $rc, newest checkpoint '$newest'"
+fi
+
+# --max-restarts: rank 1 dies after step 5; the launcher restarts every
+# rank from the step-4 checkpoint and the run ends like the uninterrupted one
+ck="$dir/ckr"
+PIPEZIP_FAULT=step:5:1 "$pz" "${job[@]}" --stages 2 --checkpoint-dir "$ck" --checkpoint-every 2 --max-restarts 2 \
+  --save "$dir/resr.safetensors" > "$dir/r.jsonl" 2>"$dir/err"
+rc=$?
+if [ "$rc" = 0 ] && grep -q "restart 1 of 2" "$dir/err" && grep -q "resumed from .* step 4" "$dir/err" &&
+   cmp -s "$dir/ref2.safetensors" "$dir/resr.safetensors"; then
+  echo "ok: --max-restarts 2: rank 1 died after step 5, $(grep -m1 -o 'restart 1 of 2[^:]*' "$dir/err"), resumed at step 4; the model equals the uninterrupted run's"
+else
+  cat "$dir/err"; fail "--max-restarts: exit $rc"
+fi
+
 # errors
 expect_fail() {
   local what="$1" pattern="$2"; shift 2
@@ -86,6 +122,8 @@ expect_fail "resume with another stage count" "resuming with another stage count
 expect_fail "stateful codec with checkpoints" "keeps codec state" \
   "$pz" "${job[@]}" --stages 2 --compress 'fwd=aq(q4)' --checkpoint-dir "$dir/x"
 expect_fail "--checkpoint-every without a directory" "needs --checkpoint-dir" "$pz" "${job[@]}" --checkpoint-every 2
+expect_fail "--max-restarts without a directory" "--max-restarts needs --checkpoint-dir" \
+  "$pz" "${job[@]}" --stages 2 --max-restarts 1
 expect_fail "--resume auto without a directory" "--resume auto looks in --checkpoint-dir" "$pz" "${job[@]}" --resume auto
 # a shard that is not ours: garbage instead of rank 1's
 cp -r "$dir/ck2" "$dir/ckbad"
