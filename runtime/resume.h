@@ -14,6 +14,12 @@
  * the oldest complete checkpoints beyond --keep-checkpoints, and any
  * incomplete one older than the newest.
  *
+ * Tensors are stored by their HF names ("params/h.3.attn.c_attn.weight",
+ * "adam_m/...", "adam_v/..."), so a run with another stage count or split
+ * resumes too: each rank takes its blocks' tensors from whichever shards hold
+ * them (re-partitioned by block; wte is in the first and the last shard,
+ * identical). The same layout reads only its own shard.
+ *
  * Codec state (ef/ef21 residuals, aq buffers) is not saved yet: a policy
  * with such a wrapper cannot be checkpointed (pz_train refuses it). The
  * learning-rate schedule, the loader's order and the codecs' random numbers
@@ -37,9 +43,10 @@ pz_status pz_resume_commit(const char *dir, int step, int world, int keep);
 /* The newest complete checkpoint in dir: *step = its step, or -1 when dir
  * holds none (dir missing is an error unless allow_missing). */
 pz_status pz_resume_find(const char *dir, int allow_missing, int *step);
-/* Loads this rank's shard of `step` into the stage, the optimizer and the
- * loader, after checking that it belongs to this layout (stages, block
- * range, sizes); any mismatch is an error naming both sides. */
+/* Loads this rank's part of the checkpoint of `step` into the stage, the
+ * optimizer and the loader: by tensor name from the checkpoint's shards, of
+ * any stage count or split; a missing tensor or another size (another
+ * model) is an error naming it. */
 pz_status pz_resume_read_shard(const char *dir, int step, int rank, int world, pz_stage *s, pz_optim *o,
                                pz_loader *l);
 
