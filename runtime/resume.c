@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/bytes.h"
 #include "base/file.h"
 #include "base/mem.h"
 #include "base/safetensors.h"
@@ -275,8 +276,9 @@ static pz_status manifest_stages(const char *dir, int step, int *stages) {
 }
 
 pz_status pz_resume_read_shard(const char *dir, int step, int rank, int world, pz_stage *s, pz_optim *o,
-                               pz_loader *l) {
+                               pz_loader *l, int *same_layout) {
     int old = 0;
+    *same_layout = 0;
     pz_status st = manifest_stages(dir, step, &old);
     if (st != PZ_OK) return st;
     /* every shard of the checkpoint (mapped, read on demand): with another
@@ -358,6 +360,7 @@ pz_status pz_resume_read_shard(const char *dir, int step, int rank, int world, p
         }
         st = pz_loader_seek(l, (int)epoch, (size_t)batch);
     }
+    *same_layout = same;
     if (st == PZ_OK && !same && rank == 0)
         fprintf(stderr, "pipezip train: the checkpoint has %d stage%s; its parameters and AdamW moments were "
                 "re-partitioned by block onto this run's %d\n", old, old == 1 ? "" : "s", world);
@@ -370,5 +373,89 @@ out:
     free(paths);
     free(ti);
     free(host);
+    return st;
+}
+
+/* ---- codec state ------------------------------------------------------------ */
+
+#define CODECS_MAGIC "PZCK"
+
+static char *codecs_path(const char *dir, int step, int rank) {
+    char *sd = step_dir(dir, step), name[32];
+    snprintf(name, sizeof name, "rank-%d.codecs", rank);
+    char *p = pz_path_join(sd, name);
+    free(sd);
+    return p;
+}
+
+pz_status pz_resume_write_codecs(const char *dir, int step, int rank, const char *const *names, pz_codec *const *cs,
+                                 int n) {
+    char *path = codecs_path(dir, step, rank);
+    pz_atomic_file af;
+    pz_status st = pz_atomic_open(&af, path);
+    if (st == PZ_OK) {
+        uint8_t head[8];
+        memcpy(head, CODECS_MAGIC, 4);
+        pz_put_u32(head + 4, (uint32_t)n);
+        fwrite(head, 1, 8, af.f);
+        for (int i = 0; i < n && st == PZ_OK; i++) {
+            uint8_t *blob = NULL;
+            size_t len = 0;
+            if ((st = pz_codec_state_save(cs[i], &blob, &len)) != PZ_OK) break;
+            uint8_t h[12];
+            uint32_t nl = (uint32_t)strlen(names[i]);
+            pz_put_u32(h, nl);
+            pz_put_u64(h + 4, len);
+            fwrite(h, 1, 12, af.f);
+            fwrite(names[i], 1, nl, af.f);
+            fwrite(blob, 1, len, af.f);
+            free(blob);
+        }
+        if (st == PZ_OK) st = pz_atomic_commit(&af);
+        else pz_atomic_abort(&af);
+    }
+    free(path);
+    return st;
+}
+
+pz_status pz_resume_read_codecs(const char *dir, int step, int rank, const char *const *names, pz_codec *const *cs,
+                                int n) {
+    char *path = codecs_path(dir, step, rank);
+    uint8_t *data = NULL;
+    size_t len = 0, at = 8;
+    pz_status st = pz_read_file(path, &data, &len);
+    if (st == PZ_OK && (len < 8 || memcmp(data, CODECS_MAGIC, 4) != 0))
+        st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s: not a codec-state file", path);
+    uint32_t count = st == PZ_OK ? pz_get_u32(data + 4) : 0;
+    int *found = xcalloc((size_t)n + 1, sizeof *found);
+    for (uint32_t e = 0; st == PZ_OK && e < count; e++) {
+        if (len - at < 12) { st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s: truncated entry %u", path, e); break; }
+        uint32_t nl = pz_get_u32(data + at);
+        uint64_t bl = pz_get_u64(data + at + 4);
+        at += 12;
+        if (nl > 256 || nl > len - at || bl > len - at - nl) {
+            st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s: entry %u runs past the end of the file", path, e);
+            break;
+        }
+        const char *name = (const char *)data + at;
+        const uint8_t *blob = data + at + nl;
+        at += nl + (size_t)bl;
+        int i = 0;
+        while (i < n && !(strlen(names[i]) == nl && memcmp(names[i], name, nl) == 0)) i++;
+        if (i == n) continue;   /* a codec this run does not have (no longer on this edge) */
+        if ((st = pz_codec_state_load(cs[i], blob, (size_t)bl)) != PZ_OK) {
+            char msg[600];
+            snprintf(msg, sizeof msg, "%s", pz_last_error());
+            st = pz_fail(st, "checkpoint %s, %s: %s", path, names[i], msg);
+        }
+        found[i] = 1;
+    }
+    if (st == PZ_OK && at != len) st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s: trailing bytes", path);
+    for (int i = 0; st == PZ_OK && i < n; i++)
+        if (!found[i] && pz_codec_has_state(cs[i]))
+            st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s has no state for %s (%s)", path, names[i], pz_codec_spec(cs[i]));
+    free(found);
+    free(data);
+    free(path);
     return st;
 }

@@ -93,6 +93,40 @@ else
   cat "$dir/err"; fail "SIGTERM: exit $rc, newest checkpoint '$newest'"
 fi
 
+# codec state: aq(q4) activations and ef21(q4) gradients on 3 stages, over
+# 16 samples (two steps per epoch, so steps 3.. send aq deltas against the
+# buffers), aq's buffers partly spilled to a file (mem=4K); killed after step
+# 5, resumed from 4: bit for bit again
+head -c $((16 * 32 + 1)) "$dir/text.txt" > "$dir/small.txt"
+"$pz" tokenize --out "$dir/small.bin" "$dir/small.txt" >/dev/null || fail "tokenize small"
+aqjob=(train --preset tiny --data "$dir/small.bin" --batch 2 --seq 32 --micro-batches 4 --steps 8 --lr 1e-3
+       --val-every 0 --threads 1 --seed 11 --stages 3 --compress 'fwd=aq(q4,mem=4K),bwd=ef21(q4)')
+"$pz" "${aqjob[@]}" --save "$dir/refaq.safetensors" > "$dir/refaq.jsonl" 2>"$dir/err" || { cat "$dir/err"; fail "aq run"; }
+ck="$dir/ckaq"
+PIPEZIP_FAULT=step:5:2 "$pz" "${aqjob[@]}" --checkpoint-dir "$ck" --checkpoint-every 2 > /dev/null 2>"$dir/err"
+"$pz" "${aqjob[@]}" --checkpoint-dir "$ck" --resume auto --save "$dir/resaq.safetensors" > "$dir/aq.jsonl" 2>"$dir/err" ||
+  { cat "$dir/err"; fail "aq resume"; }
+codecs=$(ls "$ck"/step-00000008/rank-*.codecs 2>/dev/null | wc -l)
+if diff <(losses "$dir/refaq.jsonl" | awk '$1 > 4') <(losses "$dir/aq.jsonl") >/dev/null &&
+   cmp -s "$dir/refaq.safetensors" "$dir/resaq.safetensors" && [ "$codecs" = 3 ]; then
+  echo "ok: aq(q4,mem=4K) + ef21(q4), 3 stages: resumed from step 4 with the codec state, bit for bit"
+else
+  diff <(losses "$dir/refaq.jsonl") <(losses "$dir/aq.jsonl"); fail "aq/ef21 resume differs ($codecs codec files)"
+fi
+# the codec state is checked: a damaged byte is refused
+cp -r "$ck" "$dir/ckaqbad"
+f="$dir/ckaqbad/step-00000008/rank-1.codecs"
+printf '\xff' | dd of="$f" bs=1 seek=40 conv=notrunc 2>/dev/null
+expect_fail_early() { local out; out=$("$@" 2>&1 >/dev/null); [ $? != 0 ] && grep -q "CRC mismatch\|codec state" <<<"$out"; }
+if expect_fail_early "$pz" "${aqjob[@]}" --steps 9 --resume "$dir/ckaqbad"; then
+  echo "ok: a damaged codec-state file is refused"
+else fail "a damaged codec-state file was accepted"; fi
+# another layout: the codec state is dropped with a warning
+"$pz" "${aqjob[@]}" --stages 2 --steps 9 --resume "$ck" > /dev/null 2>"$dir/err" &&
+  grep -q "starts with empty state (aq: its first epoch again)" "$dir/err" &&
+  echo "ok: resumed on 2 stages: the edges' codec state dropped with a warning" ||
+  { cat "$dir/err"; fail "aq re-partition"; }
+
 # another layout: the 2-stage checkpoint of step 4 resumed as 3 stages, as
 # 2 stages with another split, and as one process; the parameters and AdamW
 # moments are re-partitioned by block. Uncompressed (a codec on other edges
@@ -150,8 +184,6 @@ expect_fail "resume from a directory without checkpoints" "no complete checkpoin
   "$pz" "${job[@]}" --stages 2 --resume "$dir/empty"
 expect_fail "resume into another model" "has [0-9]+ elements, this model's has" \
   "$pz" "${job[@]}" --stages 2 --preset demo --resume "$dir/ck2"
-expect_fail "stateful codec with checkpoints" "keeps codec state" \
-  "$pz" "${job[@]}" --stages 2 --compress 'fwd=aq(q4)' --checkpoint-dir "$dir/x"
 expect_fail "--checkpoint-every without a directory" "needs --checkpoint-dir" "$pz" "${job[@]}" --checkpoint-every 2
 expect_fail "--max-restarts without a directory" "--max-restarts needs --checkpoint-dir" \
   "$pz" "${job[@]}" --stages 2 --max-restarts 1
