@@ -93,27 +93,31 @@ else
   cat "$dir/err"; fail "SIGTERM: exit $rc, newest checkpoint '$newest'"
 fi
 
-# codec state: aq(q4) activations and ef21(q4) gradients on 3 stages, over
+# codec state: aq(q4) activations with ef(q8) gradients on 2 stages, and
+# with ef21(q4) on 3 stages and aq's buffers spilled to a file (mem=4K), over
 # 16 samples (two steps per epoch, so steps 3.. send aq deltas against the
-# buffers), aq's buffers partly spilled to a file (mem=4K); killed after step
-# 5, resumed from 4: bit for bit again
+# buffers); killed after step 5, resumed from 4: bit for bit again
 head -c $((16 * 32 + 1)) "$dir/text.txt" > "$dir/small.txt"
 "$pz" tokenize --out "$dir/small.bin" "$dir/small.txt" >/dev/null || fail "tokenize small"
-aqjob=(train --preset tiny --data "$dir/small.bin" --batch 2 --seq 32 --micro-batches 4 --steps 8 --lr 1e-3
-       --val-every 0 --threads 1 --seed 11 --stages 3 --compress 'fwd=aq(q4,mem=4K),bwd=ef21(q4)')
-"$pz" "${aqjob[@]}" --save "$dir/refaq.safetensors" > "$dir/refaq.jsonl" 2>"$dir/err" || { cat "$dir/err"; fail "aq run"; }
-ck="$dir/ckaq"
-PIPEZIP_FAULT=step:5:2 "$pz" "${aqjob[@]}" --checkpoint-dir "$ck" --checkpoint-every 2 > /dev/null 2>"$dir/err"
-"$pz" "${aqjob[@]}" --checkpoint-dir "$ck" --resume auto --save "$dir/resaq.safetensors" > "$dir/aq.jsonl" 2>"$dir/err" ||
-  { cat "$dir/err"; fail "aq resume"; }
-codecs=$(ls "$ck"/step-00000008/rank-*.codecs 2>/dev/null | wc -l)
-if diff <(losses "$dir/refaq.jsonl" | awk '$1 > 4') <(losses "$dir/aq.jsonl") >/dev/null &&
-   cmp -s "$dir/refaq.safetensors" "$dir/resaq.safetensors" && [ "$codecs" = 3 ]; then
-  echo "ok: aq(q4,mem=4K) + ef21(q4), 3 stages: resumed from step 4 with the codec state, bit for bit"
-else
-  diff <(losses "$dir/refaq.jsonl") <(losses "$dir/aq.jsonl"); fail "aq/ef21 resume differs ($codecs codec files)"
-fi
+for cfg in "2 fwd=aq(q4),bwd=ef(q8)" "3 fwd=aq(q4,mem=4K),bwd=ef21(q4)"; do
+  read -r S pol <<<"$cfg"
+  aqjob=(train --preset tiny --data "$dir/small.bin" --batch 2 --seq 32 --micro-batches 4 --steps 8 --lr 1e-3
+         --val-every 0 --threads 1 --seed 11 --stages "$S" --compress "$pol")
+  "$pz" "${aqjob[@]}" --save "$dir/refaq.safetensors" > "$dir/refaq.jsonl" 2>"$dir/err" || { cat "$dir/err"; fail "aq run"; }
+  ck="$dir/ckaq$S"
+  PIPEZIP_FAULT=step:5:$((S - 1)) "$pz" "${aqjob[@]}" --checkpoint-dir "$ck" --checkpoint-every 2 > /dev/null 2>"$dir/err"
+  "$pz" "${aqjob[@]}" --checkpoint-dir "$ck" --resume auto --save "$dir/resaq.safetensors" > "$dir/aq.jsonl" 2>"$dir/err" ||
+    { cat "$dir/err"; fail "$pol resume"; }
+  codecs=$(ls "$ck"/step-00000008/rank-*.codecs 2>/dev/null | wc -l)
+  if diff <(losses "$dir/refaq.jsonl" | awk '$1 > 4') <(losses "$dir/aq.jsonl") >/dev/null &&
+     cmp -s "$dir/refaq.safetensors" "$dir/resaq.safetensors" && [ "$codecs" = "$S" ]; then
+    echo "ok: $pol, $S stages: resumed from step 4 with the codec state, bit for bit"
+  else
+    diff <(losses "$dir/refaq.jsonl") <(losses "$dir/aq.jsonl"); fail "$pol resume differs ($codecs codec files)"
+  fi
+done
 # the codec state is checked: a damaged byte is refused
+ck="$dir/ckaq3"
 cp -r "$ck" "$dir/ckaqbad"
 f="$dir/ckaqbad/step-00000008/rank-1.codecs"
 printf '\xff' | dd of="$f" bs=1 seek=40 conv=notrunc 2>/dev/null
