@@ -7,11 +7,8 @@
 # sequence, and every output ends with the JSON line.
 #   usage: generate_errors.sh PATH/TO/pipezip
 set -u
-pz="$1"
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/../lib.sh"
+pz_test_init "$1"
 for i in $(seq 1 100); do echo "Line $i: the quick brown fox jumps over the lazy dog."; done > "$dir/t.txt"
 "$pz" tokenize --out "$dir/tok.bin" "$dir/t.txt" >/dev/null || exit 1
 "$pz" train --preset tiny --data "$dir/tok.bin" --steps 1 --batch 2 --seq 32 --save "$dir/m.safetensors" >/dev/null 2>&1 \

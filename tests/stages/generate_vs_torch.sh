@@ -13,16 +13,11 @@
 # the float32 engine may pick either; the comparison stops there (said so).
 #   usage: generate_vs_torch.sh PATH/TO/pipezip
 set -u
-pz="$1"
 here=$(cd "$(dirname "$0")" && pwd)
 py="${PZ_TORCH_PYTHON:-/usr/bin/python3}"
-if ! "$py" -c 'import torch' >/dev/null 2>&1; then
-  echo "SKIP: $py cannot import torch (install python3-torch or set PZ_TORCH_PYTHON)"; exit 77
-fi
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+"$py" -c 'import torch' >/dev/null 2>&1 || { echo "SKIP: $py cannot import torch (python3-torch, or PZ_TORCH_PYTHON)"; exit 77; }
+. "$here/../lib.sh"
+pz_test_init "$1"
 make() { "$py" "$here/make_hf_dir.py" "$@" || { echo "make_hf_dir.py $* failed"; exit 1; }; }
 
 make "$dir/bpe" --embd 64 --heads 4 --layers 2 --vocab 264 --positions 64 --seed 3
