@@ -147,6 +147,7 @@ static int cmd_train(int argc, char **argv) {
     pz_train_opts o;
     pz_train_opts_default(&o);
     const char *eval_compress = "on", *error_metrics = "on", *bind = "cores", *progress = "thread";
+    int max_restarts = 0;
     const flag_spec fs[] = {
         {"--preset", FLAG_STR, &o.preset, "start from random weights of a preset: gpt2, demo, tiny", 0, 0, NULL},
         {"--init", FLAG_STR, &o.init, "start from a checkpoint: HF safetensors or llm.c .bin, or an HF model directory", 0, 0, NULL},
@@ -173,7 +174,7 @@ static int cmd_train(int argc, char **argv) {
         {"--device", FLAG_STR, &o.device, "cpu, cuda or cuda:tf32; or one per stage, e.g. cpu,cuda", 0, 0, NULL},
         {"--stages", FLAG_INT, &o.stages, "pipeline stages, one process each (1 = this process alone)", 1, 255, NULL},
         {"--split", FLAG_STR, &o.split, "blocks per stage, e.g. 3,3,3,3 (default: balanced by a cost model)", 0, 0, NULL},
-        {"--schedule", FLAG_STR, &o.schedule, "pipeline schedule: 1f1b, 1f1b:warmup=K|auto (more in flight for slow links) or gpipe", 0, 0, NULL},
+        {"--schedule", FLAG_STR, &o.schedule, "pipeline schedule: 1f1b, 1f1b:warmup=K|auto (more in flight for slow links), zb-h1 (zero bubble) or gpipe", 0, 0, NULL},
         {"--peer-timeout", FLAG_FLOAT, &o.peer_timeout, "seconds a stage waits for a peer before failing", 0.1, 86400, NULL},
         {"--trace", FLAG_STR, &o.trace, "write a Chrome/Perfetto trace JSON of all stages (pipeline only)", 0, 0, NULL},
         {"--compress", FLAG_STR, &o.compress, "compression policy per edge and direction (grammar below)", 0, 0, NULL},
@@ -181,6 +182,11 @@ static int cmd_train(int argc, char **argv) {
         {"--eval-compress", FLAG_STR, &eval_compress, "on: validate through the fwd codecs; off: uncompressed", 0, 0, NULL},
         {"--link-mbps", FLAG_STR, &o.link_mbps, "simulated link rate, Mbit/s: N, or per edge 0-1=N;*=M (0 = unlimited)", 0, 0, NULL},
         {"--link-latency-ms", FLAG_STR, &o.link_latency, "simulated one-way link delay, ms: N, or per edge 0-1=N;*=M", 0, 0, NULL},
+        {"--checkpoint-dir", FLAG_STR, &o.checkpoint_dir, "write checkpoints to resume from here (each rank its shard, then a manifest)", 0, 0, NULL},
+        {"--checkpoint-every", FLAG_INT, &o.checkpoint_every, "steps between checkpoints (0 = after the last step only)", 0, 100000000, NULL},
+        {"--keep-checkpoints", FLAG_INT, &o.keep_checkpoints, "complete checkpoints to keep, newest first", 1, 1000000, NULL},
+        {"--max-restarts", FLAG_INT, &max_restarts, "when a rank dies, restart all from the newest checkpoint up to K times (local launcher)", 0, 1000, NULL},
+        {"--resume", FLAG_STR, &o.resume, "continue from the newest complete checkpoint in DIR; auto: in --checkpoint-dir, if any", 0, 0, NULL},
         {"--progress", FLAG_STR, &progress, "thread: a thread per stage moves messages while it computes; inline: only between blocks", 0, 0, NULL},
         {"--metrics", FLAG_STR, &o.metrics, "write per-edge metrics to PREFIX.jsonl (per step) and PREFIX.csv", 0, 0, NULL},
         {"--error-metrics", FLAG_STR, &error_metrics, "on: senders decode their own messages to report ||x-x'||/||x||", 0, 0, NULL},
@@ -217,6 +223,18 @@ static int cmd_train(int argc, char **argv) {
         return 1;
     }
     o.progress_inline = strcmp(progress, "inline") == 0;
+    if (!o.checkpoint_dir && o.checkpoint_every > 0) {
+        fprintf(stderr, "pipezip train: error: --checkpoint-every needs --checkpoint-dir\n");
+        return 1;
+    }
+    if (max_restarts > 0 && !o.checkpoint_dir) {
+        fprintf(stderr, "pipezip train: error: --max-restarts needs --checkpoint-dir (restarts resume from there)\n");
+        return 1;
+    }
+    if (o.resume && strcmp(o.resume, "auto") == 0 && !o.checkpoint_dir) {
+        fprintf(stderr, "pipezip train: error: --resume auto looks in --checkpoint-dir, which is not given\n");
+        return 1;
+    }
     pz_sched_spec sched;
     if (pz_sched_parse(o.schedule, &sched) != PZ_OK) return fail("train", PZ_ERR_ARG);
     if (pz_device_check(o.device, o.stages) != PZ_OK) return fail("train", PZ_ERR_ARG);
@@ -226,7 +244,11 @@ static int cmd_train(int argc, char **argv) {
     if (pz_env_rank(&rank, &world, &addr, &port)) {
         /* one rank of a pipeline started by us, torchrun-style variables, mpirun or srun */
         pz_name_process(rank);
+        if (max_restarts > 0 && rank == 0 && !getenv("PZ_LAUNCHED"))
+            fprintf(stderr, "pipezip train: note: --max-restarts is the local launcher's; under mpirun, srun or a "
+                    "manual launch, restarting is the scheduler's: resubmit the job with --resume auto\n");
         st = pz_pipeline_run_rank(&o, rank, world, addr, port);
+        if (st == PZ_OK && pz_pipeline_stopped_by()) return 128 + pz_pipeline_stopped_by();
         return st == PZ_OK ? 0 : fail("train", st);
     }
     if (o.stages > 1) {
@@ -247,7 +269,7 @@ static int cmd_train(int argc, char **argv) {
         st = pz_partition(&cfg, o.seq, o.stages, o.split, ranges);
         free(ranges);
         if (st != PZ_OK) return fail("train", st);
-        int rc = pz_launch_local(o.stages, full_argc, full_argv);
+        int rc = pz_launch_local(o.stages, full_argc, full_argv, max_restarts);
         if (rc == 0 && o.trace) {
             if ((st = pz_trace_merge(o.trace, o.stages)) != PZ_OK) return fail("train", st);
             fprintf(stderr, "pipezip train: wrote trace %s\n", o.trace);
@@ -265,6 +287,7 @@ static int cmd_train(int argc, char **argv) {
     }
     /* one process is a pipeline of one stage: the same loop, no transport */
     st = pz_pipeline_run_rank(&o, 0, 1, NULL, 0);
+    if (st == PZ_OK && pz_pipeline_stopped_by()) return 128 + pz_pipeline_stopped_by();
     return st == PZ_OK ? 0 : fail("train", st);
 }
 
