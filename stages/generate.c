@@ -6,9 +6,9 @@
 #include <string.h>
 
 /* Points g's views into base (or only counts when base is NULL); returns floats used. */
-static size_t gen_layout(pz_gen *g, const pz_gpt2_config *c, int rows, float *base) {
+static size_t gen_layout(pz_gen *g, const pz_gpt2_config *c, const pz_stage_range *r, int rows, float *base) {
     size_t R = (size_t)rows, C = (size_t)c->channels;
-    size_t cache = (size_t)c->num_layers * c->max_seq_len * C;
+    size_t cache = (size_t)(r->l1 - r->l0) * c->max_seq_len * C;
     size_t off = 0;
 #define TAKE(field, n) do { (field) = base ? base + off : NULL; off += (n); } while (0)
     TAKE(g->kcache, cache); TAKE(g->vcache, cache);
@@ -26,15 +26,16 @@ pz_status pz_gen_init(pz_gen *g, const pz_backend *be, const pz_gpt2_params *p, 
     const pz_gpt2_config *c = &p->cfg;
     if (!be->host_memory)
         return pz_fail(PZ_ERR_ARG, "generation runs on the CPU backend only, not %s", be->name);
-    if (!p->range.has_embed || !p->range.has_head || p->range.l0 != 0 || p->range.l1 != c->num_layers)
-        return pz_fail(PZ_ERR_ARG, "generation needs the whole model, not a stage's part");
+    if (p->range.l0 < 0 || p->range.l1 > c->num_layers || p->range.l0 > p->range.l1)
+        return pz_fail(PZ_ERR_ARG, "generation: block range [%d, %d) outside [0, %d)", p->range.l0, p->range.l1,
+                       c->num_layers);
     if (rows < 1 || rows > c->max_seq_len)
         return pz_fail(PZ_ERR_ARG, "generation rows %d out of range [1, %d]", rows, c->max_seq_len);
     g->be = be;
     g->p = p;
     g->rows = rows;
-    g->mem = be->alloc(gen_layout(g, c, rows, NULL) * sizeof(float));
-    gen_layout(g, c, rows, g->mem);
+    g->mem = be->alloc(gen_layout(g, c, &p->range, rows, NULL) * sizeof(float));
+    gen_layout(g, c, &p->range, rows, g->mem);
     return PZ_OK;
 }
 
@@ -82,7 +83,10 @@ void pz_attention_cached_forward(float *out, float *kcache, float *vcache, float
     }
 }
 
-pz_status pz_gen_forward(pz_gen *g, const int *tokens, int n) {
+/* The stage's forward of n new positions: from tokens (first stage) or from
+ * the previous stage's hidden rows x_in (n, C); ends with the logits of the
+ * last position (last stage) or the hidden rows in g->x. */
+static pz_status gen_run(pz_gen *g, const int *tokens, const float *x_in, int n) {
     const pz_backend *be = g->be;
     const pz_gpt2_params *p = g->p;
     const pz_gpt2_config *c = &p->cfg;
@@ -91,17 +95,21 @@ pz_status pz_gen_forward(pz_gen *g, const int *tokens, int n) {
         return pz_fail(PZ_ERR_ARG, "generation step of %d positions out of range [1, %d]", n, g->rows);
     if (g->pos + n > maxT)
         return pz_fail(PZ_ERR_ARG, "%d positions do not fit the model's context of %d", g->pos + n, maxT);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; tokens && i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return pz_fail(PZ_ERR_ARG, "token id %d is outside the model's vocabulary [0, %d)",
                            tokens[i], c->vocab_size);
+    if (!p->range.has_embed == !x_in)
+        return pz_fail(PZ_ERR_ARG, "generation: a %s stage takes %s", p->range.has_embed ? "first" : "later",
+                       p->range.has_embed ? "tokens" : "the previous stage's hidden rows");
     const size_t NC = (size_t)n * C;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; tokens && i < n; i++) {
         const float *te = p->wte + (size_t)tokens[i] * C, *pe = p->wpe + (size_t)(g->pos + i) * C;
         float *x = g->x + (size_t)i * C;
         for (int j = 0; j < C; j++) x[j] = te[j] + pe[j];
     }
-    for (int l = 0; l < c->num_layers; l++) {
+    if (x_in) memcpy(g->x, x_in, NC * sizeof(float));
+    for (int l = 0; l < p->range.l1 - p->range.l0; l++) {
         const pz_block_params *w = &p->blocks[l];
         const size_t co = (size_t)l * maxT * C;
         be->layernorm_forward(g->ln, g->mean, g->rstd, g->x, w->ln1w, w->ln1b, n, C);
@@ -117,11 +125,22 @@ pz_status pz_gen_forward(pz_gen *g, const int *tokens, int n) {
         be->residual_forward(g->x, g->res2, g->proj, NC);
     }
     g->pos += n;
+    if (!p->range.has_head) return PZ_OK;
     /* the head, for the last position only */
     const float *last = g->x + (size_t)(n - 1) * C;
     be->layernorm_forward(g->ln, g->mean, g->rstd, last, p->lnfw, p->lnfb, 1, C);
     be->matmul_forward(g->logits, g->ln, p->wte, NULL, 1, C, c->padded_vocab_size);
     return PZ_OK;
+}
+
+pz_status pz_gen_forward(pz_gen *g, const int *tokens, int n) {
+    if (!tokens) return pz_fail(PZ_ERR_ARG, "generation: no tokens");
+    return gen_run(g, tokens, NULL, n);
+}
+
+pz_status pz_gen_forward_hidden(pz_gen *g, const float *x_in, int n) {
+    if (!x_in) return pz_fail(PZ_ERR_ARG, "generation: no hidden rows");
+    return gen_run(g, NULL, x_in, n);
 }
 
 /* ---- sampling ---------------------------------------------------------- */

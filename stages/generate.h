@@ -31,8 +31,9 @@ typedef struct {
     float *logits;                 /* (Vp) of the last position of the last forward */
 } pz_gen;
 
-/* p must be a whole model (pz_whole_model) bound over be's memory; rows in
- * [1, maxT] bounds n of pz_gen_forward. */
+/* p is the whole model (pz_whole_model) or a pipeline stage's part, bound
+ * over be's memory; the cache covers the stage's blocks. rows in [1, maxT]
+ * bounds n of a forward. */
 pz_status pz_gen_init(pz_gen *g, const pz_backend *be, const pz_gpt2_params *p, int rows);
 void pz_gen_free(pz_gen *g);
 /* Empties the cache (the next forward starts at position 0). */
@@ -41,6 +42,10 @@ void pz_gen_reset(pz_gen *g);
  * the last one in g->logits. Errors (PZ_ERR_ARG): n outside [1, rows], the
  * positions past the model's context, a token outside [0, V). */
 pz_status pz_gen_forward(pz_gen *g, const int *tokens, int n);
+/* A later stage's forward: n hidden rows (n, C) from the previous stage. The
+ * stage's output is then g->logits (last stage) or the rows in g->x (n, C),
+ * for the next stage. */
+pz_status pz_gen_forward_hidden(pz_gen *g, const float *x_in, int n);
 
 /* Causal attention of n new positions pos0..pos0+n-1 against a cache:
  * writes their keys and values (from qkv (n,3C), [q | k | v] per row) into

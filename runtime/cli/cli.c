@@ -338,6 +338,7 @@ static int cmd_generate(int argc, char **argv) {
     pz_generate_opts o = {0};
     o.sampling.temperature = 1.0f;
     o.sampling.top_p = 1.0f;
+    o.stages = 1;
     o.max_new_tokens = -1;
     long seed = 1337;
     /* one position per token is too little work to split: on the demo model
@@ -356,6 +357,10 @@ static int cmd_generate(int argc, char **argv) {
         {"--seed", FLAG_LONG, &seed, "seed of the sampling RNG", 0, 9.2e18, NULL},
         {"--threads", FLAG_INT, &threads, "CPU threads (default 1: a token is little work; 0 = all cores)", 0, 1024, NULL},
         {"--no-kv-cache", FLAG_BOOL, &o.no_kv_cache, "recompute the whole prefix for every token (slow; for tests)", 0, 0, NULL},
+        {"--stages", FLAG_INT, &o.stages, "pipeline stages, one process each, passing one position's hidden state per token", 1, 255, NULL},
+        {"--split", FLAG_STR, &o.split, "blocks per stage, e.g. 3,3 (default: balanced)", 0, 0, NULL},
+        {"--compress", FLAG_STR, &o.compress, "fwd codecs per edge, as for train (wrappers give way to their inner codec)", 0, 0, NULL},
+        {"--peer-timeout", FLAG_FLOAT, &o.peer_timeout, "seconds a stage waits for a peer before failing", 0.1, 86400, NULL},
     };
     int r = parse_flags("generate", "usage: pipezip generate --model FILE|DIR [--tokenizer F] (--prompt TEXT | --prompt-ids 1,2,3)\n"
                         "                        --max-new-tokens N [--temperature T --top-k K --top-p P --seed S]\n\n"
@@ -372,7 +377,24 @@ static int cmd_generate(int argc, char **argv) {
     }
     o.seed = (uint64_t)seed;
     pz_backend_cpu_set_threads(threads);
-    pz_status st = pz_generate(&o);
+    int rank, world, port;
+    const char *addr;
+    pz_status st;
+    if (pz_env_rank(&rank, &world, &addr, &port)) {   /* one stage of a pipeline */
+        if (world != o.stages) {
+            fprintf(stderr, "pipezip generate: error: WORLD_SIZE %d does not match --stages %d\n", world, o.stages);
+            return 1;
+        }
+        pz_name_process(rank);
+        st = pz_generate_rank(&o, rank, world, addr, port);
+        return st == PZ_OK ? 0 : fail("generate", st);
+    }
+    if (o.stages > 1) return pz_launch_local(o.stages, full_argc, full_argv, 0);
+    if (o.split || o.compress) {
+        fprintf(stderr, "pipezip generate: error: %s needs --stages 2 or more\n", o.split ? "--split" : "--compress");
+        return 1;
+    }
+    st = pz_generate(&o);
     return st == PZ_OK ? 0 : fail("generate", st);
 }
 

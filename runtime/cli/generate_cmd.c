@@ -11,8 +11,14 @@
 #include "base/mem.h"
 #include "base/parse.h"
 #include "kernels/backend.h"
+#include "runtime/edge.h"
+#include "runtime/partition.h"
+#include "runtime/policy.h"
+#include "runtime/transport.h"
 #include "stages/bpe.h"
 #include "stages/gpt2_checkpoint.h"
+
+enum { KIND_GEN_HIDDEN = 6, KIND_GEN_TOKEN = 7 };
 
 /* "1,2,3" -> ids (malloc'ed), each in [0, V) */
 static pz_status parse_ids(const char *s, int V, int **ids, int *n) {
@@ -81,7 +87,136 @@ static void emit(out_kind k, const pz_bpe *b, int id) {
     fflush(stdout);
 }
 
-pz_status pz_generate(const pz_generate_opts *o) {
+/* The pipeline's part of a generation step for this rank: rank 0 gets the
+ * tokens (n of them), later ranks the previous rank's hidden rows; the last
+ * rank leaves logits in g. Edge ends: [0] for the prompt's n rows, [1] for
+ * one row. */
+typedef struct {
+    pz_transport *tp;
+    int rank, world, vocab;
+    pz_edge_end tx[2], rx[2];
+    uint8_t *wire;
+    float *rows;
+    size_t cap;
+} gen_pipe;
+
+static pz_status pipe_step(gen_pipe *gp, pz_gen *g, const int *tokens, int n, int k, uint64_t seed) {
+    const int C = g->p->cfg.channels, first = gp->rank == 0, last = gp->rank == gp->world - 1, e = n > 1 ? 0 : 1;
+    pz_status st = PZ_OK;
+    uint64_t id = 0;
+    size_t len = 0;
+    if (first) {
+        st = pz_gen_forward(g, tokens, n);
+    } else {
+        pz_request *r = NULL;
+        char w[64];
+        snprintf(w, sizeof w, "generation step %d hidden state", k);
+        st = pz_transport_recv(gp->tp, gp->rank - 1, pz_tag(gp->rank - 1, (uint32_t)k, 0, KIND_GEN_HIDDEN), gp->wire,
+                               gp->cap, w, &r);
+        if (st == PZ_OK) st = pz_transport_wait(gp->tp, r, &len);
+        if (st == PZ_OK) st = pz_edge_decode(&gp->rx[e], gp->wire, len, seed, (uint64_t)k, 0, gp->rows, &id);
+        if (st == PZ_OK) st = pz_gen_forward_hidden(g, gp->rows, n);
+    }
+    if (st != PZ_OK || last) return st;
+    pz_request *r = NULL;
+    char w[64];
+    snprintf(w, sizeof w, "generation step %d hidden state", k);
+    (void)C;
+    st = pz_edge_encode(&gp->tx[e], g->x, &id, seed, (uint64_t)k, 0, gp->wire, &len);
+    if (st == PZ_OK)
+        st = pz_transport_send(gp->tp, gp->rank + 1, pz_tag(gp->rank, (uint32_t)k, 0, KIND_GEN_HIDDEN), gp->wire, len, w,
+                               &r);
+    if (st == PZ_OK) st = pz_transport_wait(gp->tp, r, NULL);
+    return st;
+}
+
+/* The token the last rank drew, to rank 0 (and its send on the last rank). */
+static pz_status pipe_token(gen_pipe *gp, int *tok, int k) {
+    pz_request *r = NULL;
+    char w[64];
+    snprintf(w, sizeof w, "generation step %d token", k);
+    const int last = gp->world - 1;
+    pz_status st = PZ_OK;
+    int32_t v = *tok;
+    if (gp->rank == last) {
+        st = pz_transport_send(gp->tp, 0, pz_tag(last, (uint32_t)k, 0, KIND_GEN_TOKEN), &v, 4, w, &r);
+        if (st == PZ_OK) st = pz_transport_wait(gp->tp, r, NULL);
+    } else if (gp->rank == 0) {
+        size_t len = 0;
+        st = pz_transport_recv(gp->tp, last, pz_tag(last, (uint32_t)k, 0, KIND_GEN_TOKEN), &v, 4, w, &r);
+        if (st == PZ_OK) st = pz_transport_wait(gp->tp, r, &len);
+        if (st == PZ_OK && (len != 4 || v < 0 || v >= gp->vocab))
+            st = pz_fail(PZ_ERR_PEER, "generation step %d: rank %d sent a token of %zu bytes, id %d", k, last, len, v);
+        *tok = v;
+    }
+    return st;
+}
+
+/* The generation loop of one rank of a pipeline (see pz_generate_rank). */
+static pz_status generate_pipelined(const pz_generate_opts *o, pz_gen *g, int *ids, int np, int total, out_kind ok,
+                                    const pz_bpe *bpe, int rank, int world, const char *addr, int port, void *scratch,
+                                    pz_rng *rng) {
+    const pz_gpt2_config *cfg = &g->p->cfg;
+    const int C = cfg->channels;
+    gen_pipe gp;
+    memset(&gp, 0, sizeof gp);
+    gp.rank = rank;
+    gp.world = world;
+    gp.vocab = cfg->vocab_size;
+    pz_policy pol;
+    pz_policy_init(&pol, world);
+    pz_status st = o->compress ? pz_policy_parse(&pol, o->compress, "--compress") : PZ_OK;
+    /* the edges' fwd codecs, without state: generation has no sample ids and
+     * no training state to keep (as validation does) */
+    char spec[2][512];
+    const char *sp[2] = {NULL, NULL};   /* [0] the out edge, [1] the in edge */
+    for (int side = 0; side < 2 && st == PZ_OK; side++) {
+        int e = side == 0 ? rank : rank - 1;
+        if (e < 0 || e >= world - 1) continue;
+        const char *fs = pz_policy_codec(&pol, e, PZ_FWD);
+        if (fs && (st = pz_policy_eval_spec(fs, spec[side], sizeof spec[side])) == PZ_OK) sp[side] = spec[side];
+    }
+    for (int k = 0; k < 2 && st == PZ_OK; k++) {
+        int T = k == 0 ? np : 1;
+        if (rank < world - 1 && (st = pz_edge_init(&gp.tx[k], rank, PZ_FWD, 1, sp[0], 1, T, C, 0)) != PZ_OK) break;
+        if (rank > 0 && (st = pz_edge_init(&gp.rx[k], rank - 1, PZ_FWD, 0, sp[1], 1, T, C, 0)) != PZ_OK) break;
+        size_t cap = gp.tx[k].cap > gp.rx[k].cap ? gp.tx[k].cap : gp.rx[k].cap;
+        if (cap > gp.cap) gp.cap = cap;
+    }
+    if (st == PZ_OK && rank == 0)
+        for (int e = 0; e < world - 1; e++) fputs("  ", stderr), pz_policy_print_edge(stderr, &pol, e);
+    gp.wire = xaligned_alloc(gp.cap + 64);
+    gp.rows = xmalloc((size_t)np * C * sizeof(float) + 64);
+    pz_transport_opts to = {rank, world, addr, port, o->peer_timeout > 0 ? o->peer_timeout : 60.0, 60.0, 1};
+    if (st == PZ_OK) st = pz_transport_init(&gp.tp, &to);
+    if (rank == 0)
+        for (int i = 0; st == PZ_OK && i < np; i++) emit(ok, bpe, ids[i]);
+    for (int n = np; st == PZ_OK && n < total; n++) {
+        int k = n - np;
+        /* step k: the prompt (k = 0) or the token drawn at step k-1 */
+        st = k == 0 ? pipe_step(&gp, g, ids, np, 0, o->seed) : pipe_step(&gp, g, &ids[n - 1], 1, k, o->seed);
+        int tok = 0;
+        if (st == PZ_OK && rank == world - 1) tok = pz_sample(g->logits, cfg->vocab_size, &o->sampling, rng, scratch);
+        if (st == PZ_OK) st = pipe_token(&gp, &tok, k);
+        if (st == PZ_OK && rank == 0) {
+            ids[n] = tok;
+            emit(ok, bpe, tok);
+        }
+    }
+    pz_transport_close(gp.tp, st != PZ_OK);
+    for (int k = 0; k < 2; k++) {
+        pz_edge_free(&gp.tx[k]);
+        pz_edge_free(&gp.rx[k]);
+    }
+    free(gp.wire);
+    free(gp.rows);
+    pz_policy_free(&pol);
+    return st;
+}
+
+pz_status pz_generate(const pz_generate_opts *o) { return pz_generate_rank(o, 0, 1, NULL, 0); }
+
+pz_status pz_generate_rank(const pz_generate_opts *o, int rank, int world, const char *addr, int port) {
     if ((o->prompt == NULL) == (o->prompt_ids == NULL))
         return pz_fail(PZ_ERR_ARG, "give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
     const pz_backend *be = pz_backend_cpu();
@@ -133,8 +268,21 @@ pz_status pz_generate(const pz_generate_opts *o) {
         return st;
     }
 
-    /* the model, on the host */
+    /* the model, on the host: the whole of it, or this rank's stage */
     pz_stage_range range = pz_whole_model(&cfg);
+    if (st == PZ_OK && world > 1) {
+        if (o->no_kv_cache) st = pz_fail(PZ_ERR_ARG, "--no-kv-cache is for one process only");
+        pz_stage_range *ranges = xcalloc((size_t)world, sizeof *ranges);
+        if (st == PZ_OK) st = pz_partition(&cfg, maxT, world, o->split, ranges);
+        if (st == PZ_OK) range = ranges[rank];
+        if (st == PZ_OK && rank == 0) pz_partition_print(stderr, &cfg, maxT, world, ranges);
+        free(ranges);
+        if (st) {
+            free(ids);
+            pz_bpe_free(bpe);
+            return st;
+        }
+    }
     float *mem = be->alloc(pz_stage_numel(&cfg, &range) * sizeof(float));
     pz_gpt2_params p;
     pz_gpt2_params_bind(&p, &cfg, &range, mem);
@@ -157,6 +305,19 @@ pz_status pz_generate(const pz_generate_opts *o) {
     pz_rng rng;
     pz_rng_seed(&rng, o->seed);
 
+    if (world > 1) {
+        double t0 = pz_now();
+        st = generate_pipelined(o, &g, ids, np, total, ok, bpe, rank, world, addr, port, scratch, &rng);
+        double secs = pz_now() - t0;
+        if (st == PZ_OK && rank == 0) {
+            printf("\n{\"ids\":[");
+            for (int i = 0; i < total; i++) printf(i ? ",%d" : "%d", ids[i]);
+            printf("],\"prompt_tokens\":%d,\"new_tokens\":%d,\"kv_cache\":true,\"stages\":%d,\"seconds\":%.6f,"
+                   "\"tok_s\":%.2f}\n", np, o->max_new_tokens, world, secs, secs > 0 ? o->max_new_tokens / secs : 0.0);
+            fflush(stdout);
+        }
+        goto done;
+    }
     for (int i = 0; i < np; i++) emit(ok, bpe, ids[i]);
     double t0 = pz_now();
     st = pz_gen_forward(&g, ids, np);
@@ -180,6 +341,7 @@ pz_status pz_generate(const pz_generate_opts *o) {
                secs > 0 ? o->max_new_tokens / secs : 0.0);
         fflush(stdout);
     }
+done:
     free(scratch);
     pz_gen_free(&g);
     pz_gpt2_params_unbind(&p);

@@ -28,8 +28,19 @@ typedef struct {
     pz_sampling sampling;
     uint64_t seed;
     int no_kv_cache;          /* recompute the whole prefix per token (tests) */
+    /* --stages S: over the pipeline launcher and transport, one stage per rank */
+    int stages;
+    const char *split;        /* --split, or NULL (balanced) */
+    const char *compress;     /* --compress: fwd codecs per edge (their stateless inner codec) */
+    float peer_timeout;
 } pz_generate_opts;
 
+/* One process (world 1), or rank `rank` of a pipeline of `world` stages:
+ * every rank reads the prompt; rank 0 embeds the tokens and prints, each
+ * rank runs its blocks with its own KV cache and passes one position's hidden
+ * state (the prompt's at first) to the next through the edge's fwd codec,
+ * and the last rank samples and sends the token back to rank 0. */
 pz_status pz_generate(const pz_generate_opts *o);
+pz_status pz_generate_rank(const pz_generate_opts *o, int rank, int world, const char *addr, int port);
 
 #endif

@@ -43,7 +43,10 @@ expect_err "negative top-k" "--top-k" --model "$m" --prompt a --max-new-tokens 1
 expect_err "bad seed" "--seed" --model "$m" --prompt a --max-new-tokens 1 --seed -4
 expect_err "missing model" "nope.safetensors" --model "$dir/nope.safetensors" --prompt a --max-new-tokens 1
 expect_err "missing tokenizer" "nope.json" --model "$m" --tokenizer "$dir/nope.json" --prompt a --max-new-tokens 1
-expect_err "unknown flag" "unknown flag '--stages'" --model "$m" --prompt a --max-new-tokens 1 --stages 2
+expect_err "unknown flag" "unknown flag '--bogus'" --model "$m" --prompt a --max-new-tokens 1 --bogus 2
+expect_err "--split without stages" "--split needs --stages 2 or more" --model "$m" --prompt a --max-new-tokens 1 --split 1,1
+expect_err "--no-kv-cache on a pipeline" "--no-kv-cache is for one process only" --model "$m" --prompt a \
+  --max-new-tokens 1 --stages 2 --no-kv-cache
 
 # gen ARGS...: the JSON line's ids, one line
 gen() { "$pz" generate --model "$m" "$@" 2>"$dir/err" | tail -n 1 | sed -n 's/^{"ids":\[\([0-9,]*\)\].*/\1/p'; }
@@ -63,5 +66,14 @@ s3=$(gen --prompt "Line 7" --max-new-tokens 30 --seed 12 --temperature 1.5)
 out=$("$pz" generate --model "$m" --prompt-ids 76,105 --max-new-tokens 0)
 [ "$out" = "$(printf 'Li\n{"ids":[76,105],"prompt_tokens":2,"new_tokens":0,"kv_cache":true,"seconds":0.000000,"tok_s":0.00}')" ] \
   || echo "$out" | tail -n 1 | grep -q '^{"ids":\[76,105\],"prompt_tokens":2,"new_tokens":0,' || fail "--max-new-tokens 0: $out"
+# over the pipeline: the same samples from 2 and 3 stages and another split
+# (each stage's rows are the one-process arithmetic), and with a codec on the
+# edge it runs and says so
+p1=$(gen --prompt "Line 7" --max-new-tokens 30 --seed 11 --temperature 1.5 --stages 2)
+p2=$(gen --prompt "Line 7" --max-new-tokens 30 --seed 11 --temperature 1.5 --stages 2 --split 0,2)
+[ "$s1" = "$p1" ] && [ "$s1" = "$p2" ] || fail "2 stages drew other tokens than one process: $s1 / $p1 / $p2 ($(cat "$dir/err"))"
+pq=$(gen --prompt "Line 7" --max-new-tokens 10 --temperature 0 --stages 2 --compress 'fwd=aq(q4)')
+[ "$(echo "$pq" | tr , '\n' | wc -l)" -eq 16 ] && grep -q "fwd aq(q4" "$dir/err" \
+  || fail "2 stages with fwd=aq(q4): '$pq' ($(cat "$dir/err"))"
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all generate checks passed"

@@ -41,9 +41,11 @@ with open(os.path.join(sys.argv[1], "merges.txt"), "w") as f:
 PY
 
 # check NAME MODEL NEW [pipezip flags]: cached == uncached == torch
+# (with STAGES=S the cached run is a pipeline of S stages)
 check() {
   local name=$1 model=$2 new=$3; shift 3
-  "$pz" generate --model "$model" --max-new-tokens "$new" --temperature 0 "$@" > "$dir/out.cache" 2>"$dir/err" \
+  local st=(); [ -n "${STAGES:-}" ] && st=(--stages "$STAGES")
+  "$pz" generate --model "$model" --max-new-tokens "$new" --temperature 0 "${st[@]}" "$@" > "$dir/out.cache" 2>"$dir/err" \
     || { fail "$name: generate failed: $(cat "$dir/err")"; return; }
   "$pz" generate --model "$model" --max-new-tokens "$new" --temperature 0 --no-kv-cache "$@" > "$dir/out.full" 2>"$dir/err" \
     || { fail "$name: generate --no-kv-cache failed: $(cat "$dir/err")"; return; }
@@ -108,6 +110,9 @@ check "bpe --prompt" "$dir/bpe" 31 --prompt "the cat sat in the hat; another one
 check "bpe --prompt-ids" "$dir/bpe" 56 --prompt-ids 5,260,258,100
 check "bytes --prompt" "$dir/bytes" 60 --prompt "Hello, world! "
 check "bytes --prompt-ids" "$dir/bytes" 79 --prompt-ids 65
+# a pipeline of 2 stages, passing one position's hidden state per token
+STAGES=2 check "bpe --prompt, 2 stages" "$dir/bpe" 31 --prompt "the cat sat in the hat; another one on the mat"
+STAGES=2 check "bytes --prompt-ids, 2 stages" "$dir/bytes" 40 --prompt-ids 65
 # the same weights without tokenizer files: --prompt is an error, ids stream as ids
 mkdir "$dir/notok" && cp "$dir/bpe/model.safetensors" "$dir/bpe/config.json" "$dir/notok/"
 if "$pz" generate --model "$dir/notok" --prompt "the cat" --max-new-tokens 2 >/dev/null 2>"$dir/err"; then
