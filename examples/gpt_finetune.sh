@@ -11,12 +11,17 @@
 # fortunes corpus with 2 stages and the policy fwd=aq(q4),bwd=q8, and ends
 # with a report: validation loss before (the base model, `pipezip eval`) and
 # after fine-tuning (evaluated with the forward codecs and uncompressed),
-# bytes sent per direction against the uncompressed size, tokens/s.
+# bytes sent per direction against the uncompressed size, tokens/s, greedy
+# and sampled continuations of a validation prompt by both models
+# (samples.json), and the loss curves (loss.png).
 #
 # flags (defaults in brackets):
 #   --init FILE|DIR      start from this checkpoint (HF GPT-2 model.safetensors,
 #                        an HF model directory with config.json, or an llm.c
-#                        .bin) instead of the cached demo base model
+#                        .bin) instead of the cached demo base model; a
+#                        directory with tokenizer.json or vocab.json+merges.txt
+#                        also tokenizes the fortunes text with that tokenizer
+#                        (unless --data is given) and decodes the samples
 #   --data SHARDS        fine-tuning token shards [data/fortunes_train.bin]
 #   --val-data SHARDS    validation token shards [data/fortunes_val.bin]
 #   --train-tokens N     fine-tune on N tokens of --data, taken as evenly spaced
@@ -76,7 +81,7 @@ steps=120 batch=4 micro=4 seq=128 lr=3e-4 warmup="" seed=1337 val_every=30 val_b
 link_mbps=0 error_metrics=on threads=0 out=$repo/runs/finetune save=1 quiet=0 before_eval=1
 pipezip=${PIPEZIP:-$repo/build/pipezip}
 base_steps=300 base_preset=demo base_data=$repo/data/pydoc_train.bin base_val_data=$repo/data/pydoc_val.bin
-cache=$repo/runs/cache base_only=0
+cache=$repo/runs/cache base_only=0 data_given=0
 
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 is_pos() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -gt 0 ]; }
@@ -106,8 +111,8 @@ while [ $# -gt 0 ]; do
     esac
     case $flag in
         --init) init=$val ;;
-        --data) data=$val ;;
-        --val-data) val_data=$val ;;
+        --data) data=$val; data_given=1 ;;
+        --val-data) val_data=$val; data_given=1 ;;
         --train-tokens) is_uint "$val" || die "--train-tokens: '$val' is not a whole number"; train_tokens=$val ;;
         --stages) is_pos "$val" || die "--stages: '$val' is not a positive whole number"; stages=$val ;;
         --compress) policy=$val ;;
@@ -206,6 +211,29 @@ if [ "$base_only" = 1 ]; then
     exit 0
 fi
 
+# An HF model directory with its tokenizer (tokenizer.json, or vocab.json and
+# merges.txt): unless --data says otherwise, the fine-tuning text (the
+# fortunes corpus's files) is tokenized with it, the last file for validation.
+tokenizer=""
+if [ -n "$init" ] && [ -d "$init" ] && { [ -f "$init/tokenizer.json" ] || [ -f "$init/vocab.json" ]; }; then
+    tokenizer=$init
+fi
+if [ -n "$tokenizer" ] && [ "$data_given" = 0 ]; then
+    [ -f "$repo/data/fortunes_files.txt" ] || die "the fortunes corpus is not built (bash tools/make_corpus.sh)"
+    mapfile -t texts < "$repo/data/fortunes_files.txt"
+    [ "${#texts[@]}" -ge 2 ] || die "the fortunes corpus lists fewer than 2 files"
+    tkey=$( { cat "$tokenizer"/tokenizer.json "$tokenizer"/vocab.json "$tokenizer"/merges.txt 2>/dev/null; cat "${texts[@]}"; } |
+            sha256sum | cut -c1-12)
+    mkdir -p "$cache" || die "cannot create --cache $cache"
+    data=$cache/fortunes-bpe-$tkey-train.bin val_data=$cache/fortunes-bpe-$tkey-val.bin
+    if [ ! -f "$val_data" ]; then
+        note "tokenizing the fortunes text with $tokenizer's tokenizer (cached as $data)"
+        "$pipezip" tokenize --tokenizer "$tokenizer" --out "$data.tmp.$$" "${texts[@]:0:${#texts[@]}-1}" >&2 &&
+            "$pipezip" tokenize --tokenizer "$tokenizer" --out "$val_data.tmp.$$" "${texts[-1]}" >&2 ||
+            { rm -f "$data.tmp.$$" "$val_data.tmp.$$"; die "tokenizing with $tokenizer failed"; }
+        mv "$data.tmp.$$" "$data" && mv "$val_data.tmp.$$" "$val_data"
+    fi
+fi
 need_shards --data "$data"
 [ "$val_batches" = 0 ] || need_shards --val-data "$val_data"
 if [ -n "$init" ]; then
@@ -287,6 +315,88 @@ if ! "$pipezip" "${args[@]}" 2> "$out/train.err" | tee "$out/train.jsonl" | prog
 fi
 wall=$((SECONDS - t0))
 
+# ---- samples: what the model writes, before and after -------------------------
+# A prompt from the validation text (its first 32 tokens), continued greedily
+# and sampled (temperature 0.8, top-k 40) by the starting and the fine-tuned
+# model; generate prints the text (decoded with the tokenizer, or as bytes for
+# a byte model) and a JSON line last.
+samples_json=$out/samples.json
+rm -f "$samples_json"
+mapfile -t val_files < <(shard_files "$val_data")
+# the model's context (wpe's rows) bounds prompt + new tokens: 32 + 64, or
+# a quarter and half of a shorter context
+read -r prompt new_tokens < <(python3 - "${val_files[0]}" "$base_path" <<'PY'
+import array, json, os, struct, sys
+path = sys.argv[2]
+if os.path.isdir(path):
+    path = os.path.join(path, "model.safetensors")
+ctx = 1024
+try:
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        if path.endswith(".bin"):
+            ctx = struct.unpack("<256i", head + fh.read(1016))[2]
+        else:
+            meta = json.loads(fh.read(struct.unpack("<Q", head)[0]))
+            ctx = next(v["shape"][0] for k, v in meta.items() if k.endswith("wpe.weight"))
+except Exception:
+    pass
+n = min(32, ctx // 4)
+with open(sys.argv[1], "rb") as fh:
+    hdr = array.array("i"); hdr.fromfile(fh, 256)
+    t = array.array("H"); t.fromfile(fh, min(hdr[2], n))
+print(",".join(map(str, t)), min(64, ctx - len(t)))
+PY
+) || prompt=""
+if [ -n "$prompt" ]; then
+    tok=(); [ -n "$tokenizer" ] && tok=(--tokenizer "$tokenizer")
+    models=(before "$base_path"); [ "$save" = 1 ] && models+=(after "$out/model.safetensors")
+    : > "$out/samples.tsv"
+    for ((i = 0; i < ${#models[@]}; i += 2)); do
+        for mode in greedy sampled; do
+            opts=(--temperature 0); [ $mode = sampled ] && opts=(--temperature 0.8 --top-k 40 --seed "$seed")
+            if "$pipezip" generate --model "${models[i + 1]}" "${tok[@]}" --prompt-ids "$prompt" --max-new-tokens "$new_tokens" \
+                   "${opts[@]}" > "$out/gen.txt" 2> "$out/gen.err"; then
+                printf '%s\t%s\t%s\n' "${models[i]}" "$mode" "$(head -c -1 "$out/gen.txt" | sed '$d' | base64 -w0)" >> "$out/samples.tsv"
+            else
+                note "generate with ${models[i + 1]} failed: $(tail -n 1 "$out/gen.err")"
+            fi
+        done
+    done
+    rm -f "$out/gen.txt" "$out/gen.err"
+    python3 - "$out/samples.tsv" "$samples_json" "$prompt" "$new_tokens" <<'PY'
+import base64, json, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+out = {"prompt_ids": [int(x) for x in sys.argv[3].split(",")], "max_new_tokens": int(sys.argv[4])}
+for who, mode, text in rows:
+    s = base64.b64decode(text).decode("utf-8", "replace")
+    out.setdefault(who, {})[mode] = s[:-1] if s.endswith("\n") else s   # the newline before the JSON line
+json.dump(out, open(sys.argv[2], "w"), indent=1)
+PY
+    rm -f "$out/samples.tsv"
+fi
+
+# ---- the loss curves as a picture (matplotlib; Debian's python3 has it after set-up) ----
+plotpy=python3
+python3 -c 'import matplotlib' 2>/dev/null || { /usr/bin/python3 -c 'import matplotlib' 2>/dev/null && plotpy=/usr/bin/python3; }
+rm -f "$out/loss.png"
+"$plotpy" - "$out/train.jsonl" "$out/loss.png" <<'PY' 2>/dev/null || note "no loss plot: matplotlib is not installed (apt-get install python3-matplotlib)"
+import json, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+tr = [(r["step"], r["loss"]) for r in rows if "loss" in r and "step" in r]
+va = [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r and r.get("compressed") is not True]
+vc = [(r["step"], r["val_loss"]) for r in rows if "val_loss" in r and r.get("compressed") is True]
+fig, ax = plt.subplots(figsize=(7, 4))
+ax.plot(*zip(*tr), label="training loss", linewidth=1)
+if va: ax.plot(*zip(*va), "o-", label="validation loss")
+if vc: ax.plot(*zip(*vc), "s--", label="validation loss, fwd codecs")
+ax.set_xlabel("step"); ax.set_ylabel("loss (nats/token)"); ax.legend(); ax.grid(alpha=0.3)
+fig.tight_layout(); fig.savefig(sys.argv[2], dpi=110)
+PY
+
 # ---- report ------------------------------------------------------------------
 mapfile -t train_files < <(shard_files "$train_shards")
 python3 - "$out" "$before" "$base_path" "$data" "$subset_note" "$wall" "$save" \
@@ -366,6 +476,21 @@ for d, name in (("fwd", "activations (fwd)"), ("bwd", "gradients (bwd)")):
 L.append(f"throughput         {summ.get('tok_s_median', float('nan')):.0f} tokens/s (median step); wall {wall} s")
 if rep["model"]:
     L.append(f"saved              {rep['model']}")
+sp = os.path.join(out, "samples.json")
+if os.path.exists(sp):
+    smp = json.load(open(sp))
+    rep["samples"] = smp
+    json.dump(rep, open(os.path.join(out, "report.json"), "w"), indent=1)
+    L.append(f"samples            prompt: the validation text's first {len(smp['prompt_ids'])} tokens, "
+             f"+{smp['max_new_tokens']} generated (greedy; temperature 0.8, top-k 40)")
+    for who in ("before", "after"):
+        for mode in ("greedy", "sampled"):
+            if mode in smp.get(who, {}):
+                t = smp[who][mode].replace("\n", "\\n")
+                L.append(f"  {who:<6} {mode:<8} {t}")
+png = os.path.join(out, "loss.png")
+if os.path.exists(png):
+    L.append(f"loss curves        {png}")
 txt = "\n".join(l for l in L if l)
 open(os.path.join(out, "report.txt"), "w").write(txt + "\n")
 print(txt)
