@@ -2,6 +2,7 @@
 #include "base/file.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +18,29 @@ void xfwrite_at(const void *p, size_t size, size_t n, FILE *f, const char *file,
 }
 
 pz_status pz_read_file(const char *path, uint8_t **out, size_t *len) {
+    return pz_read_file_max(path, SIZE_MAX, out, len);
+}
+
+pz_status pz_read_file_max(const char *path, size_t max, uint8_t **out, size_t *len) {
     *out = NULL;
     *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return pz_fail(PZ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > (uint64_t)max) {
+        fclose(f);
+        return pz_fail(PZ_ERR_ARG, "%s: %lld bytes, more than the %zu this input may have", path,
+                       (long long)sb.st_size, max);
+    }
     size_t cap = 1 << 16, n = 0;
     uint8_t *buf = xmalloc(cap);
     for (;;) {
+        if (n > max) {   /* a device or pipe that does not end */
+            free(buf);
+            fclose(f);
+            return pz_fail(PZ_ERR_ARG, "%s: more than the %zu bytes this input may have (a device or a pipe "
+                           "that does not end?)", path, max);
+        }
         if (n == cap) {
             cap *= 2;
             uint8_t *nb = realloc(buf, cap);
@@ -44,6 +61,13 @@ pz_status pz_read_file(const char *path, uint8_t **out, size_t *len) {
 
 pz_status pz_atomic_open(pz_atomic_file *af, const char *path) {
     memset(af, 0, sizeof *af);
+    /* the rename would replace whatever is there: only regular files (a
+     * device such as /dev/null, a pipe or a directory is refused) */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return pz_fail(PZ_ERR_ARG, "%s exists and is not a regular file (%s): refusing to replace it", path,
+                       S_ISDIR(sb.st_mode) ? "a directory" : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+                       : S_ISFIFO(sb.st_mode) ? "a pipe" : "not a plain file");
     size_t n = strlen(path) + 32;
     af->path = xstrdup(path);
     af->tmp = xmalloc(n);
@@ -127,4 +151,18 @@ int pz_is_regular_file(const char *path) {
 int pz_ends_with(const char *s, const char *tail) {
     size_t a = strlen(s), b = strlen(tail);
     return a >= b && strcmp(s + a - b, tail) == 0;
+}
+
+int pz_same_file(const char *a, const char *b) {
+    if (strcmp(a, b) == 0) return 1;
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    /* not there yet: the same directory (by its identity) and the same name */
+    const char *na = strrchr(a, '/'), *nb = strrchr(b, '/');
+    const char *fa = na ? na + 1 : a, *fb = nb ? nb + 1 : b;
+    if (strcmp(fa, fb) != 0) return 0;
+    char da[4096], db[4096];
+    snprintf(da, sizeof da, "%.*s", na ? (int)(na - a) + 1 : 1, na ? a : ".");
+    snprintf(db, sizeof db, "%.*s", nb ? (int)(nb - b) + 1 : 1, nb ? b : ".");
+    return stat(da, &sa) == 0 && stat(db, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }

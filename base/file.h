@@ -16,8 +16,11 @@ extern "C" {
 void xfwrite_at(const void *p, size_t size, size_t n, FILE *f, const char *file, int line);
 #define xfwrite(p, s, n, f) xfwrite_at((p), (s), (n), (f), __FILE__, __LINE__)
 
-/* Read a whole file (or fail with a message). *out is malloc'ed. */
+/* Read a whole file (or fail with a message). *out is malloc'ed. _max
+ * refuses more than max bytes (a regular file at once by its size; a device
+ * or pipe once max bytes were read), so /dev/zero cannot fill the memory. */
 pz_status pz_read_file(const char *path, uint8_t **out, size_t *len);
+pz_status pz_read_file_max(const char *path, size_t max, uint8_t **out, size_t *len);
 
 /* Atomic file write: data goes to "<path>.tmp.<pid>", and pz_atomic_commit
  * flushes, fsyncs and renames it over <path>. pz_atomic_abort removes the
@@ -31,6 +34,9 @@ pz_status pz_atomic_open(pz_atomic_file *af, const char *path);
 pz_status pz_atomic_commit(pz_atomic_file *af);
 void pz_atomic_abort(pz_atomic_file *af);
 
+/* Whether two paths name the same file: the same inode when both exist, else
+ * the same name in the same directory. */
+int pz_same_file(const char *a, const char *b);
 /* "dir/name", malloc'ed. */
 char *pz_path_join(const char *dir, const char *name);
 /* 1 if path names a regular file (after symlinks). */

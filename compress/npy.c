@@ -150,7 +150,7 @@ pz_status pz_npy_read(const char *path, pz_shape *shape, float **data) {
     *data = NULL;
     uint8_t *buf;
     size_t len, off;
-    pz_status st = pz_read_file(path, &buf, &len);
+    pz_status st = pz_read_file_max(path, (size_t)1 << 30, &buf, &len);
     if (st != PZ_OK) return st;
     st = pz_npy_parse(buf, len, path, shape, &off);
     if (st == PZ_OK) {

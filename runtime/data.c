@@ -392,7 +392,7 @@ pz_status pz_tokenize_bytes(const char *const *inputs, int ninputs, const char *
     for (int i = 0; i < ninputs; i++) {
         uint8_t *buf;
         size_t len;
-        if ((st = pz_read_file(inputs[i], &buf, &len)) != PZ_OK) goto out;
+        if ((st = pz_read_file_max(inputs[i], (size_t)1 << 30, &buf, &len)) != PZ_OK) goto out;
         /* re-checked: a file may have grown since the stat, or be a pipe */
         if (len > MAX_SHARD_TOKENS - n) {
             free(buf);

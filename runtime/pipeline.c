@@ -871,8 +871,25 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         if ((st = allreduce(&x, red, nred)) != PZ_OK) break;
         double norm = sqrt(red[0]), loss = red[1];
         if (!isfinite(loss) || !isfinite(norm)) {
-            st = pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: training diverged (try a lower --lr)",
-                         step + 1, loss, norm);
+            /* weights that were never finite are not the learning rate's fault */
+            char bad[160];
+            double *nf = xcalloc((size_t)world, sizeof *nf);   /* which ranks hold such weights */
+            nf[rank] = pz_params_nonfinite(&x.stage, bad, sizeof bad);
+            int mine = nf[rank] > 0, other = -1;
+            if (allreduce(&x, nf, world) == PZ_OK)
+                for (int r = 0; r < world && other < 0; r++)
+                    if (nf[r] > 0) other = r;
+            free(nf);
+            const char *hint = step == first_step ? " (from the starting model: check --init)" : "";
+            if (mine)
+                st = pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: rank %d's weights are not finite: %s%s",
+                             step + 1, loss, norm, rank, bad, hint);
+            else if (other >= 0)
+                st = pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: rank %d's weights are not finite%s",
+                             step + 1, loss, norm, other, hint);
+            else
+                st = pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: training diverged (try a lower --lr)",
+                             step + 1, loss, norm);
             break;
         }
         /* warmup=auto: decided from the first step (cold caches, so it may

@@ -177,7 +177,7 @@ pz_status pz_policy_parse(pz_policy *p, const char *text, const char *origin) {
 pz_status pz_policy_parse_file(pz_policy *p, const char *path) {
     uint8_t *buf;
     size_t len;
-    pz_status st = pz_read_file(path, &buf, &len);
+    pz_status st = pz_read_file_max(path, (size_t)1 << 20, &buf, &len);
     if (st != PZ_OK) return st;
     if (memchr(buf, 0, len)) {
         free(buf);

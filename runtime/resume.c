@@ -222,7 +222,7 @@ pz_status pz_resume_find(const char *dir, int allow_missing, int *step) {
         char *sd = step_dir(dir, steps[i]), *mpath = pz_path_join(sd, "manifest.json");
         uint8_t *text = NULL;
         size_t len = 0;
-        if (pz_read_file(mpath, &text, &len) == PZ_OK) {
+        if (pz_read_file_max(mpath, 4096, &text, &len) == PZ_OK) {
             char want[64];
             snprintf(want, sizeof want, "\"step\": %d,", steps[i]);
             if (len < 4096 && memmem(text, len, want, strlen(want)) && memmem(text, len, PZ_RESUME_FORMAT, 20))
@@ -254,7 +254,7 @@ static pz_status manifest_stages(const char *dir, int step, int *stages) {
     char *sd = step_dir(dir, step), *mpath = pz_path_join(sd, "manifest.json");
     uint8_t *text = NULL;
     size_t len = 0;
-    pz_status st = pz_read_file(mpath, &text, &len);
+    pz_status st = pz_read_file_max(mpath, 4096, &text, &len);
     if (st == PZ_OK) {
         static const char key[] = "\"stages\": ";
         const size_t kl = sizeof key - 1;

@@ -159,3 +159,22 @@ pz_status pz_eval_loss(pz_stage *s, pz_acts *a, const pz_dataset *d, int nbatche
     if (batches_used) *batches_used = n;
     return PZ_OK;
 }
+
+int pz_params_nonfinite(const pz_stage *s, char *name, size_t cap) {
+    size_t n = s->params.numel;
+    float *host = xmalloc(n * sizeof(float) + 1);
+    s->be->to_host(host, s->param_mem, n * sizeof(float));
+    int nt = pz_gpt2_params_tensors(&s->params, NULL), found = 0;
+    pz_tensor_info *ti = xcalloc((size_t)nt + 1, sizeof *ti);
+    pz_gpt2_params_tensors(&s->params, ti);
+    for (int i = 0; i < nt && !found; i++)
+        for (size_t k = 0; k < ti[i].numel; k++)
+            if (!isfinite(host[ti[i].offset + k])) {
+                snprintf(name, cap, "%s[%zu] = %g", ti[i].name, k, (double)host[ti[i].offset + k]);
+                found = 1;
+                break;
+            }
+    free(ti);
+    free(host);
+    return found;
+}

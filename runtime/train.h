@@ -72,4 +72,8 @@ pz_status pz_params_save(const pz_gpt2_params *p, const char *path);
 /* Whether --save PATH names a directory (see pz_model_save). */
 int pz_save_is_dir(const char *path);
 
+/* Whether the stage's parameters hold a NaN or an infinity; the first one
+ * ("h.0.attn.c_attn.weight[12] = nan") goes to name. */
+int pz_params_nonfinite(const pz_stage *s, char *name, size_t cap);
+
 #endif

@@ -661,7 +661,7 @@ static pz_status read_text(const char *path, uint8_t **text, size_t *len) {
     if ((uint64_t)sb.st_size > MAX_FILE)
         return pz_fail(PZ_ERR_FORMAT, "%s: %llu bytes, more than a tokenizer file can be (%u)", path,
                        (unsigned long long)sb.st_size, MAX_FILE);
-    pz_status st = pz_read_file(path, text, len);
+    pz_status st = pz_read_file_max(path, (size_t)256 << 20, text, len);
     if (!st && *len > MAX_FILE) {
         free(*text);
         *text = NULL;

@@ -75,7 +75,7 @@ pz_status pz_hf_config_parse(const char *text, size_t len, const char *what, pz_
 
 static pz_status read_small(const char *path, char **text, size_t *len) {
     uint8_t *b = NULL;
-    pz_status st = pz_read_file(path, &b, len);
+    pz_status st = pz_read_file_max(path, (size_t)64 << 20, &b, len);
     if (st) return st;
     if (*len > MAX_JSON) {
         free(b);

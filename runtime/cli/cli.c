@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include "runtime/cli/tokenize_cmd.h"
 #include "runtime/cli/generate_cmd.h"
 #include "base/mem.h"
+#include "base/file.h"
 #include "base/parse.h"
 
 typedef enum { FLAG_INT, FLAG_LONG, FLAG_FLOAT, FLAG_STR, FLAG_BOOL } flag_kind;
@@ -327,7 +329,16 @@ static int cmd_eval(int argc, char **argv) {
     double loss;
     int used = 0;
     st = pz_eval_loss(&s, &a, &d, batches, &loss, &used);
-    if (st == PZ_OK) printf("{\"loss\":%.7f,\"batches\":%d,\"tokens\":%ld}\n", loss, used, (long)used * batch * seq);
+    if (st == PZ_OK && !isfinite(loss)) {
+        /* JSON has no NaN: null, and the reason */
+        char bad[160] = "";
+        int nf = pz_params_nonfinite(&s, bad, sizeof bad);
+        printf("{\"loss\":null,\"batches\":%d,\"tokens\":%ld}\n", used, (long)used * batch * seq);
+        st = nf ? pz_fail(PZ_ERR_FORMAT, "%s: the loss is %g: the model holds non-finite weights (%s)", model, loss, bad)
+                : pz_fail(PZ_ERR_FORMAT, "%s: the loss is %g although every weight is finite", model, loss);
+    } else if (st == PZ_OK) {
+        printf("{\"loss\":%.7f,\"batches\":%d,\"tokens\":%ld}\n", loss, used, (long)used * batch * seq);
+    }
     pz_acts_free(&a, &s);
     pz_dataset_close(&d);
     pz_stage_free(&s);
@@ -440,6 +451,11 @@ static int cmd_tokenize(int argc, char **argv) {
     }
     if (eot || threads) {
         fprintf(stderr, "pipezip tokenize: error: %s needs --tokenizer\n", eot ? "--eot-between-files" : "--threads");
+        return 1;
+    }
+    if (val_out && pz_same_file(out, val_out)) {
+        fprintf(stderr, "pipezip tokenize: error: --out and --val-out name the same file (%s): the validation shard "
+                "would replace the training shard\n", val_out);
         return 1;
     }
     if ((val_out != NULL) != (val_fraction > 0.0f)) {

@@ -67,7 +67,7 @@ static pz_status read_input(const pz_codec_cmd_opts *o, pz_shape *shape, float *
     if (st != PZ_OK) return st;
     uint8_t *buf;
     size_t len;
-    if ((st = pz_read_file(o->in, &buf, &len)) != PZ_OK) return st;
+    if ((st = pz_read_file_max(o->in, (size_t)1 << 30, &buf, &len)) != PZ_OK) return st;
     size_t n = pz_shape_numel(shape);
     if (len != n * 4) {
         free(buf);
@@ -116,7 +116,7 @@ static int do_decode(const pz_codec_cmd_opts *o) {
     if (!o->out) return pz_fail(PZ_ERR_ARG, "--decode needs --out Y.npy"), fail();
     uint8_t *msg;
     size_t len;
-    if (pz_read_file(o->decode, &msg, &len) != PZ_OK) return fail();
+    if (pz_read_file_max(o->decode, (size_t)1 << 30, &msg, &len) != PZ_OK) return fail();
     char spec[1024];
     pz_shape shape;
     pz_status st = pz_codec_peek(msg, len, spec, sizeof spec, &shape);

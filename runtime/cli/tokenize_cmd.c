@@ -66,7 +66,7 @@ pz_status pz_tokenize_bpe(const pz_tokenize_bpe_opts *o, const char *const *inpu
             if (stop) continue;
             uint8_t *text = NULL;
             size_t len = 0;
-            pz_status s = pz_read_file(inputs[i], &text, &len);
+            pz_status s = pz_read_file_max(inputs[i], (size_t)1 << 30, &text, &len);
             if (!s) s = pz_bpe_encode(e, (const char *)text, len, inputs[i], &res[i]);
             free(text);
             bytes[i] = len;

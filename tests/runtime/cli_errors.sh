@@ -52,6 +52,37 @@ expect_fail "more stages than blocks allow" "at most 4 stages" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 5 --steps 1
 expect_fail "unknown schedule" "1f1b" "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --schedule zigzag
 expect_fail "trace without stages" "--trace needs --stages" "$pz" train --preset tiny --data "$dir/tok.bin" --trace t.json
+# probing findings (issue 13): outputs that are not regular files are not
+# replaced, the same file twice, readers that would never end, NaN weights
+expect_fail "--save onto a device" "not a regular file \(a device\): refusing to replace it" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --steps 1 --save /dev/null
+[ -c /dev/null ] || { echo "FAIL: /dev/null is no longer a character device"; fails=$((fails + 1)); }
+expect_fail "--out and --val-out the same file" "name the same file" \
+  "$pz" tokenize --out "$dir/same.bin" --val-out "$dir/./same.bin" --val-fraction 0.1 "$dir/text.txt"
+expect_fail "--policy-file /dev/zero" "more than the 1048576 bytes" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --policy-file /dev/zero
+expect_fail "tokenize /dev/zero" "more than the 1073741824 bytes" "$pz" tokenize --out "$dir/z.bin" /dev/zero
+[ ! -e "$dir/z.bin" ] || { echo "FAIL: tokenize /dev/zero left $dir/z.bin"; fails=$((fails + 1)); }
+"$pz" train --preset tiny --data "$dir/tok.bin" --steps 1 --save "$dir/m.safetensors" >/dev/null 2>&1
+python3 - "$dir/m.safetensors" "$dir/nan.safetensors" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+name = next(k for k in h if k.endswith("h.1.mlp.c_fc.bias"))
+off = 8 + n + h[name]["data_offsets"][0] + 8
+b[off:off + 4] = struct.pack("<f", float("inf"))
+open(sys.argv[2], "wb").write(b)
+PY
+out=$("$pz" eval --model "$dir/nan.safetensors" --data "$dir/tok.bin" --batches 1 2>"$dir/err"); rc=$?
+n=$((n + 1))
+if [ "$rc" != 0 ] && grep -qE '^\{"loss":null,"batches":1,"tokens":[0-9]+\}$' <<<"$out" && grep -q "h.1.mlp.c_fc.bias\[2\] = inf" "$dir/err"; then
+  echo "ok: eval of a model with an infinite weight -> $out, $(cat "$dir/err")"
+else
+  echo "FAIL: eval with an infinite weight: rc $rc, '$out', $(cat "$dir/err")"; fails=$((fails + 1))
+fi
+expect_fail "training from non-finite weights names the tensor" "weights are not finite: h.1.mlp.c_fc.bias" \
+  "$pz" train --init "$dir/nan.safetensors" --data "$dir/tok.bin" --steps 1
 expect_fail "link delay without stages" "--link-latency-ms needs --stages" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --link-latency-ms 25
 expect_fail "negative link delay" "expected a one-way delay in milliseconds" \
