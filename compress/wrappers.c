@@ -680,6 +680,10 @@ static pz_status aq_parse_opts(const char *spec, size_t b, size_t e, void **out)
             a->warmup = substr(spec, vb, ve);
         } else if (pz_spec_starts_with(spec, kb, ve, "mem=")) {
             st = parse_size(spec, kb + 4, spec + kb + 4, ve - kb - 4, &a->o.mem_limit);
+            /* 0 would silently mean the default (pz_wrap_opts); say so instead */
+            if (st == PZ_OK && a->o.mem_limit == 0)
+                st = pz_spec_fail(spec, kb + 4, "mem=0 would mean the default (1G) without saying so; to keep every "
+                                  "buffer in the spill file give mem=1");
         } else if (pz_spec_starts_with(spec, kb, ve, "spill=")) {
             size_t vb = kb + 6;
             if (vb >= ve) {

@@ -768,7 +768,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     if ((st = pz_pipeline_policy(o, &x.pol)) != PZ_OK) return st;
     pz_stage_range *ranges = xcalloc((size_t)world, sizeof *ranges);
     if ((st = pz_partition(&cfg, o->seq, world, o->split, ranges)) != PZ_OK) goto cleanup;
-    if (o->save && rank == 0 && (st = pz_check_writable_dir(o->save)) != PZ_OK) goto cleanup;
+    if (o->save && rank == 0 && (st = pz_check_writable_dir("--save", o->save)) != PZ_OK) goto cleanup;
     if (world > 1 && rank == 0) {
         pz_partition_print(stderr, &cfg, o->seq, world, ranges);
         fprintf(stderr, "compression policy:\n");
@@ -800,6 +800,21 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     x.tok = xcalloc(BT, sizeof(int));
     x.tgt = xcalloc(BT, sizeof(int));
     if ((st = setup_edges(&x)) != PZ_OK) goto cleanup;
+    /* a simulated link so slow that one message outlasts --peer-timeout
+     * would end in "peer frozen?" at the receiver: say what is wrong first */
+    for (int side = 0; side < 2 && world > 1; side++) {
+        int e = side == 0 ? rank : rank - 1;
+        const pz_edge_end *tx = side == 0 ? &x.fwd_tx : &x.bwd_tx;
+        if (e < 0 || e >= world - 1 || !(x.pol.mbps[e] > 0)) continue;
+        double secs = (double)tx->cap * 8.0 / (x.pol.mbps[e] * 1e6) + x.pol.latency_ms[e] * 1e-3;
+        if (secs > o->peer_timeout) {
+            st = pz_fail(PZ_ERR_ARG, "--link-mbps %g on edge %d-%d: one %s message of up to %zu bytes takes %.3g s on it, "
+                         "longer than --peer-timeout %g s, after which the receiving stage would give its peer up: "
+                         "raise the rate or --peer-timeout", x.pol.mbps[e], e, e + 1,
+                         side == 0 ? "activation" : "gradient", tx->cap, secs, (double)o->peer_timeout);
+            goto cleanup;
+        }
+    }
     slots_alloc(&x);
     if (world > 1 && rank == 0 && (st = pz_metrics_init(&met, &x.pol, o->metrics, o->micro, o->error_metrics)) != PZ_OK)
         goto cleanup;

@@ -21,7 +21,7 @@
 
 /* Fails early, before hours of training, if `path`'s directory cannot take a
  * file (for a directory save: the directory itself, or its parent). */
-pz_status pz_check_writable_dir(const char *path) {
+pz_status pz_check_writable_dir(const char *flag, const char *path) {
     char *dir = xstrdup(path);
     size_t len = strlen(dir);
     while (len > 1 && dir[len - 1] == '/') dir[--len] = 0;   /* "out/" saves into out */
@@ -29,7 +29,7 @@ pz_status pz_check_writable_dir(const char *path) {
     if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         pz_status st = access(dir, W_OK | X_OK) == 0
                            ? PZ_OK
-                           : pz_fail(PZ_ERR_IO, "--save %s: directory %s is not writable: %s", path, dir, strerror(errno));
+                           : pz_fail(PZ_ERR_IO, "%s %s: directory %s is not writable: %s", flag, path, dir, strerror(errno));
         free(dir);
         return st;
     }
@@ -37,7 +37,7 @@ pz_status pz_check_writable_dir(const char *path) {
     const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
     pz_status st = access(d, W_OK | X_OK) == 0
                        ? PZ_OK
-                       : pz_fail(PZ_ERR_IO, "--save %s: directory %s is not writable: %s", path, d, strerror(errno));
+                       : pz_fail(PZ_ERR_IO, "%s %s: directory %s is not writable: %s", flag, path, d, strerror(errno));
     free(dir);
     return st;
 }

@@ -62,7 +62,7 @@ pz_status pz_model_create_stage(pz_stage *s, const pz_backend *be, const pz_gpt2
 pz_status pz_model_create(pz_stage *s, const pz_backend *be, const char *preset,
                           const char *init, int heads, uint64_t seed, int B, int T);
 /* Fails early if the directory of `path` cannot take a new file. */
-pz_status pz_check_writable_dir(const char *path);
+pz_status pz_check_writable_dir(const char *flag, const char *path);
 /* Saves the stage's parameters: to a directory (an existing one, or a path
  * ending in '/') as an HF model directory, model.safetensors plus config.json;
  * else ".bin" -> llm.c v3, anything else -> safetensors. */

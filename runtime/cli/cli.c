@@ -254,11 +254,11 @@ static int cmd_train(int argc, char **argv) {
         return st == PZ_OK ? 0 : fail("train", st);
     }
     if (o.stages > 1) {
-        if (o.save && (st = pz_check_writable_dir(o.save)) != PZ_OK) return fail("train", st);
+        if (o.save && (st = pz_check_writable_dir("--save", o.save)) != PZ_OK) return fail("train", st);
         if (o.metrics) {
             char path[4200];
             snprintf(path, sizeof path, "%s.jsonl", o.metrics);
-            if ((st = pz_check_writable_dir(path)) != PZ_OK) return fail("train", st);
+            if ((st = pz_check_writable_dir("--metrics", path)) != PZ_OK) return fail("train", st);
         }
         /* a bad policy fails here once, with its pointer, before any process starts */
         pz_policy pol;

@@ -83,6 +83,12 @@ else
 fi
 expect_fail "training from non-finite weights names the tensor" "weights are not finite: h.1.mlp.c_fc.bias" \
   "$pz" train --init "$dir/nan.safetensors" --data "$dir/tok.bin" --steps 1
+expect_fail "--metrics into a missing directory names --metrics" "^pipezip train: error: --metrics " \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --metrics "$dir/no/such/m"
+expect_fail "aq mem=0" "mem=0 would mean the default" "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 \
+  --compress 'fwd=aq(q4,mem=0)'
+expect_fail "a link too slow for --peer-timeout" "takes .* s on it, longer than --peer-timeout" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --steps 1 --link-mbps 1e-6
 expect_fail "link delay without stages" "--link-latency-ms needs --stages" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --link-latency-ms 25
 expect_fail "negative link delay" "expected a one-way delay in milliseconds" \
