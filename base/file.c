@@ -2,6 +2,8 @@
 #include "base/file.h"
 
 #include <errno.h>
+#include <dirent.h>
+#include <signal.h>
 #include <stdint.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -59,8 +61,68 @@ pz_status pz_read_file_max(const char *path, size_t max, uint8_t **out, size_t *
     return PZ_OK;
 }
 
+/* Temporaries being written, for the signal cleanup: fixed slots, since a
+ * handler may only read them (paths copied in, never freed while set). */
+#define ATOMIC_SLOTS 16
+static char atomic_tmp[ATOMIC_SLOTS][4096];
+static volatile sig_atomic_t atomic_used[ATOMIC_SLOTS];
+
+static void track(const char *tmp, int on) {
+    for (int i = 0; i < ATOMIC_SLOTS; i++) {
+        if (on && !atomic_used[i] && strlen(tmp) < sizeof atomic_tmp[i]) {
+            strcpy(atomic_tmp[i], tmp);
+            atomic_used[i] = 1;
+            return;
+        }
+        if (!on && atomic_used[i] && strcmp(atomic_tmp[i], tmp) == 0) {
+            atomic_used[i] = 0;
+            return;
+        }
+    }
+}
+
+static void on_fatal_signal(int sig) {
+    for (int i = 0; i < ATOMIC_SLOTS; i++)
+        if (atomic_used[i]) unlink(atomic_tmp[i]);   /* async-signal-safe */
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void pz_atomic_cleanup_on_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fatal_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+/* Removes "<path>.tmp.<pid>" files whose process is gone: what a killed
+ * writer (SIGKILL, power loss) left beside path. */
+static void sweep_stale(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+    const char *base = slash ? slash + 1 : path;
+    size_t bl = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, base, bl) != 0 || strncmp(e->d_name + bl, ".tmp.", 5) != 0) continue;
+        char *end;
+        long pid = strtol(e->d_name + bl + 5, &end, 10);
+        if (end == e->d_name + bl + 5 || *end || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;   /* alive, or not ours to judge */
+        char full[8192];
+        snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+        unlink(full);
+    }
+    closedir(d);
+}
+
 pz_status pz_atomic_open(pz_atomic_file *af, const char *path) {
     memset(af, 0, sizeof *af);
+    sweep_stale(path);
     /* the rename would replace whatever is there: only regular files (a
      * device such as /dev/null, a pipe or a directory is refused) */
     struct stat sb;
@@ -79,6 +141,7 @@ pz_status pz_atomic_open(pz_atomic_file *af, const char *path) {
         memset(af, 0, sizeof *af);
         return st;
     }
+    track(af->tmp, 1);
     return PZ_OK;
 }
 
@@ -92,6 +155,7 @@ pz_status pz_atomic_commit(pz_atomic_file *af) {
     if (st == PZ_OK && rename(af->tmp, af->path) != 0)
         st = pz_fail(PZ_ERR_IO, "%s: cannot rename to %s: %s", af->tmp, af->path, strerror(errno));
     if (st != PZ_OK) remove(af->tmp);
+    track(af->tmp, 0);
     free(af->path); free(af->tmp);
     memset(af, 0, sizeof *af);
     return st;
@@ -100,6 +164,7 @@ pz_status pz_atomic_commit(pz_atomic_file *af) {
 void pz_atomic_abort(pz_atomic_file *af) {
     if (af->f) fclose(af->f);
     if (af->tmp) remove(af->tmp);
+    if (af->tmp) track(af->tmp, 0);
     free(af->path); free(af->tmp);
     memset(af, 0, sizeof *af);
 }

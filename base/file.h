@@ -31,6 +31,11 @@ typedef struct {
     char *tmp;
 } pz_atomic_file;
 pz_status pz_atomic_open(pz_atomic_file *af, const char *path);
+/* SIGINT, SIGTERM and SIGHUP then remove the temporaries being written
+ * before the process dies of them (the program calls it once at start);
+ * pz_atomic_open also removes "<path>.tmp.<pid>" files of processes that are
+ * gone (a writer killed by SIGKILL). */
+void pz_atomic_cleanup_on_signals(void);
 pz_status pz_atomic_commit(pz_atomic_file *af);
 void pz_atomic_abort(pz_atomic_file *af);
 

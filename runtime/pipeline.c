@@ -972,7 +972,12 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         }
         free(sb);
     }
-    if (st == PZ_OK && o->save) st = pz_gather_save(x.tp, rank, world, &x.stage, ranges, KIND_SAVE, o->save);
+    /* a stopped run is not the finished model --save names (a checkpoint, if
+     * asked for, holds where it stopped) */
+    if (st == PZ_OK && o->save && stopped_by && rank == 0)
+        fprintf(stderr, "pipezip train: stopped early: %s not written\n", o->save);
+    if (st == PZ_OK && o->save && !stopped_by)
+        st = pz_gather_save(x.tp, rank, world, &x.stage, ranges, KIND_SAVE, o->save);
     if (st == PZ_OK && o->trace) st = pz_trace_write_fragment(&x.trace, o->trace, rank);
     /* a failed close skips the shutdown barrier, the one step that could
      * replace the message of st */

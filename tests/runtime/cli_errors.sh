@@ -89,6 +89,16 @@ expect_fail "aq mem=0" "mem=0 would mean the default" "$pz" train --preset tiny 
   --compress 'fwd=aq(q4,mem=0)'
 expect_fail "a link too slow for --peer-timeout" "takes .* s on it, longer than --peer-timeout" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --steps 1 --link-mbps 1e-6
+# a writer killed before its rename left NAME.tmp.PID: the next save sweeps
+# it (its process is gone); a live process's temporary stays
+touch "$dir/sw.safetensors.tmp.999999" "$dir/sw.safetensors.tmp.1"
+n=$((n + 1))
+if "$pz" train --preset tiny --data "$dir/tok.bin" --steps 1 --save "$dir/sw.safetensors" >/dev/null 2>&1 &&
+   [ ! -e "$dir/sw.safetensors.tmp.999999" ] && [ -e "$dir/sw.safetensors.tmp.1" ]; then
+  echo "ok: --save swept a dead writer's temporary and kept a live one's"
+else
+  echo "FAIL: stale temporaries: $(ls "$dir"/sw.*)"; fails=$((fails + 1))
+fi
 expect_fail "link delay without stages" "--link-latency-ms needs --stages" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --link-latency-ms 25
 expect_fail "negative link delay" "expected a one-way delay in milliseconds" \
