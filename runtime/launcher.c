@@ -19,6 +19,7 @@
 #include "base/mem.h"
 #include "base/parse.h"
 #include "base/status.h"
+#include "runtime/jobsecret.h"
 
 /* A free TCP port on the loopback interface (the OS picks one). */
 static int free_port(void) {
@@ -85,6 +86,11 @@ int pz_launch_local(int world, int argc, char **argv) {
     (void)argc;
     int port = free_port();
     if (port < 0) { fprintf(stderr, "pipezip: error: cannot find a free TCP port on 127.0.0.1\n"); return 1; }
+    /* the job's secret: the user's (environment, or --job-secret-file, which the
+     * ranks read themselves and prefer), else a fresh random one for this job;
+     * the ranks get it in the environment, never in argv, which ps shows */
+    char secret[65] = "";
+    if (!getenv(PZ_JOB_SECRET_ENV)) pz_job_secret_make(secret, sizeof secret);
     child *cs = xcalloc((size_t)world, sizeof *cs);
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
@@ -106,6 +112,7 @@ int pz_launch_local(int world, int argc, char **argv) {
             snprintf(buf, sizeof buf, "%d", world); setenv("WORLD_SIZE", buf, 1); setenv("LOCAL_WORLD_SIZE", buf, 1);
             snprintf(buf, sizeof buf, "%d", port); setenv("MASTER_PORT", buf, 1);
             setenv("MASTER_ADDR", "127.0.0.1", 1);
+            if (secret[0]) setenv(PZ_JOB_SECRET_ENV, secret, 1);
             execv("/proc/self/exe", argv);
             fprintf(stderr, "exec failed: %s\n", strerror(errno));
             _exit(127);
@@ -170,6 +177,7 @@ int pz_launch_local(int world, int argc, char **argv) {
         while (cs[r].err_fd >= 0) drain(&cs[r], r, 1);
     }
     int rc = (failed_rank >= 0 || interrupted) ? 1 : 0;
+    memset(secret, 0, sizeof secret);
     free(cs);
     return rc;
 }
