@@ -169,6 +169,7 @@ typedef struct {
     pending_conn pend[MAX_PENDING];
     int lfd;
     int refused;          /* connections refused so far */
+    int flooded;          /* of them, dropped because every slot was taken */
     char last_drop[400];  /* the latest refusal, for the deadline message */
 } rank0;
 
@@ -200,9 +201,10 @@ static void refuse(rank0 *z, pending_conn *pc, const char *tell, const char *fmt
         snprintf(z->last_drop, sizeof z->last_drop, "%s claiming rank %u: %s", pc->peer, pc->auth.rank, why);
     else
         snprintf(z->last_drop, sizeof z->last_drop, "%s: %s", pc->peer, why);
-    if (z->refused < MAX_LOGGED)
+    int logged = z->refused - z->flooded; /* flooded ones are not logged one by one */
+    if (logged < MAX_LOGGED)
         fprintf(stderr, "pipezip: rank 0: refused the connection from %s\n", z->last_drop);
-    else if (z->refused == MAX_LOGGED)
+    else if (logged == MAX_LOGGED)
         fprintf(stderr, "pipezip: rank 0: refused %d connections; further refusals are counted, not shown\n",
                 MAX_LOGGED + 1);
     z->refused++;
@@ -267,7 +269,9 @@ static int read_frame_nb(rank0 *z, pending_conn *pc, unsigned *type) {
                 return -1;
             }
             if (!expected(pc->state, *type)) {
-                refuse(z, pc, "unexpected message", "message type %u out of order in the handshake", *type);
+                char why[96];
+                snprintf(why, sizeof why, "message type %u out of order in the handshake", *type);
+                refuse(z, pc, why, "%s", why);
                 return -1;
             }
             pc->len = len;
@@ -481,6 +485,9 @@ static pz_status run_rank0(pz_bootstrap *b, const char *host, int port, double d
                     if (z->pend[i].fd < 0) slot = i;
                 if (slot < 0) { /* flooded: the real ranks retry */
                     close(fd);
+                    if (z->flooded++ == 0)
+                        fprintf(stderr, "pipezip: rank 0: %d connections are waiting for their handshake; dropping "
+                                "new ones until a slot frees (the real ranks retry)\n", MAX_PENDING);
                     z->refused++;
                     snprintf(z->last_drop, sizeof z->last_drop, "%d connections were waiting already", MAX_PENDING);
                     continue;
@@ -515,7 +522,9 @@ static pz_status run_rank0(pz_bootstrap *b, const char *host, int port, double d
     }
     for (int i = 0; i < MAX_PENDING; i++)
         if (z->pend[i].fd >= 0) drop_pending(&z->pend[i]);
-    if (z->refused > MAX_LOGGED) fprintf(stderr, "pipezip: rank 0: refused %d connections in all\n", z->refused);
+    if (z->refused > MAX_LOGGED || z->flooded)
+        fprintf(stderr, "pipezip: rank 0: refused %d connections in all (%d while every slot was taken)\n", z->refused,
+                z->flooded);
     free(z);
     close(lfd);
 
@@ -574,9 +583,12 @@ static void client_refuses(int fd, const char *who, const char *why) {
 static pz_status client_recv(pz_bootstrap *b, unsigned want, uint8_t **pl, size_t *len, double deadline,
                              const char *who, const char *where, int *retry) {
     unsigned type;
+    int may_retry = *retry;
+    *retry = 0;
     pz_status st = recv_frame(b->fds[0], b->world, &type, pl, len, deadline, who);
     if (st != PZ_OK) {
-        *retry = strstr(pz_last_error(), "closed by the other side") || strstr(pz_last_error(), "connection failed");
+        *retry = may_retry &&
+                 (strstr(pz_last_error(), "closed by the other side") || strstr(pz_last_error(), "connection failed"));
         return st;
     }
     if (type == F_REJECT) {
