@@ -177,7 +177,7 @@ int pz_launch_local(int world, int argc, char **argv) {
         while (cs[r].err_fd >= 0) drain(&cs[r], r, 1);
     }
     int rc = (failed_rank >= 0 || interrupted) ? 1 : 0;
-    memset(secret, 0, sizeof secret);
+    explicit_bzero(secret, sizeof secret);
     free(cs);
     return rc;
 }
