@@ -78,6 +78,15 @@ static int join(int rank, int world, int port, double timeout_s, const uint8_t *
     return 0;
 }
 
+/* rank 0 of a world of 2 with the secret, which must see rank 1 join */
+static int rank0_joins(int port, double timeout_s) {
+    pz_status st;
+    double dt;
+    int rc = join(0, 2, port, timeout_s, SECRET, &st, &dt);
+    CHECK(rc == 0, "rank 0: %s", pz_last_error());
+    return 0;
+}
+
 /* ---- cases: each runs in forked children, child k gets role k ------------- */
 
 typedef int (*role_fn)(int role, int port);
@@ -160,13 +169,9 @@ static void expect_refused(int fd, const char *what, const char *needle) {
 
 /* role 1: impostors, then the real rank 1 */
 static int impostors(int role, int port) {
+    if (role == 0) return rank0_joins(port, 30);
     pz_status st;
     double dt;
-    if (role == 0) {
-        int rc = join(0, 2, port, 30, SECRET, &st, &dt);
-        CHECK(rc == 0, "rank 0: %s", pz_last_error());
-        return 0;
-    }
     int idle[3];
     for (int i = 0; i < 3; i++) CHECK((idle[i] = fake_connect(port)) >= 0, "connect");
     /* half a header, then silence */
@@ -316,13 +321,9 @@ static int fake_rank0(int role, int port) {
 /* 70 idle connections fill rank 0's 64 slots: the real rank 1 is dropped,
  * retries, and joins once the idle ones reach their handshake deadline. */
 static int flood(int role, int port) {
+    if (role == 0) return rank0_joins(port, 40);
     pz_status st;
     double dt;
-    if (role == 0) {
-        int rc = join(0, 2, port, 40, SECRET, &st, &dt);
-        CHECK(rc == 0, "rank 0: %s", pz_last_error());
-        return 0;
-    }
     int fds[70];
     for (int i = 0; i < 70; i++) fds[i] = fake_connect(port);
     sleep_ms(300);
