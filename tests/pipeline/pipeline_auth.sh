@@ -9,7 +9,8 @@
 #    from bash) are refused: each impostor exits non-zero at once saying so,
 #    rank 0 names the address and the failed proof, and keeps listening; the
 #    real rank 1 then joins and the job exits 0 (the attack of issue 13);
-#  - no secret anywhere: rank 0 warns once, and the job still runs;
+#  - no secret anywhere: rank 0 warns once, and the job still runs (by hand
+#    and under mpirun; under mpirun with -x PIPEZIP_JOB_SECRET, no warning);
 #  - a bad --job-secret-file fails before any process starts.
 #   usage: pipeline_auth.sh PATH/TO/pipezip
 set -u
@@ -112,6 +113,28 @@ n=$(grep -c "warning: rank 0: no job secret .*any process that can reach 127.0.0
 [ "$n" = 1 ] || fail "no secret: $n warnings from rank 0, expected 1"
 grep -q "no job secret" "$dir/err1" && fail "no secret: rank 1 warns too"
 [ "$fails" = "$f0" ] && echo "no secret: ok (warned once: $(grep -m1 'no job secret' "$dir/err0" | cut -c1-80)...)"
+
+# 4b. under mpirun: without a secret rank 0 warns once and the job runs; with
+# one passed along (-x PIPEZIP_JOB_SECRET) there is no warning
+if command -v mpirun >/dev/null; then
+  for with in 0 1; do
+    p=$(port)
+    xs=(); [ "$with" = 1 ] && xs=(-x PIPEZIP_JOB_SECRET="$secret")
+    env -u PIPEZIP_JOB_SECRET OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
+      mpirun --oversubscribe -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$p" "${xs[@]}" \
+      "$pz" train "${flags[@]}" --steps 2 > "$dir/mpi.out" 2> "$dir/mpi.err"
+    rc=$?
+    n=$(grep -c "warning: rank 0: no job secret" "$dir/mpi.err")
+    want=$((1 - with))
+    if [ "$rc" != 0 ] || [ "$n" != "$want" ]; then
+      fail "mpirun, secret=$with: exit $rc, $n warnings (expected $want)"; tail -n 5 "$dir/mpi.err"
+    else
+      echo "mpirun, secret=$with: ok ($n warning)"
+    fi
+  done
+else
+  echo "mpirun not installed: the mpirun cases were not run (bash tools/setup.sh --tests installs openmpi-bin)"
+fi
 
 # 5. a bad --job-secret-file fails at once, before any process starts
 chmod 644 "$dir/secret"
