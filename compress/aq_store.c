@@ -48,7 +48,7 @@ int64_t aq_store_find(const aq_store *s, uint64_t id) {
     }
 }
 
-static void map_put_(uint64_t *keys, uint64_t *vals, size_t cap, uint64_t id, uint64_t slot) {
+static void map_put(uint64_t *keys, uint64_t *vals, size_t cap, uint64_t id, uint64_t slot) {
     size_t mask = cap - 1;
     size_t i = (size_t)pz_mix64(id) & mask;
     while (vals[i]) i = (i + 1) & mask;
@@ -56,7 +56,7 @@ static void map_put_(uint64_t *keys, uint64_t *vals, size_t cap, uint64_t id, ui
     vals[i] = slot + 1;
 }
 
-static pz_status grow_map_(aq_store *s, size_t want) {
+static pz_status grow_map(aq_store *s, size_t want) {
     if (want > SIZE_MAX / 4) return pz_fail(PZ_ERR_NOMEM, "aq: too many sample ids (%zu)", want);
     if (s->map_cap >= 2 * want && s->map_cap) return PZ_OK;
     size_t cap = s->map_cap ? s->map_cap : 16;
@@ -69,7 +69,7 @@ static pz_status grow_map_(aq_store *s, size_t want) {
         return pz_fail(PZ_ERR_NOMEM, "aq: cannot grow the sample id table to %zu entries", cap);
     }
     for (size_t i = 0; i < s->map_cap; i++)
-        if (s->vals[i]) map_put_(keys, vals, cap, s->keys[i], s->vals[i] - 1);
+        if (s->vals[i]) map_put(keys, vals, cap, s->keys[i], s->vals[i] - 1);
     free(s->keys);
     free(s->vals);
     s->keys = keys;
@@ -78,7 +78,7 @@ static pz_status grow_map_(aq_store *s, size_t want) {
     return PZ_OK;
 }
 
-static pz_status grow_slot_ids_(aq_store *s, size_t want) {
+static pz_status grow_slot_ids(aq_store *s, size_t want) {
     if (s->slot_ids_cap >= want) return PZ_OK;
     size_t cap = s->slot_ids_cap ? s->slot_ids_cap : 16;
     while (cap < want) cap *= 2;
@@ -89,7 +89,7 @@ static pz_status grow_slot_ids_(aq_store *s, size_t want) {
     return PZ_OK;
 }
 
-static pz_status open_spill_(aq_store *s) {
+static pz_status open_spill(aq_store *s) {
     const char *dir = s->spill_dir;
     if (!dir || !*dir) dir = getenv("TMPDIR");
     if (!dir || !*dir) dir = "/tmp";
@@ -110,7 +110,7 @@ static pz_status open_spill_(aq_store *s) {
 }
 
 /* Adds one chunk of about `want` slots (memory while mem_slots allows, else file). */
-static pz_status add_chunk_(aq_store *s, size_t want) {
+static pz_status add_chunk(aq_store *s, size_t want) {
     if (s->nchunks == s->chunks_cap) {
         size_t cap = s->chunks_cap ? 2 * s->chunks_cap : 8;
         aq_chunk *p = realloc(s->chunks, cap * sizeof *p);
@@ -129,7 +129,7 @@ static pz_status add_chunk_(aq_store *s, size_t want) {
         s->mem_bytes += c.bytes;
     } else {
         if (s->fd < 0) {
-            pz_status st = open_spill_(s);
+            pz_status st = open_spill(s);
             if (st) return st;
         }
         size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -164,8 +164,8 @@ static pz_status add_chunk_(aq_store *s, size_t want) {
 pz_status aq_store_reserve(aq_store *s, size_t n) {
     if (n > SIZE_MAX / 4 - s->count) return pz_fail(PZ_ERR_NOMEM, "aq: too many sample ids");
     size_t need = s->count + n;
-    pz_status st = grow_map_(s, need);
-    if (!st) st = grow_slot_ids_(s, need);
+    pz_status st = grow_map(s, need);
+    if (!st) st = grow_slot_ids(s, need);
     size_t min_slots = AQ_CHUNK_MIN_BYTES / s->row_bytes, max_slots = AQ_CHUNK_MAX_BYTES / s->row_bytes;
     if (min_slots < 1) min_slots = 1;
     if (max_slots < 1) max_slots = 1;
@@ -174,14 +174,14 @@ pz_status aq_store_reserve(aq_store *s, size_t n) {
         if (want < need - s->slot_cap) want = need - s->slot_cap;
         if (want < min_slots) want = min_slots;
         if (want > max_slots) want = max_slots;
-        st = add_chunk_(s, want);
+        st = add_chunk(s, want);
     }
     return st;
 }
 
 size_t aq_store_insert(aq_store *s, uint64_t id) {
     size_t slot = s->count++;
-    map_put_(s->keys, s->vals, s->map_cap, id, slot);
+    map_put(s->keys, s->vals, s->map_cap, id, slot);
     s->slot_ids[slot] = id;
     return slot;
 }

@@ -2,7 +2,7 @@
  *
  * The GPU path (compress/cuda/) computes payloads on the device but must write
  * the very message the CPU writes: header, +zstd stage and CRC come from the
- * same code in codec.c, which calls back for the payload only. */
+ * same code in codec.c and message.c, which call back for the payload only. */
 #ifndef PZ_CODEC_EXT_H
 #define PZ_CODEC_EXT_H
 
@@ -33,8 +33,9 @@ typedef pz_status (*pz_payload_decode_fn)(void *arg, pz_codec *c, const pz_codec
 pz_status pz_codec_decode_with(pz_codec *c, const uint8_t *msg, size_t len, const pz_codec_ctx *ctx,
                                size_t out_cap, pz_shape *shape, pz_payload_decode_fn fn, void *arg);
 
-/* 0 for a base codec, else the outermost wrapper: 1 ef, 2 ef21, 3 aq. */
-int pz_codec_wrap_kind(const pz_codec *c);
+/* The outermost wrapper's table entry (its kind, name, ops), NULL for a
+ * base codec. */
+const pz_wrap_impl *pz_codec_wrap(const pz_codec *c);
 
 /* Wrappers (compress/wrappers.c; the GPU wrappers use them too): re-reports
  * the last error as "what: message", an inner SHAPE error as as_shape; and
@@ -49,8 +50,7 @@ int pz_codec_has_zstd(const pz_codec *c);
 /* A wrapper's inner codec (NULL for base codecs). */
 pz_codec *pz_codec_inner(pz_codec *c);
 /* aq(): the warm-up codec (NULL otherwise); its random stream is the ctx's
- * with seed ^ PZ_AQ_WARMUP_SALT. */
-#define PZ_AQ_WARMUP_SALT 0x61717761726d7570ULL /* "aqwarmup" */
+ * with seed ^ PZ_AQ_WARMUP_SALT (compress/wrap_elem.h). */
 pz_codec *pz_codec_warm(pz_codec *c);
 
 /* State of another backend kept with the codec object (freed with it by

@@ -1,11 +1,16 @@
-/* codec_impl.h: how a base codec plugs into the codec framework (private to compress/).
+/* codec_impl.h: how codecs plug into the codec framework (private to compress/).
  *
- * A base codec is a stateless transform between n floats and a payload. The
- * framework (codec.c) parses specs, writes and checks the message header
- * (which carries the codec id and its serialized parameters), applies the
- * optional "+zstd" stage, and runs the stateful wrappers ef(), ef21(), aq()
- * around a base codec. A base codec only sees its parameters, the shape,
- * the context (for its random stream) and byte buffers. */
+ * Two tables, both in compress/registry.c:
+ *  - base codecs, stateless transforms between n floats and a payload. A
+ *    base codec only sees its parameters, the shape, the context (for its
+ *    random stream) and byte buffers;
+ *  - wrappers, stateful codecs around an inner codec (ef, ef21, aq; see
+ *    compress/wrappers.h). Each parses its own options and owns its state.
+ * The framework parses specs (spec.c), writes and checks the message header,
+ * which carries the codec id and its serialized parameters, and applies the
+ * optional "+zstd" stage (message.c), and dispatches (codec.c); it reaches
+ * every codec through these tables only, so adding one touches its own file
+ * and the registry. */
 #ifndef PZ_CODEC_IMPL_H
 #define PZ_CODEC_IMPL_H
 
@@ -63,5 +68,57 @@ typedef struct {
 /* The table of base codecs (compress/registry.c). */
 const pz_codec_impl *pz_codec_impl_by_name(const char *name, size_t len);
 const pz_codec_impl *pz_codec_impl_by_id(uint16_t id);
+
+/* A wrapper's code on the wire: 2 bits a level of the header's chain byte
+ * (0 ends the chain), and message id 0x80 + code for the outermost one. */
+typedef enum { PZ_WRAP_EF = 1, PZ_WRAP_EF21, PZ_WRAP_AQ } pz_wrap_kind;
+/* Levels of wrappers: the chain byte holds 4 codes of 2 bits. */
+#define PZ_WRAP_MAX_DEPTH 4
+
+/* A wrapper's state (compress/wrappers.c). */
+typedef struct pz_wrapper pz_wrapper;
+
+typedef struct {
+    const char *name;           /* spec name: "ef", "ef21", "aq" */
+    pz_wrap_kind kind;          /* its code on the wire */
+    int stateful_decoder;       /* decoding needs state built by earlier messages */
+    /* Option keys ("mem=", ...), NULL-terminated; NULL: no options. In
+     * "name(inner,key=...)" a ',' outside parentheses followed by one of
+     * them ends the inner spec. */
+    const char *const *opt_keys;
+    /* Parses the options spec[b..e) (spec[b] is the ',' before the first;
+     * called only when there are some) into *opts; errors point into spec. */
+    pz_status (*parse_opts)(const char *spec, size_t b, size_t e, void **opts);
+    void (*free_opts)(void *opts);   /* options that never reached create */
+    /* Makes the wrapper around inner with opts (NULL: defaults). Takes
+     * ownership of both, also when it fails. */
+    pz_status (*create)(void *opts, pz_codec *inner, pz_wrapper **out);
+    void (*free)(pz_wrapper *w);
+    const char *(*spec)(const pz_wrapper *w);     /* canonical spec */
+    pz_codec *(*inner)(pz_wrapper *w);            /* owned by the wrapper */
+    pz_codec *(*warmup)(pz_wrapper *w);           /* a second codec it owns, or NULL */
+    size_t (*max_payload)(const pz_wrapper *w, const pz_shape *s);
+    /* payload and the header's flags byte, which the wrapper defines */
+    pz_status (*encode)(pz_wrapper *w, const float *x, const pz_shape *s, const pz_codec_ctx *ctx,
+                        uint8_t *payload, size_t cap, size_t *len, uint8_t *flags);
+    pz_status (*decode)(pz_wrapper *w, uint8_t flags, const uint8_t *payload, size_t len, const pz_shape *s,
+                        const pz_codec_ctx *ctx, float *out);
+    /* bytes in memory; *file_bytes (may be NULL) gets those in files */
+    size_t (*state_bytes)(const pz_wrapper *w, size_t *file_bytes);
+} pz_wrap_impl;
+
+/* The table of wrappers (compress/registry.c): by spec name, by wire code,
+ * and the i-th (NULL past the end). */
+const pz_wrap_impl *pz_wrap_impl_by_name(const char *name, size_t len);
+const pz_wrap_impl *pz_wrap_impl_by_kind(unsigned kind);
+const pz_wrap_impl *pz_wrap_impl_at(size_t i);
+
+/* Codec objects (codec.c) as the spec grammar (spec.c) builds them: a base
+ * codec with checked parameters; a wrapper around inner with the options
+ * its parse_opts made (it takes both, also when it fails); and the +zstd
+ * stage added to either. */
+pz_codec *pz_codec_make_base(const pz_codec_impl *impl, const pz_codec_params *p);
+pz_status pz_codec_make_wrapper(const pz_wrap_impl *wrap, void *opts, pz_codec *inner, pz_codec **out);
+void pz_codec_add_zstd(pz_codec *c);
 
 #endif

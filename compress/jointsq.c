@@ -213,8 +213,8 @@ static size_t jsq_max_payload(const pz_codec_params *p, const pz_shape *s) {
 /* Solves the sample items s (ms of them) at capacity cap: the exact solver
  * when the sample is the whole tensor, else the approximate multiplier;
  * choice[] and the model error. */
-static double jsq_solve_sample_(pz_mckp_soa *s, size_t ms, uint64_t cap, int exact, float *lam,
-                                uint8_t *choice) {
+static double jsq_solve_sample(pz_mckp_soa *s, size_t ms, uint64_t cap, int exact, float *lam,
+                               uint8_t *choice) {
     if (exact) {
         pz_mckp_info info;
         pz_mckp_solve_soa(s, ms, cap, 0.0f, INFINITY, 0, choice, &info);
@@ -393,7 +393,7 @@ static pz_status jsq_encode(const pz_codec_params *p, const float *x, const pz_s
         uint64_t scap = exact ? capacity : (uint64_t)((double)capacity * sfrac);
         pz_jsq_model(&md, M, trial);
         pz_jsq_soa_fill(sx, snel, G, sgm, &md, kk, &ss, exact ? NULL : ucost);
-        double err = jsq_solve_sample_(&ss, ms, scap, exact, &lam, scand);
+        double err = jsq_solve_sample(&ss, ms, scap, exact, &lam, scand);
         if (!(err <= best_err) && !(round == 0)) continue;
         best_err = err;
         best_k = kk;

@@ -54,7 +54,7 @@ static const int __attribute__((unused)) jsq_L[4] = {0, 1, 7, 127};
 #define JSQ_YMAX 16777216.0f
 
 /* bit i set iff p[i] != 0, i < 64 */
-static inline uint64_t nz64_(const uint8_t *p) {
+static inline uint64_t nz64(const uint8_t *p) {
 #if defined(JSQ_VEC)
     __m512i v = _mm512_loadu_si512((const void *)p);
     return _mm512_test_epi8_mask(v, v);

@@ -22,8 +22,8 @@ void pz_jsq_model(jsq_model *md, float M, const float s[4]) {
  * x[0..nel): e0 = sum x^2, e_c = sum step_c^2 f (1 - f) (the variance of
  * stochastic rounding) or INFINITY where the group's max gm > s_c.
  * gm: group maxima (NULL when G == 1: |x|). */
-static void jsq_errs_(const float *x, size_t nel, size_t G, const float *gm, const jsq_model *md,
-                      float *e0, float *e1, float *e2, float *e3) {
+static void jsq_errs(const float *x, size_t nel, size_t G, const float *gm, const jsq_model *md,
+                     float *e0, float *e1, float *e2, float *e3) {
     const float invM = md->invM, i1 = md->invD[1], i2 = md->invD[2], i3 = md->invD[3];
     const float d1 = md->D2[1], d2 = md->D2[2], d3 = md->D2[3];
     const float s1 = md->s[1], s2 = md->s[2], s3 = md->s[3];
@@ -158,7 +158,7 @@ static void jsq_errs_(const float *x, size_t nel, size_t G, const float *gm, con
 }
 
 /* Item costs in units of 2^-k bits (see the header comment). */
-static inline void jsq_costs_(int k, uint32_t sz, uint32_t c[4]) {
+static inline void jsq_costs(int k, uint32_t sz, uint32_t c[4]) {
     c[0] = 1;
     c[1] = (1 + (uint32_t)k + 1 + 2 * sz) << k;
     c[2] = (1 + (uint32_t)k + 2 + 4 * sz) << k;
@@ -169,9 +169,9 @@ static inline void jsq_costs_(int k, uint32_t sz, uint32_t c[4]) {
 void pz_jsq_soa_fill(const float *x, size_t nel, size_t G, const float *gm, const jsq_model *md, int k,
                           pz_mckp_soa *s, uint32_t *ucost) {
     size_t ni = nel / G + (nel % G != 0);
-    jsq_errs_(x, nel, G, gm, md, s->err[0], s->err[1], s->err[2], s->err[3]);
+    jsq_errs(x, nel, G, gm, md, s->err[0], s->err[1], s->err[2], s->err[3]);
     uint32_t cf[4];
-    jsq_costs_(k, (uint32_t)G, cf);
+    jsq_costs(k, (uint32_t)G, cf);
     if (ucost && nel % G == 0) {                  /* every item a full group */
         memcpy(ucost, cf, sizeof cf);
         s->ucost = ucost;
@@ -181,7 +181,7 @@ void pz_jsq_soa_fill(const float *x, size_t nel, size_t G, const float *gm, cons
     for (int o = 0; o < 4; o++)
         for (size_t j = 0; j < ni; j++) s->cost[o][j] = cf[o];
     if (nel % G) {
-        jsq_costs_(k, (uint32_t)(nel % G), cf);
+        jsq_costs(k, (uint32_t)(nel % G), cf);
         for (int o = 0; o < 4; o++) s->cost[o][ni - 1] = cf[o];
     }
 }
@@ -256,7 +256,7 @@ typedef struct {
     __m512 vM, i1, i2, i3, d1, d2, d3, s1, s2, s3;
 } jsq_vmodel;
 
-static inline jsq_vmodel jsq_vmodel_(const jsq_model *md) {
+static inline jsq_vmodel jsq_vmodel_of(const jsq_model *md) {
     jsq_vmodel K;
     K.vM = _mm512_set1_ps(md->invM);
     K.i1 = _mm512_set1_ps(md->invD[1]);
@@ -271,7 +271,7 @@ static inline jsq_vmodel jsq_vmodel_(const jsq_model *md) {
     return K;
 }
 
-static inline void jsq_verrs_(const jsq_vmodel *K, __m512i key, __m512 e[4]) {
+static inline void jsq_verrs(const jsq_vmodel *K, __m512i key, __m512 e[4]) {
     const __m512 inf = _mm512_set1_ps(INFINITY);
     __m512 xa = _mm512_castsi512_ps(key), xh = _mm512_mul_ps(xa, K->vM);
     /* no clamp of y here: lanes where it would matter are not allowed (INFINITY) */
@@ -288,7 +288,7 @@ static inline void jsq_verrs_(const jsq_vmodel *K, __m512i key, __m512 e[4]) {
                                 _mm512_mul_ps(K->d3, _mm512_sub_ps(f3, _mm512_mul_ps(f3, f3))));
 }
 
-static inline __m512i jsq_vpick_(const __m512 e[4], __m512 h0, __m512 h1, __m512 h2, __m512 h3) {
+static inline __m512i jsq_vpick(const __m512 e[4], __m512 h0, __m512 h1, __m512 h2, __m512 h3) {
     const __m512i one = _mm512_set1_epi32(1);
     __m512 b = _mm512_add_ps(e[0], h0), v1 = _mm512_add_ps(e[1], h1), v2 = _mm512_add_ps(e[2], h2),
            v3 = _mm512_add_ps(e[3], h3);
@@ -305,10 +305,10 @@ static inline __m512i jsq_vpick_(const __m512 e[4], __m512 h0, __m512 h1, __m512
 
 /* The same pass for G = 1 in one sweep: errors, both picks and the
  * candidates 16 elements at a time, in registers. */
-static void jsq_pass_b1_(const float *x, size_t n, const jsq_model *md, const uint32_t cf[4], float lam_lo,
-                         float lam_hi, uint8_t *cls, pz_mckp_soa *cand, jsq_cside *cs_, size_t ccap, jsq_passb *r) {
+static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uint32_t cf[4], float lam_lo,
+                        float lam_hi, uint8_t *cls, pz_mckp_soa *cand, jsq_cside *cs_, size_t ccap, jsq_passb *r) {
     uint32_t *cid = cs_->id;
-    const jsq_vmodel K = jsq_vmodel_(md);
+    const jsq_vmodel K = jsq_vmodel_of(md);
     const __m512 h0 = _mm512_set1_ps(lam_hi * (float)cf[0]), h1 = _mm512_set1_ps(lam_hi * (float)cf[1]),
                  h2 = _mm512_set1_ps(lam_hi * (float)cf[2]), h3 = _mm512_set1_ps(lam_hi * (float)cf[3]);
     const __m512 l0 = _mm512_set1_ps(lam_lo * (float)cf[0]), l1 = _mm512_set1_ps(lam_lo * (float)cf[1]),
@@ -327,8 +327,8 @@ static void jsq_pass_b1_(const float *x, size_t n, const jsq_model *md, const ui
     for (; i + 16 <= n; i += 16, iv = _mm512_add_epi32(iv, step)) {
         __m512i key = _mm512_and_si512(_mm512_loadu_si512((const void *)(x + i)), absm);
         __m512 e[4];
-        jsq_verrs_(&K, key, e);
-        __m512i a = jsq_vpick_(e, h0, h1, h2, h3), bq = jsq_vpick_(e, l0, l1, l2, l3);
+        jsq_verrs(&K, key, e);
+        __m512i a = jsq_vpick(e, h0, h1, h2, h3), bq = jsq_vpick(e, l0, l1, l2, l3);
         _mm_storeu_si128((__m128i *)(void *)(cls + i), _mm512_cvtepi32_epi8(a));
         __mmask16 k1 = _mm512_cmpeq_epi32_mask(a, one), k2 = _mm512_cmpeq_epi32_mask(a, two);
         __mmask16 k3 = _mm512_cmpgt_epi32_mask(a, two);
@@ -376,7 +376,7 @@ static void jsq_pass_b1_(const float *x, size_t n, const jsq_model *md, const ui
     if (i < n) {                                 /* the tail, with the scalar forms */
         float E[4][16];
         size_t t = n - i;
-        jsq_errs_(x + i, t, 1, NULL, md, E[0], E[1], E[2], E[3]);
+        jsq_errs(x + i, t, 1, NULL, md, E[0], E[1], E[2], E[3]);
         for (size_t j = 0; j < t; j++) {
             float fc[4] = {(float)cf[0], (float)cf[1], (float)cf[2], (float)cf[3]};
             int a = pz_mckp_pick(E[0][j], E[1][j], E[2][j], E[3][j], fc[0], fc[1], fc[2], fc[3], lam_hi);
@@ -419,13 +419,13 @@ void pz_jsq_pass_b(const float *x, const jsq_geom *g, const float *gm, const jsq
     uint8_t dif[JSQ_BLOCK + 64], lo_[JSQ_BLOCK + 64];
     float *Ev[4] = {E0, E1, E2, E3};
     uint32_t cf[4], cs[4];
-    jsq_costs_(k, (uint32_t)g->G, cf);
+    jsq_costs(k, (uint32_t)g->G, cf);
     size_t last_short = g->n % g->G ? g->ng - 1 : SIZE_MAX;
-    if (last_short != SIZE_MAX) jsq_costs_(k, (uint32_t)(g->n % g->G), cs);
+    if (last_short != SIZE_MAX) jsq_costs(k, (uint32_t)(g->n % g->G), cs);
 #if defined(__AVX512F__)
     if (g->G == 1) {
         free(E);
-        jsq_pass_b1_(x, g->n, md, cf, lam_lo, lam_hi, cls, cand, cs_, ccap, r);
+        jsq_pass_b1(x, g->n, md, cf, lam_lo, lam_hi, cls, cand, cs_, ccap, r);
         return;
     }
 #endif
@@ -437,7 +437,7 @@ void pz_jsq_pass_b(const float *x, const jsq_geom *g, const float *gm, const jsq
     for (size_t j0 = 0; j0 < g->ng; j0 += JSQ_BLOCK) {
         size_t nb = g->ng - j0 < JSQ_BLOCK ? g->ng - j0 : JSQ_BLOCK;
         size_t eb = j0 * g->G, ee = (j0 + nb) * g->G < g->n ? (j0 + nb) * g->G : g->n;
-        jsq_errs_(x + eb, ee - eb, g->G, gm ? gm + j0 : NULL, md, E0, E1, E2, E3);
+        jsq_errs(x + eb, ee - eb, g->G, gm ? gm + j0 : NULL, md, E0, E1, E2, E3);
         size_t nv = j0 + nb - 1 == last_short ? nb - 1 : nb;
         uint8_t *cl = cls + j0;
         r->cost_hi += pz_mckp_pick_uniform(Ev, cf, nv, lam_hi, cl);
@@ -461,7 +461,7 @@ void pz_jsq_pass_b(const float *x, const jsq_geom *g, const float *gm, const jsq
         }
         memset(dif + nb, 0, 64);
         for (size_t i0 = 0; i0 < nb; i0 += 64) {
-            uint64_t m = nz64_(dif + i0);
+            uint64_t m = nz64(dif + i0);
             while (m) {
                 size_t i = i0 + (size_t)__builtin_ctzll(m);
                 m &= m - 1;

@@ -14,7 +14,7 @@ typedef struct {
 /* Appends nb <= 56 bits; branch-free: stores 8 bytes every time (the buffer
  * has 8 bytes of slack past the end of the map). By value, so that the
  * state stays in registers. */
-static inline mapw_ mw_put_(mapw_ w, uint64_t v, unsigned nb) {
+static inline mapw_ mw_put(mapw_ w, uint64_t v, unsigned nb) {
     w.acc |= v << w.n;
     w.n += nb;
     memcpy(w.p, &w.acc, 8);
@@ -61,17 +61,17 @@ static const uint32_t jsq_ccode[4] = {0, 0x0, 0x1, 0x3};
 static const int jsq_clen[4] = {0, 1, 2, 2};
 
 /* one run of r dropped groups, then (c > 0) a kept group of class c */
-static inline mapw_ mw_run_(mapw_ w, uint64_t r, int k, int c) {
+static inline mapw_ mw_run(mapw_ w, uint64_t r, int k, int c) {
     uint64_t q = r >> k;
     while (q > 16) {
-        w = mw_put_(w, 0xffffu, 16);
+        w = mw_put(w, 0xffffu, 16);
         q -= 16;
     }
     uint32_t v = (uint32_t)((1u << q) - 1) | ((uint32_t)(r & ((1u << k) - 1)) << (q + 1));
     unsigned nb = (unsigned)q + 1 + (unsigned)k;
     v |= jsq_ccode[c] << nb;                      /* class 0 (the final run): no code */
     nb += (unsigned)jsq_clen[c];
-    return mw_put_(w, v, nb);
+    return mw_put(w, v, nb);
 }
 
 /* Writes the map of cls[0..ng) with Rice parameter k at out (8 bytes of
@@ -132,10 +132,10 @@ uint64_t pz_jsq_write_map(const uint8_t *cls, size_t ng, int k, uint8_t *out) {
         size_t npair = (cnt + 1) / 2;
         for (size_t j = 0; j < npair; j++) {
             if (pl[j] != 255) {
-                w = mw_put_(w, pv[j], (unsigned)pl[j]);
+                w = mw_put(w, pv[j], (unsigned)pl[j]);
             } else {
                 for (size_t e = 2 * j; e < 2 * j + 2 && e < cnt; e++)
-                    w = mw_run_(w, (size_t)pos[1 + e] - ((size_t)pos[e] + 1), k, (int)cl[e]);
+                    w = mw_run(w, (size_t)pos[1 + e] - ((size_t)pos[e] + 1), k, (int)cl[e]);
             }
         }
         if (cnt) last = pos[cnt] + 1;
@@ -143,10 +143,10 @@ uint64_t pz_jsq_write_map(const uint8_t *cls, size_t ng, int k, uint8_t *out) {
 #endif
     for (; i0 < ng; i0++) {
         if (!cls[i0]) continue;
-        w = mw_run_(w, i0 - last, k, cls[i0]);
+        w = mw_run(w, i0 - last, k, cls[i0]);
         last = i0 + 1;
     }
-    w = mw_run_(w, ng - last, k, 0);
+    w = mw_run(w, ng - last, k, 0);
     return (uint64_t)(w.p - out) * 8 + w.n;
 }
 
@@ -179,7 +179,7 @@ size_t pz_jsq_pack(const uint8_t *c, size_t cnt, int w, uint8_t *out) {
 /* Unpacks cnt codes starting at code index `at` of a w-bit stream (at a
  * multiple of 8 / w codes... at is a multiple of 8) into c; returns non-zero
  * when a code is the invalid 2^w - 1. */
-static int jsq_unpack_(const uint8_t *in, size_t at, size_t cnt, int w, uint8_t *c) {
+static int jsq_unpack(const uint8_t *in, size_t at, size_t cnt, int w, uint8_t *c) {
     const uint8_t *p = in + at * (size_t)w / 8;
     uint8_t bad = (uint8_t)((1u << w) - 1), any = 0;
     if (w == 8) {
@@ -286,7 +286,7 @@ typedef struct {
     int n;
 } mapr_;
 
-static inline void mr_refill_(mapr_ *r) {
+static inline void mr_refill(mapr_ *r) {
     if (r->end - r->p >= 8) {
         uint64_t w;
         memcpy(&w, r->p, 8);
@@ -302,7 +302,7 @@ static inline void mr_refill_(mapr_ *r) {
         }
     }
 }
-static inline uint32_t mr_take_(mapr_ *r, int nb) {    /* nb <= n, nb < 32 */
+static inline uint32_t mr_take(mapr_ *r, int nb) {    /* nb <= n, nb < 32 */
     uint32_t v = (uint32_t)(r->acc & ((1ull << nb) - 1));
     r->acc >>= nb;
     r->n -= nb;
@@ -312,7 +312,7 @@ static inline uint32_t mr_take_(mapr_ *r, int nb) {    /* nb <= n, nb < 32 */
 #define JSQ_TBITS 12
 
 /* The decoding table of JSQ_TBITS-bit windows for Rice parameter k. */
-static uint64_t *jsq_map_table_(int k) {
+static uint64_t *jsq_map_table(int k) {
     uint64_t *tab = xmalloc(sizeof *tab << JSQ_TBITS);
     for (uint32_t w = 0; w < (1u << JSQ_TBITS); w++) {
         uint64_t e = 0;
@@ -342,7 +342,7 @@ static uint64_t *jsq_map_table_(int k) {
 /* A kept group after its run (the run took `used` bits): its class code,
  * "0" = 2-bit, "10" = 4-bit, "11" = 8-bit, into *cls; counts[0..2] count the
  * kept groups, those of 4 or 8 bits, and those of 8 bits. */
-static inline void mr_kept_(mapr_ *mr, int used, uint8_t *cls, size_t counts[3]) {
+static inline void mr_kept(mapr_ *mr, int used, uint8_t *cls, size_t counts[3]) {
     unsigned b = (unsigned)(mr->acc >> used) & 3u;
     used += 1 + (int)(b & 1);
     mr->acc >>= used;
@@ -356,7 +356,7 @@ static inline void mr_kept_(mapr_ *mr, int used, uint8_t *cls, size_t counts[3])
 /* Reads the width map (Rice runs and class codes) into cls[] (zeroed);
  * counts the groups per class. Returns non-zero on a malformed map; *state
  * is the reader after the map (for its end and padding). */
-static __attribute__((noinline)) int jsq_read_map_(mapr_ *state, size_t ng, int k, uint8_t *cls, size_t gcount[4]) {
+static __attribute__((noinline)) int jsq_read_map(mapr_ *state, size_t ng, int k, uint8_t *cls, size_t gcount[4]) {
     mapr_ mr = *state;
     int err = 0;
     size_t pos = 0;
@@ -368,9 +368,9 @@ static __attribute__((noinline)) int jsq_read_map_(mapr_ *state, size_t ng, int 
      * at a time (entry: count, bits used, then run (10 bits) and class (2)
      * each); far from the end of the map only, so that no run in a window
      * can reach the last group */
-    uint64_t *tab = ng >= 16384 && k == 0 ? jsq_map_table_(k) : NULL;
+    uint64_t *tab = ng >= 16384 && k == 0 ? jsq_map_table(k) : NULL;
     while (tab) {
-        if (mr.n < 48) mr_refill_(&mr);
+        if (mr.n < 48) mr_refill(&mr);
         if (ng - pos <= 4 * 1024 + 8 || mr.n < JSQ_TBITS) break;
         uint64_t e = tab[mr.acc & ((1u << JSQ_TBITS) - 1)];
         unsigned cnt = (unsigned)e & 7u;
@@ -381,7 +381,7 @@ static __attribute__((noinline)) int jsq_read_map_(mapr_ *state, size_t ng, int 
             int used = ones + 1 + k;
             if (r >= ng - pos) break;
             pos += (size_t)r;
-            mr_kept_(&mr, used, &cls[pos], cnt3);
+            mr_kept(&mr, used, &cls[pos], cnt3);
             pos++;
             continue;
         }
@@ -404,7 +404,7 @@ static __attribute__((noinline)) int jsq_read_map_(mapr_ *state, size_t ng, int 
     free(tab);
     for (;;) {
         /* fast path: the whole code is in the bit buffer */
-        if (mr.n < 48) mr_refill_(&mr);
+        if (mr.n < 48) mr_refill(&mr);
         int ones = __builtin_ctzll(~mr.acc);                 /* <= n: bits above n are zero */
         if (ones + 3 + k <= mr.n) {
             uint64_t r = ((uint64_t)ones << k) | ((mr.acc >> (ones + 1)) & kmask);
@@ -416,14 +416,14 @@ static __attribute__((noinline)) int jsq_read_map_(mapr_ *state, size_t ng, int 
                 break;                                       /* final run */
             }
             pos += (size_t)r;
-            mr_kept_(&mr, used, &cls[pos], cnt3);
+            mr_kept(&mr, used, &cls[pos], cnt3);
             pos++;
             continue;
         }
         /* slow path: long runs, the end of the data */
         uint64_t q = 0;
         for (;;) {
-            if (mr.n < 57) mr_refill_(&mr);
+            if (mr.n < 57) mr_refill(&mr);
             if (mr.n == 0) { err = 1; break; }
             ones = __builtin_ctzll(~mr.acc);
             if (ones < mr.n) {
@@ -439,18 +439,18 @@ static __attribute__((noinline)) int jsq_read_map_(mapr_ *state, size_t ng, int 
             if (q > maxq) { err = 1; break; }
         }
         if (err) break;
-        if (mr.n < k + 2) mr_refill_(&mr);
+        if (mr.n < k + 2) mr_refill(&mr);
         if (mr.n < k) { err = 1; break; }
-        uint64_t r = k ? mr_take_(&mr, k) : 0;
+        uint64_t r = k ? mr_take(&mr, k) : 0;
         r |= q << k;
         if (r > ng - pos) { err = 1; break; }
         pos += (size_t)r;
         if (pos == ng) break;                              /* final run */
         if (mr.n < 1) { err = 1; break; }
         int c = 1;
-        if (mr_take_(&mr, 1)) {
+        if (mr_take(&mr, 1)) {
             if (mr.n < 1) { err = 1; break; }
-            c = 2 + (int)mr_take_(&mr, 1);
+            c = 2 + (int)mr_take(&mr, 1);
         }
         cls[pos] = (uint8_t)c;
         cnt3[1] += c >= 2;
@@ -491,7 +491,7 @@ pz_status pz_jsq_decode(const pz_codec_params *p, const uint8_t *payload, size_t
     int err = 0;
     size_t gcount[4] = {0, 0, 0, 0}, mcount[4] = {0, 0, 0, 0};
     mapr_ mr = {payload + 1, payload + len, payload + 1, 0, 0};
-    err = jsq_read_map_(&mr, ng, k, cls, gcount);
+    err = jsq_read_map(&mr, ng, k, cls, gcount);
     size_t kept = gcount[1] + gcount[2] + gcount[3];
     size_t off_sc = 0;
     if (!err) {
@@ -560,7 +560,7 @@ pz_status pz_jsq_decode(const pz_codec_params *p, const uint8_t *payload, size_t
             sp[c] = 0;
             size_t want = (2 * JSQ_CH - have) & ~(size_t)7;
             if (want > mcount[c] - rd[c]) want = mcount[c] - rd[c];
-            err |= jsq_unpack_(payload + off[c], rd[c], want, jsq_width[c], stg[c] + have);
+            err |= jsq_unpack(payload + off[c], rd[c], want, jsq_width[c], stg[c] + have);
             rd[c] += want;
             sa[c] = have + want;
         }

@@ -3,7 +3,7 @@
 
 /* Finds, in hist[0..top], the bucket that holds rank *krem counted from the
  * top; adds the counts of the buckets above it to *above. */
-static uint32_t find_bucket_(const uint32_t *hist, uint32_t top, size_t *krem, size_t *above) {
+static uint32_t find_bucket(const uint32_t *hist, uint32_t top, size_t *krem, size_t *above) {
     size_t acc = 0;
     uint32_t b = top;
     for (;;) {
@@ -37,7 +37,7 @@ uint32_t pz_kth_largest_abs(const float *x, size_t n, size_t k, uint32_t *scratc
         hist[key >> s0]++;
         kmax = key > kmax ? key : kmax;
     }
-    uint32_t b = find_bucket_(hist, kmax >> s0, &krem, above);
+    uint32_t b = find_bucket(hist, kmax >> s0, &krem, above);
     uint32_t prefix = b << s0;
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -55,7 +55,7 @@ uint32_t pz_kth_largest_abs(const float *x, size_t n, size_t k, uint32_t *scratc
             hist[d]++;
             top = d > top ? d : top;
         }
-        b = find_bucket_(hist, top, &krem, above);
+        b = find_bucket(hist, top, &krem, above);
         prefix |= b << s;
         if (lv == levels - 1) break;
         size_t mm = 0;

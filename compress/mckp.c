@@ -16,12 +16,12 @@
 
 #define KEY_MAX 0x7f7fffffu      /* bits of FLT_MAX */
 
-static uint32_t f2u_(float f) {
+static uint32_t f2u(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
     return u;
 }
-static float u2f_(uint32_t u) {
+static float u2f(uint32_t u) {
     float f;
     memcpy(&f, &u, 4);
     return f;
@@ -34,7 +34,7 @@ static float u2f_(uint32_t u) {
 /* Picks at lam of items [0, n) (per-item costs c, or the same costs cu for
  * every item when c is NULL); writes them to ch, returns the sum of picked
  * costs. The vector loop computes exactly what pz_mckp_pick does. */
-static uint64_t eval_(float *const *e, uint32_t *const *c, const uint32_t *cu, size_t n, float lam, uint8_t *ch) {
+static uint64_t eval(float *const *e, uint32_t *const *c, const uint32_t *cu, size_t n, float lam, uint8_t *ch) {
     const float *e0 = e[0], *e1 = e[1], *e2 = e[2], *e3 = e[3];
     uint64_t cost = 0;
     size_t i = 0;
@@ -91,12 +91,12 @@ static uint64_t eval_(float *const *e, uint32_t *const *c, const uint32_t *cu, s
 
 uint64_t pz_mckp_pick_uniform(float *const err[PZ_MCKP_OPTS], const uint32_t cost[PZ_MCKP_OPTS], size_t n,
                               float lam, uint8_t *choice) {
-    return eval_(err, NULL, cost, n, lam, choice);
+    return eval(err, NULL, cost, n, lam, choice);
 }
 
 uint64_t pz_mckp_cost_at(const pz_mckp_soa *s, size_t n, float lam, uint8_t *choice, double *err) {
     uint8_t *ch = choice ? choice : xmalloc(n ? n : 1);
-    uint64_t cost = eval_(s->err, s->ucost ? NULL : s->cost, s->ucost, n, lam, ch);
+    uint64_t cost = eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, lam, ch);
     if (err) {
         double e = 0;
         for (size_t i = 0; i < n; i++) e += s->err[ch[i]][i];
@@ -111,43 +111,43 @@ float pz_mckp_lambda(const pz_mckp_soa *s, size_t n, uint64_t capacity, int rel_
     uint8_t *ch = xmalloc(n ? n : 1);
     uint32_t lo = 0, hi = KEY_MAX;
     uint64_t chi;
-    uint64_t c0 = eval_(s->err, s->ucost ? NULL : s->cost, s->ucost, n, 0.0f, ch);
+    uint64_t c0 = eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, 0.0f, ch);
     if (c0 <= capacity) {
         hi = 0;
         chi = c0;
     } else {
         chi = UINT64_MAX;
         if (guess > 0 && guess < FLT_MAX / 16) {     /* bracket around the guess */
-            uint32_t a = f2u_(guess * 0.5f), b = f2u_(guess * 2.0f);
+            uint32_t a = f2u(guess * 0.5f), b = f2u(guess * 2.0f);
             for (int t = 0; t < 8; t++) {
-                uint64_t cb = eval_(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f_(b), ch);
+                uint64_t cb = eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f(b), ch);
                 if (cb <= capacity) {
                     hi = b;
                     chi = cb;
                     break;
                 }
                 lo = b;
-                if (u2f_(b) > FLT_MAX / 16) break;
-                b = f2u_(u2f_(b) * 16.0f);
+                if (u2f(b) > FLT_MAX / 16) break;
+                b = f2u(u2f(b) * 16.0f);
             }
             if (chi != UINT64_MAX) {
                 for (int t = 0; t < 8 && a > lo; t++) {
-                    uint64_t ca = eval_(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f_(a), ch);
+                    uint64_t ca = eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f(a), ch);
                     if (ca > capacity) {
                         lo = a;
                         break;
                     }
                     hi = a;
                     chi = ca;
-                    a = f2u_(u2f_(a) * (1.0f / 16));
+                    a = f2u(u2f(a) * (1.0f / 16));
                 }
             }
         }
-        if (chi == UINT64_MAX) chi = eval_(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f_(hi), ch);
+        if (chi == UINT64_MAX) chi = eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f(hi), ch);
         uint32_t tol = rel_bits >= 23 ? 1 : 1u << (23 - (rel_bits < 0 ? 0 : rel_bits));
         while (hi - lo > tol) {
             uint32_t mid = lo + (hi - lo) / 2;
-            uint64_t cm = eval_(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f_(mid), ch);
+            uint64_t cm = eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f(mid), ch);
             if (cm <= capacity) {
                 hi = mid;
                 chi = cm;
@@ -156,10 +156,10 @@ float pz_mckp_lambda(const pz_mckp_soa *s, size_t n, uint64_t capacity, int rel_
             }
         }
     }
-    float lam = u2f_(hi);
+    float lam = u2f(hi);
     if (cost) *cost = chi;
     if (err) {
-        eval_(s->err, s->ucost ? NULL : s->cost, s->ucost, n, lam, ch);
+        eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, lam, ch);
         double e = 0;
         for (size_t i = 0; i < n; i++) e += s->err[ch[i]][i];
         *err = e;
@@ -179,12 +179,12 @@ typedef struct {
     const uint32_t *cu;    /* the same costs for every item (c[] unused), or NULL */
 } active_;
 
-static inline uint32_t acost_(const active_ *A, int o, size_t j) { return A->cu ? A->cu[o] : A->c[o][j]; }
+static inline uint32_t acost(const active_ *A, int o, size_t j) { return A->cu ? A->cu[o] : A->c[o][j]; }
 
 /* Fixes the items with ch_lo == ch_hi (their choice is final) and moves the
  * others to the front; branch-free. */
-static void compact_(active_ *A, uint8_t *ch_lo, uint8_t *ch_hi, uint8_t *choice, uint64_t *fcost,
-                     double *ferr) {
+static void compact(active_ *A, uint8_t *ch_lo, uint8_t *ch_hi, uint8_t *choice, uint64_t *fcost,
+                    double *ferr) {
     size_t m = A->m, keep = 0;
     for (size_t j = 0; j < m; j++) keep += ch_lo[j] != ch_hi[j];
     if (keep == m) return;
@@ -266,7 +266,7 @@ static void compact_(active_ *A, uint8_t *ch_lo, uint8_t *ch_hi, uint8_t *choice
     for (; j < m; j++) {
         int a = ch_hi[j], lo = ch_lo[j];
         uint32_t i = id ? id[j] : (uint32_t)j;
-        uint32_t ca = acost_(A, a, j);
+        uint32_t ca = acost(A, a, j);
         float ea = a == 0 ? e0[j] : a == 1 ? e1[j] : a == 2 ? e2[j] : e3[j];
         size_t act = lo != a;
         choice[i] = (uint8_t)a;                        /* final unless still active */
@@ -298,26 +298,26 @@ typedef struct {
     uint32_t c[FILL_SET][PZ_MCKP_OPTS];
 } fillset_;
 
-static void fill_snap_(const active_ *A, fillset_ *F) {
+static void fill_snap(const active_ *A, fillset_ *F) {
     size_t m = A->m < FILL_SET ? A->m : FILL_SET;
     for (size_t j = 0; j < m; j++) {
         F->id[j] = A->id ? A->id[j] : (uint32_t)j;
         for (int o = 0; o < PZ_MCKP_OPTS; o++) {
             F->e[j][o] = A->e[o][j];
-            F->c[j][o] = acost_(A, o, j);
+            F->c[j][o] = acost(A, o, j);
         }
     }
     F->n = m;
 }
 
-static void swap_(uint8_t **a, uint8_t **b) {
+static void swap(uint8_t **a, uint8_t **b) {
     uint8_t *t = *a;
     *a = *b;
     *b = t;
 }
 
 /* Lagrangian lower bound sum_i min_o (e + lam c) - lam * capacity. */
-static double lower_bound_(const pz_mckp_soa *s, size_t n, uint64_t capacity, double lam) {
+static double lower_bound(const pz_mckp_soa *s, size_t n, uint64_t capacity, double lam) {
     double lb = 0;
     for (size_t i = 0; i < n; i++) {
         double b = INFINITY;
@@ -331,8 +331,8 @@ static double lower_bound_(const pz_mckp_soa *s, size_t n, uint64_t capacity, do
 }
 
 /* The solver proper on work arrays w (overwritten). */
-static void solve_(pz_mckp_soa *w, size_t n, uint64_t capacity, float lam_lo, float lam_hi, uint8_t *choice,
-                   pz_mckp_info *info, uint32_t *lo_key) {
+static void solve(pz_mckp_soa *w, size_t n, uint64_t capacity, float lam_lo, float lam_hi, uint8_t *choice,
+                  pz_mckp_info *info, uint32_t *lo_key) {
     uint8_t *ch_lo = xmalloc(n), *ch_hi = xmalloc(n), *ch_mid = xmalloc(n);
     active_ A = {.m = n, .cu = w->ucost};
     for (int o = 0; o < PZ_MCKP_OPTS; o++) {
@@ -340,27 +340,27 @@ static void solve_(pz_mckp_soa *w, size_t n, uint64_t capacity, float lam_lo, fl
         A.c[o] = w->cost[o];
     }
     uint32_t *const *AC = A.cu ? NULL : A.c;
-    uint32_t lo = lam_lo > 0 && lam_lo < FLT_MAX ? f2u_(lam_lo) : 0;
-    uint32_t hi = lam_hi > 0 && lam_hi < FLT_MAX ? f2u_(lam_hi) : KEY_MAX;
+    uint32_t lo = lam_lo > 0 && lam_lo < FLT_MAX ? f2u(lam_lo) : 0;
+    uint32_t hi = lam_hi > 0 && lam_hi < FLT_MAX ? f2u(lam_hi) : KEY_MAX;
     if (hi <= lo) {
         lo = 0;
         hi = KEY_MAX;
     }
-    uint64_t clo = eval_(A.e, AC, A.cu, n, u2f_(lo), ch_lo), chi = 0;
+    uint64_t clo = eval(A.e, AC, A.cu, n, u2f(lo), ch_lo), chi = 0;
     if (clo <= capacity && lo > 0) {                   /* bracket too high */
         hi = lo;
         chi = clo;
-        swap_(&ch_lo, &ch_hi);
+        swap(&ch_lo, &ch_hi);
         lo = 0;
-        clo = eval_(A.e, AC, A.cu, n, 0.0f, ch_lo);
+        clo = eval(A.e, AC, A.cu, n, 0.0f, ch_lo);
     } else if (clo > capacity) {
-        chi = eval_(A.e, AC, A.cu, n, u2f_(hi), ch_hi);
+        chi = eval(A.e, AC, A.cu, n, u2f(hi), ch_hi);
         if (chi > capacity) {                          /* bracket too low */
             lo = hi;
             clo = chi;
-            swap_(&ch_lo, &ch_hi);
+            swap(&ch_lo, &ch_hi);
             hi = KEY_MAX;
-            chi = eval_(A.e, AC, A.cu, n, u2f_(hi), ch_hi);
+            chi = eval(A.e, AC, A.cu, n, u2f(hi), ch_hi);
         }
     }
     uint64_t cost;
@@ -376,8 +376,8 @@ static void solve_(pz_mckp_soa *w, size_t n, uint64_t capacity, float lam_lo, fl
         double ferr = 0;
         fillset_ F;
         F.n = SIZE_MAX;
-        compact_(&A, ch_lo, ch_hi, choice, &fcost, &ferr);
-        if (A.m <= FILL_SET) fill_snap_(&A, &F);
+        compact(&A, ch_lo, ch_hi, choice, &fcost, &ferr);
+        if (A.m <= FILL_SET) fill_snap(&A, &F);
         int interp = 1;
         while (hi - lo > 1) {
             /* the next multiplier: where the cost, linear in the bits of
@@ -390,27 +390,27 @@ static void solve_(pz_mckp_soa *w, size_t n, uint64_t capacity, float lam_lo, fl
                 off = off < margin ? margin : off > span - margin ? span - margin : off;
                 if (off >= 1 && off < span) mid = lo + off;
             }
-            uint64_t cm = fcost + eval_(A.e, AC, A.cu, A.m, u2f_(mid), ch_mid);
+            uint64_t cm = fcost + eval(A.e, AC, A.cu, A.m, u2f(mid), ch_mid);
             if (cm <= capacity) {
                 hi = mid;
                 chi = cm;
-                swap_(&ch_hi, &ch_mid);
+                swap(&ch_hi, &ch_mid);
             } else {
                 lo = mid;
                 clo = cm;
-                swap_(&ch_lo, &ch_mid);
+                swap(&ch_lo, &ch_mid);
             }
             interp = hi - lo <= span / 2;
-            compact_(&A, ch_lo, ch_hi, choice, &fcost, &ferr);
-            if (F.n == SIZE_MAX && A.m <= FILL_SET) fill_snap_(&A, &F);
+            compact(&A, ch_lo, ch_hi, choice, &fcost, &ferr);
+            if (F.n == SIZE_MAX && A.m <= FILL_SET) fill_snap(&A, &F);
         }
-        if (F.n == SIZE_MAX) fill_snap_(&A, &F);
+        if (F.n == SIZE_MAX) fill_snap(&A, &F);
         /* pick(hi) everywhere; the tied items switch to pick(lo) in index
          * order while that fits */
         uint64_t used = fcost;
         err = ferr;
         for (size_t j = 0; j < A.m; j++) {
-            used += acost_(&A, ch_hi[j], j);
+            used += acost(&A, ch_hi[j], j);
             err += A.e[ch_hi[j]][j];
         }
         uint64_t room = capacity - used;              /* used <= capacity: cost(hi) <= capacity */
@@ -420,7 +420,7 @@ static void solve_(pz_mckp_soa *w, size_t n, uint64_t capacity, float lam_lo, fl
             size_t i = A.id ? A.id[j] : j;
             choice[i] = (uint8_t)a;
             if (a == b || !(A.e[b][j] < A.e[a][j])) continue;
-            int64_t dc = (int64_t)acost_(&A, b, j) - (int64_t)acost_(&A, a, j);
+            int64_t dc = (int64_t)acost(&A, b, j) - (int64_t)acost(&A, a, j);
             if (dc <= 0 || (uint64_t)dc <= room) {
                 room -= (uint64_t)dc;
                 err -= (double)A.e[a][j] - (double)A.e[b][j];
@@ -464,7 +464,7 @@ static void solve_(pz_mckp_soa *w, size_t n, uint64_t capacity, float lam_lo, fl
     free(ch_mid);
     info->cost = cost;
     info->err = err;
-    info->lambda = u2f_(hi);
+    info->lambda = u2f(hi);
     *lo_key = lo;
 }
 
@@ -498,14 +498,14 @@ void pz_mckp_solve_soa(pz_mckp_soa *s, size_t n, uint64_t capacity, float lam_lo
         }
     }
     uint32_t lo;
-    solve_(&w, n, capacity, lam_lo, lam_hi, choice, info, &lo);
+    solve(&w, n, capacity, lam_lo, lam_hi, choice, info, &lo);
     free(blk);
     size_t up = 0;
     for (size_t i = 0; i < n; i++) up += choice[i] != 0;
     info->upgrades = up;
     if (want_gap && info->lambda > 0) {
-        double lb = lower_bound_(s, n, capacity, (double)info->lambda);
-        double lb2 = lower_bound_(s, n, capacity, (double)u2f_(lo));
+        double lb = lower_bound(s, n, capacity, (double)info->lambda);
+        double lb2 = lower_bound(s, n, capacity, (double)u2f(lo));
         lb = lb2 > lb ? lb2 : lb;
         info->gap = info->err > lb ? info->err - lb : 0.0;
     }
@@ -529,9 +529,9 @@ void pz_mckp_solve(const pz_mckp_item *items, size_t n, uint64_t capacity,
     free(blk);
 }
 
-static void brute_rec_(const pz_mckp_item *items, size_t n, size_t i, uint64_t cost,
-                       uint64_t capacity, double err, uint8_t *cur, uint8_t *best,
-                       double *best_err) {
+static void brute_rec(const pz_mckp_item *items, size_t n, size_t i, uint64_t cost,
+                      uint64_t capacity, double err, uint8_t *cur, uint8_t *best,
+                      double *best_err) {
     if (i == n) {
         if (err < *best_err) {
             *best_err = err;
@@ -544,7 +544,7 @@ static void brute_rec_(const pz_mckp_item *items, size_t n, size_t i, uint64_t c
         uint64_t c = cost + items[i].cost[o];
         if (c > capacity) continue;
         cur[i] = (uint8_t)o;
-        brute_rec_(items, n, i + 1, c, capacity, err + items[i].err[o], cur, best, best_err);
+        brute_rec(items, n, i + 1, c, capacity, err + items[i].err[o], cur, best, best_err);
     }
 }
 
@@ -552,6 +552,6 @@ double pz_mckp_brute(const pz_mckp_item *items, size_t n, uint64_t capacity, uin
     uint8_t cur[12];
     double best = INFINITY;
     if (n > 12) return NAN;
-    brute_rec_(items, n, 0, 0, capacity, 0.0, cur, choice, &best);
+    brute_rec(items, n, 0, 0, capacity, 0.0, cur, choice, &best);
     return best;
 }

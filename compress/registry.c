@@ -1,4 +1,5 @@
-/* registry.c: the table of base codecs, by spec name and by wire id.
+/* registry.c: the table of base codecs, by spec name and by wire id, and
+ * the table of wrappers, by spec name and by wire code.
  *
  * With PZ_ISA_MULTI (the default, portable build on x86-64) the codec files
  * are also compiled for x86-64-v3 and x86-64-v4 (compress/isa_rename.h gives
@@ -46,3 +47,23 @@ const pz_codec_impl *pz_codec_impl_by_id(uint16_t id) {
         if (t[i]->id == id) return t[i];
     return NULL;
 }
+
+/* The wrappers hold state and run around an inner codec, so they are built
+ * once (compress/wrappers.c), whatever the ISA level. */
+extern const pz_wrap_impl pz_wrap_ef, pz_wrap_ef21, pz_wrap_aq;
+static const pz_wrap_impl *const wrappers[] = {&pz_wrap_ef, &pz_wrap_ef21, &pz_wrap_aq};
+enum { NWRAPPERS = sizeof wrappers / sizeof wrappers[0] };
+
+const pz_wrap_impl *pz_wrap_impl_by_name(const char *name, size_t len) {
+    for (size_t i = 0; i < NWRAPPERS; i++)
+        if (strlen(wrappers[i]->name) == len && memcmp(wrappers[i]->name, name, len) == 0) return wrappers[i];
+    return NULL;
+}
+
+const pz_wrap_impl *pz_wrap_impl_by_kind(unsigned kind) {
+    for (size_t i = 0; i < NWRAPPERS; i++)
+        if ((unsigned)wrappers[i]->kind == kind) return wrappers[i];
+    return NULL;
+}
+
+const pz_wrap_impl *pz_wrap_impl_at(size_t i) { return i < NWRAPPERS ? wrappers[i] : NULL; }

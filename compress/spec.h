@@ -51,6 +51,17 @@ pz_status pz_spec_sdtype(const char *spec, const pz_spec_opt *o, pz_codec_params
 /* Canonical text of a group setting ("channel", "row", "tensor", "256"). */
 const char *pz_spec_group_name(const pz_codec_params *p, char *buf, size_t cap);
 
+/* The grammar, for wrappers whose options hold a codec spec (aq's warmup=):
+ * the codec spelled by spec[b..e) (no "+zstd") at wrapper nesting level
+ * depth (PZ_WRAP_MAX_DEPTH: no wrapper allowed); errors point into spec. */
+pz_status pz_spec_parse_codec(const char *spec, size_t b, size_t e, int depth, pz_codec **out);
+/* The first ',' in s[b..e) outside parentheses that is followed by one of
+ * keys (NULL-terminated), else e: where a wrapper's options begin, or where
+ * one option's value ends. */
+size_t pz_spec_find_opt(const char *s, size_t b, size_t e, const char *const *keys);
+/* Whether s[b..e) starts with w. */
+int pz_spec_starts_with(const char *s, size_t b, size_t e, const char *w);
+
 /* Number of scale groups of p's group mode for shape s, and the elements per
  * group (0 when groups are strided columns). */
 size_t pz_group_count(const pz_codec_params *p, const pz_shape *s);

@@ -75,7 +75,7 @@
 
 /* The shortest decimal that reads back as f, as num / den (exact). f in
  * [1e-9, 1]. */
-static void frac_decimal_(float f, uint64_t *num, uint64_t *den) {
+static void frac_decimal(float f, uint64_t *num, uint64_t *den) {
     char buf[48];
     for (int p = 1; p <= 9; p++) {
         snprintf(buf, sizeof buf, "%.*e", p - 1, (double)f);
@@ -101,10 +101,10 @@ static void frac_decimal_(float f, uint64_t *num, uint64_t *den) {
     *den = d;
 }
 
-static size_t topk_k_(float fraction, size_t L) {
+static size_t topk_k(float fraction, size_t L) {
     if (L == 0) return 0;
     uint64_t num, den;
-    frac_decimal_(fraction, &num, &den);
+    frac_decimal(fraction, &num, &den);
     unsigned __int128 q = ((unsigned __int128)num * L) / den;
     size_t k = q >= L ? L : (size_t)q;
     return k < 1 ? 1 : k;
@@ -187,7 +187,7 @@ typedef struct {
     size_t bitmap;  /* bitmap bytes */
 } topk_geom;
 
-static pz_status topk_geom_(const pz_codec_params *p, const pz_shape *s, topk_geom *g) {
+static pz_status topk_geom_of(const pz_codec_params *p, const pz_shape *s, topk_geom *g) {
     memset(g, 0, sizeof *g);
     if (s->ndim < 1 || s->ndim > PZ_MAX_DIMS) return pz_fail(PZ_ERR_SHAPE, "topk: bad ndim %d", s->ndim);
     size_t n = 1;
@@ -203,7 +203,7 @@ static pz_status topk_geom_(const pz_codec_params *p, const pz_shape *s, topk_ge
         g->L = p->per_row ? (size_t)s->dims[s->ndim - 1] : n;
         g->nseg = n / g->L;
     }
-    g->k = topk_k_(p->fraction, g->L);
+    g->k = topk_k(p->fraction, g->L);
     g->K = g->nseg * g->k;
     g->vb = p->value_mode == PZ_VALUES_FP32 ? 4 : p->value_mode == PZ_VALUES_FP16 ? 2 : 1;
     g->nscale = (p->value_mode == PZ_VALUES_Q8 && g->K > 0) ? g->nseg : 0;
@@ -214,7 +214,7 @@ static pz_status topk_geom_(const pz_codec_params *p, const pz_shape *s, topk_ge
 
 pz_status pz_topk_geometry(const pz_codec_params *p, const pz_shape *s, size_t *nseg, size_t *L, size_t *k) {
     topk_geom g;
-    pz_status st = topk_geom_(p, s, &g);
+    pz_status st = topk_geom_of(p, s, &g);
     if (st != PZ_OK) return st;
     *nseg = g.nseg;
     *L = g.L;
@@ -224,7 +224,7 @@ pz_status pz_topk_geometry(const pz_codec_params *p, const pz_shape *s, size_t *
 
 static size_t topk_max_payload(const pz_codec_params *p, const pz_shape *s) {
     topk_geom g;
-    if (topk_geom_(p, s, &g) != PZ_OK) return 0;
+    if (topk_geom_of(p, s, &g) != PZ_OK) return 0;
     return g.fixed + g.bitmap;
 }
 
@@ -259,15 +259,15 @@ static size_t topk_max_payload(const pz_codec_params *p, const pz_shape *s) {
 #define TOPK_SAMPLE_MIN 32768      /* segments at least this long are sampled */
 #define TOPK_SLACK 16              /* spare slots after vector stores */
 
-static inline size_t varint_len32_(uint32_t d) {
+static inline size_t varint_len32(uint32_t d) {
     return 1 + (d >= (1u << 7)) + (d >= (1u << 14)) + (d >= (1u << 21)) + (d >= (1u << 28));
 }
 
 /* Keeps the top k of x[0..L) (threshold T, `above` keys > T): writes their
  * indices (base + i) and values, returns how many (k). idx/val need one slot
  * of slack after the k written. */
-static size_t compact_(const float *x, size_t L, size_t base, uint32_t T, size_t ties,
-                       uint32_t *idx, float *val) {
+static size_t compact(const float *x, size_t L, size_t base, uint32_t T, size_t ties,
+                      uint32_t *idx, float *val) {
     size_t m = 0;
     for (size_t i = 0; i < L; i++) {
         uint32_t key = pz_abs_key(x[i]);
@@ -284,8 +284,8 @@ static size_t compact_(const float *x, size_t L, size_t base, uint32_t T, size_t
 /* Gathers the elements of x[0..L) with key >= t (indices base + i, values):
  * returns how many, or SIZE_MAX as soon as there are more than cap. idx/val
  * hold cap + TOPK_SLACK. */
-static size_t gather_ge_(const float *x, size_t L, uint32_t t, uint32_t base, size_t cap,
-                         uint32_t *idx, float *val) {
+static size_t gather_ge(const float *x, size_t L, uint32_t t, uint32_t base, size_t cap,
+                        uint32_t *idx, float *val) {
     size_t m = 0, i = 0;
 #if defined(__AVX512F__)
     const __m512i absm = _mm512_set1_epi32(0x7fffffff), tv = _mm512_set1_epi32((int)t);
@@ -314,8 +314,8 @@ static size_t gather_ge_(const float *x, size_t L, uint32_t t, uint32_t base, si
 /* Of the m candidates (ascending indices), keeps key > T and the first `ties`
  * with key == T; returns how many were written to kidx/kval (which hold
  * that many + TOPK_SLACK). */
-static size_t filter_(const uint32_t *idx, const float *val, size_t m, uint32_t T, size_t ties,
-                      uint32_t *kidx, float *kval) {
+static size_t filter(const uint32_t *idx, const float *val, size_t m, uint32_t T, size_t ties,
+                     uint32_t *kidx, float *kval) {
     size_t o = 0, j = 0;
 #if defined(__AVX512F__)
     const __m512i absm = _mm512_set1_epi32(0x7fffffff), tv = _mm512_set1_epi32((int)T);
@@ -360,7 +360,7 @@ typedef struct {
     int too_small;
 } idxw_;
 
-static void idxw_to_bitmap_(idxw_ *w) {
+static void idxw_to_bitmap(idxw_ *w) {
     /* rebuild the indices written so far as a bitmap */
     uint8_t *bm = xcalloc(w->bitmap, 1);
     size_t q = 0;
@@ -378,7 +378,7 @@ static void idxw_to_bitmap_(idxw_ *w) {
     w->bitmap_mode = 1;
 }
 
-static void idxw_put_(idxw_ *w, const uint32_t *idx, size_t k) {
+static void idxw_put(idxw_ *w, const uint32_t *idx, size_t k) {
     size_t j = 0;
     if (!w->bitmap_mode) {
         uint8_t *ix = w->ix;
@@ -389,12 +389,12 @@ static void idxw_put_(idxw_ *w, const uint32_t *idx, size_t k) {
             if (d < 0x80 && V < lim) {
                 ix[V++] = (uint8_t)d;
             } else {
-                size_t l = varint_len32_(d);
+                size_t l = varint_len32(d);
                 if (V + l <= lim) {
                     V += pz_varint_put(ix + V, d);
                 } else if (V + l > w->bitmap - 1 && w->room >= w->bitmap) {
                     w->V = V;
-                    idxw_to_bitmap_(w);
+                    idxw_to_bitmap(w);
                     break;
                 } else {
                     w->too_small = 1;
@@ -414,7 +414,7 @@ static void idxw_put_(idxw_ *w, const uint32_t *idx, size_t k) {
 }
 
 /* Writes the k values of one segment at o (vb bytes each). */
-static pz_status put_values_(const pz_codec_params *p, const float *v, size_t k, uint8_t *o, float *scale) {
+static pz_status put_values(const pz_codec_params *p, const float *v, size_t k, uint8_t *o, float *scale) {
     if (p->value_mode == PZ_VALUES_FP32) {
         memcpy(o, v, k * 4);
         return PZ_OK;
@@ -455,7 +455,7 @@ static pz_status topk_encode(const pz_codec_params *p, const float *x, const pz_
                              const pz_codec_ctx *ctx, uint8_t *payload, size_t cap, size_t *len) {
     (void)ctx;
     topk_geom g;
-    pz_status st = topk_geom_(p, s, &g);
+    pz_status st = topk_geom_of(p, s, &g);
     if (st != PZ_OK) return st;
     if (cap < g.fixed) return pz_fail(PZ_ERR_ARG, "topk: payload buffer of %zu bytes too small", cap);
     if (g.K == 0) {
@@ -518,16 +518,16 @@ static pz_status topk_encode(const pz_codec_params *p, const float *x, const pz_
                 double r = ceil(pS + 4.0 * sqrt(pS) + 16.0);
                 size_t above;
                 uint32_t t = r >= (double)S ? 0 : pz_kth_largest_key(keys, S, (size_t)r, &above);
-                m = gather_ge_(xs, L, t, base, ccap, cidx, cval);
+                m = gather_ge(xs, L, t, base, ccap, cidx, cval);
             } else if (have_est) {
-                m = gather_ge_(xs, L, t_est, base, ccap, cidx, cval);
+                m = gather_ge(xs, L, t_est, base, ccap, cidx, cval);
             }
             uint32_t T;
             if (m != SIZE_MAX && m >= k) {
                 for (size_t j = 0; j < m; j++) keys[j] = pz_abs_key(cval[j]);
                 size_t above;
                 T = pz_kth_largest_key(keys, m, k, &above);
-                filter_(cidx, cval, m, T, k - above, kidx, kval);
+                filter(cidx, cval, m, T, k - above, kidx, kval);
                 size_t extra = m - k;
                 if (extra > 4 * spare) delta *= 0.7f;
                 else if (extra < spare) delta = delta * 1.4f < 1.0f ? delta * 1.4f : 1.0f;
@@ -535,7 +535,7 @@ static pz_status topk_encode(const pz_codec_params *p, const float *x, const pz_
                 if (!scratch) scratch = pz_alloc_huge(L * sizeof *scratch);
                 size_t above;
                 T = pz_kth_largest_abs(xs, L, k, scratch, &above);
-                compact_(xs, L, base, T, k - above, kidx, kval);
+                compact(xs, L, base, T, k - above, kidx, kval);
                 if (have_est) delta = delta * 2.0f < 1.0f ? delta * 2.0f : 1.0f;
             }
             if (!sampled) {
@@ -546,9 +546,9 @@ static pz_status topk_encode(const pz_codec_params *p, const float *x, const pz_
             ov = kval;
         }
         float sc = 0;
-        st = put_values_(p, ov, k, vals + sg * k * g.vb, &sc);
+        st = put_values(p, ov, k, vals + sg * k * g.vb, &sc);
         if (g.nscale) memcpy(payload + 1 + 4 * sg, &sc, 4);
-        idxw_put_(&w, oi, k);
+        idxw_put(&w, oi, k);
     }
     free(cidx);
     free(cval);
@@ -571,8 +571,8 @@ static pz_status topk_encode(const pz_codec_params *p, const float *x, const pz_
 #define TOPK_DCHUNK 1024
 
 /* Values jj0 .. jj0+cnt-1 of the value section, as floats. */
-static void get_values_(const pz_codec_params *p, const uint8_t *vals, size_t jj0, size_t cnt, float step,
-                        float *v) {
+static void get_values(const pz_codec_params *p, const uint8_t *vals, size_t jj0, size_t cnt, float step,
+                       float *v) {
     size_t j = 0;
     if (p->value_mode == PZ_VALUES_FP32) {
         memcpy(v, vals + 4 * jj0, cnt * 4);
@@ -600,7 +600,7 @@ static void get_values_(const pz_codec_params *p, const uint8_t *vals, size_t jj
 static pz_status topk_decode(const pz_codec_params *p, const uint8_t *payload, size_t len,
                              const pz_shape *s, float *out) {
     topk_geom g;
-    pz_status st = topk_geom_(p, s, &g);
+    pz_status st = topk_geom_of(p, s, &g);
     if (st != PZ_OK) return st;
     if (len < g.fixed) return pz_fail(PZ_ERR_FORMAT, "topk: payload of %zu bytes shorter than %zu", len, g.fixed);
     uint8_t coding = payload[0];
@@ -642,7 +642,7 @@ static pz_status topk_decode(const pz_codec_params *p, const uint8_t *payload, s
             }
             for (size_t j0 = 0; j0 < g.k && !err; j0 += TOPK_DCHUNK) {
                 size_t cnt = g.k - j0 < TOPK_DCHUNK ? g.k - j0 : TOPK_DCHUNK;
-                get_values_(p, vals, sg * g.k + j0, cnt, step, vbuf);
+                get_values(p, vals, sg * g.k + j0, cnt, step, vbuf);
                 for (size_t j = 0; j < cnt; j++) {
                     uint64_t gap;
                     if (q < ilen && ix[q] < 0x80) {
@@ -687,13 +687,13 @@ static pz_status topk_decode(const pz_codec_params *p, const uint8_t *payload, s
                 }
                 if (vpos == vfill) {                 /* refill within the segment */
                     size_t c = g.k - cnt < TOPK_DCHUNK ? g.k - cnt : TOPK_DCHUNK;
-                    get_values_(p, vals, jj, c, step, vbuf);
+                    get_values(p, vals, jj, c, step, vbuf);
                     vfill = c;
                     vpos = 0;
                 }
                 out[pos] = vbuf[vpos++];
                 if (cnt + 1 == g.k) vfill = vpos;    /* next segment refills */
-                V += varint_len32_((uint32_t)(pos - prevn));
+                V += varint_len32((uint32_t)(pos - prevn));
                 prevn = pos + 1;
                 jj++;
                 cnt++;

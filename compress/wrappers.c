@@ -56,7 +56,7 @@
  *   pz_wrapper_max_payload bounds it by ceil(B/8) + 16 + both codecs' maximum
  *   for the whole (B, row dims) tensor (inner sizes grow with the rows).
  *   Random streams: the delta message uses ctx as given (bitwise C's message
- *   for x - m), the warm-up message uses ctx with seed ^ AQ_WARMUP_SALT, so
+ *   for x - m), the warm-up message uses ctx with seed ^ PZ_AQ_WARMUP_SALT, so
  *   the two draw from different streams. Inner messages get sample_ids NULL.
  *   Decoding checks flags, bitmap (popcount, padding), lengths, trailing
  *   bytes, the inner messages (CRC, shape == (count, row dims)) and that every
@@ -71,16 +71,17 @@
 #include "compress/wrappers.h"
 #include "compress/aq_store.h"
 #include "compress/codec_ext.h"
+#include "compress/spec.h"
+#include "compress/wrap_elem.h"
 #include "base/bytes.h"
 #include "base/mem.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define AQ_DEFAULT_MEM ((size_t)1 << 30)
-#define AQ_WARMUP_SALT PZ_AQ_WARMUP_SALT
-#define AQ_DIR_KEY "spill" /* the spill directory option, as compress/codec.c parses it */
 
 typedef struct {
     int have;         /* shape fixed by a first successful message */
@@ -92,6 +93,7 @@ typedef struct {
 struct pz_wrapper {
     pz_wrap_kind kind;
     const char *name;
+    const pz_wrap_impl *impl;
     pz_codec *inner;
     pz_codec *warm;   /* aq */
     size_t mem_limit; /* aq */
@@ -119,7 +121,7 @@ pz_status pz_wrap_rewrap(pz_status st, pz_status as_shape, const char *what) {
 }
 
 /* Checks ndim and dims and computes numel without overflow. */
-static pz_status check_shape_(const char *name, const pz_shape *s, size_t *numel) {
+static pz_status check_shape(const char *name, const pz_shape *s, size_t *numel) {
     if (!s || s->ndim < 1 || s->ndim > PZ_MAX_DIMS)
         return pz_fail(PZ_ERR_SHAPE, "%s: bad shape (ndim %d)", name, s ? s->ndim : 0);
     size_t n = 1;
@@ -135,7 +137,7 @@ static pz_status check_shape_(const char *name, const pz_shape *s, size_t *numel
 }
 
 
-static pz_status scratch_(pz_wrapper *w, int k, size_t n, float **out) {
+static pz_status scratch_floats(pz_wrapper *w, int k, size_t n, float **out) {
     if (w->f_cap[k] < n) {
         float *p = malloc(n * sizeof(float));
         if (!p) return pz_fail(PZ_ERR_NOMEM, "%s: cannot allocate %zu floats of scratch", w->name, n);
@@ -147,7 +149,7 @@ static pz_status scratch_(pz_wrapper *w, int k, size_t n, float **out) {
     return PZ_OK;
 }
 
-static pz_status scratch_ids_(pz_wrapper *w, size_t n) {
+static pz_status scratch_ids(pz_wrapper *w, size_t n) {
     if (w->ids_cap >= n) return PZ_OK;
     uint64_t *ids = malloc(n * sizeof *ids);
     int64_t *slots = malloc(n * sizeof *slots);
@@ -177,8 +179,8 @@ pz_status pz_wrap_decoded(pz_status st, const char *what, const pz_shape *got, c
 
 /* Decodes an inner message into out (exactly the numel of want) and checks
  * its shape is want. Any failure is a malformed outer message. */
-static pz_status decode_exact_(pz_codec *c, const char *what, const uint8_t *msg, size_t len,
-                               const pz_codec_ctx *ctx, float *out, const pz_shape *want) {
+static pz_status decode_exact(pz_codec *c, const char *what, const uint8_t *msg, size_t len,
+                              const pz_codec_ctx *ctx, float *out, const pz_shape *want) {
     pz_shape got = {0};
     pz_status st = pz_codec_decode(c, msg, len, ctx, out, pz_shape_numel(want), &got);
     return pz_wrap_decoded(st, what, &got, want);
@@ -186,27 +188,25 @@ static pz_status decode_exact_(pz_codec *c, const char *what, const uint8_t *msg
 
 /* ---- create / free / spec ------------------------------------------------ */
 
-static int is_wrapper_spec_(const char *spec) {
-    return !strncmp(spec, "ef(", 3) || !strncmp(spec, "ef21(", 5) || !strncmp(spec, "aq(", 3);
-}
-
 pz_status pz_wrapper_create(pz_wrap_kind kind, const pz_wrap_opts *opts, pz_codec *inner,
                             pz_wrapper **out) {
     *out = NULL;
-    const char *name = kind == PZ_WRAP_EF ? "ef" : kind == PZ_WRAP_EF21 ? "ef21" : kind == PZ_WRAP_AQ ? "aq" : NULL;
+    const pz_wrap_impl *impl = pz_wrap_impl_by_kind((unsigned)kind);
     pz_status st = PZ_OK;
-    if (!name) st = pz_fail(PZ_ERR_ARG, "wrapper: unknown kind %d", (int)kind);
-    else if (!inner) st = pz_fail(PZ_ERR_ARG, "%s: no inner codec", name);
+    if (!impl) st = pz_fail(PZ_ERR_ARG, "wrapper: unknown kind %d", (int)kind);
+    else if (!inner) st = pz_fail(PZ_ERR_ARG, "%s: no inner codec", impl->name);
     else if (kind != PZ_WRAP_AQ && opts &&
              (opts->warmup_spec || opts->spill_dir || (opts->mem_limit && opts->mem_limit != AQ_DEFAULT_MEM)))
-        st = pz_fail(PZ_ERR_ARG, "%s: warmup=, mem= and " AQ_DIR_KEY "= apply to aq() only", name);
+        st = pz_fail(PZ_ERR_ARG, "%s: warmup=, mem= and spill= apply to aq() only", impl->name);
     if (st) {
         pz_codec_free(inner);
         return st;
     }
+    const char *name = impl->name;
     pz_wrapper *w = xcalloc(1, sizeof *w);
     w->kind = kind;
     w->name = name;
+    w->impl = impl;
     w->inner = inner;
     const char *inner_spec = pz_codec_spec(inner);
     size_t cap = strlen(inner_spec) + 16;
@@ -214,7 +214,7 @@ pz_status pz_wrapper_create(pz_wrap_kind kind, const pz_wrap_opts *opts, pz_code
         const char *ws = opts && opts->warmup_spec ? opts->warmup_spec : "fp32";
         st = pz_codec_create(ws, &w->warm);
         if (st) st = pz_wrap_rewrap(st, PZ_ERR_ARG, "aq: warm-up codec");
-        else if (is_wrapper_spec_(pz_codec_spec(w->warm)))
+        else if (pz_codec_wrap(w->warm))
             st = pz_fail(PZ_ERR_ARG, "aq: the warm-up codec %s is a wrapper", pz_codec_spec(w->warm));
         if (st) {
             pz_wrapper_free(w);
@@ -234,7 +234,7 @@ pz_status pz_wrapper_create(pz_wrap_kind kind, const pz_wrap_opts *opts, pz_code
         size_t n = (size_t)snprintf(w->spec, cap, "aq(%s", inner_spec);
         if (wspec) n += (size_t)snprintf(w->spec + n, cap - n, ",warmup=%s", wspec);
         if (w->mem_limit != AQ_DEFAULT_MEM) n += (size_t)snprintf(w->spec + n, cap - n, ",mem=%zu", w->mem_limit);
-        if (w->spill_dir) n += (size_t)snprintf(w->spec + n, cap - n, "," AQ_DIR_KEY "=%s", w->spill_dir);
+        if (w->spill_dir) n += (size_t)snprintf(w->spec + n, cap - n, ",spill=%s", w->spill_dir);
         snprintf(w->spec + n, cap - n, ")");
     } else {
         w->spec = xmalloc(cap);
@@ -277,7 +277,7 @@ size_t pz_wrapper_max_payload(const pz_wrapper *w, const pz_shape *shape) {
 /* ---- ef / ef21 ------------------------------------------------------------- */
 
 /* Fixes the shape on the first message, else checks it; allocates v (zeros). */
-static pz_status vec_side_(pz_wrapper *w, wrap_side *s, const pz_shape *shape, size_t numel, int commit) {
+static pz_status vec_side(pz_wrapper *w, wrap_side *s, const pz_shape *shape, size_t numel, int commit) {
     if (s->have) {
         if (pz_shape_equal(&s->shape, shape)) return PZ_OK;
         char a[96], b[96];
@@ -295,56 +295,59 @@ static pz_status vec_side_(pz_wrapper *w, wrap_side *s, const pz_shape *shape, s
     return PZ_OK;
 }
 
-static pz_status vec_encode_(pz_wrapper *w, const float *x, const pz_shape *shape, const pz_codec_ctx *ctx,
-                             uint8_t *payload, size_t cap, size_t *len) {
+static pz_status vec_encode(pz_wrapper *w, const float *x, const pz_shape *shape, const pz_codec_ctx *ctx,
+                            uint8_t *payload, size_t cap, size_t *len, uint8_t *flags) {
+    *len = 0;
+    *flags = 0;
     size_t n;
-    pz_status st = check_shape_(w->name, shape, &n);
+    pz_status st = check_shape(w->name, shape, &n);
     wrap_side *s = &w->side[PZ_WRAP_SENDER];
-    if (!st) st = vec_side_(w, s, shape, n, 0);
+    if (!st) st = vec_side(w, s, shape, n, 0);
     float *y = NULL, *c = NULL;
-    if (!st) st = scratch_(w, 0, n, &y);
-    if (!st) st = scratch_(w, 1, n, &c);
+    if (!st) st = scratch_floats(w, 0, n, &y);
+    if (!st) st = scratch_floats(w, 1, n, &c);
     if (st) return st;
     const float *v = s->v; /* NULL before the first message: zeros */
     if (!v) memcpy(y, x, n * sizeof(float));
     else if (w->kind == PZ_WRAP_EF)
-        for (size_t i = 0; i < n; i++) y[i] = x[i] + v[i];
+        for (size_t i = 0; i < n; i++) y[i] = pz_ef_input(x[i], v[i]);
     else
-        for (size_t i = 0; i < n; i++) y[i] = x[i] - v[i];
+        for (size_t i = 0; i < n; i++) y[i] = pz_ef21_input(x[i], v[i]);
     st = pz_codec_encode(w->inner, y, shape, ctx, payload, cap, len);
     if (st) return pz_wrap_rewrap(st, PZ_ERR_SHAPE, w->name);
-    st = decode_exact_(w->inner, w->kind == PZ_WRAP_EF ? "ef: own message" : "ef21: own message", payload,
-                       *len, ctx, c, shape);
-    if (!st) st = vec_side_(w, s, shape, n, 1); /* the first message fixes the shape now */
+    st = decode_exact(w->inner, w->kind == PZ_WRAP_EF ? "ef: own message" : "ef21: own message", payload,
+                      *len, ctx, c, shape);
+    if (!st) st = vec_side(w, s, shape, n, 1); /* the first message fixes the shape now */
     if (st) {
         *len = 0;
         return st;
     }
     float *e = s->v;
     if (w->kind == PZ_WRAP_EF)
-        for (size_t i = 0; i < n; i++) e[i] = y[i] - c[i];
+        for (size_t i = 0; i < n; i++) e[i] = pz_ef_residual(y[i], c[i]);
     else
-        for (size_t i = 0; i < n; i++) e[i] = e[i] + c[i];
+        for (size_t i = 0; i < n; i++) e[i] = pz_ef21_update(e[i], c[i]);
     return PZ_OK;
 }
 
-static pz_status vec_decode_(pz_wrapper *w, const uint8_t *payload, size_t len, const pz_shape *shape,
-                             const pz_codec_ctx *ctx, float *out) {
+static pz_status vec_decode(pz_wrapper *w, uint8_t flags, const uint8_t *payload, size_t len,
+                            const pz_shape *shape, const pz_codec_ctx *ctx, float *out) {
+    if (flags) return pz_fail(PZ_ERR_FORMAT, "%s: bad flags 0x%02x (expected 0)", w->name, flags);
     size_t n;
-    pz_status st = check_shape_(w->name, shape, &n);
+    pz_status st = check_shape(w->name, shape, &n);
     if (st) return st;
     if (w->kind == PZ_WRAP_EF)
-        return decode_exact_(w->inner, "ef: message", payload, len, ctx, out, shape);
+        return decode_exact(w->inner, "ef: message", payload, len, ctx, out, shape);
     wrap_side *s = &w->side[PZ_WRAP_RECEIVER];
     float *c = NULL;
-    st = vec_side_(w, s, shape, n, 0);
-    if (!st) st = scratch_(w, 0, n, &c);
-    if (!st) st = decode_exact_(w->inner, "ef21: message", payload, len, ctx, c, shape);
-    if (!st) st = vec_side_(w, s, shape, n, 1); /* only now allocate and fix the shape */
+    st = vec_side(w, s, shape, n, 0);
+    if (!st) st = scratch_floats(w, 0, n, &c);
+    if (!st) st = decode_exact(w->inner, "ef21: message", payload, len, ctx, c, shape);
+    if (!st) st = vec_side(w, s, shape, n, 1); /* only now allocate and fix the shape */
     if (st) return st;
     float *g = s->v;
     for (size_t i = 0; i < n; i++) {
-        g[i] = g[i] + c[i];
+        g[i] = pz_ef21_update(g[i], c[i]);
         out[i] = g[i];
     }
     return PZ_OK;
@@ -352,17 +355,17 @@ static pz_status vec_decode_(pz_wrapper *w, const uint8_t *payload, size_t len, 
 
 /* ---- aq -------------------------------------------------------------------- */
 
-static int cmp_u64_(const void *a, const void *b) {
+static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x > y) - (x < y);
 }
 
 /* Checks shape, ids and row dims for one side; *B samples of *row floats.
  * Leaves the slot of every id (or -1) in w->slots. */
-static pz_status aq_check_(pz_wrapper *w, wrap_side *s, const pz_shape *shape, const pz_codec_ctx *ctx,
-                           size_t *B, size_t *row) {
+static pz_status aq_check(pz_wrapper *w, wrap_side *s, const pz_shape *shape, const pz_codec_ctx *ctx,
+                          size_t *B, size_t *row) {
     size_t n;
-    pz_status st = check_shape_("aq", shape, &n);
+    pz_status st = check_shape("aq", shape, &n);
     if (st) return st;
     if (shape->dims[0] < 1 || n == 0)
         return pz_fail(PZ_ERR_SHAPE, "aq: empty tensor (the first dimension counts samples)");
@@ -381,10 +384,10 @@ static pz_status aq_check_(pz_wrapper *w, wrap_side *s, const pz_shape *shape, c
                            "of the buffers", a, b);
         }
     }
-    st = scratch_ids_(w, *B);
+    st = scratch_ids(w, *B);
     if (st) return st;
     memcpy(w->ids, ctx->sample_ids, *B * sizeof(uint64_t));
-    qsort(w->ids, *B, sizeof(uint64_t), cmp_u64_);
+    qsort(w->ids, *B, sizeof(uint64_t), cmp_u64);
     for (size_t i = 1; i < *B; i++)
         if (w->ids[i] == w->ids[i - 1])
             return pz_fail(PZ_ERR_ARG, "aq: sample id %llu appears twice in one message",
@@ -395,7 +398,7 @@ static pz_status aq_check_(pz_wrapper *w, wrap_side *s, const pz_shape *shape, c
 
 /* Reserves room for n_new ids, creating the store on the side's first use.
  * On failure the side is as before. */
-static pz_status aq_reserve_(pz_wrapper *w, wrap_side *s, const pz_shape *shape, size_t row, size_t n_new) {
+static pz_status aq_reserve(pz_wrapper *w, wrap_side *s, const pz_shape *shape, size_t row, size_t n_new) {
     int fresh = !s->have;
     if (fresh) {
         aq_store_init(&s->store, row, w->mem_limit, w->spill_dir);
@@ -413,10 +416,10 @@ static pz_status aq_reserve_(pz_wrapper *w, wrap_side *s, const pz_shape *shape,
 
 /* The two messages of an aq payload: warm-up samples (their own random
  * stream, salted) and deltas, each with its sample count as dims[0]. */
-static void aq_parts_(const pz_codec_ctx *ctx, const pz_shape *shape, size_t nw, size_t nd, pz_codec_ctx *cw,
-                      pz_codec_ctx *cd, pz_shape *sw, pz_shape *sd) {
+static void aq_parts(const pz_codec_ctx *ctx, const pz_shape *shape, size_t nw, size_t nd, pz_codec_ctx *cw,
+                     pz_codec_ctx *cd, pz_shape *sw, pz_shape *sd) {
     *cw = *ctx;
-    cw->seed ^= AQ_WARMUP_SALT;
+    cw->seed ^= PZ_AQ_WARMUP_SALT;
     cw->sample_ids = NULL;
     *cd = *ctx;
     cd->sample_ids = NULL;
@@ -428,26 +431,26 @@ static void aq_parts_(const pz_codec_ctx *ctx, const pz_shape *shape, size_t nw,
 
 /* Decodes the warm-up part into W and the delta part into D (either may be
  * absent: 0 samples); own: the sender checking its own message. */
-static pz_status aq_decode_parts_(pz_wrapper *w, int own, const uint8_t *payload, const size_t at[2],
-                                  const size_t ln[2], const pz_codec_ctx *cw, float *W, const pz_shape *sw,
-                                  const pz_codec_ctx *cd, float *D, const pz_shape *sd) {
+static pz_status aq_decode_parts(pz_wrapper *w, int own, const uint8_t *payload, const size_t at[2],
+                                 const size_t ln[2], const pz_codec_ctx *cw, float *W, const pz_shape *sw,
+                                 const pz_codec_ctx *cd, float *D, const pz_shape *sd) {
     pz_status st = PZ_OK;
-    if (sw->dims[0] && (st = decode_exact_(w->warm, own ? "aq: own warm-up message" : "aq: warm-up message",
-                                           payload + at[0], ln[0], cw, W, sw)))
+    if (sw->dims[0] && (st = decode_exact(w->warm, own ? "aq: own warm-up message" : "aq: warm-up message",
+                                          payload + at[0], ln[0], cw, W, sw)))
         return st;
     if (sd->dims[0])
-        st = decode_exact_(w->inner, own ? "aq: own delta message" : "aq: delta message", payload + at[1], ln[1], cd,
-                           D, sd);
+        st = decode_exact(w->inner, own ? "aq: own delta message" : "aq: delta message", payload + at[1], ln[1], cd,
+                          D, sd);
     return st;
 }
 
 /* Applies decoded rows: W (warm-up rows in sample order), D (delta rows).
  * warm(i) tells the kind of sample i; out (may be NULL) gets m(id). */
-static void aq_apply_(pz_wrapper *w, wrap_side *s, const uint64_t *ids, size_t B, size_t row,
-                      const uint8_t *bitmap, int flags, const float *W, const float *D, float *out) {
+static void aq_apply(pz_wrapper *w, wrap_side *s, const uint64_t *ids, size_t B, size_t row,
+                     const uint8_t *bitmap, unsigned flags, const float *W, const float *D, float *out) {
     size_t j = 0, k = 0;
     for (size_t i = 0; i < B; i++) {
-        int warm = flags == 3 ? (bitmap[i / 8] >> (i % 8)) & 1 : flags == 1;
+        int warm = pz_aq_is_warmup(flags, bitmap, i);
         int64_t slot = w->slots[i];
         if (warm && slot < 0) slot = (int64_t)aq_store_insert(&s->store, ids[i]);
         float *m = aq_store_row(&s->store, (size_t)slot);
@@ -459,25 +462,27 @@ static void aq_apply_(pz_wrapper *w, wrap_side *s, const uint64_t *ids, size_t B
         } else {
             const float *d = D + k * row;
             if (o)
-                for (size_t e = 0; e < row; e++) o[e] = m[e] = m[e] + d[e];
+                for (size_t e = 0; e < row; e++) o[e] = m[e] = pz_aq_update(m[e], d[e]);
             else
-                for (size_t e = 0; e < row; e++) m[e] = m[e] + d[e];
+                for (size_t e = 0; e < row; e++) m[e] = pz_aq_update(m[e], d[e]);
             k++;
         }
     }
 }
 
-static pz_status aq_encode_(pz_wrapper *w, const float *x, const pz_shape *shape, const pz_codec_ctx *ctx,
-                            uint8_t *payload, size_t cap, size_t *len, uint8_t *flags) {
+static pz_status aq_encode(pz_wrapper *w, const float *x, const pz_shape *shape, const pz_codec_ctx *ctx,
+                           uint8_t *payload, size_t cap, size_t *len, uint8_t *flags) {
+    *len = 0;
+    *flags = 0;
     wrap_side *s = &w->side[PZ_WRAP_SENDER];
     size_t B, row;
-    pz_status st = aq_check_(w, s, shape, ctx, &B, &row);
+    pz_status st = aq_check(w, s, shape, ctx, &B, &row);
     if (st) return st;
     size_t nw = 0;
     for (size_t i = 0; i < B; i++) nw += w->slots[i] < 0;
     size_t nd = B - nw;
     float *W = NULL, *D = NULL;
-    if ((st = scratch_(w, 0, nw * row, &W)) || (st = scratch_(w, 1, nd * row, &D))) return st;
+    if ((st = scratch_floats(w, 0, nw * row, &W)) || (st = scratch_floats(w, 1, nd * row, &D))) return st;
     for (size_t i = 0, j = 0, k = 0; i < B; i++) {
         const float *xi = x + i * row;
         if (w->slots[i] < 0) {
@@ -485,24 +490,24 @@ static pz_status aq_encode_(pz_wrapper *w, const float *x, const pz_shape *shape
         } else {
             const float *m = aq_store_row(&s->store, (size_t)w->slots[i]);
             float *d = D + k++ * row;
-            for (size_t e = 0; e < row; e++) d[e] = xi[e] - m[e];
+            for (size_t e = 0; e < row; e++) d[e] = pz_aq_delta(xi[e], m[e]);
         }
     }
-    int fl = (nw ? 1 : 0) | (nd ? 2 : 0);
+    unsigned fl = (nw ? PZ_AQ_HAS_WARMUP : 0) | (nd ? PZ_AQ_HAS_DELTA : 0);
     size_t pos = 0;
     uint8_t *bitmap = NULL;
-    if (fl == 3) {
+    if (fl == PZ_AQ_MIXED) {
         size_t nb = (B + 7) / 8;
         if (cap < nb) return pz_fail(PZ_ERR_SHAPE, "aq: output buffer of %zu bytes is too small", cap);
         bitmap = payload;
         memset(bitmap, 0, nb);
         for (size_t i = 0; i < B; i++)
-            if (w->slots[i] < 0) bitmap[i / 8] |= (uint8_t)(1u << (i % 8));
+            if (w->slots[i] < 0) pz_aq_mark_warmup(bitmap, i);
         pos = nb;
     }
     pz_codec_ctx cw, cd;
     pz_shape sw, sd;
-    aq_parts_(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
+    aq_parts(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
     size_t at[2] = {0, 0}, ln[2] = {0, 0};
     for (int part = 0; part < 2; part++) {
         if (!(fl & (1 << part))) continue;
@@ -515,25 +520,25 @@ static pz_status aq_encode_(pz_wrapper *w, const float *x, const pz_shape *shape
         pos = at[part] + ln[part];
     }
     /* what the receiver will decode, decoded in place of the inputs */
-    if ((st = aq_decode_parts_(w, 1, payload, at, ln, &cw, W, &sw, &cd, D, &sd))) return st;
-    if ((st = aq_reserve_(w, s, shape, row, nw))) return st;
-    aq_apply_(w, s, ctx->sample_ids, B, row, bitmap, fl, W, D, NULL);
+    if ((st = aq_decode_parts(w, 1, payload, at, ln, &cw, W, &sw, &cd, D, &sd))) return st;
+    if ((st = aq_reserve(w, s, shape, row, nw))) return st;
+    aq_apply(w, s, ctx->sample_ids, B, row, bitmap, fl, W, D, NULL);
     *len = pos;
     *flags = (uint8_t)fl;
     return PZ_OK;
 }
 
-static pz_status aq_decode_(pz_wrapper *w, uint8_t flags, const uint8_t *payload, size_t len,
-                            const pz_shape *shape, const pz_codec_ctx *ctx, float *out) {
+static pz_status aq_decode(pz_wrapper *w, uint8_t flags, const uint8_t *payload, size_t len,
+                           const pz_shape *shape, const pz_codec_ctx *ctx, float *out) {
     wrap_side *s = &w->side[PZ_WRAP_RECEIVER];
     size_t B, row;
-    pz_status st = aq_check_(w, s, shape, ctx, &B, &row);
+    pz_status st = aq_check(w, s, shape, ctx, &B, &row);
     if (st) return st;
-    if (flags == 0 || flags > 3) return pz_fail(PZ_ERR_FORMAT, "aq: bad flags 0x%02x", flags);
+    if (flags == 0 || flags > PZ_AQ_MIXED) return pz_fail(PZ_ERR_FORMAT, "aq: bad flags 0x%02x", flags);
     /* framing */
-    size_t pos = 0, nw = flags == 1 ? B : 0;
+    size_t pos = 0, nw = flags == PZ_AQ_HAS_WARMUP ? B : 0;
     const uint8_t *bitmap = NULL;
-    if (flags == 3) {
+    if (flags == PZ_AQ_MIXED) {
         size_t nb = (B + 7) / 8;
         if (len < nb) return pz_fail(PZ_ERR_FORMAT, "aq: truncated payload (%zu bytes, bitmap needs %zu)", len, nb);
         bitmap = payload;
@@ -561,7 +566,7 @@ static pz_status aq_decode_(pz_wrapper *w, uint8_t flags, const uint8_t *payload
     /* every delta needs a buffer; count the ids that are new here */
     size_t n_new = 0;
     for (size_t i = 0; i < B; i++) {
-        int warm = flags == 3 ? (bitmap[i / 8] >> (i % 8)) & 1 : flags == 1;
+        int warm = pz_aq_is_warmup(flags, bitmap, i);
         if (warm) n_new += w->slots[i] < 0;
         else if (w->slots[i] < 0)
             return pz_fail(PZ_ERR_FORMAT, "aq: sample %zu (id %llu) is sent as a delta but the receiver "
@@ -569,14 +574,14 @@ static pz_status aq_decode_(pz_wrapper *w, uint8_t flags, const uint8_t *payload
                            (unsigned long long)ctx->sample_ids[i]);
     }
     float *W = NULL, *D = NULL;
-    if ((st = scratch_(w, 0, nw * row, &W)) || (st = scratch_(w, 1, nd * row, &D))) return st;
+    if ((st = scratch_floats(w, 0, nw * row, &W)) || (st = scratch_floats(w, 1, nd * row, &D))) return st;
     pz_codec_ctx cw, cd;
     pz_shape sw, sd;
-    aq_parts_(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
-    if ((st = aq_decode_parts_(w, 0, payload, at, ln, &cw, W, &sw, &cd, D, &sd))) return st;
+    aq_parts(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
+    if ((st = aq_decode_parts(w, 0, payload, at, ln, &cw, W, &sw, &cd, D, &sd))) return st;
     /* validated: make room, then change the buffers */
-    if ((st = aq_reserve_(w, s, shape, row, n_new))) return st;
-    aq_apply_(w, s, ctx->sample_ids, B, row, bitmap, flags, W, D, out);
+    if ((st = aq_reserve(w, s, shape, row, n_new))) return st;
+    aq_apply(w, s, ctx->sample_ids, B, row, bitmap, flags, W, D, out);
     return PZ_OK;
 }
 
@@ -584,17 +589,12 @@ static pz_status aq_decode_(pz_wrapper *w, uint8_t flags, const uint8_t *payload
 
 pz_status pz_wrapper_encode(pz_wrapper *w, const float *x, const pz_shape *shape, const pz_codec_ctx *ctx,
                             uint8_t *payload, size_t cap, size_t *len, uint8_t *flags) {
-    *len = 0;
-    *flags = 0;
-    if (w->kind == PZ_WRAP_AQ) return aq_encode_(w, x, shape, ctx, payload, cap, len, flags);
-    return vec_encode_(w, x, shape, ctx, payload, cap, len);
+    return w->impl->encode(w, x, shape, ctx, payload, cap, len, flags);
 }
 
 pz_status pz_wrapper_decode(pz_wrapper *w, uint8_t flags, const uint8_t *payload, size_t len,
                             const pz_shape *shape, const pz_codec_ctx *ctx, float *out) {
-    if (w->kind == PZ_WRAP_AQ) return aq_decode_(w, flags, payload, len, shape, ctx, out);
-    if (flags) return pz_fail(PZ_ERR_FORMAT, "%s: bad flags 0x%02x (expected 0)", w->name, flags);
-    return vec_decode_(w, payload, len, shape, ctx, out);
+    return w->impl->decode(w, flags, payload, len, shape, ctx, out);
 }
 
 size_t pz_wrapper_state_bytes(const pz_wrapper *w, size_t *file_bytes) {
@@ -613,6 +613,123 @@ size_t pz_wrapper_state_bytes(const pz_wrapper *w, size_t *file_bytes) {
     if (file_bytes) *file_bytes = file;
     return mem;
 }
+
+/* ---- table entries (compress/registry.c) ----------------------------------------
+ * The codec framework parses "name(inner[,options])" and reaches a wrapper
+ * only through these entries; each owns its options and its state. */
+
+/* aq's options: warmup=SPEC (up to the next ",mem=" / ",spill="),
+ * mem=N[K|M|G], spill=DIR. */
+static const char *const aq_keys_[] = {"warmup=", "mem=", "spill=", NULL};
+
+typedef struct {
+    pz_wrap_opts o;   /* points at the strings below */
+    char *warmup, *spill;
+} aq_opts;
+
+static void aq_opts_free(void *opts) {
+    aq_opts *a = opts;
+    if (!a) return;
+    free(a->warmup);
+    free(a->spill);
+    free(a);
+}
+
+static char *substr(const char *s, size_t b, size_t e) {
+    char *r = xmalloc(e - b + 1);
+    memcpy(r, s + b, e - b);
+    r[e - b] = 0;
+    return r;
+}
+
+static pz_status parse_size(const char *spec, size_t off, const char *v, size_t n, size_t *out) {
+    uint64_t mult = 1;
+    if (n > 0) {
+        char u = (char)toupper((unsigned char)v[n - 1]);
+        if (u == 'K') mult = 1ull << 10;
+        else if (u == 'M') mult = 1ull << 20;
+        else if (u == 'G') mult = 1ull << 30;
+        if (mult != 1) n--;
+    }
+    uint64_t x;
+    pz_status st = pz_spec_uint(spec, off, v, n, 0, (1ull << 50) / mult, &x, "mem");
+    if (st == PZ_OK) *out = (size_t)(x * mult);
+    return st;
+}
+
+static pz_status aq_parse_opts(const char *spec, size_t b, size_t e, void **out) {
+    aq_opts *a = xcalloc(1, sizeof *a);
+    a->o.mem_limit = AQ_DEFAULT_MEM;
+    pz_status st = PZ_OK;
+    for (size_t i = b; st == PZ_OK && i < e;) {
+        size_t kb = i + 1;                                    /* after the ',' */
+        size_t ve = pz_spec_find_opt(spec, kb, e, aq_keys_); /* the value ends at the next option */
+        if (pz_spec_starts_with(spec, kb, ve, "warmup=")) {
+            size_t vb = kb + 7;
+            if (vb >= ve) {
+                st = pz_spec_fail(spec, vb, "warmup needs a codec spec");
+                break;
+            }
+            /* parse it here, so that errors point into the whole spec; at
+             * the deepest level, so that a wrapper is refused */
+            pz_codec *tmp = NULL;
+            st = pz_spec_parse_codec(spec, vb, ve, PZ_WRAP_MAX_DEPTH, &tmp);
+            if (st != PZ_OK) break;
+            pz_codec_free(tmp);
+            free(a->warmup);
+            a->warmup = substr(spec, vb, ve);
+        } else if (pz_spec_starts_with(spec, kb, ve, "mem=")) {
+            st = parse_size(spec, kb + 4, spec + kb + 4, ve - kb - 4, &a->o.mem_limit);
+        } else if (pz_spec_starts_with(spec, kb, ve, "spill=")) {
+            size_t vb = kb + 6;
+            if (vb >= ve) {
+                st = pz_spec_fail(spec, vb, "spill needs a directory");
+                break;
+            }
+            free(a->spill);
+            a->spill = substr(spec, vb, ve);
+        }
+        i = ve;
+    }
+    if (st != PZ_OK) {
+        aq_opts_free(a);
+        return st;
+    }
+    a->o.warmup_spec = a->warmup;
+    a->o.spill_dir = a->spill;
+    *out = a;
+    return PZ_OK;
+}
+
+static pz_status aq_create(void *opts, pz_codec *inner, pz_wrapper **out) {
+    aq_opts *a = opts;
+    pz_status st = pz_wrapper_create(PZ_WRAP_AQ, a ? &a->o : NULL, inner, out);
+    aq_opts_free(a);
+    return st;
+}
+
+/* ef and ef21 take no options (their opt_keys are NULL), so opts is NULL */
+static pz_status ef_create(void *opts, pz_codec *inner, pz_wrapper **out) {
+    (void)opts;
+    return pz_wrapper_create(PZ_WRAP_EF, NULL, inner, out);
+}
+
+static pz_status ef21_create(void *opts, pz_codec *inner, pz_wrapper **out) {
+    (void)opts;
+    return pz_wrapper_create(PZ_WRAP_EF21, NULL, inner, out);
+}
+
+#define COMMON_OPS                                                                                    \
+    .free = pz_wrapper_free, .spec = pz_wrapper_spec, .inner = pz_wrapper_inner, .warmup = pz_wrapper_warm, \
+    .max_payload = pz_wrapper_max_payload, .state_bytes = pz_wrapper_state_bytes
+
+const pz_wrap_impl pz_wrap_ef = {.name = "ef", .kind = PZ_WRAP_EF, .stateful_decoder = 0, .create = ef_create,
+                                 .encode = vec_encode, .decode = vec_decode, COMMON_OPS};
+const pz_wrap_impl pz_wrap_ef21 = {.name = "ef21", .kind = PZ_WRAP_EF21, .stateful_decoder = 1,
+                                   .create = ef21_create, .encode = vec_encode, .decode = vec_decode, COMMON_OPS};
+const pz_wrap_impl pz_wrap_aq = {.name = "aq", .kind = PZ_WRAP_AQ, .stateful_decoder = 1, .opt_keys = aq_keys_,
+                                 .parse_opts = aq_parse_opts, .free_opts = aq_opts_free, .create = aq_create, .encode = aq_encode,
+                                 .decode = aq_decode, COMMON_OPS};
 
 /* ---- introspection ------------------------------------------------------------ */
 
@@ -646,13 +763,13 @@ const float *pz_wrapper_aq_find(const pz_wrapper *w, pz_wrap_role role, uint64_t
 }
 
 /* FNV-1a over bytes, then a splitmix64 finish */
-static uint64_t digest_bytes_(uint64_t h, const void *p, size_t n) {
+static uint64_t digest_bytes(uint64_t h, const void *p, size_t n) {
     const uint8_t *b = p;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
     return h;
 }
 
-static uint64_t mix64_(uint64_t x) {
+static uint64_t mix64(uint64_t x) {
     x ^= x >> 30;
     x *= 0xbf58476d1ce4e5b9ULL;
     x ^= x >> 27;
@@ -663,19 +780,19 @@ static uint64_t mix64_(uint64_t x) {
 uint64_t pz_wrapper_state_digest(const pz_wrapper *w, pz_wrap_role role) {
     const wrap_side *s = &w->side[role == PZ_WRAP_RECEIVER];
     uint64_t h = 0xcbf29ce484222325ULL;
-    if (!s->have) return mix64_(h);
+    if (!s->have) return mix64(h);
     if (w->kind != PZ_WRAP_AQ) {
-        h = digest_bytes_(h, &s->shape.ndim, sizeof s->shape.ndim);
-        h = digest_bytes_(h, s->shape.dims, (size_t)s->shape.ndim * sizeof s->shape.dims[0]);
-        return mix64_(digest_bytes_(h, s->v, pz_shape_numel(&s->shape) * sizeof(float)));
+        h = digest_bytes(h, &s->shape.ndim, sizeof s->shape.ndim);
+        h = digest_bytes(h, s->shape.dims, (size_t)s->shape.ndim * sizeof s->shape.dims[0]);
+        return mix64(digest_bytes(h, s->v, pz_shape_numel(&s->shape) * sizeof(float)));
     }
     /* sum of per-id digests: independent of the order ids were inserted in */
-    uint64_t sum = mix64_(s->store.count);
+    uint64_t sum = mix64(s->store.count);
     for (size_t i = 0; i < s->store.count; i++) {
         uint64_t id = aq_store_slot_id(&s->store, i);
-        uint64_t hi = digest_bytes_(h, &id, sizeof id);
-        hi = digest_bytes_(hi, aq_store_row(&s->store, i), s->store.row_bytes);
-        sum += mix64_(hi);
+        uint64_t hi = digest_bytes(h, &id, sizeof id);
+        hi = digest_bytes(hi, aq_store_row(&s->store, i), s->store.row_bytes);
+        sum += mix64(hi);
     }
     return sum;
 }

@@ -12,15 +12,16 @@
  *          file mapped with mmap. Sender and receiver buffers stay bitwise
  *          equal because both add the same decoded values in the same order.
  *
- * The framework (codec.c) writes the message header around the wrapper's
- * payload; the payload is one or more complete inner messages, and `flags`
- * (one byte in the header) tells the decoder how to read them. */
+ * Each is an entry of the wrapper table (codec_impl.h, pz_wrap_ef/ef21/aq):
+ * the framework (codec.c) parses "name(inner[,options])" through it and
+ * writes the message header around the wrapper's payload; the payload is one
+ * or more complete inner messages, and `flags` (one byte in the header)
+ * tells the decoder how to read them. The functions below are the same
+ * objects made without a spec (tests, introspection). */
 #ifndef PZ_WRAPPERS_H
 #define PZ_WRAPPERS_H
 
-#include "compress/codec.h"
-
-typedef enum { PZ_WRAP_EF = 1, PZ_WRAP_EF21, PZ_WRAP_AQ } pz_wrap_kind;
+#include "compress/codec_impl.h"   /* pz_wrap_kind, pz_wrapper */
 
 typedef struct {
     /* aq: codec spec for the first sight of an id (default "fp32"),
@@ -30,8 +31,6 @@ typedef struct {
     size_t mem_limit;
     const char *spill_dir;
 } pz_wrap_opts;
-
-typedef struct pz_wrapper pz_wrapper;
 
 /* Takes ownership of inner, also when it fails (inner is then freed).
  * opts may be NULL (defaults); mem_limit 0 means the default. ef and ef21

@@ -3,7 +3,7 @@
 # stages chained by veth pairs whose both ends are rate-limited with tc tbf:
 # real kernel networking over a slow link (issue 5).
 #
-#   usage: tools/netns_pipeline.sh --stages S --mbps R [--pipezip PATH] [--keep] [--] TRAIN_ARGS...
+#   usage: tools/netns_pipeline.sh --stages S --mbps R [--delay-ms D] [--pipezip PATH] [--keep] [--] TRAIN_ARGS...
 #          tools/netns_pipeline.sh --check
 #
 # Topology (namespaces pz<PID>_0 .. pz<PID>_<S-1>, names unique per run):
@@ -12,6 +12,12 @@
 #
 # Link i joins stage i (10.X.i.1, device pzr) and stage i+1 (10.X.i.2, device
 # pzl). Both ends get `tbf rate Rmbit`, so each direction carries R Mbit/s.
+# --delay-ms D adds D ms of one-way propagation delay to each direction
+# (what pipezip's --link-latency-ms simulates): both ends then get
+# `netem delay Dms rate Rmbit` instead of tbf. netem is a kernel module
+# (sch_netem) that some kernels lack; without it the script stops with a
+# message before starting anything, and only the rate is shaped for real
+# (the delay stays the simulated one).
 # With S > 2 the inner namespaces forward IPv4 and every namespace has routes
 # to every link, so all pairs of ranks connect (the transport opens an
 # endpoint to every peer; rank 0 is the bootstrap master) and traffic between
@@ -47,13 +53,15 @@ usage() {
     echo "run '$prog --help' for details"
 }
 
-stages="" mbps="" keep=0 check=0 pz=""
+stages="" mbps="" delay="" keep=0 check=0 pz=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --stages) [ $# -ge 2 ] || die "--stages needs a value"; stages="$2"; shift 2 ;;
         --stages=*) stages="${1#*=}"; shift ;;
         --mbps) [ $# -ge 2 ] || die "--mbps needs a value"; mbps="$2"; shift 2 ;;
         --mbps=*) mbps="${1#*=}"; shift ;;
+        --delay-ms) [ $# -ge 2 ] || die "--delay-ms needs a value"; delay="$2"; shift 2 ;;
+        --delay-ms=*) delay="${1#*=}"; shift ;;
         --pipezip) [ $# -ge 2 ] || die "--pipezip needs a value"; pz="$2"; shift 2 ;;
         --pipezip=*) pz="${1#*=}"; shift ;;
         --keep) keep=1; shift ;;
@@ -133,7 +141,12 @@ if [ "$check" = 1 ]; then
     if ! err=$(ip netns exec "$a" true 2>&1); then
         echo "$prog: cannot run a program in a namespace (ip netns exec): $err" >&2; exit 77
     fi
-    echo "$prog: network namespaces, veth pairs and tc tbf are available"
+    if err=$(tc -n "$b" qdisc add dev pzl root netem delay 10ms rate 100mbit 2>&1); then
+        echo "$prog: network namespaces, veth pairs, tc tbf and tc netem (--delay-ms) are available"
+    else
+        echo "$prog: network namespaces, veth pairs and tc tbf are available; tc netem is not," \
+             "so --delay-ms cannot be used here ($err)"
+    fi
     exit 0
 fi
 
@@ -145,6 +158,10 @@ fi
 [[ "$mbps" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--mbps must be a positive number (Mbit/s), got '$mbps'"
 awk -v r="$mbps" 'BEGIN { exit !(r >= 0.1 && r <= 100000) }' \
     || die "--mbps must be between 0.1 and 100000 Mbit/s, got '$mbps'"
+if [ -n "$delay" ]; then
+    [[ "$delay" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--delay-ms must be a number of milliseconds, got '$delay'"
+    awk -v d="$delay" 'BEGIN { exit !(d > 0 && d <= 60000) }' || die "--delay-ms must be in (0, 60000], got '$delay'"
+fi
 [ ${#train_args[@]} -gt 0 ] || die "no pipezip train arguments given (put them after --)"
 for a in "${train_args[@]}"; do
     case "$a" in
@@ -197,8 +214,21 @@ for ((i = 0; i < S - 1; i++)); do
     run_ip "address link $i" ip -n "$r" addr add "$(addr "$i" 2)/24" dev pzl || exit 1
     run_ip "bring up link $i" ip -n "$l" link set pzr up || exit 1
     run_ip "bring up link $i" ip -n "$r" link set pzl up || exit 1
-    run_ip "shape link $i" tc -n "$l" qdisc add dev pzr root tbf rate "${mbps}mbit" burst "$burst" latency 400ms || exit 1
-    run_ip "shape link $i" tc -n "$r" qdisc add dev pzl root tbf rate "${mbps}mbit" burst "$burst" latency 400ms || exit 1
+    for end in "$l pzr" "$r pzl"; do
+        read -r ns dev <<<"$end"
+        if [ -n "$delay" ]; then
+            # netem queues what the delay holds back: a limit of packets large
+            # enough for a second of the rate at 1500-byte frames
+            lim=$(awk -v r="$mbps" 'BEGIN { l = r * 1e6 / 8 / 1500; if (l < 1000) l = 1000; printf "%d", l }')
+            if ! err=$(tc -n "$ns" qdisc add dev "$dev" root netem delay "${delay}ms" rate "${mbps}mbit" limit "$lim" 2>&1); then
+                echo "$prog: cannot add ${delay} ms of delay with tc netem ($err): this kernel lacks sch_netem;" \
+                     "shape only the rate here and simulate the delay with pipezip's --link-latency-ms" >&2
+                exit 1
+            fi
+        else
+            run_ip "shape link $i" tc -n "$ns" qdisc add dev "$dev" root tbf rate "${mbps}mbit" burst "$burst" latency 400ms || exit 1
+        fi
+    done
 done
 # The kernel reports a new veth's carrier (operstate UP) a little after `link set
 # up`; UCX ignores interfaces that are not running yet, so wait for all of them.

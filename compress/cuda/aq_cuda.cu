@@ -10,6 +10,7 @@
  * bitwise equal buffers. Device memory holds every buffer: the mem= and
  * spill= options (spilling to an mmap'ed file) apply to the CPU path only. */
 #include "compress/cuda/codec_cuda_impl.h"
+#include "compress/wrap_elem.h"
 #include "base/bytes.h"
 
 #define TPB 256
@@ -75,7 +76,7 @@ static pz_status aq_reserve(pz_aq_side *a, size_t n, cudaStream_t stream) {
     return PZ_OK;
 }
 
-/* aq_check_ of wrappers.c: shape, ids, row shape; slot[i] of every sample */
+/* aq_check of wrappers.c: shape, ids, row shape; slot[i] of every sample */
 static pz_status aq_check(pz_aq_side *a, const pz_shape *s, const pz_codec_ctx *ctx, size_t *B, size_t *row,
                           int64_t **slots) {
     size_t n = pz_shape_numel(s);
@@ -128,7 +129,7 @@ __global__ void k_aq_gather(const float *x, size_t B, size_t row, const int64_t 
         size_t i = t / row, e = t % row;
         size_t o = (size_t)dst[i] * row + e;
         if (warm[i]) W[o] = x[t];
-        else D[o] = x[t] - M[(size_t)slot[i] * row + e];
+        else D[o] = pz_aq_delta(x[t], M[(size_t)slot[i] * row + e]);
     }
 }
 
@@ -140,7 +141,7 @@ __global__ void k_aq_apply(const float *W, const float *D, float *M, float *out,
         size_t i = t / row, e = t % row;
         size_t o = (size_t)dst[i] * row + e;
         float *m = M + (size_t)slot[i] * row + e;
-        float v = warm[i] ? W[o] : *m + D[o];
+        float v = warm[i] ? W[o] : pz_aq_update(*m, D[o]);
         *m = v;
         if (out) out[t] = v;
     }
@@ -227,9 +228,9 @@ pz_status pz_cuda_aq_encode_(pz_codec *c, const float *x, const pz_shape *s, con
     AQ_CU(cudaMemcpyAsync(d, sl, B * 3 * 8, cudaMemcpyHostToDevice, stream));
     k_aq_gather<<<pz_blocks(B * row, TPB), TPB, 0, stream>>>(x, B, row, d, d + B, d + 2 * B, a->rows, W, D);
     AQ_CU(cudaGetLastError());
-    int fl = (nw ? 1 : 0) | (nd ? 2 : 0);
+    unsigned fl = (nw ? PZ_AQ_HAS_WARMUP : 0) | (nd ? PZ_AQ_HAS_DELTA : 0);
     size_t pos = 0;
-    if (fl == 3) {
+    if (fl == PZ_AQ_MIXED) {
         size_t nb = (B + 7) / 8;
         if (cap < nb) {
             free(sl);
@@ -237,7 +238,7 @@ pz_status pz_cuda_aq_encode_(pz_codec *c, const float *x, const pz_shape *s, con
         }
         memset(pl, 0, nb);
         for (size_t i = 0; i < B; i++)
-            if (sl[2 * B + i]) pl[i / 8] |= (uint8_t)(1u << (i % 8));
+            if (sl[2 * B + i]) pz_aq_mark_warmup(pl, i);
         pos = nb;
     }
     pz_codec_ctx cw = *ctx, cd = *ctx;
@@ -286,8 +287,8 @@ pz_status pz_cuda_aq_decode_(pz_codec *c, uint8_t flags, const uint8_t *pl, size
     if (st) return st;
     size_t pos = 0, nw = 0;
     const uint8_t *bitmap = NULL;
-    if (flags == 0 || flags > 3) st = pz_fail(PZ_ERR_FORMAT, "aq: bad flags 0x%02x", flags);
-    if (!st && flags == 3) {
+    if (flags == 0 || flags > PZ_AQ_MIXED) st = pz_fail(PZ_ERR_FORMAT, "aq: bad flags 0x%02x", flags);
+    if (!st && flags == PZ_AQ_MIXED) {
         size_t nb = (B + 7) / 8;
         if (len < nb) {
             st = pz_fail(PZ_ERR_FORMAT, "aq: truncated payload (%zu bytes, bitmap needs %zu)", len, nb);
@@ -300,7 +301,7 @@ pz_status pz_cuda_aq_decode_(pz_codec *c, uint8_t flags, const uint8_t *pl, size
             pos = nb;
         }
     }
-    if (!st && flags == 1) nw = B;
+    if (!st && flags == PZ_AQ_HAS_WARMUP) nw = B;
     size_t nd = B - nw;
     size_t at[2] = {0, 0}, ln[2] = {0, 0};
     for (int part = 0; part < 2 && !st; part++) {
@@ -322,7 +323,7 @@ pz_status pz_cuda_aq_decode_(pz_codec *c, uint8_t flags, const uint8_t *pl, size
     if (!st && pos != len) st = pz_fail(PZ_ERR_FORMAT, "aq: %zu trailing bytes after the last message", len - pos);
     size_t n_new = 0;
     for (size_t i = 0, j = 0, k = 0; i < B && !st; i++) {
-        int w = flags == 3 ? (bitmap[i / 8] >> (i % 8)) & 1 : flags == 1;
+        int w = pz_aq_is_warmup(flags, bitmap, i);
         sl[B + i] = (int64_t)(w ? j++ : k++);
         sl[2 * B + i] = w;
         if (w) n_new += sl[i] < 0;

@@ -1,8 +1,8 @@
 /* codec_cuda.cu: the codecs with the tensor in device memory (codec_cuda.h).
  *
- * The message framework of codec.c (header, +zstd, CRC) runs on the host and
- * calls back here for the payload (pz_codec_encode_with / decode_with), so
- * headers are the CPU's by construction. Payloads:
+ * The message framework of codec.c and message.c (header, +zstd, CRC) runs
+ * on the host and calls back here for the payload (pz_codec_encode_with /
+ * decode_with), so headers are the CPU's by construction. Payloads:
  *   fp32, fp16, bf16   device conversion, payload copied back.
  *   q<b>               device: per-group range (exact integer max/min, order
  *                      free), scales and grids per group, codes and packing;
@@ -712,20 +712,20 @@ static pz_status gpu_payload(void *arg, pz_codec *c, const pz_shape *s, const pz
                              size_t cap, size_t *len, uint8_t *wflags) {
     gpu_arg *a = (gpu_arg *)arg;
     *wflags = 0;
-    int kind = pz_codec_wrap_kind(c);
-    if (kind == 0) return pz_cuda_base_encode_(c, pz_codec_base_params(c), a->x, s, ctx, pl, cap, len, a->stream);
-    if (kind == 3) return pz_cuda_aq_encode_(c, a->x, s, ctx, pl, cap, len, wflags, a->stream);
-    return pz_cuda_ef_encode_(c, kind, a->x, s, ctx, pl, cap, len, a->stream);
+    const pz_wrap_impl *w = pz_codec_wrap(c);
+    if (!w) return pz_cuda_base_encode_(c, pz_codec_base_params(c), a->x, s, ctx, pl, cap, len, a->stream);
+    if (w->kind == PZ_WRAP_AQ) return pz_cuda_aq_encode_(c, a->x, s, ctx, pl, cap, len, wflags, a->stream);
+    return pz_cuda_ef_encode_(c, a->x, s, ctx, pl, cap, len, a->stream);
 }
 
 static pz_status gpu_decode(void *arg, pz_codec *c, const pz_codec_params *p, uint8_t wflags, const uint8_t *pl,
                             size_t len, const pz_shape *s, const pz_codec_ctx *ctx) {
     gpu_arg *a = (gpu_arg *)arg;
-    int kind = pz_codec_wrap_kind(c);
-    if (kind == 0) return pz_cuda_base_decode_(c, p, pl, len, s, a->out, a->stream);
-    if (kind == 3) return pz_cuda_aq_decode_(c, wflags, pl, len, s, ctx, a->out, a->stream);
-    if (wflags) return pz_fail(PZ_ERR_FORMAT, "%s: bad flags 0x%02x (expected 0)", kind == 1 ? "ef" : "ef21", wflags);
-    return pz_cuda_ef_decode_(c, kind, pl, len, s, ctx, a->out, a->stream);
+    const pz_wrap_impl *w = pz_codec_wrap(c);
+    if (!w) return pz_cuda_base_decode_(c, p, pl, len, s, a->out, a->stream);
+    if (w->kind == PZ_WRAP_AQ) return pz_cuda_aq_decode_(c, wflags, pl, len, s, ctx, a->out, a->stream);
+    if (wflags) return pz_fail(PZ_ERR_FORMAT, "%s: bad flags 0x%02x (expected 0)", w->name, wflags);
+    return pz_cuda_ef_decode_(c, pl, len, s, ctx, a->out, a->stream);
 }
 
 static int base_encodes_on_device(const pz_codec_params *p) {
@@ -743,7 +743,7 @@ static int base_encodes_on_device(const pz_codec_params *p) {
  * encoder runs the CPU codec on a host copy). A base codec without a device
  * encoder takes the host route as a whole. */
 static int routed_to_device(const pz_codec *c) {
-    if (pz_codec_wrap_kind(c)) return 1;
+    if (pz_codec_wrap(c)) return 1;
     return base_encodes_on_device(pz_codec_base_params(c));
 }
 

@@ -59,10 +59,10 @@ int pz_cuda_base_decodes_on_device_(const pz_codec_params *p);
 /* decodes an inner message on the device and checks its shape (as wrappers.c) */
 pz_status pz_cuda_decode_exact_(pz_codec *inner, const char *what, const uint8_t *msg, size_t len,
                                 const pz_codec_ctx *ctx, float *out, const pz_shape *want, cudaStream_t stream);
-/* ef_cuda.cu: kind 1 = ef, 2 = ef21 */
-pz_status pz_cuda_ef_encode_(pz_codec *c, int kind, const float *x, const pz_shape *s, const pz_codec_ctx *ctx,
+/* ef_cuda.cu: c's outermost wrapper is ef or ef21 */
+pz_status pz_cuda_ef_encode_(pz_codec *c, const float *x, const pz_shape *s, const pz_codec_ctx *ctx,
                              uint8_t *pl, size_t cap, size_t *len, cudaStream_t stream);
-pz_status pz_cuda_ef_decode_(pz_codec *c, int kind, const uint8_t *pl, size_t len, const pz_shape *s,
+pz_status pz_cuda_ef_decode_(pz_codec *c, const uint8_t *pl, size_t len, const pz_shape *s,
                              const pz_codec_ctx *ctx, float *out, cudaStream_t stream);
 /* aq_cuda.cu */
 pz_status pz_cuda_aq_encode_(pz_codec *c, const float *x, const pz_shape *s, const pz_codec_ctx *ctx, uint8_t *pl,

@@ -217,5 +217,25 @@ sys.exit(1 if bad else 0)
 PY
 [ $? = 0 ] || fails=$((fails + 1))
 
+# --delay-ms: real one-way delay with tc netem where the kernel has it; where
+# it does not, the script must refuse before starting anything, say why, and
+# leave no namespace behind
+before=$(ip netns list 2>/dev/null | grep -c '^pz' || true)
+out=$(bash "$netns" --stages 2 --mbps 100 --delay-ms 20 -- --preset tiny --data "$dir/train.bin" --batch 2 \
+      --seq 32 --micro-batches 2 --steps 2 --val-every 0 --threads 1 2>&1)
+rc=$?
+after=$(ip netns list 2>/dev/null | grep -c '^pz' || true)
+if bash "$netns" --check 2>&1 | grep -q "tc netem is not"; then
+  if [ "$rc" != 0 ] && grep -q "sch_netem" <<<"$out" && [ "$before" = "$after" ]; then
+    echo "ok: --delay-ms without netem fails cleanly: $(grep -m1 -o 'this kernel lacks sch_netem' <<<"$out")"
+  else
+    echo "$out"; fail "--delay-ms without netem: rc $rc, namespaces $before -> $after"
+  fi
+elif [ "$rc" = 0 ] && [ "$before" = "$after" ]; then
+  echo "ok: a 2-stage run over a 100 Mbit/s link with 20 ms of real delay (netem)"
+else
+  echo "$out"; fail "--delay-ms with netem: rc $rc"
+fi
+
 if [ "$fails" = 0 ]; then echo "netns link: all passed"; else echo "netns link: $fails failed"; fi
 [ "$fails" = 0 ]

@@ -24,9 +24,10 @@ common=(--preset tiny --data "$dir/train.bin" --val-data "$dir/val.bin" --batch 
 
 fails=0
 # S, schedule, extra flags: extra warm-up (fixed, and auto behind a 20 ms
-# link, where it must pick K > 0), and the progress thread switched off
+# link, where it must pick K > 0), the progress thread switched off, and
+# zero-bubble H1 (its split backward with one and two threads)
 runs=("2 1f1b --trace $dir/trace.json" "2 gpipe" "4 1f1b" "4 gpipe" "4 1f1b:warmup=2 --progress inline"
-      "2 1f1b:warmup=auto --link-latency-ms 20")
+      "2 1f1b:warmup=auto --link-latency-ms 20" "4 zb-h1" "2 zb-h1 --threads 2")
 for run in "${runs[@]}"; do
     read -r S sched rest <<<"$run"
     read -r -a extra <<<"${rest:-}"

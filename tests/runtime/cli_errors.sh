@@ -52,6 +52,18 @@ expect_fail "more stages than blocks allow" "at most 4 stages" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 5 --steps 1
 expect_fail "unknown schedule" "1f1b" "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --schedule zigzag
 expect_fail "trace without stages" "--trace needs --stages" "$pz" train --preset tiny --data "$dir/tok.bin" --trace t.json
+expect_fail "link delay without stages" "--link-latency-ms needs --stages" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --link-latency-ms 25
+expect_fail "negative link delay" "expected a one-way delay in milliseconds" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --link-latency-ms=-5
+expect_fail "link delay on a missing edge" "1-2" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --link-latency-ms '1-2=5'
+expect_fail "unknown progress mode" "--progress must be thread or inline" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --progress poll
+expect_fail "bad warm-up" "warmup must be 'auto' or an integer" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --schedule 1f1b:warmup=x
+expect_fail "warm-up auto in the table" "'auto' is chosen by 'pipezip train'" \
+  "$pz" schedule --stages 2 --micro-batches 4 --schedule 1f1b:warmup=auto
 expect_fail "missing checkpoint" "nope.safetensors" "$pz" eval --model "$dir/nope.safetensors" --data "$dir/tok.bin"
 expect_fail "garbage checkpoint" "garbage.bin" "$pz" eval --model "$dir/garbage.bin" --data "$dir/tok.bin"
 expect_fail "tokenize without inputs" "at least one input" "$pz" tokenize --out "$dir/x.bin"

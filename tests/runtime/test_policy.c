@@ -91,6 +91,16 @@ int main(void) {
         CHECK(pz_policy_parse_mbps(&p, "0-1=-3", "--link-mbps") != PZ_OK, "negative rate accepted");
         CHECK(pz_policy_parse_mbps(&p, "0-3=5", "--link-mbps") != PZ_OK, "non-edge accepted");
         CHECK(pz_policy_parse_mbps(&p, "5x", "--link-mbps") != PZ_OK, "junk accepted");
+        /* one-way delays: the same grammar, their own array */
+        CHECK(pz_policy_parse_latency(&p, "0-1=25;*=5", "--link-latency-ms") == PZ_OK, "%s", pz_last_error());
+        CHECK(p.latency_ms[0] == 25 && p.latency_ms[1] == 5 && p.latency_ms[2] == 5 && p.mbps[0] == 1000,
+              "per-edge delays %g %g %g (rate %g)", p.latency_ms[0], p.latency_ms[1], p.latency_ms[2], p.mbps[0]);
+        CHECK(pz_policy_parse_latency(&p, "-1", "--link-latency-ms") != PZ_OK &&
+                  strstr(pz_last_error(), "one-way delay in milliseconds"),
+              "negative delay: '%s'", pz_last_error());
+        CHECK(pz_policy_parse_latency(&p, "60001", "--link-latency-ms") != PZ_OK, "a minute of delay accepted");
+        CHECK(pz_policy_parse_latency(&p, "nan", "--link-latency-ms") != PZ_OK, "NaN delay accepted");
+        CHECK(p.latency_ms[0] == 25 && p.latency_ms[1] == 5, "a refused value changed the delays");
         pz_policy_free(&p);
     }
 

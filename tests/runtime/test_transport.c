@@ -118,11 +118,12 @@ static size_t verify(const void *buf, size_t n, uint64_t seed) {
     return (size_t)-1;
 }
 
+static int g_thread;   /* the scenario runs with the transport's progress thread */
 /* every rank of these tests holds this job secret (runtime/jobsecret.h) */
 static const uint8_t k_secret[] = "test_transport job secret 0123456789";
 
 static pz_transport_opts make_opts(int rank, int world, int port, double peer_timeout) {
-    pz_transport_opts o = {rank, world, "127.0.0.1", port, peer_timeout, 20.0, 0, k_secret, sizeof k_secret - 1};
+    pz_transport_opts o = {rank, world, "127.0.0.1", port, peer_timeout, 20.0, g_thread, k_secret, sizeof k_secret - 1};
     return o;
 }
 
@@ -373,6 +374,65 @@ static int child_basic(int rank, int world, int port) {
     return 0;
 }
 
+/* Busy for ms milliseconds without calling into the transport (a forward). */
+static void compute_ms(double ms) {
+    volatile double x = 0.0;
+    double t0 = pz_now();
+    while ((pz_now() - t0) * 1e3 < ms) x += 1.0;
+    (void)x;
+}
+
+/* With the progress thread, messages move while both ranks compute without
+ * calling in: an 8 MiB send posted before 300 ms of compute has arrived
+ * after it (without the thread it does not move at all, see the top of
+ * transport.c). And the simulated link: 1 MiB at 80 Mbit/s with 100 ms of
+ * one-way delay leaves after 0.1 s + 0.1 s, not before. */
+static int child_thread(int rank, int world, int port) {
+    pz_transport *t = start(rank, world, port, 20.0);
+    const size_t n = 8u << 20;
+    uint8_t *buf = xmalloc(n);
+    pz_request *r;
+    int done = 0;
+    size_t len = 0;
+    if (rank == 0) fill(buf, n, 11);
+    else memset(buf, 0, n);
+    OK(pz_transport_barrier(t));
+    if (rank == 0) OK(pz_transport_send(t, 1, pz_tag(0, 1, 0, 1), buf, n, "big send", &r));
+    else OK(pz_transport_recv(t, 0, pz_tag(0, 1, 0, 1), buf, n, "big recv", &r));
+    compute_ms(300);
+    double t0 = pz_now();
+    OK(pz_transport_test(t, r, &done, &len));
+    CHECK(done, "8 MiB not moved during 300 ms of compute with the progress thread");
+    if (!done) OK(pz_transport_wait(t, r, &len));
+    if (rank == 0 && done) say("8 MiB moved while computing (test after 300 ms: %.1f ms)", 1e3 * (pz_now() - t0));
+    if (rank == 1) CHECK(verify(buf, n, 11) == (size_t)-1, "received bytes differ");
+    OK(pz_transport_barrier(t));
+
+    const size_t m = 1u << 20;
+    if (rank == 0) {
+        pz_transport_set_link(t, 1, 80.0, 100.0);
+        t0 = pz_now();
+        OK(pz_transport_send(t, 1, pz_tag(0, 2, 0, 1), buf, m, "delayed send", &r));
+        OK(pz_transport_wait(t, r, NULL));
+        double s = pz_now() - t0;
+        /* 1 MiB at 10 MB/s is 0.105 s, plus 0.1 s of delay */
+        CHECK(s >= 0.2 && s < 1.0, "1 MiB at 80 Mbit/s + 100 ms left after %.3f s, want 0.205", s);
+        say("1 MiB at 80 Mbit/s with 100 ms one-way delay: sent after %.3f s (model 0.205)", s);
+        pz_transport_set_link(t, 1, 0.0, 0.0);
+    } else {
+        OK(pz_transport_recv(t, 0, pz_tag(0, 2, 0, 1), buf, m, "delayed recv", &r));
+        OK(pz_transport_wait(t, r, &len));
+        CHECK(len == m, "delayed message of %zu bytes", len);
+    }
+    double cpu = 0.0;
+    unsigned long rounds = 0, sleeps = 0;
+    CHECK(pz_transport_thread_stats(t, &cpu, &rounds, &sleeps) == 1 && rounds > 0, "no progress thread statistics");
+    OK(pz_transport_barrier(t));
+    pz_transport_close(t, 0);
+    free(buf);
+    return 0;
+}
+
 /* ---- failures ------------------------------------------------------------- */
 
 #define BIG (64u << 20)
@@ -587,11 +647,12 @@ static void on_alarm(int sig) {
     _exit(2);
 }
 
-typedef enum { S_BASIC, S_KILL_A, S_KILL_B, S_STOP, S_BOOT0, S_BOOT1, S_BOOT2, S_BOOT3, S_SOLO } scenario;
+typedef enum { S_BASIC, S_THREAD, S_KILL_A, S_KILL_B, S_STOP, S_BOOT0, S_BOOT1, S_BOOT2, S_BOOT3, S_SOLO } scenario;
 
 static int run_child(scenario s, int rank, int world, int port) {
     switch (s) {
     case S_BASIC: return child_basic(rank, world, port);
+    case S_THREAD: return child_thread(rank, world, port);
     case S_KILL_A: return child_kill(rank, world, port, 1, 2);
     case S_KILL_B: return child_kill(rank, world, port, 2, 0);
     case S_STOP: return child_stop(rank, world, port);
@@ -689,6 +750,10 @@ int main(int argc, char **argv) {
         const ucx_config *cfg = &configs[c];
         if (!want(argc, argv, cfg->name)) continue;
         run("basic", cfg, S_BASIC, 2, -1, 40, 0);
+        g_thread = 1;   /* the same with the progress thread, and what it is for */
+        run("basic, progress thread", cfg, S_BASIC, 2, -1, 40, 0);
+        run("progress thread moves data during compute; link delay", cfg, S_THREAD, 2, -1, 40, 0);
+        g_thread = 0;
         if (!cfg->full) continue;
         run("basic", cfg, S_BASIC, 3, -1, 40, 0);
         run("SIGKILL mid-stream (1 -> 2, 0 idle)", cfg, S_KILL_A, 3, 1, 20, 0);
