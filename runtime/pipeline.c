@@ -469,16 +469,6 @@ pz_status pz_pipeline_policy(const pz_train_opts *o, pz_policy *p) {
     if (st == PZ_OK && o->compress) st = pz_policy_parse(p, o->compress, "--compress");
     if (st == PZ_OK && o->link_mbps) st = pz_policy_parse_mbps(p, o->link_mbps, "--link-mbps");
     if (st == PZ_OK && o->link_latency) st = pz_policy_parse_latency(p, o->link_latency, "--link-latency-ms");
-    /* codec state (ef/ef21 residuals, aq buffers) is not in checkpoints yet:
-     * a wrapper is what pz_policy_eval_spec strips */
-    for (int k = 0; st == PZ_OK && (o->checkpoint_dir || o->resume) && k < 2 * (o->stages - 1); k++) {
-        const char *spec = p->spec[k];
-        char inner[512];
-        if (spec && (st = pz_policy_eval_spec(spec, inner, sizeof inner)) == PZ_OK && strcmp(inner, spec) != 0)
-            st = pz_fail(PZ_ERR_ARG, "edge %d-%d %s=%s keeps codec state across steps, which checkpoints do not "
-                         "save yet: --checkpoint-dir and --resume work with stateless codecs (e.g. %s) only",
-                         k / 2, k / 2 + 1, k % 2 ? "bwd" : "fwd", spec, inner);
-    }
     if (st != PZ_OK) pz_policy_free(p);
     return st;
 }
@@ -657,6 +647,21 @@ static void fault_point(const char *what, int step, int rank) {
     }
 }
 
+/* The codecs this rank holds on its edges (and their error-metric twins),
+ * named by edge, direction and role, for the checkpoint's codec state. */
+static int edge_codecs(exec *x, const char **names, pz_codec **cs) {
+    static const char *const tag[4][2] = {{"out.fwd.send", "out.fwd.send.twin"}, {"out.bwd.recv", "out.bwd.recv.twin"},
+                                          {"in.fwd.recv", "in.fwd.recv.twin"},   {"in.bwd.send", "in.bwd.send.twin"}};
+    pz_edge_end *ends[4] = {&x->fwd_tx, &x->bwd_rx, &x->fwd_rx, &x->bwd_tx};
+    int n = 0;
+    for (int k = 0; k < 4; k++) {
+        pz_codec *c[2] = {ends[k]->codec, ends[k]->shadow};
+        for (int j = 0; j < 2; j++)
+            if (c[j]) names[n] = tag[k][j], cs[n++] = c[j];
+    }
+    return n;
+}
+
 /* --resume: the newest complete checkpoint (rank 0 looks, every rank gets
  * its step), then each rank loads its shard. *start = steps already done. */
 static pz_status resume_from(exec *x, int *start) {
@@ -680,7 +685,19 @@ static pz_status resume_from(exec *x, int *start) {
         *start = 0;
         return PZ_OK;
     }
-    st = pz_resume_read_shard(dir, *start, x->rank, x->world, &x->stage, &x->opt, &x->loader);
+    int same = 0;
+    st = pz_resume_read_shard(dir, *start, x->rank, x->world, &x->stage, &x->opt, &x->loader, &same);
+    if (st == PZ_OK) {
+        const char *names[8];
+        pz_codec *cs[8];
+        int n = edge_codecs(x, names, cs);
+        if (same) st = pz_resume_read_codecs(dir, *start, x->rank, names, cs, n);
+        for (int i = 0; st == PZ_OK && !same && i < n; i++)
+            if (pz_codec_has_state(cs[i]))
+                fprintf(stderr, "pipezip train: rank %d: warning: another layout than the checkpoint's: %s (%s) "
+                        "starts with empty state (aq: its first epoch again)\n", x->rank, names[i],
+                        pz_codec_spec(cs[i]));
+    }
     /* every rank must have loaded before any trains on */
     double bad = st != PZ_OK;
     pz_status st2 = allreduce(x, &bad, 1);
@@ -694,8 +711,12 @@ static pz_status resume_from(exec *x, int *start) {
 /* Writes this step's checkpoint: every rank its shard, then, once all are
  * durable (a collective carrying each rank's outcome), rank 0 the manifest. */
 static pz_status checkpoint(exec *x, int step) {
+    const char *names[8];
+    pz_codec *cs[8];
+    int n = edge_codecs(x, names, cs);
     pz_status st = pz_resume_write_shard(x->o->checkpoint_dir, step, x->rank, x->world, &x->stage, &x->opt,
                                          &x->loader);
+    if (st == PZ_OK) st = pz_resume_write_codecs(x->o->checkpoint_dir, step, x->rank, names, cs, n);
     fault_point("checkpoint", step, x->rank);
     double bad = st != PZ_OK;
     pz_status st2 = allreduce(x, &bad, 1);

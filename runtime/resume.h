@@ -14,14 +14,22 @@
  * the oldest complete checkpoints beyond --keep-checkpoints, and any
  * incomplete one older than the newest.
  *
- * Codec state (ef/ef21 residuals, aq buffers) is not saved yet: a policy
- * with such a wrapper cannot be checkpointed (pz_train refuses it). The
- * learning-rate schedule, the loader's order and the codecs' random numbers
+ * Tensors are stored by their HF names ("params/h.3.attn.c_attn.weight",
+ * "adam_m/...", "adam_v/..."), so a run with another stage count or split
+ * resumes too: each rank takes its blocks' tensors from whichever shards hold
+ * them (re-partitioned by block; wte is in the first and the last shard,
+ * identical). The same layout reads only its own shard.
+ *
+ * Codec state (ef/ef21 residuals, aq buffers, spilled ones too) goes to a
+ * file of its own per rank (below); it is restored when the layout is the
+ * same, and dropped with a warning when it is not (aq then starts its first
+ * epoch again). The learning-rate schedule, the loader's order and the codecs' random numbers
  * are functions of (seed, step, micro-batch), so nothing else is needed for
  * the resumed run to repeat the uninterrupted one exactly. */
 #ifndef PZ_RESUME_H
 #define PZ_RESUME_H
 
+#include "compress/codec.h"
 #include "runtime/data.h"
 #include "runtime/optim.h"
 #include "stages/stage.h"
@@ -37,10 +45,22 @@ pz_status pz_resume_commit(const char *dir, int step, int world, int keep);
 /* The newest complete checkpoint in dir: *step = its step, or -1 when dir
  * holds none (dir missing is an error unless allow_missing). */
 pz_status pz_resume_find(const char *dir, int allow_missing, int *step);
-/* Loads this rank's shard of `step` into the stage, the optimizer and the
- * loader, after checking that it belongs to this layout (stages, block
- * range, sizes); any mismatch is an error naming both sides. */
+/* Loads this rank's part of the checkpoint of `step` into the stage, the
+ * optimizer and the loader: by tensor name from the checkpoint's shards, of
+ * any stage count or split; a missing tensor or another size (another
+ * model) is an error naming it. */
 pz_status pz_resume_read_shard(const char *dir, int step, int rank, int world, pz_stage *s, pz_optim *o,
-                               pz_loader *l);
+                               pz_loader *l, int *same_layout);
+
+/* Codec state (ef, ef21, aq; compress/codec.h pz_codec_state_save): one
+ * file per rank, step-N/rank-R.codecs, of named blobs (names say edge,
+ * direction and role), written atomically before the ranks meet for the
+ * manifest. Reading loads each named blob into the codec of that name; a
+ * stateful codec without one is an error; blobs of codecs this run lacks
+ * are skipped. */
+pz_status pz_resume_write_codecs(const char *dir, int step, int rank, const char *const *names, pz_codec *const *cs,
+                                 int n);
+pz_status pz_resume_read_codecs(const char *dir, int step, int rank, const char *const *names, pz_codec *const *cs,
+                                int n);
 
 #endif
