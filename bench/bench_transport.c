@@ -49,7 +49,7 @@ static void die_on(pz_status st, int rank) {
 
 static int child(const config *c, int rank, int port, int iters, size_t bytes, int out_fd) {
     apply_env(c->env);
-    pz_transport_opts o = {rank, 2, "127.0.0.1", port, 30.0, 30.0, 0};
+    pz_transport_opts o = {rank, 2, "127.0.0.1", port, 30.0, 30.0, 0, NULL, 0};
     pz_transport *t;
     die_on(pz_transport_init(&t, &o), rank);
     uint8_t *buf = big_alloc(bytes);

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,26 +18,19 @@
 #include "base/bytes.h"
 #include "base/clock.h"
 #include "base/mem.h"
+#include "runtime/jobsecret.h"
 
-#define BOOT_MAGIC 0x53425a50u /* "PZBS" as little-endian bytes */
-#define BOOT_VERSION 1u
-#define HDR_LEN 12u
+#define HDR_LEN PZ_BOOT_HDR
+#define REJECT_MAX PZ_BOOT_REJECT_MAX
+enum { F_HELLO = PZ_F_HELLO, F_TABLE = PZ_F_TABLE, F_REJECT = PZ_F_REJECT, F_BYE = PZ_F_BYE, F_ACK = PZ_F_ACK,
+       F_AUTH = PZ_F_AUTH, F_CHALLENGE = PZ_F_CHALLENGE, F_PROOF = PZ_F_PROOF, F_ACCEPT = PZ_F_ACCEPT };
 
-enum { F_HELLO = 1, F_TABLE = 2, F_REJECT = 3, F_BYE = 4, F_ACK = 5 };
-
-#define REJECT_MAX 512u
-#define HELLO_FIXED 12u /* rank, world, blob length */
-
-
-static size_t max_payload(unsigned type, int world) {
-    switch (type) {
-    case F_HELLO: return HELLO_FIXED + PZ_BOOT_MAX_BLOB;
-    case F_TABLE: return 4 + (size_t)world * (4 + PZ_BOOT_MAX_BLOB);
-    case F_REJECT: return REJECT_MAX;
-    case F_BYE: case F_ACK: return 4;
-    }
-    return 0;
-}
+/* A connection to rank 0 has this long to finish its handshake (slow-loris
+ * connections lose their slot), and at most this many wait at once. */
+#define HANDSHAKE_S 10.0
+#define MAX_PENDING 64
+/* rank 0 prints at most this many refusals (then counts them) */
+#define MAX_LOGGED 20
 
 static void sleep_s(double s) {
     if (s <= 0) return;
@@ -91,37 +85,13 @@ static pz_status read_all(int fd, void *buf, size_t n, double deadline, const ch
     return PZ_OK;
 }
 
-static void make_header(uint8_t *h, unsigned type, size_t len) {
-    pz_put_u32(h, BOOT_MAGIC);
-    pz_put_u16(h + 4, BOOT_VERSION);
-    pz_put_u16(h + 6, (uint16_t)type);
-    pz_put_u32(h + 8, (uint32_t)len);
-}
-
 static pz_status send_frame(int fd, unsigned type, const void *payload, size_t len, double deadline,
                             const char *who) {
     uint8_t h[HDR_LEN];
-    make_header(h, type, len);
+    pz_boot_header_put(h, type, len);
     pz_status st = write_all(fd, h, HDR_LEN, deadline, who);
     if (st == PZ_OK && len) st = write_all(fd, payload, len, deadline, who);
     return st;
-}
-
-/* Checks a frame header; on success *type and *len are set. */
-static pz_status check_header(const uint8_t *h, int world, unsigned *type, size_t *len, const char *who) {
-    if (pz_get_u32(h) != BOOT_MAGIC)
-        return pz_fail(PZ_ERR_PEER, "%s: not a pipezip bootstrap message (bad magic)", who);
-    if (pz_get_u16(h + 4) != BOOT_VERSION)
-        return pz_fail(PZ_ERR_PEER, "%s: bootstrap protocol version %u, expected %u (mixed pipezip builds?)",
-                       who, pz_get_u16(h + 4), BOOT_VERSION);
-    unsigned t = pz_get_u16(h + 6);
-    size_t n = pz_get_u32(h + 8), mx = max_payload(t, world);
-    if (mx == 0) return pz_fail(PZ_ERR_PEER, "%s: unknown bootstrap message type %u", who, t);
-    if (n > mx)
-        return pz_fail(PZ_ERR_PEER, "%s: bootstrap message type %u of %zu bytes, limit %zu", who, t, n, mx);
-    *type = t;
-    *len = n;
-    return PZ_OK;
 }
 
 /* Reads one whole frame; *payload is malloc'ed (NULL when empty). */
@@ -131,7 +101,7 @@ static pz_status recv_frame(int fd, int world, unsigned *type, uint8_t **payload
     *payload = NULL;
     pz_status st = read_all(fd, h, HDR_LEN, deadline, who);
     if (st != PZ_OK) return st;
-    if ((st = check_header(h, world, type, len, who)) != PZ_OK) return st;
+    if ((st = pz_boot_header_get(h, world, type, len, who)) != PZ_OK) return st;
     if (*len == 0) return PZ_OK;
     *payload = xmalloc(*len);
     st = read_all(fd, *payload, *len, deadline, who);
@@ -179,13 +149,29 @@ static pz_status resolve(const char *host, int port, int passive, struct addrinf
 
 /* ---- rank 0 ------------------------------------------------------------- */
 
+enum { S_AUTH, S_PROOF, S_HELLO }; /* what a pending connection is to send next */
+
 typedef struct {
     int fd;
+    int state;
+    double until;      /* its handshake deadline */
+    char peer[96];     /* where it connects from, for messages */
     uint8_t hdr[HDR_LEN];
-    size_t have;       /* bytes of header + payload read so far */
+    size_t have;       /* bytes of header + payload of the current frame read so far */
     uint8_t *payload;
     size_t len;        /* payload length once the header is complete */
+    pz_boot_auth auth; /* its AUTH, from S_PROOF on */
+    uint8_t nonce0[PZ_BOOT_NONCE];
 } pending_conn;
+
+typedef struct {
+    pz_bootstrap *b;
+    pending_conn pend[MAX_PENDING];
+    int lfd;
+    int refused;          /* connections refused so far */
+    int flooded;          /* of them, dropped because every slot was taken */
+    char last_drop[400];  /* the latest refusal, for the deadline message */
+} rank0;
 
 static void drop_pending(pending_conn *pc) {
     close_fd(&pc->fd);
@@ -194,25 +180,236 @@ static void drop_pending(pending_conn *pc) {
     pc->fd = -1;
 }
 
-/* Sends REJECT (best effort, short deadline) to fd. */
-static void reject(int fd, const char *reason) {
+/* Sends REJECT (best effort, until the deadline) to fd. */
+static void reject(int fd, const char *reason, double deadline) {
     size_t n = strlen(reason);
     if (n > REJECT_MAX) n = REJECT_MAX;
-    send_frame(fd, F_REJECT, reason, n, pz_now() + 1.0, "rank 0");
+    send_frame(fd, F_REJECT, reason, n, deadline, "rank 0");
+}
+
+/* Refuses a pending connection: tells it why when `tell` is not NULL, says
+ * so on stderr (the first MAX_LOGGED times) and frees its slot. */
+static void refuse(rank0 *z, pending_conn *pc, const char *tell, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void refuse(rank0 *z, pending_conn *pc, const char *tell, const char *fmt, ...) {
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (pc->state != S_AUTH)
+        snprintf(z->last_drop, sizeof z->last_drop, "%s claiming rank %u: %s", pc->peer, pc->auth.rank, why);
+    else
+        snprintf(z->last_drop, sizeof z->last_drop, "%s: %s", pc->peer, why);
+    int logged = z->refused - z->flooded; /* flooded ones are not logged one by one */
+    if (logged < MAX_LOGGED)
+        fprintf(stderr, "pipezip: rank 0: refused the connection from %s\n", z->last_drop);
+    else if (logged == MAX_LOGGED)
+        fprintf(stderr, "pipezip: rank 0: refused %d connections; further refusals are counted, not shown\n",
+                MAX_LOGGED + 1);
+    z->refused++;
+    if (tell) {
+        char msg[REJECT_MAX];
+        snprintf(msg, sizeof msg, "rank 0 refused this connection: %s", tell);
+        reject(pc->fd, msg, pz_now() + 0.2);
+    }
+    drop_pending(pc);
 }
 
 /* A fatal rendezvous error found by rank 0: every rank that connected is told
  * why, then everything is closed. */
-static pz_status fail_all(pz_bootstrap *b, pending_conn *pend, int npend, int listen_fd, const char *msg) {
+static pz_status fail_all(rank0 *z, const char *msg) {
     char saved[768];
     snprintf(saved, sizeof saved, "%s", msg);
+    pz_bootstrap *b = z->b;
     for (int r = 1; r < b->world; r++)
-        if (b->fds[r] >= 0) reject(b->fds[r], saved);
-    for (int i = 0; i < npend; i++)
-        if (pend[i].fd >= 0) { reject(pend[i].fd, saved); drop_pending(&pend[i]); }
-    if (listen_fd >= 0) close(listen_fd);
+        if (b->fds[r] >= 0) reject(b->fds[r], saved, pz_now() + 1.0);
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (z->pend[i].fd >= 0) { reject(z->pend[i].fd, saved, pz_now() + 0.2); drop_pending(&z->pend[i]); }
+    if (z->lfd >= 0) close(z->lfd);
+    z->lfd = -1;
     pz_bootstrap_close(b);
     return pz_fail(PZ_ERR_PEER, "%s", saved);
+}
+
+/* The frame types a pending connection may send in its state. */
+static int expected(int state, unsigned type) {
+    switch (state) {
+    case S_AUTH: return type == F_AUTH;
+    case S_PROOF: return type == F_PROOF || type == F_REJECT;
+    case S_HELLO: return type == F_HELLO || type == F_REJECT;
+    }
+    return 0;
+}
+
+/* Reads what is there of the current frame: 1 = complete, 0 = not yet,
+ * -1 = refused (the connection is gone). */
+static int read_frame_nb(rank0 *z, pending_conn *pc, unsigned *type) {
+    for (;;) {
+        size_t want, got_before = pc->have;
+        uint8_t *dst;
+        if (pc->have < HDR_LEN) { dst = pc->hdr + pc->have; want = HDR_LEN - pc->have; }
+        else { dst = pc->payload + (pc->have - HDR_LEN); want = HDR_LEN + pc->len - pc->have; }
+        if (want == 0) return 1;
+        ssize_t r = recv(pc->fd, dst, want, MSG_DONTWAIT);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        if (r <= 0) {
+            refuse(z, pc, NULL, "connection %s before the handshake was complete",
+                   r == 0 ? "closed" : "failed");
+            return -1;
+        }
+        pc->have += (size_t)r;
+        if (got_before < HDR_LEN && pc->have == HDR_LEN) {
+            size_t len = 0;
+            if (pz_boot_header_get(pc->hdr, z->b->world, type, &len, "bootstrap") != PZ_OK) {
+                char why[256];
+                snprintf(why, sizeof why, "%s", pz_last_error() + strlen("bootstrap: "));
+                refuse(z, pc, why, "%s", why);
+                return -1;
+            }
+            if (!expected(pc->state, *type)) {
+                char why[96];
+                snprintf(why, sizeof why, "message type %u out of order in the handshake", *type);
+                refuse(z, pc, why, "%s", why);
+                return -1;
+            }
+            pc->len = len;
+            pc->payload = len ? xmalloc(len) : NULL;
+        }
+    }
+}
+
+static void next_frame(pending_conn *pc) {
+    free(pc->payload);
+    pc->payload = NULL;
+    pc->have = pc->len = 0;
+}
+
+/* Acts on a complete frame of a pending connection: 0 = go on, 1 = it joined
+ * (its slot is free again), -1 = refused, 2 = a fatal error (message set). */
+static int on_frame(rank0 *z, pending_conn *pc, char *msg, size_t msg_cap) {
+    pz_bootstrap *b = z->b;
+    unsigned type = pz_get_u16(pc->hdr + 6);
+    const uint8_t *p = pc->payload;
+    size_t n = pc->len;
+    int secret = b->secret_len > 0;
+    if (type == F_REJECT) {
+        char reason[REJECT_MAX + 1];
+        pz_boot_reason(p, n, reason, sizeof reason);
+        refuse(z, pc, NULL, "it refused rank 0: %s", reason);
+        return -1;
+    }
+    if (pc->state == S_AUTH) {
+        if (pz_boot_auth_get(p, n, &pc->auth) != PZ_OK) {
+            refuse(z, pc, "malformed AUTH message", "%s", pz_last_error());
+            return -1;
+        }
+        int has = (pc->auth.flags & PZ_BOOT_FLAG_SECRET) != 0;
+        pc->state = S_PROOF; /* messages name the claimed rank from here on */
+        if (secret && !has) {
+            refuse(z, pc, "this job needs the job secret (" PZ_JOB_SECRET_ENV " or --job-secret-file), "
+                   "and this process has none", "it has no job secret");
+            return -1;
+        }
+        if (!secret && has) {
+            refuse(z, pc, "rank 0 has no job secret but this rank has one; give every rank the same secret",
+                   "it holds a job secret and rank 0 has none");
+            return -1;
+        }
+        pz_boot_challenge c = {(uint32_t)b->world, secret ? PZ_BOOT_FLAG_SECRET : 0, {0}};
+        pz_boot_random(pc->nonce0, PZ_BOOT_NONCE);
+        memcpy(c.nonce, pc->nonce0, PZ_BOOT_NONCE);
+        uint8_t buf[PZ_BOOT_CHALLENGE_LEN];
+        pz_boot_challenge_put(buf, &c);
+        double until = pz_now() + 0.5;
+        if (send_frame(pc->fd, F_CHALLENGE, buf, sizeof buf, until < pc->until ? until : pc->until, "rank 0") != PZ_OK) {
+            refuse(z, pc, NULL, "cannot send it the challenge: %s", pz_last_error());
+            return -1;
+        }
+        next_frame(pc);
+        return 0;
+    }
+    if (pc->state == S_PROOF) {
+        uint8_t mac[PZ_BOOT_MAC];
+        memset(mac, 0, sizeof mac);
+        if (n != PZ_BOOT_MAC) {
+            refuse(z, pc, "malformed PROOF message", "PROOF message of %zu bytes", n);
+            return -1;
+        }
+        if (secret) {
+            pz_boot_mac(b->secret, b->secret_len, PZ_BOOT_ROLE_JOINING, pc->auth.nonce, pc->nonce0, pc->auth.rank,
+                        pc->auth.world, (uint32_t)b->world, mac);
+            if (!pz_boot_mac_equal(mac, p)) {
+                refuse(z, pc, "its proof of the job secret is wrong (a different secret?)",
+                       "its proof of the job secret failed (a different secret, or not a rank of this job)");
+                return -1;
+            }
+            pz_boot_mac(b->secret, b->secret_len, PZ_BOOT_ROLE_RANK0, pc->auth.nonce, pc->nonce0, pc->auth.rank,
+                        pc->auth.world, (uint32_t)b->world, mac);
+        }
+        double until = pz_now() + 0.5;
+        if (send_frame(pc->fd, F_ACCEPT, mac, sizeof mac, until < pc->until ? until : pc->until, "rank 0") != PZ_OK) {
+            refuse(z, pc, NULL, "cannot send it rank 0's proof: %s", pz_last_error());
+            return -1;
+        }
+        pc->state = S_HELLO;
+        next_frame(pc);
+        return 0;
+    }
+    /* S_HELLO: the peer has proven itself (or there is no secret) */
+    uint32_t rank, world;
+    const uint8_t *blob;
+    size_t blen;
+    if (pz_boot_hello_get(p, n, &rank, &world, &blob, &blen) != PZ_OK) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", pz_last_error());
+        refuse(z, pc, why, "%s", why);
+        return -1;
+    }
+    if (rank != pc->auth.rank || world != pc->auth.world) {
+        refuse(z, pc, "HELLO does not match AUTH", "its HELLO (rank %u, world %u) does not match its AUTH", rank,
+               world);
+        return -1;
+    }
+    /* a configuration error of an admitted rank: nobody can start */
+    const char *bad = NULL;
+    char why[256];
+    if (world != (uint32_t)b->world) {
+        snprintf(why, sizeof why, "rank %u says the world size is %u, rank 0 has %d", rank, world, b->world);
+        bad = why;
+    } else if (rank == 0 || rank >= (uint32_t)b->world) {
+        snprintf(why, sizeof why, "a process claims rank %u, valid ranks are 1..%d", rank, b->world - 1);
+        bad = why;
+    } else if (b->fds[rank] >= 0) {
+        snprintf(why, sizeof why, "two processes claim rank %u", rank);
+        bad = why;
+    }
+    if (bad) {
+        snprintf(msg, msg_cap, "rank 0: bootstrap rejected: %s", bad);
+        reject(pc->fd, msg, pz_now() + 1.0);
+        drop_pending(pc);
+        return 2;
+    }
+    b->fds[rank] = pc->fd;
+    b->lens[rank] = blen;
+    b->blobs[rank] = xmalloc(blen);
+    memcpy(b->blobs[rank], blob, blen);
+    free(pc->payload);
+    memset(pc, 0, sizeof *pc);
+    pc->fd = -1;
+    return 1;
+}
+
+static void peer_name(const struct sockaddr_storage *ss, socklen_t sl, char *out, size_t cap) {
+    char host[64], serv[16]; /* numeric: an IPv6 address with a scope fits */
+    if (getnameinfo((const struct sockaddr *)ss, sl, host, sizeof host, serv, sizeof serv,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+        snprintf(out, cap, "an unknown address");
+    else if (ss->ss_family == AF_INET6)
+        snprintf(out, cap, "[%s]:%s", host, serv);
+    else
+        snprintf(out, cap, "%s:%s", host, serv);
 }
 
 static pz_status run_rank0(pz_bootstrap *b, const char *host, int port, double deadline) {
@@ -233,133 +430,102 @@ static pz_status run_rank0(pz_bootstrap *b, const char *host, int port, double d
     freeaddrinfo(res);
     if (lfd < 0)
         return pz_fail(PZ_ERR_IO, "rank 0: cannot listen on %s:%d: %s", host, port, strerror(err));
+    if (b->secret_len == 0)
+        fprintf(stderr, "pipezip: warning: rank 0: no job secret (" PZ_JOB_SECRET_ENV " or --job-secret-file): "
+                "any process that can reach %s:%d may join this job as a rank and read or change its "
+                "activations\n", host, port);
 
-    enum { MAX_PENDING = 64 };
-    pending_conn pend[MAX_PENDING];
-    for (int i = 0; i < MAX_PENDING; i++) { memset(&pend[i], 0, sizeof pend[i]); pend[i].fd = -1; }
+    rank0 *z = xcalloc(1, sizeof *z);
+    z->b = b;
+    z->lfd = lfd;
+    for (int i = 0; i < MAX_PENDING; i++) z->pend[i].fd = -1;
     int joined = 1;
-    char last_drop[256] = "";
-    char msg[768];
+    char msg[1024];
 
     while (joined < b->world) {
-        double left = deadline - pz_now();
+        double now = pz_now(), left = deadline - now;
         if (left <= 0) {
             int n = snprintf(msg, sizeof msg, "rank 0: only %d of %d ranks joined within the bootstrap deadline;"
                              " missing:", joined, b->world);
             for (int r = 1, shown = 0; r < b->world && n < (int)sizeof msg - 16; r++)
                 if (b->fds[r] < 0 && shown++ < 16) n += snprintf(msg + n, sizeof msg - (size_t)n, " %d", r);
-            if (last_drop[0] && n < (int)sizeof msg)
-                snprintf(msg + n, sizeof msg - (size_t)n, " (last rejected connection: %s)", last_drop);
-            return fail_all(b, pend, MAX_PENDING, lfd, msg);
+            if (z->refused && n < (int)sizeof msg)
+                snprintf(msg + n, sizeof msg - (size_t)n, " (%d connection%s refused, the last: %s)", z->refused,
+                         z->refused == 1 ? "" : "s", z->last_drop);
+            st = fail_all(z, msg);
+            free(z);
+            return st;
         }
+        for (int i = 0; i < MAX_PENDING; i++)
+            if (z->pend[i].fd >= 0 && now > z->pend[i].until)
+                refuse(z, &z->pend[i], "the handshake took too long", "no complete handshake within %.0f s",
+                       HANDSHAKE_S);
         struct pollfd pfd[MAX_PENDING + 1];
         int idx[MAX_PENDING + 1], np = 0;
         pfd[np] = (struct pollfd){lfd, POLLIN, 0};
         idx[np++] = -1;
         for (int i = 0; i < MAX_PENDING; i++)
-            if (pend[i].fd >= 0) { pfd[np] = (struct pollfd){pend[i].fd, POLLIN, 0}; idx[np++] = i; }
+            if (z->pend[i].fd >= 0) { pfd[np] = (struct pollfd){z->pend[i].fd, POLLIN, 0}; idx[np++] = i; }
         int ms = left > 0.5 ? 500 : (int)(left * 1000) + 1;
         int pr = poll(pfd, (nfds_t)np, ms);
-        if (pr < 0 && errno != EINTR)
-            return fail_all(b, pend, MAX_PENDING, lfd, "rank 0: poll failed during bootstrap");
+        if (pr < 0 && errno != EINTR) {
+            st = fail_all(z, "rank 0: poll failed during bootstrap");
+            free(z);
+            return st;
+        }
         if (pr <= 0) continue;
         if (pfd[0].revents & POLLIN) {
             for (;;) {
-                int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                struct sockaddr_storage ss;
+                socklen_t sl = sizeof ss;
+                int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
                 if (fd < 0) break;
                 int slot = -1;
                 for (int i = 0; i < MAX_PENDING && slot < 0; i++)
-                    if (pend[i].fd < 0) slot = i;
-                if (slot < 0) { close(fd); continue; } /* flooded: the real ranks retry */
+                    if (z->pend[i].fd < 0) slot = i;
+                if (slot < 0) { /* flooded: the real ranks retry */
+                    close(fd);
+                    if (z->flooded++ == 0)
+                        fprintf(stderr, "pipezip: rank 0: %d connections are waiting for their handshake; dropping "
+                                "new ones until a slot frees (the real ranks retry)\n", MAX_PENDING);
+                    z->refused++;
+                    snprintf(z->last_drop, sizeof z->last_drop, "%d connections were waiting already", MAX_PENDING);
+                    continue;
+                }
                 set_socket_options(fd);
-                pend[slot].fd = fd;
+                pending_conn *pc = &z->pend[slot];
+                pc->fd = fd;
+                pc->state = S_AUTH;
+                pc->until = pz_now() + HANDSHAKE_S;
+                if (pc->until > deadline) pc->until = deadline;
+                peer_name(&ss, sl, pc->peer, sizeof pc->peer);
             }
         }
         for (int k = 1; k < np; k++) {
             if (!pfd[k].revents) continue;
-            pending_conn *pc = &pend[idx[k]];
-            /* read what is there: header first, then the payload */
-            int dropped = 0;
-            for (;;) {
-                size_t want, got_before = pc->have;
-                uint8_t *dst;
-                if (pc->have < HDR_LEN) { dst = pc->hdr + pc->have; want = HDR_LEN - pc->have; }
-                else { dst = pc->payload + (pc->have - HDR_LEN); want = HDR_LEN + pc->len - pc->have; }
-                if (want == 0) break;
-                ssize_t r = recv(pc->fd, dst, want, MSG_DONTWAIT);
-                if (r < 0 && errno == EINTR) continue;
-                if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-                if (r <= 0) {
-                    snprintf(last_drop, sizeof last_drop, "connection closed before a complete HELLO");
-                    drop_pending(pc);
-                    dropped = 1;
-                    break;
+            pending_conn *pc = &z->pend[idx[k]];
+            /* every complete frame that is there (a peer may send several at once) */
+            while (pc->fd >= 0) {
+                unsigned type = 0;
+                int r = read_frame_nb(z, pc, &type);
+                if (r <= 0) break;
+                r = on_frame(z, pc, msg, sizeof msg);
+                if (r == 1) joined++;
+                if (r == 2) {
+                    st = fail_all(z, msg);
+                    free(z);
+                    return st;
                 }
-                pc->have += (size_t)r;
-                if (got_before < HDR_LEN && pc->have == HDR_LEN) {
-                    unsigned type = 0;
-                    size_t len = 0;
-                    int hdr_ok = check_header(pc->hdr, b->world, &type, &len, "rank 0") == PZ_OK;
-                    if (!hdr_ok || type != F_HELLO || len < HELLO_FIXED) {
-                        /* A wrong version is a configuration error: fail fast. Other garbage may be
-                         * a stray connection: drop it and keep waiting for the real ranks. */
-                        if (pz_get_u32(pc->hdr) == BOOT_MAGIC && pz_get_u16(pc->hdr + 4) != BOOT_VERSION) {
-                            snprintf(msg, sizeof msg, "%s", pz_last_error());
-                            reject(pc->fd, msg);
-                            drop_pending(pc);
-                            return fail_all(b, pend, MAX_PENDING, lfd, msg);
-                        }
-                        snprintf(last_drop, sizeof last_drop, "%s",
-                                 !hdr_ok ? pz_last_error() : type != F_HELLO ? "not a HELLO message"
-                                                                              : "HELLO too short");
-                        drop_pending(pc);
-                        dropped = 1;
-                        break;
-                    }
-                    pc->len = len;
-                    pc->payload = xmalloc(len);
-                }
+                if (r != 0) break;
             }
-            if (dropped || pc->fd < 0 || pc->have < HDR_LEN || pc->have < HDR_LEN + pc->len) continue;
-
-            /* a complete HELLO: validate it */
-            const uint8_t *p = pc->payload;
-            uint32_t rank = pz_get_u32(p), world = pz_get_u32(p + 4), blen = pz_get_u32(p + 8);
-            const char *bad = NULL;
-            char why[256];
-            if (world != (uint32_t)b->world) {
-                snprintf(why, sizeof why, "rank %u says the world size is %u, rank 0 has %d", rank, world,
-                         b->world);
-                bad = why;
-            } else if (rank == 0 || rank >= (uint32_t)b->world) {
-                snprintf(why, sizeof why, "a process claims rank %u, valid ranks are 1..%d", rank, b->world - 1);
-                bad = why;
-            } else if (b->fds[rank] >= 0) {
-                snprintf(why, sizeof why, "two processes claim rank %u", rank);
-                bad = why;
-            } else if (blen == 0 || blen > PZ_BOOT_MAX_BLOB || (size_t)blen != pc->len - HELLO_FIXED) {
-                snprintf(why, sizeof why, "rank %u sent a malformed HELLO (address of %u bytes in %zu)", rank,
-                         blen, pc->len);
-                bad = why;
-            }
-            if (bad) {
-                snprintf(msg, sizeof msg, "rank 0: bootstrap rejected: %s", bad);
-                reject(pc->fd, msg);
-                drop_pending(pc);
-                return fail_all(b, pend, MAX_PENDING, lfd, msg);
-            }
-            b->fds[rank] = pc->fd;
-            b->lens[rank] = blen;
-            b->blobs[rank] = xmalloc(blen);
-            memcpy(b->blobs[rank], p + HELLO_FIXED, blen);
-            free(pc->payload);
-            memset(pc, 0, sizeof *pc);
-            pc->fd = -1;
-            joined++;
         }
     }
     for (int i = 0; i < MAX_PENDING; i++)
-        if (pend[i].fd >= 0) drop_pending(&pend[i]);
+        if (z->pend[i].fd >= 0) drop_pending(&z->pend[i]);
+    if (z->refused > MAX_LOGGED || z->flooded)
+        fprintf(stderr, "pipezip: rank 0: refused %d connections in all (%d while every slot was taken)\n", z->refused,
+                z->flooded);
+    free(z);
     close(lfd);
 
     /* everyone is here: send the table */
@@ -404,95 +570,159 @@ static int try_connect(const struct addrinfo *a, double until) {
     return fd;
 }
 
-static pz_status run_client(pz_bootstrap *b, const char *host, int port, const void *blob, size_t blen,
-                            double deadline) {
-    char who[64];
-    snprintf(who, sizeof who, "rank %d", b->rank);
-    struct addrinfo *res;
-    pz_status st = resolve(host, port, 0, &res, who);
-    if (st != PZ_OK) return st;
-    int fd = -1, err = 0;
-    double start = pz_now();
-    while (fd < 0) {
-        for (const struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
-            double until = pz_now() + 2.0;
-            fd = try_connect(a, until < deadline ? until : deadline);
-            if (fd < 0 && (errno != ETIMEDOUT || err == 0)) err = errno; /* keep "refused" over our own cut-off */
-        }
-        if (fd >= 0) break;
-        double left = deadline - pz_now();
-        if (left <= 0) {
-            freeaddrinfo(res);
-            return pz_fail(PZ_ERR_PEER, "%s: cannot reach rank 0 at %s:%d within %.1f s: %s", who, host, port,
-                           pz_now() - start, strerror(err));
-        }
-        sleep_s(left < 0.1 ? left : 0.1);
-    }
-    freeaddrinfo(res);
-    set_socket_options(fd);
-    b->fds[0] = fd;
+/* Tells rank 0 why this rank gives up on it (best effort). */
+static void client_refuses(int fd, const char *who, const char *why) {
+    char m[REJECT_MAX];
+    snprintf(m, sizeof m, "%s: %s", who, why);
+    send_frame(fd, F_REJECT, m, strlen(m), pz_now() + 0.5, who);
+}
 
-    size_t hlen = HELLO_FIXED + blen;
+/* Receives the answer to a handshake step: PZ_OK with *pl (freed by the
+ * caller) when it is of type `want`. *retry = 1 when rank 0 closed the
+ * connection before answering (it may have been flooded: try again). */
+static pz_status client_recv(pz_bootstrap *b, unsigned want, uint8_t **pl, size_t *len, double deadline,
+                             const char *who, const char *where, int *retry) {
+    unsigned type;
+    int may_retry = *retry;
+    *retry = 0;
+    pz_status st = recv_frame(b->fds[0], b->world, &type, pl, len, deadline, who);
+    if (st != PZ_OK) {
+        *retry = may_retry &&
+                 (strstr(pz_last_error(), "closed by the other side") || strstr(pz_last_error(), "connection failed"));
+        return st;
+    }
+    if (type == F_REJECT) {
+        char reason[REJECT_MAX + 1];
+        pz_boot_reason(*pl, *len, reason, sizeof reason);
+        free(*pl);
+        *pl = NULL;
+        return pz_fail(PZ_ERR_PEER, "%s: refused by rank 0 at %s: %s", who, where, reason);
+    }
+    if (type != want) {
+        free(*pl);
+        *pl = NULL;
+        return pz_fail(PZ_ERR_PEER, "%s: rank 0 at %s sent an unexpected bootstrap message (type %u, %zu bytes)",
+                       who, where, type, *len);
+    }
+    return PZ_OK;
+}
+
+/* The handshake and HELLO/TABLE over the connected b->fds[0]. */
+static pz_status client_handshake(pz_bootstrap *b, const void *blob, size_t blen, double deadline, const char *who,
+                                  const char *where, int *retry) {
+    int fd = b->fds[0], secret = b->secret_len > 0;
+    pz_boot_auth a = {(uint32_t)b->rank, (uint32_t)b->world, secret ? PZ_BOOT_FLAG_SECRET : 0, {0}};
+    pz_boot_random(a.nonce, PZ_BOOT_NONCE);
+    uint8_t buf[PZ_BOOT_AUTH_LEN], mac[PZ_BOOT_MAC];
+    pz_boot_auth_put(buf, &a);
+    *retry = 1; /* until rank 0 answers, a failure may be a flooded rank 0 */
+    pz_status st = send_frame(fd, F_AUTH, buf, sizeof buf, deadline, who);
+    if (st != PZ_OK) return st;
+    uint8_t *pl;
+    size_t len;
+    if ((st = client_recv(b, F_CHALLENGE, &pl, &len, deadline, who, where, retry)) != PZ_OK) return st;
+    *retry = 0;
+    pz_boot_challenge c;
+    st = pz_boot_challenge_get(pl, len, &c);
+    free(pl);
+    if (st != PZ_OK) return pz_fail(PZ_ERR_PEER, "%s: rank 0 at %s: %s", who, where, pz_last_error());
+    if (c.world != (uint32_t)b->world) {
+        client_refuses(fd, who, "another world size");
+        return pz_fail(PZ_ERR_PEER, "%s: rank 0 at %s has a world of %u ranks, this rank %d", who, where, c.world,
+                       b->world);
+    }
+    if (secret && !(c.flags & PZ_BOOT_FLAG_SECRET)) {
+        client_refuses(fd, who, "this rank holds a job secret and rank 0 has none");
+        return pz_fail(PZ_ERR_PEER, "%s: rank 0 at %s has no job secret and this rank has one; refusing to join "
+                       "(give every rank the same secret)", who, where);
+    }
+    memset(mac, 0, sizeof mac);
+    if (secret)
+        pz_boot_mac(b->secret, b->secret_len, PZ_BOOT_ROLE_JOINING, a.nonce, c.nonce, a.rank, a.world, c.world, mac);
+    if ((st = send_frame(fd, F_PROOF, mac, sizeof mac, deadline, who)) != PZ_OK) return st;
+    if ((st = client_recv(b, F_ACCEPT, &pl, &len, deadline, who, where, retry)) != PZ_OK) return st;
+    *retry = 0;
+    int proven = len == PZ_BOOT_MAC;
+    if (proven && secret) {
+        pz_boot_mac(b->secret, b->secret_len, PZ_BOOT_ROLE_RANK0, a.nonce, c.nonce, a.rank, a.world, c.world, mac);
+        proven = pz_boot_mac_equal(mac, pl);
+    }
+    free(pl);
+    if (!proven) {
+        client_refuses(fd, who, "rank 0's proof of the job secret is wrong");
+        return pz_fail(PZ_ERR_PEER, "%s: rank 0 at %s failed to prove that it knows the job secret (not the real "
+                       "rank 0?); not sending it this rank's address", who, where);
+    }
+
+    /* rank 0 is who it claims to be: now the address */
+    size_t hlen = PZ_BOOT_HELLO_FIXED + blen;
     uint8_t *hello = xmalloc(hlen);
     pz_put_u32(hello, (uint32_t)b->rank);
     pz_put_u32(hello + 4, (uint32_t)b->world);
     pz_put_u32(hello + 8, (uint32_t)blen);
-    memcpy(hello + HELLO_FIXED, blob, blen);
+    memcpy(hello + PZ_BOOT_HELLO_FIXED, blob, blen);
     st = send_frame(fd, F_HELLO, hello, hlen, deadline, who);
     free(hello);
-    if (st != PZ_OK) goto fail;
-
-    unsigned type;
-    uint8_t *pl;
-    size_t len;
-    st = recv_frame(fd, b->world, &type, &pl, &len, deadline, who);
-    if (st != PZ_OK) goto fail;
-    if (type == F_REJECT) {
-        char reason[REJECT_MAX + 1];
-        if (len) memcpy(reason, pl, len);
-        reason[len] = 0;
-        for (size_t i = 0; i < len; i++)
-            if ((unsigned char)reason[i] < 32 || (unsigned char)reason[i] > 126) reason[i] = '?';
-        free(pl);
-        st = pz_fail(PZ_ERR_PEER, "%s: rank 0 refused to start: %s", who, reason);
-        goto fail;
-    }
-    if (type != F_TABLE || len < 4 || pz_get_u32(pl) != (uint32_t)b->world) {
-        free(pl);
-        st = pz_fail(PZ_ERR_PEER, "%s: rank 0 sent an unexpected bootstrap answer (type %u, %zu bytes)", who,
-                     type, len);
-        goto fail;
-    }
-    size_t off = 4;
-    for (int r = 0; r < b->world; r++) {
-        uint32_t n = len - off >= 4 ? pz_get_u32(pl + off) : 0;
-        if (len - off < 4 || n == 0 || n > PZ_BOOT_MAX_BLOB || len - off - 4 < n) {
-            free(pl);
-            st = pz_fail(PZ_ERR_PEER, "%s: malformed address table from rank 0 (entry %d)", who, r);
-            goto fail;
-        }
-        b->blobs[r] = xmalloc(n);
-        b->lens[r] = n;
-        memcpy(b->blobs[r], pl + off + 4, n);
-        off += 4 + n;
-    }
-    int own_ok = b->lens[b->rank] == blen && memcmp(b->blobs[b->rank], blob, blen) == 0;
+    if (st != PZ_OK) return st;
+    if ((st = client_recv(b, F_TABLE, &pl, &len, deadline, who, where, retry)) != PZ_OK) return st;
+    *retry = 0;
+    st = pz_boot_table_get(pl, len, b->world, b->blobs, b->lens);
     free(pl);
-    if (off != len || !own_ok) {
-        st = pz_fail(PZ_ERR_PEER, "%s: inconsistent address table from rank 0", who);
-        goto fail;
-    }
+    if (st != PZ_OK) return pz_fail(PZ_ERR_PEER, "%s: from rank 0: %s", who, pz_last_error());
+    if (b->lens[b->rank] != blen || memcmp(b->blobs[b->rank], blob, blen) != 0)
+        return pz_fail(PZ_ERR_PEER, "%s: inconsistent address table from rank 0", who);
     return PZ_OK;
-fail: {
-        char msg[768];
-        snprintf(msg, sizeof msg, "%s", pz_last_error());
-        pz_bootstrap_close(b);
-        return pz_fail(st, "%s", msg);
+}
+
+static pz_status run_client(pz_bootstrap *b, const char *host, int port, const void *blob, size_t blen,
+                            double deadline) {
+    char who[64], where[300];
+    snprintf(who, sizeof who, "rank %d", b->rank);
+    snprintf(where, sizeof where, "%s:%d", host, port);
+    struct addrinfo *res;
+    pz_status st = resolve(host, port, 0, &res, who);
+    if (st != PZ_OK) return st;
+    double start = pz_now(), backoff = 0.1;
+    for (;;) {
+        int fd = -1, err = 0;
+        while (fd < 0) {
+            for (const struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
+                double until = pz_now() + 2.0;
+                fd = try_connect(a, until < deadline ? until : deadline);
+                if (fd < 0 && (errno != ETIMEDOUT || err == 0)) err = errno; /* keep "refused" over our own cut-off */
+            }
+            if (fd >= 0) break;
+            double left = deadline - pz_now();
+            if (left <= 0) {
+                freeaddrinfo(res);
+                return pz_fail(PZ_ERR_PEER, "%s: cannot reach rank 0 at %s within %.1f s: %s", who, where,
+                               pz_now() - start, strerror(err));
+            }
+            sleep_s(left < 0.1 ? left : 0.1);
+        }
+        set_socket_options(fd);
+        b->fds[0] = fd;
+        int retry = 0;
+        st = client_handshake(b, blob, blen, deadline, who, where, &retry);
+        if (st == PZ_OK) break;
+        double left = deadline - pz_now();
+        if (!retry || left <= backoff) break;
+        /* rank 0 dropped us before answering: flooded by strangers, or a restart; try again */
+        close_fd(&b->fds[0]);
+        sleep_s(backoff);
+        backoff = backoff < 1.0 ? backoff * 2 : 1.0;
     }
+    freeaddrinfo(res);
+    if (st == PZ_OK) return PZ_OK;
+    char msg[768];
+    snprintf(msg, sizeof msg, "%s", pz_last_error());
+    pz_bootstrap_close(b);
+    return pz_fail(st, "%s", msg);
 }
 
 pz_status pz_bootstrap_run(pz_bootstrap *b, int rank, int world, const char *master_addr, int master_port,
-                           const void *blob, size_t blob_len, double deadline) {
+                           const void *blob, size_t blob_len, double deadline, const uint8_t *secret,
+                           size_t secret_len) {
     memset(b, 0, sizeof *b);
     if (world < 1 || world > PZ_BOOT_MAX_WORLD)
         return pz_fail(PZ_ERR_ARG, "world size %d out of range 1..%d", world, PZ_BOOT_MAX_WORLD);
@@ -502,21 +732,29 @@ pz_status pz_bootstrap_run(pz_bootstrap *b, int rank, int world, const char *mas
     if (world > 1 && (!master_addr || !*master_addr)) return pz_fail(PZ_ERR_ARG, "no master address");
     if (blob_len == 0 || blob_len > PZ_BOOT_MAX_BLOB)
         return pz_fail(PZ_ERR_ARG, "worker address of %zu bytes (limit %d)", blob_len, PZ_BOOT_MAX_BLOB);
+    if (secret_len > PZ_JOB_SECRET_MAX || (secret_len && !secret))
+        return pz_fail(PZ_ERR_ARG, "job secret of %zu bytes (limit %d)", secret_len, PZ_JOB_SECRET_MAX);
     b->rank = rank;
     b->world = world;
+    b->secret = secret;
+    b->secret_len = secret_len;
     b->fds = xmalloc(sizeof(int) * (size_t)world);
     for (int r = 0; r < world; r++) b->fds[r] = -1;
     b->bye = xcalloc((size_t)world, sizeof(int));
     b->blobs = xcalloc((size_t)world, sizeof(uint8_t *));
     b->lens = xcalloc((size_t)world, sizeof(size_t));
+    pz_status st = PZ_OK;
     if (rank == 0) {
         b->blobs[0] = xmalloc(blob_len);
         memcpy(b->blobs[0], blob, blob_len);
         b->lens[0] = blob_len;
-        if (world == 1) return PZ_OK;
-        return run_rank0(b, master_addr, master_port, deadline);
+        if (world > 1) st = run_rank0(b, master_addr, master_port, deadline);
+    } else {
+        st = run_client(b, master_addr, master_port, blob, blob_len, deadline);
     }
-    return run_client(b, master_addr, master_port, blob, blob_len, deadline);
+    b->secret = NULL; /* not kept: the caller owns it */
+    b->secret_len = 0;
+    return st;
 }
 
 /* ---- after the rendezvous ------------------------------------------------ */

@@ -2,26 +2,28 @@
  * runtime/transport.c).
  *
  * Rank 0 listens on master_addr:master_port; every other rank connects
- * (retrying until the deadline) and sends a HELLO frame with its rank, the
- * world size and an opaque blob (its UCX worker address). Rank 0 checks every
- * HELLO (rank in range, not seen before, same world, sizes bounded) and
- * answers with the TABLE of all blobs, or with REJECT and a reason. The
- * sockets stay open afterwards: they carry the shutdown barrier and tell a
- * rank that the other end of its socket has died (EOF).
+ * (retrying until the deadline), proves that it knows the job secret and
+ * checks rank 0's proof (runtime/bootmsg.h has the messages), then sends a
+ * HELLO frame with its rank, the world size and an opaque blob (its UCX
+ * worker address). Rank 0 checks every HELLO (rank in range, not seen
+ * before, same world, sizes bounded) and answers with the TABLE of all
+ * blobs, or with REJECT and a reason. The sockets stay open afterwards: they
+ * carry the shutdown barrier and tell a rank that the other end of its
+ * socket has died (EOF).
  *
- * Wire format, all integers little-endian: every frame is a 12-byte header
- *   u32 magic "PZBS", u16 version, u16 type, u32 payload length
- * followed by the payload. Lengths are bounded per type before anything is
- * allocated; everything received is treated as untrusted. */
+ * A connection that fails the handshake (no or a wrong secret, garbage, a
+ * frame over its size bound, silence past its own deadline) is refused with
+ * a message on rank 0's stderr and on the other side, and takes no rank:
+ * rank 0 keeps listening for the real one until the bootstrap deadline. At
+ * most 64 connections wait at once. Without a secret anyone who reaches the
+ * port may join; rank 0 warns once. Everything received is untrusted. */
 #ifndef PZ_BOOTSTRAP_H
 #define PZ_BOOTSTRAP_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include "base/status.h"
-
-#define PZ_BOOT_MAX_WORLD 256     /* the tag has 8 bits for the source rank */
-#define PZ_BOOT_MAX_BLOB 4096     /* a full UCX worker address is ~200 B */
+#include "runtime/bootmsg.h"
 
 typedef struct {
     int rank, world;
@@ -30,12 +32,17 @@ typedef struct {
     int *bye;          /* rank 0: BYE already received from rank r */
     uint8_t **blobs;   /* blobs[r], lens[r]: the table after a successful run */
     size_t *lens;
+    const uint8_t *secret;   /* during pz_bootstrap_run only */
+    size_t secret_len;
 } pz_bootstrap;
 
 /* Runs the rendezvous; on success b holds every rank's blob and the open
- * sockets. On failure everything is released and a message is recorded. */
+ * sockets. On failure everything is released and a message is recorded.
+ * secret (secret_len bytes; NULL or 0 = none) is the job secret every rank
+ * must hold (runtime/jobsecret.h). */
 pz_status pz_bootstrap_run(pz_bootstrap *b, int rank, int world, const char *master_addr,
-                           int master_port, const void *blob, size_t blob_len, double deadline);
+                           int master_port, const void *blob, size_t blob_len, double deadline,
+                           const uint8_t *secret, size_t secret_len);
 
 /* Non-blocking check of the sockets: returns a rank whose socket reached EOF,
  * failed or carried garbage since the last call (its fd is then closed, *why

@@ -19,6 +19,7 @@
 #include "base/mem.h"
 #include "base/parse.h"
 #include "base/status.h"
+#include "runtime/jobsecret.h"
 
 /* A free TCP port on the loopback interface (the OS picks one). */
 static int free_port(void) {
@@ -86,6 +87,11 @@ static void on_signal(int sig) { interrupted = sig; }
 static int run_once(int world, char **argv) {
     int port = free_port();
     if (port < 0) { fprintf(stderr, "pipezip: error: cannot find a free TCP port on 127.0.0.1\n"); return 1; }
+    /* the job's secret: the user's (environment, or --job-secret-file, which the
+     * ranks read themselves and prefer), else a fresh random one for this run;
+     * the ranks get it in the environment, never in argv, which ps shows */
+    char secret[65] = "";
+    if (!getenv(PZ_JOB_SECRET_ENV)) pz_job_secret_make(secret, sizeof secret);
     child *cs = xcalloc((size_t)world, sizeof *cs);
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
@@ -108,6 +114,7 @@ static int run_once(int world, char **argv) {
             snprintf(buf, sizeof buf, "%d", port); setenv("MASTER_PORT", buf, 1);
             setenv("MASTER_ADDR", "127.0.0.1", 1);
             setenv("PZ_LAUNCHED", "1", 1);   /* this launcher restarts; see --max-restarts */
+            if (secret[0]) setenv(PZ_JOB_SECRET_ENV, secret, 1);
             execv("/proc/self/exe", argv);
             fprintf(stderr, "exec failed: %s\n", strerror(errno));
             _exit(127);
@@ -188,6 +195,7 @@ static int run_once(int world, char **argv) {
     /* stopped by a signal: 128 + it (143 for SIGTERM, 130 for SIGINT), as a
      * shell reports it, unless a rank failed for another reason */
     int rc = failed_rank >= 0 ? 1 : first_signal ? 128 + first_signal : 0;
+    explicit_bzero(secret, sizeof secret);
     free(cs);
     return rc;
 }

@@ -3,7 +3,9 @@
 #define PZ_LAUNCHER_H
 
 /* Re-executes this program `world` times with RANK, WORLD_SIZE, LOCAL_RANK,
- * LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (a free loopback port), forwards each
+ * LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (a free loopback port),
+ * and PIPEZIP_JOB_SECRET (unless set already, a random one, new at each start
+ * of the ranks, restarts included: see runtime/jobsecret.h), forwards each
  * child's stderr with a "[rank r] " prefix and its stdout unchanged (only
  * rank 0 writes the JSON metrics), and waits. If any rank fails (non-zero
  * exit or a signal), it reports which one, terminates the others (SIGTERM,

@@ -29,6 +29,9 @@ typedef struct {
     const char *schedule;   /* "1f1b", "1f1b:warmup=K|auto" or "gpipe" (schedules/schedule.h) */
     int progress_inline;    /* --progress inline: no progress thread (UCX driven between blocks) */
     float peer_timeout;     /* seconds a stage waits for a peer before giving up */
+    const char *job_secret_file; /* --job-secret-file (runtime/jobsecret.h), or NULL */
+    const uint8_t *job_secret;   /* the loaded secret (job_secret_len bytes; NULL = none) */
+    size_t job_secret_len;
     const char *trace;      /* Chrome/Perfetto trace JSON to write, or NULL */
     /* compression of what crosses the edges (runtime/policy.h, runtime/edge.h) */
     const char *compress;   /* --compress policy text, or NULL */

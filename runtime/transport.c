@@ -931,7 +931,7 @@ pz_status pz_transport_init(pz_transport **out, const pz_transport_opts *o) {
     us = ucp_worker_query(t->worker, &wa);
     if (us != UCS_OK) { st = ucx_fail(t, "ucp_worker_query", us); goto fail; }
     st = pz_bootstrap_run(&t->boot, t->rank, t->world, o->master_addr, o->master_port, wa.address,
-                                    wa.address_length, deadline);
+                                    wa.address_length, deadline, o->secret, o->secret_len);
     ucp_worker_release_address(t->worker, wa.address);
     if (st != PZ_OK) goto fail;
 

@@ -49,6 +49,8 @@ typedef struct {
     double peer_timeout_s;     /* deadline for any single wait (default 60) */
     double connect_timeout_s;  /* bootstrap deadline (default 60) */
     int progress_thread;       /* 1: a thread of the transport drives UCX (see below) */
+    const uint8_t *secret;     /* the job secret every rank proves it holds (runtime/jobsecret.h); */
+    size_t secret_len;         /* NULL/0: none, anyone who reaches the port may join (rank 0 warns) */
 } pz_transport_opts;
 
 typedef struct pz_transport pz_transport;

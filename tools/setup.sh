@@ -17,8 +17,9 @@ for a in "$@"; do
 done
 
 # build: compiler, meson, OpenBLAS (its OpenMP build, see meson.build), OpenMP runtime (part of gcc), UCX, zstd,
-# PCRE2 (GPT-2's pre-tokenization pattern in the BPE tokenizer)
-pkgs=(gcc g++ pkg-config meson ninja-build libopenblas-openmp-dev libucx-dev libzstd-dev libpcre2-dev)
+# PCRE2 (GPT-2's pre-tokenization pattern in the BPE tokenizer), libcrypto (OpenSSL: the HMAC by which
+# ranks prove they hold the job secret)
+pkgs=(gcc g++ pkg-config meson ninja-build libopenblas-openmp-dev libucx-dev libzstd-dev libpcre2-dev libssl-dev)
 # the built-in corpora (see tools/make_corpus.sh)
 pkgs+=(python3.11-doc fortunes)
 # the fine-tuning example and the sweep's table and plots (examples/)

@@ -13,6 +13,7 @@
 #include "runtime/cores.h"
 #include "runtime/data.h"
 #include "runtime/device.h"
+#include "runtime/jobsecret.h"
 #include "runtime/launcher.h"
 #include "runtime/partition.h"
 #include "runtime/pipeline.h"
@@ -178,6 +179,7 @@ static int cmd_train(int argc, char **argv) {
         {"--split", FLAG_STR, &o.split, "blocks per stage, e.g. 3,3,3,3 (default: balanced by a cost model)", 0, 0, NULL},
         {"--schedule", FLAG_STR, &o.schedule, "pipeline schedule: 1f1b, 1f1b:warmup=K|auto (more in flight for slow links), zb-h1 (zero bubble) or gpipe", 0, 0, NULL},
         {"--peer-timeout", FLAG_FLOAT, &o.peer_timeout, "seconds a stage waits for a peer before failing", 0.1, 86400, NULL},
+        {"--job-secret-file", FLAG_STR, &o.job_secret_file, "file with the secret every rank proves it holds (else $" PZ_JOB_SECRET_ENV "; the local launcher makes one)", 0, 0, NULL},
         {"--trace", FLAG_STR, &o.trace, "write a Chrome/Perfetto trace JSON of all stages (pipeline only)", 0, 0, NULL},
         {"--compress", FLAG_STR, &o.compress, "compression policy per edge and direction (grammar below)", 0, 0, NULL},
         {"--policy-file", FLAG_STR, &o.policy_file, "policy clauses, one per line, # comments (before --compress)", 0, 0, NULL},
@@ -249,12 +251,29 @@ static int cmd_train(int argc, char **argv) {
         if (max_restarts > 0 && rank == 0 && !getenv("PZ_LAUNCHED"))
             fprintf(stderr, "pipezip train: note: --max-restarts is the local launcher's; under mpirun, srun or a "
                     "manual launch, restarting is the scheduler's: resubmit the job with --resume auto\n");
+        pz_job_secret *sec = xcalloc(1, sizeof *sec);
+        if ((st = pz_job_secret_load(o.job_secret_file, sec)) != PZ_OK) {
+            free(sec);
+            return fail("train", st);
+        }
+        unsetenv(PZ_JOB_SECRET_ENV); /* loaded: no process this one starts needs to see it */
+        o.job_secret = sec->len ? sec->key : NULL;
+        o.job_secret_len = sec->len;
         st = pz_pipeline_run_rank(&o, rank, world, addr, port);
+        pz_job_secret_clear(sec);
+        free(sec);
         if (st == PZ_OK && pz_pipeline_stopped_by()) return 128 + pz_pipeline_stopped_by();
         return st == PZ_OK ? 0 : fail("train", st);
     }
     if (o.stages > 1) {
         if (o.save && (st = pz_check_writable_dir("--save", o.save)) != PZ_OK) return fail("train", st);
+        if (o.job_secret_file) { /* a bad file fails here once; the ranks read it themselves */
+            pz_job_secret *sec = xcalloc(1, sizeof *sec);
+            st = pz_job_secret_read_file(o.job_secret_file, sec);
+            pz_job_secret_clear(sec);
+            free(sec);
+            if (st != PZ_OK) return fail("train", st);
+        }
         if (o.metrics) {
             char path[4200];
             snprintf(path, sizeof path, "%s.jsonl", o.metrics);
@@ -281,7 +300,7 @@ static int cmd_train(int argc, char **argv) {
     const char *pipeline_only = o.trace ? "--trace" : o.split ? "--split" : o.compress ? "--compress"
                               : o.policy_file ? "--policy-file" : o.link_mbps ? "--link-mbps"
                               : o.link_latency ? "--link-latency-ms"
-                              : o.metrics ? "--metrics" : NULL;
+                              : o.metrics ? "--metrics" : o.job_secret_file ? "--job-secret-file" : NULL;
     if (pipeline_only) {
         fprintf(stderr, "pipezip train: error: %s needs --stages 2 or more (it acts on what crosses stage boundaries)\n",
                 pipeline_only);
@@ -397,7 +416,17 @@ static int cmd_generate(int argc, char **argv) {
             return 1;
         }
         pz_name_process(rank);
+        pz_job_secret *sec = xcalloc(1, sizeof *sec);   /* the launcher's, or PIPEZIP_JOB_SECRET */
+        if ((st = pz_job_secret_load(NULL, sec)) != PZ_OK) {
+            free(sec);
+            return fail("generate", st);
+        }
+        unsetenv(PZ_JOB_SECRET_ENV);
+        o.job_secret = sec->len ? sec->key : NULL;
+        o.job_secret_len = sec->len;
         st = pz_generate_rank(&o, rank, world, addr, port);
+        pz_job_secret_clear(sec);
+        free(sec);
         return st == PZ_OK ? 0 : fail("generate", st);
     }
     if (o.stages > 1) return pz_launch_local(o.stages, full_argc, full_argv, 0);

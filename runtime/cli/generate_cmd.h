@@ -33,6 +33,8 @@ typedef struct {
     const char *split;        /* --split, or NULL (balanced) */
     const char *compress;     /* --compress: fwd codecs per edge (their stateless inner codec) */
     float peer_timeout;
+    const uint8_t *job_secret;   /* runtime/jobsecret.h; NULL: none */
+    size_t job_secret_len;
 } pz_generate_opts;
 
 /* One process (world 1), or rank `rank` of a pipeline of `world` stages:

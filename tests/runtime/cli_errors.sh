@@ -99,6 +99,7 @@ if "$pz" train --preset tiny --data "$dir/tok.bin" --steps 1 --save "$dir/sw.saf
 else
   echo "FAIL: stale temporaries: $(ls "$dir"/sw.*)"; fails=$((fails + 1))
 fi
+rm -f "$dir"/sw.safetensors.tmp.*
 expect_fail "link delay without stages" "--link-latency-ms needs --stages" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --link-latency-ms 25
 expect_fail "negative link delay" "expected a one-way delay in milliseconds" \

@@ -38,6 +38,9 @@
 #include <unistd.h>
 
 #include "runtime/transport.h"
+#include "base/bytes.h"
+#include "runtime/bootmsg.h"
+#include "tests/runtime/boot_fake.h"
 #include "base/clock.h"
 #include "base/mem.h"
 #include "tests/check.h"
@@ -116,9 +119,11 @@ static size_t verify(const void *buf, size_t n, uint64_t seed) {
 }
 
 static int g_thread;   /* the scenario runs with the transport's progress thread */
+/* every rank of these tests holds this job secret (runtime/jobsecret.h) */
+static const uint8_t k_secret[] = "test_transport job secret 0123456789";
 
 static pz_transport_opts make_opts(int rank, int world, int port, double peer_timeout) {
-    pz_transport_opts o = {rank, world, "127.0.0.1", port, peer_timeout, 20.0, g_thread};
+    pz_transport_opts o = {rank, world, "127.0.0.1", port, peer_timeout, 20.0, g_thread, k_secret, sizeof k_secret - 1};
     return o;
 }
 
@@ -570,55 +575,33 @@ static int child_stop(int rank, int world, int port) {
 
 /* ---- bootstrap --------------------------------------------------------------- */
 
-static int raw_connect(int port) {
-    double t0 = pz_now();
-    for (;;) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
-        close(fd);
-        CHECK(pz_now() - t0 < 10, "cannot connect to rank 0");
-        sleep_ms(20);
-    }
-}
-
-static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-
-/* A hand-made HELLO frame (the wire format of runtime/bootstrap.c). */
-static size_t make_hello(uint8_t *f, uint32_t magic, uint32_t len_field, uint32_t rank, uint32_t world) {
-    put32(f, magic);
-    f[4] = 1; f[5] = 0; /* version */
-    f[6] = 1; f[7] = 0; /* HELLO */
-    put32(f + 8, len_field);
-    put32(f + 12, rank);
-    put32(f + 16, world);
-    put32(f + 20, 16);
-    memset(f + 24, 0x5a, 16);
-    return 40;
-}
-
 /* fake rank: a stray connection with garbage, one announcing a 1 GB frame,
- * then (bad == 1) a HELLO with the wrong world size. */
+ * then (bad == 1) a rank that holds the job secret but has the wrong world size. */
 static int child_fake(int rank, int world, int port, int bad) {
     (void)rank;
     (void)world;
-    uint8_t f[64];
-    int g = raw_connect(port);
-    CHECK(write(g, "GET / HTTP/1.0\r\n\r\n", 18) == 18, "write");
-    int h = raw_connect(port);
-    size_t n = make_hello(f, 0x53425a50u, 0x40000000u, 1, 2);
-    CHECK(write(h, f, n) == (ssize_t)n, "write");
+    int g = fake_connect(port);
+    CHECK(g >= 0 && write(g, "GET / HTTP/1.0\r\n\r\n", 18) == 18, "write");
+    int h = fake_connect(port);
+    uint8_t f[PZ_BOOT_HDR];
+    pz_boot_header_put(f, PZ_F_AUTH, 0x40000000u);
+    CHECK(h >= 0 && write(h, f, sizeof f) == (ssize_t)sizeof f, "write");
     if (bad == 1) {
-        int fd = raw_connect(port);
-        n = make_hello(f, 0x53425a50u, 28, 1, 3);
-        CHECK(write(fd, f, n) == (ssize_t)n, "write");
-        uint8_t reply[600];
-        ssize_t got = 0, k;
-        while ((k = read(fd, reply + got, sizeof reply - 1 - (size_t)got)) > 0) got += k;
-        reply[got > 12 ? got : 12] = 0;
-        CHECK(got > 12 && reply[6] == 3, "expected a REJECT frame, got %zd bytes", got);
-        say("fake rank was refused: %s", (char *)reply + 12);
+        int fd = fake_connect(port);
+        fake_join j = {.rank = 1, .world = 3, .secret = k_secret, .secret_len = sizeof k_secret - 1, .claim_secret = 1};
+        CHECK(fake_handshake(fd, &j) == 1, "the handshake failed: %s", j.reason);
+        uint8_t hello[PZ_BOOT_HELLO_FIXED + 16], reply[PZ_BOOT_REJECT_MAX + 1];
+        pz_put_u32(hello, 1);
+        pz_put_u32(hello + 4, 3);
+        pz_put_u32(hello + 8, 16);
+        memset(hello + PZ_BOOT_HELLO_FIXED, 0x5a, 16);
+        CHECK(fake_send(fd, PZ_F_HELLO, hello, sizeof hello), "send HELLO");
+        unsigned type = 0;
+        size_t len = 0;
+        CHECK(fake_recv(fd, 5.0, &type, reply, sizeof reply - 1, &len) && type == PZ_F_REJECT,
+              "expected a REJECT frame, got type %u", type);
+        reply[len] = 0;
+        say("fake rank was refused: %s", (char *)reply);
         close(fd);
     } else {
         sleep_ms(3000); /* keep the stray connections open while the real ranks meet */
@@ -662,7 +645,7 @@ static int child_boot(int rank, int world, int port, int mode) {
 
 /* world 1 needs neither an address nor a port, and the collectives are no-ops */
 static int child_solo(void) {
-    pz_transport_opts o = {0, 1, NULL, 0, 5.0, 5.0, 0};
+    pz_transport_opts o = {0, 1, NULL, 0, 5.0, 5.0, 0, NULL, 0};
     pz_transport *t = NULL;
     OK(pz_transport_init(&t, &o));
     double v[2] = {1.5, -2.0};
