@@ -284,6 +284,16 @@ static pz_op matching_op(pz_op op) {
     }
 }
 
+/* The latest clock when every stage ran its whole list, else -1 (stuck). */
+static long finish(const pz_schedule *st, int S, const int *pc, const long *clock) {
+    long makespan = 0;
+    for (int s = 0; s < S; s++) {
+        if (pc[s] < st[s].n) return -1;
+        if (clock[s] > makespan) makespan = clock[s];
+    }
+    return makespan;
+}
+
 /* Runs the lists under rendezvous (every send waits for its receive): the
  * strict model the lists must be deadlock-free in. Returns the makespan, or
  * -1 on a deadlock. */
@@ -320,11 +330,7 @@ static long simulate_rendezvous(const pz_schedule *st, int S) {
             }
         }
     }
-    long makespan = 0;
-    for (int s = 0; s < S; s++) {
-        if (pc[s] < st[s].n) makespan = -1;
-        if (makespan >= 0 && clock[s] > makespan) makespan = clock[s];
-    }
+    long makespan = finish(st, S, pc, clock);
     free(pc);
     free(clock);
     return makespan;
@@ -369,11 +375,7 @@ static long simulate_executor(const pz_schedule *st, int S, int m, long **start)
                 progress = 1;
             }
     }
-    long makespan = 0;
-    for (int s = 0; s < S; s++) {
-        if (pc[s] < st[s].n) makespan = -1;
-        if (makespan >= 0 && clock[s] > makespan) makespan = clock[s];
-    }
+    long makespan = finish(st, S, pc, clock);
     free(pc);
     free(clock);
     free(sent);
