@@ -151,15 +151,10 @@ static pz_status scratch_floats(pz_wrapper *w, int k, size_t n, float **out) {
 
 static pz_status scratch_ids(pz_wrapper *w, size_t n) {
     if (w->ids_cap >= n) return PZ_OK;
-    uint64_t *ids = malloc(n * sizeof *ids);
-    int64_t *slots = malloc(n * sizeof *slots);
-    if (!ids || !slots) {
-        free(ids);
-        free(slots);
+    void *ids, *slots;
+    if (!pz_calloc_pair(&ids, sizeof *w->ids, &slots, sizeof *w->slots, n))
         return pz_fail(PZ_ERR_NOMEM, "%s: cannot allocate scratch for %zu ids", w->name, n);
-    }
-    free(w->ids);
-    free(w->slots);
+    PZ_FREE_ALL(w->ids, w->slots);
     w->ids = ids;
     w->slots = slots;
     w->ids_cap = n;
@@ -475,7 +470,7 @@ static pz_status aq_encode(pz_wrapper *w, const float *x, const pz_shape *shape,
     *len = 0;
     *flags = 0;
     wrap_side *s = &w->side[PZ_WRAP_SENDER];
-    size_t B, row;
+    size_t B = 0, row = 0;
     pz_status st = aq_check(w, s, shape, ctx, &B, &row);
     if (st) return st;
     size_t nw = 0;
@@ -531,7 +526,7 @@ static pz_status aq_encode(pz_wrapper *w, const float *x, const pz_shape *shape,
 static pz_status aq_decode(pz_wrapper *w, uint8_t flags, const uint8_t *payload, size_t len,
                            const pz_shape *shape, const pz_codec_ctx *ctx, float *out) {
     wrap_side *s = &w->side[PZ_WRAP_RECEIVER];
-    size_t B, row;
+    size_t B = 0, row = 0;
     pz_status st = aq_check(w, s, shape, ctx, &B, &row);
     if (st) return st;
     if (flags == 0 || flags > PZ_AQ_MIXED) return pz_fail(PZ_ERR_FORMAT, "aq: bad flags 0x%02x", flags);
