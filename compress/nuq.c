@@ -62,7 +62,7 @@ static pz_status nuq_parse(pz_codec_params *p, const char *args, const char *spe
                 else return pz_spec_fail(spec, o.voff, "code must be fixed or elias");
                 elias_off = o.voff;
             } else {
-                return pz_spec_fail(spec, o.off, "unknown nuq option '%.*s' (bucket=, code=)", (int)o.klen, o.key);
+                return pz_spec_unknown(spec, &o, "nuq", "bucket=, code=");
             }
         }
         if (r < 0) return PZ_ERR_ARG;

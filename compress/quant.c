@@ -47,21 +47,18 @@ static pz_status q_parse(pz_codec_params *p, const char *args, const char *spec,
     pz_spec_opt o;
     int r;
     while ((r = pz_spec_next_opt(spec, base, list, &pos, &o)) > 0) {
-        if (pz_spec_key_is(&o, "scale") && o.val) {
+        if (pz_spec_scale_opt(spec, &o, p, &st)) {
+            if (st != PZ_OK) return st;
+        } else if (pz_spec_key_is(&o, "scale") && o.val) {
             if (pz_spec_val_is(&o, "absmax")) p->scale_mode = PZ_SCALE_ABSMAX;
             else if (pz_spec_val_is(&o, "minmax")) p->scale_mode = PZ_SCALE_MINMAX;
             else return pz_spec_fail(spec, o.voff, "scale must be absmax or minmax");
-        } else if (pz_spec_key_is(&o, "group") && o.val) {
-            if ((st = pz_spec_group(spec, &o, p)) != PZ_OK) return st;
         } else if (pz_spec_key_is(&o, "round") && o.val) {
             if (pz_spec_val_is(&o, "stochastic")) p->round_mode = PZ_ROUND_STOCHASTIC;
             else if (pz_spec_val_is(&o, "nearest")) p->round_mode = PZ_ROUND_NEAREST;
             else return pz_spec_fail(spec, o.voff, "round must be stochastic or nearest");
-        } else if (pz_spec_key_is(&o, "sdtype") && o.val) {
-            if ((st = pz_spec_sdtype(spec, &o, p)) != PZ_OK) return st;
         } else {
-            return pz_spec_fail(spec, o.off, "unknown q option '%.*s' (scale=, group=, round=, sdtype=)",
-                                (int)o.klen, o.key);
+            return pz_spec_unknown(spec, &o, "q", "scale=, group=, round=, sdtype=");
         }
     }
     return r < 0 ? PZ_ERR_ARG : PZ_OK;
