@@ -622,13 +622,5 @@ static pz_status jsq_encode(const pz_codec_params *p, const float *x, const pz_s
     return PZ_OK;
 }
 
-const pz_codec_impl pz_codec_jointsq = {
-    .name = "jointsq",
-    .id = PZ_CODEC_JOINTSQ,
-    .parse = jsq_parse,
-    .format = jsq_format,
-    .validate = jsq_validate,
-    .max_payload = jsq_max_payload,
-    .encode = jsq_encode,
-    .decode = pz_jsq_decode,
-};
+const pz_codec_impl pz_codec_jointsq = {"jointsq", PZ_CODEC_JOINTSQ, jsq_parse, jsq_format, jsq_validate,
+                                        jsq_max_payload, jsq_encode, pz_jsq_decode};

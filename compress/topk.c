@@ -700,13 +700,5 @@ static pz_status topk_decode(const pz_codec_params *p, const uint8_t *payload, s
     return PZ_OK;
 }
 
-const pz_codec_impl pz_codec_topk = {
-    .name = "topk",
-    .id = PZ_CODEC_TOPK,
-    .parse = topk_parse,
-    .format = topk_format,
-    .validate = topk_validate,
-    .max_payload = topk_max_payload,
-    .encode = topk_encode,
-    .decode = topk_decode,
-};
+const pz_codec_impl pz_codec_topk = {"topk", PZ_CODEC_TOPK, topk_parse, topk_format, topk_validate,
+                                     topk_max_payload, topk_encode, topk_decode};
