@@ -125,7 +125,7 @@ static pz_status aq_check(pz_aq_side *a, const pz_shape *s, const pz_codec_ctx *
 __global__ void k_aq_gather(const float *x, size_t B, size_t row, const int64_t *slot, const int64_t *dst,
                             const int64_t *warm, const float *M, float *W, float *D) {
     size_t n = B * row;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n; t += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(t, n) {
         size_t i = t / row, e = t % row;
         size_t o = (size_t)dst[i] * row + e;
         if (warm[i]) W[o] = x[t];
@@ -137,7 +137,7 @@ __global__ void k_aq_gather(const float *x, size_t B, size_t row, const int64_t 
 __global__ void k_aq_apply(const float *W, const float *D, float *M, float *out, size_t B, size_t row,
                            const int64_t *slot, const int64_t *dst, const int64_t *warm) {
     size_t n = B * row;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n; t += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(t, n) {
         size_t i = t / row, e = t % row;
         size_t o = (size_t)dst[i] * row + e;
         float *m = M + (size_t)slot[i] * row + e;

@@ -93,19 +93,19 @@ pz_status pz_stat_get_(pz_cstate *s, cudaStream_t st, pz_dstat *h) {
 /* ================================================================ kernels */
 
 __global__ void k_to_f16(const float *x, size_t n, uint16_t *o) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    PZ_GRID_STRIDE(i, n)
         o[i] = pz_f32_to_f16(x[i]);
 }
 __global__ void k_to_bf16(const float *x, size_t n, uint16_t *o) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    PZ_GRID_STRIDE(i, n)
         o[i] = pz_f32_to_bf16(x[i]);
 }
 __global__ void k_from_f16(const uint16_t *h, size_t n, float *o) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    PZ_GRID_STRIDE(i, n)
         o[i] = pz_f16_to_f32(h[i]);
 }
 __global__ void k_from_bf16(const uint16_t *h, size_t n, float *o) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    PZ_GRID_STRIDE(i, n)
         o[i] = pz_bf16_to_f32(h[i]);
 }
 
@@ -113,7 +113,7 @@ __global__ void k_from_bf16(const uint16_t *h, size_t n, float *o) {
  * order-preserving int of x's bits (minmax only). Integer max/min: exact in
  * any order. */
 __global__ void k_stats_init(unsigned *am, int *mn, int *mx, size_t G, int minmax) {
-    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < G; g += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(g, G) {
         am[g] = 0;
         if (minmax) {
             mn[g] = INT32_MAX;
@@ -163,7 +163,7 @@ __global__ void k_stats_span(const float *x, size_t n, size_t span, size_t G, si
 /* short contiguous groups: a thread per group */
 __global__ void k_stats_small(const float *x, size_t n, size_t span, size_t G, unsigned *am, int *mn, int *mx,
                               int minmax) {
-    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < G; g += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(g, G) {
         size_t a = g * span, e = a + span < n ? a + span : n;
         unsigned m = 0;
         int lo = INT32_MAX, hi = INT32_MIN;
@@ -186,7 +186,7 @@ __global__ void k_stats_small(const float *x, size_t n, size_t span, size_t G, u
 __global__ void k_stats_chan(const float *x, size_t R, size_t C, size_t rch, unsigned *am, int *mn, int *mx,
                              int minmax) {
     size_t r0 = (size_t)blockIdx.y * rch, r1 = r0 + rch < R ? r0 + rch : R;
-    for (size_t c = blockIdx.x * (size_t)blockDim.x + threadIdx.x; c < C; c += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(c, C) {
         unsigned m = 0;
         int lo = INT32_MAX, hi = INT32_MIN;
         for (size_t r = r0; r < r1; r++) {
@@ -223,7 +223,7 @@ __global__ void k_canon_span(const float *x, size_t n, size_t span, size_t G, do
 }
 /* channel groups: a thread per column adds the rows in order (sign.c) */
 __global__ void k_canon_chan_abs(const float *x, size_t R, size_t C, double *sum) {
-    for (size_t c = blockIdx.x * (size_t)blockDim.x + threadIdx.x; c < C; c += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(c, C) {
         double s = 0.0;
         for (size_t r = 0; r < R; r++) s = s + pz_term_abs(x[r * C + c]);
         sum[c] = s;
@@ -233,7 +233,7 @@ __global__ void k_canon_chan_abs(const float *x, size_t R, size_t C, double *sum
 /* q: scales as the receiver reads them, grids */
 __global__ void k_q_scales(const unsigned *am, const int *mn, const int *mx, size_t G, int minmax, int fp32, int L,
                            uint8_t *pay, float *lo_o, float *hi_o, float *off, float *inv, pz_dstat *st) {
-    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < G; g += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(g, G) {
         if (am[g] >= 0x7f800000u) atomicOr(&st->flags, 1u);
         float lo, hi;
         if (minmax) {
@@ -264,7 +264,7 @@ __device__ static inline size_t group_of(size_t i, size_t span, size_t C) { retu
 __global__ void k_q_codes(const float *x, size_t n, size_t span, size_t C, const float *off, const float *inv, int L,
                           int b, int stoch, uint64_t key, uint8_t *out) {
     size_t T = (n + 7) / 8;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < T; t += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(t, T) {
         uint64_t w = 0;
         for (int j = 0; j < 8; j++) {
             size_t i = 8 * t + (size_t)j;
@@ -287,7 +287,7 @@ __device__ static inline uint32_t code_at(const uint8_t *codes, size_t i, int b)
 
 __global__ void k_q_decode(const uint8_t *codes, size_t n, int b, size_t span, size_t C, const float *lo,
                            const float *step, float *out) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(i, n) {
         size_t g = group_of(i, span, C);
         out[i] = pz_q_value((uint8_t)code_at(codes, i, b), lo[g], step[g]);
     }
@@ -296,7 +296,7 @@ __global__ void k_q_decode(const uint8_t *codes, size_t n, int b, size_t span, s
 /* sign: scales (mean |x| or max |x|) as stored, 1/(2s) */
 __global__ void k_sign_scales(const unsigned *am, const double *sum, size_t G, size_t span, size_t n, size_t R,
                               int stoch, int fp32, uint8_t *pay, float *hinv, pz_dstat *st) {
-    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < G; g += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(g, G) {
         if (am[g] >= 0x7f800000u) atomicOr(&st->flags, 1u);
         float sc;
         if (stoch) {
@@ -319,7 +319,7 @@ __global__ void k_sign_scales(const unsigned *am, const double *sum, size_t G, s
 __global__ void k_sign_bits(const float *x, size_t n, size_t span, size_t C, const float *hinv, int stoch,
                             uint64_t key, uint8_t *out) {
     size_t T = (n + 7) / 8;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < T; t += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(t, T) {
         uint32_t byte = 0;
         for (int j = 0; j < 8; j++) {
             size_t i = 8 * t + (size_t)j;
@@ -333,13 +333,13 @@ __global__ void k_sign_bits(const float *x, size_t n, size_t span, size_t C, con
 }
 
 __global__ void k_sign_decode(const uint8_t *bits, size_t n, size_t span, size_t C, const float *sc, float *out) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    PZ_GRID_STRIDE(i, n)
         out[i] = pz_sign_value((uint8_t)((bits[i / 8] >> (i % 8)) & 1u), sc[group_of(i, span, C)]);
 }
 
 /* nuq: norms from the canonical sums, written as the payload's fp32 norms */
 __global__ void k_nuq_norms(const double *sum, size_t G, float *norm, pz_dstat *st) {
-    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < G; g += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(g, G) {
         double acc = sum[g];
         float v = pz_nuq_norm(acc);
         if (!isfinite(acc) || !isfinite(v)) atomicOr(&st->flags, 1u);
@@ -358,7 +358,7 @@ __device__ static inline uint8_t nuq_code_at(const float *x, size_t i, const flo
 __global__ void k_nuq_pack(const float *x, size_t n, const float *norm, size_t bucket, int b, int s, float sinv,
                            uint64_t key, uint8_t *out) {
     size_t T = (n + 7) / 8;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < T; t += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(t, T) {
         uint64_t w = 0;
         for (int j = 0; j < 8; j++) {
             size_t i = 8 * t + (size_t)j;
@@ -370,12 +370,12 @@ __global__ void k_nuq_pack(const float *x, size_t n, const float *norm, size_t b
 }
 __global__ void k_nuq_codes(const float *x, size_t n, const float *norm, size_t bucket, int b, int s, float sinv,
                             uint64_t key, uint8_t *codes) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    PZ_GRID_STRIDE(i, n)
         codes[i] = nuq_code_at(x, i, norm, bucket, b, s, sinv, key);
 }
 __global__ void k_nuq_decode(const uint8_t *codes, size_t n, int b, size_t bucket, int s, const float *norm,
                              float *out) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    PZ_GRID_STRIDE(i, n)
         out[i] = pz_nuq_value((uint8_t)code_at(codes, i, b), norm[i / bucket], b, s);
 }
 
