@@ -355,6 +355,38 @@ static int cmp_u64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+pz_status pz_aq_check_batch(const pz_shape *s, size_t n, const pz_shape *rows, const pz_codec_ctx *ctx,
+                            size_t *B, size_t *row) {
+    if (s->dims[0] < 1 || n == 0)
+        return pz_fail(PZ_ERR_SHAPE, "aq: empty tensor (the first dimension counts samples)");
+    *B = (size_t)s->dims[0];
+    *row = n / *B;
+    if (!ctx || !ctx->sample_ids)
+        return pz_fail(PZ_ERR_ARG, "aq: needs ctx->sample_ids (one dataset id per sample, dims[0] = %zu)", *B);
+    if (rows) {
+        pz_shape r = *s;
+        r.dims[0] = 1;
+        if (!pz_shape_equal(&r, rows)) {
+            char a[96], b[96];
+            pz_shape_format(s, a, sizeof a);
+            pz_shape_format(rows, b, sizeof b);
+            return pz_fail(PZ_ERR_SHAPE, "aq: shape %s does not have the row shape %s (dims[0] = 1) "
+                           "of the buffers", a, b);
+        }
+    }
+    return PZ_OK;
+}
+
+pz_status pz_aq_check_distinct(const pz_codec_ctx *ctx, size_t B, uint64_t *ids) {
+    memcpy(ids, ctx->sample_ids, B * sizeof *ids);
+    qsort(ids, B, sizeof *ids, cmp_u64);
+    for (size_t i = 1; i < B; i++)
+        if (ids[i] == ids[i - 1])
+            return pz_fail(PZ_ERR_ARG, "aq: sample id %llu appears twice in one message",
+                           (unsigned long long)ids[i]);
+    return PZ_OK;
+}
+
 /* Checks shape, ids and row dims for one side; *B samples of *row floats.
  * Leaves the slot of every id (or -1) in w->slots. */
 static pz_status aq_check(pz_wrapper *w, wrap_side *s, const pz_shape *shape, const pz_codec_ctx *ctx,
@@ -362,31 +394,9 @@ static pz_status aq_check(pz_wrapper *w, wrap_side *s, const pz_shape *shape, co
     size_t n;
     pz_status st = check_shape("aq", shape, &n);
     if (st) return st;
-    if (shape->dims[0] < 1 || n == 0)
-        return pz_fail(PZ_ERR_SHAPE, "aq: empty tensor (the first dimension counts samples)");
-    *B = (size_t)shape->dims[0];
-    *row = n / *B;
-    if (!ctx || !ctx->sample_ids)
-        return pz_fail(PZ_ERR_ARG, "aq: needs ctx->sample_ids (one dataset id per sample, dims[0] = %zu)", *B);
-    if (s->have) {
-        pz_shape r = *shape;
-        r.dims[0] = 1;
-        if (!pz_shape_equal(&r, &s->shape)) {
-            char a[96], b[96];
-            pz_shape_format(shape, a, sizeof a);
-            pz_shape_format(&s->shape, b, sizeof b);
-            return pz_fail(PZ_ERR_SHAPE, "aq: shape %s does not have the row shape %s (dims[0] = 1) "
-                           "of the buffers", a, b);
-        }
-    }
-    st = scratch_ids(w, *B);
-    if (st) return st;
-    memcpy(w->ids, ctx->sample_ids, *B * sizeof(uint64_t));
-    qsort(w->ids, *B, sizeof(uint64_t), cmp_u64);
-    for (size_t i = 1; i < *B; i++)
-        if (w->ids[i] == w->ids[i - 1])
-            return pz_fail(PZ_ERR_ARG, "aq: sample id %llu appears twice in one message",
-                           (unsigned long long)w->ids[i]);
+    if ((st = pz_aq_check_batch(shape, n, s->have ? &s->shape : NULL, ctx, B, row))) return st;
+    if ((st = scratch_ids(w, *B))) return st;
+    if ((st = pz_aq_check_distinct(ctx, *B, w->ids))) return st;
     for (size_t i = 0; i < *B; i++) w->slots[i] = s->have ? aq_store_find(&s->store, ctx->sample_ids[i]) : -1;
     return PZ_OK;
 }

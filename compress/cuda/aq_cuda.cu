@@ -12,6 +12,7 @@
 #include "compress/cuda/codec_cuda_impl.h"
 #include "compress/wrap_elem.h"
 #include "base/bytes.h"
+#include "base/mem.h"
 
 #define TPB 256
 
@@ -76,46 +77,21 @@ static pz_status aq_reserve(pz_aq_side *a, size_t n, cudaStream_t stream) {
     return PZ_OK;
 }
 
-/* aq_check of wrappers.c: shape, ids, row shape; slot[i] of every sample */
+/* wrappers.c's checks (shape, ids, row shape); slot[i] of every sample */
 static pz_status aq_check(pz_aq_side *a, const pz_shape *s, const pz_codec_ctx *ctx, size_t *B, size_t *row,
                           int64_t **slots) {
-    size_t n = pz_shape_numel(s);
-    if (s->dims[0] < 1 || n == 0) return pz_fail(PZ_ERR_SHAPE, "aq: empty tensor (the first dimension counts samples)");
-    *B = (size_t)s->dims[0];
-    *row = n / *B;
-    if (!ctx || !ctx->sample_ids)
-        return pz_fail(PZ_ERR_ARG, "aq: needs ctx->sample_ids (one dataset id per sample, dims[0] = %zu)", *B);
-    if (a->have) {
-        pz_shape r = *s;
-        r.dims[0] = 1;
-        if (!pz_shape_equal(&r, &a->shape)) {
-            char x[96], y[96];
-            pz_shape_format(s, x, sizeof x);
-            pz_shape_format(&a->shape, y, sizeof y);
-            return pz_fail(PZ_ERR_SHAPE, "aq: shape %s does not have the row shape %s (dims[0] = 1) "
-                           "of the buffers", x, y);
-        }
-    }
-    uint64_t *ids = (uint64_t *)malloc(*B * sizeof *ids);
-    int64_t *sl = (int64_t *)malloc(*B * 3 * sizeof *sl);   /* slot, dst row, warm flag */
-    if (!ids || !sl) {
-        free(ids);
-        free(sl);
+    pz_status st = pz_aq_check_batch(s, pz_shape_numel(s), a->have ? &a->shape : NULL, ctx, B, row);
+    if (st) return st;
+    void *vi, *vs;   /* the sorted ids; slot, dst row, warm flag of each */
+    if (!pz_calloc_pair(&vi, sizeof(uint64_t), &vs, 3 * sizeof(int64_t), *B))
         return pz_fail(PZ_ERR_NOMEM, "aq: cannot allocate scratch for %zu ids", *B);
+    int64_t *sl = (int64_t *)vs;
+    st = pz_aq_check_distinct(ctx, *B, (uint64_t *)vi);
+    free(vi);
+    if (st) {
+        free(sl);
+        return st;
     }
-    memcpy(ids, ctx->sample_ids, *B * sizeof *ids);
-    qsort(ids, *B, sizeof *ids, [](const void *p, const void *q) {
-        uint64_t x = *(const uint64_t *)p, y = *(const uint64_t *)q;
-        return (x > y) - (x < y);
-    });
-    for (size_t i = 1; i < *B; i++)
-        if (ids[i] == ids[i - 1]) {
-            unsigned long long d = ids[i];
-            free(ids);
-            free(sl);
-            return pz_fail(PZ_ERR_ARG, "aq: sample id %llu appears twice in one message", d);
-        }
-    free(ids);
     for (size_t i = 0; i < *B; i++) sl[i] = a->have ? aq_find(a, ctx->sample_ids[i]) : -1;
     *slots = sl;
     return PZ_OK;
