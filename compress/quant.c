@@ -192,16 +192,7 @@ static pz_status q_encode(const pz_codec_params *p, const float *x, const pz_sha
     }
     /* scales as the receiver reads them, and the grids */
     for (size_t gi = 0; gi < g.G; gi++) {
-        if (p->scale_mode == PZ_SCALE_MINMAX) {
-            lo[gi] = pz_scale_store(lo[gi], fp32, -1);
-            hi[gi] = pz_scale_store(hi[gi], fp32, +1);
-            pz_scale_put(out, 2 * gi, lo[gi], fp32);
-            pz_scale_put(out, 2 * gi + 1, hi[gi], fp32);
-        } else {
-            hi[gi] = pz_scale_store(hi[gi], fp32, +1);
-            lo[gi] = -hi[gi];
-            pz_scale_put(out, gi, hi[gi], fp32);
-        }
+        pz_q_range_put(out, gi, p->scale_mode == PZ_SCALE_MINMAX, fp32, &lo[gi], &hi[gi]);
         if (!make_grid(lo[gi], hi[gi], L, &step[gi], &inv[gi])) {
             st = pz_fail(PZ_ERR_ARG, "q encode: group %zu spans [%g, %g], beyond the range of %s scales",
                          gi, (double)lo[gi], (double)hi[gi], fp32 ? "fp32" : "fp16 (use sdtype=fp32)");
@@ -266,13 +257,7 @@ static pz_status q_decode(const pz_codec_params *p, const uint8_t *in, size_t le
     pz_status st = PZ_OK;
     for (size_t gi = 0; gi < g.G; gi++) {
         float l, h;
-        if (p->scale_mode == PZ_SCALE_MINMAX) {
-            l = pz_scale_get(in, 2 * gi, fp32);
-            h = pz_scale_get(in, 2 * gi + 1, fp32);
-        } else {
-            h = pz_scale_get(in, gi, fp32);
-            l = -h;
-        }
+        pz_q_range_get(in, gi, p->scale_mode == PZ_SCALE_MINMAX, fp32, &l, &h);
         lo[gi] = l;
         if (!make_grid(l, h, L, &step[gi], &inv[gi])) {
             st = pz_fail(PZ_ERR_FORMAT, "q: group %zu has a bad scale", gi);
