@@ -32,13 +32,9 @@ static pz_status q_parse(pz_codec_params *p, const char *args, const char *spec,
     p->group_mode = PZ_GROUP_CHANNEL;
     p->round_mode = PZ_ROUND_STOCHASTIC;
     p->scale_fp32 = 1;
-    size_t i = 0;
-    while (args[i] >= '0' && args[i] <= '9') i++;
-    if (i == 0) return pz_spec_fail(spec, where, "bits missing: write q1..q8");
-    uint64_t bits;
-    pz_status st = pz_spec_uint(spec, where, args, i, 1, 8, &bits, "bits");
+    size_t i;
+    pz_status st = pz_spec_bits(spec, where, args, "q", &i, p);
     if (st != PZ_OK) return st;
-    p->bits = (uint8_t)bits;
     if (!args[i]) return PZ_OK;
     if (args[i] != ':') return pz_spec_fail(spec, where + i, "expected ':' before the options");
     i++;

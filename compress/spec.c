@@ -143,6 +143,19 @@ pz_status pz_spec_sdtype(const char *spec, const pz_spec_opt *o, pz_codec_params
     return PZ_OK;
 }
 
+pz_status pz_spec_bits(const char *spec, size_t where, const char *args, const char *codec, size_t *len,
+                       pz_codec_params *p) {
+    size_t i = 0;
+    while (args[i] >= '0' && args[i] <= '9') i++;
+    if (i == 0) return pz_spec_fail(spec, where, "bits missing: write %s1..%s8", codec, codec);
+    uint64_t bits;
+    pz_status st = pz_spec_uint(spec, where, args, i, 1, 8, &bits, "bits");
+    if (st != PZ_OK) return st;
+    p->bits = (uint8_t)bits;
+    *len = i;
+    return PZ_OK;
+}
+
 int pz_spec_scale_opt(const char *spec, const pz_spec_opt *o, pz_codec_params *p, pz_status *st) {
     if (!o->val) return 0;
     if (pz_spec_key_is(o, "group")) *st = pz_spec_group(spec, o, p);

@@ -56,6 +56,10 @@ pz_status pz_spec_float(const char *spec, size_t off, const char *s, size_t n,
 pz_status pz_spec_group(const char *spec, const pz_spec_opt *o, pz_codec_params *p);
 /* sdtype=fp16|fp32 for q and sign: how scales travel. */
 pz_status pz_spec_sdtype(const char *spec, const pz_spec_opt *o, pz_codec_params *p);
+/* The bit width that leads q's and nuq's arguments ("4" of "q4:..."): 1..8
+ * into p->bits; *len = the digits read. codec names the codec in the error. */
+pz_status pz_spec_bits(const char *spec, size_t where, const char *args, const char *codec, size_t *len,
+                       pz_codec_params *p);
 /* The scale options q and sign share, group= and sdtype=: returns 1 when o
  * is one of them (applied to p, *st says how it went), 0 when it is not. */
 int pz_spec_scale_opt(const char *spec, const pz_spec_opt *o, pz_codec_params *p, pz_status *st);
