@@ -419,10 +419,8 @@ static pz_status aq_reserve(pz_wrapper *w, wrap_side *s, const pz_shape *shape, 
     return st;
 }
 
-/* The two messages of an aq payload: warm-up samples (their own random
- * stream, salted) and deltas, each with its sample count as dims[0]. */
-static void aq_parts(const pz_codec_ctx *ctx, const pz_shape *shape, size_t nw, size_t nd, pz_codec_ctx *cw,
-                     pz_codec_ctx *cd, pz_shape *sw, pz_shape *sd) {
+void pz_aq_parts(const pz_codec_ctx *ctx, const pz_shape *shape, size_t nw, size_t nd, pz_codec_ctx *cw,
+                 pz_codec_ctx *cd, pz_shape *sw, pz_shape *sd) {
     *cw = *ctx;
     cw->seed ^= PZ_AQ_WARMUP_SALT;
     cw->sample_ids = NULL;
@@ -512,7 +510,7 @@ static pz_status aq_encode(pz_wrapper *w, const float *x, const pz_shape *shape,
     }
     pz_codec_ctx cw, cd;
     pz_shape sw, sd;
-    aq_parts(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
+    pz_aq_parts(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
     size_t at[2] = {0, 0}, ln[2] = {0, 0};
     for (int part = 0; part < 2; part++) {
         if (!(fl & (1 << part))) continue;
@@ -582,7 +580,7 @@ static pz_status aq_decode(pz_wrapper *w, uint8_t flags, const uint8_t *payload,
     if ((st = scratch_floats(w, 0, nw * row, &W)) || (st = scratch_floats(w, 1, nd * row, &D))) return st;
     pz_codec_ctx cw, cd;
     pz_shape sw, sd;
-    aq_parts(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
+    pz_aq_parts(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
     if ((st = aq_decode_parts(w, 0, payload, at, ln, &cw, W, &sw, &cd, D, &sd))) return st;
     /* validated: make room, then change the buffers */
     if ((st = aq_reserve(w, s, shape, row, n_new))) return st;

@@ -217,13 +217,9 @@ pz_status pz_cuda_aq_encode_(pz_codec *c, const float *x, const pz_shape *s, con
             if (sl[2 * B + i]) pz_aq_mark_warmup(pl, i);
         pos = nb;
     }
-    pz_codec_ctx cw = *ctx, cd = *ctx;
-    cw.seed ^= PZ_AQ_WARMUP_SALT;
-    cw.sample_ids = NULL;
-    cd.sample_ids = NULL;
-    pz_shape sw = *s, sd = *s;
-    sw.dims[0] = (int64_t)nw;
-    sd.dims[0] = (int64_t)nd;
+    pz_codec_ctx cw, cd;
+    pz_shape sw, sd;
+    pz_aq_parts(ctx, s, nw, nd, &cw, &cd, &sw, &sd);
     size_t at[2] = {0, 0}, ln[2] = {0, 0};
     for (int part = 0; part < 2 && !st; part++) {
         if (!(fl & (1 << part))) continue;
@@ -310,13 +306,9 @@ pz_status pz_cuda_aq_decode_(pz_codec *c, uint8_t flags, const uint8_t *pl, size
     }
     float *W = NULL, *D = NULL;
     if (!st) st = aq_scratch(cs, nw, nd, row, &W, &D);
-    pz_codec_ctx cw = *ctx, cd = *ctx;
-    cw.seed ^= PZ_AQ_WARMUP_SALT;
-    cw.sample_ids = NULL;
-    cd.sample_ids = NULL;
-    pz_shape sw = *s, sd = *s;
-    sw.dims[0] = (int64_t)nw;
-    sd.dims[0] = (int64_t)nd;
+    pz_codec_ctx cw, cd;
+    pz_shape sw, sd;
+    pz_aq_parts(ctx, s, nw, nd, &cw, &cd, &sw, &sd);
     if (!st && nw) st = pz_cuda_decode_exact_(warm_c, "aq: warm-up message", pl + at[0], ln[0], &cw, W, &sw, stream);
     if (!st && nd) st = pz_cuda_decode_exact_(inner, "aq: delta message", pl + at[1], ln[1], &cd, D, &sd, stream);
     if (!st) st = aq_commit(cs, a, s, B, row, ctx->sample_ids, sl, n_new, W, D, out, stream);
