@@ -109,3 +109,22 @@ pz_status pz_map_file(const char *path, const void **map, size_t *len) {
 void pz_unmap_file(const void *map, size_t len) {
     if (map && len) munmap((void *)map, len);
 }
+
+char *pz_path_join(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *s = xmalloc(a + b + 2);
+    memcpy(s, dir, a);
+    s[a] = '/';
+    memcpy(s + a + 1, name, b + 1);
+    return s;
+}
+
+int pz_is_regular_file(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+int pz_ends_with(const char *s, const char *tail) {
+    size_t a = strlen(s), b = strlen(tail);
+    return a >= b && strcmp(s + a - b, tail) == 0;
+}

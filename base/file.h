@@ -31,6 +31,13 @@ pz_status pz_atomic_open(pz_atomic_file *af, const char *path);
 pz_status pz_atomic_commit(pz_atomic_file *af);
 void pz_atomic_abort(pz_atomic_file *af);
 
+/* "dir/name", malloc'ed. */
+char *pz_path_join(const char *dir, const char *name);
+/* 1 if path names a regular file (after symlinks). */
+int pz_is_regular_file(const char *path);
+/* 1 if the string s ends with tail. */
+int pz_ends_with(const char *s, const char *tail);
+
 /* Maps a regular file read-only. *len is its size; a file of 0 bytes gives
  * *map = NULL. Unmap with pz_unmap_file. The message names the path. */
 pz_status pz_map_file(const char *path, const void **map, size_t *len);

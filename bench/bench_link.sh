@@ -23,7 +23,7 @@
 #   usage: bench/bench_link.sh [PIPEZIP] [RATES] [LATENCIES] [SCHEDULES] [POLICIES] [RUNS] [STEPS] [PLOT]
 #   lists are comma-separated; POLICIES separated by ';' (the first is the
 #   baseline of "vs none"). Defaults: 10,100,1000  0,25
-#   1f1b,1f1b:warmup=auto,gpipe  'none;fwd=aq(q4),bwd=q8;fwd=q4,bwd=q8'  3  5
+#   1f1b,1f1b:warmup=auto,zb-h1,gpipe  'none;fwd=aq(q4),bwd=q8;fwd=q4,bwd=q8'  3  5
 #   runs/bench_link.png
 # The data is 64 samples of the fortunes corpus, two steps per epoch: aq()
 # sends each sample at full precision the first time it sees it, so the timed
@@ -35,7 +35,7 @@ cd "$(dirname "$0")/.."
 pz=${1:-build/pipezip}
 rates=${2:-10,100,1000}
 lats=${3:-0,25}
-scheds=${4:-1f1b,1f1b:warmup=auto,gpipe}
+scheds=${4:-1f1b,1f1b:warmup=auto,zb-h1,gpipe}
 policies=${5:-none;fwd=aq(q4),bwd=q8;fwd=q4,bwd=q8}
 runs=${6:-3}
 steps=${7:-5}

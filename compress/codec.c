@@ -229,6 +229,10 @@ pz_codec *pz_codec_inner(pz_codec *c) {
     return c->wrap ? c->wrap->inner(c->w) : NULL;
 }
 
+pz_wrapper *pz_codec_wrapper(pz_codec *c) { return c->wrap ? c->w : NULL; }
+
+int pz_codec_has_state(const pz_codec *c) { return c->wrap != NULL; }
+
 void *pz_codec_backend(const pz_codec *c) { return c->backend; }
 void pz_codec_set_backend(pz_codec *c, void *state, void (*free_fn)(void *)) {
     c->backend = state;

@@ -61,6 +61,15 @@ int pz_codec_is_stateful_decoder(const pz_codec *c);
 /* Bytes of state the codec holds (error-feedback residuals, AQ-SGD buffers,
  * scratch) in memory; *file_bytes (may be NULL) gets AQ's spill file size. */
 size_t pz_codec_state_bytes(const pz_codec *c, size_t *file_bytes);
+/* Training state for checkpoints (compress/codec_state.c): every wrapper
+ * level's state (ef, ef21 vectors; aq buffers, spilled ones too; both
+ * roles) as one self-checking blob (malloc'ed), and back into a fresh codec
+ * of the same spec; a blob that does not fit is refused before anything
+ * changes. Base codecs give a blob with no levels. */
+pz_status pz_codec_state_save(pz_codec *c, uint8_t **blob, size_t *len);
+pz_status pz_codec_state_load(pz_codec *c, const uint8_t *blob, size_t len);
+/* Whether c keeps state across messages (an ef, ef21 or aq wrapper). */
+int pz_codec_has_state(const pz_codec *c);
 
 /* Upper bound of an encoded message for this shape, for preallocation. */
 size_t pz_codec_max_encoded_size(const pz_codec *c, const pz_shape *shape);

@@ -61,6 +61,8 @@ const pz_codec_params *pz_codec_base_params(const pz_codec *c);
 int pz_codec_has_zstd(const pz_codec *c);
 /* A wrapper's inner codec (NULL for base codecs). */
 pz_codec *pz_codec_inner(pz_codec *c);
+/* A wrapper codec's wrapper object (NULL for base codecs). */
+pz_wrapper *pz_codec_wrapper(pz_codec *c);
 /* aq(): the warm-up codec (NULL otherwise); its random stream is the ctx's
  * with seed ^ PZ_AQ_WARMUP_SALT (compress/wrap_elem.h). */
 pz_codec *pz_codec_warm(pz_codec *c);

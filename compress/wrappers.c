@@ -799,3 +799,41 @@ uint64_t pz_wrapper_state_digest(const pz_wrapper *w, pz_wrap_role role) {
     }
     return sum;
 }
+
+/* ---- restoring state (checkpoints: compress/codec_state.c) ------------------- */
+
+const pz_shape *pz_wrapper_side_shape(const pz_wrapper *w, pz_wrap_role role) {
+    const wrap_side *s = &w->side[role];
+    return s->have ? &s->shape : NULL;
+}
+
+pz_status pz_wrapper_restore_vector(pz_wrapper *w, pz_wrap_role role, const pz_shape *shape, const float *data) {
+    wrap_side *s = &w->side[role];
+    size_t n;
+    pz_status st = check_shape(w->name, shape, &n);
+    if (st) return st;
+    if (w->kind == PZ_WRAP_AQ || s->have)
+        return pz_fail(PZ_ERR_ARG, "%s: cannot restore a vector into %s state", w->name,
+                       s->have ? "existing" : "aq's");
+    if ((st = vec_side(w, s, shape, n, 1)) != PZ_OK) return st;
+    memcpy(s->v, data, n * sizeof(float));
+    return PZ_OK;
+}
+
+pz_status pz_wrapper_restore_aq(pz_wrapper *w, pz_wrap_role role, const pz_shape *row_shape, uint64_t id,
+                                const float *row) {
+    wrap_side *s = &w->side[role];
+    size_t n;
+    pz_status st = check_shape("aq", row_shape, &n);
+    if (st) return st;
+    if (w->kind != PZ_WRAP_AQ || row_shape->dims[0] != 1)
+        return pz_fail(PZ_ERR_ARG, "%s: an aq buffer needs aq and a row shape with dims[0] = 1", w->name);
+    if (s->have && !pz_shape_equal(&s->shape, row_shape))
+        return pz_fail(PZ_ERR_SHAPE, "aq: restored rows of two shapes");
+    if (s->have && aq_store_find(&s->store, id) >= 0)
+        return pz_fail(PZ_ERR_ARG, "aq: sample id %llu restored twice", (unsigned long long)id);
+    if ((st = aq_reserve(w, s, row_shape, n, 1)) != PZ_OK) return st;
+    size_t slot = aq_store_insert(&s->store, id);
+    memcpy(aq_store_row(&s->store, slot), row, n * sizeof(float));
+    return PZ_OK;
+}

@@ -77,4 +77,15 @@ const float *pz_wrapper_aq_find(const pz_wrapper *w, pz_wrap_role role, uint64_t
  * collisions): a cheap check that the two ends of an edge are in sync. */
 uint64_t pz_wrapper_state_digest(const pz_wrapper *w, pz_wrap_role role);
 
+/* ---- restoring state (checkpoints) ---------------------------------------- */
+/* The shape a side fixed with its first message (aq: the row's, dims[0] =
+ * 1), NULL before it. */
+const pz_shape *pz_wrapper_side_shape(const pz_wrapper *w, pz_wrap_role role);
+/* ef, ef21: sets an empty side's vector (shape and data, as saved). */
+pz_status pz_wrapper_restore_vector(pz_wrapper *w, pz_wrap_role role, const pz_shape *shape, const float *data);
+/* aq: adds the buffer m(id) = row to a side (row_shape has dims[0] = 1 and
+ * must match the side's); an id already held is an error. */
+pz_status pz_wrapper_restore_aq(pz_wrapper *w, pz_wrap_role role, const pz_shape *row_shape, uint64_t id,
+                                const float *row);
+
 #endif

@@ -50,7 +50,10 @@ typedef struct pz_backend {
     void (*matmul_forward)(float *out, const float *inp, const float *weight,
                            const float *bias, int N, int C, int OC);
     /* dinp (N,C) += dout.weight; dweight (OC,C) += dout^T.inp; dbias += colsum(dout).
-     * dinp and dbias may be NULL (not needed). */
+     * dinp and dbias may be NULL (not needed). dweight may be NULL too (dbias
+     * then skipped): with dweight and dbias NULL it is the input-gradient
+     * half (zero-bubble B), with dinp NULL the weight-gradient half (W); the
+     * halves compute bit for bit what the whole call does. */
     void (*matmul_backward)(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, int N, int C, int OC);
 

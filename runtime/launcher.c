@@ -81,8 +81,9 @@ static void drain(child *c, int rank, int which) {
 static volatile sig_atomic_t interrupted = 0;
 static void on_signal(int sig) { interrupted = sig; }
 
-int pz_launch_local(int world, int argc, char **argv) {
-    (void)argc;
+/* One attempt: spawns the ranks and waits. Returns 0, 1 (a rank failed) or
+ * 128 + the signal that stopped the run. */
+static int run_once(int world, char **argv) {
     int port = free_port();
     if (port < 0) { fprintf(stderr, "pipezip: error: cannot find a free TCP port on 127.0.0.1\n"); return 1; }
     child *cs = xcalloc((size_t)world, sizeof *cs);
@@ -106,6 +107,7 @@ int pz_launch_local(int world, int argc, char **argv) {
             snprintf(buf, sizeof buf, "%d", world); setenv("WORLD_SIZE", buf, 1); setenv("LOCAL_WORLD_SIZE", buf, 1);
             snprintf(buf, sizeof buf, "%d", port); setenv("MASTER_PORT", buf, 1);
             setenv("MASTER_ADDR", "127.0.0.1", 1);
+            setenv("PZ_LAUNCHED", "1", 1);   /* this launcher restarts; see --max-restarts */
             execv("/proc/self/exe", argv);
             fprintf(stderr, "exec failed: %s\n", strerror(errno));
             _exit(127);
@@ -117,7 +119,7 @@ int pz_launch_local(int world, int argc, char **argv) {
         cs[r].err_fd = err[0];
     }
 
-    int failed_rank = -1, alive = world;
+    int failed_rank = -1, alive = world, first_signal = 0;
     double kill_at = 0.0;   /* when to escalate to SIGKILL after a failure */
     while (alive > 0) {
         struct pollfd pf[2 * 64];
@@ -137,8 +139,9 @@ int pz_launch_local(int world, int argc, char **argv) {
             cs[r].done = 1;
             cs[r].status = st;
             alive--;
-            int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-            if (bad && failed_rank < 0 && !interrupted) {
+            /* a rank stopped by the signal we forwarded exits 128 + it */
+            int bad = !(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || (first_signal && WEXITSTATUS(st) == 128 + first_signal)));
+            if (bad && failed_rank < 0) {
                 failed_rank = r;
                 if (WIFSIGNALED(st))
                     fprintf(stderr, "pipezip: rank %d was killed by signal %d (%s); stopping the other ranks\n",
@@ -153,10 +156,23 @@ int pz_launch_local(int world, int argc, char **argv) {
             }
         }
         if (interrupted && kill_at == 0.0) {
-            fprintf(stderr, "pipezip: interrupted; stopping all ranks\n");
+            /* the ranks stop together at the next step boundary, after a
+             * checkpoint when --checkpoint-dir is set; a second signal, or
+             * PZ_STOP_GRACE seconds (default 120), kills them */
+            const char *g = getenv("PZ_STOP_GRACE");
+            double grace = g && atof(g) > 0 ? atof(g) : 120.0;
+            fprintf(stderr, "pipezip: %s: stopping all ranks at the next step boundary (again to kill them now)\n",
+                    strsignal(interrupted));
             for (int k = 0; k < world; k++)
-                if (!cs[k].done) kill(cs[k].pid, SIGTERM);
-            kill_at = pz_now() + 3.0;
+                if (!cs[k].done) kill(cs[k].pid, interrupted);
+            first_signal = interrupted;
+            interrupted = 0;
+            kill_at = pz_now() + grace;
+        } else if (interrupted && first_signal) {
+            fprintf(stderr, "pipezip: %s again: killing all ranks\n", strsignal(interrupted));
+            for (int k = 0; k < world; k++)
+                if (!cs[k].done) kill(cs[k].pid, SIGKILL);
+            interrupted = 0;
         }
         if (kill_at > 0.0 && pz_now() > kill_at) {
             for (int k = 0; k < world; k++)
@@ -169,8 +185,37 @@ int pz_launch_local(int world, int argc, char **argv) {
         while (cs[r].out_fd >= 0) drain(&cs[r], r, 0);
         while (cs[r].err_fd >= 0) drain(&cs[r], r, 1);
     }
-    int rc = (failed_rank >= 0 || interrupted) ? 1 : 0;
+    /* stopped by a signal: 128 + it (143 for SIGTERM, 130 for SIGINT), as a
+     * shell reports it, unless a rank failed for another reason */
+    int rc = failed_rank >= 0 ? 1 : first_signal ? 128 + first_signal : 0;
     free(cs);
+    return rc;
+}
+
+int pz_launch_local(int world, int argc, char **argv, int max_restarts) {
+    int rc = run_once(world, argv);
+    if (rc != 1 || max_restarts <= 0) return rc;
+    /* restarts continue from the newest checkpoint: the same command with
+     * --resume auto (unless it names a --resume of its own) */
+    int has_resume = 0;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--resume") || !strncmp(argv[i], "--resume=", 9)) has_resume = 1;
+    char **av = xcalloc((size_t)argc + 3, sizeof *av);
+    memcpy(av, argv, (size_t)argc * sizeof *av);
+    if (!has_resume) {
+        av[argc] = (char *)"--resume";
+        av[argc + 1] = (char *)"auto";
+    }
+    for (int k = 1; k <= max_restarts && rc == 1; k++) {
+        int wait_s = 1 << (k - 1 < 5 ? k - 1 : 5);   /* 1, 2, 4 ... 32 s */
+        fprintf(stderr, "pipezip: restart %d of %d in %d s: every rank again, from the newest checkpoint%s\n", k,
+                max_restarts, wait_s, has_resume ? " (the command's --resume)" : " (--resume auto)");
+        for (int s = 0; s < wait_s * 10 && !interrupted; s++) usleep(100000);
+        if (interrupted) break;
+        rc = run_once(world, av);
+    }
+    if (rc == 1) fprintf(stderr, "pipezip: giving up after %d restart%s\n", max_restarts, max_restarts == 1 ? "" : "s");
+    free(av);
     return rc;
 }
 

@@ -7,8 +7,12 @@
  * child's stderr with a "[rank r] " prefix and its stdout unchanged (only
  * rank 0 writes the JSON metrics), and waits. If any rank fails (non-zero
  * exit or a signal), it reports which one, terminates the others (SIGTERM,
- * then SIGKILL after a grace period) and returns non-zero. */
-int pz_launch_local(int world, int argc, char **argv);
+ * then SIGKILL after a grace period) and, up to max_restarts times, after a
+ * back-off of 1, 2, 4 ... 32 s, starts every rank again with --resume auto
+ * appended (from the newest checkpoint); then returns 1. SIGTERM or SIGINT to
+ * the launcher is forwarded: the ranks stop at the next step boundary (after a
+ * checkpoint) and it returns 128 + the signal; a second one kills them. */
+int pz_launch_local(int world, int argc, char **argv, int max_restarts);
 
 /* Names this process "pipezip r<rank>" for ps -e, top and /proc/PID/comm. */
 void pz_name_process(int rank);

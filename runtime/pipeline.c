@@ -8,6 +8,8 @@
  *   RECV_GRAD i  post a receive of d(output) from rank s+1
  *   BACKWARD i   wait for it, backward through the blocks; d(input) lands in a send buffer
  *   SEND_GRAD i  send d(input) to rank s-1 (non-blocking)
+ *   (zb-h1: BACKWARD i is the input gradient only, and BACKWARD_WEIGHT i,
+ *   later, the blocks' weight gradients; the slot is free after it)
  * After the last micro-batch: REDUCE_TIED (the first and last stage add their
  * wte gradients so both copies stay equal) and OPTIM_STEP (global gradient
  * norm over all ranks, clipping, AdamW; loss gathered for rank 0's log).
@@ -26,6 +28,7 @@
 #include "runtime/pipeline.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -40,6 +43,7 @@
 #include "runtime/partition.h"
 #include "runtime/policy.h"
 #include "runtime/report.h"
+#include "runtime/resume.h"
 #include "runtime/staging.h"
 #include "runtime/trace.h"
 #include "runtime/transport.h"
@@ -83,6 +87,9 @@ typedef struct {
     /* per-step metrics */
     double compute_s, wait_s, codec_s;
     pz_trace trace;            /* --trace: this rank's timeline */
+    /* warmup=auto's measurement: micro-batch 0's round trip over the out edge,
+     * from its activation's send to its gradient's arrival */
+    double rtt_sent, rtt0;
     /* the tied-embedding exchange (first and last stage) */
     float *tied_out, *tied_in;         /* V*C floats: our gradient as sent, the peer's */
     pz_request *tied_send, *tied_recv;
@@ -104,11 +111,11 @@ static pz_status allreduce(exec *x, double *v, int n) {
 }
 
 /* Waits for a request, counting the time as waiting (and tracing it). */
-static pz_status wait_req_len(exec *x, pz_request **req, int micro, size_t *len) {
+static pz_status wait_req_at(exec *x, pz_request **req, int micro, size_t *len, double *done_at) {
     if (!*req) return PZ_OK;
     double t0 = pz_now();
     PZ_RANGE_PUSH("wait micro %d", micro);
-    pz_status st = pz_transport_wait(x->tp, *req, len);
+    pz_status st = pz_transport_wait_at(x->tp, *req, len, done_at);
     PZ_RANGE_POP();
     *req = NULL;
     double t1 = pz_now();
@@ -117,7 +124,7 @@ static pz_status wait_req_len(exec *x, pz_request **req, int micro, size_t *len)
     return st;
 }
 
-static pz_status wait_req(exec *x, pz_request **req, int micro) { return wait_req_len(x, req, micro, NULL); }
+static pz_status wait_req(exec *x, pz_request **req, int micro) { return wait_req_at(x, req, micro, NULL, NULL); }
 
 static pz_status post_recv(exec *x, int peer, int kind, uint32_t step, int micro, uint8_t *buf, size_t cap,
                            pz_request **req, const char *what) {
@@ -157,9 +164,9 @@ static pz_status encode_send(exec *x, pz_edge_end *e, int peer, int kind, uint64
 
 /* Waits for a posted receive into wire and decodes it into out. */
 static pz_status recv_decode(exec *x, pz_edge_end *e, pz_request **req, uint64_t step, int micro,
-                             const uint8_t *wire, float *out, uint64_t *ids) {
+                             const uint8_t *wire, float *out, uint64_t *ids, double *done_at) {
     size_t len = 0;
-    pz_status st = wait_req_len(x, req, micro, &len);
+    pz_status st = wait_req_at(x, req, micro, &len, done_at);
     if (st != PZ_OK) return st;
     double t0 = pz_now();
     PZ_RANGE_PUSH("decode edge %d step %llu micro %d", e->edge, (unsigned long long)step, micro);
@@ -217,7 +224,7 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
         if (is_first(x))
             for (int b = 0; b < o->batch; b++) x->ids[slot][b] = x->ids_tmp[b];
         else if ((st = recv_decode(x, &x->fwd_rx, &x->act_recv[slot], step, i, x->act_wire_in[slot],
-                                   x->act_in[slot], x->ids[slot])) != PZ_OK)
+                                   x->act_in[slot], x->ids[slot], NULL)) != PZ_OK)
             return st;
         if (is_last(x) && !is_first(x))
             for (int b = 0; b < o->batch; b++)
@@ -243,22 +250,37 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
         t0 = pz_now();
         st = encode_send(x, &x->fwd_tx, x->rank + 1, KIND_ACT, step, i, stage_output(x, slot), x->ids[slot],
                          x->act_wire_out[w], &x->act_send[w], "send activation");
+        if (i == 0) x->rtt_sent = pz_now();
         trace(x, "send", i, t0, pz_now());
         return st;
     }
     case PZ_OP_BACKWARD: {
+        double arrived = 0.0;
         if (!is_last(x) && (st = recv_decode(x, &x->bwd_rx, &x->grad_recv[slot], step, i, x->grad_wire_in[slot],
-                                             x->grad_in[slot], x->ids[slot])) != PZ_OK)
+                                             x->grad_in[slot], x->ids[slot], &arrived)) != PZ_OK)
             return st;
+        if (!is_last(x) && i == 0) x->rtt0 = arrived - x->rtt_sent;
         t0 = pz_now();
         PZ_RANGE_PUSH("B stage %d step %u micro %d", x->rank, step, i);
-        pz_stage_backward(&x->stage, &x->slots[slot], is_last(x) ? NULL : pz_staging_in(&x->stg, x->grad_in[slot]),
-                          is_first(x) ? NULL : pz_staging_dx(&x->stg, x->grad_out[slot]));
+        /* zb-h1: the input gradient only; BACKWARD_WEIGHT does the rest */
+        (x->stage.defer_weights ? pz_stage_backward_input : pz_stage_backward)(
+            &x->stage, &x->slots[slot], is_last(x) ? NULL : pz_staging_in(&x->stg, x->grad_in[slot]),
+            is_first(x) ? NULL : pz_staging_dx(&x->stg, x->grad_out[slot]));
         if (!is_first(x)) pz_staging_dx_done(&x->stg, x->grad_out[slot]);
         PZ_RANGE_POP();
         double t1 = pz_now();
         x->compute_s += t1 - t0;
         trace(x, "backward", i, t0, t1);
+        return PZ_OK;
+    }
+    case PZ_OP_BACKWARD_WEIGHT: {
+        t0 = pz_now();
+        PZ_RANGE_PUSH("W stage %d step %u micro %d", x->rank, step, i);
+        pz_stage_backward_weight(&x->stage, &x->slots[slot]);
+        PZ_RANGE_POP();
+        double t1 = pz_now();
+        x->compute_s += t1 - t0;
+        trace(x, "weight", i, t0, t1);
         return PZ_OK;
     }
     case PZ_OP_SEND_GRAD: {
@@ -334,7 +356,7 @@ static pz_status validate(exec *x, uint32_t val_round, int compressed, double *l
             for (int b = 0; b < o->batch; b++) ids[b] = x->ids_tmp[b];
         else if ((st = post_recv(x, x->rank - 1, KIND_VAL, val_round, k, x->act_wire_in[0], rx->cap, &r,
                                  "recv validation activation")) != PZ_OK ||
-                 (st = recv_decode(x, rx, &r, cstep, k, x->act_wire_in[0], x->act_in[0], ids)) != PZ_OK)
+                 (st = recv_decode(x, rx, &r, cstep, k, x->act_wire_in[0], x->act_in[0], ids, NULL)) != PZ_OK)
             break;
         stage_forward(x, 0, 0.0f);
         if (is_last(x)) sum += x->slots[0].loss;
@@ -559,23 +581,28 @@ static double codec_state(exec *x, double *file) {
  * in use, the schedule and the activation slots are rebuilt (at a step
  * boundary nothing is in flight). Every rank computes it from the same
  * reduced bits, so all ranks agree. */
-static pz_status auto_warmup(exec *x, const double *red, const double *es) {
+static pz_status auto_warmup(exec *x, const double *red, const double *es, const double *rtt) {
     const int S = x->world, m = x->o->micro;
-    double *c = xcalloc((size_t)S, sizeof *c), *fwd = xcalloc((size_t)S, sizeof *fwd);
-    double *bwd = xcalloc((size_t)S, sizeof *bwd), *lat = xcalloc((size_t)S, sizeof *lat);
+    double *c = xcalloc((size_t)S, sizeof *c), *link_rtt = xcalloc((size_t)S, sizeof *link_rtt);
+    double *period = xcalloc((size_t)S, sizeof *period);
     for (int q = 0; q < S; q++) c[q] = red[4 + 3 * q] / m;
     for (int e = 0; e + 1 < S; e++) {
-        double Bps = x->pol.mbps[e] * 1e6 / 8.0;   /* an unlimited link: no time per message */
+        /* micro-batch 0 found every link and stage idle, so its round trip
+         * from stage e is: edge e down and up, plus stage e+1's compute and
+         * round trip; what is left is edge e's, measured on whatever link it
+         * is (real, or --link-mbps/--link-latency-ms) */
+        double down = e + 2 < S ? rtt[e + 1] : 0.0;
+        link_rtt[e] = fmax(0.0, rtt[e] - c[e + 1] - down);
+        /* the throughput bound per message is known for a simulated rate */
+        double Bps = x->pol.mbps[e] * 1e6 / 8.0;
         const double *f = es + (2 * e + PZ_FWD) * PZ_EDGE_STATS_N, *b = es + (2 * e + PZ_BWD) * PZ_EDGE_STATS_N;
-        fwd[e] = Bps > 0 ? f[1] / m / Bps : 0.0;   /* [1]: wire bytes */
-        bwd[e] = Bps > 0 ? b[1] / m / Bps : 0.0;
-        lat[e] = x->pol.latency_ms[e] * 1e-3;
+        if (Bps > 0) period[e] = fmax(f[1], b[1]) / m / Bps;   /* [1]: wire bytes */
     }
-    int k = pz_sched_auto_warmup(S, m, c, fwd, bwd, lat);
+    int k = pz_sched_auto_warmup(S, m, c, link_rtt, period);
+    double rtt01 = link_rtt[0];
     free(c);
-    free(fwd);
-    free(bwd);
-    free(lat);
+    free(link_rtt);
+    free(period);
     if (k == x->spec.warmup_extra) return PZ_OK;
     int old_bound = x->bound;
     slots_free(x);
@@ -589,10 +616,118 @@ static pz_status auto_warmup(exec *x, const double *red, const double *es) {
     double slot_mib = ((double)x->slots[0].numel * sizeof(float) + 3.0 * (double)x->act_bytes +
                        (double)x->cap_in + (double)x->bwd_rx.cap) / (1 << 20);
     if (x->bound != old_bound)
-        fprintf(stderr, "pipezip train: rank %d: warmup=auto: K = %d extra warm-up micro-batches per downstream stage, "
-                "%d in flight (was %d), %+.1f MiB of activations\n", x->rank, k, x->bound, old_bound,
-                (x->bound - old_bound) * slot_mib);
+        fprintf(stderr, "pipezip train: rank %d: warmup=auto: K = %d extra warm-up micro-batches per downstream stage "
+                "(edge 0-1's round trip measured %.0f ms), %d in flight (was %d), %+.1f MiB of activations\n",
+                x->rank, k, 1e3 * rtt01, x->bound, old_bound, (x->bound - old_bound) * slot_mib);
     return PZ_OK;
+}
+
+/* Preemption: a signal only sets this; the step loop acts on it (all ranks
+ * agree through the step's reduction) at the next step boundary. */
+static volatile sig_atomic_t stop_signal;
+static int stopped_by;
+static void on_stop_signal(int sig) { stop_signal = sig; }
+int pz_pipeline_stopped_by(void) { return stopped_by; }
+
+/* Fault injection for the tests (PIPEZIP_FAULT=WHAT:STEP:RANK): this rank
+ * exits with status 3 at that point, as a killed process would stop there.
+ * WHAT is "step" (after the step's optimizer update and checkpoint) or
+ * "checkpoint" (its shard written, before the ranks meet for the manifest).
+ * A resumed run (--resume, as restarts are) is not faulted again. */
+static int fault_armed;
+static void fault_point(const char *what, int step, int rank) {
+    const char *f = fault_armed ? getenv("PIPEZIP_FAULT") : NULL;
+    char w[32];
+    int s, r;
+    if (!f || sscanf(f, "%31[a-z]:%d:%d", w, &s, &r) != 3) return;
+    if (strcmp(w, what) == 0 && s == step && r == rank) {
+        fprintf(stderr, "pipezip train: rank %d: PIPEZIP_FAULT=%s: exiting at %s %d\n", rank, f, what, step);
+        fflush(NULL);
+        _exit(3);
+    }
+}
+
+/* The codecs this rank holds on its edges (and their error-metric twins),
+ * named by edge, direction and role, for the checkpoint's codec state. */
+static int edge_codecs(exec *x, const char **names, pz_codec **cs) {
+    static const char *const tag[4][2] = {{"out.fwd.send", "out.fwd.send.twin"}, {"out.bwd.recv", "out.bwd.recv.twin"},
+                                          {"in.fwd.recv", "in.fwd.recv.twin"},   {"in.bwd.send", "in.bwd.send.twin"}};
+    pz_edge_end *ends[4] = {&x->fwd_tx, &x->bwd_rx, &x->fwd_rx, &x->bwd_tx};
+    int n = 0;
+    for (int k = 0; k < 4; k++) {
+        pz_codec *c[2] = {ends[k]->codec, ends[k]->shadow};
+        for (int j = 0; j < 2; j++)
+            if (c[j]) names[n] = tag[k][j], cs[n++] = c[j];
+    }
+    return n;
+}
+
+/* --resume: the newest complete checkpoint (rank 0 looks, every rank gets
+ * its step), then each rank loads its shard. *start = steps already done. */
+static pz_status resume_from(exec *x, int *start) {
+    const pz_train_opts *o = x->o;
+    int is_auto = strcmp(o->resume, "auto") == 0;
+    const char *dir = is_auto ? o->checkpoint_dir : o->resume;
+    double v = 0.0;
+    pz_status st = PZ_OK;
+    if (x->rank == 0) {
+        int step;
+        if ((st = pz_resume_find(dir, is_auto, &step)) != PZ_OK) return st;
+        if (step < 0 && !is_auto)
+            return pz_fail(PZ_ERR_ARG, "--resume %s: no complete checkpoint there (use --resume auto to start "
+                           "fresh when there is none)", dir);
+        v = step + 1.0;   /* 0: none */
+    }
+    if ((st = allreduce(x, &v, 1)) != PZ_OK) return st;
+    *start = (int)v - 1;
+    if (*start < 0) {
+        if (x->rank == 0) fprintf(stderr, "pipezip train: --resume auto: no checkpoint in %s, starting fresh\n", dir);
+        *start = 0;
+        return PZ_OK;
+    }
+    int same = 0;
+    st = pz_resume_read_shard(dir, *start, x->rank, x->world, &x->stage, &x->opt, &x->loader, &same);
+    if (st == PZ_OK) {
+        const char *names[8];
+        pz_codec *cs[8];
+        int n = edge_codecs(x, names, cs);
+        if (same) st = pz_resume_read_codecs(dir, *start, x->rank, names, cs, n);
+        for (int i = 0; st == PZ_OK && !same && i < n; i++)
+            if (pz_codec_has_state(cs[i]))
+                fprintf(stderr, "pipezip train: rank %d: warning: another layout than the checkpoint's: %s (%s) "
+                        "starts with empty state (aq: its first epoch again)\n", x->rank, names[i],
+                        pz_codec_spec(cs[i]));
+    }
+    /* every rank must have loaded before any trains on */
+    double bad = st != PZ_OK;
+    pz_status st2 = allreduce(x, &bad, 1);
+    if (st == PZ_OK && st2 == PZ_OK && bad > 0)
+        st = pz_fail(PZ_ERR_PEER, "rank %d: another rank could not load its shard of the checkpoint", x->rank);
+    if (st == PZ_OK && x->rank == 0)
+        fprintf(stderr, "pipezip train: resumed from %s, step %d\n", dir, *start);
+    return st == PZ_OK ? st2 : st;
+}
+
+/* Writes this step's checkpoint: every rank its shard, then, once all are
+ * durable (a collective carrying each rank's outcome), rank 0 the manifest. */
+static pz_status checkpoint(exec *x, int step) {
+    const char *names[8];
+    pz_codec *cs[8];
+    int n = edge_codecs(x, names, cs);
+    pz_status st = pz_resume_write_shard(x->o->checkpoint_dir, step, x->rank, x->world, &x->stage, &x->opt,
+                                         &x->loader);
+    if (st == PZ_OK) st = pz_resume_write_codecs(x->o->checkpoint_dir, step, x->rank, names, cs, n);
+    fault_point("checkpoint", step, x->rank);
+    double bad = st != PZ_OK;
+    pz_status st2 = allreduce(x, &bad, 1);
+    if (st != PZ_OK) return st;
+    if (st2 != PZ_OK) return st2;
+    if (bad > 0)
+        return pz_fail(PZ_ERR_IO, "rank %d: another rank could not write its checkpoint shard of step %d (the "
+                       "previous checkpoint stays the newest)", x->rank, step);
+    if (x->rank == 0 && (st = pz_resume_commit(x->o->checkpoint_dir, step, x->world, x->o->keep_checkpoints)) == PZ_OK)
+        fprintf(stderr, "pipezip train: checkpoint of step %d in %s\n", step, x->o->checkpoint_dir);
+    return st;
 }
 
 /* Runs one validation pass and prints its line on rank 0. */
@@ -616,6 +751,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     pz_metrics met;
     memset(&met, 0, sizeof met);
     double *red = NULL;
+    struct sigaction old_term, old_int;
+    int handlers = 0;
     /* threads and cores first: before any OpenMP region starts its pool */
     pz_cores cores;
     if ((st = pz_cores_setup(rank, world, master_addr, o->threads, o->bind, &cores)) != PZ_OK) return st;
@@ -659,6 +796,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     size_t BT = (size_t)o->batch * o->seq;
     x.act_bytes = BT * (size_t)cfg.channels * sizeof(float);
     x.bound = pz_schedule_in_flight_bound(&x.spec, rank, world, o->micro);
+    x.stage.defer_weights = x.spec.kind == PZ_SCHED_ZBH1;   /* slots keep the matmuls' output gradients */
     x.tok = xcalloc(BT, sizeof(int));
     x.tgt = xcalloc(BT, sizeof(int));
     if ((st = setup_edges(&x)) != PZ_OK) goto cleanup;
@@ -691,11 +829,22 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
 
     /* reduction array: [0] grad sumsq, [1] loss, then 3 per rank
      * (compute, wait, codec seconds), then the edge statistics */
-    int eb = 4 + 3 * world, nred = eb + 2 * (world - 1) * PZ_EDGE_STATS_N;
+    /* ... then the round trips of warmup=auto (one per rank), then the stop
+     * signal (the largest a rank got) */
+    int eb = 4 + 3 * world, rb = eb + 2 * (world - 1) * PZ_EDGE_STATS_N, sb_ = rb + world, nred = sb_ + 2;
+    struct sigaction sa = {.sa_handler = on_stop_signal};
+    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGINT, &sa, &old_int);
+    handlers = 1;
+    stopped_by = 0;
     red = xcalloc((size_t)nred, sizeof *red);
     uint32_t val_round = 0;
+    int first_step = 0;
+    fault_armed = o->resume == NULL;
+    if (o->resume && (st = resume_from(&x, &first_step)) == PZ_OK && o->val_every > 0)
+        val_round = (uint32_t)(first_step / o->val_every);   /* the validations the run had done */
     double t_run = pz_now();
-    for (int step = 0; step < o->steps && st == PZ_OK; step++) {
+    for (int step = first_step; step < o->steps && st == PZ_OK; step++) {
         double t0 = pz_now(), loss_sum = 0.0;
         x.compute_s = x.wait_s = x.codec_s = 0.0;
         pz_stage_zero_grad(&x.stage);
@@ -714,6 +863,9 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         red[1] = is_last(&x) ? loss_sum / o->micro : 0.0;
         red[4 + 3 * rank + 0] = x.compute_s;
         red[4 + 3 * rank + 1] = x.wait_s;
+        red[rb + rank] = is_last(&x) ? 0.0 : x.rtt0;
+        red[sb_] = stop_signal == SIGTERM;   /* ranks that got each signal */
+        red[sb_ + 1] = stop_signal == SIGINT;
         contribute_edges(&x, red + eb);
         red[4 + 3 * rank + 2] = x.codec_s;
         if ((st = allreduce(&x, red, nred)) != PZ_OK) break;
@@ -725,7 +877,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         }
         /* warmup=auto: decided from the first step (cold caches, so it may
          * err low) and decided again from the second */
-        if (x.spec.warmup_auto && step < 2 && world > 1 && (st = auto_warmup(&x, red, red + eb)) != PZ_OK) break;
+        if (x.spec.warmup_auto && step < 2 && world > 1 && (st = auto_warmup(&x, red, red + eb, red + rb)) != PZ_OK)
+            break;
         /* the last stage's wte gradient gets the first stage's copy now */
         if ((st = tied_finish(&x)) != PZ_OK) break;
         double t_opt = pz_now();
@@ -740,7 +893,19 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
             if (world > 1) pz_metrics_step(&met, step + 1, red + eb, tok_s);
         }
         if (tty) fprintf(stderr, "\rstep %d/%d loss %.4f  %.0f ms  %.0f tok/s   ", step + 1, o->steps, loss, ms, tok_s);
+        /* a signal anywhere: every rank stops after this step, checkpointed */
+        int stop = red[sb_] > 0.0 || red[sb_ + 1] > 0.0;
+        if (stop) stopped_by = red[sb_] > 0.0 ? SIGTERM : SIGINT;
         int last = step + 1 == o->steps;
+        if (stop && rank == 0)
+            fprintf(stderr, "pipezip train: %s: stopping after step %d%s\n", strsignal(stopped_by), step + 1,
+                    o->checkpoint_dir ? ", with a checkpoint" : " (no --checkpoint-dir: no checkpoint)");
+        if (o->checkpoint_dir &&
+            (last || stop || (o->checkpoint_every > 0 && (step + 1) % o->checkpoint_every == 0)) &&
+            (st = checkpoint(&x, step + 1)) != PZ_OK)
+            break;
+        fault_point("step", step + 1, rank);
+        if (stop) break;   /* no validation: a preempted machine has seconds left */
         if (o->val_data && o->val_every > 0 && ((step + 1) % o->val_every == 0 || last)) {
             int comp = o->eval_compress && pz_policy_any(&x.pol, PZ_FWD);
             if ((st = validate_print(&x, step + 1, &val_round, comp)) != PZ_OK) break;
@@ -783,6 +948,10 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     x.tp = NULL;
 
 cleanup:
+    if (handlers) {
+        sigaction(SIGTERM, &old_term, NULL);
+        sigaction(SIGINT, &old_int, NULL);
+    }
     pz_metrics_free(&met);
     free(red);
     exec_free(&x);

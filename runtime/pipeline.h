@@ -7,9 +7,14 @@
 #include "runtime/policy.h"
 #include "runtime/train.h"
 
-/* Runs rank `rank` of `world` (= o->stages). Rank 0 prints the JSON lines. */
+/* Runs rank `rank` of `world` (= o->stages). Rank 0 prints the JSON lines.
+ * SIGTERM or SIGINT (to any rank; the launcher forwards its own) stops every
+ * rank at the same step boundary, after a checkpoint when --checkpoint-dir is
+ * set; the run then returns PZ_OK and pz_pipeline_stopped_by says which
+ * signal, so the command exits 128 + it (143, 130). */
 pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
                                const char *master_addr, int master_port);
+int pz_pipeline_stopped_by(void);
 
 /* The policy of --policy-file, --compress and --link-mbps for o->stages
  * stages (validated; also used by the launcher to fail once, early). */

@@ -226,15 +226,15 @@ static pz_status parse_edge_values(pz_policy *p, const char *text, const char *o
             prio = edge < 0 ? 1 : 2;
             vpos = eq + 1;
         }
-        char num[64], msg[96];
+        char num[64];
         size_t n = end - vpos;
-        snprintf(msg, sizeof msg, "expected %s, 0 .. %g", what, max);
-        if (n == 0 || n >= sizeof num) return fail_at(origin, text, vpos, msg);
+        if (n == 0 || n >= sizeof num) return fail_at(origin, text, vpos, "expected %s, 0 .. %g", what, max);
         memcpy(num, text + vpos, n);
         num[n] = 0;
         char *e;
         double v = strtod(num, &e);
-        if (e == num || *e || !(v >= 0.0) || v > max) return fail_at(origin, text, vpos + (size_t)(e - num), msg);
+        if (e == num || *e || !(v >= 0.0) || v > max)
+            return fail_at(origin, text, vpos + (size_t)(e - num), "expected %s, 0 .. %g", what, max);
         int e0 = edge < 0 ? 0 : edge, e1 = edge < 0 ? p->stages - 2 : edge;
         for (int k = e0; k <= e1; k++)
             if (prios[k] <= prio) { vals[k] = v; prios[k] = prio; }

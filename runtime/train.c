@@ -51,6 +51,7 @@ void pz_train_opts_default(pz_train_opts *o) {
     o->stages = 1;
     o->schedule = "1f1b";
     o->peer_timeout = 60.0f;
+    o->keep_checkpoints = 2;
     o->threads = 0;
     o->bind = 1;            /* PZ_BIND_CORES */
     o->device = "cpu";

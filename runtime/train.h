@@ -35,6 +35,11 @@ typedef struct {
     const char *policy_file;/* --policy-file, applied before --compress */
     const char *link_mbps;  /* --link-mbps: simulated link rates, or NULL */
     const char *link_latency; /* --link-latency-ms: simulated one-way delays, or NULL */
+    /* checkpoints to resume from (runtime/resume.h) */
+    const char *checkpoint_dir; /* --checkpoint-dir, or NULL */
+    int checkpoint_every;   /* steps between checkpoints; 0 = only after the last step */
+    int keep_checkpoints;   /* complete checkpoints kept (default 2) */
+    const char *resume;     /* --resume DIR or "auto" (the checkpoint dir, empty = fresh) */
     const char *metrics;    /* --metrics PREFIX: PREFIX.jsonl and PREFIX.csv */
     int eval_compress;      /* validation through the fwd codecs (1) or raw (0) */
     int error_metrics;      /* senders measure ||x - x'|| / ||x|| */

@@ -99,6 +99,7 @@ struct pz_request {
     size_t len, cap;
     uint64_t tag;
     double start;
+    double done_at;          /* when completion was seen (pz_now) */
     ucp_tag_recv_info_t info;
     char what[WHAT_MAX];
 };
@@ -177,6 +178,7 @@ static void req_free(pz_request *r) {
 
 static void req_complete(pz_request *r, void *ucp_req, ucs_status_t st, size_t len) {
     r->done = 1;
+    r->done_at = pz_now();
     r->status = st;
     r->len = len;
     if (ucp_req) ucp_request_free(ucp_req);
@@ -314,7 +316,7 @@ static pz_status lost_error(pz_transport *t, int peer, const char *what) {
 
 /* Looks at r without progressing. Sets *done and returns the outcome; r is
  * released whenever the caller gets *done = 1 or an error. */
-static pz_status check(pz_transport *t, pz_request *r, int *done, size_t *len) {
+static pz_status check(pz_transport *t, pz_request *r, int *done, size_t *len, double *done_at) {
     *done = 0;
     if (r->done) {
         ucs_status_t st = r->status;
@@ -323,6 +325,8 @@ static pz_status check(pz_transport *t, pz_request *r, int *done, size_t *len) {
         if (st == UCS_OK) {
             *done = 1;
             if (len) *len = n;
+            /* completed inside a post (eager): then; else when a progress call saw it */
+            if (done_at) *done_at = r->done_at > 0 ? r->done_at : pz_now();
         } else if (st == UCS_ERR_MESSAGE_TRUNCATED) {
             res = pz_fail(PZ_ERR_PEER,
                           "rank %d: \"%s\": the message from rank %d is larger than the receive buffer of %zu bytes",
@@ -347,20 +351,20 @@ static pz_status check(pz_transport *t, pz_request *r, int *done, size_t *len) {
 pz_status pz_transport_test(pz_transport *t, pz_request *req, int *done, size_t *len) {
     lock(t);
     step(t);
-    pz_status st = check(t, req, done, len);
+    pz_status st = check(t, req, done, len, NULL);
     unlock(t);
     return st;
 }
 
 /* Waits for r at most timeout_s; past it the peer is declared frozen: its
  * endpoint is force-closed and r is cancelled. */
-static pz_status wait_for(pz_transport *t, pz_request *r, size_t *len, double timeout_s) {
+static pz_status wait_for(pz_transport *t, pz_request *r, size_t *len, double timeout_s, double *done_at) {
     double start = pz_now(), idle_since = start;
     for (;;) {
         lock(t);
         unsigned work = step(t);
         int done;
-        pz_status st = check(t, r, &done, len);
+        pz_status st = check(t, r, &done, len, done_at);
         if (st != PZ_OK || done) {
             unlock(t);
             return st;
@@ -386,7 +390,11 @@ static pz_status wait_for(pz_transport *t, pz_request *r, size_t *len, double ti
 }
 
 pz_status pz_transport_wait(pz_transport *t, pz_request *req, size_t *len) {
-    return wait_for(t, req, len, t->peer_timeout_s);
+    return wait_for(t, req, len, t->peer_timeout_s, NULL);
+}
+
+pz_status pz_transport_wait_at(pz_transport *t, pz_request *req, size_t *len, double *done_at) {
+    return wait_for(t, req, len, t->peer_timeout_s, done_at);
 }
 
 /* ---- posting ----------------------------------------------------------------- */
@@ -567,8 +575,8 @@ static pz_status gather_sum_bcast(pz_transport *t, double *vals, int n, const ch
         st = post_recv(t, 0, pz_tag(0, seq, 0, K_COLL_DOWN), res, bytes, what, &rr);
         snprintf(what, sizeof what, "%s #%u: contribution to rank 0", name, seq);
         if (st == PZ_OK) st = post_send(t, 0, pz_tag(t->rank, seq, 0, K_COLL_UP), vals, bytes, what, &sr);
-        if (st == PZ_OK) { st = wait_for(t, sr, NULL, left_until(deadline)); sr = NULL; }
-        if (st == PZ_OK) { st = wait_for(t, rr, &got, left_until(deadline)); rr = NULL; }
+        if (st == PZ_OK) { st = wait_for(t, sr, NULL, left_until(deadline), NULL); sr = NULL; }
+        if (st == PZ_OK) { st = wait_for(t, rr, &got, left_until(deadline), NULL); rr = NULL; }
         if (st == PZ_OK && got != bytes)
             st = pz_fail(PZ_ERR_PEER, "rank %d: %s #%u: rank 0 sent %zu bytes, expected %zu (mismatched calls?)",
                          t->rank, name, seq, got, bytes);
@@ -588,7 +596,7 @@ static pz_status gather_sum_bcast(pz_transport *t, double *vals, int n, const ch
     }
     for (int r = 1; r < W && st == PZ_OK; r++) {
         size_t got = 0;
-        st = wait_for(t, rq[r], &got, left_until(deadline));
+        st = wait_for(t, rq[r], &got, left_until(deadline), NULL);
         rq[r] = NULL;
         if (st == PZ_OK && got != bytes)
             st = pz_fail(PZ_ERR_PEER, "rank 0: %s #%u: rank %d sent %zu bytes, expected %zu (mismatched calls?)",
@@ -605,7 +613,7 @@ static pz_status gather_sum_bcast(pz_transport *t, double *vals, int n, const ch
         st = post_send(t, r, pz_tag(0, seq, 0, K_COLL_DOWN), vals, bytes, what, &rq[r]);
     }
     for (int r = 1; r < W && st == PZ_OK; r++) {
-        st = wait_for(t, rq[r], NULL, left_until(deadline));
+        st = wait_for(t, rq[r], NULL, left_until(deadline), NULL);
         rq[r] = NULL;
     }
     for (int r = 1; r < W; r++)
@@ -802,11 +810,11 @@ static pz_status hello_all(pz_transport *t) {
     for (int p = 0; p < W && st == PZ_OK; p++) {
         if (p == t->rank) continue;
         size_t got = 0;
-        st = wait_for(t, rr[p], &got, left_until(deadline));
+        st = wait_for(t, rr[p], &got, left_until(deadline), NULL);
         rr[p] = NULL;
         if (st == PZ_OK && (got != 8 || in[2 * p] != HELLO_MAGIC || in[2 * p + 1] != (uint32_t)p))
             st = pz_fail(PZ_ERR_PEER, "rank %d: bad UCX hello from rank %d", t->rank, p);
-        if (st == PZ_OK) st = wait_for(t, sr[p], NULL, left_until(deadline));
+        if (st == PZ_OK) st = wait_for(t, sr[p], NULL, left_until(deadline), NULL);
         sr[p] = NULL;
     }
     for (int p = 0; p < W; p++) {

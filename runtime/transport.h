@@ -87,6 +87,10 @@ pz_status pz_transport_test(pz_transport *t, pz_request *req, int *done, size_t 
  * (then the peer's endpoint is force-closed and req cancelled). req is freed
  * in every case. len may be NULL. */
 pz_status pz_transport_wait(pz_transport *t, pz_request *req, size_t *len);
+/* pz_transport_wait, and *done_at = when the request completed (pz_now
+ * seconds; with a progress thread, within its polling interval): a receive
+ * that finished long before the wait says when its data arrived. */
+pz_status pz_transport_wait_at(pz_transport *t, pz_request *req, size_t *len, double *done_at);
 void pz_transport_progress(pz_transport *t);
 
 /* Simulated link (for "what does compression buy on a 100 Mbit/s link with

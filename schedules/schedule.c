@@ -15,6 +15,7 @@ static const struct {
 } sched_names[] = {
     {"1f1b", PZ_SCHED_1F1B},
     {"gpipe", PZ_SCHED_GPIPE},
+    {"zb-h1", PZ_SCHED_ZBH1},
 };
 #define NSCHED ((int)(sizeof sched_names / sizeof sched_names[0]))
 
@@ -88,6 +89,7 @@ const char *pz_op_name(pz_op op) {
     case PZ_OP_SEND_GRAD: return "SEND_GRAD";
     case PZ_OP_REDUCE_TIED: return "REDUCE_TIED";
     case PZ_OP_OPTIM_STEP: return "OPTIM_STEP";
+    case PZ_OP_BACKWARD_WEIGHT: return "BACKWARD_WEIGHT";
     default: return "?";
     }
 }
@@ -103,7 +105,9 @@ int pz_op_peer(pz_op op, int stage, int nstages) {
     }
 }
 
-static int known_kind(pz_sched_kind kind) { return kind == PZ_SCHED_1F1B || kind == PZ_SCHED_GPIPE; }
+static int known_kind(pz_sched_kind kind) {
+    return kind == PZ_SCHED_1F1B || kind == PZ_SCHED_GPIPE || kind == PZ_SCHED_ZBH1;
+}
 
 static pz_status check_args(const pz_sched_spec *sp, int stage, int nstages, int nmicro) {
     if (!known_kind(sp->kind)) return pz_fail(PZ_ERR_ARG, "schedule: unknown kind %d", (int)sp->kind);
@@ -134,25 +138,26 @@ int pz_schedule_in_flight_bound(const pz_sched_spec *sp, int stage, int nstages,
         return w + 1 < nmicro ? w + 1 : nmicro;
     }
     case PZ_SCHED_GPIPE: return nmicro;
+    case PZ_SCHED_ZBH1: return nstages < nmicro ? nstages : nmicro;
     default: return 0;
     }
 }
 
-int pz_sched_auto_warmup(int nstages, int nmicro, const double *c, const double *fwd, const double *bwd,
-                         const double *lat) {
+int pz_sched_auto_warmup(int nstages, int nmicro, const double *c, const double *link_rtt,
+                         const double *link_period) {
     const int S = nstages;
     double period = 0.0;
     for (int q = 0; q < S; q++) period = fmax(period, c[q]);
-    for (int e = 0; e + 1 < S; e++) period = fmax(period, fmax(fwd[e], bwd[e]));
+    for (int e = 0; e + 1 < S; e++) period = fmax(period, link_period[e]);
     if (!(period > 0.0)) return 0;
     int k = 0;
     for (int s = 0; s + 1 < S; s++) {
         double rtt = 0.0, links = 0.0;
         for (int q = s; q < S; q++) rtt += c[q];
-        for (int e = s; e + 1 < S; e++) links += fwd[e] + bwd[e] + 2.0 * lat[e];
+        for (int e = s; e + 1 < S; e++) links += link_rtt[e];
         rtt += links;
-        /* micro-batches in flight at stage s, plus one behind links: compute times
-         * jitter, and a gradient that arrives just late stalls a whole
+        /* micro-batches in flight at stage s, plus one behind links: compute
+         * times jitter, and a gradient that arrives just late stalls a whole
          * backward (measured on the demo preset over 10 Mbit/s: the exact
          * K ran 15-20% slower than K+1) */
         double need = ceil(rtt / period) + (links > 0.0 ? 1.0 : 0.0);
@@ -187,8 +192,8 @@ pz_status pz_schedule_build(pz_schedule *s, const pz_sched_spec *sp, int stage, 
     s->stage = stage;
     s->nstages = nstages;
     s->nmicro = m;
-    /* at most 6 instructions per micro-batch plus 2 at the end; m <= 2^20 */
-    s->ins = xmalloc(((size_t)6 * (size_t)m + 2) * sizeof *s->ins);
+    /* at most 7 instructions per micro-batch plus 2 at the end; m <= 2^20 */
+    s->ins = xmalloc(((size_t)7 * (size_t)m + 2) * sizeof *s->ins);
 
     if (sp->kind == PZ_SCHED_GPIPE) {
         s->warmup = m;
@@ -205,6 +210,10 @@ pz_status pz_schedule_build(pz_schedule *s, const pz_sched_spec *sp, int stage, 
             if (!first) emit(s, PZ_OP_SEND_GRAD, i);
         }
     } else {
+        /* zb-h1: 1F1B's list; after each B the oldest W's run until at most
+         * `keep` (= stage) are pending */
+        const int zb = sp->kind == PZ_SCHED_ZBH1, keep = stage < m ? stage : m;
+        int wdone = 0;   /* W's emitted (in micro order) */
         const int w = warmup_1f1b(sp, stage, nstages, m);
         /* the next stage's warm-up: it sends gradient j between receiving
          * activations wn+j and wn+j+1 */
@@ -233,21 +242,27 @@ pz_status pz_schedule_build(pz_schedule *s, const pz_sched_spec *sp, int stage, 
                 emit(s, PZ_OP_BACKWARD, backs);
                 if (!first) emit(s, PZ_OP_SEND_GRAD, backs);
                 backs++;
+                for (; zb && backs - wdone > keep; wdone++) emit(s, PZ_OP_BACKWARD_WEIGHT, wdone);
             }
         }
-        for (; backs < m; backs++) {   /* cool-down */
+        for (; backs < m;) {   /* cool-down */
             for (; !last && grads <= backs; grads++) emit(s, PZ_OP_RECV_GRAD, grads);
             emit(s, PZ_OP_BACKWARD, backs);
             if (!first) emit(s, PZ_OP_SEND_GRAD, backs);
+            backs++;
+            for (; zb && backs - wdone > keep; wdone++) emit(s, PZ_OP_BACKWARD_WEIGHT, wdone);
         }
+        for (; zb && wdone < m; wdone++) emit(s, PZ_OP_BACKWARD_WEIGHT, wdone);
     }
     if (nstages > 1 && (first || last)) emit(s, PZ_OP_REDUCE_TIED, -1);
     emit(s, PZ_OP_OPTIM_STEP, -1);
 
+    /* activations live from FORWARD to BACKWARD (zb-h1: to BACKWARD_WEIGHT) */
+    const pz_op frees = sp->kind == PZ_SCHED_ZBH1 ? PZ_OP_BACKWARD_WEIGHT : PZ_OP_BACKWARD;
     int held = 0;
     for (int k = 0; k < s->n; k++) {
         if (s->ins[k].op == PZ_OP_FORWARD && ++held > s->max_in_flight) s->max_in_flight = held;
-        if (s->ins[k].op == PZ_OP_BACKWARD) held--;
+        if (s->ins[k].op == frees) held--;
     }
     return PZ_OK;
 }
@@ -257,7 +272,7 @@ void pz_schedule_free(pz_schedule *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* ---- timing: all stages together, rendezvous sends, unit compute slots ---- */
+/* ---- timing: all stages together, unit compute slots ---- */
 
 static pz_op matching_op(pz_op op) {
     switch (op) {
@@ -269,9 +284,10 @@ static pz_op matching_op(pz_op op) {
     }
 }
 
-/* Runs the lists; start[s][k] = start slot of instruction k of stage s (for
- * compute ops). Returns the makespan, or -1 on a deadlock. */
-static long simulate(const pz_schedule *st, int S, long **start) {
+/* Runs the lists under rendezvous (every send waits for its receive): the
+ * strict model the lists must be deadlock-free in. Returns the makespan, or
+ * -1 on a deadlock. */
+static long simulate_rendezvous(const pz_schedule *st, int S) {
     int *pc = xcalloc((size_t)S, sizeof *pc);
     long *clock = xcalloc((size_t)S, sizeof *clock);
     /* sweep down, then up, so that activations and gradients both travel
@@ -283,8 +299,7 @@ static long simulate(const pz_schedule *st, int S, long **start) {
             const int s = down ? q : S - 1 - q;
             while (pc[s] < st[s].n) {
                 const pz_instr *in = &st[s].ins[pc[s]];
-                if (in->op == PZ_OP_FORWARD || in->op == PZ_OP_BACKWARD) {
-                    start[s][pc[s]] = clock[s];
+                if (in->op == PZ_OP_FORWARD || in->op == PZ_OP_BACKWARD || in->op == PZ_OP_BACKWARD_WEIGHT) {
                     clock[s] += 1;
                     pc[s]++;
                 } else if (in->op == PZ_OP_OPTIM_STEP) {
@@ -315,6 +330,56 @@ static long simulate(const pz_schedule *st, int S, long **start) {
     return makespan;
 }
 
+/* Runs the lists as the executor does: a send never blocks, a receive only
+ * posts, and the FORWARD or BACKWARD that uses a message waits until its
+ * send has happened; the tied exchange pairs the two ends. start[s][k] = the
+ * start slot of compute instruction k of stage s. Returns the makespan, or -1
+ * if some stage can never go on. */
+static long simulate_executor(const pz_schedule *st, int S, int m, long **start) {
+    int *pc = xcalloc((size_t)S, sizeof *pc);
+    long *clock = xcalloc((size_t)S, sizeof *clock);
+    long *sent = xmalloc((size_t)S * 2 * (size_t)m * sizeof *sent);   /* [sender][dir][micro] */
+    for (size_t k = 0; k < (size_t)S * 2 * (size_t)m; k++) sent[k] = -1;
+    for (int progress = 1; progress;) {
+        progress = 0;
+        for (int s = 0; s < S; s++)
+            while (pc[s] < st[s].n) {
+                const pz_instr *in = &st[s].ins[pc[s]];
+                if (in->op == PZ_OP_FORWARD || in->op == PZ_OP_BACKWARD) {
+                    int fwd = in->op == PZ_OP_FORWARD, from = fwd ? s - 1 : s + 1;
+                    if (from >= 0 && from < S) {
+                        long at = sent[((size_t)from * 2 + (fwd ? 0 : 1)) * m + in->micro];
+                        if (at < 0) break;
+                        if (at > clock[s]) clock[s] = at;
+                    }
+                }
+                if (in->op == PZ_OP_FORWARD || in->op == PZ_OP_BACKWARD || in->op == PZ_OP_BACKWARD_WEIGHT) {
+                    start[s][pc[s]] = clock[s];
+                    clock[s] += 1;
+                } else if (in->op == PZ_OP_SEND_ACT || in->op == PZ_OP_SEND_GRAD) {
+                    sent[((size_t)s * 2 + (in->op == PZ_OP_SEND_GRAD)) * m + in->micro] = clock[s];
+                } else if (in->op == PZ_OP_REDUCE_TIED) {
+                    int p = pz_op_peer(in->op, s, S);
+                    if (p < 0 || p >= S || pc[p] >= st[p].n || st[p].ins[pc[p]].op != PZ_OP_REDUCE_TIED) break;
+                    long t = clock[s] > clock[p] ? clock[s] : clock[p];
+                    clock[s] = clock[p] = t;
+                    pc[p]++;
+                }
+                pc[s]++;
+                progress = 1;
+            }
+    }
+    long makespan = 0;
+    for (int s = 0; s < S; s++) {
+        if (pc[s] < st[s].n) makespan = -1;
+        if (makespan >= 0 && clock[s] > makespan) makespan = clock[s];
+    }
+    free(pc);
+    free(clock);
+    free(sent);
+    return makespan;
+}
+
 static long gcd_l(long a, long b) {
     while (b) {
         long t = a % b;
@@ -327,7 +392,7 @@ static long gcd_l(long a, long b) {
 pz_status pz_schedule_print_table(FILE *f, const pz_sched_spec *sp, int nstages, int nmicro) {
     pz_status status = check_args(sp, 0, nstages, nmicro);
     if (status != PZ_OK) return status;
-    long cells = (long)nstages * 2 * ((long)nmicro + nstages - 1);
+    long cells = (long)nstages * (sp->kind == PZ_SCHED_ZBH1 ? 3 : 2) * ((long)nmicro + nstages - 1);
     if (cells > PZ_SCHED_MAX_TABLE)
         return pz_fail(PZ_ERR_ARG, "a table of %d stages x %d micro-batches has %ld cells, more than %ld",
                        nstages, nmicro, cells, PZ_SCHED_MAX_TABLE);
@@ -340,7 +405,7 @@ pz_status pz_schedule_print_table(FILE *f, const pz_sched_spec *sp, int nstages,
         if ((status = pz_schedule_build(&st[s], sp, s, S, m)) != PZ_OK) goto out;
         start[s] = xcalloc((size_t)st[s].n, sizeof **start);
     }
-    long makespan = simulate(st, S, start);
+    long makespan = simulate_rendezvous(st, S) < 0 ? -1 : simulate_executor(st, S, m, start);
     if (makespan < 0) {
         status = pz_fail(PZ_ERR_SHAPE, "schedule %s with %d stages and %d micro-batches deadlocks",
                          name, S, m);
@@ -356,8 +421,14 @@ pz_status pz_schedule_print_table(FILE *f, const pz_sched_spec *sp, int nstages,
 
     fprintf(f, "%s schedule, %d stage%s, %d micro-batch%s\n", name, S, S == 1 ? "" : "s", m,
             m == 1 ? "" : "es");
-    fprintf(f, "(Fi / Bi = forward / backward of micro-batch i, one slot each; . = idle;\n"
-               " sends complete when the receiver is ready, communication takes no time)\n\n");
+    if (sp->kind == PZ_SCHED_ZBH1)
+        fprintf(f, "(Fi / Bi / Wi = forward / input gradient / weight gradients of micro-batch i,\n"
+                   " one slot each; . = idle; as the executor runs: sends do not block, a compute\n"
+                   " waits for its input, communication takes no time)\n\n");
+    else
+        fprintf(f, "(Fi / Bi = forward / backward of micro-batch i, one slot each; . = idle; as the\n"
+                   " executor runs: sends do not block, a compute waits for its input,\n"
+                   " communication takes no time)\n\n");
     fprintf(f, "slot");
     for (int s = 0; s < S; s++) {
         char h[32];
@@ -370,12 +441,13 @@ pz_status pz_schedule_print_table(FILE *f, const pz_sched_spec *sp, int nstages,
         fprintf(f, "%4ld", t);
         for (int s = 0; s < S; s++) {
             while (next[s] < st[s].n && st[s].ins[next[s]].op != PZ_OP_FORWARD &&
-                   st[s].ins[next[s]].op != PZ_OP_BACKWARD)
+                   st[s].ins[next[s]].op != PZ_OP_BACKWARD && st[s].ins[next[s]].op != PZ_OP_BACKWARD_WEIGHT)
                 next[s]++;
             char cell[32] = ".";
             if (next[s] < st[s].n && start[s][next[s]] == t) {
                 const pz_instr *in = &st[s].ins[next[s]];
-                snprintf(cell, sizeof cell, "%c%d", in->op == PZ_OP_FORWARD ? 'F' : 'B', in->micro);
+                snprintf(cell, sizeof cell, "%c%d",
+                         in->op == PZ_OP_FORWARD ? 'F' : in->op == PZ_OP_BACKWARD ? 'B' : 'W', in->micro);
                 next[s]++;
             }
             fprintf(f, " %-*s", s == S - 1 ? 0 : width - 1, cell);
@@ -388,12 +460,14 @@ pz_status pz_schedule_print_table(FILE *f, const pz_sched_spec *sp, int nstages,
     for (int s = 0; s < S; s++)
         fprintf(f, "%5d  %7d  %6d  %9d  %14d  %12d\n", s, st[s].warmup, st[s].steady, st[s].cooldown,
                 st[s].max_in_flight, st[s].n);
-    /* busy = 2m slots per stage; bubble = 1 - busy / (S * makespan) */
-    long idle = (long)S * makespan - 2L * m * S, total = (long)S * makespan;
+    /* busy = 2m slots per stage (3m for zb-h1); bubble = 1 - busy / (S * makespan) */
+    const int zb = sp->kind == PZ_SCHED_ZBH1, per = zb ? 3 : 2;
+    long idle = (long)S * makespan - (long)per * m * S, total = (long)S * makespan;
     long g = gcd_l(idle, total);
-    long fn = S - 1, fd = (long)m + S - 1, g2 = gcd_l(fn, fd);
-    fprintf(f, "\nbubble: %ld/%ld = %.4f of stage time simulated; (S-1)/(m+S-1) = %ld/%ld = %.4f\n",
-            idle / g, total / g, (double)idle / (double)total, fn / g2, fd / g2, (double)fn / (double)fd);
+    long fn = S - 1, fd = zb ? 3L * m + S - 1 : (long)m + S - 1, g2 = gcd_l(fn, fd);
+    fprintf(f, "\nbubble: %ld/%ld = %.4f of stage time simulated; %s = %ld/%ld = %.4f\n", idle / g, total / g,
+            (double)idle / (double)total, zb ? "(S-1)/(3m+S-1)" : "(S-1)/(m+S-1)", fn / g2, fd / g2,
+            (double)fn / (double)fd);
 out:
     for (int s = 0; s < S; s++) {
         pz_schedule_free(&st[s]);

@@ -10,6 +10,9 @@
  *   SEND_ACT   send micro's output activation to stage s+1      (never on s = S-1)
  *   RECV_GRAD  receive micro's output gradient from stage s+1   (never on s = S-1)
  *   BACKWARD   backward of micro (accumulates parameter gradients); frees them
+ *              (zb-h1: the input gradient only; the activations stay for W)
+ *   BACKWARD_WEIGHT  zb-h1 only: micro's weight gradients (from the output
+ *              gradients BACKWARD saved); frees its activations
  *   SEND_GRAD  send micro's input gradient to stage s-1          (never on s = 0)
  * and, once per step, after the stage's last backward:
  *   REDUCE_TIED  first and last stage exchange and sum their copies of the tied
@@ -59,6 +62,19 @@
  * pz_sched_auto_warmup brings the step back to the compute bound plus the
  * fill and drain over the links (both proven in test_schedule.c).
  *
+ * ZB-H1 (zero-bubble H1, Qi et al., ICLR 2024). BACKWARD splits into B, the
+ * input gradient (on the critical path: the upstream stage waits for it),
+ * and W, the weight gradients (BACKWARD_WEIGHT), which nothing waits for.
+ * The list is 1F1B's, B for BACKWARD, with stage s holding back up to s W's:
+ * after each B, W's of the oldest micro-batches run until at most s are
+ * pending, the rest after the last B. Every stage then holds at most
+ * min(S, m) activations (1F1B's first stage: the later ones trade their
+ * smaller 1F1B memory for the deferred W's), and with equal F, B and W the
+ * makespan is m(F+B+W) + (S-1)(F+B-W) against 1F1B's (m+S-1)(F+B+W): the
+ * bubble falls from (S-1)(F+B+W) to (S-1)(F+B-W) (proven in
+ * test_schedule.c). The communication is 1F1B's, so it is deadlock-free
+ * under rendezvous like 1F1B.
+ *
  * Extending. pz_sched_kind is an open enum: interleaved 1F1B (v model chunks
  * per rank) sets chunk to the local chunk index, and its peers become "the rank
  * holding chunk c-1 / c+1", which pz_op_peer will then take from the schedule;
@@ -76,7 +92,8 @@
 typedef enum {
     PZ_SCHED_1F1B,   /* non-interleaved 1F1B / PipeDream-flush */
     PZ_SCHED_GPIPE,  /* fill-drain: all forwards, then all backwards */
-    /* future: PZ_SCHED_INTERLEAVED_1F1B, PZ_SCHED_ZB_H1, ... */
+    PZ_SCHED_ZBH1,   /* zero-bubble H1: 1F1B with the weight gradients deferred */
+    /* future: PZ_SCHED_INTERLEAVED_1F1B, ... */
 } pz_sched_kind;
 
 typedef enum {
@@ -88,11 +105,11 @@ typedef enum {
     PZ_OP_SEND_GRAD,
     PZ_OP_REDUCE_TIED,
     PZ_OP_OPTIM_STEP,
-    /* future: PZ_OP_BACKWARD_WEIGHT (zero-bubble W) */
+    PZ_OP_BACKWARD_WEIGHT, /* zero-bubble W: micro's weight gradients; frees its activations */
 } pz_op;
 
-/* A schedule as the user names it: "1f1b", "1f1b:warmup=K", "1f1b:warmup=auto"
- * or "gpipe". warmup=K adds K extra warm-up forwards per downstream stage:
+/* A schedule as the user names it: "1f1b", "1f1b:warmup=K", "1f1b:warmup=auto",
+ * "zb-h1" or "gpipe". warmup=K adds K extra warm-up forwards per downstream stage:
  * stage s warms up with W_s = min(m, (S-s-1)(1+K)) forwards instead of
  * min(m, S-s-1), so W_s+1 micro-batches are in flight and a gradient may take
  * K more micro-batches' compute to come back (a slow or distant link; the
@@ -126,14 +143,14 @@ typedef struct {
 } pz_schedule;
 
 /* "1f1b", "1f1b:warmup=K" (0 <= K <= PZ_SCHED_MAX_WARMUP_EXTRA),
- * "1f1b:warmup=auto" or "gpipe" (case-sensitive). Unknown names or options
+ * "1f1b:warmup=auto", "zb-h1" or "gpipe" (case-sensitive). Unknown names or options
  * fail with PZ_ERR_ARG and a message listing the known ones. */
 pz_status pz_sched_parse(const char *text, pz_sched_spec *out);
 /* The spec as text ("1f1b:warmup=2"; auto shows as "1f1b:warmup=auto"). */
 void pz_sched_spec_format(const pz_sched_spec *sp, char *buf, size_t cap);
 /* A spec of `kind` with no options. */
 pz_sched_spec pz_sched_plain(pz_sched_kind kind);
-/* "1f1b", "gpipe"; "?" for a value outside the enum. */
+/* "1f1b", "gpipe", "zb-h1"; "?" for a value outside the enum. */
 const char *pz_sched_name(pz_sched_kind kind);
 /* "RECV_ACT", "FORWARD", ...; "?" outside the enum. */
 const char *pz_op_name(pz_op op);
@@ -153,18 +170,21 @@ void pz_schedule_free(pz_schedule *s);
 int pz_op_peer(pz_op op, int stage, int nstages);
 
 /* The bound on activations held at once by `stage`: min(W_s + 1, m) for 1F1B
- * (min(S - s, m) without extra warm-up), m for GPipe (0 for an unknown kind). */
+ * (min(S - s, m) without extra warm-up), min(S, m) for ZB-H1, m for GPipe (0
+ * for an unknown kind). */
 int pz_schedule_in_flight_bound(const pz_sched_spec *sp, int stage, int nstages, int nmicro);
 
 /* warmup=auto: the smallest K such that every stage s keeps enough
  * micro-batches in flight to cover its round trip, with one to spare when
- * the trip crosses links, i.e. (S-s-1)(1+K)+1 >= ceil(rtt_s / period) + 1, where rtt_s = sum over stages q >= s of c[q] (compute
- * per micro-batch, forward + backward) + sum over edges e >= s of (fwd[e] +
- * bwd[e] + 2 lat[e]) (link seconds per message and one-way latency), and
- * period = the largest of c[q], fwd[e], bwd[e] (the pipeline's throughput
- * bound per micro-batch). K stops growing once stage 0 holds all m. */
-int pz_sched_auto_warmup(int nstages, int nmicro, const double *c, const double *fwd, const double *bwd,
-                         const double *lat);
+ * the trip crosses links, i.e. (S-s-1)(1+K)+1 >= ceil(rtt_s / period) + 1,
+ * where rtt_s = sum over stages q >= s of c[q] (compute per micro-batch,
+ * forward + backward) + sum over edges e >= s of link_rtt[e] (the time a
+ * message takes down edge e and its answer back up, latency included), and
+ * period = the largest of c[q] and link_period[e] (an edge's time per
+ * message in its busier direction: the pipeline's throughput bound per
+ * micro-batch; 0 where unknown). K stops growing once stage 0 holds all m. */
+int pz_sched_auto_warmup(int nstages, int nmicro, const double *c, const double *link_rtt,
+                         const double *link_period);
 
 /* Prints the schedule of all stages as a table: one column per stage, one row
  * per time slot (every FORWARD and BACKWARD takes one slot, communication is
@@ -172,7 +192,7 @@ int pz_sched_auto_warmup(int nstages, int nmicro, const double *c, const double 
  * the warm-up / steady / cool-down counts and peak in-flight, and the bubble
  * fraction, both simulated and from (S-1)/(m+S-1). Returns PZ_ERR_ARG on bad
  * arguments (as pz_schedule_build, and at most PZ_SCHED_MAX_TABLE cells:
- * nstages x 2(nmicro + nstages - 1)) and PZ_ERR_SHAPE if the lists deadlock
+ * nstages x 2(nmicro + nstages - 1), 3(...) for zb-h1) and PZ_ERR_SHAPE if the lists deadlock
  * (which would be a bug), with nothing printed. */
 #define PZ_SCHED_MAX_TABLE (1L << 22)
 pz_status pz_schedule_print_table(FILE *f, const pz_sched_spec *sp, int nstages, int nmicro);

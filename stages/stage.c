@@ -28,6 +28,10 @@ static size_t acts_layout(pz_acts *a, const pz_stage *s, float *base) {
         TAKE(b->ln2, BT * C); TAKE(b->ln2_mean, BT); TAKE(b->ln2_rstd, BT);
         TAKE(b->fch, 4 * BT * C); TAKE(b->fch_gelu, 4 * BT * C);
         TAKE(b->fcproj, BT * C); TAKE(b->res3, BT * C);
+        if (s->defer_weights) {
+            TAKE(b->d_fcproj, BT * C); TAKE(b->d_fc, 4 * BT * C);
+            TAKE(b->d_attproj, BT * C); TAKE(b->d_qkv, 3 * BT * C);
+        }
     }
     if (s->range.has_head) {
         TAKE(a->lnf, BT * C); TAKE(a->lnf_mean, BT); TAKE(a->lnf_rstd, BT);
@@ -138,28 +142,51 @@ static void block_forward(const pz_stage *s, const pz_block_params *w, pz_block_
 }
 
 /* d (B,T,C): on entry the gradient of res3, on exit the gradient of x */
-static void block_backward(pz_stage *s, const pz_block_params *w, pz_block_params *g,
-                           const pz_block_acts *a, const float *x, float *d) {
+/* A block's backward. defer: the matmuls compute only their input gradients
+ * and their output gradients are saved in a (for block_backward_weight). */
+static void block_backward(pz_stage *s, const pz_block_params *w, pz_block_params *g, pz_block_acts *a,
+                           const float *x, float *d, int defer) {
     const pz_backend *be = s->be;
     int B = s->B, T = s->T, C = s->cfg.channels, NH = s->cfg.num_heads, N = B * T;
     size_t NC = (size_t)N * C;
+    /* with defer, the weight half is skipped here (NULL) and its dout kept */
+#define WGT(p) (defer ? NULL : (p))
+#define KEEP(dst, src, n) do { if (defer) be->copy((dst), (src), (n) * sizeof(float)); } while (0)
     /* MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))) */
+    KEEP(a->d_fcproj, d, NC);
     be->zero(s->dfch_gelu, 4 * NC * sizeof(float));
-    be->matmul_backward(s->dfch_gelu, g->fcprojw, g->fcprojb, d, a->fch_gelu, w->fcprojw, N, 4 * C, C);
+    be->matmul_backward(s->dfch_gelu, WGT(g->fcprojw), WGT(g->fcprojb), d, a->fch_gelu, w->fcprojw, N, 4 * C, C);
     be->zero(s->dfch, 4 * NC * sizeof(float));
     be->gelu_backward(s->dfch, a->fch, s->dfch_gelu, 4 * NC);
+    KEEP(a->d_fc, s->dfch, 4 * NC);
     be->zero(s->dln, NC * sizeof(float));
-    be->matmul_backward(s->dln, g->fcw, g->fcb, s->dfch, a->ln2, w->fcw, N, C, 4 * C);
+    be->matmul_backward(s->dln, WGT(g->fcw), WGT(g->fcb), s->dfch, a->ln2, w->fcw, N, C, 4 * C);
     /* the identity path already left d(res3) in d; the branch adds to it: d = d(res2) */
     be->layernorm_backward(d, g->ln2w, g->ln2b, s->dln, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd, N, C);
     /* attention branch: res2 = x + attproj(attn(qkv(ln1(x)))) */
+    KEEP(a->d_attproj, d, NC);
     be->zero(s->datty, NC * sizeof(float));
-    be->matmul_backward(s->datty, g->attprojw, g->attprojb, d, a->atty, w->attprojw, N, C, C);
+    be->matmul_backward(s->datty, WGT(g->attprojw), WGT(g->attprojb), d, a->atty, w->attprojw, N, C, C);
     be->zero(s->dqkv, 3 * NC * sizeof(float));
     be->attention_backward(s->dqkv, s->datt, s->datty, a->qkv, a->att, B, T, C, NH);
+    KEEP(a->d_qkv, s->dqkv, 3 * NC);
     be->zero(s->dln, NC * sizeof(float));
-    be->matmul_backward(s->dln, g->qkvw, g->qkvb, s->dqkv, a->ln1, w->qkvw, N, C, 3 * C);
+    be->matmul_backward(s->dln, WGT(g->qkvw), WGT(g->qkvb), s->dqkv, a->ln1, w->qkvw, N, C, 3 * C);
     be->layernorm_backward(d, g->ln1w, g->ln1b, s->dln, x, w->ln1w, a->ln1_mean, a->ln1_rstd, N, C);
+#undef WGT
+#undef KEEP
+}
+
+/* The weight half of a deferred block backward: each matmul's dweight and
+ * dbias from its saved output gradient, exactly as the whole call adds them. */
+static void block_backward_weight(pz_stage *s, const pz_block_params *w, pz_block_params *g,
+                                  const pz_block_acts *a) {
+    const pz_backend *be = s->be;
+    int C = s->cfg.channels, N = s->B * s->T;
+    be->matmul_backward(NULL, g->fcprojw, g->fcprojb, a->d_fcproj, a->fch_gelu, w->fcprojw, N, 4 * C, C);
+    be->matmul_backward(NULL, g->fcw, g->fcb, a->d_fc, a->ln2, w->fcw, N, C, 4 * C);
+    be->matmul_backward(NULL, g->attprojw, g->attprojb, a->d_attproj, a->atty, w->attprojw, N, C, C);
+    be->matmul_backward(NULL, g->qkvw, g->qkvb, a->d_qkv, a->ln1, w->qkvw, N, C, 3 * C);
 }
 
 static const float *block_input(const pz_acts *a, int i) {
@@ -203,7 +230,7 @@ const float *pz_stage_forward(pz_stage *s, pz_acts *a, const int *tokens,
     return NULL;
 }
 
-void pz_stage_backward(pz_stage *s, pz_acts *a, const float *dout, float *dx_in) {
+static void stage_backward(pz_stage *s, pz_acts *a, const float *dout, float *dx_in, int defer) {
     const pz_backend *be = s->be;
     const pz_gpt2_config *c = &s->cfg;
     int B = s->B, T = s->T, C = c->channels, N = B * T;
@@ -222,9 +249,26 @@ void pz_stage_backward(pz_stage *s, pz_acts *a, const float *dout, float *dx_in)
         be->copy(d, dout, NC * sizeof(float));
     }
     for (int i = nb - 1; i >= 0; i--) {
-        block_backward(s, &s->params.blocks[i], &s->grads.blocks[i], &a->blocks[i], block_input(a, i), d);
+        block_backward(s, &s->params.blocks[i], &s->grads.blocks[i], &a->blocks[i], block_input(a, i), d, defer);
         if (s->between_blocks) s->between_blocks(s->between_blocks_ctx);
     }
     if (s->range.has_embed)
         be->encoder_backward(s->grads.wte, s->grads.wpe, d, a->tokens, B, T, C);
+}
+
+void pz_stage_backward(pz_stage *s, pz_acts *a, const float *dout, float *dx_in) {
+    stage_backward(s, a, dout, dx_in, 0);
+}
+
+void pz_stage_backward_input(pz_stage *s, pz_acts *a, const float *dout, float *dx_in) {
+    assert(s->defer_weights && (s->range.l1 == s->range.l0 || a->blocks[0].d_qkv));
+    stage_backward(s, a, dout, dx_in, 1);
+}
+
+void pz_stage_backward_weight(pz_stage *s, pz_acts *a) {
+    assert(s->defer_weights);
+    for (int i = s->range.l1 - s->range.l0 - 1; i >= 0; i--) {
+        block_backward_weight(s, &s->params.blocks[i], &s->grads.blocks[i], &a->blocks[i]);
+        if (s->between_blocks) s->between_blocks(s->between_blocks_ctx);
+    }
 }

@@ -23,6 +23,9 @@ typedef struct {
     float *fch_gelu;                   /* (B,T,4C) */
     float *fcproj;                     /* (B,T,C) */
     float *res3;                       /* (B,T,C) block output */
+    /* with defer_weights: the output gradients of the block's four matmuls,
+     * saved by the input-gradient backward for the weight-gradient one */
+    float *d_fcproj, *d_fc, *d_attproj, *d_qkv; /* (B,T,C) (B,T,4C) (B,T,C) (B,T,3C) */
 } pz_block_acts;
 
 typedef struct {
@@ -53,6 +56,9 @@ typedef struct {
      * pipeline drives its transport here so transfers overlap compute. */
     void (*between_blocks)(void *ctx);
     void *between_blocks_ctx;
+    /* Set before pz_acts_init to run backward in two halves (zero-bubble
+     * schedules): slots then also hold each block's matmul output gradients. */
+    int defer_weights;
 } pz_stage;
 
 /* Allocates parameters (zeroed), gradients (zeroed) and the backward scratch. */
@@ -79,6 +85,14 @@ const float *pz_stage_forward(pz_stage *s, pz_acts *a, const int *tokens,
  * non-NULL (not first stage) it receives the gradient of the stage input
  * (overwritten, not accumulated). */
 void pz_stage_backward(pz_stage *s, pz_acts *a, const float *dout, float *dx_in);
+
+/* The same backward in two halves (s->defer_weights set before the slots
+ * were made). _input computes dx_in and every gradient except the blocks'
+ * matmul weights and biases, whose output gradients it saves in `a`;
+ * _weight then accumulates those, and nothing waits for it. Together they
+ * add to s->grads exactly (bit for bit) what pz_stage_backward adds. */
+void pz_stage_backward_input(pz_stage *s, pz_acts *a, const float *dout, float *dx_in);
+void pz_stage_backward_weight(pz_stage *s, pz_acts *a);
 
 void pz_stage_zero_grad(pz_stage *s);
 

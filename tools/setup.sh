@@ -16,8 +16,9 @@ for a in "$@"; do
   esac
 done
 
-# build: compiler, meson, OpenBLAS (its OpenMP build, see meson.build), OpenMP runtime (part of gcc), UCX, zstd
-pkgs=(gcc g++ pkg-config meson ninja-build libopenblas-openmp-dev libucx-dev libzstd-dev)
+# build: compiler, meson, OpenBLAS (its OpenMP build, see meson.build), OpenMP runtime (part of gcc), UCX, zstd,
+# PCRE2 (GPT-2's pre-tokenization pattern in the BPE tokenizer)
+pkgs=(gcc g++ pkg-config meson ninja-build libopenblas-openmp-dev libucx-dev libzstd-dev libpcre2-dev)
 # the built-in corpora (see tools/make_corpus.sh)
 pkgs+=(python3.11-doc fortunes)
 # the fine-tuning example and the sweep's table and plots (examples/)
@@ -25,6 +26,8 @@ pkgs+=(python3 python3-matplotlib)
 if [ "$want_tests" = 1 ]; then
   # PyTorch reference checks; clang's sanitizer/fuzzer runtimes; mpirun (launch tests)
   pkgs+=(python3-torch python3-numpy clang libclang-rt-14-dev openmpi-bin)
+  # pip, for HF tokenizers below
+  pkgs+=(python3-pip)
 fi
 
 missing=()
@@ -42,6 +45,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
     echo "  sudo apt-get install -y ${missing[*]}" >&2
     exit 1
   fi
+fi
+
+# HF `tokenizers` (PyPI only; no Debian package): the reference of the BPE
+# tokenizer test (tests/stages/bpe_vs_hf.sh, which skips without it)
+if [ "$want_tests" = 1 ] && ! python3 -c 'import tokenizers' 2>/dev/null; then
+  echo "setup: pip installing tokenizers" >&2
+  python3 -m pip install -q --break-system-packages tokenizers ||
+    echo "setup: could not install tokenizers (pip install tokenizers); the test bpe-vs-hf will skip" >&2
 fi
 
 # the CUDA toolkit's usual home; meson finds nvcc only on PATH

@@ -48,7 +48,9 @@ void pz_cpu_matmul_forward(float *out, const float *inp, const float *weight,
 }
 
 /* dinp (N,C) += dout (N,OC) . weight (OC,C); dweight (OC,C) += dout^T . inp (N,C);
- * dbias (OC) += colsum(dout). dinp and dbias may be NULL (not needed).
+ * dbias (OC) += colsum(dout). dinp and dbias may be NULL (not needed); so may
+ * dweight (then dbias is skipped too): the halves of a zero-bubble backward,
+ * each computing exactly what the whole call does.
  * Thread i adds columns [lo,hi) of dinp (from columns of weight), then rows
  * [lo',hi') of dweight and entries [lo',hi') of dbias (from columns of dout). */
 void pz_cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
@@ -62,7 +64,7 @@ void pz_cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const flo
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, hi - lo, OC,
                         1.0f, dout, OC, weight + lo, C, 1.0f, dinp + lo, C);
         pz_cpu_split(OC, nt, it, MM_ALIGN, &lo, &hi);
-        if (hi > lo) {
+        if (dweight && hi > lo) {
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, C, N,
                         1.0f, dout + lo, OC, inp, C, 1.0f, dweight + (size_t)lo * C, C);
             for (int r = 0; r < N && dbias; r++) {

@@ -78,10 +78,12 @@ void pz_cuda_matmul_forward(float *out, const float *inp, const float *weight,
 }
 
 /* dinp (N,C) += dout (N,OC) . weight (OC,C); dweight (OC,C) += dout^T . inp;
- * dbias (OC) += colsum(dout). dinp and dbias may be NULL. */
+ * dbias (OC) += colsum(dout). dinp and dbias may be NULL; so may dweight
+ * (then dbias is skipped too): the halves of a zero-bubble backward. */
 void pz_cuda_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                              const float *inp, const float *weight, int N, int C, int OC) {
     if (dinp) pz_cuda_gemm_rm(false, false, N, C, OC, 1.0f, dout, OC, 0, weight, C, 0, 1.0f, dinp, C, 0, 1);
+    if (!dweight) return;
     pz_cuda_gemm_rm(true, false, OC, C, N, 1.0f, dout, OC, 0, inp, C, 0, 1.0f, dweight, C, 0, 1);
     if (dbias) pz_cuda_colsum_add(dbias, dout, N, OC);
 }

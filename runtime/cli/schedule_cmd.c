@@ -15,7 +15,8 @@ static const char usage[] =
     "Prints the pipeline schedule that the executor runs with S stages and M micro-batches:\n"
     "one column per stage and one row per time slot (F3 / B3 = forward / backward of\n"
     "micro-batch 3), then each stage's warm-up, steady and cool-down counts, its peak\n"
-    "number of micro-batches in flight, and the bubble fraction (S-1)/(M+S-1).\n"
+    "number of micro-batches in flight, and the bubble fraction ((S-1)/(M+S-1); zb-h1,\n"
+    "with F = B = W one slot each: (S-1)/(3M+S-1)).\n"
     "With --stage K, prints stage K's instruction list instead (what its executor runs,\n"
     "receives and sends included). The table is limited to S x 2(M+S-1) <= %ld cells.\n"
     "\n"
@@ -23,8 +24,10 @@ static const char usage[] =
     "  --stages S          pipeline stages, 1..%d (required)\n"
     "  --micro-batches M   micro-batches per optimizer step, 1..%d (required)\n"
     "  --schedule NAME     1f1b (default), 1f1b:warmup=K (K extra warm-up forwards per\n"
-    "                      downstream stage, to cover a slow link's round trip) or gpipe;\n"
-    "                      warmup=auto is chosen by 'pipezip train' from measured times\n"
+    "                      downstream stage, to cover a slow link's round trip), zb-h1\n"
+    "                      (zero-bubble H1: weight gradients W deferred into the bubbles)\n"
+    "                      or gpipe; warmup=auto is chosen by 'pipezip train' from\n"
+    "                      measured times\n"
     "  --stage K           print the instruction list of stage K (0-based)\n";
 
 __attribute__((format(printf, 1, 2))) static int err(const char *fmt, ...) {

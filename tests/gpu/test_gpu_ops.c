@@ -126,6 +126,12 @@ static void test_matmul(int OC, int with_bias, int with_dinp) {
     check(name, dinp, gdinp, (size_t)N * C, 1e-4f, 1e-3f);
     check("matmul_backward dweight", dw, gdw, (size_t)OC * C, 1e-4f, 1e-3f);
     check("matmul_backward dbias", db, gdb, OC, 1e-4f, 1e-3f);
+    /* the zero-bubble input half (dweight NULL) on the GPU against the CPU */
+    if (with_dinp) {
+        cpu->matmul_backward(dinp, NULL, NULL, dout, inp, w, N, C, OC);
+        gpu->matmul_backward(gdinp, NULL, NULL, gdout, ginp, gw, N, C, OC);
+        check("matmul_backward input half (zb B)", dinp, gdinp, (size_t)N * C, 1e-4f, 1e-3f);
+    }
     free(inp); free(w); free(b); free(out); free(dout); free(dinp); free(dw); free(db);
     void *g[] = {ginp, gw, gb, gout, gdout, gdinp, gdw, gdb};
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) gpu->free(g[i]);

@@ -305,6 +305,24 @@ static void test_matmul(const sizes *s) {
     to_double(dw1, c.dw, OCC);
     be->matmul_backward(NULL, dw2, NULL, c.dout, c.inp, c.w, N, C, OC);
     expect_close("matmul backward, dinp and dbias NULL", dw2, dw1, OCC, 0.0, 0.0);
+    /* the zero-bubble halves: B (dweight and dbias NULL) gives the whole
+     * call's dinp bit for bit, W (dinp NULL) its dweight and dbias */
+    float *di2 = fbuf(NC), *db2 = fbuf(OC);
+    double *di1 = dbuf(NC), *db1 = dbuf(OC);
+    to_double(di1, c.dinp, NC);
+    to_double(db1, c.db, OC);
+    be->zero(di2, NC * sizeof(float));
+    be->zero(dw2, OCC * sizeof(float));
+    be->zero(db2, OC * sizeof(float));
+    be->matmul_backward(di2, NULL, NULL, c.dout, c.inp, c.w, N, C, OC);
+    be->matmul_backward(NULL, dw2, db2, c.dout, c.inp, c.w, N, C, OC);
+    expect_close("matmul backward, input half (zero-bubble B)", di2, di1, NC, 0.0, 0.0);
+    expect_close("matmul backward, weight half (zero-bubble W): dweight", dw2, dw1, OCC, 0.0, 0.0);
+    expect_close("matmul backward, weight half (zero-bubble W): dbias", db2, db1, OC, 0.0, 0.0);
+    free(di1);
+    free(db1);
+    be->free(di2);
+    be->free(db2);
     free(dw1);
     be->free(dw2);
     be->free(c.inp); be->free(c.w); be->free(c.bias); be->free(c.out); be->free(c.dout);

@@ -268,6 +268,51 @@ static void test_shuffle(void) {
     free(b);
 }
 
+/* The shuffle is uniform: over 2400 seeds, the 24 orders of 4 samples each
+ * appear 100 times on average; a chi-square over 23 degrees of freedom stays
+ * below 60 (p ~ 3e-5) for a uniform shuffle. Sattolo's variant of
+ * Fisher-Yates (j < i instead of j <= i) yields only the 6 cyclic orders and
+ * never leaves a sample in place, and fails this. */
+static void test_shuffle_uniform(void) {
+    const int T = 2, N = 4, SEEDS = 2400;
+    uint16_t *a = ramp((size_t)N * T + 1, 0, 50000);
+    CHECK_STATUS(pz_shard_write(tpath("uni.bin"), a, (size_t)N * T + 1), PZ_OK, NULL);
+    pz_dataset d;
+    CHECK_STATUS(pz_dataset_open(&d, tpath("uni.bin"), T, 50000), PZ_OK, NULL);
+    int count[24] = {0}, fixed = 0;
+    for (int s = 0; s < SEEDS; s++) {
+        pz_loader l;
+        CHECK_STATUS(pz_loader_init(&l, &d, N, 1, (uint64_t)s), PZ_OK, NULL);
+        int inp[8], tgt[8];
+        size_t ids[4];
+        pz_loader_next(&l, inp, tgt, ids);
+        /* the order's index among the 24 permutations (Lehmer code) */
+        int code = 0, used[4] = {0};
+        for (int i = 0; i < N; i++) {
+            int smaller = 0;
+            for (size_t v = 0; v < ids[i]; v++) smaller += !used[v];
+            used[ids[i]] = 1;
+            code = code * (N - i) + smaller;
+            fixed += ids[i] == (size_t)i;
+        }
+        count[code]++;
+        pz_loader_free(&l);
+    }
+    double chi2 = 0.0, want = SEEDS / 24.0;
+    int orders = 0;
+    for (int k = 0; k < 24; k++) {
+        chi2 += (count[k] - want) * (count[k] - want) / want;
+        orders += count[k] > 0;
+    }
+    CHECK(orders == 24 && chi2 < 60.0 && fixed > SEEDS / 2,
+          "shuffle not uniform over %d seeds: %d of 24 orders, chi-square %.1f, %d samples left in place", SEEDS,
+          orders, chi2, fixed);
+    printf("ok: shuffle of 4 samples over %d seeds: %d of 24 orders, chi-square %.1f (23 d.o.f.)\n", SEEDS, orders,
+           chi2);
+    pz_dataset_close(&d);
+    free(a);
+}
+
 static void test_malformed(void) {
     uint16_t tok[64];
     for (int i = 0; i < 64; i++) tok[i] = (uint16_t)i;
@@ -444,6 +489,7 @@ int main(void) {
     test_sample_ids();
     test_unshuffled();
     test_shuffle();
+    test_shuffle_uniform();
     test_malformed();
     test_tokenizer();
 

@@ -5,16 +5,22 @@
  * list in order; a send completes only when its receiver has reached the
  * matching receive, a receive only when the matching send is there; compute
  * takes t_f / t_b, communication takes no time) and proves, for S = 1..8 and
- * m = 1..16 and both schedules:
+ * m = 1..16 and every schedule (1F1B with 0..3 extra warm-up forwards per
+ * downstream stage, GPipe, ZB-H1):
  *  - the run ends (no deadlock) and every send met exactly one receive of the
  *    same micro-batch, direction and neighbour pair, and vice versa;
  *  - every micro-batch is forwarded and backwarded exactly once per stage, in
  *    the data order (receive -> forward -> send, receive -> backward -> send,
  *    forward before backward, downstream backward before upstream backward);
  *  - the activations held by stage s never exceed the bound (min(S-s, m) for
- *    1F1B, m for GPipe) and reach it;
+ *    1F1B, min((S-s-1)(1+K)+1, m) with K extra warm-up, m for GPipe, min(S, m)
+ *    for ZB-H1, whose activations live until their weight gradients) and
+ *    reach it; ZB-H1 runs each micro-batch's weight gradients once, after its
+ *    input gradient, in micro-batch order;
  *  - with t_f = 1, t_b = 2 the bubble 1 - busy/(S x makespan) is exactly
- *    (S-1)/(m+S-1);
+ *    (S-1)/(m+S-1) (for extra warm-up on the executor's model, non-blocking
+ *    sends: simulate_eager), and ZB-H1's makespan with F = B = W = 1 is
+ *    3m + S - 1 (m >= S); warm-up K and a link delay: test_link_delay;
  *  - REDUCE_TIED only on the first and last stage when S > 1, after all their
  *    backwards; OPTIM_STEP last.
  * The checker shares no code with the library beyond the types and
@@ -43,6 +49,9 @@ __attribute__((format(printf, 2, 3))) static int bad(report *r, const char *fmt,
     return 1;
 }
 
+/* time of a zb-h1 weight-gradient op (BACKWARD is then the input gradient only) */
+static long g_tw = 1;
+
 static int is_comm(pz_op op) {
     return op == PZ_OP_RECV_ACT || op == PZ_OP_SEND_ACT || op == PZ_OP_RECV_GRAD || op == PZ_OP_SEND_GRAD;
 }
@@ -58,6 +67,7 @@ static int peer_of(pz_op op, int s) {
  * forwards per downstream stage holds W_s + 1, W_s = (S-s-1)(1+K), at most m. */
 static int expected_bound(pz_sched_spec sp, int s, int S, int m) {
     if (sp.kind == PZ_SCHED_GPIPE) return m;
+    if (sp.kind == PZ_SCHED_ZBH1) return S < m ? S : m;   /* 1F1B's first stage, on every stage */
     long b = (long)(S - s - 1) * (1 + sp.warmup_extra) + 1;
     return b < m ? (int)b : m;
 }
@@ -92,7 +102,8 @@ static int check_static(const pz_schedule *st, pz_sched_spec sp, int s, int S, i
     if (st->stage != s || st->nstages != S || st->nmicro != m || st->kind != sp.kind)
         return bad(r, "stage %d: header says stage %d of %d, m %d", s, st->stage, st->nstages, st->nmicro);
     if (st->n < 1 || !st->ins) return bad(r, "stage %d: empty list", s);
-    enum { NOPS = PZ_OP_OPTIM_STEP + 1 };
+    enum { NOPS = PZ_OP_BACKWARD_WEIGHT + 1 };
+    const int zb = sp.kind == PZ_SCHED_ZBH1;
     int *cnt = calloc((size_t)NOPS * (size_t)m, sizeof *cnt);   /* cnt[op * m + micro] */
     int *pos = calloc((size_t)NOPS * (size_t)m, sizeof *pos);   /* position of (op, micro) */
     int reduce = 0, optim = 0, reduce_pos = -1, last_bwd = -1, rc = 0;
@@ -101,6 +112,7 @@ static int check_static(const pz_schedule *st, pz_sched_spec sp, int s, int S, i
         const pz_instr *in = &st->ins[k];
         if ((int)in->op < 0 || (int)in->op >= NOPS) { rc = bad(r, "stage %d #%d: op %d", s, k, (int)in->op); break; }
         if (in->chunk != 0) { rc = bad(r, "stage %d #%d: chunk %d", s, k, in->chunk); break; }
+        if (in->op == PZ_OP_BACKWARD_WEIGHT && !zb) { rc = bad(r, "stage %d #%d: BACKWARD_WEIGHT outside zb-h1", s, k); break; }
         if (in->op == PZ_OP_REDUCE_TIED || in->op == PZ_OP_OPTIM_STEP) {
             if (in->micro != -1) { rc = bad(r, "stage %d #%d: %s with micro %d", s, k, pz_op_name(in->op), in->micro); break; }
             if (in->op == PZ_OP_REDUCE_TIED) { reduce++; reduce_pos = k; }
@@ -114,7 +126,7 @@ static int check_static(const pz_schedule *st, pz_sched_spec sp, int s, int S, i
         }
         cnt[in->op * m + in->micro]++;
         pos[in->op * m + in->micro] = k;
-        if (in->op == PZ_OP_BACKWARD) last_bwd = k;
+        if (in->op == PZ_OP_BACKWARD || in->op == PZ_OP_BACKWARD_WEIGHT) last_bwd = k;
     }
     for (int i = 0; i < m && !rc; i++) {
 #define C(op) cnt[(op) * m + i]
@@ -135,6 +147,12 @@ static int check_static(const pz_schedule *st, pz_sched_spec sp, int s, int S, i
             rc = bad(r, "stage %d micro %d: backward before its gradient arrived", s, i);
         else if (!first && P(PZ_OP_SEND_GRAD) < P(PZ_OP_BACKWARD))
             rc = bad(r, "stage %d micro %d: gradient sent before the backward", s, i);
+        else if (C(PZ_OP_BACKWARD_WEIGHT) != zb)
+            rc = bad(r, "stage %d micro %d: %d weight-gradient ops", s, i, C(PZ_OP_BACKWARD_WEIGHT));
+        else if (zb && P(PZ_OP_BACKWARD_WEIGHT) < P(PZ_OP_BACKWARD))
+            rc = bad(r, "stage %d micro %d: weight gradients before the input gradient", s, i);
+        else if (zb && i > 0 && P(PZ_OP_BACKWARD_WEIGHT) < pos[PZ_OP_BACKWARD_WEIGHT * m + i - 1])
+            rc = bad(r, "stage %d micro %d: weight gradients out of micro-batch order", s, i);
 #undef C
 #undef P
     }
@@ -148,10 +166,12 @@ static int check_static(const pz_schedule *st, pz_sched_spec sp, int s, int S, i
             rc = bad(r, "stage %d: %d OPTIM_STEP, last instruction %s", s, optim, pz_op_name(st->ins[st->n - 1].op));
     }
     if (!rc) {
+        /* activations live until the backward (zb-h1: until the weight gradients) */
+        const pz_op frees = zb ? PZ_OP_BACKWARD_WEIGHT : PZ_OP_BACKWARD;
         int held = 0, peak = 0, bound = expected_bound(sp, s, S, m);
         for (int k = 0; k < st->n; k++) {
             if (st->ins[k].op == PZ_OP_FORWARD && ++held > peak) peak = held;
-            if (st->ins[k].op == PZ_OP_BACKWARD) held--;
+            if (st->ins[k].op == frees) held--;
         }
         if (peak > bound) rc = bad(r, "stage %d: %d activations held, bound %d", s, peak, bound);
         else if (reach && peak != bound) rc = bad(r, "stage %d: peak %d never reaches the bound %d", s, peak, bound);
@@ -207,6 +227,12 @@ static int check_schedules_ex(const pz_schedule *st, pz_sched_spec sp, int S, in
                     t->b_end = clock[s];
                     t->b_seq = ++seq;
                     busy += tb;
+                    if (sp.kind != PZ_SCHED_ZBH1) held[s]--;
+                } else if (in->op == PZ_OP_BACKWARD_WEIGHT) {
+                    if (t->b_seq == 0) rc = bad(r, "stage %d: weight gradients of micro %d before its backward", s,
+                                                in->micro);
+                    clock[s] += g_tw;
+                    busy += g_tw;
                     held[s]--;
                 } else if (in->op == PZ_OP_OPTIM_STEP) {
                     /* zero time */
@@ -320,7 +346,8 @@ static long simulate_eager(const pz_schedule *st, int S, int m, long tf, long tb
                         if (at + delay > clock[s]) clock[s] = at + delay;
                     }
                     clock[s] += fwd ? tf : tb;
-                } else if (in->op == PZ_OP_SEND_ACT) sent[((size_t)s * 2 + 0) * m + in->micro] = clock[s];
+                } else if (in->op == PZ_OP_BACKWARD_WEIGHT) clock[s] += g_tw;
+                else if (in->op == PZ_OP_SEND_ACT) sent[((size_t)s * 2 + 0) * m + in->micro] = clock[s];
                 else if (in->op == PZ_OP_SEND_GRAD) sent[((size_t)s * 2 + 1) * m + in->micro] = clock[s];
                 else if (in->op == PZ_OP_REDUCE_TIED) {
                     int p = s == 0 ? S - 1 : 0;
@@ -374,7 +401,7 @@ static void free_all(pz_schedule *st, int S) {
  * per downstream stage, and GPipe. */
 static const pz_sched_spec all_specs[] = {
     {PZ_SCHED_1F1B, 0, 0}, {PZ_SCHED_1F1B, 1, 0}, {PZ_SCHED_1F1B, 2, 0},
-    {PZ_SCHED_1F1B, 3, 0}, {PZ_SCHED_GPIPE, 0, 0},
+    {PZ_SCHED_1F1B, 3, 0}, {PZ_SCHED_GPIPE, 0, 0}, {PZ_SCHED_ZBH1, 0, 0},
 };
 #define NSPECS ((int)(sizeof all_specs / sizeof all_specs[0]))
 
@@ -390,6 +417,22 @@ static void test_all_schedules(void) {
                 pz_schedule *st = build_all(sp, S, m);
                 report r = {""};
                 sim_result res;
+                if (sp.kind == PZ_SCHED_ZBH1) {
+                    /* F = B = W = 1: m(F+B+W) + (S-1)(F+B-W) once m >= S, never
+                     * more than 1F1B's (m+S-1)(F+B+W) */
+                    int rc = check_schedules(st, sp, S, m, 1, 1, &res, &r);
+                    CHECK(rc == 0, "%s S=%d m=%d: %s", spec_name(sp), S, m, r.msg);
+                    long ms = simulate_eager(st, S, m, 1, 1, 0);
+                    CHECK(rc != 0 || res.busy == 3L * S * m, "%s S=%d m=%d: busy %ld", spec_name(sp), S, m, res.busy);
+                    CHECK(m < S ? ms > 0 && ms <= 3L * (m + S - 1) : ms == 3L * m + S - 1,
+                          "%s S=%d m=%d: makespan %ld, want 3m+S-1 = %d", spec_name(sp), S, m, ms, 3 * m + S - 1);
+                    for (int s = 0; s < S; s++)
+                        CHECK(pz_schedule_in_flight_bound(&sp, s, S, m) == expected_bound(sp, s, S, m),
+                              "%s S=%d m=%d s=%d: in_flight_bound", spec_name(sp), S, m, s);
+                    free_all(st, S);
+                    runs++;
+                    continue;
+                }
                 int rc = check_schedules(st, sp, S, m, 1, 2, &res, &r);
                 CHECK(rc == 0, "%s S=%d m=%d: %s", spec_name(sp), S, m, r.msg);
                 if (rc == 0) {
@@ -436,7 +479,10 @@ static void test_other_times(void) {
                 int rc = check_schedules(st, sp, S, m, tf, tb, &res, &r);
                 CHECK(rc == 0, "%s S=%d m=%d tf=%ld tb=%ld: %s", spec_name(sp), S, m, tf, tb, r.msg);
                 long eager = simulate_eager(st, S, m, tf, tb, 0);
-                if (rc == 0)
+                if (rc == 0 && sp.kind == PZ_SCHED_ZBH1)   /* B = tb, W = g_tw: never slower than 1F1B */
+                    CHECK(eager > 0 && eager <= (tf + tb + g_tw) * (m + S - 1), "%s S=%d m=%d tf=%ld tb=%ld: makespan %ld",
+                          spec_name(sp), S, m, tf, tb, eager);
+                else if (rc == 0)
                     CHECK(eager == (tf + tb) * (m + S - 1) &&
                               (sp.warmup_extra > 0 || res.makespan == (tf + tb) * (m + S - 1)),
                           "%s S=%d m=%d tf=%ld tb=%ld: makespan %ld (rendezvous %ld)", spec_name(sp), S, m, tf, tb,
@@ -460,8 +506,8 @@ static void test_link_delay(void) {
         long d = cases[c][2];
         double *ct = calloc((size_t)S, sizeof *ct), *f = calloc((size_t)S, sizeof *f);
         double *b = calloc((size_t)S, sizeof *b), *lat = calloc((size_t)S, sizeof *lat);
-        for (int q = 0; q < S; q++) ct[q] = (double)(tf + tb), lat[q] = (double)d;
-        int kauto = pz_sched_auto_warmup(S, m, ct, f, b, lat);
+        for (int q = 0; q < S; q++) ct[q] = (double)(tf + tb), f[q] = 2.0 * (double)d;   /* down and up */
+        int kauto = pz_sched_auto_warmup(S, m, ct, f, b);
         /* compute bound plus one trip down and one up through every link */
         long bound = (tf + tb) * (m + S - 1) + 2L * (S - 1) * d;
         long prev = -1, best = -1;
@@ -494,11 +540,35 @@ static void test_link_delay(void) {
     }
     /* no link time: no extra warm-up; capped where stage 0 holds all m */
     double one[4] = {3, 3, 3, 3}, zero[4] = {0, 0, 0, 0}, far[4] = {1000, 1000, 1000, 1000};
-    CHECK(pz_sched_auto_warmup(4, 16, one, zero, zero, zero) == 0, "auto without links");
-    CHECK(pz_sched_auto_warmup(4, 16, one, zero, zero, far) == 5, "auto capped: (16+2)/3-1 = %d",
-          pz_sched_auto_warmup(4, 16, one, zero, zero, far));
-    CHECK(pz_sched_auto_warmup(1, 16, one, zero, zero, zero) == 0, "auto with one stage");
+    CHECK(pz_sched_auto_warmup(4, 16, one, zero, zero) == 0, "auto without links");
+    CHECK(pz_sched_auto_warmup(4, 16, one, far, zero) == 5, "auto capped: (16+2)/3-1 = %d",
+          pz_sched_auto_warmup(4, 16, one, far, zero));
+    CHECK(pz_sched_auto_warmup(1, 16, one, zero, zero) == 0, "auto with one stage");
+    /* a link slower than compute: the period is the link's, so fewer in flight
+     * cover the same round trip (S=2: rtt 3+3+8 = 14; period 4: ceil 4, +1 = 5
+     * in flight, K = 3; with the compute's period 3 it would be 5 + 1, K = 4) */
+    double c2[2] = {3, 3}, rtt2[2] = {8, 0}, per2[2] = {4, 0}, none2[2] = {0, 0};
+    CHECK(pz_sched_auto_warmup(2, 64, c2, rtt2, per2) == 3 && pz_sched_auto_warmup(2, 64, c2, rtt2, none2) == 4,
+          "link-bound period: K %d and %d", pz_sched_auto_warmup(2, 64, c2, rtt2, per2),
+          pz_sched_auto_warmup(2, 64, c2, rtt2, none2));
     printf("ok: warmup=auto picks the smallest K that hides a link delay, plus one\n");
+}
+
+/* ZB-H1's point: at S = 4, m = 8 with F = B = W (1F1B's backward = B + W),
+ * the stages' idle time falls by at least 30% (the formula: from
+ * (S-1)(F+B+W) per stage to (S-1)(F+B-W), i.e. by two thirds). */
+static void test_zb_idle(void) {
+    const int S = 4, m = 8;
+    pz_schedule *a = build_all(spec_k(PZ_SCHED_1F1B, 0), S, m), *z = build_all(spec_k(PZ_SCHED_ZBH1, 0), S, m);
+    long ma = simulate_eager(a, S, m, 1, 2, 0), mz = simulate_eager(z, S, m, 1, 1, 0);
+    long busy = 3L * S * m, ia = S * ma - busy, iz = S * mz - busy;
+    CHECK(ma > 0 && mz > 0 && (double)iz <= 0.7 * (double)ia, "zb-h1 idle %ld vs 1f1b %ld", iz, ia);
+    CHECK(ia == 3L * S * (S - 1) && iz == (long)S * (S - 1), "idle %ld and %ld, want S(S-1)(F+B+W) = %d and "
+          "S(S-1)(F+B-W) = %d", ia, iz, 3 * S * (S - 1), S * (S - 1));
+    printf("ok: S=4 m=8, F=B=W=1: 1f1b makespan %ld (idle %ld slots), zb-h1 %ld (idle %ld, %.0f%% less)\n", ma, ia,
+           mz, iz, 100.0 * (1.0 - (double)iz / (double)ia));
+    free_all(a, S);
+    free_all(z, S);
 }
 
 /* Copies a schedule so that a test may corrupt it. */
@@ -843,7 +913,7 @@ static int parse_table(const char *text, int S, int *warm, int *steady, int *coo
             char *save = NULL, *tok = strtok_r(buf, " ", &save);  /* slot number */
             for (int s = 0; s < S && tok; s++) {
                 tok = strtok_r(NULL, " ", &save);
-                if (tok && (tok[0] == 'F' || tok[0] == 'B')) cells[s]++;
+                if (tok && (tok[0] == 'F' || tok[0] == 'B' || tok[0] == 'W')) cells[s]++;
             }
         } else if (in_summary) {
             int s, w, r, c, p, n;
@@ -893,6 +963,22 @@ static void test_table(void) {
               "gpipe table stage %d: %d %d %d %d cells %d", s, warm[s], steady[s], cool[s], peak[s], cells[s]);
     free(text);
     fclose(f);
+
+    /* zb-h1: three slots per micro-batch, 3m + S - 1 rows */
+    const pz_sched_spec zb = spec_k(PZ_SCHED_ZBH1, 0);
+    f = tmpfile();
+    if (!f) return;
+    CHECK(pz_schedule_print_table(f, &zb, 4, 8) == PZ_OK, "print zb-h1: %s", pz_last_error());
+    text = slurp(f);
+    memset(cells, 0, sizeof cells);
+    rows = parse_table(text, 4, warm, steady, cool, peak, cells);
+    CHECK(rows == 27, "zb-h1 table: %d slot rows, want 3m+S-1 = 27", rows);
+    for (int s = 0; s < 4; s++)
+        CHECK(peak[s] == 4 && cells[s] == 24, "zb-h1 table stage %d: peak %d, %d F/B/W cells", s, peak[s], cells[s]);
+    CHECK(strstr(text, "1/9 = 0.1111") != NULL && strstr(text, " W7") != NULL, "zb-h1 bubble 1/9 or W cells missing");
+    if (failures) fputs(text, stderr);
+    free(text);
+    fclose(f);
     printf("ok: printed tables (S=4, m=8)\n");
 }
 
@@ -927,6 +1013,7 @@ int main(void) {
     test_all_schedules();
     test_other_times();
     test_link_delay();
+    test_zb_idle();
     test_checker_catches_defects();
     test_table();
     test_cmd();

@@ -428,6 +428,36 @@ static int child_thread(int rank, int world, int port) {
     return 0;
 }
 
+/* transport.h: a throttled sender's wait deadline counts from the message's
+ * release onto the link. Four 400 KB messages at 8 Mbit/s (0.4 s each) with a
+ * 1 s peer timeout: the last leaves after 1.6 s, and waiting for it first
+ * must not declare the healthy receiver frozen. */
+static int child_throttle(int rank, int world, int port) {
+    pz_transport *t = start(rank, world, port, 1.0);
+    const size_t n = 400000;
+    uint8_t *buf = xmalloc(4 * n);
+    pz_request *r[4];
+    OK(pz_transport_barrier(t));
+    double t0 = pz_now();
+    if (rank == 0) {
+        pz_transport_set_link(t, 1, 8.0, 0.0);
+        for (int i = 0; i < 4; i++) OK(pz_transport_send(t, 1, pz_tag(0, 7, (uint32_t)i, 1), buf + i * n, n, "throttled", &r[i]));
+        OK(pz_transport_wait(t, r[3], NULL));   /* the last first: 1.6 s, past the 1 s timeout */
+        for (int i = 0; i < 3; i++) OK(pz_transport_wait(t, r[i], NULL));
+        double s = pz_now() - t0;
+        CHECK(s >= 1.55, "4 x 400 KB at 8 Mbit/s left after %.2f s, want 1.6", s);
+        say("4 x 400 KB at 8 Mbit/s, 1 s peer timeout: the last left after %.2f s without a timeout", s);
+        pz_transport_set_link(t, 1, 0.0, 0.0);
+    } else {
+        for (int i = 0; i < 4; i++) OK(pz_transport_recv(t, 0, pz_tag(0, 7, (uint32_t)i, 1), buf + i * n, n, "throttled", &r[i]));
+        for (int i = 0; i < 4; i++) OK(pz_transport_wait(t, r[i], NULL));
+    }
+    OK(pz_transport_barrier(t));
+    pz_transport_close(t, 0);
+    free(buf);
+    return 0;
+}
+
 /* ---- failures ------------------------------------------------------------- */
 
 #define BIG (64u << 20)
@@ -664,12 +694,13 @@ static void on_alarm(int sig) {
     _exit(2);
 }
 
-typedef enum { S_BASIC, S_THREAD, S_KILL_A, S_KILL_B, S_STOP, S_BOOT0, S_BOOT1, S_BOOT2, S_BOOT3, S_SOLO } scenario;
+typedef enum { S_BASIC, S_THREAD, S_THROTTLE, S_KILL_A, S_KILL_B, S_STOP, S_BOOT0, S_BOOT1, S_BOOT2, S_BOOT3, S_SOLO } scenario;
 
 static int run_child(scenario s, int rank, int world, int port) {
     switch (s) {
     case S_BASIC: return child_basic(rank, world, port);
     case S_THREAD: return child_thread(rank, world, port);
+    case S_THROTTLE: return child_throttle(rank, world, port);
     case S_KILL_A: return child_kill(rank, world, port, 1, 2);
     case S_KILL_B: return child_kill(rank, world, port, 2, 0);
     case S_STOP: return child_stop(rank, world, port);
@@ -771,6 +802,7 @@ int main(int argc, char **argv) {
         run("basic, progress thread", cfg, S_BASIC, 2, -1, 40, 0);
         run("progress thread moves data during compute; link delay", cfg, S_THREAD, 2, -1, 40, 0);
         g_thread = 0;
+        if (cfg == &configs[0]) run("throttled sender's deadline counts from the release", cfg, S_THROTTLE, 2, -1, 30, 0);
         if (!cfg->full) continue;
         run("basic", cfg, S_BASIC, 3, -1, 40, 0);
         run("SIGKILL mid-stream (1 -> 2, 0 idle)", cfg, S_KILL_A, 3, 1, 20, 0);

@@ -1,0 +1,461 @@
+/* resume.c: see resume.h. */
+#include "runtime/resume.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/bytes.h"
+#include "base/file.h"
+#include "base/mem.h"
+#include "base/safetensors.h"
+
+#define STEP_DIR_FMT "step-%08d"
+#define STEP_MAX 99999999
+
+static char *step_dir(const char *dir, int step) {
+    char name[32];
+    snprintf(name, sizeof name, STEP_DIR_FMT, step);
+    return pz_path_join(dir, name);
+}
+
+static char *shard_path(const char *dir, int step, int rank) {
+    char *sd = step_dir(dir, step), name[32];
+    snprintf(name, sizeof name, "rank-%d.safetensors", rank);
+    char *p = pz_path_join(sd, name);
+    free(sd);
+    return p;
+}
+
+static pz_status make_dir(const char *path) {
+    if (mkdir(path, 0777) == 0 || errno == EEXIST) return PZ_OK;
+    return pz_fail(PZ_ERR_IO, "checkpoint: cannot create %s: %s", path, strerror(errno));
+}
+
+/* fsync a directory so that the names created in it are durable too */
+static void sync_dir(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return;
+    fsync(dirfd(d));
+    closedir(d);
+}
+
+pz_status pz_resume_write_shard(const char *dir, int step, int rank, int world, const pz_stage *s,
+                                const pz_optim *o, const pz_loader *l) {
+    if (step < 0 || step > STEP_MAX) return pz_fail(PZ_ERR_ARG, "checkpoint: step %d out of range", step);
+    pz_status st = make_dir(dir);
+    char *sd = step_dir(dir, step), *path = shard_path(dir, step, rank);
+    if (st == PZ_OK) st = make_dir(sd);
+    size_t n = s->params.numel;
+    float *host = NULL;
+    pz_st_write_tensor *ts = NULL;
+    char(*names)[80] = NULL;
+    if (st == PZ_OK) {
+        /* parameters and moments live in backend memory: one host copy of each */
+        host = xmalloc(3 * n * sizeof(float) + 1);
+        s->be->to_host(host, s->param_mem, n * sizeof(float));
+        s->be->to_host(host + n, o->m, n * sizeof(float));
+        s->be->to_host(host + 2 * n, o->v, n * sizeof(float));
+        /* one tensor per parameter and kind, by its HF name, so that another
+         * stage layout can pick its blocks out of these shards */
+        int nt = pz_gpt2_params_tensors(&s->params, NULL);
+        pz_tensor_info *ti = xcalloc((size_t)nt + 1, sizeof *ti);
+        pz_gpt2_params_tensors(&s->params, ti);
+        ts = xcalloc((size_t)(3 * nt) + 1, sizeof *ts);
+        names = xcalloc((size_t)(3 * nt) + 1, sizeof *names);
+        static const char *const kinds[3] = {"params", "adam_m", "adam_v"};
+        for (int k = 0; k < 3; k++)
+            for (int i = 0; i < nt; i++) {
+                int j = k * nt + i;
+                snprintf(names[j], sizeof names[j], "%s/%s", kinds[k], ti[i].name);
+                ts[j] = (pz_st_write_tensor){names[j], PZ_ST_F32, 1, {ti[i].numel}, host + (size_t)k * n + ti[i].offset, 0};
+            }
+        free(ti);
+        char v_step[24], v_rank[16], v_world[16], v_l0[16], v_l1[16], v_numel[32], v_t[16], v_epoch[16], v_batch[32];
+        snprintf(v_step, sizeof v_step, "%d", step);
+        snprintf(v_rank, sizeof v_rank, "%d", rank);
+        snprintf(v_world, sizeof v_world, "%d", world);
+        snprintf(v_l0, sizeof v_l0, "%d", s->range.l0);
+        snprintf(v_l1, sizeof v_l1, "%d", s->range.l1);
+        snprintf(v_numel, sizeof v_numel, "%zu", n);
+        snprintf(v_t, sizeof v_t, "%d", o->t);
+        /* the loader's next batch; at the end of an epoch, the next epoch's first */
+        int epoch = l && l->d ? l->epoch : -1;
+        size_t batch = l && l->d ? l->pos / (size_t)l->B : 0;
+        if (l && l->d && batch >= pz_loader_batches_per_epoch(l)) epoch++, batch = 0;
+        snprintf(v_epoch, sizeof v_epoch, "%d", epoch);
+        snprintf(v_batch, sizeof v_batch, "%zu", batch);
+        pz_st_meta meta[] = {
+            {"format", PZ_RESUME_FORMAT}, {"step", v_step},   {"rank", v_rank},   {"stages", v_world},
+            {"block_first", v_l0},        {"block_end", v_l1}, {"numel", v_numel}, {"optim_t", v_t},
+            {"loader_epoch", v_epoch},    {"loader_batch", v_batch},
+        };
+        st = pz_st_write(path, ts, 3 * nt, meta, (int)(sizeof meta / sizeof meta[0]));
+        if (st == PZ_OK) sync_dir(sd);
+    }
+    free(ts);
+    free(names);
+    free(host);
+    free(sd);
+    free(path);
+    return st;
+}
+
+/* Whether name is "step-NNNNNNNN"; its step in *step. */
+static int parse_step_name(const char *name, int *step) {
+    if (strncmp(name, "step-", 5) != 0 || strlen(name) != 13) return 0;
+    int v = 0;
+    for (const char *p = name + 5; *p; p++) {
+        if (*p < '0' || *p > '9') return 0;
+        v = v * 10 + (*p - '0');
+    }
+    *step = v;
+    return 1;
+}
+
+static int is_complete(const char *dir, int step) {
+    char *sd = step_dir(dir, step), *m = pz_path_join(sd, "manifest.json");
+    int ok = pz_is_regular_file(m);
+    free(sd);
+    free(m);
+    return ok;
+}
+
+/* Removes a step directory and the files in it (shards, manifest, temporaries). */
+static void remove_step(const char *dir, int step) {
+    char *sd = step_dir(dir, step);
+    DIR *d = opendir(sd);
+    if (d) {
+        for (struct dirent *e; (e = readdir(d)) != NULL;) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char *p = pz_path_join(sd, e->d_name);
+            unlink(p);
+            free(p);
+        }
+        closedir(d);
+    }
+    rmdir(sd);
+    free(sd);
+}
+
+/* The step directories in dir, ascending; *n of them. */
+static int *list_steps(const char *dir, int *n, pz_status *st) {
+    *n = 0;
+    *st = PZ_OK;
+    DIR *d = opendir(dir);
+    if (!d) {
+        *st = pz_fail(PZ_ERR_IO, "checkpoint directory %s: %s", dir, strerror(errno));
+        return NULL;
+    }
+    int cap = 16, *v = xmalloc((size_t)cap * sizeof *v);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        int s;
+        if (!parse_step_name(e->d_name, &s)) continue;
+        if (*n == cap) {
+            int *w = xmalloc((size_t)(cap *= 2) * sizeof *v);
+            memcpy(w, v, (size_t)*n * sizeof *v);
+            free(v);
+            v = w;
+        }
+        v[(*n)++] = s;
+    }
+    closedir(d);
+    for (int i = 1; i < *n; i++)   /* insertion sort: a handful of entries */
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            int t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return v;
+}
+
+pz_status pz_resume_commit(const char *dir, int step, int world, int keep) {
+    char *sd = step_dir(dir, step), *mpath = pz_path_join(sd, "manifest.json");
+    pz_atomic_file af;
+    pz_status st = pz_atomic_open(&af, mpath);
+    if (st == PZ_OK) {
+        fprintf(af.f, "{\"format\": \"%s\", \"step\": %d, \"stages\": %d}\n", PZ_RESUME_FORMAT, step, world);
+        st = pz_atomic_commit(&af);
+    }
+    if (st == PZ_OK) sync_dir(sd);
+    free(sd);
+    free(mpath);
+    if (st != PZ_OK) return st;
+    /* keep the newest `keep` complete checkpoints; drop older ones and any
+     * incomplete directory older than this one (a run killed mid-write) */
+    int n;
+    int *steps = list_steps(dir, &n, &st);
+    if (!steps) return st;
+    int kept = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        if (steps[i] > step) continue;   /* not ours to judge */
+        if (is_complete(dir, steps[i]) && kept < keep) {
+            kept++;
+            continue;
+        }
+        remove_step(dir, steps[i]);
+    }
+    free(steps);
+    sync_dir(dir);
+    return PZ_OK;
+}
+
+pz_status pz_resume_find(const char *dir, int allow_missing, int *step) {
+    *step = -1;
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        if (errno == ENOENT && allow_missing) return PZ_OK;
+        return pz_fail(PZ_ERR_IO, "--resume %s: %s", dir, strerror(errno));
+    }
+    if (!S_ISDIR(sb.st_mode)) return pz_fail(PZ_ERR_ARG, "--resume %s: not a directory", dir);
+    int n;
+    pz_status st;
+    int *steps = list_steps(dir, &n, &st);
+    if (!steps) return st;
+    for (int i = n - 1; i >= 0 && *step < 0; i--) {
+        if (!is_complete(dir, steps[i])) continue;
+        /* the manifest names its step: a renamed directory is not trusted */
+        char *sd = step_dir(dir, steps[i]), *mpath = pz_path_join(sd, "manifest.json");
+        uint8_t *text = NULL;
+        size_t len = 0;
+        if (pz_read_file(mpath, &text, &len) == PZ_OK) {
+            char want[64];
+            snprintf(want, sizeof want, "\"step\": %d,", steps[i]);
+            if (len < 4096 && memmem(text, len, want, strlen(want)) && memmem(text, len, PZ_RESUME_FORMAT, 20))
+                *step = steps[i];
+        }
+        free(text);
+        free(sd);
+        free(mpath);
+    }
+    free(steps);
+    return PZ_OK;
+}
+
+/* An integer metadata value of f, or an error naming the file and key. */
+static pz_status meta_long(const pz_st_file *f, const char *path, const char *key, long lo, long hi, long *out) {
+    const char *v = pz_st_meta_get(f, key);
+    char *end;
+    errno = 0;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || end == v || *end || errno || x < lo || x > hi)
+        return pz_fail(PZ_ERR_FORMAT, "checkpoint %s: metadata \"%s\" is %s%s%s, not an integer in [%ld, %ld]", path,
+                       key, v ? "'" : "missing", v ? v : "", v ? "'" : "", lo, hi);
+    *out = x;
+    return PZ_OK;
+}
+
+/* The stage count a complete checkpoint's manifest names. */
+static pz_status manifest_stages(const char *dir, int step, int *stages) {
+    char *sd = step_dir(dir, step), *mpath = pz_path_join(sd, "manifest.json");
+    uint8_t *text = NULL;
+    size_t len = 0;
+    pz_status st = pz_read_file(mpath, &text, &len);
+    if (st == PZ_OK) {
+        static const char key[] = "\"stages\": ";
+        const size_t kl = sizeof key - 1;
+        const char *k = len < 4096 ? memmem(text, len, key, kl) : NULL;
+        long v = 0;
+        if (k) {
+            char buf[16] = {0};
+            size_t off = (size_t)((const uint8_t *)k - text) + kl;
+            memcpy(buf, text + off, len - off < sizeof buf - 1 ? len - off : sizeof buf - 1);
+            v = strtol(buf, NULL, 10);
+        }
+        if (v < 1 || v > 4096) st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s: no stage count in it", mpath);
+        *stages = (int)v;
+    }
+    free(text);
+    free(sd);
+    free(mpath);
+    return st;
+}
+
+pz_status pz_resume_read_shard(const char *dir, int step, int rank, int world, pz_stage *s, pz_optim *o,
+                               pz_loader *l, int *same_layout) {
+    int old = 0;
+    *same_layout = 0;
+    pz_status st = manifest_stages(dir, step, &old);
+    if (st != PZ_OK) return st;
+    /* every shard of the checkpoint (mapped, read on demand): with another
+     * stage count or split, this stage's tensors come from several */
+    pz_st_file *f = xcalloc((size_t)old, sizeof *f);
+    char **paths = xcalloc((size_t)old, sizeof *paths);
+    float *host = NULL;
+    pz_tensor_info *ti = NULL;
+    long t = -1, epoch = -1, batch = 0;
+    int same = old == world;
+    for (int r = 0; r < old && st == PZ_OK; r++) {
+        paths[r] = shard_path(dir, step, r);
+        if ((st = pz_st_open(&f[r], paths[r])) != PZ_OK) break;
+        const char *fmt = pz_st_meta_get(&f[r], "format");
+        if (!fmt || strcmp(fmt, PZ_RESUME_FORMAT) != 0) {
+            st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s: format '%s', expected '%s'", paths[r], fmt ? fmt : "(none)",
+                         PZ_RESUME_FORMAT);
+            break;
+        }
+        long v_step, v_rank, v_world, l0, l1, v_t, v_epoch, v_batch;
+        if ((st = meta_long(&f[r], paths[r], "step", 0, STEP_MAX, &v_step)) != PZ_OK ||
+            (st = meta_long(&f[r], paths[r], "rank", 0, 4095, &v_rank)) != PZ_OK ||
+            (st = meta_long(&f[r], paths[r], "stages", 1, 4096, &v_world)) != PZ_OK ||
+            (st = meta_long(&f[r], paths[r], "block_first", 0, 1 << 20, &l0)) != PZ_OK ||
+            (st = meta_long(&f[r], paths[r], "block_end", 0, 1 << 20, &l1)) != PZ_OK ||
+            (st = meta_long(&f[r], paths[r], "optim_t", 0, 1L << 30, &v_t)) != PZ_OK ||
+            (st = meta_long(&f[r], paths[r], "loader_epoch", -1, 1L << 30, &v_epoch)) != PZ_OK ||
+            (st = meta_long(&f[r], paths[r], "loader_batch", 0, 1L << 40, &v_batch)) != PZ_OK)
+            break;
+        if (v_step != step || v_rank != r || v_world != old || (t >= 0 && v_t != t)) {
+            st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s says step %ld, rank %ld of %ld, optimizer step %ld: not shard "
+                         "%d of the %d-stage checkpoint of step %d", paths[r], v_step, v_rank, v_world, v_t, r, old,
+                         step);
+            break;
+        }
+        t = v_t;
+        if (v_epoch >= 0 && epoch < 0) epoch = v_epoch, batch = v_batch;
+        if (r == rank && (l0 != s->range.l0 || l1 != s->range.l1)) same = 0;
+    }
+    if (st != PZ_OK) goto out;
+    int nt = pz_gpt2_params_tensors(&s->params, NULL);
+    ti = xcalloc((size_t)nt + 1, sizeof *ti);
+    pz_gpt2_params_tensors(&s->params, ti);
+    size_t n = s->params.numel;
+    host = xmalloc(3 * n * sizeof(float) + 1);
+    static const char *const kinds[3] = {"params", "adam_m", "adam_v"};
+    for (int k = 0; k < 3 && st == PZ_OK; k++)
+        for (int i = 0; i < nt && st == PZ_OK; i++) {
+            char name[96];
+            snprintf(name, sizeof name, "%s/%s", kinds[k], ti[i].name);
+            const pz_st_tensor *x = NULL;
+            int from = -1;
+            /* this rank's own shard first (the same layout reads only it) */
+            for (int q = 0; q < old && !x; q++) {
+                int r = (rank + q) % old;
+                if ((x = pz_st_find(&f[r], name)) != NULL) from = r;
+            }
+            if (!x) {
+                st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s of step %d has no tensor \"%s\" in any of its %d shards "
+                             "(another model?)", dir, step, name, old);
+                break;
+            }
+            if (x->dtype != PZ_ST_F32 || x->numel != ti[i].numel || x->end - x->begin != ti[i].numel * sizeof(float)) {
+                st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s: tensor \"%s\" has %llu elements, this model's has %zu "
+                             "(another model?)", paths[from], name, (unsigned long long)x->numel, ti[i].numel);
+                break;
+            }
+            memcpy(host + (size_t)k * n + ti[i].offset, x->data, ti[i].numel * sizeof(float));
+        }
+    if (st != PZ_OK) goto out;
+    s->be->from_host(s->param_mem, host, n * sizeof(float));
+    s->be->from_host(o->m, host + n, n * sizeof(float));
+    s->be->from_host(o->v, host + 2 * n, n * sizeof(float));
+    o->t = (int)t;
+    if (l && l->d) {
+        if (epoch < 0) {
+            st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s of step %d: no shard holds a loader position", dir, step);
+            goto out;
+        }
+        st = pz_loader_seek(l, (int)epoch, (size_t)batch);
+    }
+    *same_layout = same;
+    if (st == PZ_OK && !same && rank == 0)
+        fprintf(stderr, "pipezip train: the checkpoint has %d stage%s; its parameters and AdamW moments were "
+                "re-partitioned by block onto this run's %d\n", old, old == 1 ? "" : "s", world);
+out:
+    for (int r = 0; r < old; r++) {
+        pz_st_close(&f[r]);
+        free(paths[r]);
+    }
+    free(f);
+    free(paths);
+    free(ti);
+    free(host);
+    return st;
+}
+
+/* ---- codec state ------------------------------------------------------------ */
+
+#define CODECS_MAGIC "PZCK"
+
+static char *codecs_path(const char *dir, int step, int rank) {
+    char *sd = step_dir(dir, step), name[32];
+    snprintf(name, sizeof name, "rank-%d.codecs", rank);
+    char *p = pz_path_join(sd, name);
+    free(sd);
+    return p;
+}
+
+pz_status pz_resume_write_codecs(const char *dir, int step, int rank, const char *const *names, pz_codec *const *cs,
+                                 int n) {
+    char *path = codecs_path(dir, step, rank);
+    pz_atomic_file af;
+    pz_status st = pz_atomic_open(&af, path);
+    if (st == PZ_OK) {
+        uint8_t head[8];
+        memcpy(head, CODECS_MAGIC, 4);
+        pz_put_u32(head + 4, (uint32_t)n);
+        fwrite(head, 1, 8, af.f);
+        for (int i = 0; i < n && st == PZ_OK; i++) {
+            uint8_t *blob = NULL;
+            size_t len = 0;
+            if ((st = pz_codec_state_save(cs[i], &blob, &len)) != PZ_OK) break;
+            uint8_t h[12];
+            uint32_t nl = (uint32_t)strlen(names[i]);
+            pz_put_u32(h, nl);
+            pz_put_u64(h + 4, len);
+            fwrite(h, 1, 12, af.f);
+            fwrite(names[i], 1, nl, af.f);
+            fwrite(blob, 1, len, af.f);
+            free(blob);
+        }
+        if (st == PZ_OK) st = pz_atomic_commit(&af);
+        else pz_atomic_abort(&af);
+    }
+    free(path);
+    return st;
+}
+
+pz_status pz_resume_read_codecs(const char *dir, int step, int rank, const char *const *names, pz_codec *const *cs,
+                                int n) {
+    char *path = codecs_path(dir, step, rank);
+    uint8_t *data = NULL;
+    size_t len = 0, at = 8;
+    pz_status st = pz_read_file(path, &data, &len);
+    if (st == PZ_OK && (len < 8 || memcmp(data, CODECS_MAGIC, 4) != 0))
+        st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s: not a codec-state file", path);
+    uint32_t count = st == PZ_OK ? pz_get_u32(data + 4) : 0;
+    int *found = xcalloc((size_t)n + 1, sizeof *found);
+    for (uint32_t e = 0; st == PZ_OK && e < count; e++) {
+        if (len - at < 12) { st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s: truncated entry %u", path, e); break; }
+        uint32_t nl = pz_get_u32(data + at);
+        uint64_t bl = pz_get_u64(data + at + 4);
+        at += 12;
+        if (nl > 256 || nl > len - at || bl > len - at - nl) {
+            st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s: entry %u runs past the end of the file", path, e);
+            break;
+        }
+        const char *name = (const char *)data + at;
+        const uint8_t *blob = data + at + nl;
+        at += nl + (size_t)bl;
+        int i = 0;
+        while (i < n && !(strlen(names[i]) == nl && memcmp(names[i], name, nl) == 0)) i++;
+        if (i == n) continue;   /* a codec this run does not have (no longer on this edge) */
+        if ((st = pz_codec_state_load(cs[i], blob, (size_t)bl)) != PZ_OK) {
+            char msg[600];
+            snprintf(msg, sizeof msg, "%s", pz_last_error());
+            st = pz_fail(st, "checkpoint %s, %s: %s", path, names[i], msg);
+        }
+        found[i] = 1;
+    }
+    if (st == PZ_OK && at != len) st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s: trailing bytes", path);
+    for (int i = 0; st == PZ_OK && i < n; i++)
+        if (!found[i] && pz_codec_has_state(cs[i]))
+            st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s has no state for %s (%s)", path, names[i], pz_codec_spec(cs[i]));
+    free(found);
+    free(data);
+    free(path);
+    return st;
+}

@@ -1,0 +1,66 @@
+/* resume.h: training checkpoints a run can resume from, bit for bit.
+ *
+ * Layout of --checkpoint-dir DIR:
+ *   DIR/step-00000100/rank-0.safetensors ... rank-(S-1).safetensors
+ *   DIR/step-00000100/manifest.json
+ * Each rank writes its own shard: its parameters ("params"), the AdamW
+ * moments ("adam_m", "adam_v"), all F32 of the stage's numel, and metadata
+ * (format, step, rank, stages, the stage's block range and numel, the
+ * optimizer's step count, the loader's epoch and batch). A shard is written
+ * to a temporary file, fsynced and renamed. Only when every rank's shard is
+ * durable (the ranks meet in a collective) does rank 0 write the manifest the
+ * same way; a directory without a manifest is not a checkpoint (a run killed
+ * while writing leaves the previous one as the newest). Then rank 0 removes
+ * the oldest complete checkpoints beyond --keep-checkpoints, and any
+ * incomplete one older than the newest.
+ *
+ * Tensors are stored by their HF names ("params/h.3.attn.c_attn.weight",
+ * "adam_m/...", "adam_v/..."), so a run with another stage count or split
+ * resumes too: each rank takes its blocks' tensors from whichever shards hold
+ * them (re-partitioned by block; wte is in the first and the last shard,
+ * identical). The same layout reads only its own shard.
+ *
+ * Codec state (ef/ef21 residuals, aq buffers, spilled ones too) goes to a
+ * file of its own per rank (below); it is restored when the layout is the
+ * same, and dropped with a warning when it is not (aq then starts its first
+ * epoch again). The learning-rate schedule, the loader's order and the codecs' random numbers
+ * are functions of (seed, step, micro-batch), so nothing else is needed for
+ * the resumed run to repeat the uninterrupted one exactly. */
+#ifndef PZ_RESUME_H
+#define PZ_RESUME_H
+
+#include "compress/codec.h"
+#include "runtime/data.h"
+#include "runtime/optim.h"
+#include "stages/stage.h"
+
+#define PZ_RESUME_FORMAT "pipezip-checkpoint-1"
+
+/* Writes this rank's shard of `step` (steps done) under dir. */
+pz_status pz_resume_write_shard(const char *dir, int step, int rank, int world, const pz_stage *s,
+                                const pz_optim *o, const pz_loader *l);
+/* Rank 0, once every shard of `step` is durable: the manifest, then pruning
+ * down to `keep` complete checkpoints. */
+pz_status pz_resume_commit(const char *dir, int step, int world, int keep);
+/* The newest complete checkpoint in dir: *step = its step, or -1 when dir
+ * holds none (dir missing is an error unless allow_missing). */
+pz_status pz_resume_find(const char *dir, int allow_missing, int *step);
+/* Loads this rank's part of the checkpoint of `step` into the stage, the
+ * optimizer and the loader: by tensor name from the checkpoint's shards, of
+ * any stage count or split; a missing tensor or another size (another
+ * model) is an error naming it. */
+pz_status pz_resume_read_shard(const char *dir, int step, int rank, int world, pz_stage *s, pz_optim *o,
+                               pz_loader *l, int *same_layout);
+
+/* Codec state (ef, ef21, aq; compress/codec.h pz_codec_state_save): one
+ * file per rank, step-N/rank-R.codecs, of named blobs (names say edge,
+ * direction and role), written atomically before the ranks meet for the
+ * manifest. Reading loads each named blob into the codec of that name; a
+ * stateful codec without one is an error; blobs of codecs this run lacks
+ * are skipped. */
+pz_status pz_resume_write_codecs(const char *dir, int step, int rank, const char *const *names, pz_codec *const *cs,
+                                 int n);
+pz_status pz_resume_read_codecs(const char *dir, int step, int rank, const char *const *names, pz_codec *const *cs,
+                                int n);
+
+#endif
