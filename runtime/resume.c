@@ -23,13 +23,16 @@ static char *step_dir(const char *dir, int step) {
     return pz_path_join(dir, name);
 }
 
-static char *shard_path(const char *dir, int step, int rank) {
-    char *sd = step_dir(dir, step), name[32];
-    snprintf(name, sizeof name, "rank-%d.safetensors", rank);
+/* DIR/step-N/rank-R.<ext>: a rank's file of one checkpoint */
+static char *rank_file(const char *dir, int step, int rank, const char *ext) {
+    char *sd = step_dir(dir, step), name[48];
+    snprintf(name, sizeof name, "rank-%d.%s", rank, ext);
     char *p = pz_path_join(sd, name);
     free(sd);
     return p;
 }
+
+static char *shard_path(const char *dir, int step, int rank) { return rank_file(dir, step, rank, "safetensors"); }
 
 static pz_status make_dir(const char *path) {
     if (mkdir(path, 0777) == 0 || errno == EEXIST) return PZ_OK;
@@ -380,13 +383,7 @@ out:
 
 #define CODECS_MAGIC "PZCK"
 
-static char *codecs_path(const char *dir, int step, int rank) {
-    char *sd = step_dir(dir, step), name[32];
-    snprintf(name, sizeof name, "rank-%d.codecs", rank);
-    char *p = pz_path_join(sd, name);
-    free(sd);
-    return p;
-}
+static char *codecs_path(const char *dir, int step, int rank) { return rank_file(dir, step, rank, "codecs"); }
 
 pz_status pz_resume_write_codecs(const char *dir, int step, int rank, const char *const *names, pz_codec *const *cs,
                                  int n) {
