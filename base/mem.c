@@ -33,6 +33,20 @@ char *xstrdup(const char *s) {
     return p;
 }
 
+int pz_calloc_pair(void **a, size_t asize, void **b, size_t bsize, size_t n) {
+    *a = calloc(n, asize);
+    *b = calloc(n, bsize);
+    if (*a && *b) return 1;
+    free(*a);
+    free(*b);
+    *a = *b = NULL;
+    return 0;
+}
+
+void pz_free_each(void *const *ptrs, size_t n) {
+    for (size_t i = 0; i < n; i++) free(ptrs[i]);
+}
+
 void *pz_alloc_huge(size_t n) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     const size_t huge = (size_t)1 << 21;

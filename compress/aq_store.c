@@ -30,11 +30,7 @@ void aq_store_free(aq_store *s) {
         else free(c->base);
     }
     if (s->fd >= 0) close(s->fd);
-    free(s->chunks);
-    free(s->keys);
-    free(s->vals);
-    free(s->slot_ids);
-    free(s->spill_dir);
+    PZ_FREE_ALL(s->chunks, s->keys, s->vals, s->slot_ids, s->spill_dir);
     memset(s, 0, sizeof *s);
     s->fd = -1;
 }
@@ -61,17 +57,13 @@ static pz_status grow_map(aq_store *s, size_t want) {
     if (s->map_cap >= 2 * want && s->map_cap) return PZ_OK;
     size_t cap = s->map_cap ? s->map_cap : 16;
     while (cap < 2 * want) cap *= 2;
-    uint64_t *keys = calloc(cap, sizeof *keys);
-    uint64_t *vals = calloc(cap, sizeof *vals);
-    if (!keys || !vals) {
-        free(keys);
-        free(vals);
+    void *k, *v;
+    if (!pz_calloc_pair(&k, sizeof *s->keys, &v, sizeof *s->vals, cap))
         return pz_fail(PZ_ERR_NOMEM, "aq: cannot grow the sample id table to %zu entries", cap);
-    }
+    uint64_t *keys = k, *vals = v;
     for (size_t i = 0; i < s->map_cap; i++)
         if (s->vals[i]) map_put(keys, vals, cap, s->keys[i], s->vals[i] - 1);
-    free(s->keys);
-    free(s->vals);
+    PZ_FREE_ALL(s->keys, s->vals);
     s->keys = keys;
     s->vals = vals;
     s->map_cap = cap;

@@ -43,6 +43,18 @@ const pz_wrap_impl *pz_codec_wrap(const pz_codec *c);
  * malformed outer message named what. */
 pz_status pz_wrap_rewrap(pz_status st, pz_status as_shape, const char *what);
 pz_status pz_wrap_decoded(pz_status st, const char *what, const pz_shape *got, const pz_shape *want);
+/* aq()'s checks of a message's batch, before any buffer changes: n floats
+ * of shape s are dims[0] samples (*B rows of *row floats), ctx has their
+ * sample ids, and the row shape is rows' (NULL before the side's first
+ * message). Then the ids, sorted into ids[0..B), are distinct. */
+pz_status pz_aq_check_batch(const pz_shape *s, size_t n, const pz_shape *rows, const pz_codec_ctx *ctx,
+                            size_t *B, size_t *row);
+pz_status pz_aq_check_distinct(const pz_codec_ctx *ctx, size_t B, uint64_t *ids);
+/* aq(): the two messages of a payload, warm-up samples (their own random
+ * stream, seed ^ PZ_AQ_WARMUP_SALT) and deltas: ctx and shape of each, with
+ * sample_ids NULL and the sample count (nw, nd) as dims[0]. */
+void pz_aq_parts(const pz_codec_ctx *ctx, const pz_shape *shape, size_t nw, size_t nd, pz_codec_ctx *cw,
+                 pz_codec_ctx *cd, pz_shape *sw, pz_shape *sd);
 /* Parameters of the (innermost) base codec. */
 const pz_codec_params *pz_codec_base_params(const pz_codec *c);
 /* Whether the spec ends in +zstd. */

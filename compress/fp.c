@@ -31,47 +31,19 @@ static pz_status fp_validate(const pz_codec_params *p) {
 
 static size_t elem_bytes(const pz_codec_params *p) { return p->id == PZ_CODEC_FP32 ? 4 : 2; }
 
+static const char *fp_name(const pz_codec_params *p) {
+    return p->id == PZ_CODEC_FP32 ? "fp32" : p->id == PZ_CODEC_FP16 ? "fp16" : "bf16";
+}
+
+static void fp_format(const pz_codec_params *p, char *buf, size_t cap) { snprintf(buf, cap, "%s", fp_name(p)); }
+
 static size_t fp_max_payload(const pz_codec_params *p, const pz_shape *s) {
     return pz_shape_numel(s) * elem_bytes(p);
 }
 
-static pz_status check_cap(const pz_codec_params *p, const pz_shape *s, size_t cap, size_t *need) {
-    *need = fp_max_payload(p, s);
-    if (cap < *need) return pz_fail(PZ_ERR_SHAPE, "encode: %zu bytes of room, payload needs %zu", cap, *need);
-    return PZ_OK;
-}
-
-/* ---- fp32 ---- */
-static void fp32_format(const pz_codec_params *p, char *buf, size_t cap) { (void)p; snprintf(buf, cap, "fp32"); }
-
-static pz_status fp32_encode(const pz_codec_params *p, const float *x, const pz_shape *s,
-                             const pz_codec_ctx *ctx, uint8_t *out, size_t cap, size_t *len) {
-    (void)ctx;
-    size_t need;
-    pz_status st = check_cap(p, s, cap, &need);
-    if (st != PZ_OK) return st;
-    memcpy(out, x, need);
-    *len = need;
-    return PZ_OK;
-}
-
-static pz_status fp32_decode(const pz_codec_params *p, const uint8_t *in, size_t len,
-                             const pz_shape *s, float *out) {
-    if (len != fp_max_payload(p, s)) return pz_fail(PZ_ERR_FORMAT, "fp32: payload of %zu bytes, expected %zu", len, fp_max_payload(p, s));
-    memcpy(out, in, len);
-    return PZ_OK;
-}
-
 /* ---- fp16 ---- */
-static void fp16_format(const pz_codec_params *p, char *buf, size_t cap) { (void)p; snprintf(buf, cap, "fp16"); }
-
-static pz_status fp16_encode(const pz_codec_params *p, const float *x, const pz_shape *s,
-                             const pz_codec_ctx *ctx, uint8_t *out, size_t cap, size_t *len) {
-    (void)ctx;
-    size_t need;
-    pz_status st = check_cap(p, s, cap, &need);
-    if (st != PZ_OK) return st;
-    size_t n = need / 2, i = 0;
+static void fp16_pack(const float *x, size_t n, uint8_t *out) {
+    size_t i = 0;
 #if defined(__AVX512F__)
     for (; i + 16 <= n; i += 16)
         _mm256_storeu_si256((__m256i *)(out + 2 * i), _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
@@ -83,14 +55,10 @@ static pz_status fp16_encode(const pz_codec_params *p, const float *x, const pz_
         uint16_t h = pz_f32_to_f16(x[i]);
         memcpy(out + 2 * i, &h, 2);
     }
-    *len = need;
-    return PZ_OK;
 }
 
-static pz_status fp16_decode(const pz_codec_params *p, const uint8_t *in, size_t len,
-                             const pz_shape *s, float *out) {
-    if (len != fp_max_payload(p, s)) return pz_fail(PZ_ERR_FORMAT, "fp16: payload of %zu bytes, expected %zu", len, fp_max_payload(p, s));
-    size_t n = len / 2, i = 0;
+static void fp16_unpack(const uint8_t *in, size_t n, float *out) {
+    size_t i = 0;
 #if defined(__AVX512F__)
     for (; i + 16 <= n; i += 16)
         _mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(in + 2 * i))));
@@ -103,19 +71,10 @@ static pz_status fp16_decode(const pz_codec_params *p, const uint8_t *in, size_t
         memcpy(&h, in + 2 * i, 2);
         out[i] = pz_f16_to_f32(h);
     }
-    return PZ_OK;
 }
 
 /* ---- bf16 ---- */
-static void bf16_format(const pz_codec_params *p, char *buf, size_t cap) { (void)p; snprintf(buf, cap, "bf16"); }
-
-static pz_status bf16_encode(const pz_codec_params *p, const float *x, const pz_shape *s,
-                             const pz_codec_ctx *ctx, uint8_t *out, size_t cap, size_t *len) {
-    (void)ctx;
-    size_t need;
-    pz_status st = check_cap(p, s, cap, &need);
-    if (st != PZ_OK) return st;
-    size_t n = need / 2;
+static void bf16_pack(const float *x, size_t n, uint8_t *out) {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
         uint32_t f;
@@ -125,14 +84,9 @@ static pz_status bf16_encode(const pz_codec_params *p, const float *x, const pz_
         uint16_t h = (uint16_t)((f & 0x7fffffffu) > 0x7f800000u ? q : r);
         memcpy(out + 2 * i, &h, 2);
     }
-    *len = need;
-    return PZ_OK;
 }
 
-static pz_status bf16_decode(const pz_codec_params *p, const uint8_t *in, size_t len,
-                             const pz_shape *s, float *out) {
-    if (len != fp_max_payload(p, s)) return pz_fail(PZ_ERR_FORMAT, "bf16: payload of %zu bytes, expected %zu", len, fp_max_payload(p, s));
-    size_t n = len / 2;
+static void bf16_unpack(const uint8_t *in, size_t n, float *out) {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
         uint16_t h;
@@ -140,12 +94,34 @@ static pz_status bf16_decode(const pz_codec_params *p, const uint8_t *in, size_t
         uint32_t f = (uint32_t)h << 16;
         memcpy(out + i, &f, 4);
     }
+}
+
+/* ---- the three codecs: fp32 is a copy ---- */
+static pz_status fp_encode(const pz_codec_params *p, const float *x, const pz_shape *s,
+                           const pz_codec_ctx *ctx, uint8_t *out, size_t cap, size_t *len) {
+    (void)ctx;
+    size_t need = fp_max_payload(p, s);
+    if (cap < need) return pz_fail(PZ_ERR_SHAPE, "encode: %zu bytes of room, payload needs %zu", cap, need);
+    if (p->id == PZ_CODEC_FP32) memcpy(out, x, need);
+    else if (p->id == PZ_CODEC_FP16) fp16_pack(x, need / 2, out);
+    else bf16_pack(x, need / 2, out);
+    *len = need;
     return PZ_OK;
 }
 
-const pz_codec_impl pz_codec_fp32 = {"fp32", PZ_CODEC_FP32, fp_parse, fp32_format, fp_validate,
-                                     fp_max_payload, fp32_encode, fp32_decode};
-const pz_codec_impl pz_codec_fp16 = {"fp16", PZ_CODEC_FP16, fp_parse, fp16_format, fp_validate,
-                                     fp_max_payload, fp16_encode, fp16_decode};
-const pz_codec_impl pz_codec_bf16 = {"bf16", PZ_CODEC_BF16, fp_parse, bf16_format, fp_validate,
-                                     fp_max_payload, bf16_encode, bf16_decode};
+static pz_status fp_decode(const pz_codec_params *p, const uint8_t *in, size_t len,
+                           const pz_shape *s, float *out) {
+    size_t want = fp_max_payload(p, s);
+    if (len != want) return pz_fail(PZ_ERR_FORMAT, "%s: payload of %zu bytes, expected %zu", fp_name(p), len, want);
+    if (p->id == PZ_CODEC_FP32) memcpy(out, in, len);
+    else if (p->id == PZ_CODEC_FP16) fp16_unpack(in, len / 2, out);
+    else bf16_unpack(in, len / 2, out);
+    return PZ_OK;
+}
+
+const pz_codec_impl pz_codec_fp32 = {"fp32", PZ_CODEC_FP32, fp_parse, fp_format, fp_validate,
+                                     fp_max_payload, fp_encode, fp_decode};
+const pz_codec_impl pz_codec_fp16 = {"fp16", PZ_CODEC_FP16, fp_parse, fp_format, fp_validate,
+                                     fp_max_payload, fp_encode, fp_decode};
+const pz_codec_impl pz_codec_bf16 = {"bf16", PZ_CODEC_BF16, fp_parse, fp_format, fp_validate,
+                                     fp_max_payload, fp_encode, fp_decode};

@@ -129,12 +129,7 @@ static pz_status jsq_parse(pz_codec_params *p, const char *args, const char *spe
     if (!((float)b > 0.0f)) return pz_spec_fail(spec, where + 1, "jointsq budget must be > 0");
     p->budget = (float)b;
     size_t pos = 1 + blen;
-    if (args[pos] == ',') {
-        pos++;
-        if (!args[pos]) return pz_spec_fail(spec, where + pos, "empty option after ','");
-    } else if (args[pos]) {
-        return pz_spec_fail(spec, where + pos, "',' expected");
-    }
+    if ((st = pz_spec_list_after(spec, where, args, &pos)) != PZ_OK) return st;
     pz_spec_opt o;
     int r;
     while ((r = pz_spec_next_opt(spec, where, args, &pos, &o)) > 0) {
@@ -144,7 +139,7 @@ static pz_status jsq_parse(pz_codec_params *p, const char *args, const char *spe
             if (st != PZ_OK) return st;
             p->group_size = (uint32_t)g;
         } else {
-            return pz_spec_fail(spec, o.off, "unknown jointsq option '%.*s' (group=<N>)", (int)o.klen, o.key);
+            return pz_spec_unknown(spec, &o, "jointsq", "group=<N>");
         }
     }
     if (r < 0) return PZ_ERR_ARG;
@@ -627,13 +622,5 @@ static pz_status jsq_encode(const pz_codec_params *p, const float *x, const pz_s
     return PZ_OK;
 }
 
-const pz_codec_impl pz_codec_jointsq = {
-    .name = "jointsq",
-    .id = PZ_CODEC_JOINTSQ,
-    .parse = jsq_parse,
-    .format = jsq_format,
-    .validate = jsq_validate,
-    .max_payload = jsq_max_payload,
-    .encode = jsq_encode,
-    .decode = pz_jsq_decode,
-};
+const pz_codec_impl pz_codec_jointsq = {"jointsq", PZ_CODEC_JOINTSQ, jsq_parse, jsq_format, jsq_validate,
+                                        jsq_max_payload, jsq_encode, pz_jsq_decode};

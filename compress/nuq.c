@@ -37,13 +37,9 @@ static pz_status nuq_parse(pz_codec_params *p, const char *args, const char *spe
     p->group_mode = PZ_GROUP_BLOCK;
     p->group_size = DEFAULT_BUCKET;
     p->elias = 0;
-    size_t i = 0;
-    while (args[i] >= '0' && args[i] <= '9') i++;
-    if (i == 0) return pz_spec_fail(spec, where, "bits missing: write nuq1..nuq8");
-    uint64_t bits;
-    pz_status st = pz_spec_uint(spec, where, args, i, 1, 8, &bits, "bits");
+    size_t i;
+    pz_status st = pz_spec_bits(spec, where, args, "nuq", &i, p);
     if (st != PZ_OK) return st;
-    p->bits = (uint8_t)bits;
     size_t elias_off = 0;
     if (args[i]) {
         if (args[i] != ':') return pz_spec_fail(spec, where + i, "expected ':' before the options");
@@ -62,7 +58,7 @@ static pz_status nuq_parse(pz_codec_params *p, const char *args, const char *spe
                 else return pz_spec_fail(spec, o.voff, "code must be fixed or elias");
                 elias_off = o.voff;
             } else {
-                return pz_spec_fail(spec, o.off, "unknown nuq option '%.*s' (bucket=, code=)", (int)o.klen, o.key);
+                return pz_spec_unknown(spec, &o, "nuq", "bucket=, code=");
             }
         }
         if (r < 0) return PZ_ERR_ARG;

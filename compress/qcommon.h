@@ -83,5 +83,31 @@ static inline PZ_HD float pz_scale_get(const uint8_t *in, size_t i, int fp32) {
     memcpy(&h, in + 2 * i, 2);
     return pz_f16_to_f32(h);
 }
+/* q's group gi on the wire: its range [*lo, *hi] (absmax: [-*hi, *hi], *lo
+ * unused) rounded outward to what the scales can hold and written as the
+ * payload's scales; *lo and *hi become what the receiver reads. */
+static inline PZ_HD void pz_q_range_put(uint8_t *out, size_t gi, int minmax, int fp32, float *lo, float *hi) {
+    if (minmax) {
+        *lo = pz_scale_store(*lo, fp32, -1);
+        *hi = pz_scale_store(*hi, fp32, +1);
+        pz_scale_put(out, 2 * gi, *lo, fp32);
+        pz_scale_put(out, 2 * gi + 1, *hi, fp32);
+    } else {
+        *hi = pz_scale_store(*hi, fp32, +1);
+        *lo = -*hi;
+        pz_scale_put(out, gi, *hi, fp32);
+    }
+}
+/* q's range [*lo, *hi] of group gi as the payload's scales give it: minmax
+ * stores lo and hi, absmax stores s for [-s, s]. */
+static inline PZ_HD void pz_q_range_get(const uint8_t *in, size_t gi, int minmax, int fp32, float *lo, float *hi) {
+    if (minmax) {
+        *lo = pz_scale_get(in, 2 * gi, fp32);
+        *hi = pz_scale_get(in, 2 * gi + 1, fp32);
+    } else {
+        *hi = pz_scale_get(in, gi, fp32);
+        *lo = -*hi;
+    }
+}
 
 #endif

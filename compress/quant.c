@@ -32,13 +32,9 @@ static pz_status q_parse(pz_codec_params *p, const char *args, const char *spec,
     p->group_mode = PZ_GROUP_CHANNEL;
     p->round_mode = PZ_ROUND_STOCHASTIC;
     p->scale_fp32 = 1;
-    size_t i = 0;
-    while (args[i] >= '0' && args[i] <= '9') i++;
-    if (i == 0) return pz_spec_fail(spec, where, "bits missing: write q1..q8");
-    uint64_t bits;
-    pz_status st = pz_spec_uint(spec, where, args, i, 1, 8, &bits, "bits");
+    size_t i;
+    pz_status st = pz_spec_bits(spec, where, args, "q", &i, p);
     if (st != PZ_OK) return st;
-    p->bits = (uint8_t)bits;
     if (!args[i]) return PZ_OK;
     if (args[i] != ':') return pz_spec_fail(spec, where + i, "expected ':' before the options");
     i++;
@@ -47,21 +43,18 @@ static pz_status q_parse(pz_codec_params *p, const char *args, const char *spec,
     pz_spec_opt o;
     int r;
     while ((r = pz_spec_next_opt(spec, base, list, &pos, &o)) > 0) {
-        if (pz_spec_key_is(&o, "scale") && o.val) {
+        if (pz_spec_scale_opt(spec, &o, p, &st)) {
+            if (st != PZ_OK) return st;
+        } else if (pz_spec_key_is(&o, "scale") && o.val) {
             if (pz_spec_val_is(&o, "absmax")) p->scale_mode = PZ_SCALE_ABSMAX;
             else if (pz_spec_val_is(&o, "minmax")) p->scale_mode = PZ_SCALE_MINMAX;
             else return pz_spec_fail(spec, o.voff, "scale must be absmax or minmax");
-        } else if (pz_spec_key_is(&o, "group") && o.val) {
-            if ((st = pz_spec_group(spec, &o, p)) != PZ_OK) return st;
         } else if (pz_spec_key_is(&o, "round") && o.val) {
             if (pz_spec_val_is(&o, "stochastic")) p->round_mode = PZ_ROUND_STOCHASTIC;
             else if (pz_spec_val_is(&o, "nearest")) p->round_mode = PZ_ROUND_NEAREST;
             else return pz_spec_fail(spec, o.voff, "round must be stochastic or nearest");
-        } else if (pz_spec_key_is(&o, "sdtype") && o.val) {
-            if ((st = pz_spec_sdtype(spec, &o, p)) != PZ_OK) return st;
         } else {
-            return pz_spec_fail(spec, o.off, "unknown q option '%.*s' (scale=, group=, round=, sdtype=)",
-                                (int)o.klen, o.key);
+            return pz_spec_unknown(spec, &o, "q", "scale=, group=, round=, sdtype=");
         }
     }
     return r < 0 ? PZ_ERR_ARG : PZ_OK;
@@ -195,16 +188,7 @@ static pz_status q_encode(const pz_codec_params *p, const float *x, const pz_sha
     }
     /* scales as the receiver reads them, and the grids */
     for (size_t gi = 0; gi < g.G; gi++) {
-        if (p->scale_mode == PZ_SCALE_MINMAX) {
-            lo[gi] = pz_scale_store(lo[gi], fp32, -1);
-            hi[gi] = pz_scale_store(hi[gi], fp32, +1);
-            pz_scale_put(out, 2 * gi, lo[gi], fp32);
-            pz_scale_put(out, 2 * gi + 1, hi[gi], fp32);
-        } else {
-            hi[gi] = pz_scale_store(hi[gi], fp32, +1);
-            lo[gi] = -hi[gi];
-            pz_scale_put(out, gi, hi[gi], fp32);
-        }
+        pz_q_range_put(out, gi, p->scale_mode == PZ_SCALE_MINMAX, fp32, &lo[gi], &hi[gi]);
         if (!make_grid(lo[gi], hi[gi], L, &step[gi], &inv[gi])) {
             st = pz_fail(PZ_ERR_ARG, "q encode: group %zu spans [%g, %g], beyond the range of %s scales",
                          gi, (double)lo[gi], (double)hi[gi], fp32 ? "fp32" : "fp16 (use sdtype=fp32)");
@@ -269,13 +253,7 @@ static pz_status q_decode(const pz_codec_params *p, const uint8_t *in, size_t le
     pz_status st = PZ_OK;
     for (size_t gi = 0; gi < g.G; gi++) {
         float l, h;
-        if (p->scale_mode == PZ_SCALE_MINMAX) {
-            l = pz_scale_get(in, 2 * gi, fp32);
-            h = pz_scale_get(in, 2 * gi + 1, fp32);
-        } else {
-            h = pz_scale_get(in, gi, fp32);
-            l = -h;
-        }
+        pz_q_range_get(in, gi, p->scale_mode == PZ_SCALE_MINMAX, fp32, &l, &h);
         lo[gi] = l;
         if (!make_grid(l, h, L, &step[gi], &inv[gi])) {
             st = pz_fail(PZ_ERR_FORMAT, "q: group %zu has a bad scale", gi);

@@ -40,13 +40,10 @@ static pz_status sign_parse(pz_codec_params *p, const char *args, const char *sp
     while ((r = pz_spec_next_opt(spec, base, args + 1, &pos, &o)) > 0) {
         if (pz_spec_key_is(&o, "stochastic") && !o.val) p->stochastic = 1;
         else if (pz_spec_key_is(&o, "scaled") && !o.val) p->stochastic = 0;
-        else if (pz_spec_key_is(&o, "group") && o.val) {
-            if ((st = pz_spec_group(spec, &o, p)) != PZ_OK) return st;
-        } else if (pz_spec_key_is(&o, "sdtype") && o.val) {
-            if ((st = pz_spec_sdtype(spec, &o, p)) != PZ_OK) return st;
+        else if (pz_spec_scale_opt(spec, &o, p, &st)) {
+            if (st != PZ_OK) return st;
         } else {
-            return pz_spec_fail(spec, o.off, "unknown sign option '%.*s' (scaled, stochastic, group=, sdtype=)",
-                                (int)o.klen, o.key);
+            return pz_spec_unknown(spec, &o, "sign", "scaled, stochastic, group=, sdtype=");
         }
     }
     return r < 0 ? PZ_ERR_ARG : PZ_OK;

@@ -90,6 +90,20 @@ int pz_spec_val_is(const pz_spec_opt *o, const char *val) {
     return o->val && strlen(val) == o->vlen && memcmp(o->val, val, o->vlen) == 0;
 }
 
+pz_status pz_spec_unknown(const char *spec, const pz_spec_opt *o, const char *codec, const char *known) {
+    return pz_spec_fail(spec, o->off, "unknown %s option '%.*s' (%s)", codec, (int)o->klen, o->key, known);
+}
+
+pz_status pz_spec_list_after(const char *spec, size_t where, const char *args, size_t *pos) {
+    if (args[*pos] == ',') {
+        ++*pos;
+        if (!args[*pos]) return pz_spec_fail(spec, where + *pos, "empty option after ','");
+    } else if (args[*pos]) {
+        return pz_spec_fail(spec, where + *pos, "',' expected");
+    }
+    return PZ_OK;
+}
+
 pz_status pz_spec_uint(const char *spec, size_t off, const char *s, size_t n,
                        uint64_t lo, uint64_t hi, uint64_t *out, const char *what) {
     if (n == 0) return pz_spec_fail(spec, off, "%s: number expected", what);
@@ -127,6 +141,27 @@ pz_status pz_spec_sdtype(const char *spec, const pz_spec_opt *o, pz_codec_params
     else if (pz_spec_val_is(o, "fp16")) p->scale_fp32 = 0;
     else return pz_spec_fail(spec, o->voff, "sdtype must be fp16 or fp32");
     return PZ_OK;
+}
+
+pz_status pz_spec_bits(const char *spec, size_t where, const char *args, const char *codec, size_t *len,
+                       pz_codec_params *p) {
+    size_t i = 0;
+    while (args[i] >= '0' && args[i] <= '9') i++;
+    if (i == 0) return pz_spec_fail(spec, where, "bits missing: write %s1..%s8", codec, codec);
+    uint64_t bits;
+    pz_status st = pz_spec_uint(spec, where, args, i, 1, 8, &bits, "bits");
+    if (st != PZ_OK) return st;
+    p->bits = (uint8_t)bits;
+    *len = i;
+    return PZ_OK;
+}
+
+int pz_spec_scale_opt(const char *spec, const pz_spec_opt *o, pz_codec_params *p, pz_status *st) {
+    if (!o->val) return 0;
+    if (pz_spec_key_is(o, "group")) *st = pz_spec_group(spec, o, p);
+    else if (pz_spec_key_is(o, "sdtype")) *st = pz_spec_sdtype(spec, o, p);
+    else return 0;
+    return 1;
 }
 
 pz_status pz_spec_group(const char *spec, const pz_spec_opt *o, pz_codec_params *p) {

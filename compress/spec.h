@@ -38,6 +38,14 @@ int pz_spec_next_opt(const char *spec, size_t base, const char *list, size_t *po
 int pz_spec_key_is(const pz_spec_opt *o, const char *key);
 int pz_spec_val_is(const pz_spec_opt *o, const char *val);
 
+/* The error for an option the codec does not take: "unknown <codec> option
+ * '<key>' (<known>)", pointing at the key. */
+pz_status pz_spec_unknown(const char *spec, const pz_spec_opt *o, const char *codec, const char *known);
+/* Where a leading argument (topk's fraction, jointsq's budget) ends at
+ * args[*pos]: either the end of args or a ',' followed by an option list;
+ * *pos moves past the ','. where = offset of args in spec. */
+pz_status pz_spec_list_after(const char *spec, size_t where, const char *args, size_t *pos);
+
 /* Whole text [s, s+n) as a number in [lo, hi]; errors point at off. */
 pz_status pz_spec_uint(const char *spec, size_t off, const char *s, size_t n,
                        uint64_t lo, uint64_t hi, uint64_t *out, const char *what);
@@ -48,6 +56,13 @@ pz_status pz_spec_float(const char *spec, size_t off, const char *s, size_t n,
 pz_status pz_spec_group(const char *spec, const pz_spec_opt *o, pz_codec_params *p);
 /* sdtype=fp16|fp32 for q and sign: how scales travel. */
 pz_status pz_spec_sdtype(const char *spec, const pz_spec_opt *o, pz_codec_params *p);
+/* The bit width that leads q's and nuq's arguments ("4" of "q4:..."): 1..8
+ * into p->bits; *len = the digits read. codec names the codec in the error. */
+pz_status pz_spec_bits(const char *spec, size_t where, const char *args, const char *codec, size_t *len,
+                       pz_codec_params *p);
+/* The scale options q and sign share, group= and sdtype=: returns 1 when o
+ * is one of them (applied to p, *st says how it went), 0 when it is not. */
+int pz_spec_scale_opt(const char *spec, const pz_spec_opt *o, pz_codec_params *p, pz_status *st);
 /* Canonical text of a group setting ("channel", "row", "tensor", "256"). */
 const char *pz_spec_group_name(const pz_codec_params *p, char *buf, size_t cap);
 

@@ -123,12 +123,7 @@ static pz_status topk_parse(pz_codec_params *p, const char *args, const char *sp
     if (st != PZ_OK) return st;
     p->fraction = (float)f;
     size_t pos = 1 + flen;
-    if (args[pos] == ',') {
-        pos++;
-        if (!args[pos]) return pz_spec_fail(spec, where + pos, "empty option after ','");
-    } else if (args[pos]) {
-        return pz_spec_fail(spec, where + pos, "',' expected");
-    }
+    if ((st = pz_spec_list_after(spec, where, args, &pos)) != PZ_OK) return st;
     pz_spec_opt o;
     int r;
     while ((r = pz_spec_next_opt(spec, where, args, &pos, &o)) > 0) {
@@ -142,8 +137,7 @@ static pz_status topk_parse(pz_codec_params *p, const char *args, const char *sp
             else if (pz_spec_val_is(&o, "q8")) p->value_mode = PZ_VALUES_Q8;
             else return pz_spec_fail(spec, o.val ? o.voff : o.off, "topk values must be fp32, fp16 or q8");
         } else {
-            return pz_spec_fail(spec, o.off, "unknown topk option '%.*s' (scope=, values=)",
-                                (int)o.klen, o.key);
+            return pz_spec_unknown(spec, &o, "topk", "scope=, values=");
         }
     }
     if (r < 0) return PZ_ERR_ARG;
@@ -706,13 +700,5 @@ static pz_status topk_decode(const pz_codec_params *p, const uint8_t *payload, s
     return PZ_OK;
 }
 
-const pz_codec_impl pz_codec_topk = {
-    .name = "topk",
-    .id = PZ_CODEC_TOPK,
-    .parse = topk_parse,
-    .format = topk_format,
-    .validate = topk_validate,
-    .max_payload = topk_max_payload,
-    .encode = topk_encode,
-    .decode = topk_decode,
-};
+const pz_codec_impl pz_codec_topk = {"topk", PZ_CODEC_TOPK, topk_parse, topk_format, topk_validate,
+                                     topk_max_payload, topk_encode, topk_decode};

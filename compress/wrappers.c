@@ -151,15 +151,10 @@ static pz_status scratch_floats(pz_wrapper *w, int k, size_t n, float **out) {
 
 static pz_status scratch_ids(pz_wrapper *w, size_t n) {
     if (w->ids_cap >= n) return PZ_OK;
-    uint64_t *ids = malloc(n * sizeof *ids);
-    int64_t *slots = malloc(n * sizeof *slots);
-    if (!ids || !slots) {
-        free(ids);
-        free(slots);
+    void *ids, *slots;
+    if (!pz_calloc_pair(&ids, sizeof *w->ids, &slots, sizeof *w->slots, n))
         return pz_fail(PZ_ERR_NOMEM, "%s: cannot allocate scratch for %zu ids", w->name, n);
-    }
-    free(w->ids);
-    free(w->slots);
+    PZ_FREE_ALL(w->ids, w->slots);
     w->ids = ids;
     w->slots = slots;
     w->ids_cap = n;
@@ -360,6 +355,38 @@ static int cmp_u64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+pz_status pz_aq_check_batch(const pz_shape *s, size_t n, const pz_shape *rows, const pz_codec_ctx *ctx,
+                            size_t *B, size_t *row) {
+    if (s->dims[0] < 1 || n == 0)
+        return pz_fail(PZ_ERR_SHAPE, "aq: empty tensor (the first dimension counts samples)");
+    *B = (size_t)s->dims[0];
+    *row = n / *B;
+    if (!ctx || !ctx->sample_ids)
+        return pz_fail(PZ_ERR_ARG, "aq: needs ctx->sample_ids (one dataset id per sample, dims[0] = %zu)", *B);
+    if (rows) {
+        pz_shape r = *s;
+        r.dims[0] = 1;
+        if (!pz_shape_equal(&r, rows)) {
+            char a[96], b[96];
+            pz_shape_format(s, a, sizeof a);
+            pz_shape_format(rows, b, sizeof b);
+            return pz_fail(PZ_ERR_SHAPE, "aq: shape %s does not have the row shape %s (dims[0] = 1) "
+                           "of the buffers", a, b);
+        }
+    }
+    return PZ_OK;
+}
+
+pz_status pz_aq_check_distinct(const pz_codec_ctx *ctx, size_t B, uint64_t *ids) {
+    memcpy(ids, ctx->sample_ids, B * sizeof *ids);
+    qsort(ids, B, sizeof *ids, cmp_u64);
+    for (size_t i = 1; i < B; i++)
+        if (ids[i] == ids[i - 1])
+            return pz_fail(PZ_ERR_ARG, "aq: sample id %llu appears twice in one message",
+                           (unsigned long long)ids[i]);
+    return PZ_OK;
+}
+
 /* Checks shape, ids and row dims for one side; *B samples of *row floats.
  * Leaves the slot of every id (or -1) in w->slots. */
 static pz_status aq_check(pz_wrapper *w, wrap_side *s, const pz_shape *shape, const pz_codec_ctx *ctx,
@@ -367,31 +394,9 @@ static pz_status aq_check(pz_wrapper *w, wrap_side *s, const pz_shape *shape, co
     size_t n;
     pz_status st = check_shape("aq", shape, &n);
     if (st) return st;
-    if (shape->dims[0] < 1 || n == 0)
-        return pz_fail(PZ_ERR_SHAPE, "aq: empty tensor (the first dimension counts samples)");
-    *B = (size_t)shape->dims[0];
-    *row = n / *B;
-    if (!ctx || !ctx->sample_ids)
-        return pz_fail(PZ_ERR_ARG, "aq: needs ctx->sample_ids (one dataset id per sample, dims[0] = %zu)", *B);
-    if (s->have) {
-        pz_shape r = *shape;
-        r.dims[0] = 1;
-        if (!pz_shape_equal(&r, &s->shape)) {
-            char a[96], b[96];
-            pz_shape_format(shape, a, sizeof a);
-            pz_shape_format(&s->shape, b, sizeof b);
-            return pz_fail(PZ_ERR_SHAPE, "aq: shape %s does not have the row shape %s (dims[0] = 1) "
-                           "of the buffers", a, b);
-        }
-    }
-    st = scratch_ids(w, *B);
-    if (st) return st;
-    memcpy(w->ids, ctx->sample_ids, *B * sizeof(uint64_t));
-    qsort(w->ids, *B, sizeof(uint64_t), cmp_u64);
-    for (size_t i = 1; i < *B; i++)
-        if (w->ids[i] == w->ids[i - 1])
-            return pz_fail(PZ_ERR_ARG, "aq: sample id %llu appears twice in one message",
-                           (unsigned long long)w->ids[i]);
+    if ((st = pz_aq_check_batch(shape, n, s->have ? &s->shape : NULL, ctx, B, row))) return st;
+    if ((st = scratch_ids(w, *B))) return st;
+    if ((st = pz_aq_check_distinct(ctx, *B, w->ids))) return st;
     for (size_t i = 0; i < *B; i++) w->slots[i] = s->have ? aq_store_find(&s->store, ctx->sample_ids[i]) : -1;
     return PZ_OK;
 }
@@ -414,10 +419,8 @@ static pz_status aq_reserve(pz_wrapper *w, wrap_side *s, const pz_shape *shape, 
     return st;
 }
 
-/* The two messages of an aq payload: warm-up samples (their own random
- * stream, salted) and deltas, each with its sample count as dims[0]. */
-static void aq_parts(const pz_codec_ctx *ctx, const pz_shape *shape, size_t nw, size_t nd, pz_codec_ctx *cw,
-                     pz_codec_ctx *cd, pz_shape *sw, pz_shape *sd) {
+void pz_aq_parts(const pz_codec_ctx *ctx, const pz_shape *shape, size_t nw, size_t nd, pz_codec_ctx *cw,
+                 pz_codec_ctx *cd, pz_shape *sw, pz_shape *sd) {
     *cw = *ctx;
     cw->seed ^= PZ_AQ_WARMUP_SALT;
     cw->sample_ids = NULL;
@@ -475,7 +478,7 @@ static pz_status aq_encode(pz_wrapper *w, const float *x, const pz_shape *shape,
     *len = 0;
     *flags = 0;
     wrap_side *s = &w->side[PZ_WRAP_SENDER];
-    size_t B, row;
+    size_t B = 0, row = 0;
     pz_status st = aq_check(w, s, shape, ctx, &B, &row);
     if (st) return st;
     size_t nw = 0;
@@ -507,7 +510,7 @@ static pz_status aq_encode(pz_wrapper *w, const float *x, const pz_shape *shape,
     }
     pz_codec_ctx cw, cd;
     pz_shape sw, sd;
-    aq_parts(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
+    pz_aq_parts(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
     size_t at[2] = {0, 0}, ln[2] = {0, 0};
     for (int part = 0; part < 2; part++) {
         if (!(fl & (1 << part))) continue;
@@ -531,7 +534,7 @@ static pz_status aq_encode(pz_wrapper *w, const float *x, const pz_shape *shape,
 static pz_status aq_decode(pz_wrapper *w, uint8_t flags, const uint8_t *payload, size_t len,
                            const pz_shape *shape, const pz_codec_ctx *ctx, float *out) {
     wrap_side *s = &w->side[PZ_WRAP_RECEIVER];
-    size_t B, row;
+    size_t B = 0, row = 0;
     pz_status st = aq_check(w, s, shape, ctx, &B, &row);
     if (st) return st;
     if (flags == 0 || flags > PZ_AQ_MIXED) return pz_fail(PZ_ERR_FORMAT, "aq: bad flags 0x%02x", flags);
@@ -577,7 +580,7 @@ static pz_status aq_decode(pz_wrapper *w, uint8_t flags, const uint8_t *payload,
     if ((st = scratch_floats(w, 0, nw * row, &W)) || (st = scratch_floats(w, 1, nd * row, &D))) return st;
     pz_codec_ctx cw, cd;
     pz_shape sw, sd;
-    aq_parts(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
+    pz_aq_parts(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
     if ((st = aq_decode_parts(w, 0, payload, at, ln, &cw, W, &sw, &cd, D, &sd))) return st;
     /* validated: make room, then change the buffers */
     if ((st = aq_reserve(w, s, shape, row, n_new))) return st;

@@ -210,12 +210,7 @@ void pz_dataset_close(pz_dataset *d) {
         if (d->maps) pz_unmap_file(d->maps[i], d->map_len[i]);
         if (d->paths) free(d->paths[i]);
     }
-    free(d->paths);
-    free(d->tokens);
-    free(d->ntok);
-    free(d->maps);
-    free(d->map_len);
-    free(d->first_id);
+    PZ_FREE_ALL(d->paths, d->tokens, d->ntok, d->maps, d->map_len, d->first_id);
     memset(d, 0, sizeof *d);
 }
 

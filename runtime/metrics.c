@@ -169,11 +169,6 @@ pz_status pz_metrics_finish(pz_metrics *m, const char *policy_text, const double
 void pz_metrics_free(pz_metrics *m) {
     if (m->have_jl) pz_atomic_abort(&m->jl);
     for (int k = 0; m->codec && k < 2 * m->edges; k++) free(m->codec[k]);
-    free(m->codec);
-    free(m->tot);
-    free(m->relerr_sum);
-    free(m->relerr_n);
-    free(m->tok_s);
-    free(m->prefix);
+    PZ_FREE_ALL(m->codec, m->tot, m->relerr_sum, m->relerr_n, m->tok_s, m->prefix);
     memset(m, 0, sizeof *m);
 }

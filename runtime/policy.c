@@ -25,12 +25,7 @@ void pz_policy_init(pz_policy *p, int stages) {
 
 void pz_policy_free(pz_policy *p) {
     for (int k = 0; p->spec && k < 2 * (p->stages - 1); k++) free(p->spec[k]);
-    free(p->spec);
-    free(p->prio);
-    free(p->mbps);
-    free(p->mbps_prio);
-    free(p->latency_ms);
-    free(p->latency_prio);
+    PZ_FREE_ALL(p->spec, p->prio, p->mbps, p->mbps_prio, p->latency_ms, p->latency_prio);
     memset(p, 0, sizeof *p);
 }
 

@@ -738,13 +738,7 @@ pz_status pz_bpe_load(const char *path, pz_bpe **out) {
 
 void pz_bpe_free(pz_bpe *b) {
     if (!b) return;
-    free(b->bytes.p);
-    free(b->tok_off);
-    free(b->tok_len);
-    free(b->tok_kind);
-    free(b->vmap);
-    free(b->mmap);
-    free(b->added);
+    PZ_FREE_ALL(b->bytes.p, b->tok_off, b->tok_len, b->tok_kind, b->vmap, b->mmap, b->added);
     if (b->re) pcre2_code_free(b->re);
     free(b);
 }
@@ -815,16 +809,8 @@ void pz_bpe_enc_free(pz_bpe_enc *e) {
     pcre2_match_data_free(e->md);
     pcre2_match_context_free(e->mc);
     pcre2_jit_stack_free(e->js);
-    free(e->cache);
-    free(e->ckeys.p);
-    free(e->cids.ids);
-    free(e->sym);
-    free(e->rank);
-    free(e->mid);
-    free(e->nxt);
-    free(e->prv);
-    free(e->heap);
-    free(e->next_added);
+    PZ_FREE_ALL(e->cache, e->ckeys.p, e->cids.ids, e->sym, e->rank, e->mid, e->nxt, e->prv, e->heap,
+                e->next_added);
     free(e);
 }
 

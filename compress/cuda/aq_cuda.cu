@@ -12,6 +12,7 @@
 #include "compress/cuda/codec_cuda_impl.h"
 #include "compress/wrap_elem.h"
 #include "base/bytes.h"
+#include "base/mem.h"
 
 #define TPB 256
 
@@ -76,46 +77,21 @@ static pz_status aq_reserve(pz_aq_side *a, size_t n, cudaStream_t stream) {
     return PZ_OK;
 }
 
-/* aq_check of wrappers.c: shape, ids, row shape; slot[i] of every sample */
+/* wrappers.c's checks (shape, ids, row shape); slot[i] of every sample */
 static pz_status aq_check(pz_aq_side *a, const pz_shape *s, const pz_codec_ctx *ctx, size_t *B, size_t *row,
                           int64_t **slots) {
-    size_t n = pz_shape_numel(s);
-    if (s->dims[0] < 1 || n == 0) return pz_fail(PZ_ERR_SHAPE, "aq: empty tensor (the first dimension counts samples)");
-    *B = (size_t)s->dims[0];
-    *row = n / *B;
-    if (!ctx || !ctx->sample_ids)
-        return pz_fail(PZ_ERR_ARG, "aq: needs ctx->sample_ids (one dataset id per sample, dims[0] = %zu)", *B);
-    if (a->have) {
-        pz_shape r = *s;
-        r.dims[0] = 1;
-        if (!pz_shape_equal(&r, &a->shape)) {
-            char x[96], y[96];
-            pz_shape_format(s, x, sizeof x);
-            pz_shape_format(&a->shape, y, sizeof y);
-            return pz_fail(PZ_ERR_SHAPE, "aq: shape %s does not have the row shape %s (dims[0] = 1) "
-                           "of the buffers", x, y);
-        }
-    }
-    uint64_t *ids = (uint64_t *)malloc(*B * sizeof *ids);
-    int64_t *sl = (int64_t *)malloc(*B * 3 * sizeof *sl);   /* slot, dst row, warm flag */
-    if (!ids || !sl) {
-        free(ids);
-        free(sl);
+    pz_status st = pz_aq_check_batch(s, pz_shape_numel(s), a->have ? &a->shape : NULL, ctx, B, row);
+    if (st) return st;
+    void *vi, *vs;   /* the sorted ids; slot, dst row, warm flag of each */
+    if (!pz_calloc_pair(&vi, sizeof(uint64_t), &vs, 3 * sizeof(int64_t), *B))
         return pz_fail(PZ_ERR_NOMEM, "aq: cannot allocate scratch for %zu ids", *B);
+    int64_t *sl = (int64_t *)vs;
+    st = pz_aq_check_distinct(ctx, *B, (uint64_t *)vi);
+    free(vi);
+    if (st) {
+        free(sl);
+        return st;
     }
-    memcpy(ids, ctx->sample_ids, *B * sizeof *ids);
-    qsort(ids, *B, sizeof *ids, [](const void *p, const void *q) {
-        uint64_t x = *(const uint64_t *)p, y = *(const uint64_t *)q;
-        return (x > y) - (x < y);
-    });
-    for (size_t i = 1; i < *B; i++)
-        if (ids[i] == ids[i - 1]) {
-            unsigned long long d = ids[i];
-            free(ids);
-            free(sl);
-            return pz_fail(PZ_ERR_ARG, "aq: sample id %llu appears twice in one message", d);
-        }
-    free(ids);
     for (size_t i = 0; i < *B; i++) sl[i] = a->have ? aq_find(a, ctx->sample_ids[i]) : -1;
     *slots = sl;
     return PZ_OK;
@@ -125,7 +101,7 @@ static pz_status aq_check(pz_aq_side *a, const pz_shape *s, const pz_codec_ctx *
 __global__ void k_aq_gather(const float *x, size_t B, size_t row, const int64_t *slot, const int64_t *dst,
                             const int64_t *warm, const float *M, float *W, float *D) {
     size_t n = B * row;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n; t += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(t, n) {
         size_t i = t / row, e = t % row;
         size_t o = (size_t)dst[i] * row + e;
         if (warm[i]) W[o] = x[t];
@@ -137,7 +113,7 @@ __global__ void k_aq_gather(const float *x, size_t B, size_t row, const int64_t 
 __global__ void k_aq_apply(const float *W, const float *D, float *M, float *out, size_t B, size_t row,
                            const int64_t *slot, const int64_t *dst, const int64_t *warm) {
     size_t n = B * row;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n; t += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(t, n) {
         size_t i = t / row, e = t % row;
         size_t o = (size_t)dst[i] * row + e;
         float *m = M + (size_t)slot[i] * row + e;
@@ -241,13 +217,9 @@ pz_status pz_cuda_aq_encode_(pz_codec *c, const float *x, const pz_shape *s, con
             if (sl[2 * B + i]) pz_aq_mark_warmup(pl, i);
         pos = nb;
     }
-    pz_codec_ctx cw = *ctx, cd = *ctx;
-    cw.seed ^= PZ_AQ_WARMUP_SALT;
-    cw.sample_ids = NULL;
-    cd.sample_ids = NULL;
-    pz_shape sw = *s, sd = *s;
-    sw.dims[0] = (int64_t)nw;
-    sd.dims[0] = (int64_t)nd;
+    pz_codec_ctx cw, cd;
+    pz_shape sw, sd;
+    pz_aq_parts(ctx, s, nw, nd, &cw, &cd, &sw, &sd);
     size_t at[2] = {0, 0}, ln[2] = {0, 0};
     for (int part = 0; part < 2 && !st; part++) {
         if (!(fl & (1 << part))) continue;
@@ -334,13 +306,9 @@ pz_status pz_cuda_aq_decode_(pz_codec *c, uint8_t flags, const uint8_t *pl, size
     }
     float *W = NULL, *D = NULL;
     if (!st) st = aq_scratch(cs, nw, nd, row, &W, &D);
-    pz_codec_ctx cw = *ctx, cd = *ctx;
-    cw.seed ^= PZ_AQ_WARMUP_SALT;
-    cw.sample_ids = NULL;
-    cd.sample_ids = NULL;
-    pz_shape sw = *s, sd = *s;
-    sw.dims[0] = (int64_t)nw;
-    sd.dims[0] = (int64_t)nd;
+    pz_codec_ctx cw, cd;
+    pz_shape sw, sd;
+    pz_aq_parts(ctx, s, nw, nd, &cw, &cd, &sw, &sd);
     if (!st && nw) st = pz_cuda_decode_exact_(warm_c, "aq: warm-up message", pl + at[0], ln[0], &cw, W, &sw, stream);
     if (!st && nd) st = pz_cuda_decode_exact_(inner, "aq: delta message", pl + at[1], ln[1], &cd, D, &sd, stream);
     if (!st) st = aq_commit(cs, a, s, B, row, ctx->sample_ids, sl, n_new, W, D, out, stream);

@@ -92,28 +92,19 @@ pz_status pz_stat_get_(pz_cstate *s, cudaStream_t st, pz_dstat *h) {
 
 /* ================================================================ kernels */
 
-__global__ void k_to_f16(const float *x, size_t n, uint16_t *o) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        o[i] = pz_f32_to_f16(x[i]);
+/* fp16 and bf16 (bf = 1) payloads from and to floats */
+__global__ void k_to_half(const float *x, size_t n, uint16_t *o, int bf) {
+    PZ_GRID_STRIDE(i, n) o[i] = bf ? pz_f32_to_bf16(x[i]) : pz_f32_to_f16(x[i]);
 }
-__global__ void k_to_bf16(const float *x, size_t n, uint16_t *o) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        o[i] = pz_f32_to_bf16(x[i]);
-}
-__global__ void k_from_f16(const uint16_t *h, size_t n, float *o) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        o[i] = pz_f16_to_f32(h[i]);
-}
-__global__ void k_from_bf16(const uint16_t *h, size_t n, float *o) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        o[i] = pz_bf16_to_f32(h[i]);
+__global__ void k_from_half(const uint16_t *h, size_t n, float *o, int bf) {
+    PZ_GRID_STRIDE(i, n) o[i] = bf ? pz_bf16_to_f32(h[i]) : pz_f16_to_f32(h[i]);
 }
 
 /* per-group range statistics: am = max of |x| bits, mn/mx = min/max of the
  * order-preserving int of x's bits (minmax only). Integer max/min: exact in
  * any order. */
 __global__ void k_stats_init(unsigned *am, int *mn, int *mx, size_t G, int minmax) {
-    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < G; g += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(g, G) {
         am[g] = 0;
         if (minmax) {
             mn[g] = INT32_MAX;
@@ -163,7 +154,7 @@ __global__ void k_stats_span(const float *x, size_t n, size_t span, size_t G, si
 /* short contiguous groups: a thread per group */
 __global__ void k_stats_small(const float *x, size_t n, size_t span, size_t G, unsigned *am, int *mn, int *mx,
                               int minmax) {
-    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < G; g += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(g, G) {
         size_t a = g * span, e = a + span < n ? a + span : n;
         unsigned m = 0;
         int lo = INT32_MAX, hi = INT32_MIN;
@@ -186,7 +177,7 @@ __global__ void k_stats_small(const float *x, size_t n, size_t span, size_t G, u
 __global__ void k_stats_chan(const float *x, size_t R, size_t C, size_t rch, unsigned *am, int *mn, int *mx,
                              int minmax) {
     size_t r0 = (size_t)blockIdx.y * rch, r1 = r0 + rch < R ? r0 + rch : R;
-    for (size_t c = blockIdx.x * (size_t)blockDim.x + threadIdx.x; c < C; c += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(c, C) {
         unsigned m = 0;
         int lo = INT32_MAX, hi = INT32_MIN;
         for (size_t r = r0; r < r1; r++) {
@@ -223,7 +214,7 @@ __global__ void k_canon_span(const float *x, size_t n, size_t span, size_t G, do
 }
 /* channel groups: a thread per column adds the rows in order (sign.c) */
 __global__ void k_canon_chan_abs(const float *x, size_t R, size_t C, double *sum) {
-    for (size_t c = blockIdx.x * (size_t)blockDim.x + threadIdx.x; c < C; c += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(c, C) {
         double s = 0.0;
         for (size_t r = 0; r < R; r++) s = s + pz_term_abs(x[r * C + c]);
         sum[c] = s;
@@ -233,19 +224,11 @@ __global__ void k_canon_chan_abs(const float *x, size_t R, size_t C, double *sum
 /* q: scales as the receiver reads them, grids */
 __global__ void k_q_scales(const unsigned *am, const int *mn, const int *mx, size_t G, int minmax, int fp32, int L,
                            uint8_t *pay, float *lo_o, float *hi_o, float *off, float *inv, pz_dstat *st) {
-    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < G; g += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(g, G) {
         if (am[g] >= 0x7f800000u) atomicOr(&st->flags, 1u);
-        float lo, hi;
-        if (minmax) {
-            lo = pz_scale_store(pz_u2f((uint32_t)pz_ord32((uint32_t)mn[g])), fp32, -1);
-            hi = pz_scale_store(pz_u2f((uint32_t)pz_ord32((uint32_t)mx[g])), fp32, +1);
-            pz_scale_put(pay, 2 * g, lo, fp32);
-            pz_scale_put(pay, 2 * g + 1, hi, fp32);
-        } else {
-            hi = pz_scale_store(pz_u2f(am[g]), fp32, +1);
-            lo = -hi;
-            pz_scale_put(pay, g, hi, fp32);
-        }
+        float lo = minmax ? pz_u2f((uint32_t)pz_ord32((uint32_t)mn[g])) : 0.0f;
+        float hi = pz_u2f(minmax ? (uint32_t)pz_ord32((uint32_t)mx[g]) : am[g]);
+        pz_q_range_put(pay, g, minmax, fp32, &lo, &hi);
         lo_o[g] = lo;
         hi_o[g] = hi;
         float step = 0.0f, iv = 0.0f;
@@ -260,22 +243,31 @@ __global__ void k_q_scales(const unsigned *am, const int *mn, const int *mx, siz
 
 __device__ static inline size_t group_of(size_t i, size_t span, size_t C) { return span ? i / span : i % C; }
 
-/* q codes, a thread per packing group of 8 codes (b bytes) */
-__global__ void k_q_codes(const float *x, size_t n, size_t span, size_t C, const float *off, const float *inv, int L,
-                          int b, int stoch, uint64_t key, uint8_t *out) {
+/* The body of the packing kernels: a thread per packing group of 8 codes of
+ * b bits (b bytes), code(i) of elements 8t .. 8t+7 below n at bits j*b of a
+ * little-endian word, as compress/bitpack.c packs them. */
+template <typename F>
+__device__ static inline void pack_codes(size_t n, int b, uint8_t *out, F code) {
     size_t T = (n + 7) / 8;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < T; t += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(t, T) {
         uint64_t w = 0;
         for (int j = 0; j < 8; j++) {
             size_t i = 8 * t + (size_t)j;
             if (i >= n) break;
-            size_t g = group_of(i, span, C);
-            uint8_t k = stoch ? pz_q_code_stoch(x[i], off[g], inv[g], L, pz_uniform(key, i))
-                              : pz_q_code_near(x[i], off[g], inv[g], L);
-            w |= (uint64_t)k << (j * b);
+            w |= (uint64_t)code(i) << (j * b);
         }
         for (int k = 0; k < b; k++) out[t * (size_t)b + (size_t)k] = (uint8_t)(w >> (8 * k));
     }
+}
+
+/* q codes */
+__global__ void k_q_codes(const float *x, size_t n, size_t span, size_t C, const float *off, const float *inv, int L,
+                          int b, int stoch, uint64_t key, uint8_t *out) {
+    pack_codes(n, b, out, [&](size_t i) {
+        size_t g = group_of(i, span, C);
+        return stoch ? pz_q_code_stoch(x[i], off[g], inv[g], L, pz_uniform(key, i))
+                     : pz_q_code_near(x[i], off[g], inv[g], L);
+    });
 }
 
 __device__ static inline uint32_t code_at(const uint8_t *codes, size_t i, int b) {
@@ -287,7 +279,7 @@ __device__ static inline uint32_t code_at(const uint8_t *codes, size_t i, int b)
 
 __global__ void k_q_decode(const uint8_t *codes, size_t n, int b, size_t span, size_t C, const float *lo,
                            const float *step, float *out) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(i, n) {
         size_t g = group_of(i, span, C);
         out[i] = pz_q_value((uint8_t)code_at(codes, i, b), lo[g], step[g]);
     }
@@ -296,7 +288,7 @@ __global__ void k_q_decode(const uint8_t *codes, size_t n, int b, size_t span, s
 /* sign: scales (mean |x| or max |x|) as stored, 1/(2s) */
 __global__ void k_sign_scales(const unsigned *am, const double *sum, size_t G, size_t span, size_t n, size_t R,
                               int stoch, int fp32, uint8_t *pay, float *hinv, pz_dstat *st) {
-    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < G; g += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(g, G) {
         if (am[g] >= 0x7f800000u) atomicOr(&st->flags, 1u);
         float sc;
         if (stoch) {
@@ -318,28 +310,20 @@ __global__ void k_sign_scales(const unsigned *am, const double *sum, size_t G, s
 
 __global__ void k_sign_bits(const float *x, size_t n, size_t span, size_t C, const float *hinv, int stoch,
                             uint64_t key, uint8_t *out) {
-    size_t T = (n + 7) / 8;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < T; t += (size_t)gridDim.x * blockDim.x) {
-        uint32_t byte = 0;
-        for (int j = 0; j < 8; j++) {
-            size_t i = 8 * t + (size_t)j;
-            if (i >= n) break;
-            uint8_t bit = stoch ? pz_sign_bit_stoch(x[i], hinv[group_of(i, span, C)], pz_uniform(key, i))
-                                : pz_sign_bit_scaled(x[i]);
-            byte |= (uint32_t)bit << j;
-        }
-        out[t] = (uint8_t)byte;
-    }
+    pack_codes(n, 1, out, [&](size_t i) {
+        return stoch ? pz_sign_bit_stoch(x[i], hinv[group_of(i, span, C)], pz_uniform(key, i))
+                     : pz_sign_bit_scaled(x[i]);
+    });
 }
 
 __global__ void k_sign_decode(const uint8_t *bits, size_t n, size_t span, size_t C, const float *sc, float *out) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    PZ_GRID_STRIDE(i, n)
         out[i] = pz_sign_value((uint8_t)((bits[i / 8] >> (i % 8)) & 1u), sc[group_of(i, span, C)]);
 }
 
 /* nuq: norms from the canonical sums, written as the payload's fp32 norms */
 __global__ void k_nuq_norms(const double *sum, size_t G, float *norm, pz_dstat *st) {
-    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < G; g += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(g, G) {
         double acc = sum[g];
         float v = pz_nuq_norm(acc);
         if (!isfinite(acc) || !isfinite(v)) atomicOr(&st->flags, 1u);
@@ -357,25 +341,16 @@ __device__ static inline uint8_t nuq_code_at(const float *x, size_t i, const flo
 
 __global__ void k_nuq_pack(const float *x, size_t n, const float *norm, size_t bucket, int b, int s, float sinv,
                            uint64_t key, uint8_t *out) {
-    size_t T = (n + 7) / 8;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < T; t += (size_t)gridDim.x * blockDim.x) {
-        uint64_t w = 0;
-        for (int j = 0; j < 8; j++) {
-            size_t i = 8 * t + (size_t)j;
-            if (i >= n) break;
-            w |= (uint64_t)nuq_code_at(x, i, norm, bucket, b, s, sinv, key) << (j * b);
-        }
-        for (int k = 0; k < b; k++) out[t * (size_t)b + (size_t)k] = (uint8_t)(w >> (8 * k));
-    }
+    pack_codes(n, b, out, [&](size_t i) { return nuq_code_at(x, i, norm, bucket, b, s, sinv, key); });
 }
 __global__ void k_nuq_codes(const float *x, size_t n, const float *norm, size_t bucket, int b, int s, float sinv,
                             uint64_t key, uint8_t *codes) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    PZ_GRID_STRIDE(i, n)
         codes[i] = nuq_code_at(x, i, norm, bucket, b, s, sinv, key);
 }
 __global__ void k_nuq_decode(const uint8_t *codes, size_t n, int b, size_t bucket, int s, const float *norm,
                              float *out) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    PZ_GRID_STRIDE(i, n)
         out[i] = pz_nuq_value((uint8_t)code_at(codes, i, b), norm[i / bucket], b, s);
 }
 
@@ -404,24 +379,40 @@ static pz_status group_stats(const pz_groups *g, const float *x, int minmax, uns
     return PZ_OK;
 }
 
+/* The start of a grouped encoder: p's groups on s, per_group bytes of device
+ * scratch for each group at *vs, and the stat block reset. */
+static pz_status groups_begin(pz_cstate *cs, const pz_codec_params *p, const pz_shape *s, size_t per_group,
+                              pz_groups *g, void **vs, cudaStream_t stream) {
+    pz_groups_init(g, p, s);
+    pz_status st = pz_dgrow_(cs, PZ_DB_GROUP, g->G * per_group, vs);
+    if (st) return st;
+    return pz_stat_reset_(cs, stream);
+}
+
+/* The stat block after the scale kernels into *ds; an error when the input
+ * held inf or NaN, in the CPU encoder's words. */
+static pz_status stats_finite(pz_cstate *cs, const char *codec, pz_dstat *ds, cudaStream_t stream) {
+    pz_status st = pz_stat_get_(cs, stream, ds);
+    if (st) return st;
+    if (ds->flags & 1u) return pz_fail(PZ_ERR_ARG, "%s encode: input holds inf or NaN", codec);
+    return PZ_OK;
+}
+
 static pz_status q_encode_dev(pz_cstate *cs, const pz_codec_params *p, const float *x, const pz_shape *s,
                               uint64_t key, uint8_t *pay, cudaStream_t stream) {
-    pz_groups g;
-    pz_groups_init(&g, p, s);
     int minmax = p->scale_mode == PZ_SCALE_MINMAX, fp32 = p->scale_fp32, b = p->bits, L = (1 << b) - 1;
+    pz_groups g;
     void *vs;
-    pz_status st = pz_dgrow_(cs, PZ_DB_GROUP, g.G * 7 * 4, &vs);
+    pz_status st = groups_begin(cs, p, s, 7 * 4, &g, &vs, stream);
     if (st) return st;
     unsigned *am = (unsigned *)vs;
     int *mn = (int *)(am + g.G), *mx = mn + g.G;
     float *lo = (float *)(mx + g.G), *hi = lo + g.G, *off = hi + g.G, *inv = off + g.G;
-    if ((st = pz_stat_reset_(cs, stream))) return st;
     if ((st = group_stats(&g, x, minmax, am, mn, mx, stream))) return st;
     k_q_scales<<<GRID(g.G)>>>(am, mn, mx, g.G, minmax, fp32, L, pay, lo, hi, off, inv, cs->st);
     PZ_CU_LAUNCH();
     pz_dstat ds;
-    if ((st = pz_stat_get_(cs, stream, &ds))) return st;
-    if (ds.flags & 1u) return pz_fail(PZ_ERR_ARG, "q encode: input holds inf or NaN");
+    if ((st = stats_finite(cs, "q", &ds, stream))) return st;
     if (ds.first_bad != ~0ull) {
         float l, h;
         PZ_CU(cudaMemcpy(&l, lo + ds.first_bad, 4, cudaMemcpyDeviceToHost));
@@ -438,16 +429,14 @@ static pz_status q_encode_dev(pz_cstate *cs, const pz_codec_params *p, const flo
 
 static pz_status sign_encode_dev(pz_cstate *cs, const pz_codec_params *p, const float *x, const pz_shape *s,
                                  uint64_t key, uint8_t *pay, cudaStream_t stream) {
-    pz_groups g;
-    pz_groups_init(&g, p, s);
     int fp32 = p->scale_fp32, stoch = p->stochastic;
+    pz_groups g;
     void *vs;
-    pz_status st = pz_dgrow_(cs, PZ_DB_GROUP, g.G * (2 * 4 + 8 + 4), &vs);
+    pz_status st = groups_begin(cs, p, s, 2 * 4 + 8 + 4, &g, &vs, stream);
     if (st) return st;
     double *sum = (double *)vs;   /* first: 8-byte aligned */
     unsigned *am = (unsigned *)(sum + g.G);
     float *hinv = (float *)(am + g.G);
-    if ((st = pz_stat_reset_(cs, stream))) return st;
     if ((st = group_stats(&g, x, 0, am, NULL, NULL, stream))) return st;
     if (!stoch) {
         if (g.span) k_canon_span<0><<<GRID(g.G * 32)>>>(x, g.n, g.span, g.G, sum);
@@ -457,8 +446,7 @@ static pz_status sign_encode_dev(pz_cstate *cs, const pz_codec_params *p, const 
     k_sign_scales<<<GRID(g.G)>>>(am, sum, g.G, g.span, g.n, g.n / g.C, stoch, fp32, pay, hinv, cs->st);
     PZ_CU_LAUNCH();
     pz_dstat ds;
-    if ((st = pz_stat_get_(cs, stream, &ds))) return st;
-    if (ds.flags & 1u) return pz_fail(PZ_ERR_ARG, "sign encode: input holds inf or NaN");
+    if ((st = stats_finite(cs, "sign", &ds, stream))) return st;
     if (ds.first_bad != ~0ull)
         return pz_fail(PZ_ERR_ARG, "sign encode: scale of group %zu beyond the fp16 range (use sdtype=fp32)",
                        (size_t)ds.first_bad);
@@ -485,8 +473,7 @@ static pz_status nuq_encode_dev(pz_cstate *cs, const pz_codec_params *p, const f
     k_nuq_norms<<<GRID(G)>>>(sum, G, norm, cs->st);
     PZ_CU_LAUNCH();
     pz_dstat ds;
-    if ((st = pz_stat_get_(cs, stream, &ds))) return st;
-    if (ds.flags & 1u) return pz_fail(PZ_ERR_ARG, "nuq encode: input holds inf or NaN");
+    if ((st = stats_finite(cs, "nuq", &ds, stream))) return st;
     if (p->elias) {
         void *vc;
         if ((st = pz_dgrow_(cs, PZ_DB_CODES, n, &vc))) return st;
@@ -525,11 +512,8 @@ pz_status pz_cuda_base_encode_(pz_codec *c, const pz_codec_params *p, const floa
     uint8_t *d_codes = NULL;
     switch (p->id) {
     case PZ_CODEC_FP16:
-        k_to_f16<<<GRID(n)>>>(x, n, (uint16_t *)pay);
-        PZ_CU_LAUNCH();
-        break;
     case PZ_CODEC_BF16:
-        k_to_bf16<<<GRID(n)>>>(x, n, (uint16_t *)pay);
+        k_to_half<<<GRID(n)>>>(x, n, (uint16_t *)pay, p->id == PZ_CODEC_BF16);
         PZ_CU_LAUNCH();
         break;
     case PZ_CODEC_Q: st = q_encode_dev(cs, p, x, s, key, pay, stream); break;
@@ -614,8 +598,7 @@ pz_status pz_cuda_base_decode_(pz_codec *c, const pz_codec_params *p, const uint
     case PZ_CODEC_FP16:
     case PZ_CODEC_BF16:
         if ((st = upload(cs, PZ_DB_PAYLOAD, pl, len, &d, stream))) return st;
-        if (p->id == PZ_CODEC_FP16) k_from_f16<<<GRID(n)>>>((const uint16_t *)d, n, out);
-        else k_from_bf16<<<GRID(n)>>>((const uint16_t *)d, n, out);
+        k_from_half<<<GRID(n)>>>((const uint16_t *)d, n, out, p->id == PZ_CODEC_BF16);
         PZ_CU_LAUNCH();
         break;
     case PZ_CODEC_Q: {
@@ -627,13 +610,7 @@ pz_status pz_cuda_base_decode_(pz_codec *c, const pz_codec_params *p, const uint
         float *lo = (float *)h, *step = lo + g.G;
         for (size_t gi = 0; gi < g.G; gi++) {
             float l, hh, inv;
-            if (minmax) {
-                l = pz_scale_get(pl, 2 * gi, fp32);
-                hh = pz_scale_get(pl, 2 * gi + 1, fp32);
-            } else {
-                hh = pz_scale_get(pl, gi, fp32);
-                l = -hh;
-            }
+            pz_q_range_get(pl, gi, minmax, fp32, &l, &hh);
             lo[gi] = l;
             if (!pz_q_grid(l, hh, L, &step[gi], &inv)) return pz_fail(PZ_ERR_FORMAT, "q: group %zu has a bad scale", gi);
         }

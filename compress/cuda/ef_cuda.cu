@@ -8,20 +8,17 @@
 #define TPB 256
 #define GRID(work) pz_blocks((work), TPB), TPB, 0, stream
 
-#define GRID_LOOP(i, n) \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
-
 /* y = what the sender encodes: ef x + e, ef21 x - g */
 __global__ void k_ef_input(int ef21, const float *x, const float *v, float *y, size_t n) {
-    GRID_LOOP(i, n) y[i] = ef21 ? pz_ef21_input(x[i], v[i]) : pz_ef_input(x[i], v[i]);
+    PZ_GRID_STRIDE(i, n) y[i] = ef21 ? pz_ef21_input(x[i], v[i]) : pz_ef_input(x[i], v[i]);
 }
 /* ef: e = y - C(y) */
 __global__ void k_ef_residual(const float *y, const float *cy, float *e, size_t n) {
-    GRID_LOOP(i, n) e[i] = pz_ef_residual(y[i], cy[i]);
+    PZ_GRID_STRIDE(i, n) e[i] = pz_ef_residual(y[i], cy[i]);
 }
 /* ef21: g += C(...); out (may be NULL) = g */
 __global__ void k_ef21_update(float *g, const float *c, float *out, size_t n) {
-    GRID_LOOP(i, n) {
+    PZ_GRID_STRIDE(i, n) {
         g[i] = pz_ef21_update(g[i], c[i]);
         if (out) out[i] = g[i];
     }

@@ -126,7 +126,7 @@ __global__ void k_topk_select(const float *x, size_t L, size_t k, uint32_t *kidx
 __global__ void k_topk_values(const uint32_t *kidx, const float *kval, size_t K, size_t k, int mode,
                               const uint32_t *segmax, uint8_t *vals, unsigned long long *V, pz_dstat *st) {
     unsigned long long acc = 0;
-    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < K; j += (size_t)gridDim.x * blockDim.x) {
+    PZ_GRID_STRIDE(j, K) {
         float v = kval[j];
         if (mode == PZ_VALUES_FP32) {
             memcpy(vals + 4 * j, &v, 4);

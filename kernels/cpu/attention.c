@@ -46,18 +46,32 @@ static void softmax_rows_(float *a, int t0, int rows, int T) {
     }
 }
 
+/* Head bh = b*NH + h: its q at qkv + qkv (k = q + C, v = q + 2C, leading
+ * dimension 3C), its hs columns of a (B,T,C) tensor at btc, its (T,T) block
+ * of att at tt; scores are scaled by 1/sqrt(hs). */
+typedef struct {
+    int hs;
+    float scale;
+    size_t qkv, btc, tt;
+} att_head;
+
+static att_head att_head_at(int bh, int T, int C, int NH) {
+    const int b = bh / NH, h = bh % NH, hs = C / NH;
+    return (att_head){hs, 1.0f / sqrtf((float)hs), (size_t)b * T * 3 * C + (size_t)h * hs,
+                      (size_t)b * T * C + (size_t)h * hs, (size_t)bh * T * T};
+}
+
 /* out (B,T,C), att (B,NH,T,T) from qkv (B,T,3C) */
 void pz_cpu_attention_forward(float *out, float *att, const float *qkv,
                               int B, int T, int C, int NH) {
-    const int hs = C / NH, ld = 3 * C;
-    const float scale = 1.0f / sqrtf((float)hs);
+    const int ld = 3 * C;
     #pragma omp parallel for schedule(dynamic, 1) num_threads(pz_cpu_nt())
     for (int bh = 0; bh < B * NH; bh++) {
-        const int b = bh / NH, h = bh % NH;
-        const float *q = qkv + (size_t)b * T * ld + (size_t)h * hs;
-        const float *k = q + C, *v = q + 2 * C;
-        float *a = att + (size_t)bh * T * T;
-        float *o = out + (size_t)b * T * C + (size_t)h * hs;
+        const att_head hd = att_head_at(bh, T, C, NH);
+        float *a = att + hd.tt, *o = out + hd.btc;
+        const float *q = qkv + hd.qkv, *k = q + C, *v = q + 2 * C;
+        const int hs = hd.hs;
+        const float scale = hd.scale;
         for (int t0 = 0; t0 < T; t0 += ATT_QB) {
             const int rows = T - t0 < ATT_QB ? T - t0 : ATT_QB, L = t0 + rows;
             /* scores of the block against the keys it can see */
@@ -98,17 +112,16 @@ static void softmax_backward_rows_(float *d, const float *a, int t0, int rows, i
 void pz_cpu_attention_backward(float *dqkv, float *scratch, const float *dout,
                                const float *qkv, const float *att,
                                int B, int T, int C, int NH) {
-    const int hs = C / NH, ld = 3 * C;
-    const float scale = 1.0f / sqrtf((float)hs);
+    const int ld = 3 * C;
     #pragma omp parallel for schedule(dynamic, 1) num_threads(pz_cpu_nt())
     for (int bh = 0; bh < B * NH; bh++) {
-        const int b = bh / NH, h = bh % NH;
-        const size_t head = (size_t)b * T * ld + (size_t)h * hs;
-        const float *q = qkv + head, *k = q + C, *v = q + 2 * C;
-        float *dq = dqkv + head, *dk = dq + C, *dv = dq + 2 * C;
-        const float *a = att + (size_t)bh * T * T;
-        const float *dO = dout + (size_t)b * T * C + (size_t)h * hs;
-        float *d = scratch + (size_t)bh * T * T;
+        const att_head hd = att_head_at(bh, T, C, NH);
+        const float *q = qkv + hd.qkv, *k = q + C, *v = q + 2 * C;
+        float *dq = dqkv + hd.qkv, *dk = dq + C, *dv = dq + 2 * C;
+        const float *a = att + hd.tt, *dO = dout + hd.btc;
+        float *d = scratch + hd.tt;
+        const int hs = hd.hs;
+        const float scale = hd.scale;
         for (int t0 = 0; t0 < T; t0 += ATT_QB) {
             const int rows = T - t0 < ATT_QB ? T - t0 : ATT_QB, L = t0 + rows;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, L, hs, 1.0f,

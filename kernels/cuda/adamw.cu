@@ -56,7 +56,7 @@ double pz_cuda_sumsq(const float *x, size_t n) {
 __global__ static void adamw_kernel(float *param, const float *grad, float *m, float *v, size_t n,
                                     float lr, float beta1, float beta2, float eps, float wd,
                                     float grad_scale, float inv_bc1, float inv_bc2) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    PZ_GRID_STRIDE(i, n)
         pz_adamw_elem(&param[i], &m[i], &v[i], grad[i], lr, beta1, beta2, eps, wd, grad_scale, inv_bc1, inv_bc2);
 }
 

@@ -5,14 +5,10 @@
 
 #define EW_THREADS 256
 
-#define GRID_STRIDE(i, n)                                                      \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);    \
-         i += (size_t)gridDim.x * blockDim.x)
-
 /* out (B,T,C) = wte (V,C) [inp (B,T)] + wpe (maxT,C) [t] */
 __global__ static void encoder_forward_kernel(float *out, const int *inp, const float *wte,
                                               const float *wpe, size_t N, int T, int C) {
-    GRID_STRIDE(i, N * (size_t)C) {
+    PZ_GRID_STRIDE(i, N * (size_t)C) {
         const size_t bt = i / (size_t)C, c = i % (size_t)C, t = bt % (size_t)T;
         out[i] = wte[(size_t)inp[bt] * C + c] + wpe[t * C + c];
     }
@@ -32,7 +28,7 @@ __global__ static void encoder_backward_wte_kernel(float *dwte, const float *dou
 
 /* dwpe (T,C) [t] += sum over b of dout[b,t]: one thread per (t, c), b in order */
 __global__ static void encoder_backward_wpe_kernel(float *dwpe, const float *dout, int B, int T, int C) {
-    GRID_STRIDE(i, (size_t)T * C) {
+    PZ_GRID_STRIDE(i, (size_t)T * C) {
         float s = 0.0f;
         for (int b = 0; b < B; b++) s += dout[(size_t)b * T * C + i];
         dwpe[i] += s;
@@ -40,20 +36,20 @@ __global__ static void encoder_backward_wpe_kernel(float *dwpe, const float *dou
 }
 
 __global__ static void gelu_forward_kernel(float *out, const float *inp, size_t n) {
-    GRID_STRIDE(i, n) out[i] = pz_gelu(inp[i]);
+    PZ_GRID_STRIDE(i, n) out[i] = pz_gelu(inp[i]);
 }
 
 __global__ static void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t n) {
-    GRID_STRIDE(i, n) dinp[i] = fmaf(pz_gelu_grad(inp[i]), dout[i], dinp[i]);
+    PZ_GRID_STRIDE(i, n) dinp[i] = fmaf(pz_gelu_grad(inp[i]), dout[i], dinp[i]);
 }
 
 /* out may alias a or b: each element is read before it is written */
 __global__ static void residual_forward_kernel(float *out, const float *a, const float *b, size_t n) {
-    GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+    PZ_GRID_STRIDE(i, n) out[i] = a[i] + b[i];
 }
 
 __global__ static void residual_backward_kernel(float *da, float *db, const float *dout, size_t n) {
-    GRID_STRIDE(i, n) {
+    PZ_GRID_STRIDE(i, n) {
         const float d = dout[i];
         da[i] += d;
         db[i] += d;

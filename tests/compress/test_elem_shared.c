@@ -96,17 +96,9 @@ static size_t model_q(const pz_codec_params *p, const float *x, const pz_shape *
         mx[gi] = o > mx[gi] ? o : mx[gi];
     }
     for (size_t gi = 0; gi < g.G; gi++) {
-        float l, h;
-        if (minmax) {
-            l = pz_scale_store(pz_u2f((uint32_t)pz_ord32((uint32_t)mn[gi])), fp32, -1);
-            h = pz_scale_store(pz_u2f((uint32_t)pz_ord32((uint32_t)mx[gi])), fp32, +1);
-            pz_scale_put(pl, 2 * gi, l, fp32);
-            pz_scale_put(pl, 2 * gi + 1, h, fp32);
-        } else {
-            h = pz_scale_store(pz_u2f(am[gi]), fp32, +1);
-            l = -h;
-            pz_scale_put(pl, gi, h, fp32);
-        }
+        float l = minmax ? pz_u2f((uint32_t)pz_ord32((uint32_t)mn[gi])) : 0.0f;
+        float h = pz_u2f(minmax ? (uint32_t)pz_ord32((uint32_t)mx[gi]) : am[gi]);
+        pz_q_range_put(pl, gi, minmax, fp32, &l, &h);
         lo[gi] = l;
         if (!pz_q_grid(l, h, L, &step[gi], &inv[gi])) inv[gi] = step[gi] = 0.0f;
         off[gi] = pz_q_off(l, inv[gi]);
