@@ -26,6 +26,7 @@
  * decodes the received message into the stage's input. By default a
  * progress thread of the transport moves the messages meanwhile. */
 #include "runtime/pipeline.h"
+#include "runtime/pipeline_exec.h"
 
 #include <math.h>
 #include <signal.h>
@@ -51,57 +52,11 @@
 #include "base/clock.h"
 #include "base/mem.h"
 
-enum { KIND_ACT = 1, KIND_GRAD = 2, KIND_TIED = 3, KIND_VAL = 4, KIND_SAVE = 5 };
-
-typedef struct {
-    const pz_train_opts *o;
-    pz_transport *tp;
-    int rank, world;
-    pz_schedule sched;
-    pz_stage stage;
-    pz_optim opt;
-    pz_sched_spec spec;        /* --schedule; warmup=auto resolved after the first steps */
-    int bound;                 /* activation slots */
-    int nwire;                 /* send buffers (act_wire_out, grad_wire_out) */
-    size_t cap_in, cap_out;    /* wire buffer sizes (training and validation messages) */
-    pz_acts *slots;
-    float **act_in;            /* per slot: received activation (non-first) */
-    float **grad_in;           /* per slot: received d(output) (non-last) */
-    float **grad_out;          /* per slot: d(input) being sent (non-first) */
-    pz_request **act_recv, **grad_recv;   /* per slot */
-    pz_request **act_send, **grad_send;   /* per send buffer */
-    size_t act_bytes;          /* B*T*C floats */
-    pz_staging stg;            /* host <-> device hops of edge tensors (runtime/staging.h) */
-    int *tok, *tgt;            /* host batch of the current micro-batch */
-    /* edges: the out edge (rank -> rank+1) and the in edge (rank-1 -> rank) */
-    pz_policy pol;
-    pz_edge_end fwd_tx, bwd_rx;        /* out edge, when not last */
-    pz_edge_end fwd_rx, bwd_tx;        /* in edge, when not first */
-    pz_edge_end val_tx[2], val_rx[2];  /* validation: [0] raw, [1] eval codec */
-    uint8_t **act_wire_in, **grad_wire_in;    /* per slot */
-    uint8_t **act_wire_out, **grad_wire_out;  /* per send buffer */
-    uint64_t **ids;            /* per slot: the micro-batch's B sample ids */
-    size_t *ids_tmp;           /* loader output */
-    pz_dataset train, val;
-    pz_loader loader;
-    /* per-step metrics */
-    double compute_s, wait_s, codec_s;
-    pz_trace trace;            /* --trace: this rank's timeline */
-    /* warmup=auto's measurement: micro-batch 0's round trip over the out edge,
-     * from its activation's send to its gradient's arrival */
-    double rtt_sent, rtt0;
-    /* the tied-embedding exchange (first and last stage) */
-    float *tied_out, *tied_in;         /* V*C floats: our gradient as sent, the peer's */
-    pz_request *tied_send, *tied_recv;
-    float *tied_view;                  /* last stage: host view of grads.wte until the add */
-} exec;
 
 static void trace(exec *x, const char *name, int micro, double t0, double t1) {
     pz_trace_add(&x->trace, name, micro, t0, t1);
 }
 
-static int is_first(const exec *x) { return x->rank == 0; }
-static int is_last(const exec *x) { return x->rank == x->world - 1; }
 
 static void progress_hook(void *tp) { pz_transport_progress(tp); }
 
@@ -374,75 +329,8 @@ out:
     return st;
 }
 
-/* Frees what slots_alloc made; safe on a zeroed exec and twice. */
-static void slots_free(exec *x) {
-    for (int k = 0; x->slots && k < x->bound; k++) {
-        pz_acts_free(&x->slots[k], &x->stage);
-        pz_host_buffer_free(x->stage.be, x->act_in[k]);
-        pz_host_buffer_free(x->stage.be, x->grad_in[k]);
-        pz_host_buffer_free(x->stage.be, x->grad_out[k]);
-        free(x->act_wire_in[k]);
-        free(x->grad_wire_in[k]);
-        free(x->ids[k]);
-    }
-    for (int k = 0; x->act_wire_out && k < x->nwire; k++) {
-        free(x->act_wire_out[k]);
-        free(x->grad_wire_out[k]);
-    }
-    free(x->slots); free(x->act_in); free(x->grad_in); free(x->grad_out);
-    free(x->act_wire_in); free(x->grad_wire_in); free(x->ids);
-    free(x->act_recv); free(x->grad_recv);
-    free(x->act_wire_out); free(x->grad_wire_out); free(x->act_send); free(x->grad_send);
-    x->slots = NULL;
-    x->act_in = x->grad_in = x->grad_out = NULL;
-    x->act_wire_in = x->grad_wire_in = x->act_wire_out = x->grad_wire_out = NULL;
-    x->ids = NULL;
-    x->act_recv = x->grad_recv = x->act_send = x->grad_send = NULL;
-    pz_staging_free(&x->stg);
-}
-
-/* Buffers for x->bound activations in flight (the stage's saved activations,
- * received tensors and messages, d(input), sample ids) and a ring of
- * x->nwire send buffers. Needs the edges (setup_edges) for the sizes. */
-static void slots_alloc(exec *x) {
-    const pz_backend *be = x->stage.be;
-    int n = x->bound, B = x->o->batch;
-    x->nwire = x->bound + 2 < x->o->micro ? x->bound + 2 : x->o->micro;
-    x->slots = xcalloc((size_t)n, sizeof *x->slots);
-    x->act_in = xcalloc((size_t)n, sizeof *x->act_in);
-    x->grad_in = xcalloc((size_t)n, sizeof *x->grad_in);
-    x->grad_out = xcalloc((size_t)n, sizeof *x->grad_out);
-    x->act_wire_in = xcalloc((size_t)n, sizeof *x->act_wire_in);
-    x->grad_wire_in = xcalloc((size_t)n, sizeof *x->grad_wire_in);
-    x->ids = xcalloc((size_t)n, sizeof *x->ids);
-    x->act_recv = xcalloc((size_t)n, sizeof *x->act_recv);
-    x->grad_recv = xcalloc((size_t)n, sizeof *x->grad_recv);
-    for (int k = 0; k < n; k++) {
-        pz_acts_init(&x->slots[k], &x->stage);
-        x->ids[k] = xcalloc((size_t)B, sizeof **x->ids);
-        if (!is_first(x)) {
-            x->act_in[k] = pz_host_buffer(be, x->act_bytes);
-            x->grad_out[k] = pz_host_buffer(be, x->act_bytes);
-            x->act_wire_in[k] = xaligned_alloc(x->cap_in);
-        }
-        if (!is_last(x)) {
-            x->grad_in[k] = pz_host_buffer(be, x->act_bytes);
-            x->grad_wire_in[k] = xaligned_alloc(x->bwd_rx.cap);
-        }
-    }
-    x->act_wire_out = xcalloc((size_t)x->nwire, sizeof *x->act_wire_out);
-    x->grad_wire_out = xcalloc((size_t)x->nwire, sizeof *x->grad_wire_out);
-    x->act_send = xcalloc((size_t)x->nwire, sizeof *x->act_send);
-    x->grad_send = xcalloc((size_t)x->nwire, sizeof *x->grad_send);
-    for (int k = 0; k < x->nwire; k++) {
-        if (!is_last(x)) x->act_wire_out[k] = xaligned_alloc(x->cap_out);
-        if (!is_first(x)) x->grad_wire_out[k] = xaligned_alloc(x->bwd_tx.cap);
-    }
-    pz_staging_init(&x->stg, be, x->act_bytes, n);
-}
-
 static void exec_free(exec *x) {
-    slots_free(x);
+    exec_slots_free(x);
     free(x->ids_tmp);
     pz_edge_free(&x->fwd_tx); pz_edge_free(&x->bwd_rx); pz_edge_free(&x->fwd_rx); pz_edge_free(&x->bwd_tx);
     for (int k = 0; k < 2; k++) { pz_edge_free(&x->val_tx[k]); pz_edge_free(&x->val_rx[k]); }
@@ -575,160 +463,12 @@ static double codec_state(exec *x, double *file) {
     return mem;
 }
 
-/* warmup=auto: from the step just reduced (red: per-rank compute seconds at
- * red[4 + 3r], edge statistics at es), the extra warm-up that lets the
- * pipeline's round trip hide behind compute; when it differs from the one
- * in use, the schedule and the activation slots are rebuilt (at a step
- * boundary nothing is in flight). Every rank computes it from the same
- * reduced bits, so all ranks agree. */
-static pz_status auto_warmup(exec *x, const double *red, const double *es, const double *rtt) {
-    const int S = x->world, m = x->o->micro;
-    double *c = xcalloc((size_t)S, sizeof *c), *link_rtt = xcalloc((size_t)S, sizeof *link_rtt);
-    double *period = xcalloc((size_t)S, sizeof *period);
-    for (int q = 0; q < S; q++) c[q] = red[4 + 3 * q] / m;
-    for (int e = 0; e + 1 < S; e++) {
-        /* micro-batch 0 found every link and stage idle, so its round trip
-         * from stage e is: edge e down and up, plus stage e+1's compute and
-         * round trip; what is left is edge e's, measured on whatever link it
-         * is (real, or --link-mbps/--link-latency-ms) */
-        double down = e + 2 < S ? rtt[e + 1] : 0.0;
-        link_rtt[e] = fmax(0.0, rtt[e] - c[e + 1] - down);
-        /* the throughput bound per message is known for a simulated rate */
-        double Bps = x->pol.mbps[e] * 1e6 / 8.0;
-        const double *f = es + (2 * e + PZ_FWD) * PZ_EDGE_STATS_N, *b = es + (2 * e + PZ_BWD) * PZ_EDGE_STATS_N;
-        if (Bps > 0) period[e] = fmax(f[1], b[1]) / m / Bps;   /* [1]: wire bytes */
-    }
-    int k = pz_sched_auto_warmup(S, m, c, link_rtt, period);
-    double rtt01 = link_rtt[0];
-    free(c);
-    free(link_rtt);
-    free(period);
-    if (k == x->spec.warmup_extra) return PZ_OK;
-    int old_bound = x->bound;
-    slots_free(x);
-    pz_schedule_free(&x->sched);
-    x->spec.warmup_extra = k;
-    pz_status st = pz_schedule_build(&x->sched, &x->spec, x->rank, S, m);
-    if (st != PZ_OK) return st;
-    x->bound = pz_schedule_in_flight_bound(&x->spec, x->rank, S, m);
-    slots_alloc(x);
-    /* what one more activation slot costs on this rank */
-    double slot_mib = ((double)x->slots[0].numel * sizeof(float) + 3.0 * (double)x->act_bytes +
-                       (double)x->cap_in + (double)x->bwd_rx.cap) / (1 << 20);
-    if (x->bound != old_bound)
-        fprintf(stderr, "pipezip train: rank %d: warmup=auto: K = %d extra warm-up micro-batches per downstream stage "
-                "(edge 0-1's round trip measured %.0f ms), %d in flight (was %d), %+.1f MiB of activations\n",
-                x->rank, k, 1e3 * rtt01, x->bound, old_bound, (x->bound - old_bound) * slot_mib);
-    return PZ_OK;
-}
-
 /* Preemption: a signal only sets this; the step loop acts on it (all ranks
  * agree through the step's reduction) at the next step boundary. */
 static volatile sig_atomic_t stop_signal;
 static int stopped_by;
 static void on_stop_signal(int sig) { stop_signal = sig; }
 int pz_pipeline_stopped_by(void) { return stopped_by; }
-
-/* Fault injection for the tests (PIPEZIP_FAULT=WHAT:STEP:RANK): this rank
- * exits with status 3 at that point, as a killed process would stop there.
- * WHAT is "step" (after the step's optimizer update and checkpoint) or
- * "checkpoint" (its shard written, before the ranks meet for the manifest).
- * A resumed run (--resume, as restarts are) is not faulted again. */
-static int fault_armed;
-static void fault_point(const char *what, int step, int rank) {
-    const char *f = fault_armed ? getenv("PIPEZIP_FAULT") : NULL;
-    char w[32];
-    int s, r;
-    if (!f || sscanf(f, "%31[a-z]:%d:%d", w, &s, &r) != 3) return;
-    if (strcmp(w, what) == 0 && s == step && r == rank) {
-        fprintf(stderr, "pipezip train: rank %d: PIPEZIP_FAULT=%s: exiting at %s %d\n", rank, f, what, step);
-        fflush(NULL);
-        _exit(3);
-    }
-}
-
-/* The codecs this rank holds on its edges (and their error-metric twins),
- * named by edge, direction and role, for the checkpoint's codec state. */
-static int edge_codecs(exec *x, const char **names, pz_codec **cs) {
-    static const char *const tag[4][2] = {{"out.fwd.send", "out.fwd.send.twin"}, {"out.bwd.recv", "out.bwd.recv.twin"},
-                                          {"in.fwd.recv", "in.fwd.recv.twin"},   {"in.bwd.send", "in.bwd.send.twin"}};
-    pz_edge_end *ends[4] = {&x->fwd_tx, &x->bwd_rx, &x->fwd_rx, &x->bwd_tx};
-    int n = 0;
-    for (int k = 0; k < 4; k++) {
-        pz_codec *c[2] = {ends[k]->codec, ends[k]->shadow};
-        for (int j = 0; j < 2; j++)
-            if (c[j]) names[n] = tag[k][j], cs[n++] = c[j];
-    }
-    return n;
-}
-
-/* --resume: the newest complete checkpoint (rank 0 looks, every rank gets
- * its step), then each rank loads its shard. *start = steps already done. */
-static pz_status resume_from(exec *x, int *start) {
-    const pz_train_opts *o = x->o;
-    int is_auto = strcmp(o->resume, "auto") == 0;
-    const char *dir = is_auto ? o->checkpoint_dir : o->resume;
-    double v = 0.0;
-    pz_status st = PZ_OK;
-    if (x->rank == 0) {
-        int step;
-        if ((st = pz_resume_find(dir, is_auto, &step)) != PZ_OK) return st;
-        if (step < 0 && !is_auto)
-            return pz_fail(PZ_ERR_ARG, "--resume %s: no complete checkpoint there (use --resume auto to start "
-                           "fresh when there is none)", dir);
-        v = step + 1.0;   /* 0: none */
-    }
-    if ((st = allreduce(x, &v, 1)) != PZ_OK) return st;
-    *start = (int)v - 1;
-    if (*start < 0) {
-        if (x->rank == 0) fprintf(stderr, "pipezip train: --resume auto: no checkpoint in %s, starting fresh\n", dir);
-        *start = 0;
-        return PZ_OK;
-    }
-    int same = 0;
-    st = pz_resume_read_shard(dir, *start, x->rank, x->world, &x->stage, &x->opt, &x->loader, &same);
-    if (st == PZ_OK) {
-        const char *names[8];
-        pz_codec *cs[8];
-        int n = edge_codecs(x, names, cs);
-        if (same) st = pz_resume_read_codecs(dir, *start, x->rank, names, cs, n);
-        for (int i = 0; st == PZ_OK && !same && i < n; i++)
-            if (pz_codec_has_state(cs[i]))
-                fprintf(stderr, "pipezip train: rank %d: warning: another layout than the checkpoint's: %s (%s) "
-                        "starts with empty state (aq: its first epoch again)\n", x->rank, names[i],
-                        pz_codec_spec(cs[i]));
-    }
-    /* every rank must have loaded before any trains on */
-    double bad = st != PZ_OK;
-    pz_status st2 = allreduce(x, &bad, 1);
-    if (st == PZ_OK && st2 == PZ_OK && bad > 0)
-        st = pz_fail(PZ_ERR_PEER, "rank %d: another rank could not load its shard of the checkpoint", x->rank);
-    if (st == PZ_OK && x->rank == 0)
-        fprintf(stderr, "pipezip train: resumed from %s, step %d\n", dir, *start);
-    return st == PZ_OK ? st2 : st;
-}
-
-/* Writes this step's checkpoint: every rank its shard, then, once all are
- * durable (a collective carrying each rank's outcome), rank 0 the manifest. */
-static pz_status checkpoint(exec *x, int step) {
-    const char *names[8];
-    pz_codec *cs[8];
-    int n = edge_codecs(x, names, cs);
-    pz_status st = pz_resume_write_shard(x->o->checkpoint_dir, step, x->rank, x->world, &x->stage, &x->opt,
-                                         &x->loader);
-    if (st == PZ_OK) st = pz_resume_write_codecs(x->o->checkpoint_dir, step, x->rank, names, cs, n);
-    fault_point("checkpoint", step, x->rank);
-    double bad = st != PZ_OK;
-    pz_status st2 = allreduce(x, &bad, 1);
-    if (st != PZ_OK) return st;
-    if (st2 != PZ_OK) return st2;
-    if (bad > 0)
-        return pz_fail(PZ_ERR_IO, "rank %d: another rank could not write its checkpoint shard of step %d (the "
-                       "previous checkpoint stays the newest)", x->rank, step);
-    if (x->rank == 0 && (st = pz_resume_commit(x->o->checkpoint_dir, step, x->world, x->o->keep_checkpoints)) == PZ_OK)
-        fprintf(stderr, "pipezip train: checkpoint of step %d in %s\n", step, x->o->checkpoint_dir);
-    return st;
-}
 
 /* Runs one validation pass and prints its line on rank 0. */
 static pz_status validate_print(exec *x, int step, uint32_t *val_round, int compressed) {
@@ -815,7 +555,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
             goto cleanup;
         }
     }
-    slots_alloc(&x);
+    exec_slots_alloc(&x);
     if (world > 1 && rank == 0 && (st = pz_metrics_init(&met, &x.pol, o->metrics, o->micro, o->error_metrics)) != PZ_OK)
         goto cleanup;
 
@@ -856,8 +596,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     red = xcalloc((size_t)nred, sizeof *red);
     uint32_t val_round = 0;
     int first_step = 0;
-    fault_armed = o->resume == NULL;
-    if (o->resume && (st = resume_from(&x, &first_step)) == PZ_OK && o->val_every > 0)
+    exec_fault_arm(o->resume == NULL);
+    if (o->resume && (st = exec_resume_from(&x, &first_step)) == PZ_OK && o->val_every > 0)
         val_round = (uint32_t)(first_step / o->val_every);   /* the validations the run had done */
     double t_run = pz_now();
     for (int step = first_step; step < o->steps && st == PZ_OK; step++) {
@@ -910,7 +650,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         }
         /* warmup=auto: decided from the first step (cold caches, so it may
          * err low) and decided again from the second */
-        if (x.spec.warmup_auto && step < 2 && world > 1 && (st = auto_warmup(&x, red, red + eb, red + rb)) != PZ_OK)
+        if (x.spec.warmup_auto && step < 2 && world > 1 && (st = exec_auto_warmup(&x, red, red + eb, red + rb)) != PZ_OK)
             break;
         /* the last stage's wte gradient gets the first stage's copy now */
         if ((st = tied_finish(&x)) != PZ_OK) break;
@@ -935,9 +675,9 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
                     o->checkpoint_dir ? ", with a checkpoint" : " (no --checkpoint-dir: no checkpoint)");
         if (o->checkpoint_dir &&
             (last || stop || (o->checkpoint_every > 0 && (step + 1) % o->checkpoint_every == 0)) &&
-            (st = checkpoint(&x, step + 1)) != PZ_OK)
+            (st = exec_checkpoint(&x, step + 1)) != PZ_OK)
             break;
-        fault_point("step", step + 1, rank);
+        exec_fault_point("step", step + 1, rank);
         if (stop) break;   /* no validation: a preempted machine has seconds left */
         if (o->val_data && o->val_every > 0 && ((step + 1) % o->val_every == 0 || last)) {
             int comp = o->eval_compress && pz_policy_any(&x.pol, PZ_FWD);

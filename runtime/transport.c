@@ -63,6 +63,7 @@
 #include <ucp/api/ucp.h>
 
 #include "runtime/bootstrap.h"
+#include "runtime/transport_private.h"
 #include "base/clock.h"
 #include "base/mem.h"
 
@@ -70,69 +71,6 @@
 #define KIND_RESERVED 0xF0u
 enum { K_HELLO = 0xF0, K_COLL_UP = 0xF1, K_COLL_DOWN = 0xF2 };
 #define HELLO_MAGIC 0x5a50484cu
-
-#define WHAT_MAX 128
-
-typedef struct tp_peer {
-    pz_transport *t;
-    int rank;
-    ucp_ep_h ep;         /* NULL once closed */
-    void *close_req;     /* pending ucp_ep_close_nbx request */
-    int failed;          /* lost: error callback, bootstrap EOF, or deadline */
-    char reason[128];    /* why, for messages */
-    double rate_Bps;     /* simulated link rate towards this peer, 0 = unlimited */
-    double latency_s;    /* simulated one-way propagation delay towards this peer */
-    double link_free_at; /* when the simulated link finishes its last message */
-} tp_peer;
-
-struct pz_request {
-    pz_transport *t;
-    pz_request *prev, *next; /* live list */
-    void *ucp_req;           /* UCX request while in flight */
-    int is_send, peer;
-    int done;                /* UCX reported completion (status below) */
-    int orphan;              /* the caller gave it up: free on completion */
-    int queued;              /* a throttled send not yet handed to UCX */
-    double release_at;       /* ... until this time */
-    const void *buf;         /* ... from this buffer */
-    ucs_status_t status;
-    size_t len, cap;
-    uint64_t tag;
-    double start;
-    double done_at;          /* when completion was seen (pz_now) */
-    ucp_tag_recv_info_t info;
-    char what[WHAT_MAX];
-};
-
-struct pz_transport {
-    int rank, world;
-    double peer_timeout_s, connect_timeout_s;
-    ucp_context_h ctx;
-    ucp_worker_h worker;
-    tp_peer *peers;
-    pz_bootstrap boot;
-    pz_request *live;
-    uint32_t coll_seq;
-    int nqueued;             /* throttled sends waiting for their time */
-    double next_check;
-    int closing;
-    /* progress thread (pz_transport_opts.progress_thread): it and the
-     * caller's thread take mu around every use of UCX and of the request
-     * lists; UCX runs in UCS_THREAD_MODE_SERIALIZED. Recursive, because
-     * collectives post and wait through the same locked primitives. */
-    pthread_mutex_t mu;
-    pthread_cond_t kick;     /* a post or close wakes the sleeping thread */
-    pthread_t thread;
-    int has_mu, has_thread, stop;
-    unsigned long thread_rounds, thread_sleeps;   /* for pz_transport_thread_stats */
-};
-
-static void lock(pz_transport *t) {
-    if (t->has_mu) pthread_mutex_lock(&t->mu);
-}
-static void unlock(pz_transport *t) {
-    if (t->has_mu) pthread_mutex_unlock(&t->mu);
-}
 
 static uint8_t zero_buf[8]; /* stands in for NULL buffers of 0-byte messages */
 
@@ -274,7 +212,7 @@ static unsigned release_due(pz_transport *t) {
 }
 
 /* One round of progress: drains UCX events (bounded), then failure checks. */
-static unsigned step(pz_transport *t) {
+unsigned tp_step(pz_transport *t) {
     unsigned n = t->nqueued ? release_due(t) : 0, k;
     for (int i = 0; i < 32 && (k = ucp_worker_progress(t->worker)) != 0; i++) n += k;
     check_bootstrap(t);
@@ -282,7 +220,7 @@ static unsigned step(pz_transport *t) {
     return n;
 }
 
-static unsigned step_cb(void *arg) { return step(arg); }
+static unsigned step_cb(void *arg) { return tp_step(arg); }
 
 /* Backs off when nothing happens so that oversubscribed ranks share cores:
  * spin for 200 us, then yield, then sleep 50 us per round after 2 ms. */
@@ -303,7 +241,7 @@ static void idle_backoff(unsigned work, double *idle_since) {
 
 void pz_transport_progress(pz_transport *t) {
     lock(t);
-    step(t);
+    tp_step(t);
     unlock(t);
 }
 
@@ -350,7 +288,7 @@ static pz_status check(pz_transport *t, pz_request *r, int *done, size_t *len, d
 
 pz_status pz_transport_test(pz_transport *t, pz_request *req, int *done, size_t *len) {
     lock(t);
-    step(t);
+    tp_step(t);
     pz_status st = check(t, req, done, len, NULL);
     unlock(t);
     return st;
@@ -362,7 +300,7 @@ static pz_status wait_for(pz_transport *t, pz_request *r, size_t *len, double ti
     double start = pz_now(), idle_since = start;
     for (;;) {
         lock(t);
-        unsigned work = step(t);
+        unsigned work = tp_step(t);
         int done;
         pz_status st = check(t, r, &done, len, done_at);
         if (st != PZ_OK || done) {
@@ -639,116 +577,10 @@ pz_status pz_transport_barrier(pz_transport *t) {
     return st;
 }
 
-/* ---- the progress thread ---------------------------------------------------- */
-
-/* Sleeps on the condition variable until `until` (CLOCK_MONOTONIC seconds)
- * or a kick. Called with the lock held once (cond waits release it). */
-static void sleep_until(pz_transport *t, double until) {
-    double sec = floor(until);
-    struct timespec ts = {(time_t)sec, (long)((until - sec) * 1e9)};
-    if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
-    t->thread_sleeps++;
-    pthread_cond_timedwait(&t->kick, &t->mu, &ts);
-}
-
-/* Drives UCX while the caller computes. Policy, chosen by measurement (see
- * transport.h): after any progress, poll again at once; while a request is
- * in UCX's hands, poll every PROGRESS_POLL_US, doubling the pause after every
- * 8 idle polls up to PROGRESS_POLL_MAX_US (a message being moved makes
- * progress at every poll and keeps the short pause; a receive posted long
- * before its sender computes waits at the long one: 0.1 ms late on a
- * micro-batch of tens of ms, against 6% of a core that polling every 50 us
- * cost on the demo preset); while only throttled sends wait for their
- * simulated release, sleep until the first is due; with nothing in flight,
- * sleep until a post kicks the thread (or 50 ms, for the bootstrap failure
- * checks). */
-#define PROGRESS_POLL_US 50
-#define PROGRESS_POLL_MAX_US 800
-static void *progress_main(void *arg) {
-    pz_transport *t = arg;
-    unsigned idle = 0;   /* polls in a row that found nothing */
-    lock(t);
-    while (!t->stop) {
-        unsigned work = step(t);
-        t->thread_rounds++;
-        if (work) {
-            idle = 0;
-            continue;
-        }
-        idle++;
-        int in_ucx = 0;
-        double next_release = INFINITY;
-        for (pz_request *r = t->live; r; r = r->next) {
-            if (r->queued) {
-                if (r->release_at < next_release) next_release = r->release_at;
-            } else if (!r->done) {
-                in_ucx = 1;
-            }
-        }
-        double now = pz_now();
-        if (in_ucx) {
-            unlock(t);
-            long us = PROGRESS_POLL_US;
-            for (unsigned k = idle / 8; k && us < PROGRESS_POLL_MAX_US; k--) us *= 2;
-            if (us > PROGRESS_POLL_MAX_US) us = PROGRESS_POLL_MAX_US;
-            struct timespec ts = {0, us * 1000L};
-            t->thread_sleeps++;   /* a plain counter: only this thread writes it */
-            nanosleep(&ts, NULL);
-            lock(t);
-        } else {
-            double until = now + 0.05;
-            if (next_release < until) until = next_release;
-            if (until > now) sleep_until(t, until);
-        }
-    }
-    unlock(t);
-    return NULL;
-}
-
-static pz_status start_thread(pz_transport *t) {
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca) != 0) return pz_fail(PZ_ERR_IO, "rank %d: pthread_condattr_init failed", t->rank);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    int rc = pthread_cond_init(&t->kick, &ca);
-    pthread_condattr_destroy(&ca);
-    if (rc != 0) return pz_fail(PZ_ERR_IO, "rank %d: pthread_cond_init: %s", t->rank, strerror(rc));
-    t->stop = 0;
-    if ((rc = pthread_create(&t->thread, NULL, progress_main, t)) != 0) {
-        pthread_cond_destroy(&t->kick);
-        return pz_fail(PZ_ERR_IO, "rank %d: cannot start the progress thread: %s", t->rank, strerror(rc));
-    }
-    t->has_thread = 1;
-    return PZ_OK;
-}
-
-static void stop_thread(pz_transport *t) {
-    if (!t->has_thread) return;
-    lock(t);
-    t->stop = 1;
-    pthread_cond_signal(&t->kick);
-    unlock(t);
-    pthread_join(t->thread, NULL);
-    pthread_cond_destroy(&t->kick);
-    t->has_thread = 0;
-}
-
-int pz_transport_thread_stats(pz_transport *t, double *cpu_s, unsigned long *rounds, unsigned long *sleeps) {
-    if (!t || !t->has_thread) return 0;
-    clockid_t cid;
-    struct timespec ts = {0, 0};
-    if (pthread_getcpuclockid(t->thread, &cid) == 0) clock_gettime(cid, &ts);
-    *cpu_s = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-    lock(t);
-    *rounds = t->thread_rounds;
-    *sleeps = t->thread_sleeps;
-    unlock(t);
-    return 1;
-}
-
 /* ---- init and close ------------------------------------------------------- */
 
 static void destroy(pz_transport *t, int failed) {
-    stop_thread(t);   /* from here on only this thread touches UCX */
+    tp_thread_stop(t);   /* from here on only this thread touches UCX */
     t->closing = 1;
     /* the caller's requests are void from here on; posted receives are cancelled */
     for (pz_request *r = t->live, *nx; r; r = nx) {
@@ -758,10 +590,10 @@ static void destroy(pz_transport *t, int failed) {
     if (t->peers) {
         double deadline = pz_now() + (failed ? 2.0 : t->peer_timeout_s);
         /* clean: let outstanding sends finish before the endpoints flush */
-        while (!failed && t->live && pz_now() < deadline) step(t);
+        while (!failed && t->live && pz_now() < deadline) tp_step(t);
         for (int i = 0; i < t->world; i++) ep_close(&t->peers[i], failed || t->peers[i].failed || t->live);
         for (;;) {
-            unsigned work = step(t);
+            unsigned work = tp_step(t);
             int pending = 0;
             for (int i = 0; i < t->world; i++) pending += t->peers[i].close_req != NULL;
             if (!pending || pz_now() > deadline) break;
@@ -960,7 +792,7 @@ pz_status pz_transport_init(pz_transport **out, const pz_transport_opts *o) {
     if (t->world > 1 && (st = hello_all(t)) != PZ_OK) goto fail;
     if (o->progress_thread && t->world > 1) {
         if (!t->has_mu) { st = pz_fail(PZ_ERR_IO, "rank %d: cannot create the transport lock", t->rank); goto fail; }
-        if ((st = start_thread(t)) != PZ_OK) goto fail;
+        if ((st = tp_thread_start(t)) != PZ_OK) goto fail;
     }
     const char *info = getenv("PZ_TRANSPORT_INFO");
     if (info && *info && *info != '0') pz_transport_print_info(t, stderr);

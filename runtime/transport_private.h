@@ -1,0 +1,84 @@
+/* transport_private.h: the transport's state, shared by transport.c (UCX,
+ * requests, links, collectives, init and close) and transport_thread.c (the
+ * progress thread); private to those two files. */
+#ifndef PZ_TRANSPORT_PRIVATE_H
+#define PZ_TRANSPORT_PRIVATE_H
+
+#include <pthread.h>
+#include <ucp/api/ucp.h>
+
+#include "runtime/bootstrap.h"
+#include "runtime/transport.h"
+
+#define WHAT_MAX 128
+
+typedef struct tp_peer {
+    pz_transport *t;
+    int rank;
+    ucp_ep_h ep;         /* NULL once closed */
+    void *close_req;     /* pending ucp_ep_close_nbx request */
+    int failed;          /* lost: error callback, bootstrap EOF, or deadline */
+    char reason[128];    /* why, for messages */
+    double rate_Bps;     /* simulated link rate towards this peer, 0 = unlimited */
+    double latency_s;    /* simulated one-way propagation delay towards this peer */
+    double link_free_at; /* when the simulated link finishes its last message */
+} tp_peer;
+
+struct pz_request {
+    pz_transport *t;
+    pz_request *prev, *next; /* live list */
+    void *ucp_req;           /* UCX request while in flight */
+    int is_send, peer;
+    int done;                /* UCX reported completion (status below) */
+    int orphan;              /* the caller gave it up: free on completion */
+    int queued;              /* a throttled send not yet handed to UCX */
+    double release_at;       /* ... until this time */
+    const void *buf;         /* ... from this buffer */
+    ucs_status_t status;
+    size_t len, cap;
+    uint64_t tag;
+    double start;
+    double done_at;          /* when completion was seen (pz_now) */
+    ucp_tag_recv_info_t info;
+    char what[WHAT_MAX];
+};
+
+struct pz_transport {
+    int rank, world;
+    double peer_timeout_s, connect_timeout_s;
+    ucp_context_h ctx;
+    ucp_worker_h worker;
+    tp_peer *peers;
+    pz_bootstrap boot;
+    pz_request *live;
+    uint32_t coll_seq;
+    int nqueued;             /* throttled sends waiting for their time */
+    double next_check;
+    int closing;
+    /* progress thread (pz_transport_opts.progress_thread): it and the
+     * caller's thread take mu around every use of UCX and of the request
+     * lists; UCX runs in UCS_THREAD_MODE_SERIALIZED. Recursive, because
+     * collectives post and wait through the same locked primitives. */
+    pthread_mutex_t mu;
+    pthread_cond_t kick;     /* a post or close wakes the sleeping thread */
+    pthread_t thread;
+    int has_mu, has_thread, stop;
+    unsigned long thread_rounds, thread_sleeps;   /* for pz_transport_thread_stats */
+};
+
+static inline void lock(pz_transport *t) {
+    if (t->has_mu) pthread_mutex_lock(&t->mu);
+}
+static inline void unlock(pz_transport *t) {
+    if (t->has_mu) pthread_mutex_unlock(&t->mu);
+}
+
+/* One round of progress: releases due throttled sends, drains UCX events
+ * (bounded), checks for lost peers. Called with the lock held. */
+unsigned tp_step(pz_transport *t);
+/* transport_thread.c: start (after init's hello) and stop (first thing in
+ * close) the progress thread. */
+pz_status tp_thread_start(pz_transport *t);
+void tp_thread_stop(pz_transport *t);
+
+#endif
