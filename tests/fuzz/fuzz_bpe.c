@@ -1,4 +1,4 @@
-/* fuzz_bpe.c: libFuzzer entry for the tokenizer-file parsers of stages/bpe.c
+/* fuzz_bpe.c: libFuzzer entry for the tokenizer-file parsers of stages/bpe_files.c
  * (tokenizer.json; vocab.json + merges.txt, the input cut at its first NUL
  * byte) and for the base/json.c reader under them. A file that loads must
  * encode text, including the input itself when it is UTF-8, to ids that
