@@ -34,7 +34,9 @@ int pz_cpu_nt(void);
  * bits. fmaf keeps the Horner steps single-rounded: in ISO C mode gcc does not
  * contract a*b+c into an FMA on its own (-ffp-contract=off). */
 static inline float pz_cpu_expf(float x) {
-    float xc = x > 88.0f ? 88.0f : x;
+    /* a NaN (from non-finite weights) must not reach the integer conversion
+     * below (undefined behaviour): it is computed as 0 and returned as is */
+    float xc = x != x ? 0.0f : x > 88.0f ? 88.0f : x;
     xc = xc < -87.0f ? -87.0f : xc;
     /* round-to-nearest integer by the 1.5*2^23 trick: exact for |v| < 2^22 */
     const float kd = xc * 1.44269504088896341f + 12582912.0f;
@@ -54,7 +56,7 @@ static inline float pz_cpu_expf(float x) {
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     const float e = p * scale;
-    return x < -87.0f ? 0.0f : e;
+    return x != x ? x : x < -87.0f ? 0.0f : e;
 }
 
 /* encoder: out (B,T,C) = wte[inp] + wpe[t]; backward scatters into dwte, dwpe */
