@@ -45,6 +45,7 @@
 #include "runtime/policy.h"
 #include "runtime/report.h"
 #include "runtime/resume.h"
+#include "runtime/memplan.h"
 #include "runtime/staging.h"
 #include "runtime/trace.h"
 #include "runtime/transport.h"
@@ -516,11 +517,17 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         fprintf(stderr, "  validation: %s\n", o->eval_compress && pz_policy_any(&x.pol, PZ_FWD)
                                                   ? "through the fwd codecs (wrappers' inner codec)" : "uncompressed");
     }
-    st = pz_model_create_stage(&x.stage, be, &cfg, &ranges[rank], o->init, (uint64_t)o->seed, o->batch, o->seq);
-    if (st != PZ_OK) goto cleanup;
-
     if ((st = pz_sched_parse(o->schedule, &x.spec)) != PZ_OK) goto cleanup;
     if ((st = pz_schedule_build(&x.sched, &x.spec, rank, world, o->micro)) != PZ_OK) goto cleanup;
+    /* before anything big is allocated: refuse a run that cannot fit */
+    {
+        pz_mem_job mj = {&cfg, ranges, &x.spec, &x.pol, world, o->batch, o->seq, o->micro, be->host_memory};
+        char prefix[32] = "";
+        if (world > 1) snprintf(prefix, sizeof prefix, "rank %d: ", rank);
+        if ((st = pz_mem_check(&mj, rank, rank - cores.local_rank, cores.local_ranks, prefix)) != PZ_OK) goto cleanup;
+    }
+    st = pz_model_create_stage(&x.stage, be, &cfg, &ranges[rank], o->init, (uint64_t)o->seed, o->batch, o->seq);
+    if (st != PZ_OK) goto cleanup;
     if (is_first(&x) || is_last(&x)) {
         if ((st = pz_dataset_open(&x.train, o->data, o->seq, cfg.vocab_size)) != PZ_OK) goto cleanup;
         if ((st = pz_loader_init(&x.loader, &x.train, o->batch, 1, (uint64_t)o->seed)) != PZ_OK) goto cleanup;
