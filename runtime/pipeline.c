@@ -567,7 +567,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         goto cleanup;
 
     if (world > 1) {
-        pz_transport_opts to = {rank, world, master_addr, master_port, o->peer_timeout, 60.0, !o->progress_inline,
+        pz_transport_opts to = {rank, world, master_addr, master_port, o->peer_timeout, o->peer_timeout, !o->progress_inline,
                                 o->job_secret, o->job_secret_len};
         if ((st = pz_transport_init(&x.tp, &to)) != PZ_OK) goto cleanup;
         set_links(&x);

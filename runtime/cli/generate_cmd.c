@@ -189,7 +189,8 @@ static pz_status generate_pipelined(const pz_generate_opts *o, pz_gen *g, int *i
         for (int e = 0; e < world - 1; e++) fputs("  ", stderr), pz_policy_print_edge(stderr, &pol, e);
     gp.wire = xaligned_alloc(gp.cap + 64);
     gp.rows = xmalloc((size_t)np * C * sizeof(float) + 64);
-    pz_transport_opts to = {rank, world, addr, port, o->peer_timeout > 0 ? o->peer_timeout : 60.0, 60.0, 1,
+    pz_transport_opts to = {rank, world, addr, port, o->peer_timeout > 0 ? o->peer_timeout : 60.0,
+                            o->peer_timeout > 0 ? o->peer_timeout : 60.0, 1,
                             o->job_secret, o->job_secret_len};
     if (st == PZ_OK) st = pz_transport_init(&gp.tp, &to);
     if (rank == 0)
