@@ -27,7 +27,8 @@
  * stage executes strictly in list order (tests/runtime/test_schedule.c simulates all
  * stages together and proves this, with the message pairing and the memory
  * bound, for S = 1..8, m = 1..16). Each (kind, micro) message crosses an edge
- * exactly once per step, so a tag of (step, micro, direction) is unambiguous.
+ * exactly once per step, so a tag of (step, micro, direction) is unambiguous
+ * (interleaved: (kind, micro, boundary), see pz_instr_peer).
  * An executor may relax the order and stays deadlock-free: sends non-blocking,
  * receives posted at their position or earlier (as soon as a buffer is free),
  * and a receive waited for no later than the FORWARD/BACKWARD that consumes it.
@@ -91,13 +92,20 @@
  * and backward b (f = F/V, b = B/V of a whole stage's F, B) the makespan is
  * (mV + S - 1)(f + b) = m(F+B) + (S-1)(F+B)/V (proven in
  * tests/runtime/test_schedule_interleaved.c): the bubble is 1/V of 1F1B's.
- * Communication order: on every ring edge r -> r+1 the downstream rank
- * receives an activation right before the forward that uses it and sends a
- * gradient right after the backward that made it; the upstream rank sends
- * each activation right after its forward, and receives each gradient as late
- * as the edge's order allows (before the backward that uses it, or before the
- * next send on that edge that the downstream rank receives after it). With
- * V = 1 this is exactly the 1F1B list above. With S = 1 there are no sends:
+ * Communication order. The ring makes the neighbour rule of 1F1B unsafe
+ * under rendezvous (in the warm-up all S ranks would send round the ring at
+ * once), so a rank's list comes from a reference run of all ranks' computes
+ * in the order above (one time unit per chunk compute, each starting once
+ * its input exists, free communication): every message is placed, in both
+ * its sender's and its receiver's list, at the instant its sender made it
+ * (right after the producing compute; a receive may so come well before
+ * the forward or backward that uses it, never after), and the messages of one
+ * instant in one order common to all ranks (boundary, direction, micro). The
+ * reference run is then itself an execution of the lists in which each
+ * send meets its receive at once, so they are deadlock-free under
+ * rendezvous for any compute times (and with non-blocking sends); building
+ * one rank's list costs O(S m V), limited to PZ_SCHED_MAX_INTERLEAVED. V = 1
+ * is built as plain 1F1B (the same lists). With S = 1 there are no sends:
  * chunk c+1 takes chunk c's output (and chunk c its gradient) in memory.
  * REDUCE_TIED and OPTIM_STEP stay once per step: the tied embedding lives in
  * rank 0's chunk 0 and rank S-1's chunk V-1. The peer rank and chunk of every
