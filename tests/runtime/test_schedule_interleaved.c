@@ -320,7 +320,341 @@ static void test_all(void) {
            "makespan (mV+S-1)(f+b)\n", runs);
 }
 
+/* Receives placed early cost receive buffers: the most messages a rank has
+ * received and not yet used (activations before their forward, gradients
+ * before their backward). */
+static int max_pending(const pz_schedule *st) {
+    int pending = 0, peak = 0;
+    const long V = st->nchunks;
+    char *got = calloc((size_t)st->nmicro * (size_t)V * 2, 1);
+    for (int k = 0; k < st->n; k++) {
+        const pz_instr *in = &st->ins[k];
+        const size_t key = ((size_t)in->micro * V + (size_t)in->chunk) * 2;
+        if (in->op == PZ_OP_RECV_ACT || in->op == PZ_OP_RECV_GRAD) {
+            got[key + (in->op == PZ_OP_RECV_GRAD)] = 1;
+            if (++pending > peak) peak = pending;
+        } else if ((in->op == PZ_OP_FORWARD && got[key]) || (in->op == PZ_OP_BACKWARD && got[key + 1])) {
+            got[key + (in->op == PZ_OP_BACKWARD)] = 0;
+            pending--;
+        }
+    }
+    free(got);
+    return peak;
+}
+
+/* What was measured (not proven): max(4, S/2) receive buffers suffice. */
+static int pending_bound(int S) {
+    return S / 2 > 4 ? S / 2 : 4;
+}
+
+/* Larger pipelines and the receive buffers the early receives need. */
+static void test_larger(void) {
+    const int sizes[][3] = {{16, 64, 2}, {8, 32, 8}, {12, 24, 3}, {5, 100, 4}, {2, 64, 16}};
+    int most = 0;
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+        const int S = sizes[z][0], m = sizes[z][1], V = sizes[z][2];
+        pz_schedule *st = build_all(ispec(V), S, m);
+        report rep = {""};
+        for (int r = 0; r < S; r++) {
+            CHECK(!check_static(&st[r], r, S, m, V, &rep), "S=%d m=%d v=%d: %s", S, m, V, rep.msg);
+            const int pend = max_pending(&st[r]);
+            CHECK(pend <= pending_bound(S), "S=%d m=%d v=%d rank %d: %d received messages not yet used", S, m, V, r,
+                  pend);
+            if (pend > most) most = pend;
+        }
+        long ex = run(st, S, m, V, 0, 1, 2, &rep);
+        CHECK(ex == ((long)m * V + S - 1) * 3, "S=%d m=%d v=%d: executor makespan %ld: %s", S, m, V, ex, rep.msg);
+        long rz = run(st, S, m, V, 1, 1, 1, &rep);
+        CHECK(rz == ((long)m * V + S - 1) * 2, "S=%d m=%d v=%d: rendezvous makespan %ld: %s", S, m, V, rz, rep.msg);
+        CHECK(run(st, S, m, V, 1, 3, 1, &rep) > 0, "S=%d m=%d v=%d f=3 b=1: %s", S, m, V, rep.msg);
+        free_all(st, S);
+    }
+    for (int V = 2; V <= 4; V++)
+        for (int S = 1; S <= 8; S++)
+            for (int m = S; m <= 16; m += S) {
+                pz_schedule *st = build_all(ispec(V), S, m);
+                for (int r = 0; r < S; r++) {
+                    const int pend = max_pending(&st[r]);
+                    CHECK(pend <= pending_bound(S), "S=%d m=%d v=%d rank %d: %d received messages not yet used", S,
+                          m, V, r, pend);
+                    if (pend > most) most = pend;
+                }
+                free_all(st, S);
+            }
+    printf("ok: larger pipelines; at most %d messages received ahead of their compute on a rank (<= max(4, S/2))\n",
+           most);
+}
+
+/* V = 1 is plain 1F1B, list for list. */
+static void test_v1_is_1f1b(void) {
+    const pz_sched_spec f1b = {PZ_SCHED_1F1B, 0, 0, 0}, one = ispec(1);
+    for (int S = 1; S <= 8; S++)
+        for (int m = 1; m <= 16; m++)
+            for (int r = 0; r < S; r++) {
+                pz_schedule a, b;
+                CHECK(pz_schedule_build(&a, &f1b, r, S, m) == PZ_OK && pz_schedule_build(&b, &one, r, S, m) == PZ_OK,
+                      "build S=%d m=%d: %s", S, m, pz_last_error());
+                CHECK(a.n == b.n && memcmp(a.ins, b.ins, (size_t)a.n * sizeof *a.ins) == 0 &&
+                          a.max_in_flight == b.max_in_flight && b.nchunks == 1 && a.warmup == b.warmup,
+                      "S=%d m=%d rank %d: interleaved:v=1 differs from 1f1b", S, m, r);
+                pz_schedule_free(&a);
+                pz_schedule_free(&b);
+            }
+    printf("ok: interleaved:v=1 is 1f1b, list for list (S = 1..8, m = 1..16)\n");
+}
+
+/* pz_instr_peer against the checker's own placement. */
+static void test_peers(void) {
+    for (int V = 1; V <= 4; V++)
+        for (int S = 1; S <= 6; S++) {
+            const int m = 2 * S;
+            pz_schedule *st = build_all(ispec(V), S, m);
+            for (int r = 0; r < S; r++)
+                for (int k = 0; k < st[r].n; k++) {
+                    const pz_instr *in = &st[r].ins[k];
+                    const pz_peer p = pz_instr_peer(&st[r], in);
+                    const long g = (long)in->chunk * S + r;
+                    if (is_comm(in->op)) {
+                        const long og = other_end(in->op, g);
+                        const long b = in->op == PZ_OP_SEND_ACT || in->op == PZ_OP_RECV_GRAD ? g : g - 1;
+                        CHECK(p.rank == og % S && p.chunk == og / S && p.boundary == b,
+                              "v=%d S=%d rank %d #%d %s chunk %d: peer rank %d chunk %d boundary %d, want %ld %ld %ld",
+                              V, S, r, k, pz_op_name(in->op), in->chunk, p.rank, p.chunk, p.boundary, og % S, og / S,
+                              b);
+                        if (V == 1) CHECK(p.rank == pz_op_peer(in->op, r, S), "v=1: pz_op_peer differs");
+                    } else if (in->op == PZ_OP_REDUCE_TIED) {
+                        CHECK(p.rank == (r == 0 ? S - 1 : 0) && p.chunk == (r == 0 ? V - 1 : 0) && p.boundary == -1,
+                              "v=%d S=%d rank %d: REDUCE_TIED peer %d chunk %d", V, S, r, p.rank, p.chunk);
+                    } else {
+                        CHECK(p.rank == -1 && p.chunk == -1 && p.boundary == -1, "%s has a peer",
+                              pz_op_name(in->op));
+                    }
+                }
+            free_all(st, S);
+        }
+    /* the non-interleaved kinds: the same peers as pz_op_peer, chunk 0 */
+    const pz_sched_spec gp = {PZ_SCHED_GPIPE, 0, 0, 0};
+    pz_schedule s;
+    CHECK(pz_schedule_build(&s, &gp, 1, 3, 2) == PZ_OK, "build gpipe");
+    for (int k = 0; k < s.n; k++) {
+        const pz_peer p = pz_instr_peer(&s, &s.ins[k]);
+        CHECK(p.rank == pz_op_peer(s.ins[k].op, 1, 3) && (p.rank < 0 || p.chunk == 0), "gpipe #%d peer %d", k, p.rank);
+    }
+    pz_schedule_free(&s);
+    printf("ok: pz_instr_peer: peer rank, chunk and boundary of every instruction\n");
+}
+
+static void test_api(void) {
+    pz_sched_spec sp;
+    char name[64];
+    CHECK(pz_sched_parse("interleaved:v=3", &sp) == PZ_OK && sp.kind == PZ_SCHED_INTERLEAVED &&
+              sp.virtual_stages == 3 && sp.warmup_extra == 0 && !sp.warmup_auto, "parse interleaved:v=3");
+    pz_sched_spec_format(&sp, name, sizeof name);
+    CHECK(strcmp(name, "interleaved:v=3") == 0, "format '%s'", name);
+    CHECK(pz_sched_parse("interleaved", &sp) == PZ_OK && sp.kind == PZ_SCHED_INTERLEAVED && sp.virtual_stages == 0,
+          "parse interleaved");
+    CHECK(strcmp(pz_sched_name(PZ_SCHED_INTERLEAVED), "interleaved") == 0, "name");
+    const struct { const char *text, *needle; } badparse[] = {
+        {"interleaved:v=0", "v must be"},  {"interleaved:v=65", "v must be"}, {"interleaved:v=", "v must be"},
+        {"interleaved:v=2x", "v must be"}, {"interleaved:v=+2", "v must be"}, {"interleaved:w=2", "unknown option"},
+        {"interleaved:", "unknown option"}, {"1f1b:v=2", "unknown option"},  {"interleave", "unknown schedule"},
+    };
+    for (size_t i = 0; i < sizeof badparse / sizeof badparse[0]; i++) {
+        pz_sched_spec before = ispec(7), got = before;
+        CHECK(pz_sched_parse(badparse[i].text, &got) == PZ_ERR_ARG, "parse '%s' accepted", badparse[i].text);
+        CHECK(strstr(pz_last_error(), badparse[i].needle), "parse '%s': '%s'", badparse[i].text, pz_last_error());
+        CHECK(memcmp(&got, &before, sizeof got) == 0, "parse '%s' wrote its output", badparse[i].text);
+    }
+    const struct { pz_sched_spec sp; int S, m; const char *needle; } badargs[] = {
+        {{PZ_SCHED_INTERLEAVED, 0, 0, 0}, 4, 8, "needs the model chunks"},
+        {{PZ_SCHED_INTERLEAVED, 0, 0, 2}, 4, 6, "multiple of the stages"},
+        {{PZ_SCHED_INTERLEAVED, 0, 0, PZ_SCHED_MAX_VIRTUAL + 1}, 4, 8, "out of range"},
+        {{PZ_SCHED_INTERLEAVED, 0, 0, -1}, 4, 8, "out of range"},
+        {{PZ_SCHED_INTERLEAVED, 0, 0, 64}, 4, PZ_SCHED_MAX_MICRO / 32, "more than"},
+        {{PZ_SCHED_INTERLEAVED, 0, 0, 2}, 4096, 4096, "more than"},
+        {{PZ_SCHED_INTERLEAVED, 1, 0, 2}, 4, 8, "not for interleaved"},
+        {{PZ_SCHED_1F1B, 0, 0, 2}, 4, 8, "need the interleaved schedule"},
+        {{PZ_SCHED_ZBH1, 0, 0, 3}, 4, 8, "need the interleaved schedule"},
+    };
+    for (size_t i = 0; i < sizeof badargs / sizeof badargs[0]; i++) {
+        pz_schedule st;
+        memset(&st, 0xab, sizeof st);
+        CHECK(pz_schedule_build(&st, &badargs[i].sp, 0, badargs[i].S, badargs[i].m) == PZ_ERR_ARG,
+              "bad args #%zu accepted", i);
+        CHECK(strstr(pz_last_error(), badargs[i].needle), "bad args #%zu: '%s'", i, pz_last_error());
+        CHECK(st.ins == NULL && st.n == 0, "bad args #%zu: not zeroed", i);
+        pz_schedule_free(&st);
+    }
+    /* V = 1 needs no multiple; the bound in chunk activations */
+    pz_schedule st;
+    const pz_sched_spec v1 = ispec(1), v2 = ispec(2), v0 = ispec(0);
+    CHECK(pz_schedule_build(&st, &v1, 0, 4, 6) == PZ_OK, "v=1 with m = 6, S = 4: %s", pz_last_error());
+    pz_schedule_free(&st);
+    CHECK(pz_schedule_in_flight_bound(&v2, 0, 4, 8) == 11 && pz_schedule_in_flight_bound(&v2, 3, 4, 8) == 5 &&
+              pz_schedule_in_flight_bound(&v2, 0, 4, 4) == 8 && pz_schedule_in_flight_bound(&v0, 0, 4, 8) == 0,
+          "interleaved bounds");
+    printf("ok: interleaved parse, format and argument errors\n");
+}
+
+/* Copies the lists so that a test may corrupt them. */
+static pz_schedule *clone_all(const pz_schedule *st, int S) {
+    pz_schedule *c = calloc((size_t)S, sizeof *c);
+    for (int s = 0; s < S; s++) {
+        c[s] = st[s];
+        c[s].ins = malloc((size_t)st[s].n * sizeof *c[s].ins);
+        memcpy(c[s].ins, st[s].ins, (size_t)st[s].n * sizeof *c[s].ins);
+    }
+    return c;
+}
+
+static void free_clone(pz_schedule *c, int S) {
+    for (int s = 0; s < S; s++) free(c[s].ins);
+    free(c);
+}
+
+/* Each kind of defect makes the checker fail, and the neighbour rule that
+ * is safe for 1F1B (receive right before the forward) deadlocks the ring. */
+static void test_checker_catches_defects(void) {
+    const int S = 4, m = 8, V = 2;
+    pz_schedule *good = build_all(ispec(V), S, m);
+    report rep = {""};
+
+    /* every rank receives each activation right before the forward that uses
+     * it: fine without rendezvous, but the ring's sends then wait for each other */
+    pz_schedule *c = clone_all(good, S);
+    for (int r = 0; r < S; r++) {
+        pz_instr *in = c[r].ins;
+        for (int k = 0; k < c[r].n; k++) {
+            if (in[k].op != PZ_OP_FORWARD) continue;
+            int j = k - 1;
+            while (j >= 0 && !(in[j].op == PZ_OP_RECV_ACT && in[j].micro == in[k].micro && in[j].chunk == in[k].chunk)) j--;
+            if (j < 0) continue;
+            pz_instr t = in[j];
+            memmove(&in[j], &in[j + 1], (size_t)(k - 1 - j) * sizeof *in);
+            in[k - 1] = t;
+        }
+    }
+    CHECK(run(c, S, m, V, 0, 1, 2, &rep) > 0, "lazy receives, executor: %s", rep.msg);
+    long rz = run(c, S, m, V, 1, 1, 1, &rep);
+    CHECK(rz < 0 && strstr(rep.msg, "deadlock"), "lazy receives under rendezvous: %ld '%s'", rz, rep.msg);
+    if (rz < 0) printf("ok: receives right before their forward deadlock the ring: %s\n", rep.msg);
+    free_clone(c, S);
+
+    /* a receive naming the wrong chunk: never meets its send */
+    c = clone_all(good, S);
+    for (int k = 0; k < c[2].n; k++)
+        if (c[2].ins[k].op == PZ_OP_RECV_ACT && c[2].ins[k].chunk == 1) {
+            c[2].ins[k].chunk = 0;
+            break;
+        }
+    CHECK(check_static(&c[2], 2, S, m, V, &rep) != 0, "a receive of the wrong chunk passed the static checks");
+    CHECK(run(c, S, m, V, 1, 1, 1, &rep) < 0, "a receive of the wrong chunk passed rendezvous");
+    free_clone(c, S);
+
+    /* two forwards swapped on one rank: the lists still pair, the data order does not */
+    c = clone_all(good, S);
+    {
+        int a = -1, b = -1;
+        for (int k = 0; k < c[1].n; k++)
+            if (c[1].ins[k].op == PZ_OP_FORWARD && c[1].ins[k].micro == 0) *(a < 0 ? &a : &b) = k;
+        /* forward of chunk 0 and of chunk 1 of micro 0 exchange places */
+        pz_instr t = c[1].ins[a];
+        c[1].ins[a] = c[1].ins[b];
+        c[1].ins[b] = t;
+    }
+    CHECK(check_static(&c[1], 1, S, m, V, &rep) != 0 || run(c, S, m, V, 1, 1, 1, &rep) < 0,
+          "chunks forwarded out of order passed");
+    free_clone(c, S);
+
+    /* one more warm-up forward than the bound allows */
+    c = clone_all(good, S);
+    {
+        pz_instr *in = c[3].ins;
+        int kb = -1, kf = -1;
+        for (int k = 0; k < c[3].n && kf < 0; k++) {
+            if (in[k].op == PZ_OP_BACKWARD && kb < 0) kb = k;
+            if (in[k].op == PZ_OP_FORWARD && kb >= 0) kf = k;
+        }
+        pz_instr f = in[kf];   /* the first forward after the first backward moves before it */
+        memmove(&in[kb + 1], &in[kb], (size_t)(kf - kb) * sizeof *in);
+        in[kb] = f;
+    }
+    CHECK(check_static(&c[3], 3, S, m, V, &rep) != 0 && strstr(rep.msg, "peak"), "extra activation: '%s'", rep.msg);
+    free_clone(c, S);
+
+    /* REDUCE_TIED on a middle rank */
+    c = clone_all(good, S);
+    c[1].ins[c[1].n - 1].op = PZ_OP_REDUCE_TIED;
+    CHECK(check_static(&c[1], 1, S, m, V, &rep) != 0 && strstr(rep.msg, "REDUCE_TIED"), "REDUCE_TIED on rank 1");
+    free_clone(c, S);
+    free_all(good, S);
+    printf("ok: the checker rejects wrong chunks, out-of-order chunks, extra activations, misplaced REDUCE_TIED\n");
+}
+
+static char *slurp(FILE *f) {
+    long len = ftell(f);
+    rewind(f);
+    char *buf = malloc((size_t)len + 1);
+    size_t got = fread(buf, 1, (size_t)len, f);
+    buf[got] = 0;
+    return buf;
+}
+
+static void test_table(void) {
+    const pz_sched_spec sp = ispec(2);
+    FILE *f = tmpfile();
+    CHECK(f != NULL, "tmpfile");
+    if (!f) return;
+    CHECK(pz_schedule_print_table(f, &sp, 4, 8) == PZ_OK, "print: %s", pz_last_error());
+    char *text = slurp(f);
+    int rows = 0, cells = 0, in_grid = 0;
+    for (const char *line = text; *line;) {
+        const char *nl = strchr(line, '\n');
+        const size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        if (strncmp(line, "slot", 4) == 0) in_grid = 1;
+        else if (len == 0) in_grid = 0;
+        else if (in_grid) {
+            rows++;
+            for (size_t i = 1; i < len; i++)
+                if ((line[i] == 'F' || line[i] == 'B') && line[i - 1] == ' ') cells++;
+        }
+        line += len + (nl ? 1 : 0);
+    }
+    CHECK(rows == 2 * (8 * 2 + 3), "table: %d slot rows, want 2(mV+S-1) = 38", rows);
+    CHECK(cells == 4 * 2 * 8 * 2, "table: %d F/B cells, want 2mVS = 128", cells);
+    CHECK(strstr(text, "3/19 = 0.1579 of stage time simulated; (S-1)/(mV+S-1) = 3/19") != NULL, "bubble line");
+    CHECK(strstr(text, "   0 F0.0 .    .    .") != NULL && strstr(text, "B7.0") != NULL, "cells");
+    if (failures) fputs(text, stderr);
+    free(text);
+    fclose(f);
+
+    /* `pipezip schedule` flags */
+    char a0[] = "--stages", a1[] = "4", a2[] = "--micro-batches", a3[] = "8", a4[] = "--schedule",
+         a5[] = "interleaved", a6[] = "--virtual-stages", a7[] = "2", a8[] = "3", st[] = "--stage", s1[] = "1",
+         f1b[] = "1f1b", v3[] = "interleaved:v=3", six[] = "6";
+    char *list[] = {a0, a1, a2, a3, a4, a5, a6, a7, st, s1};
+    char *no_v[] = {a0, a1, a2, a3, a4, a5};
+    char *clash[] = {a0, a1, a2, a3, a4, v3, a6, a7};
+    char *same[] = {a0, a1, a2, a3, a4, v3, a6, a8, st, s1};
+    char *not_il[] = {a0, a1, a2, a3, a4, f1b, a6, a7};
+    char *not_mult[] = {a0, a1, a2, six, a4, a5, a6, a7};
+    fprintf(stderr, "(expected errors follow)\n");
+    CHECK(pz_cmd_schedule(10, list) == 0, "interleaved --virtual-stages 2 --stage 1");
+    CHECK(pz_cmd_schedule(10, same) == 0, "interleaved:v=3 --virtual-stages 3");
+    CHECK(pz_cmd_schedule(6, no_v) == 1, "interleaved without V");
+    CHECK(pz_cmd_schedule(8, clash) == 1, "v=3 and --virtual-stages 2");
+    CHECK(pz_cmd_schedule(8, not_il) == 1, "--virtual-stages with 1f1b");
+    CHECK(pz_cmd_schedule(8, not_mult) == 1, "m = 6 with S = 4");
+    printf("ok: printed table (S=4, m=8, v=2) and pipezip schedule's flags\n");
+}
+
 int main(void) {
+    test_api();
+    test_v1_is_1f1b();
+    test_peers();
     test_all();
+    test_larger();
+    test_checker_catches_defects();
+    test_table();
     return check_summary("test_schedule_interleaved");
 }
