@@ -88,10 +88,14 @@
  * Rank r warms up with W_r = min(2(S-r-1) + (V-1)S, mV) forwards (V = 1:
  * min(S-r-1, m), plain 1F1B), then alternates forward W_r+k and backward k,
  * then cools down with W_r backwards. Peak chunk activations held on rank r:
- * min(W_r + 1, mV), each 1/V of the rank's layers. With per-chunk forward f
- * and backward b (f = F/V, b = B/V of a whole stage's F, B) the makespan is
- * (mV + S - 1)(f + b) = m(F+B) + (S-1)(F+B)/V (proven in
- * tests/runtime/test_schedule_interleaved.c): the bubble is 1/V of 1F1B's.
+ * min(W_r + 1, mV), each 1/V of the rank's layers. Within one chunk,
+ * forwards and backwards both run in micro-batch order (FIFO per chunk).
+ * With per-chunk forward f and backward b (f = F/V, b = B/V of a whole
+ * stage's F, B) and free communication, the executor's makespan is
+ * (mV + S - 1)(f + b) = m(F+B) + (S-1)(F+B)/V: the bubble is 1/V of 1F1B's,
+ * (S-1)/(mV) of the ideal time (tests/runtime/test_schedule_interleaved.c
+ * proves it for S = 1..8, V = 1..4, m = S, 2S, ... <= 16 and f:b = 1:1, 1:2,
+ * 2:1, 2:3, 1:3, and under rendezvous for f = b).
  * Communication order. The ring makes the neighbour rule of 1F1B unsafe
  * under rendezvous (in the warm-up all S ranks would send round the ring at
  * once), so a rank's list comes from a reference run of all ranks' computes
@@ -213,7 +217,8 @@ const char *pz_op_name(pz_op op);
 pz_status pz_schedule_build(pz_schedule *s, const pz_sched_spec *sp, int stage, int nstages, int nmicro);
 void pz_schedule_free(pz_schedule *s);
 
-/* Rank that a communication op of `stage` talks to: RECV_ACT/SEND_GRAD ->
+/* Rank that a communication op of `stage` talks to, for the kinds with one
+ * chunk per rank (interleaved: use pz_instr_peer): RECV_ACT/SEND_GRAD ->
  * stage-1, SEND_ACT/RECV_GRAD -> stage+1, REDUCE_TIED -> the other end of the
  * pipeline (0 <-> nstages-1); -1 for compute and OPTIM_STEP. */
 int pz_op_peer(pz_op op, int stage, int nstages);
@@ -254,15 +259,18 @@ int pz_sched_auto_warmup(int nstages, int nmicro, const double *c, const double 
  * per time slot (every FORWARD and BACKWARD takes one slot, communication is
  * free, sends are rendezvous), cells "F3" / "B2" / "." (idle); then per stage
  * the warm-up / steady / cool-down counts and peak in-flight, and the bubble
- * fraction, both simulated and from (S-1)/(m+S-1). Returns PZ_ERR_ARG on bad
- * arguments (as pz_schedule_build, and at most PZ_SCHED_MAX_TABLE cells:
- * nstages x 2(nmicro + nstages - 1), 3(...) for zb-h1) and PZ_ERR_SHAPE if the lists deadlock
- * (which would be a bug), with nothing printed. */
+ * fraction, both simulated and from (S-1)/(m+S-1). Interleaved: one slot per
+ * chunk compute, cells "F3.1" (micro 3, local chunk 1), bubble (S-1)/(mV+S-1).
+ * Returns PZ_ERR_ARG on bad arguments (as pz_schedule_build, and at most
+ * PZ_SCHED_MAX_TABLE cells: nstages x 2(nmicro V + nstages - 1), 3(m+S-1)
+ * for zb-h1) and PZ_ERR_SHAPE if the lists deadlock (which would be a bug),
+ * with nothing printed. */
 #define PZ_SCHED_MAX_TABLE (1L << 22)
 pz_status pz_schedule_print_table(FILE *f, const pz_sched_spec *sp, int nstages, int nmicro);
 
 /* Prints one stage's instruction list, one instruction per line with its peer:
- * "  12  SEND_ACT    micro 3  -> stage 2". */
+ * "  12  SEND_ACT    micro 3  -> stage 2"; interleaved: "  12  SEND_ACT
+ * micro 3 chunk 1  -> stage 0 chunk 2 (boundary 7)". */
 void pz_schedule_print_list(FILE *f, const pz_schedule *s);
 
 #endif
