@@ -92,6 +92,8 @@ static int check_static(const pz_schedule *st, int r, int S, int m, int V, repor
     int *pos = calloc((size_t)NOPS * (size_t)mv, sizeof *pos);
     int reduce = 0, optim = 0, reduce_pos = -1, last_bwd = -1, rc = 0;
     long held = 0, peak = 0;
+    int *last_f = malloc((size_t)V * sizeof *last_f), *last_b = malloc((size_t)V * sizeof *last_b);
+    for (int c = 0; c < V; c++) last_f[c] = last_b[c] = -1;
     for (int k = 0; k < st->n && !rc; k++) {
         const pz_instr *in = &st->ins[k];
         if ((int)in->op < 0 || (int)in->op >= NOPS || in->op == PZ_OP_BACKWARD_WEIGHT) {
@@ -118,7 +120,17 @@ static int check_static(const pz_schedule *st, int r, int S, int m, int V, repor
         pos[key] = k;
         if (in->op == PZ_OP_FORWARD && ++held > peak) peak = held;
         if (in->op == PZ_OP_BACKWARD) held--, last_bwd = k;
+        /* FIFO per chunk: the runtime's slot micro % bound relies on it */
+        int *prev = in->op == PZ_OP_FORWARD ? &last_f[in->chunk] : in->op == PZ_OP_BACKWARD ? &last_b[in->chunk] : NULL;
+        if (prev && in->micro <= *prev) {
+            rc = bad(rep, "rank %d #%d: %s of chunk %d: micro %d after %d", r, k, pz_op_name(in->op), in->chunk,
+                     in->micro, *prev);
+            break;
+        }
+        if (prev) *prev = in->micro;
     }
+    free(last_f);
+    free(last_b);
     for (int i = 0; i < m && !rc; i++)
         for (int c = 0; c < V && !rc; c++) {
             const long g = (long)c * S + r;
@@ -313,6 +325,11 @@ static void test_all(void) {
                               rz, want);
                     ok = rz > 0 && ex > 0;
                 }
+                /* the library's own simulators (pipezip schedule) agree */
+                FILE *devnull = fopen("/dev/null", "w");
+                CHECK(devnull && pz_schedule_print_table(devnull, &st[0].spec, S, m) == PZ_OK,
+                      "v=%d S=%d m=%d: print_table: %s", V, S, m, pz_last_error());
+                if (devnull) fclose(devnull);
                 free_all(st, S);
                 runs++;
             }
