@@ -352,6 +352,18 @@ pz_status pz_schedule_build(pz_schedule *s, const pz_sched_spec *sp, int stage, 
     return PZ_OK;
 }
 
+int pz_schedule_chunk_peak(const pz_schedule *s, int chunk) {
+    if (chunk < 0 || chunk >= (s->nchunks > 0 ? s->nchunks : 1)) return 0;
+    const pz_op frees = s->kind == PZ_SCHED_ZBH1 ? PZ_OP_BACKWARD_WEIGHT : PZ_OP_BACKWARD;
+    int held = 0, peak = 0;
+    for (int k = 0; k < s->n; k++) {
+        if (s->ins[k].chunk != chunk) continue;
+        if (s->ins[k].op == PZ_OP_FORWARD && ++held > peak) peak = held;
+        if (s->ins[k].op == frees) held--;
+    }
+    return peak;
+}
+
 void pz_schedule_free(pz_schedule *s) {
     free(s->ins);
     memset(s, 0, sizeof *s);

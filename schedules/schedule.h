@@ -243,6 +243,12 @@ pz_peer pz_instr_peer(const pz_schedule *s, const pz_instr *in);
  * or an interleaved spec without V). */
 int pz_schedule_in_flight_bound(const pz_sched_spec *sp, int stage, int nstages, int nmicro);
 
+/* Peak activations of local chunk `chunk` held at once while s runs (for
+ * the kinds with one chunk per rank: max_in_flight). Forwards and backwards
+ * of one chunk run in micro-batch order, so `micro % peak` never gives two
+ * live activations of a chunk the same slot. 0 for a chunk out of range. */
+int pz_schedule_chunk_peak(const pz_schedule *s, int chunk);
+
 /* warmup=auto: the smallest K such that every stage s keeps enough
  * micro-batches in flight to cover its round trip, with one to spare when
  * the trip crosses links, i.e. (S-s-1)(1+K)+1 >= ceil(rtt_s / period) + 1,

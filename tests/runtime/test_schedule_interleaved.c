@@ -420,6 +420,48 @@ static void test_v1_is_1f1b(void) {
     printf("ok: interleaved:v=1 is 1f1b, list for list (S = 1..8, m = 1..16)\n");
 }
 
+/* Per-chunk slots: micro % pz_schedule_chunk_peak never collides. */
+static void test_chunk_slots(void) {
+    int checked = 0;
+    for (int V = 1; V <= 4; V++)
+        for (int S = 1; S <= 8; S++)
+            for (int m = S; m <= 16; m += S) {
+                pz_schedule *st = build_all(ispec(V), S, m);
+                for (int r = 0; r < S; r++) {
+                    int sum = 0;
+                    for (int c = 0; c < V; c++) {
+                        const int peak = pz_schedule_chunk_peak(&st[r], c);
+                        CHECK(peak >= 1 && peak <= m, "v=%d S=%d m=%d rank %d chunk %d: peak %d", V, S, m, r, c, peak);
+                        if (peak < 1) continue;
+                        sum += peak;
+                        int *slot = malloc((size_t)peak * sizeof *slot);   /* live micro per slot, -1 free */
+                        for (int q = 0; q < peak; q++) slot[q] = -1;
+                        for (int k = 0; k < st[r].n; k++) {
+                            const pz_instr *in = &st[r].ins[k];
+                            if (in->chunk != c || in->micro < 0) continue;
+                            int *cell = &slot[in->micro % peak];
+                            if (in->op == PZ_OP_FORWARD) {
+                                CHECK(*cell < 0, "v=%d S=%d m=%d rank %d chunk %d: micro %d's slot holds micro %d", V,
+                                      S, m, r, c, in->micro, *cell);
+                                *cell = in->micro;
+                            } else if (in->op == PZ_OP_BACKWARD) {
+                                CHECK(*cell == in->micro, "chunk slot lost micro %d", in->micro);
+                                *cell = -1;
+                            }
+                        }
+                        free(slot);
+                        checked++;
+                    }
+                    CHECK(sum >= st[r].max_in_flight, "v=%d S=%d m=%d rank %d: chunk peaks sum to %d < %d", V, S, m, r,
+                          sum, st[r].max_in_flight);
+                    CHECK(pz_schedule_chunk_peak(&st[r], V) == 0 && pz_schedule_chunk_peak(&st[r], -1) == 0,
+                          "chunk out of range");
+                }
+                free_all(st, S);
+            }
+    printf("ok: %d (rank, chunk) slot rings of micro %% pz_schedule_chunk_peak never collide\n", checked);
+}
+
 /* pz_instr_peer against the checker's own placement. */
 static void test_peers(void) {
     for (int V = 1; V <= 4; V++)
@@ -669,6 +711,7 @@ int main(void) {
     test_api();
     test_v1_is_1f1b();
     test_peers();
+    test_chunk_slots();
     test_all();
     test_larger();
     test_checker_catches_defects();
