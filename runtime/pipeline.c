@@ -518,6 +518,10 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
                                                   ? "through the fwd codecs (wrappers' inner codec)" : "uncompressed");
     }
     if ((st = pz_sched_parse(o->schedule, &x.spec)) != PZ_OK) goto cleanup;
+    if (x.spec.kind == PZ_SCHED_INTERLEAVED) {   /* one stage object per rank: no model chunks yet */
+        st = pz_fail(PZ_ERR_ARG, "schedule '%s': the executor does not run interleaved schedules yet", o->schedule);
+        goto cleanup;
+    }
     if ((st = pz_schedule_build(&x.sched, &x.spec, rank, world, o->micro)) != PZ_OK) goto cleanup;
     /* before anything big is allocated: refuse a run that cannot fit */
     {

@@ -241,6 +241,12 @@ static int cmd_train(int argc, char **argv) {
     }
     pz_sched_spec sched;
     if (pz_sched_parse(o.schedule, &sched) != PZ_OK) return fail("train", PZ_ERR_ARG);
+    if (sched.kind == PZ_SCHED_INTERLEAVED) {
+        fprintf(stderr, "pipezip train: error: --schedule %s: the executor does not run interleaved schedules yet "
+                "(one model chunk per stage only); 'pipezip schedule --schedule interleaved:v=V' prints them\n",
+                o.schedule);
+        return 1;
+    }
     if (pz_device_check(o.device, o.stages) != PZ_OK) return fail("train", PZ_ERR_ARG);
     int rank, world, port;
     const char *addr;
