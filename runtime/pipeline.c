@@ -45,6 +45,7 @@
 #include "runtime/policy.h"
 #include "runtime/report.h"
 #include "runtime/resume.h"
+#include "runtime/fingerprint.h"
 #include "runtime/memplan.h"
 #include "runtime/staging.h"
 #include "runtime/trace.h"
@@ -574,6 +575,12 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         pz_transport_opts to = {rank, world, master_addr, master_port, o->peer_timeout, o->peer_timeout, !o->progress_inline,
                                 o->job_secret, o->job_secret_len};
         if ((st = pz_transport_init(&x.tp, &to)) != PZ_OK) goto cleanup;
+        /* authenticated: now the ranks must agree on what they compute */
+        char *fp = pz_fingerprint_build(o, &cfg, &x.pol, x.train.paths ? &x.train : NULL,
+                                        x.val.paths ? &x.val : NULL);
+        st = pz_fingerprint_agree(x.tp, rank, world, fp);
+        free(fp);
+        if (st != PZ_OK) goto cleanup;
         set_links(&x);
         pz_staging_report(&x.stg, x.tp, rank);
         if (o->progress_inline) {   /* no thread: the compute thread progresses between blocks */
