@@ -5,11 +5,11 @@
  * payload. compress/README.md ("tah") is the reference for the wire format;
  * this comment repeats it next to the code.
  *
- * Spec:  tah:<bits>[,tile=G][,alloc=tile|token]
+ * Spec:  tah:<bits>[,tile=G][,alloc=tile|token][,rank=entropy|range]
  *        3 < bits <= 16; G a power of two in 2..1024 (default 64);
- *        alloc=tile (default) or token.
+ *        alloc=tile (default) or token; rank=entropy (default) or range.
  * Parameter block: id 9, budget = bits (f32), group_size = G, per_row = 1
- * for alloc=token; every other field 0.
+ * for alloc=token, scale_mode = 1 for rank=range; every other field 0.
  *
  * Geometry: n elements, C = last dim, R = n / C rows (tokens), T = ceil(C/G)
  * tiles per row, NT = R*T tiles; tile t = r*T + j holds the elements
@@ -51,7 +51,9 @@
  * computed with the fp16 values the receiver reads. Decoding: y' = z + q*s,
  * then for flagged tiles x' = H y' / sqrt(G) and x'[0], x'[p] swap back.
  * Units ranked by the entropy of |x|/sum|x| over the unit (original x; 0
- * for an all-zero unit): the K highest get 4 bits (ties: lower index).
+ * for an all-zero unit; rank=entropy) or by sum over the unit's tiles of
+ * w * (max y - min y)^2, what 4 instead of 3 bits saves in squared error up
+ * to a constant (rank=range): the K highest get 4 bits (ties: lower index).
  * Inputs with inf or NaN, and tiles whose min or max (after the transform)
  * is beyond +-65504, are refused (PZ_ERR_ARG). */
 #include <math.h>
@@ -102,8 +104,12 @@ static pz_status tah_parse(pz_codec_params *p, const char *args, const char *spe
             if (pz_spec_val_is(&o, "tile")) p->per_row = 0;
             else if (pz_spec_val_is(&o, "token")) p->per_row = 1;
             else return pz_spec_fail(spec, o.voff, "alloc must be tile or token");
+        } else if (pz_spec_key_is(&o, "rank") && o.val) {
+            if (pz_spec_val_is(&o, "entropy")) p->scale_mode = 0;
+            else if (pz_spec_val_is(&o, "range")) p->scale_mode = 1;
+            else return pz_spec_fail(spec, o.voff, "rank must be entropy or range");
         } else {
-            return pz_spec_unknown(spec, &o, "tah", "tile=<G>, alloc=tile|token");
+            return pz_spec_unknown(spec, &o, "tah", "tile=<G>, alloc=tile|token, rank=entropy|range");
         }
     }
     if (r < 0) return PZ_ERR_ARG;
@@ -123,7 +129,8 @@ static void tah_format(const pz_codec_params *p, char *buf, size_t cap) {
         snprintf(b, sizeof b, "%.*f", dec, (double)p->budget);
         ok = strtof(b, NULL) == p->budget;
     }
-    snprintf(buf, cap, "tah:%s,tile=%u,alloc=%s", b, (unsigned)p->group_size, p->per_row ? "token" : "tile");
+    snprintf(buf, cap, "tah:%s,tile=%u,alloc=%s,rank=%s", b, (unsigned)p->group_size, p->per_row ? "token" : "tile",
+             p->scale_mode ? "range" : "entropy");
 }
 
 static pz_status tah_validate(const pz_codec_params *p) {
@@ -134,9 +141,10 @@ static pz_status tah_validate(const pz_codec_params *p) {
     if (g < 2 || g > TAH_MAX_TILE || (g & (g - 1)))
         return pz_fail(PZ_ERR_FORMAT, "tah: tile %u is not a power of two in 2..%d", (unsigned)g, TAH_MAX_TILE);
     if (p->per_row > 1) return pz_fail(PZ_ERR_FORMAT, "tah: alloc byte %u (0 tile, 1 token)", p->per_row);
+    if (p->scale_mode > 1) return pz_fail(PZ_ERR_FORMAT, "tah: rank byte %u (0 entropy, 1 range)", p->scale_mode);
     uint32_t fr;
     memcpy(&fr, &p->fraction, 4);
-    if (p->bits || p->scale_mode || p->group_mode || p->round_mode || p->scale_fp32 || p->value_mode ||
+    if (p->bits || p->group_mode || p->round_mode || p->scale_fp32 || p->value_mode ||
         p->elias || p->stochastic || fr)
         return pz_fail(PZ_ERR_FORMAT, "tah: parameter fields it does not use are not 0");
     return PZ_OK;
@@ -266,6 +274,26 @@ static void tah_range(float mn, float mx, int b, uint16_t *hz, uint16_t *hs) {
 
 /* ---- encode ---- */
 
+/* tile t of x into y (w elements), swapped and transformed when flagged;
+ * its min and max */
+static size_t tah_tile(const tah_geom *g, const float *x, size_t t, int flagged, uint32_t pivot, float *y,
+                       float *mn, float *mx) {
+    size_t j = t % g->T, w = j == g->T - 1 ? g->wlast : g->G;
+    memcpy(y, x + (t / g->T) * g->C + j * g->G, w * sizeof *y);
+    if (flagged) {
+        float v = y[0];
+        y[0] = y[pivot];
+        y[pivot] = v;
+        tah_hadamard(y, g->G);
+    }
+    *mn = *mx = y[0];
+    for (size_t e = 1; e < w; e++) {
+        *mn = y[e] < *mn ? y[e] : *mn;
+        *mx = y[e] > *mx ? y[e] : *mx;
+    }
+    return w;
+}
+
 static pz_status tah_encode(const pz_codec_params *p, const float *x, const pz_shape *s,
                             const pz_codec_ctx *ctx, uint8_t *payload, size_t cap, size_t *len) {
     (void)ctx;
@@ -316,10 +344,24 @@ static pz_status tah_encode(const pz_codec_params *p, const float *x, const pz_s
         P = pmax;
     }
 
-    /* the K highest-entropy units get 4 bits */
+    /* the K highest-ranked units get 4 bits */
     uint64_t K = tah_k4(&g, P);
     if (K >= g.U) {
         memset(wide, 1, g.U);
+    } else if (K > 0 && p->scale_mode) {   /* rank=range */
+        for (size_t u = 0; u < g.U; u++) {
+            rk[u].key = 0.0;
+            rk[u].i = u;
+        }
+        for (size_t t = 0; t < NT; t++) {
+            float mn, mx;
+            size_t w = tah_tile(&g, x, t, flag[t], piv[t], y, &mn, &mx);
+            double rg = (double)mx - (double)mn;
+            double key = (double)w * rg * rg;   /* inf or NaN only beyond fp16: refused below */
+            rk[g.token ? t / T : t].key += isnan(key) ? INFINITY : key;
+        }
+        qsort(rk, g.U, sizeof *rk, tah_rank_cmp);
+        for (uint64_t i = 0; i < K; i++) wide[rk[i].i] = 1;
     } else if (K > 0) {
         for (size_t u = 0; u < g.U; u++) {
             const float *xu;
@@ -349,20 +391,9 @@ static pz_status tah_encode(const pz_codec_params *p, const float *x, const pz_s
 
     /* pass 2: transform, zero and scale, codes */
     for (size_t t = 0; t < NT && st == PZ_OK; t++) {
-        size_t r = t / T, j = t % T, w = j == T - 1 ? g.wlast : G;
-        int b = wide[g.token ? r : t] ? 4 : 3;
-        memcpy(y, x + r * g.C + j * G, w * sizeof *y);
-        if (flag[t]) {
-            float v = y[0];
-            y[0] = y[piv[t]];
-            y[piv[t]] = v;
-            tah_hadamard(y, G);
-        }
-        float mn = y[0], mx = y[0];
-        for (size_t e = 1; e < w; e++) {
-            mn = y[e] < mn ? y[e] : mn;
-            mx = y[e] > mx ? y[e] : mx;
-        }
+        int b = wide[g.token ? t / T : t] ? 4 : 3;
+        float mn, mx;
+        size_t w = tah_tile(&g, x, t, flag[t], piv[t], y, &mn, &mx);
         if (!(mn >= -TAH_FP16_MAX && mx <= TAH_FP16_MAX)) {
             st = pz_fail(PZ_ERR_ARG, "tah encode: tile %zu spans [%g, %g], beyond the fp16 range of its zero and scale",
                          t, (double)mn, (double)mx);

@@ -168,10 +168,11 @@ static double rel_l2(const float *x, const float *y, size_t n) {
 
 static void test_spec(void) {
     static const char *const canon[][2] = {
-        {"tah:3.5", "tah:3.5,tile=64,alloc=tile"},
-        {"tah:4,alloc=token", "tah:4,tile=64,alloc=token"},
-        {"tah:3.25,tile=256,alloc=tile", "tah:3.25,tile=256,alloc=tile"},
-        {"tah:16,tile=2", "tah:16,tile=2,alloc=tile"},
+        {"tah:3.5", "tah:3.5,tile=64,alloc=tile,rank=entropy"},
+        {"tah:4,alloc=token", "tah:4,tile=64,alloc=token,rank=entropy"},
+        {"tah:3.25,tile=256,alloc=tile", "tah:3.25,tile=256,alloc=tile,rank=entropy"},
+        {"tah:16,tile=2,rank=range", "tah:16,tile=2,alloc=tile,rank=range"},
+        {"tah:4.1,rank=range,alloc=token", "tah:4.1,tile=64,alloc=token,rank=range"},
     };
     for (size_t i = 0; i < sizeof canon / sizeof canon[0]; i++) {
         pz_codec *c = NULL;
@@ -184,6 +185,7 @@ static void test_spec(void) {
         {"tah", "needs a budget"}, {"tah:3", "must be > 3"}, {"tah:3.0", "must be > 3"}, {"tah:2.5", "must be > 3"},
         {"tah:17", "tah budget must be in"}, {"tah:4,tile=48", "power of two"}, {"tah:4,tile=1", "tah tile must be"},
         {"tah:4,tile=2048", "tah tile must be"}, {"tah:4,alloc=row", "alloc must be tile or token"},
+        {"tah:4,rank=max", "rank must be entropy or range"},
         {"tah:4,group=64", "unknown tah option"}, {"tah:x", "not a number"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -235,10 +237,11 @@ static void test_budget(void) {
         fill_heavy(x, n, C);
         for (size_t bi = 0; bi < sizeof bits / sizeof bits[0]; bi++)
             for (size_t ti = 0; ti < sizeof tiles / sizeof tiles[0]; ti++)
-                for (int token = 0; token < 2; token++) {
+                for (int combo = 0; combo < 4; combo++) {
+                    int token = combo & 1;
                     char spec[96];
-                    snprintf(spec, sizeof spec, "tah:%g,tile=%u,alloc=%s", (double)bits[bi], tiles[ti],
-                             token ? "token" : "tile");
+                    snprintf(spec, sizeof spec, "tah:%g,tile=%u,alloc=%s,rank=%s", (double)bits[bi], tiles[ti],
+                             token ? "token" : "tile", combo & 2 ? "range" : "entropy");
                     geo g = geo_of(bits[bi], tiles[ti], token, s);
                     size_t plen = 0;
                     pz_status st;
@@ -507,6 +510,12 @@ static void test_compare(int big) {
             {"tah:3.5,tile=128,alloc=token", 0, 0},
             {"q3:scale=minmax,group=64,sdtype=fp16,round=nearest", 0, 0},
             {"jointsq:3.5", 0, 0},
+            {"tah:4.5,rank=range", 0, 0},
+            {"tah:4.5,alloc=token,rank=range", 0, 0},
+            {"tah:4,rank=range", 0, 0},
+            {"tah:4,alloc=token,rank=range", 0, 0},
+            {"tah:3.5,tile=128,rank=range", 0, 0},
+            {"tah:3.5,tile=128,alloc=token,rank=range", 0, 0},
         };
         run_specs(data, x, &s, r, sizeof r / sizeof r[0]);
         for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
@@ -518,6 +527,7 @@ static void test_compare(int big) {
         /* what holds (README, "tah"; r[] indices as listed above): */
         /* tah beats q<b> with the same per-64 fp16 min/max at 4.5 bits, by far (the Hadamard path) */
         CHECK(r[0].err < r[2].err / 3, "%s: tah:4.5 %g vs q4 per-64 %g", data, r[0].err, r[2].err);
+        CHECK(r[4].err < r[2].err / 2.5, "%s: tah:4 %g vs q4 per-64 (4.5 bits) %g", data, r[4].err, r[2].err);
         /* and jointsq at 4 and 4.5 bits */
         CHECK(r[0].err < r[3].err && r[4].err < r[6].err, "%s: tah:4.5 %g vs jointsq %g, tah:4 %g vs jointsq %g",
               data, r[0].err, r[3].err, r[4].err, r[6].err);
@@ -530,6 +540,17 @@ static void test_compare(int big) {
         CHECK(r[5].err < r[4].err && r[8].err < r[7].err && r[1].err < 1.01 * r[0].err,
               "%s: per token %g %g %g vs per tile %g %g %g", data, r[1].err, r[5].err, r[8].err, r[0].err, r[4].err,
               r[7].err);
+        /* rank=range (r[11..16]): per tile better than entropy at every budget, within 1% of per token with
+         * range (better on t3x40) and far better at 3.5 bits; beats q3 per-64 at 3.5 bits on both, jointsq on t3x40 */
+        CHECK(r[11].err < r[0].err && r[13].err < r[4].err && r[15].err < r[7].err,
+              "%s: range %g %g %g vs entropy %g %g %g per tile", data, r[11].err, r[13].err, r[15].err, r[0].err,
+              r[4].err, r[7].err);
+        CHECK(r[11].err < 1.01 * r[12].err && r[13].err < 1.01 * r[14].err && r[15].err < 0.8 * r[16].err,
+              "%s: range per tile %g %g %g vs per token %g %g %g", data, r[11].err, r[13].err, r[15].err, r[12].err,
+              r[14].err, r[16].err);
+        if (d == 0) CHECK(r[11].err < r[12].err && r[13].err < r[14].err, "%s: range per tile vs per token", data);
+        CHECK(r[15].err < r[9].err / 1.5, "%s: tah:3.5 rank=range %g vs q3 per-64 %g", data, r[15].err, r[9].err);
+        if (d == 0) CHECK(r[15].err < r[10].err, "%s: tah:3.5 rank=range %g vs jointsq %g", data, r[15].err, r[10].err);
     }
     free(x);
 }
