@@ -61,7 +61,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compress/bitpack.h"
 #include "compress/codec_impl.h"
 #include "compress/spec.h"
 #include "base/bytes.h"
@@ -259,6 +258,59 @@ static int tah_rank_cmp(const void *a, const void *b) {
     return x->i < y->i ? -1 : x->i > y->i;
 }
 
+/* ---- the bit stream: MSB first, values of at most 16 bits ---- */
+
+typedef struct {
+    uint8_t *p, *end;
+    uint64_t acc;   /* the n pending bits, right-aligned */
+    int n, over;
+} tah_bw;
+
+static inline void tah_put(tah_bw *w, uint32_t v, int b) {
+    w->acc = (w->acc << b) | v;
+    w->n += b;
+    if (w->n >= 32) {
+        while (w->n >= 8) {
+            w->n -= 8;
+            if (w->p < w->end) *w->p++ = (uint8_t)(w->acc >> w->n);
+            else w->over = 1;
+        }
+        w->acc &= (1u << w->n) - 1;
+    }
+}
+
+/* pads with zeros to a byte; the bytes written, or SIZE_MAX past the end */
+static size_t tah_finish(tah_bw *w, const uint8_t *start) {
+    if (w->n & 7) tah_put(w, 0, 8 - (w->n & 7));
+    while (w->n >= 8) {
+        w->n -= 8;
+        if (w->p < w->end) *w->p++ = (uint8_t)(w->acc >> w->n);
+        else w->over = 1;
+    }
+    return w->over ? SIZE_MAX : (size_t)(w->p - start);
+}
+
+typedef struct {
+    const uint8_t *p, *end;
+    uint64_t acc;   /* the low n bits are unread */
+    int n, err;
+} tah_br;
+
+static inline uint32_t tah_get(tah_br *r, int b) {
+    if (r->n < b) {
+        while (r->n <= 56 && r->p < r->end) {
+            r->acc = (r->acc << 8) | *r->p++;
+            r->n += 8;
+        }
+        if (r->n < b) {
+            r->err = 1;
+            return 0;
+        }
+    }
+    r->n -= b;
+    return (uint32_t)(r->acc >> r->n) & ((1u << b) - 1);
+}
+
 /* ---- quantisation shared by both sides ---- */
 
 static inline float tah_deq(float z, float s, uint32_t q) { return z + (float)q * s; }
@@ -382,12 +434,11 @@ static pz_status tah_encode(const pz_codec_params *p, const float *x, const pz_s
     }
 
     /* the bit stream: flags, bitmap, pivots */
-    pz_bitw bw;
-    pz_bitw_init(&bw, payload + 4 * NT, cap - 4 * NT);
-    for (size_t t = 0; t < NT; t++) pz_bitw_put(&bw, flag[t], 1);
-    for (size_t u = 0; u < g.U; u++) pz_bitw_put(&bw, wide[u], 1);
+    tah_bw bw = {payload + 4 * NT, payload + cap, 0, 0, 0};
+    for (size_t t = 0; t < NT; t++) tah_put(&bw, flag[t], 1);
+    for (size_t u = 0; u < g.U; u++) tah_put(&bw, wide[u], 1);
     for (size_t t = 0; t < NT; t++)
-        if (flag[t]) pz_bitw_put(&bw, piv[t], g.k);
+        if (flag[t]) tah_put(&bw, piv[t], g.k);
 
     /* pass 2: transform, zero and scale, codes */
     for (size_t t = 0; t < NT && st == PZ_OK; t++) {
@@ -411,7 +462,7 @@ static pz_status tah_encode(const pz_codec_params *p, const float *x, const pz_s
                 float v = floorf((y[e] - z) / sc + 0.5f);
                 q = v <= 0.0f ? 0 : v >= (float)L ? L : (uint32_t)v;
             }
-            pz_bitw_put(&bw, q, b);
+            tah_put(&bw, q, b);
         }
     }
     free(flag);
@@ -420,7 +471,7 @@ static pz_status tah_encode(const pz_codec_params *p, const float *x, const pz_s
     free(rk);
     free(y);
     if (st != PZ_OK) return st;
-    size_t used = pz_bitw_finish(&bw);
+    size_t used = tah_finish(&bw, payload + 4 * NT);
     if (used == SIZE_MAX) return pz_fail(PZ_ERR_SHAPE, "tah encode: payload overran its buffer");
     *len = 4 * NT + used;
     return PZ_OK;
@@ -444,13 +495,12 @@ static pz_status tah_decode(const pz_codec_params *p, const uint8_t *pl, size_t 
             return pz_fail(PZ_ERR_FORMAT, "tah: tile %zu has zero %g and scale %g (finite, scale >= +0 expected)", t,
                            (double)z, (double)sc);
     }
-    pz_bitr br;
-    pz_bitr_init(&br, pl + 4 * NT, len - 4 * NT);
+    tah_br br = {pl + 4 * NT, pl + len, 0, 0, 0};
     uint8_t *flag = xmalloc(NT), *wide = xmalloc(g.U);
     uint16_t *piv = xcalloc(NT, sizeof *piv);
     uint64_t P = 0, ones = 0, E = 0;
     for (size_t t = 0; t < NT; t++) {
-        flag[t] = (uint8_t)pz_bitr_get(&br, 1);
+        flag[t] = (uint8_t)tah_get(&br, 1);
         P += flag[t];
         if (flag[t] && t % T == T - 1 && g.wlast != G) {
             st = pz_fail(PZ_ERR_FORMAT, "tah: flag set on the partial tile %zu", t);
@@ -467,7 +517,7 @@ static pz_status tah_decode(const pz_codec_params *p, const uint8_t *pl, size_t 
         goto done;
     }
     for (size_t u = 0; u < g.U; u++) {
-        wide[u] = (uint8_t)pz_bitr_get(&br, 1);
+        wide[u] = (uint8_t)tah_get(&br, 1);
         ones += wide[u];
         if (wide[u]) E += g.token ? g.C : (u % T == T - 1 ? g.wlast : G);
     }
@@ -485,7 +535,7 @@ static pz_status tah_decode(const pz_codec_params *p, const uint8_t *pl, size_t 
     }
     for (size_t t = 0; t < NT; t++)
         if (flag[t]) {
-            piv[t] = (uint16_t)pz_bitr_get(&br, g.k);
+            piv[t] = (uint16_t)tah_get(&br, g.k);
             if (piv[t] >= G) {   /* k bits cannot exceed G - 1; kept as the format's rule */
                 st = pz_fail(PZ_ERR_FORMAT, "tah: pivot %u of tile %zu is not below %zu", piv[t], t, G);
                 goto done;
@@ -496,7 +546,7 @@ static pz_status tah_decode(const pz_codec_params *p, const uint8_t *pl, size_t 
         int b = wide[g.token ? r : t] ? 4 : 3;
         float z = pz_f16_to_f32(pz_get_u16(pl + 4 * t)), sc = pz_f16_to_f32(pz_get_u16(pl + 4 * t + 2));
         float *y = out + r * g.C + j * G;
-        for (size_t e = 0; e < w; e++) y[e] = tah_deq(z, sc, (uint32_t)pz_bitr_get(&br, b));
+        for (size_t e = 0; e < w; e++) y[e] = tah_deq(z, sc, tah_get(&br, b));
         if (flag[t]) {
             tah_hadamard(y, G);
             float v = y[0];
@@ -508,7 +558,9 @@ static pz_status tah_decode(const pz_codec_params *p, const uint8_t *pl, size_t 
         st = pz_fail(PZ_ERR_FORMAT, "tah: payload ends inside the codes");
         goto done;
     }
-    if (pz_bitr_get(&br, (int)pz_bitr_left(&br)) != 0) st = pz_fail(PZ_ERR_FORMAT, "tah: padding bits not zero");
+    /* the exact length leaves fewer than 8 bits: the padding, zero */
+    if (br.p != br.end || br.n >= 8 || (br.acc & ((1u << br.n) - 1)))
+        st = pz_fail(PZ_ERR_FORMAT, "tah: padding bits not zero");
 done:
     free(flag);
     free(wide);
