@@ -213,21 +213,36 @@ static void tah_hadamard(float *y, size_t G) {
     for (size_t j = 0; j < G; j++) y[j] *= c;
 }
 
+/* Float bits as integers, so that max and min reductions vectorise:
+ * |x| as an unsigned key (ordered for finite x), and x as a signed key
+ * ordered like the floats (its own inverse). */
+static inline uint32_t tah_akey(float v) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u & 0x7fffffffu;
+}
+static inline int32_t tah_ord(int32_t b) { return b ^ (int32_t)((uint32_t)(b >> 31) >> 1); }
+static inline float tah_float(uint32_t u) {
+    float v;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
 /* Whether a full tile takes the pivot path: *p = index of the largest |x|
  * (lowest on ties), *ratio = |x_p| / largest |x| of the others. */
 static int tah_pivot(const float *x, size_t G, uint32_t *p, float *ratio) {
-    float m1 = -1.0f, m2 = 0.0f;
-    size_t pi = 0;
+    uint32_t k1 = 0, k2 = 0;
     for (size_t j = 0; j < G; j++) {
-        float a = fabsf(x[j]);
-        if (a > m1) {
-            if (m1 > m2) m2 = m1;
-            m1 = a;
-            pi = j;
-        } else if (a > m2) {
-            m2 = a;
-        }
+        uint32_t k = tah_akey(x[j]);
+        k1 = k > k1 ? k : k1;
     }
+    size_t pi = 0;
+    while (tah_akey(x[pi]) != k1) pi++;
+    for (size_t j = 0; j < G; j++) {
+        uint32_t k = j == pi ? 0 : tah_akey(x[j]);
+        k2 = k > k2 ? k : k2;
+    }
+    float m1 = tah_float(k1), m2 = tah_float(k2);
     *p = (uint32_t)pi;
     *ratio = m2 > 0.0f ? m1 / m2 : INFINITY;
     return m1 > 0.0f && m1 >= 2.0f * m2;
@@ -237,9 +252,9 @@ static int tah_pivot(const float *x, size_t G, uint32_t *p, float *ratio) {
 static double tah_entropy(const float *x, size_t w) {
     double sum = 0.0, sl = 0.0;
     for (size_t j = 0; j < w; j++) {
-        double a = fabs((double)x[j]);
-        sum += a;
-        if (a > 0.0) sl += a * log(a);
+        float a = fabsf(x[j]);
+        sum += (double)a;
+        if (a > 0.0f) sl += (double)a * (double)logf(a);
     }
     if (!(sum > 0.0)) return 0.0;
     return log(sum) - sl / sum;
@@ -338,11 +353,16 @@ static size_t tah_tile(const tah_geom *g, const float *x, size_t t, int flagged,
         y[pivot] = v;
         tah_hadamard(y, g->G);
     }
-    *mn = *mx = y[0];
-    for (size_t e = 1; e < w; e++) {
-        *mn = y[e] < *mn ? y[e] : *mn;
-        *mx = y[e] > *mx ? y[e] : *mx;
+    int32_t lo = INT32_MAX, hi = INT32_MIN;
+    for (size_t e = 0; e < w; e++) {
+        int32_t b;
+        memcpy(&b, &y[e], 4);
+        b = tah_ord(b);
+        lo = b < lo ? b : lo;
+        hi = b > hi ? b : hi;
     }
+    *mn = tah_float((uint32_t)tah_ord(lo));
+    *mx = tah_float((uint32_t)tah_ord(hi));
     return w;
 }
 
@@ -373,6 +393,7 @@ static pz_status tah_encode(const pz_codec_params *p, const float *x, const pz_s
     uint16_t *piv = xcalloc(NT, sizeof *piv);
     tah_rank *rk = xmalloc((NT > g.U ? NT : g.U) * sizeof *rk);
     float *y = xmalloc(G * sizeof *y);
+    uint8_t *code = xmalloc(G);
 
     /* pass 1: pivot candidates, and the flags that fit */
     uint64_t P = 0;
@@ -455,21 +476,23 @@ static pz_status tah_encode(const pz_codec_params *p, const float *x, const pz_s
         pz_put_u16(payload + 4 * t, hz);
         pz_put_u16(payload + 4 * t + 2, hs);
         float z = pz_f16_to_f32(hz), sc = pz_f16_to_f32(hs);
-        const uint32_t L = (1u << b) - 1;
-        for (size_t e = 0; e < w; e++) {
-            uint32_t q = 0;
-            if (sc > 0.0f) {
+        const float L = (float)((1u << b) - 1);
+        if (sc > 0.0f) {
+            for (size_t e = 0; e < w; e++) {
                 float v = floorf((y[e] - z) / sc + 0.5f);
-                q = v <= 0.0f ? 0 : v >= (float)L ? L : (uint32_t)v;
+                code[e] = (uint8_t)(v <= 0.0f ? 0.0f : v >= L ? L : v);
             }
-            tah_put(&bw, q, b);
+        } else {
+            memset(code, 0, w);
         }
+        for (size_t e = 0; e < w; e++) tah_put(&bw, code[e], b);
     }
     free(flag);
     free(wide);
     free(piv);
     free(rk);
     free(y);
+    free(code);
     if (st != PZ_OK) return st;
     size_t used = tah_finish(&bw, payload + 4 * NT);
     if (used == SIZE_MAX) return pz_fail(PZ_ERR_SHAPE, "tah encode: payload overran its buffer");
