@@ -248,16 +248,57 @@ static int tah_pivot(const float *x, size_t G, uint32_t *p, float *ratio) {
     return m1 > 0.0f && m1 >= 2.0f * m2;
 }
 
-/* entropy of |x| / sum |x| over x[0..w) (natural log; 0 when all zero) */
+/* ln(a) for a finite a > 0 with exact frexp and basic double arithmetic
+ * only, so that every CPU and ISA level ranks alike (libm's log may differ
+ * in the last bit between its variants): a = m 2^e with m in [1, 2),
+ * ln m = 2 atanh(t), t = (m - 1)/(m + 1) in [0, 1/3), the series to t^13
+ * (error < 1e-8). */
+static double tah_ln_series(double m, int e) {
+    double t = (m - 1.0) / (m + 1.0), t2 = t * t;
+    double s = 1.0 / 13;
+    s = s * t2 + 1.0 / 11;
+    s = s * t2 + 1.0 / 9;
+    s = s * t2 + 1.0 / 7;
+    s = s * t2 + 1.0 / 5;
+    s = s * t2 + 1.0 / 3;
+    s = s * t2 + 1.0;
+    return (double)e * 0.69314718055994530942 + 2.0 * t * s;
+}
+
+static double tah_ln(double a) {
+    int e;
+    double m = 2.0 * frexp(a, &e);
+    return tah_ln_series(m, e - 1);
+}
+
+/* the same for a float, split by its bits (normal or subnormal) */
+static inline double tah_lnf(float a) {
+    uint32_t u;
+    memcpy(&u, &a, 4);
+    int e = -127;
+    if (u < 0x00800000u) {   /* subnormal: exact scaling by 2^32 */
+        a *= 4294967296.0f;
+        memcpy(&u, &a, 4);
+        e -= 32;
+    }
+    e += (int)(u >> 23);
+    u = (u & 0x007fffffu) | 0x3f800000u;
+    float m;
+    memcpy(&m, &u, 4);
+    return tah_ln_series((double)m, e);
+}
+
+/* entropy of |x| / sum |x| over x[0..w) (natural log; 0 when all zero):
+ * ln(sum) - sum(a ln a)/sum, sums in double in index order */
 static double tah_entropy(const float *x, size_t w) {
     double sum = 0.0, sl = 0.0;
     for (size_t j = 0; j < w; j++) {
         float a = fabsf(x[j]);
         sum += (double)a;
-        if (a > 0.0f) sl += (double)a * (double)logf(a);
+        if (a > 0.0f) sl += (double)a * tah_lnf(a);
     }
     if (!(sum > 0.0)) return 0.0;
-    return log(sum) - sl / sum;
+    return tah_ln(sum) - sl / sum;
 }
 
 typedef struct {
