@@ -10,7 +10,8 @@
  * so the file holds on any x86-64 CPU.
  *
  * The golden file was written before the code was reorganised (issue 11):
- * a refactor must leave it unchanged. A deliberate format change rewrites it
+ * a refactor must leave it unchanged. The tah specs (issue 14) came later
+ * and are appended: the same stream for them follows the first one's end. A deliberate format change rewrites it
  * with `test_golden --write FILE` and says so in its commit.
  *
  *   test_golden FILE           compare (exit 1 on the first difference)
@@ -34,6 +35,9 @@ static const char *const specs[] = {
 };
 static const pz_shape shapes[] = {{3, {2, 6, 96}}, {2, {3, 70}}};
 #define NSPECS (sizeof specs / sizeof specs[0])
+/* appended after the stream above (every shape, spec and round of it) */
+static const char *const tah_specs[] = {CODEC_STREAM_TAH_SPECS};
+#define NTAH (sizeof tah_specs / sizeof tah_specs[0])
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
 #define ROUNDS 3
 
@@ -73,16 +77,17 @@ static int emit(void *arg, const uint8_t *msg, size_t len, const float *y, size_
 /* which spec, shape and round byte `at` of the stream belongs to */
 static void locate(const buf *b, size_t at) {
     size_t pos = 0;
-    for (size_t k = 0; k < NSHAPES; k++) {
-        size_t n = pz_shape_numel(&shapes[k]);
-        for (size_t i = 0; i < NSPECS; i++)
+    for (size_t k = 0; k < 2 * NSHAPES; k++) {
+        size_t n = pz_shape_numel(&shapes[k % NSHAPES]);
+        const char *const *sp = k < NSHAPES ? specs : tah_specs;
+        for (size_t i = 0; i < (k < NSHAPES ? NSPECS : NTAH); i++)
             for (int r = 0; r < ROUNDS; r++) {
                 uint64_t l;
                 if (pos + 8 > b->len) return;
                 memcpy(&l, b->p + pos, 8);
                 size_t end = pos + 8 + l + n * sizeof(float);
                 if (at < end) {
-                    printf("  first difference in %s, shape %zu, round %d, %s\n", specs[i], k, r,
+                    printf("  first difference in %s, shape %zu, round %d, %s\n", sp[i], k % NSHAPES, r,
                            at < pos + 8 + l ? "message" : "decoded tensor");
                     return;
                 }
@@ -101,12 +106,15 @@ int main(int argc, char **argv) {
     buf got = {0};
     codec_stream cs = {specs, NSPECS, shapes, NSHAPES, ROUNDS, 1, input, emit, &got};
     if (codec_stream_run(&cs) != 0) return 1;
+    codec_stream ct = {tah_specs, NTAH, shapes, NSHAPES, ROUNDS, 1, input, emit, &got};
+    if (codec_stream_run(&ct) != 0) return 1;
     if (write_mode) {
         pz_atomic_file af;
         if (pz_atomic_open(&af, path) != PZ_OK) pz_die("%s", pz_last_error());
         xfwrite(got.p, 1, got.len, af.f);
         if (pz_atomic_commit(&af) != PZ_OK) pz_die("%s", pz_last_error());
-        printf("wrote %s: %zu bytes (%zu specs, %zu shapes, %d rounds)\n", path, got.len, NSPECS, NSHAPES, ROUNDS);
+        printf("wrote %s: %zu bytes (%zu + %zu specs, %zu shapes, %d rounds)\n", path, got.len, NSPECS, NTAH, NSHAPES,
+               ROUNDS);
         return 0;
     }
     uint8_t *want = NULL;
@@ -120,8 +128,8 @@ int main(int argc, char **argv) {
     CHECK(got.len == want_len && first == got.len, "codec stream differs from %s at byte %zu (%zu vs %zu bytes)", path,
           first, got.len, want_len);
     if (failures) locate(&got, first);
-    else printf("golden codecs: %zu specs x %zu shapes x %d rounds, %zu bytes equal to %s\n", NSPECS, NSHAPES, ROUNDS,
-                got.len, path);
+    else printf("golden codecs: %zu + %zu specs x %zu shapes x %d rounds, %zu bytes equal to %s\n", NSPECS, NTAH,
+                NSHAPES, ROUNDS, got.len, path);
     free(want);
     free(got.p);
     return check_summary("test_golden");
