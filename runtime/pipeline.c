@@ -109,9 +109,11 @@ static pz_status encode_send(exec *x, pz_edge_end *e, int peer, int kind, uint64
                              const float *src, const uint64_t *ids, uint8_t *wire, pz_request **req,
                              const char *what) {
     size_t len = 0;
+    pz_status st = exec_dump_edge(x, e, kind, step, micro, src);
+    if (st != PZ_OK) return st;
     double t0 = pz_now();
     PZ_RANGE_PUSH("encode edge %d step %llu micro %d", e->edge, (unsigned long long)step, micro);
-    pz_status st = pz_edge_encode(e, src, ids, (uint64_t)x->o->seed, step, (uint32_t)micro, wire, &len);
+    st = pz_edge_encode(e, src, ids, (uint64_t)x->o->seed, step, (uint32_t)micro, wire, &len);
     PZ_RANGE_POP();
     double t1 = pz_now();
     if (e->codec) trace(x, "encode", micro, t0, t1);

@@ -84,4 +84,7 @@ void exec_fault_point(const char *what, int step, int rank);
 pz_status exec_resume_from(exec *x, int *start);
 pz_status exec_checkpoint(exec *x, int step);
 
+/* --dump-edge: the tensor src about to be encoded on edge end e (runtime/pipeline_dump.c) */
+pz_status exec_dump_edge(exec *x, const pz_edge_end *e, int kind, uint64_t step, int micro, const float *src);
+
 #endif

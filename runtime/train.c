@@ -60,6 +60,7 @@ void pz_train_opts_default(pz_train_opts *o) {
     o->seed = 1337;
     o->eval_compress = 1;
     o->error_metrics = 1;
+    o->dump_dir = "edge-dump";
     pz_optim_config_default(&o->optim);
 }
 

@@ -46,6 +46,8 @@ typedef struct {
     const char *metrics;    /* --metrics PREFIX: PREFIX.jsonl and PREFIX.csv */
     int eval_compress;      /* validation through the fwd codecs (1) or raw (0) */
     int error_metrics;      /* senders measure ||x - x'|| / ||x|| */
+    int dump_edge;          /* --dump-edge STEP: what the senders encode at that step, as .npy (0 = off) */
+    const char *dump_dir;   /* --dump-dir: where (default edge-dump) */
 } pz_train_opts;
 
 void pz_train_opts_default(pz_train_opts *o);

@@ -193,6 +193,8 @@ static int cmd_train(int argc, char **argv) {
         {"--resume", FLAG_STR, &o.resume, "continue from the newest complete checkpoint in DIR; auto: in --checkpoint-dir, if any", 0, 0, NULL},
         {"--progress", FLAG_STR, &progress, "thread: a thread per stage moves messages while it computes; inline: only between blocks", 0, 0, NULL},
         {"--metrics", FLAG_STR, &o.metrics, "write per-edge metrics to PREFIX.jsonl (per step) and PREFIX.csv", 0, 0, NULL},
+        {"--dump-edge", FLAG_INT, &o.dump_edge, "at step N, write every tensor a stage encodes (activations, gradients) as .npy (pipeline only)", 0, 1 << 30, NULL},
+        {"--dump-dir", FLAG_STR, &o.dump_dir, "directory for --dump-edge (created; default edge-dump)", 0, 0, NULL},
         {"--error-metrics", FLAG_STR, &error_metrics, "on: senders decode their own messages to report ||x-x'||/||x||", 0, 0, NULL},
     };
     int r = parse_flags("train", "usage: pipezip train (--preset NAME | --init FILE) --data SHARDS [flags]\n\n"
@@ -248,6 +250,15 @@ static int cmd_train(int argc, char **argv) {
         return 1;
     }
     if (pz_device_check(o.device, o.stages) != PZ_OK) return fail("train", PZ_ERR_ARG);
+    if (o.dump_edge && o.stages < 2) {
+        fprintf(stderr, "pipezip train: error: --dump-edge writes what crosses the pipeline's edges: it needs "
+                "--stages 2 or more\n");
+        return 1;
+    }
+    if (o.dump_edge > o.steps) {
+        fprintf(stderr, "pipezip train: error: --dump-edge %d: the run has only %d steps\n", o.dump_edge, o.steps);
+        return 1;
+    }
     int rank, world, port;
     const char *addr;
     pz_status st;
