@@ -122,13 +122,33 @@ static pz_mem_need rank_need(const pz_mem_job *j, int r) {
     return n;
 }
 
+static double local_need(const pz_mem_job *j, int local_first, int local_count) {
+    double local = 0;
+    for (int r = local_first; r < local_first + local_count && r < j->world; r++) local += rank_need(j, r).total;
+    return local;
+}
+
+int pz_mem_max_warmup(const pz_mem_job *j, int local_first, int local_count, int kmax) {
+    const char *source = "", *skip = getenv("PIPEZIP_MEM_CHECK");
+    double avail = pz_mem_available(&source);
+    if (avail <= 0 || (skip && strcmp(skip, "0") == 0)) return kmax;
+    pz_sched_spec sp = *j->spec;
+    pz_mem_job jk = *j;
+    jk.spec = &sp;
+    int k = 0;
+    for (; k < kmax; k++) {   /* the need grows with K: the first K + 1 that does not fit ends it */
+        sp.warmup_extra = k + 1;
+        if (local_need(&jk, local_first, local_count) > avail) break;
+    }
+    return k;
+}
+
 pz_status pz_mem_check(const pz_mem_job *j, int rank, int local_first, int local_count, const char *prefix) {
     pz_mem_need mine = rank_need(j, rank);
     fprintf(stderr, "%smemory: about ", prefix);
     pz_mem_need_print(stderr, &mine);
     fprintf(stderr, "%s\n", j->host_memory ? "" : " on the device; host part counted below");
-    double local = 0;
-    for (int r = local_first; r < local_first + local_count && r < j->world; r++) local += rank_need(j, r).total;
+    double local = local_need(j, local_first, local_count);
     const char *source = "";
     double avail = pz_mem_available(&source);
     const char *skip = getenv("PIPEZIP_MEM_CHECK");

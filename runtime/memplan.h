@@ -66,6 +66,10 @@ typedef struct {
  * than is available. PIPEZIP_MEM_CHECK=0 skips the refusal. */
 pz_status pz_mem_check(const pz_mem_job *j, int rank, int local_first, int local_count, const char *prefix);
 
+/* The largest extra warm-up K <= kmax (1f1b:warmup=K) whose micro-batches
+ * in flight still fit this host's ranks; kmax when nothing limits it. */
+int pz_mem_max_warmup(const pz_mem_job *j, int local_first, int local_count, int kmax);
+
 /* Prints "about X GiB: ..." for one rank. */
 void pz_mem_need_print(FILE *f, const pz_mem_need *n);
 

@@ -532,6 +532,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         char prefix[32] = "";
         if (world > 1) snprintf(prefix, sizeof prefix, "rank %d: ", rank);
         if ((st = pz_mem_check(&mj, rank, rank - cores.local_rank, cores.local_ranks, prefix)) != PZ_OK) goto cleanup;
+        if (x.spec.warmup_auto) x.kfit = pz_mem_max_warmup(&mj, rank - cores.local_rank, cores.local_ranks, o->micro);
     }
     st = pz_model_create_stage(&x.stage, be, &cfg, &ranges[rank], o->init, (uint64_t)o->seed, o->batch, o->seq);
     if (st != PZ_OK) goto cleanup;
@@ -607,7 +608,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
      * (compute, wait, codec seconds), then the edge statistics */
     /* ... then the round trips of warmup=auto (one per rank), then the stop
      * signal (the largest a rank got) */
-    int eb = 4 + 3 * world, rb = eb + 2 * (world - 1) * PZ_EDGE_STATS_N, sb_ = rb + world, nred = sb_ + 2;
+    int eb = 4 + 3 * world, rb = eb + 2 * (world - 1) * PZ_EDGE_STATS_N, sb_ = rb + world, kb = sb_ + 2,
+        nred = kb + world;
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigaction(SIGTERM, &sa, &old_term);
     sigaction(SIGINT, &sa, &old_int);
@@ -642,6 +644,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         red[rb + rank] = is_last(&x) ? 0.0 : x.rtt0;
         red[sb_] = stop_signal == SIGTERM;   /* ranks that got each signal */
         red[sb_ + 1] = stop_signal == SIGINT;
+        red[kb + rank] = x.kfit;   /* warmup=auto: what each rank's host can hold */
         contribute_edges(&x, red + eb);
         red[4 + 3 * rank + 2] = x.codec_s;
         if ((st = allreduce(&x, red, nred)) != PZ_OK) break;
@@ -670,7 +673,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         }
         /* warmup=auto: decided from the first step (cold caches, so it may
          * err low) and decided again from the second */
-        if (x.spec.warmup_auto && step < 2 && world > 1 && (st = exec_auto_warmup(&x, red, red + eb, red + rb)) != PZ_OK)
+        if (x.spec.warmup_auto && step < 2 && world > 1 && (st = exec_auto_warmup(&x, red, red + eb, red + rb, red + kb)) != PZ_OK)
             break;
         /* the last stage's wte gradient gets the first stage's copy now */
         if ((st = tied_finish(&x)) != PZ_OK) break;

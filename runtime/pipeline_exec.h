@@ -31,6 +31,7 @@ typedef struct {
     pz_optim opt;
     pz_sched_spec spec;        /* --schedule; warmup=auto resolved after the first steps */
     int bound;                 /* activation slots */
+    int kfit;                  /* warmup=auto: the largest extra warm-up this host's memory holds */
     int nwire;                 /* send buffers (act_wire_out, grad_wire_out) */
     size_t cap_in, cap_out;    /* wire buffer sizes (training and validation messages) */
     pz_acts *slots;
@@ -76,7 +77,8 @@ static inline pz_status exec_allreduce(exec *x, double *v, int n) {
 /* pipeline_slots.c */
 void exec_slots_alloc(exec *x);
 void exec_slots_free(exec *x);
-pz_status exec_auto_warmup(exec *x, const double *red, const double *es, const double *rtt);
+/* kfit: per rank, the largest extra warm-up its host's memory holds (exec.kfit) */
+pz_status exec_auto_warmup(exec *x, const double *red, const double *es, const double *rtt, const double *kfit);
 
 /* pipeline_ckpt.c */
 void exec_fault_arm(int armed);

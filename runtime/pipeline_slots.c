@@ -82,7 +82,7 @@ void exec_slots_alloc(exec *x) {
  * in use, the schedule and the activation slots are rebuilt (at a step
  * boundary nothing is in flight). Every rank computes it from the same
  * reduced bits, so all ranks agree. */
-pz_status exec_auto_warmup(exec *x, const double *red, const double *es, const double *rtt) {
+pz_status exec_auto_warmup(exec *x, const double *red, const double *es, const double *rtt, const double *kfit) {
     const int S = x->world, m = x->o->micro;
     double *c = xcalloc((size_t)S, sizeof *c), *link_rtt = xcalloc((size_t)S, sizeof *link_rtt);
     double *period = xcalloc((size_t)S, sizeof *period);
@@ -99,7 +99,15 @@ pz_status exec_auto_warmup(exec *x, const double *red, const double *es, const d
         const double *f = es + (2 * e + PZ_FWD) * PZ_EDGE_STATS_N, *b = es + (2 * e + PZ_BWD) * PZ_EDGE_STATS_N;
         if (Bps > 0) period[e] = fmax(f[1], b[1]) / m / Bps;   /* [1]: wire bytes */
     }
-    int k = pz_sched_auto_warmup(S, m, c, link_rtt, period);
+    int k = pz_sched_auto_warmup(S, m, c, link_rtt, period), kmem = m;
+    for (int q = 0; q < S; q++)
+        if (kfit[q] < kmem) kmem = (int)kfit[q];   /* every rank has every rank's figure: they agree */
+    if (k > kmem) {
+        if (x->rank == 0)
+            fprintf(stderr, "pipezip train: warmup=auto: K = %d would keep more micro-batches in flight than the "
+                    "memory of some host holds; capped at K = %d\n", k, kmem);
+        k = kmem;
+    }
     double rtt01 = link_rtt[0];
     free(c);
     free(link_rtt);

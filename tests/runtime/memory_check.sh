@@ -38,6 +38,17 @@ out=$(PIPEZIP_MEM_AVAILABLE=$mid timeout 120 "$PZ" "${common[@]}" 2>&1); rc=$?
 [ "$rc" != 0 ] && grep -q "with the other 1 rank on this host" <<<"$out" || fail "two ranks that fit only alone were not refused: $out"
 PIPEZIP_MEM_CHECK=0 PIPEZIP_MEM_AVAILABLE=$mid timeout 120 "$PZ" "${common[@]}" >/dev/null 2>&1 || fail "PIPEZIP_MEM_CHECK=0 did not run"
 
+# warmup=auto raises the micro-batches in flight after step 1 (here it wants K = 3 for a 50 ms
+# link); with memory for K = 0 only, it is capped, every rank alike
+auto=(train --preset demo --data "$tmp/t.bin" --steps 2 --batch 4 --seq 128 --stages 2 --micro-batches 8
+      --schedule 1f1b:warmup=auto --link-latency-ms 50)
+est=$(PIPEZIP_MEM_AVAILABLE=1e15 timeout 120 "$PZ" "${auto[@]}" 2>&1 | sed -n 's/.*rank [01]: memory: about \([0-9.]*\) GiB.*/\1/p')
+sum=$(python3 -c "import sys; print(int((sum(map(float, sys.argv[1:])) * 2**30) + 15 * 2**20))" $est)
+out=$(PIPEZIP_MEM_AVAILABLE=$sum timeout 120 "$PZ" "${auto[@]}" 2>&1); rc=$?
+grep "warmup=auto: K" <<<"$out"
+[ "$rc" = 0 ] && grep -q "warmup=auto: K = [1-9][0-9]* would keep more micro-batches in flight than the memory of some host holds; capped at K = 0" <<<"$out" \
+  || { echo "FAIL: warmup=auto was not capped by memory (available $sum bytes): $out"; exit 1; }
+
 # the estimate against the peak resident memory of a one-process run (not
 # under AddressSanitizer, whose shadow memory and quarantine it does not count)
 if [ -n "${ASAN_OPTIONS:-}" ]; then echo "ok (estimate vs resident memory not checked under ASan)"; exit 0; fi
