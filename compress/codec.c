@@ -23,7 +23,7 @@ struct pz_codec {
     pz_codec_params p;             /* innermost base parameters */
     const pz_wrap_impl *wrap;      /* outermost wrapper, NULL for a base codec */
     pz_wrapper *w;                 /* its state (it owns the inner codecs) */
-    uint8_t chain;                 /* wrapper kinds, 2 bits per level, outermost first */
+    uint16_t chain;                /* wrapper kinds, PZ_MSG_CHAIN_BITS per level, outermost first */
     int zstd;                      /* the spec ends in +zstd */
     pz_zstd_stage z;
     char *spec;                    /* canonical */
@@ -49,7 +49,7 @@ pz_status pz_codec_make_wrapper(const pz_wrap_impl *wrap, void *opts, pz_codec *
      * chain of wrapper kinds, so a message names its whole codec */
     c->impl = inner->impl;
     c->p = inner->p;
-    c->chain = (uint8_t)(wrap->kind | (inner->chain << PZ_MSG_CHAIN_BITS));
+    c->chain = (uint16_t)(wrap->kind | (inner->chain << PZ_MSG_CHAIN_BITS));
     pz_status st = wrap->create(opts, inner, &c->w);
     if (st != PZ_OK) {
         pz_codec_free(c);
