@@ -10,12 +10,13 @@
 extern "C" {
 #endif
 
-/* y = H_N D x on rows x C floats (N = 2^logn divides C; signs: C floats of
- * +-1); x and y must not overlap. */
-void pz_hadamard_forward(const float *x, float *y, size_t rows, size_t C, int logn, const float *signs);
+/* compress/fwht.c: y = H_N D x on rows x C floats (N = 2^logn divides C;
+ * signs: C floats of +-1); x and y must not overlap. Returns 0 when y holds
+ * inf or NaN (x did, or a block's sums overflow), else 1. */
+int pz_hadamard_forward(const float *x, float *y, size_t rows, size_t C, int logn, const float *signs);
 /* v = D H_N v in place, the inverse of pz_hadamard_forward. */
 void pz_hadamard_inverse(float *v, size_t rows, size_t C, int logn, const float *signs);
-/* The signs of channels 0..C-1 for a key (pz_hadamard_key). */
+/* compress/hadamard.c: the signs of channels 0..C-1 for a key (pz_hadamard_key). */
 void pz_hadamard_signs(uint64_t key, float *signs, size_t C);
 uint64_t pz_hadamard_key(const pz_codec_ctx *ctx);
 /* Whether v[0..n) holds no inf or NaN. */

@@ -185,6 +185,17 @@ static void test_codec(void) {
         CHECK_STATUS(pz_codec_decode(rx, m.msg, m.len, &ctx, y, n, &got), PZ_OK, NULL);
         double e = rel_l2(x, y, n);
         CHECK(e <= 1e-6, "%s: decode(encode(x)) off by %g relative", cases[k].spec, e);
+        /* the inner fp32 payload is bitwise the baseline copy's forward
+         * (the codec runs this CPU's ISA level) */
+        size_t H = 48 + 8 * (size_t)cases[k].s.ndim;
+        float *s = xmalloc((size_t)cases[k].s.dims[cases[k].s.ndim - 1] * 4), *yb = xmalloc(n * 4);
+        size_t C = (size_t)cases[k].s.dims[cases[k].s.ndim - 1];
+        pz_hadamard_signs(pz_hadamard_key(&ctx), s, C);
+        pz_hadamard_forward(x, yb, n / C, C, cases[k].logn, s);
+        CHECK(m.len == 2 * H + 4 * n && !memcmp(m.msg + 2 * H, yb, 4 * n), "%s: payload is not the baseline's forward",
+              cases[k].spec);
+        free(s);
+        free(yb);
         /* the peeked spec names the codec and decodes the message the same way */
         char spec[256];
         CHECK_STATUS(pz_codec_peek(m.msg, m.len, spec, sizeof spec, NULL), PZ_OK, NULL);
