@@ -381,6 +381,31 @@ static void test_nesting(void) {
         free(m.msg);
         pz_codec_free(c);
     }
+    /* checkpoints walk the chain through the stateless level: a restored
+     * codec writes the same next message as the original */
+    static const char *const st_specs[] = {"ef(hadamard(q2))", "hadamard(ef(q2))", "aq(hadamard(q4))"};
+    for (int i = 0; i < 3; i++) {
+        pz_codec *a = NULL, *b = NULL;
+        CHECK_STATUS(pz_codec_create(st_specs[i], &a), PZ_OK, NULL);
+        CHECK_STATUS(pz_codec_create(st_specs[i], &b), PZ_OK, NULL);
+        if (!a || !b) continue;
+        pz_codec_ctx ctx = {.seed = 3, .edge = 1, .sample_ids = ids};
+        fill_normal(x, n, 8);
+        free(encode(a, x, &s, &ctx).msg);
+        uint8_t *blob = NULL;
+        size_t blen = 0;
+        CHECK_STATUS(pz_codec_state_save(a, &blob, &blen), PZ_OK, NULL);
+        CHECK_STATUS(pz_codec_state_load(b, blob, blen), PZ_OK, NULL);
+        ctx.step = 1;
+        message ma = encode(a, x, &s, &ctx), mb = encode(b, x, &s, &ctx);
+        CHECK(ma.len == mb.len && !memcmp(ma.msg, mb.msg, ma.len), "%s: restored state writes another message",
+              st_specs[i]);
+        free(blob);
+        free(ma.msg);
+        free(mb.msg);
+        pz_codec_free(a);
+        pz_codec_free(b);
+    }
     /* four levels deep still fit; five do not */
     pz_codec *c = NULL;
     CHECK_STATUS(pz_codec_create("hadamard(ef(hadamard(ef21(q4))))", &c), PZ_OK, NULL);
