@@ -24,6 +24,8 @@ static const char *const seed_specs[] = {
     "q4:group=tensor", "nuq1:bucket=8", "nuq4:bucket=16", "nuq4:bucket=16,code=elias", "nuq8", "sign",
     "sign:stochastic,group=channel,sdtype=fp16", "topk:0.25", "topk:0.5,scope=tensor,values=q8", "topk:0.1,values=fp16",
     "jointsq:2", "jointsq:6,group=4", "q4+zstd", "fp32+zstd", "ef(q4)", "ef21(sign)", "aq(q4)", "ef(topk:0.3)+zstd",
+    "hadamard(q4)", "hadamard(fp32,block=2)", "aq(hadamard(q2))", "hadamard(ef21(sign))", "hadamard(aq(q4))+zstd",
+    "ef(hadamard(hadamard(fp16)))",
 };
 
 static int make_seeds(fuzz_image *seeds) {
