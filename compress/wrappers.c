@@ -1,4 +1,5 @@
-/* wrappers.c: ef(), ef21() and aq() around an inner codec (see wrappers.h).
+/* wrappers.c: ef(), ef21() and aq() around an inner codec (see wrappers.h);
+ * the object (compress/wrapper_priv.h) is also hadamard()'s (hadamard.c).
  *
  * Each wrapper object keeps a sender state and a receiver state apart, so one
  * object may encode, decode, or both (loopback); an edge normally has one
