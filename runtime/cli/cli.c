@@ -207,7 +207,7 @@ static int cmd_train(int argc, char **argv) {
                         "  policy := clause (';' clause)*     clause := [EDGE ':'] DIR=CODEC (',' DIR=CODEC)* | none\n"
                         "  EDGE: I-J (J = I+1) or *   DIR: fwd (activations), bwd (gradients), both\n"
                         "  CODEC: none (raw float32) or a codec spec: fp16, bf16, q4, q8:round=nearest, nuq4,\n"
-                        "         sign, topk:0.1, jointsq:1.5, ef(topk:0.1), ef21(q4), aq(q4), q8+zstd, ...\n"
+                        "         sign, topk:0.1, jointsq:1.5, ef(topk:0.1), ef21(q4), aq(q4), hadamard(q4), q8+zstd, ...\n"
                         "         (compress/README.md). A clause naming an edge beats '*'; else later wins.\n"
                         "  e.g.  --compress 'fwd=aq(q4),bwd=q8'   --compress '0-1:fwd=topk:0.2;*:bwd=q8'\n"
                         "aq() keys its buffers by the loader's sample ids, which travel with activations.\n"
