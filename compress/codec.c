@@ -193,7 +193,7 @@ pz_status pz_codec_decode_with(pz_codec *c, const uint8_t *msg, size_t len, cons
     } else if (m.id >= PZ_MSG_WRAP_ID(0)) {
         char got[600];
         pz_msg_spec(&m, got, sizeof got);
-        return pz_fail(PZ_ERR_FORMAT, "codec message was written by '%s' (stateful), this decoder is '%s'", got, c->spec);
+        return pz_fail(PZ_ERR_FORMAT, "codec message was written by '%s' (a wrapper), this decoder is '%s'", got, c->spec);
     }
     size_t n = pz_shape_numel(&m.shape);
     if (n > out_cap)
