@@ -5,6 +5,8 @@
  *    forward is x within 1e-6 relative (L2), the norm is kept within 1e-6,
  *    rotated basis vectors are orthonormal; for C of 1, 3, 12, 96, 768, 1024
  *    and every block size that divides them.
+ *  - The device kernels' order (flat pairs, per-element signs), modelled on
+ *    the CPU: bitwise the CPU's forward and inverse.
  *  - Through the framework: hadamard(fp32) decodes to x within 1e-6; the
  *    flags byte is log2 N; default N = the largest power of two dividing C,
  *    at most 256; block= spelled in the canonical spec; the peeked spec
@@ -127,6 +129,54 @@ static void test_transform(void) {
     CHECK(worst <= 1e-6, "rotated basis: |<v_i, v_j> - delta_ij| up to %g", worst);
     float bad[4] = {1, 2, NAN, 3};
     CHECK(!pz_hadamard_all_finite(bad, 4) && pz_hadamard_all_finite(bad, 2), "finite check");
+}
+
+/* ---- the device kernels' arithmetic, modelled on the CPU ------------------------------
+ * compress/cuda/hadamard_cuda.cu works on the flat tensor: element i gets the
+ * sign of channel i % C, stage h pairs p = 0..n/2-1 as (i, i + h) with
+ * i = (p / h) * 2h + p % h, then one scale pass (the inverse: stages, then
+ * scale times sign). The model visits pairs in reverse order (threads run in
+ * any order) and must give the CPU's bits. */
+static void model_stages(float *v, size_t n, int logn) {
+    for (int l = 0; l < logn; l++) {
+        size_t h = (size_t)1 << l;
+        for (size_t p = n / 2; p-- > 0;) {
+            size_t i = (p / h) * 2 * h + p % h, j = i + h;
+            float a = v[i], b = v[j];
+            v[i] = a + b;
+            v[j] = a - b;
+        }
+    }
+}
+
+static void test_device_model(void) {
+    static const pz_shape shapes[] = {{3, {2, 5, 1024}}, {2, {7, 96}}, {2, {3, 70}}, {1, {9}}, {2, {4, 2048}}};
+    static const int logs[] = {8, 5, 1, 0, 11};
+    pz_codec_ctx ctx = {.seed = 12, .edge = 5, .dir = 1};
+    uint64_t key = pz_hadamard_key(&ctx);
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        size_t n = pz_shape_numel(&shapes[k]), C = (size_t)shapes[k].dims[shapes[k].ndim - 1];
+        int logn = logs[k];
+        float *x = xmalloc(n * 4), *y = xmalloc(n * 4), *g = xmalloc(n * 4), *s = xmalloc(C * 4);
+        fill_normal(x, n, 40 + k);
+        pz_hadamard_signs(key, s, C);
+        pz_hadamard_forward(x, y, n / C, C, logn, s);
+        float sc = 1.0f;
+        for (int i = 0; i < logn / 2; i++) sc *= 0.5f;
+        if (logn & 1) sc *= 0x1.6a09e6p-1f;
+        for (size_t i = 0; i < n; i++) g[i] = x[i] * s[i % C];
+        model_stages(g, n, logn);
+        for (size_t i = n; i-- > 0;) g[i] *= sc;
+        CHECK(!memcmp(g, y, n * 4), "device model of the forward differs from the CPU (shape %zu)", k);
+        pz_hadamard_inverse(y, n / C, C, logn, s);
+        model_stages(g, n, logn);
+        for (size_t i = 0; i < n; i++) g[i] *= sc * s[i % C];
+        CHECK(!memcmp(g, y, n * 4), "device model of the inverse differs from the CPU (shape %zu)", k);
+        free(x);
+        free(y);
+        free(g);
+        free(s);
+    }
 }
 
 /* ---- through the framework -------------------------------------------------------- */
@@ -503,6 +553,7 @@ static void test_heavy_tails(void) {
 
 int main(void) {
     test_transform();
+    test_device_model();
     test_codec();
     test_nesting();
     test_heavy_tails();
