@@ -106,6 +106,9 @@ typedef struct {
                         const pz_codec_ctx *ctx, float *out);
     /* bytes in memory; *file_bytes (may be NULL) gets those in files */
     size_t (*state_bytes)(const pz_wrapper *w, size_t *file_bytes);
+    /* the most bytes in memory it may come to hold for tensors of shape s
+     * (its own state and scratch, not its inner codecs'); NULL: none */
+    size_t (*state_bound)(const pz_wrapper *w, const pz_shape *s);
     /* Optional (NULL: none): for a message whose outermost wrapper this is,
      * the options text (",block=64", or "") that its flags byte implies for
      * the spec pz_codec_peek reports; returns 0 when no message of this
