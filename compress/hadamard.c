@@ -205,6 +205,12 @@ static pz_status hd_create(void *opts, pz_codec *inner, pz_wrapper **out) {
     return PZ_OK;
 }
 
+/* scratch for y (encode) and the signs of one row */
+static size_t hd_state_bound(const pz_wrapper *w, const pz_shape *s) {
+    (void)w;
+    return (pz_shape_numel(s) + (size_t)s->dims[s->ndim - 1]) * sizeof(float);
+}
+
 /* flags = log2 of a block that divides C */
 static int hd_msg_opts(uint8_t flags, const pz_shape *s, char *buf, size_t cap) {
     int64_t C = s->dims[s->ndim - 1];
@@ -219,4 +225,4 @@ const pz_wrap_impl pz_wrap_hadamard = {
     .parse_opts = hd_parse_opts, .free_opts = hd_opts_free, .create = hd_create, .free = pz_wrapper_free,
     .spec = pz_wrapper_spec, .inner = pz_wrapper_inner, .warmup = pz_wrapper_warm,
     .max_payload = pz_wrapper_max_payload, .encode = hd_encode, .decode = hd_decode,
-    .state_bytes = pz_wrapper_state_bytes, .msg_opts = hd_msg_opts};
+    .state_bytes = pz_wrapper_state_bytes, .state_bound = hd_state_bound, .msg_opts = hd_msg_opts};

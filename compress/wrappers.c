@@ -579,7 +579,7 @@ pz_status pz_wrapper_decode(pz_wrapper *w, uint8_t flags, const uint8_t *payload
 }
 
 size_t pz_wrapper_state_bytes(const pz_wrapper *w, size_t *file_bytes) {
-    size_t mem = (w->f_cap[0] + w->f_cap[1]) * sizeof(float) + w->ids_cap * 16, file = 0;
+    size_t mem = (w->f_cap[0] + w->f_cap[1] + w->hd_signs_n) * sizeof(float) + w->ids_cap * 16, file = 0;
     for (int r = 0; r < 2; r++) {
         const wrap_side *s = &w->side[r];
         if (!s->have) continue;

@@ -412,6 +412,11 @@ static void test_nesting(void) {
         CHECK(e0 <= cases[k].first, "%s: round 1 relative error %g > %g", cases[k].spec, e0, cases[k].first);
         CHECK(e <= cases[k].last, "%s: round %d relative error %g > %g", cases[k].spec, ROUNDS, e, cases[k].last);
         if (cases[k].shrinks) CHECK(e < e0 || e0 < 1e-6, "%s: error %g -> %g does not shrink", cases[k].spec, e0, e);
+        /* what it holds stays within what a memory estimate counts */
+        CHECK(pz_codec_state_bytes(tx, NULL) <= pz_codec_state_bound(tx, &s) &&
+                  pz_codec_state_bytes(rx, NULL) <= pz_codec_state_bound(rx, &s),
+              "%s: holds %zu / %zu bytes, bound %zu", cases[k].spec, pz_codec_state_bytes(tx, NULL),
+              pz_codec_state_bytes(rx, NULL), pz_codec_state_bound(tx, &s));
         pz_codec_free(tx);
         pz_codec_free(rx);
     }
