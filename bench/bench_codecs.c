@@ -47,6 +47,7 @@ static const char *const default_specs[] = {
     "topk:0.1", "topk:0.01",
     "jointsq:1.5", "jointsq:0.5",
     "q8+zstd",
+    "hadamard(fp32)", "hadamard(q4:group=row,round=nearest)",
 };
 
 static int cmp_double(const void *a, const void *b) {

@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
     int runs = 10;
     const char *defaults[] = {"fp16", "bf16", "q8", "q4", "q2:group=row", "q4:scale=minmax,group=128", "sign",
                               "sign:stochastic", "nuq4", "nuq4:code=elias", "topk:0.01", "topk:0.01,values=q8",
-                              "ef(q4)", "ef21(sign)", "jointsq:2"};
+                              "ef(q4)", "ef21(sign)", "jointsq:2", "hadamard(q4:group=row,round=nearest)"};
     const char **specs = defaults;
     int nspec = (int)(sizeof defaults / sizeof defaults[0]);
     const char **argspecs = (const char **)calloc((size_t)argc, sizeof *argspecs);

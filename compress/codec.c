@@ -23,7 +23,7 @@ struct pz_codec {
     pz_codec_params p;             /* innermost base parameters */
     const pz_wrap_impl *wrap;      /* outermost wrapper, NULL for a base codec */
     pz_wrapper *w;                 /* its state (it owns the inner codecs) */
-    uint8_t chain;                 /* wrapper kinds, 2 bits per level, outermost first */
+    uint16_t chain;                /* wrapper kinds, PZ_MSG_CHAIN_BITS per level, outermost first */
     int zstd;                      /* the spec ends in +zstd */
     pz_zstd_stage z;
     char *spec;                    /* canonical */
@@ -49,7 +49,7 @@ pz_status pz_codec_make_wrapper(const pz_wrap_impl *wrap, void *opts, pz_codec *
      * chain of wrapper kinds, so a message names its whole codec */
     c->impl = inner->impl;
     c->p = inner->p;
-    c->chain = (uint8_t)(wrap->kind | (inner->chain << PZ_MSG_CHAIN_BITS));
+    c->chain = (uint16_t)(wrap->kind | (inner->chain << PZ_MSG_CHAIN_BITS));
     pz_status st = wrap->create(opts, inner, &c->w);
     if (st != PZ_OK) {
         pz_codec_free(c);
@@ -202,7 +202,7 @@ pz_status pz_codec_decode_with(pz_codec *c, const uint8_t *msg, size_t len, cons
     } else if (m.id >= PZ_MSG_WRAP_ID(0)) {
         char got[600];
         pz_msg_spec(&m, got, sizeof got);
-        return pz_fail(PZ_ERR_FORMAT, "codec message was written by '%s' (stateful), this decoder is '%s'", got, c->spec);
+        return pz_fail(PZ_ERR_FORMAT, "codec message was written by '%s' (a wrapper), this decoder is '%s'", got, c->spec);
     }
     size_t n = pz_shape_numel(&m.shape);
     if (n > out_cap)

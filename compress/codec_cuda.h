@@ -9,6 +9,7 @@
  * uniforms, compress/elem.h), so a CPU stage and a GPU stage can share an
  * edge. Which steps run on the device: compress/README.md, "GPU codecs".
  *
+ * hadamard() rotates on the device (compress/cuda/hadamard_cuda.cu).
  * Stateful wrappers ef(), ef21() and aq() keep their state on the device
  * (aq's mem= and spill= apply to the CPU path only); a codec object must be
  * used through one API only (CPU or CUDA), since the two keep separate

@@ -4,8 +4,8 @@
  *  - base codecs, stateless transforms between n floats and a payload. A
  *    base codec only sees its parameters, the shape, the context (for its
  *    random stream) and byte buffers;
- *  - wrappers, stateful codecs around an inner codec (ef, ef21, aq; see
- *    compress/wrappers.h). Each parses its own options and owns its state.
+ *  - wrappers, codecs around an inner codec (ef, ef21, aq: stateful, see
+ *    compress/wrappers.h; hadamard: a transform, compress/hadamard.c). Each parses its own options and owns its state.
  * The framework parses specs (spec.c), writes and checks the message header,
  * which carries the codec id and its serialized parameters, and applies the
  * optional "+zstd" stage (message.c), and dispatches (codec.c); it reaches
@@ -69,17 +69,18 @@ typedef struct {
 const pz_codec_impl *pz_codec_impl_by_name(const char *name, size_t len);
 const pz_codec_impl *pz_codec_impl_by_id(uint16_t id);
 
-/* A wrapper's code on the wire: 2 bits a level of the header's chain byte
- * (0 ends the chain), and message id 0x80 + code for the outermost one. */
-typedef enum { PZ_WRAP_EF = 1, PZ_WRAP_EF21, PZ_WRAP_AQ } pz_wrap_kind;
-/* Levels of wrappers: the chain byte holds 4 codes of 2 bits. */
+/* A wrapper's code on the wire: 3 bits a level of the header's chain (the
+ * low 2 bits in the chain byte, the high bit in byte 10; 0 ends the chain),
+ * and message id 0x80 + code for the outermost one. */
+typedef enum { PZ_WRAP_EF = 1, PZ_WRAP_EF21, PZ_WRAP_AQ, PZ_WRAP_HADAMARD } pz_wrap_kind;
+/* Levels of wrappers: the header holds 4 codes. */
 #define PZ_WRAP_MAX_DEPTH 4
 
 /* A wrapper's state (compress/wrappers.c). */
 typedef struct pz_wrapper pz_wrapper;
 
 typedef struct {
-    const char *name;           /* spec name: "ef", "ef21", "aq" */
+    const char *name;           /* spec name: "ef", "ef21", "aq", "hadamard" */
     pz_wrap_kind kind;          /* its code on the wire */
     int stateful_decoder;       /* decoding needs state built by earlier messages */
     /* Option keys ("mem=", ...), NULL-terminated; NULL: no options. In
@@ -108,6 +109,11 @@ typedef struct {
     /* the most bytes in memory it may come to hold for tensors of shape s
      * (its own state and scratch, not its inner codecs'); NULL: none */
     size_t (*state_bound)(const pz_wrapper *w, const pz_shape *s);
+    /* Optional (NULL: none): for a message whose outermost wrapper this is,
+     * the options text (",block=64", or "") that its flags byte implies for
+     * the spec pz_codec_peek reports; returns 0 when no message of this
+     * wrapper has these flags for shape s (pz_msg_read then refuses it). */
+    int (*msg_opts)(uint8_t flags, const pz_shape *s, char *buf, size_t cap);
 } pz_wrap_impl;
 
 /* The table of wrappers (compress/registry.c): by spec name, by wire code,

@@ -37,6 +37,10 @@
 #define pz_jsq_codes PZ_ISA_NAME(pz_jsq_codes)
 #define pz_jsq_expand_cls PZ_ISA_NAME(pz_jsq_expand_cls)
 #define pz_jsq_decode PZ_ISA_NAME(pz_jsq_decode)
+/* fwht.c (compress/hadamard.h) */
+#define pz_hadamard_forward PZ_ISA_NAME(pz_hadamard_forward)
+#define pz_hadamard_inverse PZ_ISA_NAME(pz_hadamard_inverse)
+#define pz_hadamard_all_finite PZ_ISA_NAME(pz_hadamard_all_finite)
 /* kselect.c */
 #define pz_kth_largest_abs PZ_ISA_NAME(pz_kth_largest_abs)
 #define pz_kth_largest_key PZ_ISA_NAME(pz_kth_largest_key)

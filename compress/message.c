@@ -99,7 +99,27 @@ static int params_read(pz_codec_params *p, const uint8_t *o) {
     return o[11] == 0;
 }
 
-void pz_msg_write(uint8_t *out, uint8_t id, uint8_t zstd_flags, uint8_t wflags, uint8_t chain,
+/* The chain on the wire: level l's low 2 bits in bits 2l..2l+1 of byte 8,
+ * its high bit in bit l of byte 10 (message.h). */
+static void chain_split(uint16_t chain, uint8_t *lo, uint8_t *hi) {
+    *lo = *hi = 0;
+    for (int l = 0; l < PZ_WRAP_MAX_DEPTH; l++) {
+        unsigned k = (chain >> (PZ_MSG_CHAIN_BITS * l)) & PZ_MSG_CHAIN_MASK;
+        *lo |= (uint8_t)((k & 3u) << (2 * l));
+        *hi |= (uint8_t)(((k >> 2) & 1u) << l);
+    }
+}
+
+static uint16_t chain_join(uint8_t lo, uint8_t hi) {
+    uint16_t chain = 0;
+    for (int l = 0; l < PZ_WRAP_MAX_DEPTH; l++) {
+        unsigned k = ((lo >> (2 * l)) & 3u) | (((hi >> l) & 1u) << 2);
+        chain |= (uint16_t)(k << (PZ_MSG_CHAIN_BITS * l));
+    }
+    return chain;
+}
+
+void pz_msg_write(uint8_t *out, uint8_t id, uint8_t zstd_flags, uint8_t wflags, uint16_t chain,
                   const pz_codec_params *p, const pz_shape *shape, size_t plen) {
     size_t H = pz_msg_header_size(shape->ndim);
     uint8_t *h = out;
@@ -111,9 +131,9 @@ void pz_msg_write(uint8_t *out, uint8_t id, uint8_t zstd_flags, uint8_t wflags, 
     h[5] = id;
     h[6] = zstd_flags;
     h[7] = wflags;
-    h[8] = chain;
+    chain_split(chain, &h[8], &h[10]);
     h[9] = (uint8_t)shape->ndim;
-    h[10] = h[11] = 0;
+    h[11] = 0;
     params_write(p, h + 12);
     for (int i = 0; i < shape->ndim; i++) pz_put_u64(h + 36 + 8 * i, (uint64_t)shape->dims[i]);
     pz_put_u64(h + H - 12, (uint64_t)plen);
@@ -149,8 +169,10 @@ pz_status pz_msg_read(const uint8_t *msg, size_t len, pz_msg_header *m) {
     m->id = msg[5];
     m->flags = msg[6];
     m->wflags = msg[7];
-    m->chain = msg[8];
-    if (msg[10] || msg[11]) return pz_fail(PZ_ERR_FORMAT, "codec message: reserved header bytes not zero");
+    /* byte 10: the chain's high bits, one per level (bits 4-7 reserved) */
+    if ((msg[10] >> PZ_WRAP_MAX_DEPTH) || msg[11])
+        return pz_fail(PZ_ERR_FORMAT, "codec message: reserved header bits not zero");
+    m->chain = chain_join(msg[8], msg[10]);
     if (m->flags & ~(FLAG_ZSTD_ASKED | FLAG_ZSTD_USED) || ((m->flags & FLAG_ZSTD_USED) && !(m->flags & FLAG_ZSTD_ASKED)))
         return pz_fail(PZ_ERR_FORMAT, "codec message: bad flags 0x%02x", m->flags);
     if (!params_read(&m->p, msg + 12)) return pz_fail(PZ_ERR_FORMAT, "codec message: reserved parameter byte not zero");
@@ -167,7 +189,8 @@ pz_status pz_msg_read(const uint8_t *msg, size_t len, pz_msg_header *m) {
         for (int l = 0; l < PZ_WRAP_MAX_DEPTH; l++) {
             int k = (m->chain >> (PZ_MSG_CHAIN_BITS * l)) & PZ_MSG_CHAIN_MASK;
             if (!k) ended = 1;
-            else if (ended) return pz_fail(PZ_ERR_FORMAT, "codec message: malformed wrapper chain 0x%02x", m->chain);
+            else if (ended || !pz_wrap_impl_by_kind((unsigned)k))
+                return pz_fail(PZ_ERR_FORMAT, "codec message: malformed wrapper chain 0x%02x 0x%02x", msg[8], msg[10]);
         }
     }
     if (m->impl->validate(&m->p) != PZ_OK)
@@ -180,6 +203,10 @@ pz_status pz_msg_read(const uint8_t *msg, size_t len, pz_msg_header *m) {
     }
     for (int i = ndim; i < PZ_MAX_DIMS; i++) m->shape.dims[i] = 0;
     if (!pz_shape_numel(&m->shape)) return pz_fail(PZ_ERR_FORMAT, "codec message: more than 2^40 elements");
+    const pz_wrap_impl *outer = m->chain ? pz_wrap_impl_by_kind(m->chain & PZ_MSG_CHAIN_MASK) : NULL;
+    char o[64];
+    if (outer && outer->msg_opts && !outer->msg_opts(m->wflags, &m->shape, o, sizeof o))
+        return pz_fail(PZ_ERR_FORMAT, "codec message: bad %s flags 0x%02x for this shape", outer->name, m->wflags);
     m->hsize = H;
     m->plen = (size_t)plen;
     m->payload = msg + H;
@@ -204,7 +231,17 @@ void pz_msg_spec(const pz_msg_header *m, char *buf, size_t cap) {
     size_t bl = strlen(base);
     memcpy(tmp + pos, base, bl);
     pos += bl;
-    for (int l = 0; l < levels; l++) tmp[pos++] = ')';
+    for (int l = levels - 1; l >= 0; l--) {
+        /* options that the header's flags byte tells for the outermost level */
+        const pz_wrap_impl *wi = pz_wrap_impl_by_kind(m->chain & PZ_MSG_CHAIN_MASK);
+        if (l == 0 && wi && wi->msg_opts) {
+            char o[64];
+            if (!wi->msg_opts(m->wflags, &m->shape, o, sizeof o)) o[0] = 0;
+            memcpy(tmp + pos, o, strlen(o));
+            pos += strlen(o);
+        }
+        tmp[pos++] = ')';
+    }
     if (m->flags & FLAG_ZSTD_ASKED) {
         memcpy(tmp + pos, "+zstd", 5);
         pos += 5;

@@ -15,17 +15,21 @@
  * kind (base codecs use their own id, below 0x80). */
 #define PZ_MSG_WRAP_ID(kind) (0x80 + (kind))
 
-/* The wrapper chain byte: each level's wrapper kind in PZ_MSG_CHAIN_BITS
- * bits, outermost in the lowest; 0 ends the chain. */
-#define PZ_MSG_CHAIN_BITS 2
-#define PZ_MSG_CHAIN_MASK 3
+/* The wrapper chain as codec objects and pz_msg_header hold it: each level's
+ * wrapper kind in PZ_MSG_CHAIN_BITS bits, outermost in the lowest; 0 ends
+ * the chain. On the wire level l's low 2 bits are bits 2l..2l+1 of the
+ * chain byte (header byte 8) and its high bit is bit l of header byte 10,
+ * so chains of ef, ef21 and aq (codes 1..3) keep byte 10 zero. */
+#define PZ_MSG_CHAIN_BITS 3
+#define PZ_MSG_CHAIN_MASK 7
 
 /* Bytes of the header of an ndim-dimensional tensor's message. */
 size_t pz_msg_header_size(int ndim);
 
 /* A header that pz_msg_read checked field by field. */
 typedef struct {
-    uint8_t id, flags, wflags, chain;   /* codec id, zstd flags, wrapper flags, wrapper chain */
+    uint8_t id, flags, wflags;          /* codec id, zstd flags, wrapper flags */
+    uint16_t chain;                     /* wrapper chain, PZ_MSG_CHAIN_BITS a level */
     pz_codec_params p;                  /* the base codec's (innermost for wrappers) */
     const pz_codec_impl *impl;          /* the base codec of p.id */
     pz_shape shape;
@@ -35,7 +39,7 @@ typedef struct {
 
 /* Writes the header in front of the payload, out[header size..+plen), and
  * the CRC over both. zstd_flags: from pz_zstd_pack (0 without +zstd). */
-void pz_msg_write(uint8_t *out, uint8_t id, uint8_t zstd_flags, uint8_t wflags, uint8_t chain,
+void pz_msg_write(uint8_t *out, uint8_t id, uint8_t zstd_flags, uint8_t wflags, uint16_t chain,
                   const pz_codec_params *p, const pz_shape *shape, size_t plen);
 /* Reads and checks the header of msg[0..len) (untrusted): PZ_ERR_FORMAT with
  * a message for anything out of place. */

@@ -49,10 +49,10 @@ const pz_codec_impl *pz_codec_impl_by_id(uint16_t id) {
     return NULL;
 }
 
-/* The wrappers hold state and run around an inner codec, so they are built
- * once (compress/wrappers.c), whatever the ISA level. */
-extern const pz_wrap_impl pz_wrap_ef, pz_wrap_ef21, pz_wrap_aq;
-static const pz_wrap_impl *const wrappers[] = {&pz_wrap_ef, &pz_wrap_ef21, &pz_wrap_aq};
+/* The wrappers run around an inner codec, some with state, so they are
+ * built once (compress/wrappers.c, hadamard.c), whatever the ISA level. */
+extern const pz_wrap_impl pz_wrap_ef, pz_wrap_ef21, pz_wrap_aq, pz_wrap_hadamard;
+static const pz_wrap_impl *const wrappers[] = {&pz_wrap_ef, &pz_wrap_ef21, &pz_wrap_aq, &pz_wrap_hadamard};
 enum { NWRAPPERS = sizeof wrappers / sizeof wrappers[0] };
 
 const pz_wrap_impl *pz_wrap_impl_by_name(const char *name, size_t len) {

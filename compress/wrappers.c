@@ -1,4 +1,5 @@
-/* wrappers.c: ef(), ef21() and aq() around an inner codec (see wrappers.h).
+/* wrappers.c: ef(), ef21() and aq() around an inner codec (see wrappers.h);
+ * the object (compress/wrapper_priv.h) is also hadamard()'s (hadamard.c).
  *
  * Each wrapper object keeps a sender state and a receiver state apart, so one
  * object may encode, decode, or both (loopback); an edge normally has one
@@ -70,6 +71,7 @@
  *   no contraction or vectorisation can make the two copies differ. */
 #include "compress/wrappers.h"
 #include "compress/aq_store.h"
+#include "compress/wrapper_priv.h"
 #include "compress/codec_ext.h"
 #include "compress/spec.h"
 #include "compress/wrap_elem.h"
@@ -82,31 +84,6 @@
 #include <string.h>
 
 #define AQ_DEFAULT_MEM ((size_t)1 << 30)
-
-typedef struct {
-    int have;         /* shape fixed by a first successful message */
-    pz_shape shape;   /* ef, ef21: the tensor's; aq: dims[0] = 1, the row's */
-    float *v;         /* ef (sender): e; ef21: g */
-    aq_store store;   /* aq */
-} wrap_side;
-
-struct pz_wrapper {
-    pz_wrap_kind kind;
-    const char *name;
-    const pz_wrap_impl *impl;
-    pz_codec *inner;
-    pz_codec *warm;   /* aq */
-    size_t mem_limit; /* aq */
-    char *spill_dir;  /* aq, NULL = default */
-    char *spec;
-    wrap_side side[2];
-    /* scratch, reused across calls */
-    float *f[2];
-    size_t f_cap[2];
-    uint64_t *ids;
-    int64_t *slots;
-    size_t ids_cap;
-};
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -121,7 +98,7 @@ pz_status pz_wrap_rewrap(pz_status st, pz_status as_shape, const char *what) {
 }
 
 /* Checks ndim and dims and computes numel without overflow. */
-static pz_status check_shape(const char *name, const pz_shape *s, size_t *numel) {
+pz_status pz_wrap_check_shape(const char *name, const pz_shape *s, size_t *numel) {
     if (!s || s->ndim < 1 || s->ndim > PZ_MAX_DIMS)
         return pz_fail(PZ_ERR_SHAPE, "%s: bad shape (ndim %d)", name, s ? s->ndim : 0);
     size_t n = 1;
@@ -137,7 +114,7 @@ static pz_status check_shape(const char *name, const pz_shape *s, size_t *numel)
 }
 
 
-static pz_status scratch_floats(pz_wrapper *w, int k, size_t n, float **out) {
+pz_status pz_wrap_scratch(pz_wrapper *w, int k, size_t n, float **out) {
     if (w->f_cap[k] < n) {
         float *p = malloc(n * sizeof(float));
         if (!p) return pz_fail(PZ_ERR_NOMEM, "%s: cannot allocate %zu floats of scratch", w->name, n);
@@ -174,7 +151,7 @@ pz_status pz_wrap_decoded(pz_status st, const char *what, const pz_shape *got, c
 
 /* Decodes an inner message into out (exactly the numel of want) and checks
  * its shape is want. Any failure is a malformed outer message. */
-static pz_status decode_exact(pz_codec *c, const char *what, const uint8_t *msg, size_t len,
+pz_status pz_wrap_decode_exact(pz_codec *c, const char *what, const uint8_t *msg, size_t len,
                               const pz_codec_ctx *ctx, float *out, const pz_shape *want) {
     pz_shape got = {0};
     pz_status st = pz_codec_decode(c, msg, len, ctx, out, pz_shape_numel(want), &got);
@@ -248,6 +225,7 @@ void pz_wrapper_free(pz_wrapper *w) {
     if (w->inner) pz_codec_free(w->inner);
     if (w->warm) pz_codec_free(w->warm);
     free(w->spill_dir);
+    free(w->hd_signs);
     free(w->spec);
     free(w->f[0]);
     free(w->f[1]);
@@ -295,12 +273,12 @@ static pz_status vec_encode(pz_wrapper *w, const float *x, const pz_shape *shape
     *len = 0;
     *flags = 0;
     size_t n;
-    pz_status st = check_shape(w->name, shape, &n);
+    pz_status st = pz_wrap_check_shape(w->name, shape, &n);
     wrap_side *s = &w->side[PZ_WRAP_SENDER];
     if (!st) st = vec_side(w, s, shape, n, 0);
     float *y = NULL, *c = NULL;
-    if (!st) st = scratch_floats(w, 0, n, &y);
-    if (!st) st = scratch_floats(w, 1, n, &c);
+    if (!st) st = pz_wrap_scratch(w, 0, n, &y);
+    if (!st) st = pz_wrap_scratch(w, 1, n, &c);
     if (st) return st;
     const float *v = s->v; /* NULL before the first message: zeros */
     if (!v) memcpy(y, x, n * sizeof(float));
@@ -310,7 +288,7 @@ static pz_status vec_encode(pz_wrapper *w, const float *x, const pz_shape *shape
         for (size_t i = 0; i < n; i++) y[i] = pz_ef21_input(x[i], v[i]);
     st = pz_codec_encode(w->inner, y, shape, ctx, payload, cap, len);
     if (st) return pz_wrap_rewrap(st, PZ_ERR_SHAPE, w->name);
-    st = decode_exact(w->inner, w->kind == PZ_WRAP_EF ? "ef: own message" : "ef21: own message", payload,
+    st = pz_wrap_decode_exact(w->inner, w->kind == PZ_WRAP_EF ? "ef: own message" : "ef21: own message", payload,
                       *len, ctx, c, shape);
     if (!st) st = vec_side(w, s, shape, n, 1); /* the first message fixes the shape now */
     if (st) {
@@ -329,15 +307,15 @@ static pz_status vec_decode(pz_wrapper *w, uint8_t flags, const uint8_t *payload
                             const pz_shape *shape, const pz_codec_ctx *ctx, float *out) {
     if (flags) return pz_fail(PZ_ERR_FORMAT, "%s: bad flags 0x%02x (expected 0)", w->name, flags);
     size_t n;
-    pz_status st = check_shape(w->name, shape, &n);
+    pz_status st = pz_wrap_check_shape(w->name, shape, &n);
     if (st) return st;
     if (w->kind == PZ_WRAP_EF)
-        return decode_exact(w->inner, "ef: message", payload, len, ctx, out, shape);
+        return pz_wrap_decode_exact(w->inner, "ef: message", payload, len, ctx, out, shape);
     wrap_side *s = &w->side[PZ_WRAP_RECEIVER];
     float *c = NULL;
     st = vec_side(w, s, shape, n, 0);
-    if (!st) st = scratch_floats(w, 0, n, &c);
-    if (!st) st = decode_exact(w->inner, "ef21: message", payload, len, ctx, c, shape);
+    if (!st) st = pz_wrap_scratch(w, 0, n, &c);
+    if (!st) st = pz_wrap_decode_exact(w->inner, "ef21: message", payload, len, ctx, c, shape);
     if (!st) st = vec_side(w, s, shape, n, 1); /* only now allocate and fix the shape */
     if (st) return st;
     float *g = s->v;
@@ -392,7 +370,7 @@ pz_status pz_aq_check_distinct(const pz_codec_ctx *ctx, size_t B, uint64_t *ids)
 static pz_status aq_check(pz_wrapper *w, wrap_side *s, const pz_shape *shape, const pz_codec_ctx *ctx,
                           size_t *B, size_t *row) {
     size_t n;
-    pz_status st = check_shape("aq", shape, &n);
+    pz_status st = pz_wrap_check_shape("aq", shape, &n);
     if (st) return st;
     if ((st = pz_aq_check_batch(shape, n, s->have ? &s->shape : NULL, ctx, B, row))) return st;
     if ((st = scratch_ids(w, *B))) return st;
@@ -438,11 +416,11 @@ static pz_status aq_decode_parts(pz_wrapper *w, int own, const uint8_t *payload,
                                  const size_t ln[2], const pz_codec_ctx *cw, float *W, const pz_shape *sw,
                                  const pz_codec_ctx *cd, float *D, const pz_shape *sd) {
     pz_status st = PZ_OK;
-    if (sw->dims[0] && (st = decode_exact(w->warm, own ? "aq: own warm-up message" : "aq: warm-up message",
+    if (sw->dims[0] && (st = pz_wrap_decode_exact(w->warm, own ? "aq: own warm-up message" : "aq: warm-up message",
                                           payload + at[0], ln[0], cw, W, sw)))
         return st;
     if (sd->dims[0])
-        st = decode_exact(w->inner, own ? "aq: own delta message" : "aq: delta message", payload + at[1], ln[1], cd,
+        st = pz_wrap_decode_exact(w->inner, own ? "aq: own delta message" : "aq: delta message", payload + at[1], ln[1], cd,
                           D, sd);
     return st;
 }
@@ -485,7 +463,7 @@ static pz_status aq_encode(pz_wrapper *w, const float *x, const pz_shape *shape,
     for (size_t i = 0; i < B; i++) nw += w->slots[i] < 0;
     size_t nd = B - nw;
     float *W = NULL, *D = NULL;
-    if ((st = scratch_floats(w, 0, nw * row, &W)) || (st = scratch_floats(w, 1, nd * row, &D))) return st;
+    if ((st = pz_wrap_scratch(w, 0, nw * row, &W)) || (st = pz_wrap_scratch(w, 1, nd * row, &D))) return st;
     for (size_t i = 0, j = 0, k = 0; i < B; i++) {
         const float *xi = x + i * row;
         if (w->slots[i] < 0) {
@@ -577,7 +555,7 @@ static pz_status aq_decode(pz_wrapper *w, uint8_t flags, const uint8_t *payload,
                            (unsigned long long)ctx->sample_ids[i]);
     }
     float *W = NULL, *D = NULL;
-    if ((st = scratch_floats(w, 0, nw * row, &W)) || (st = scratch_floats(w, 1, nd * row, &D))) return st;
+    if ((st = pz_wrap_scratch(w, 0, nw * row, &W)) || (st = pz_wrap_scratch(w, 1, nd * row, &D))) return st;
     pz_codec_ctx cw, cd;
     pz_shape sw, sd;
     pz_aq_parts(ctx, shape, nw, nd, &cw, &cd, &sw, &sd);
@@ -601,7 +579,7 @@ pz_status pz_wrapper_decode(pz_wrapper *w, uint8_t flags, const uint8_t *payload
 }
 
 size_t pz_wrapper_state_bytes(const pz_wrapper *w, size_t *file_bytes) {
-    size_t mem = (w->f_cap[0] + w->f_cap[1]) * sizeof(float) + w->ids_cap * 16, file = 0;
+    size_t mem = (w->f_cap[0] + w->f_cap[1] + w->hd_signs_n) * sizeof(float) + w->ids_cap * 16, file = 0;
     for (int r = 0; r < 2; r++) {
         const wrap_side *s = &w->side[r];
         if (!s->have) continue;
@@ -821,11 +799,11 @@ const pz_shape *pz_wrapper_side_shape(const pz_wrapper *w, pz_wrap_role role) {
 pz_status pz_wrapper_restore_vector(pz_wrapper *w, pz_wrap_role role, const pz_shape *shape, const float *data) {
     wrap_side *s = &w->side[role];
     size_t n;
-    pz_status st = check_shape(w->name, shape, &n);
+    pz_status st = pz_wrap_check_shape(w->name, shape, &n);
     if (st) return st;
-    if (w->kind == PZ_WRAP_AQ || s->have)
+    if ((w->kind != PZ_WRAP_EF && w->kind != PZ_WRAP_EF21) || s->have)
         return pz_fail(PZ_ERR_ARG, "%s: cannot restore a vector into %s state", w->name,
-                       s->have ? "existing" : "aq's");
+                       s->have ? "existing" : w->kind == PZ_WRAP_AQ ? "aq's" : "a stateless wrapper's");
     if ((st = vec_side(w, s, shape, n, 1)) != PZ_OK) return st;
     memcpy(s->v, data, n * sizeof(float));
     return PZ_OK;
@@ -835,7 +813,7 @@ pz_status pz_wrapper_restore_aq(pz_wrapper *w, pz_wrap_role role, const pz_shape
                                 const float *row) {
     wrap_side *s = &w->side[role];
     size_t n;
-    pz_status st = check_shape("aq", row_shape, &n);
+    pz_status st = pz_wrap_check_shape("aq", row_shape, &n);
     if (st) return st;
     if (w->kind != PZ_WRAP_AQ || row_shape->dims[0] != 1)
         return pz_fail(PZ_ERR_ARG, "%s: an aq buffer needs aq and a row shape with dims[0] = 1", w->name);

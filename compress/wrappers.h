@@ -12,6 +12,8 @@
  *          file mapped with mmap. Sender and receiver buffers stay bitwise
  *          equal because both add the same decoded values in the same order.
  *
+ * (hadamard(C), a stateless rotation, is compress/hadamard.c; it shares the
+ * wrapper object, compress/wrapper_priv.h, and these functions.)
  * Each is an entry of the wrapper table (codec_impl.h, pz_wrap_ef/ef21/aq):
  * the framework (codec.c) parses "name(inner[,options])" through it and
  * writes the message header around the wrapper's payload; the payload is one

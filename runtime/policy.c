@@ -265,6 +265,27 @@ int pz_policy_any(const pz_policy *p, int dir) {
 }
 
 pz_status pz_policy_eval_spec(const char *spec, char *buf, size_t cap) {
+    /* hadamard(C[,block=N]) keeps no state: it stays, around C's eval spec */
+    if (strncmp(spec, "hadamard(", 9) == 0) {
+        int depth = 1;
+        size_t k = 9, opts = 0;
+        for (; spec[k] && depth; k++) {
+            depth += spec[k] == '(' ? 1 : spec[k] == ')' ? -1 : 0;
+            if (!opts && depth == 1 && spec[k] == ',' && strncmp(spec + k + 1, "block=", 6) == 0) opts = k;
+        }
+        if (depth) return pz_fail(PZ_ERR_ARG, "codec spec '%s': unbalanced parentheses", spec);
+        size_t close = k - 1, iend = opts ? opts : close;
+        char *inner = xmalloc(iend - 9 + 1), *ev = xmalloc(cap);
+        memcpy(inner, spec + 9, iend - 9);
+        inner[iend - 9] = 0;
+        pz_status st = pz_policy_eval_spec(inner, ev, cap);
+        int n = st ? 0 : snprintf(buf, cap, "hadamard(%s%.*s)%s", ev, (int)(close - iend), spec + iend, spec + k);
+        free(inner);
+        free(ev);
+        if (st) return st;
+        if (n < 0 || (size_t)n >= cap) return pz_fail(PZ_ERR_ARG, "codec spec '%s' too long", spec);
+        return PZ_OK;
+    }
     static const char *const wrappers[] = {"ef21(", "ef(", "aq("};
     const char *inner = spec, *tail = "";
     size_t ilen = strlen(spec);

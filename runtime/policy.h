@@ -57,7 +57,9 @@ const char *pz_policy_codec(const pz_policy *p, int edge, int dir);
 int pz_policy_any(const pz_policy *p, int dir);
 /* The spec used at evaluation: wrappers (ef, ef21, aq) carry training state
  * that evaluation samples must not touch, so their inner codec is used
- * ("aq(q4)+zstd" -> "q4+zstd"). Writes into buf. */
+ * ("aq(q4)+zstd" -> "q4+zstd"); hadamard() is stateless and stays around
+ * its inner codec's eval spec ("hadamard(aq(q4))" -> "hadamard(q4)").
+ * Writes into buf. */
 pz_status pz_policy_eval_spec(const char *spec, char *buf, size_t cap);
 /* Prints edge e's line: "edge 0-1: fwd aq(q4:...) | bwd q8:... | link 100 Mbit/s (simulated)". */
 void pz_policy_print_edge(FILE *f, const pz_policy *p, int e);

@@ -692,6 +692,7 @@ static pz_status gpu_payload(void *arg, pz_codec *c, const pz_shape *s, const pz
     const pz_wrap_impl *w = pz_codec_wrap(c);
     if (!w) return pz_cuda_base_encode_(c, pz_codec_base_params(c), a->x, s, ctx, pl, cap, len, a->stream);
     if (w->kind == PZ_WRAP_AQ) return pz_cuda_aq_encode_(c, a->x, s, ctx, pl, cap, len, wflags, a->stream);
+    if (w->kind == PZ_WRAP_HADAMARD) return pz_cuda_hd_encode_(c, a->x, s, ctx, pl, cap, len, wflags, a->stream);
     return pz_cuda_ef_encode_(c, a->x, s, ctx, pl, cap, len, a->stream);
 }
 
@@ -701,6 +702,7 @@ static pz_status gpu_decode(void *arg, pz_codec *c, const pz_codec_params *p, ui
     const pz_wrap_impl *w = pz_codec_wrap(c);
     if (!w) return pz_cuda_base_decode_(c, p, pl, len, s, a->out, a->stream);
     if (w->kind == PZ_WRAP_AQ) return pz_cuda_aq_decode_(c, wflags, pl, len, s, ctx, a->out, a->stream);
+    if (w->kind == PZ_WRAP_HADAMARD) return pz_cuda_hd_decode_(c, wflags, pl, len, s, ctx, a->out, a->stream);
     if (wflags) return pz_fail(PZ_ERR_FORMAT, "%s: bad flags 0x%02x (expected 0)", w->name, wflags);
     return pz_cuda_ef_decode_(c, pl, len, s, ctx, a->out, a->stream);
 }

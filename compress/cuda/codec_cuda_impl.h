@@ -64,6 +64,11 @@ pz_status pz_cuda_ef_encode_(pz_codec *c, const float *x, const pz_shape *s, con
                              uint8_t *pl, size_t cap, size_t *len, cudaStream_t stream);
 pz_status pz_cuda_ef_decode_(pz_codec *c, const uint8_t *pl, size_t len, const pz_shape *s,
                              const pz_codec_ctx *ctx, float *out, cudaStream_t stream);
+/* hadamard_cuda.cu: c's outermost wrapper is hadamard */
+pz_status pz_cuda_hd_encode_(pz_codec *c, const float *x, const pz_shape *s, const pz_codec_ctx *ctx, uint8_t *pl,
+                             size_t cap, size_t *len, uint8_t *wflags, cudaStream_t stream);
+pz_status pz_cuda_hd_decode_(pz_codec *c, uint8_t flags, const uint8_t *pl, size_t len, const pz_shape *s,
+                             const pz_codec_ctx *ctx, float *out, cudaStream_t stream);
 /* aq_cuda.cu */
 pz_status pz_cuda_aq_encode_(pz_codec *c, const float *x, const pz_shape *s, const pz_codec_ctx *ctx, uint8_t *pl,
                              size_t cap, size_t *len, uint8_t *flags, cudaStream_t stream);

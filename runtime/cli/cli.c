@@ -209,7 +209,7 @@ static int cmd_train(int argc, char **argv) {
                         "  policy := clause (';' clause)*     clause := [EDGE ':'] DIR=CODEC (',' DIR=CODEC)* | none\n"
                         "  EDGE: I-J (J = I+1) or *   DIR: fwd (activations), bwd (gradients), both\n"
                         "  CODEC: none (raw float32) or a codec spec: fp16, bf16, q4, q8:round=nearest, nuq4,\n"
-                        "         sign, topk:0.1, jointsq:1.5, ef(topk:0.1), ef21(q4), aq(q4), q8+zstd, ...\n"
+                        "         sign, topk:0.1, jointsq:1.5, ef(topk:0.1), ef21(q4), aq(q4), hadamard(q4), q8+zstd, ...\n"
                         "         (compress/README.md). A clause naming an edge beats '*'; else later wins.\n"
                         "  e.g.  --compress 'fwd=aq(q4),bwd=q8'   --compress '0-1:fwd=topk:0.2;*:bwd=q8'\n"
                         "aq() keys its buffers by the loader's sample ids, which travel with activations.\n"
@@ -527,11 +527,12 @@ static int cmd_codec(int argc, char **argv) {
         {"--shape", FLAG_STR, &o.shape, "dims of a raw input, e.g. 4,1024,768", 0, 0, NULL},
         {"--out", FLAG_STR, &o.out, "where to write the message (encode) or the .npy (decode)", 0, 0, NULL},
         {"--decode", FLAG_STR, &o.decode, "decode this message instead of encoding", 0, 0, NULL},
-        {"--seed", FLAG_LONG, &o.seed, "seed of stochastic rounding", 0, 1e18, NULL},
+        {"--seed", FLAG_LONG, &o.seed, "seed of stochastic rounding and of hadamard()'s signs (--decode: the encoder's)",
+         0, 1e18, NULL},
     };
     int r = parse_flags("codec", "usage: pipezip codec --spec SPEC --in X.npy --out MSG [--seed N]\n"
                         "       pipezip codec --spec SPEC --in X.f32 --raw --shape D0,D1,.. --out MSG\n"
-                        "       pipezip codec --decode MSG --out Y.npy\n\n"
+                        "       pipezip codec --decode MSG --out Y.npy [--seed N]\n\n"
                         "Encodes a float32 tensor with a codec (grammar and codecs: compress/README.md) and\n"
                         "prints one JSON line: input_bytes, wire_bytes, ratio, bits_per_elem, rel_l2_error\n"
                         "(of the decoded tensor), encode_gbps and decode_gbps (one thread). --decode turns a\n"

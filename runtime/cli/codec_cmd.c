@@ -112,7 +112,8 @@ static int cmp_double(const void *a, const void *b) {
 
 static int do_decode(const pz_codec_cmd_opts *o) {
     if (o->spec || o->in || o->raw || o->shape)
-        return pz_fail(PZ_ERR_ARG, "--decode takes only --out (the spec and shape come from the message)"), fail();
+        return pz_fail(PZ_ERR_ARG, "--decode takes only --out and --seed (the spec and shape come from the "
+                       "message)"), fail();
     if (!o->out) return pz_fail(PZ_ERR_ARG, "--decode needs --out Y.npy"), fail();
     uint8_t *msg;
     size_t len;
@@ -141,6 +142,7 @@ static int do_decode(const pz_codec_cmd_opts *o) {
     float *y = xmalloc(n * sizeof(float));
     pz_codec_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
+    ctx.seed = (uint64_t)o->seed;   /* hadamard()'s signs: the encoder's --seed */
     st = pz_codec_decode(c, msg, len, &ctx, y, n, &shape);
     if (st != PZ_OK) fail_with_path(st, o->decode);
     else st = pz_npy_write(o->out, &shape, y);

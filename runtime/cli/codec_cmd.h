@@ -2,7 +2,7 @@
  *
  *   pipezip codec --spec SPEC --in X.npy --out MSG [--seed N]
  *   pipezip codec --spec SPEC --in X.f32 --raw --shape 4,1024,768 --out MSG
- *   pipezip codec --decode MSG --out Y.npy
+ *   pipezip codec --decode MSG --out Y.npy [--seed N]   (hadamard(): the encoder's seed)
  * Encoding prints one JSON line: {"spec", "shape", "input_bytes",
  * "wire_bytes", "ratio", "bits_per_elem", "rel_l2_error", "encode_gbps",
  * "decode_gbps"}; rel_l2_error = |x - decode(encode(x))| / |x| (0 when x is 0),

@@ -27,7 +27,7 @@
 
 static const char *const specs[] = {
     CODEC_STREAM_BASE_SPECS,
-    "q4+zstd", "ef(q2)", "ef21(sign)",
+    "q4+zstd", "ef(q2)", "ef21(sign)", "hadamard(fp32)", "ef(hadamard(q4))",
 };
 static const pz_shape shapes[] = {
     {3, {2, 37, 129}}, {3, {2, 64, 256}}, {2, {5, 1000}}, {3, {1, 3, 7}},

@@ -202,6 +202,25 @@ expect_fail "decode with a spec" "--decode takes only --out" "$pz" codec --decod
   "$pz" codec --decode "$dir/ef.bin" --out "$dir/yef.npy" >/dev/null && ok "ef() messages decode on their own" \
   || bad "ef() message decode"
 
+# hadamard(): its signs come from the seed, so --decode takes the encoder's --seed
+if "$pz" codec --spec "hadamard(fp32)" --in "$dir/x.npy" --out "$dir/h.bin" --seed 5 >/dev/null &&
+  "$pz" codec --decode "$dir/h.bin" --out "$dir/yh5.npy" --seed 5 >/dev/null &&
+  "$pz" codec --decode "$dir/h.bin" --out "$dir/yh6.npy" --seed 6 >/dev/null &&
+  python3 - "$dir" <<'EOF'
+import struct, sys, math
+d = sys.argv[1]
+def load(p):
+    b = open(p, "rb").read()
+    hl = struct.unpack("<H", b[8:10])[0] if b[6] == 1 else struct.unpack("<I", b[8:12])[0]
+    off = (10 if b[6] == 1 else 12) + hl
+    return struct.unpack("<%df" % ((len(b) - off) // 4), b[off:])
+x, y5, y6 = load(f"{d}/x.npy"), load(f"{d}/yh5.npy"), load(f"{d}/yh6.npy")
+def rel(a, b): return math.sqrt(sum((p - q) ** 2 for p, q in zip(a, b)) / sum(p * p for p in a))
+sys.exit(0 if len(y5) == len(x) and rel(x, y5) < 1e-6 and rel(x, y6) > 0.1 else 1)
+EOF
+then ok "hadamard(fp32) decodes with the encoder's --seed (and not with another)"
+else bad "hadamard() --decode --seed"; fi
+
 # atomic writes: an unwritable destination fails and leaves nothing behind
 expect_fail "encode into a missing directory" "no/such" "$pz" codec --spec q4 --in "$dir/x.npy" --out "$dir/no/such/m.bin"
 expect_fail "decode into a missing directory" "no/such" "$pz" codec --decode "$dir/m.bin" --out "$dir/no/such/y.npy"

@@ -10,9 +10,10 @@
  * so the file holds on any x86-64 CPU.
  *
  * The golden file was written before the code was reorganised (issue 11):
- * a refactor must leave it unchanged. The tah specs (issue 14) came later
- * and are appended: the same stream for them follows the first one's end. A deliberate format change rewrites it
- * with `test_golden --write FILE` and says so in its commit.
+ * a refactor must leave it unchanged. A deliberate format change rewrites it
+ * with `test_golden --write FILE` and says so in its commit. Codecs added
+ * later go in streams appended after the first (tah_specs, then
+ * specs_late), so the bytes already in the file stay a prefix of it.
  *
  *   test_golden FILE           compare (exit 1 on the first difference)
  *   test_golden --write FILE   (re)write */
@@ -33,11 +34,17 @@ static const char *const specs[] = {
     "q4+zstd", "topk:0.1+zstd", "ef(q2)", "ef(topk:0.05)", "ef21(sign)", "ef21(q4)",
     "aq(q4)", "aq(q2,warmup=fp16)", "aq(sign)", "ef(aq(q4))",
 };
-static const pz_shape shapes[] = {{3, {2, 6, 96}}, {2, {3, 70}}};
-#define NSPECS (sizeof specs / sizeof specs[0])
-/* appended after the stream above (every shape, spec and round of it) */
+/* added later (issue 14), each a stream appended after the ones before, so
+ * that the file's earlier bytes stay as they were: tah, then hadamard */
 static const char *const tah_specs[] = {CODEC_STREAM_TAH_SPECS};
 #define NTAH (sizeof tah_specs / sizeof tah_specs[0])
+static const char *const specs_late[] = {
+    "hadamard(q4)", "hadamard(q4:group=row,round=nearest)", "hadamard(fp16,block=2)", "aq(hadamard(q4))",
+    "hadamard(aq(q2))", "ef(hadamard(q2))", "hadamard(ef21(q4))+zstd",
+};
+static const pz_shape shapes[] = {{3, {2, 6, 96}}, {2, {3, 70}}};
+#define NSPECS (sizeof specs / sizeof specs[0])
+#define NSPECS_LATE (sizeof specs_late / sizeof specs_late[0])
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
 #define ROUNDS 3
 
@@ -74,26 +81,32 @@ static int emit(void *arg, const uint8_t *msg, size_t len, const float *y, size_
     return 0;
 }
 
-/* which spec, shape and round byte `at` of the stream belongs to */
-static void locate(const buf *b, size_t at) {
-    size_t pos = 0;
-    for (size_t k = 0; k < 2 * NSHAPES; k++) {
-        size_t n = pz_shape_numel(&shapes[k % NSHAPES]);
-        const char *const *sp = k < NSHAPES ? specs : tah_specs;
-        for (size_t i = 0; i < (k < NSHAPES ? NSPECS : NTAH); i++)
+/* which spec, shape and round byte `at` of the stream belongs to; *pos
+ * moves past a stream of these specs */
+static int locate_in(const buf *b, size_t at, const char *const *sp, size_t nsp, size_t *pos) {
+    for (size_t k = 0; k < NSHAPES; k++) {
+        size_t n = pz_shape_numel(&shapes[k]);
+        for (size_t i = 0; i < nsp; i++)
             for (int r = 0; r < ROUNDS; r++) {
                 uint64_t l;
-                if (pos + 8 > b->len) return;
-                memcpy(&l, b->p + pos, 8);
-                size_t end = pos + 8 + l + n * sizeof(float);
+                if (*pos + 8 > b->len) return 1;
+                memcpy(&l, b->p + *pos, 8);
+                size_t end = *pos + 8 + l + n * sizeof(float);
                 if (at < end) {
-                    printf("  first difference in %s, shape %zu, round %d, %s\n", sp[i], k % NSHAPES, r,
-                           at < pos + 8 + l ? "message" : "decoded tensor");
-                    return;
+                    printf("  first difference in %s, shape %zu, round %d, %s\n", sp[i], k, r,
+                           at < *pos + 8 + l ? "message" : "decoded tensor");
+                    return 1;
                 }
-                pos = end;
+                *pos = end;
             }
     }
+    return 0;
+}
+
+static void locate(const buf *b, size_t at) {
+    size_t pos = 0;
+    if (!locate_in(b, at, specs, NSPECS, &pos) && !locate_in(b, at, tah_specs, NTAH, &pos))
+        locate_in(b, at, specs_late, NSPECS_LATE, &pos);
 }
 
 int main(int argc, char **argv) {
@@ -108,13 +121,15 @@ int main(int argc, char **argv) {
     if (codec_stream_run(&cs) != 0) return 1;
     codec_stream ct = {tah_specs, NTAH, shapes, NSHAPES, ROUNDS, 1, input, emit, &got};
     if (codec_stream_run(&ct) != 0) return 1;
+    codec_stream late = {specs_late, NSPECS_LATE, shapes, NSHAPES, ROUNDS, 1, input, emit, &got};
+    if (codec_stream_run(&late) != 0) return 1;
     if (write_mode) {
         pz_atomic_file af;
         if (pz_atomic_open(&af, path) != PZ_OK) pz_die("%s", pz_last_error());
         xfwrite(got.p, 1, got.len, af.f);
         if (pz_atomic_commit(&af) != PZ_OK) pz_die("%s", pz_last_error());
-        printf("wrote %s: %zu bytes (%zu + %zu specs, %zu shapes, %d rounds)\n", path, got.len, NSPECS, NTAH, NSHAPES,
-               ROUNDS);
+        printf("wrote %s: %zu bytes (%zu + %zu + %zu specs, %zu shapes, %d rounds)\n", path, got.len, NSPECS, NTAH,
+               NSPECS_LATE, NSHAPES, ROUNDS);
         return 0;
     }
     uint8_t *want = NULL;
@@ -128,8 +143,8 @@ int main(int argc, char **argv) {
     CHECK(got.len == want_len && first == got.len, "codec stream differs from %s at byte %zu (%zu vs %zu bytes)", path,
           first, got.len, want_len);
     if (failures) locate(&got, first);
-    else printf("golden codecs: %zu + %zu specs x %zu shapes x %d rounds, %zu bytes equal to %s\n", NSPECS, NTAH,
-                NSHAPES, ROUNDS, got.len, path);
+    else printf("golden codecs: %zu + %zu + %zu specs x %zu shapes x %d rounds, %zu bytes equal to %s\n", NSPECS, NTAH,
+                NSPECS_LATE, NSHAPES, ROUNDS, got.len, path);
     free(want);
     free(got.p);
     return check_summary("test_golden");

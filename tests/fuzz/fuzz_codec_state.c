@@ -1,6 +1,6 @@
 /* fuzz_codec_state.c: libFuzzer entry for the codec-state blob reader
  * (compress/codec_state.c), which checkpoints feed from files: every input is
- * loaded into fresh aq, ef21 and nested aq(ef(...)) codecs. A blob is either
+ * loaded into fresh aq, ef21, nested aq(ef(...)) and hadamard-wrapped codecs. A blob is either
  * refused or loaded; a loaded one must save back to the same bytes.
  *
  * clang: fuzz_codec_state with -fsanitize=fuzzer (tests/meson.build). Any
@@ -14,7 +14,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static const char *const specs[] = {"aq(q4,mem=1K)", "ef21(q4)", "ef(q8)", "aq(ef(q4))", "q4"};
+    static const char *const specs[] = {"aq(q4,mem=1K)", "ef21(q4)", "ef(q8)", "aq(ef(q4))", "q4",
+                                        "hadamard(ef21(q4))", "aq(hadamard(q4))"};
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         pz_codec *c = NULL;
         if (pz_codec_create(specs[i], &c) != PZ_OK) abort();

@@ -16,7 +16,8 @@
 /* Real blobs: the state of codecs after a few messages (aq with two rows
  * per message over 3 ids, ef21, aq(ef) nested), saved by the library. */
 static int make_seeds(fuzz_image *seeds) {
-    static const char *const specs[] = {"aq(q4,mem=1K)", "ef21(q4)", "ef(q8)", "aq(ef(q4))", "q4"};
+    static const char *const specs[] = {"aq(q4,mem=1K)", "ef21(q4)", "ef(q8)", "aq(ef(q4))", "q4",
+                                        "hadamard(ef21(q4))", "aq(hadamard(q4))"};
     int n = 0;
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         pz_codec *tx = NULL, *rx = NULL;

@@ -7,8 +7,9 @@
  * give the floats of pz_codec_decode bit for bit, and so must the GPU decode
  * of the CPU message (a CPU stage talking to a GPU stage). ef() and ef21()
  * run 5 steps with the state on the device, comparing every message and the
- * receiver's output with the CPU wrapper's. Inputs with inf or NaN must fail
- * with the CPU's status. */
+ * receiver's output with the CPU wrapper's; so do hadamard() alone and
+ * nested with ef, ef21 and aq (the device rotation is bitwise the CPU's).
+ * Inputs with inf or NaN must fail with the CPU's status. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,7 +231,9 @@ static void paths(void) {
     CHECK(pz_codec_spec_has_cuda("q4") == 1 && pz_codec_spec_has_cuda("sign:stochastic") == 1 &&
           pz_codec_spec_has_cuda("nuq4") == 1 && pz_codec_spec_has_cuda("fp16") == 1 &&
           pz_codec_spec_has_cuda("ef(q4)") == 1 && pz_codec_spec_has_cuda("ef21(sign)+zstd") == 1 &&
-          pz_codec_spec_has_cuda("aq(q4)") == 1 && pz_codec_spec_has_cuda("aq(sign,warmup=bf16)") == 1,
+          pz_codec_spec_has_cuda("aq(q4)") == 1 && pz_codec_spec_has_cuda("aq(sign,warmup=bf16)") == 1 &&
+          pz_codec_spec_has_cuda("hadamard(q4)") == 1 && pz_codec_spec_has_cuda("aq(hadamard(q4))") == 1 &&
+          pz_codec_spec_has_cuda("hadamard(ef(q2),block=8)") == 1,
           "device paths");
     CHECK(pz_codec_spec_has_cuda("jointsq:2") == 0 && pz_codec_spec_has_cuda("aq(jointsq:2)") == 0 &&
           pz_codec_spec_has_cuda("ef(jointsq:2)") == 0 && pz_codec_spec_has_cuda("aq(q4,warmup=jointsq:4)") == 0 &&
@@ -270,6 +273,9 @@ int main(void) {
     static const char *wrapped[] = {
         "ef(q4)", "ef(sign)", "ef(topk:0.05)", "ef(nuq4:code=elias)", "ef21(q2:round=nearest)", "ef21(sign:stochastic)",
         "ef21(topk:0.1,values=q8)", "ef(ef21(q4))", "ef(q4)+zstd", "ef(jointsq:2)",
+        "hadamard(fp32)", "hadamard(q4)", "hadamard(q4:group=row,round=nearest)", "hadamard(sign)",
+        "hadamard(nuq4:code=elias)", "ef(hadamard(q2))", "hadamard(ef(q2))", "hadamard(ef21(q4))+zstd",
+        "hadamard(topk:0.1)",
     };
     pz_shape shapes[] = {
         {2, {64, 96, 0, 0}}, {3, {3, 5, 77, 0}}, {1, {1001, 0, 0, 0}}, {2, {9, 4096, 0, 0}}, {2, {1, 1, 0, 0}},
@@ -286,13 +292,14 @@ int main(void) {
     run("tah:4.5,alloc=token", &shapes[5], 32, 1, stream);
     run("ef(tah:4)", &shapes[5], 33, 5, stream);
     static const char *aqs[] = {"aq(q4)", "aq(sign:stochastic,warmup=fp16)", "aq(topk:0.1,warmup=q8)",
-                                "aq(nuq4:code=elias)", "ef(aq(q4))", "aq(jointsq:2)"};
+                                "aq(nuq4:code=elias)", "ef(aq(q4))", "aq(jointsq:2)", "aq(hadamard(q4))",
+                                "hadamard(aq(q4))", "hadamard(aq(sign:stochastic,warmup=fp16))"};
     for (size_t i = 0; i < sizeof aqs / sizeof aqs[0]; i++) {
         run_aq(aqs[i], 8, 16, 96, 6, stream);
         run_aq(aqs[i], 3, 1, 1001, 4, stream);
     }
     static const char *nf[] = {"q4", "q4:scale=minmax", "sign", "sign:stochastic", "nuq4", "topk:0.1,values=q8",
-                               "topk:0.1", "fp16", "bf16"};
+                               "topk:0.1", "fp16", "bf16", "hadamard(fp32)", "hadamard(q4)"};
     for (size_t i = 0; i < sizeof nf / sizeof nf[0]; i++) refused(nf[i], 0, stream);
     static const char *big[] = {"q4:sdtype=fp16", "q4:scale=minmax,sdtype=fp16", "sign:sdtype=fp16",
                                 "sign:stochastic,sdtype=fp16"};

@@ -108,7 +108,9 @@ int main(void) {
     {
         const char *cases[][2] = {{"aq(q4)", "q4"}, {"ef(topk:0.1)+zstd", "topk:0.1+zstd"},
                                   {"aq(q4:group=row,round=nearest,warmup=fp16,mem=1G)", "q4:group=row,round=nearest"},
-                                  {"ef21(sign)", "sign"}, {"q8", "q8"}, {"jointsq:1.5", "jointsq:1.5"}};
+                                  {"ef21(sign)", "sign"}, {"q8", "q8"}, {"jointsq:1.5", "jointsq:1.5"},
+                                  {"hadamard(q4)", "hadamard(q4)"}, {"hadamard(aq(q4),block=64)+zstd", "hadamard(q4,block=64)+zstd"},
+                                  {"aq(hadamard(q4,block=8))", "hadamard(q4,block=8)"}};
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
             char buf[256];
             CHECK(pz_policy_eval_spec(cases[i][0], buf, sizeof buf) == PZ_OK && strcmp(buf, cases[i][1]) == 0,
