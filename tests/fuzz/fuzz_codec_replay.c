@@ -25,7 +25,7 @@ static const char *const seed_specs[] = {
     "sign:stochastic,group=channel,sdtype=fp16", "topk:0.25", "topk:0.5,scope=tensor,values=q8", "topk:0.1,values=fp16",
     "jointsq:2", "jointsq:6,group=4", "q4+zstd", "fp32+zstd", "ef(q4)", "ef21(sign)", "aq(q4)", "ef(topk:0.3)+zstd",
     "tah:16,tile=8", "tah:8,tile=8,alloc=token", "tah:14,tile=4", "ef(tah:16,tile=4)",
-    "hadamard(fp32,block=2)", "hadamard(q4)", "aq(hadamard(q2))", "hadamard(ef21(sign))", "hadamard(aq(q4))+zstd",
+    "hadamard(fp32,block=2)", "aq(hadamard(q2))", "hadamard(q4)", "hadamard(ef21(sign))", "hadamard(aq(q4))+zstd",
     "ef(hadamard(hadamard(fp16)))",
 };
 
