@@ -29,8 +29,9 @@
 
 static const char *const specs[] = {
     CODEC_STREAM_BASE_SPECS,
-    "q4+zstd", "topk:0.1+zstd", "ef(q2)", "ef(topk:0.05)", "ef21(sign)", "ef21(q4)",
-    "aq(q4)", "aq(q2,warmup=fp16)", "aq(sign)", "ef(aq(q4))",
+    "q4:grid=midrise+zstd", "topk:0.1+zstd", "ef(q2:grid=midrise)", "ef(topk:0.05)", "ef21(sign)",
+    "ef21(q4:grid=midrise)", "aq(q4:grid=midrise)", "aq(q2:grid=midrise,warmup=fp16)", "aq(sign)",
+    "ef(aq(q4:grid=midrise))",
 };
 static const pz_shape shapes[] = {{3, {2, 6, 96}}, {2, {3, 70}}};
 #define NSPECS (sizeof specs / sizeof specs[0])

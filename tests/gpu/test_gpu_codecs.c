@@ -257,6 +257,8 @@ int main(void) {
         "q4:scale=minmax", "q3:group=row", "q2:group=tensor", "q5:group=37", "q8:group=1", "q4:group=70000",
         "q4:round=nearest", "q1:round=nearest,scale=minmax,group=row", "q4:sdtype=fp16",
         "q6:scale=minmax,sdtype=fp16,group=64",
+        "q1:grid=midrise", "q2:grid=midrise", "q4:grid=midrise", "q8:grid=midrise", "q4:scale=minmax,grid=midrise",
+        "q3:round=nearest,grid=midrise", "q5:group=37,sdtype=fp16,grid=midrise", "q2:scale=minmax,round=nearest",
         "sign", "sign:stochastic", "sign:group=channel", "sign:stochastic,group=channel", "sign:group=tensor",
         "sign:group=100", "sign:sdtype=fp16", "sign:stochastic,group=13,sdtype=fp16",
         "nuq1", "nuq2", "nuq3", "nuq4", "nuq8", "nuq4:bucket=100", "nuq3:bucket=1",
