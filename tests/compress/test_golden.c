@@ -13,6 +13,12 @@
  * a refactor must leave it unchanged. A deliberate format change rewrites it
  * with `test_golden --write FILE` and says so in its commit.
  *
+ * The stream has two parts, each shape-major: the specs of the original
+ * file (their q specs spell grid=midrise, the grid of every q message before
+ * grid= existed, so that part is byte for byte the original file), then the
+ * specs added later (q's midtread default), appended so that the first part
+ * stays a prefix.
+ *
  *   test_golden FILE           compare (exit 1 on the first difference)
  *   test_golden --write FILE   (re)write */
 #include <stdio.h>
@@ -33,8 +39,19 @@ static const char *const specs[] = {
     "ef21(q4:grid=midrise)", "aq(q4:grid=midrise)", "aq(q2:grid=midrise,warmup=fp16)", "aq(sign)",
     "ef(aq(q4:grid=midrise))",
 };
+/* appended: grid=midtread, q's default */
+static const char *const specs_mt[] = {
+    "q1", "q2", "q3", "q4", "q5", "q8", "q4:round=nearest", "q2:round=nearest,group=row",
+    "q4:scale=minmax,group=row", "q3:scale=minmax,group=256,round=nearest", "q8:sdtype=fp16",
+    "q2:scale=minmax,sdtype=fp16,group=5", "q4+zstd", "ef(q2)", "ef21(q4)", "aq(q4)", "aq(q2,warmup=fp16)",
+    "ef(aq(q4))",
+};
+static const struct {
+    const char *const *specs;
+    size_t n;
+} parts[] = {{specs, sizeof specs / sizeof specs[0]}, {specs_mt, sizeof specs_mt / sizeof specs_mt[0]}};
+#define NPARTS (sizeof parts / sizeof parts[0])
 static const pz_shape shapes[] = {{3, {2, 6, 96}}, {2, {3, 70}}};
-#define NSPECS (sizeof specs / sizeof specs[0])
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
 #define ROUNDS 3
 
@@ -74,22 +91,23 @@ static int emit(void *arg, const uint8_t *msg, size_t len, const float *y, size_
 /* which spec, shape and round byte `at` of the stream belongs to */
 static void locate(const buf *b, size_t at) {
     size_t pos = 0;
-    for (size_t k = 0; k < NSHAPES; k++) {
-        size_t n = pz_shape_numel(&shapes[k]);
-        for (size_t i = 0; i < NSPECS; i++)
-            for (int r = 0; r < ROUNDS; r++) {
-                uint64_t l;
-                if (pos + 8 > b->len) return;
-                memcpy(&l, b->p + pos, 8);
-                size_t end = pos + 8 + l + n * sizeof(float);
-                if (at < end) {
-                    printf("  first difference in %s, shape %zu, round %d, %s\n", specs[i], k, r,
-                           at < pos + 8 + l ? "message" : "decoded tensor");
-                    return;
+    for (size_t pa = 0; pa < NPARTS; pa++)
+        for (size_t k = 0; k < NSHAPES; k++) {
+            size_t n = pz_shape_numel(&shapes[k]);
+            for (size_t i = 0; i < parts[pa].n; i++)
+                for (int r = 0; r < ROUNDS; r++) {
+                    uint64_t l;
+                    if (pos + 8 > b->len) return;
+                    memcpy(&l, b->p + pos, 8);
+                    size_t end = pos + 8 + l + n * sizeof(float);
+                    if (at < end) {
+                        printf("  first difference in %s, shape %zu, round %d, %s\n", parts[pa].specs[i], k, r,
+                               at < pos + 8 + l ? "message" : "decoded tensor");
+                        return;
+                    }
+                    pos = end;
                 }
-                pos = end;
-            }
-    }
+        }
 }
 
 int main(int argc, char **argv) {
@@ -100,14 +118,18 @@ int main(int argc, char **argv) {
     }
     const char *path = argv[argc - 1];
     buf got = {0};
-    codec_stream cs = {specs, NSPECS, shapes, NSHAPES, ROUNDS, 1, input, emit, &got};
-    if (codec_stream_run(&cs) != 0) return 1;
+    size_t nspecs = 0;
+    for (size_t pa = 0; pa < NPARTS; pa++) {
+        codec_stream cs = {parts[pa].specs, parts[pa].n, shapes, NSHAPES, ROUNDS, 1, input, emit, &got};
+        if (codec_stream_run(&cs) != 0) return 1;
+        nspecs += parts[pa].n;
+    }
     if (write_mode) {
         pz_atomic_file af;
         if (pz_atomic_open(&af, path) != PZ_OK) pz_die("%s", pz_last_error());
         xfwrite(got.p, 1, got.len, af.f);
         if (pz_atomic_commit(&af) != PZ_OK) pz_die("%s", pz_last_error());
-        printf("wrote %s: %zu bytes (%zu specs, %zu shapes, %d rounds)\n", path, got.len, NSPECS, NSHAPES, ROUNDS);
+        printf("wrote %s: %zu bytes (%zu specs, %zu shapes, %d rounds)\n", path, got.len, nspecs, NSHAPES, ROUNDS);
         return 0;
     }
     uint8_t *want = NULL;
@@ -121,7 +143,7 @@ int main(int argc, char **argv) {
     CHECK(got.len == want_len && first == got.len, "codec stream differs from %s at byte %zu (%zu vs %zu bytes)", path,
           first, got.len, want_len);
     if (failures) locate(&got, first);
-    else printf("golden codecs: %zu specs x %zu shapes x %d rounds, %zu bytes equal to %s\n", NSPECS, NSHAPES, ROUNDS,
+    else printf("golden codecs: %zu specs x %zu shapes x %d rounds, %zu bytes equal to %s\n", nspecs, NSHAPES, ROUNDS,
                 got.len, path);
     free(want);
     free(got.p);
