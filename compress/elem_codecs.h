@@ -146,10 +146,15 @@ static inline PZ_HD uint8_t pz_q_code_near(float xs, float off, float inv, int32
     k = k > 0 ? k : 0;
     return (uint8_t)(k < kmax ? k : kmax);
 }
-/* Decoded value of code k (a code above kmax, which no encoder writes, decodes as kmax). */
-static inline PZ_HD float pz_q_value(uint8_t k, int32_t kmax, float lo, float step, float fd) {
+/* Decoded value of code k (a code above kmax, which no encoder writes, decodes
+ * as kmax); pz_q_value_lin is the same for fd = 1 (the multiplication by 1 is
+ * exact, so both give the same bits there). */
+static inline PZ_HD float pz_q_value_lin(uint8_t k, int32_t kmax, float lo, float step) {
     int32_t kk = k < kmax ? (int32_t)k : kmax;
-    return PZ_FMUL(PZ_FADD(lo, PZ_FMUL((float)kk, step)), fd);
+    return PZ_FADD(lo, PZ_FMUL((float)kk, step));
+}
+static inline PZ_HD float pz_q_value(uint8_t k, int32_t kmax, float lo, float step, float fd) {
+    return PZ_FMUL(pz_q_value_lin(k, kmax, lo, step), fd);
 }
 
 /* ---- sign ---- */

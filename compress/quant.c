@@ -193,12 +193,15 @@ static int make_grid(const pz_codec_params *p, float lo, float hi, pz_qgrid *gr)
 
 /* Codes of m elements xi[j] of a run, j = 0..m-1: the group's encoder
  * parameters are of[j*cs], iv[j*cs], fs[j*cs] (cs = 0: one group; cs = 1:
- * channel groups, one per element); the per-element formulas are those of
+ * channel groups, one per element; without tiny groups every fs is 1 and the
+ * channel loop skips it); the per-element formulas are those of
  * compress/elem_codecs.h, shared with the GPU kernels. */
 #define Q_RUN(FORMULA)                                                                                   \
     do {                                                                                                 \
-        if (cs) {                                                                                        \
+        if (cs && tiny) {                                                                                \
             _Pragma("omp simd") for (uint32_t j = 0; j < (uint32_t)m; j++) cd[j] = FORMULA(j);            \
+        } else if (cs) {                                                                                 \
+            _Pragma("omp simd") for (uint32_t j = 0; j < (uint32_t)m; j++) cd[j] = FORMULA##P(j);         \
         } else {                                                                                         \
             float of0 = of[0], iv0 = iv[0], fs0 = fs[0];                                                 \
             _Pragma("omp simd") for (uint32_t j = 0; j < (uint32_t)m; j++) cd[j] = FORMULA##0(j);         \
@@ -206,10 +209,13 @@ static int make_grid(const pz_codec_params *p, float lo, float hi, pz_qgrid *gr)
     } while (0)
 #define Q_STOCH(j) pz_q_code_stoch(xi[j] * fs[j], of[j], iv[j], kmax, pz_uniform2(klo, khi, i32 + j))
 #define Q_STOCH0(j) pz_q_code_stoch(xi[j] * fs0, of0, iv0, kmax, pz_uniform2(klo, khi, i32 + j))
+#define Q_STOCHP(j) pz_q_code_stoch(xi[j], of[j], iv[j], kmax, pz_uniform2(klo, khi, i32 + j))
 #define Q_STMT(j) pz_q_code_stoch_mt(xi[j] * fs[j], of[j], iv[j], kmax, pz_uniform2(klo, khi, i32 + j))
 #define Q_STMT0(j) pz_q_code_stoch_mt(xi[j] * fs0, of0, iv0, kmax, pz_uniform2(klo, khi, i32 + j))
+#define Q_STMTP(j) pz_q_code_stoch_mt(xi[j], of[j], iv[j], kmax, pz_uniform2(klo, khi, i32 + j))
 #define Q_NEAR(j) pz_q_code_near(xi[j] * fs[j], of[j], iv[j], kmax)
 #define Q_NEAR0(j) pz_q_code_near(xi[j] * fs0, of0, iv0, kmax)
+#define Q_NEARP(j) pz_q_code_near(xi[j], of[j], iv[j], kmax)
 
 static pz_status q_encode(const pz_codec_params *p, const float *x, const pz_shape *s,
                           const pz_codec_ctx *ctx, uint8_t *out, size_t cap, size_t *len) {
@@ -228,6 +234,7 @@ static pz_status q_encode(const pz_codec_params *p, const float *x, const pz_sha
         goto done;
     }
     /* scales as the receiver reads them, and the grids */
+    int tiny = 0;
     for (size_t gi = 0; gi < g.G; gi++) {
         pz_qgrid gr;
         pz_q_range_put(out, gi, minmax, fp32, &lo[gi], &hi[gi]);
@@ -239,6 +246,7 @@ static pz_status q_encode(const pz_codec_params *p, const float *x, const pz_sha
         offs[gi] = gr.off;
         invs[gi] = gr.inv;
         fss[gi] = gr.fs;
+        tiny |= gr.fs != 1.0f;
     }
     uint8_t *codes_out = out + q_scale_bytes(p, s);
     uint64_t key = pz_ctx_key(ctx);
@@ -278,6 +286,7 @@ static pz_status q_decode(const pz_codec_params *p, const uint8_t *in, size_t le
     int32_t kmax = pz_q_kmax(b, p->grid == PZ_GRID_MIDTREAD, minmax);
     float *lo = xmalloc(g.G * sizeof(float) * 3), *step = lo + g.G, *fd = step + g.G;
     pz_status st = PZ_OK;
+    int tiny = 0;
     for (size_t gi = 0; gi < g.G; gi++) {
         float l, h;
         pz_qgrid gr;
@@ -289,6 +298,7 @@ static pz_status q_decode(const pz_codec_params *p, const uint8_t *in, size_t le
         lo[gi] = gr.lo;
         step[gi] = gr.step;
         fd[gi] = gr.fd;
+        tiny |= gr.fd != 1.0f;
     }
     const uint8_t *codes_in = in + q_scale_bytes(p, s);
     uint8_t codes[PZ_CHUNK];
@@ -307,6 +317,10 @@ static pz_status q_decode(const pz_codec_params *p, const uint8_t *in, size_t le
                 float l = lo[gi], sp = step[gi], f = fd[gi];
 #pragma omp simd
                 for (size_t j = 0; j < m; j++) o[j] = pz_q_value(cd[j], kmax, l, sp, f);
+            } else if (!tiny) {   /* every fd is 1 */
+                const float *l = lo + gi, *sp = step + gi;
+#pragma omp simd
+                for (size_t j = 0; j < m; j++) o[j] = pz_q_value_lin(cd[j], kmax, l[j], sp[j]);
             } else {
                 const float *l = lo + gi, *sp = step + gi, *f = fd + gi;
 #pragma omp simd
