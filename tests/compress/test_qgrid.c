@@ -19,6 +19,8 @@
 #include <string.h>
 
 #include "compress/codec.h"
+#include "base/bytes.h"
+#include "base/crc32c.h"
 #include "base/mem.h"
 #include "base/rng.h"
 #include "base/status.h"
@@ -174,6 +176,50 @@ static void test_midtread_zero(void) {
     free(y);
 }
 
+/* The grid byte (message byte 23) set to v, CRC recomputed; the decode status. */
+static pz_status decode_with_grid(const uint8_t *msg, size_t len, int ndim, uint8_t v, float *y, size_t n) {
+    uint8_t *m = xmalloc(len);
+    memcpy(m, msg, len);
+    m[23] = v;
+    size_t H = 48 + 8 * (size_t)ndim;
+    uint32_t crc = pz_crc32c(pz_crc32c(0, m, H - 4), m + H, len - H);
+    pz_put_u32(m + H - 4, crc);
+    pz_codec *c = NULL;
+    pz_status st = pz_codec_create("fp32", &c);
+    if (st == PZ_OK) {
+        pz_shape got;
+        st = pz_codec_decode(c, m, len, &CTX, y, n, &got);
+    }
+    pz_codec_free(c);
+    free(m);
+    return st;
+}
+
+static void test_grid_byte(void) {
+    pz_shape s = {2, {4, 24, 0, 0}};
+    size_t n = pz_shape_numel(&s), len;
+    float x[96], y[96], y2[96];
+    for (size_t i = 0; i < n; i++) x[i] = (float)((int)(i * 37 % 23) - 11) / 7.0f;
+    uint8_t *m = roundtrip("q3:round=nearest,grid=midrise", x, &s, y, &len);
+    if (m) {
+        /* the same codes read on the midtread grid: accepted, other values */
+        CHECK_STATUS(decode_with_grid(m, len, 2, 1, y2, n), PZ_OK, NULL);
+        CHECK(memcmp(y, y2, sizeof y) != 0, "the grid byte did not change the decoded values");
+        /* q's validate() message, wrapped by message.c's pz_fail("...: %s",
+         * pz_last_error()): pz_fail once formatted into the buffer it read */
+        CHECK_STATUS(decode_with_grid(m, len, 2, 2, y2, n), PZ_ERR_FORMAT, "bad q parameters: q: bad mode field");
+        CHECK_STATUS(decode_with_grid(m, len, 2, 0, y2, n), PZ_OK, NULL);
+        CHECK(memcmp(y, y2, sizeof y) == 0, "re-CRC'd midrise message decodes differently");
+        free(m);
+    }
+    /* any other codec must have 0 there */
+    m = roundtrip("nuq4", x, &s, y, &len);
+    if (m) {
+        CHECK_STATUS(decode_with_grid(m, len, 2, 1, y2, n), PZ_ERR_FORMAT, "reserved parameter byte");
+        free(m);
+    }
+}
+
 /* ------------------------------------------------------------ tiny values */
 
 static const char *const tiny_specs[] = {
@@ -237,6 +283,7 @@ static void test_tiny(void) {
 
 int main(void) {
     test_midtread_zero();
+    test_grid_byte();
     test_tiny();
     test_heavy_tailed();
     return check_summary("test_qgrid");
