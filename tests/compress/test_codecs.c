@@ -822,6 +822,7 @@ static void test_unbiased(void) {
     static const char *const specs[] = {
         "q1", "q2", "q3", "q4", "q8", "q4:scale=minmax,group=row", "q2:group=16,sdtype=fp16", "q3:group=tensor",
         "q1:scale=minmax,group=5,sdtype=fp16", "q2:scale=minmax,group=row,sdtype=fp16",
+        "q3:scale=minmax,group=3",   /* midtread: groups of one sign take the midrise grid */
         "q1:grid=midrise", "q2:grid=midrise", "q4:grid=midrise", "q4:scale=minmax,group=row,grid=midrise",
         "nuq1:bucket=64", "nuq2:bucket=64", "nuq4:bucket=64", "nuq8:bucket=64", "nuq4", "nuq3:bucket=32,code=elias",
         "sign:stochastic", "sign:stochastic,group=channel,sdtype=fp16", "sign:stochastic,group=tensor",
