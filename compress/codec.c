@@ -88,6 +88,15 @@ size_t pz_codec_state_bytes(const pz_codec *c, size_t *file_bytes) {
     return c->z.cap;
 }
 
+size_t pz_codec_state_bound(const pz_codec *c, const pz_shape *s) {
+    size_t b = c->zstd ? pz_codec_max_encoded_size(c, s) : 0;   /* the zstd stage's buffer */
+    if (!c->wrap) return b;
+    if (c->wrap->state_bound) b += c->wrap->state_bound(c->w, s);
+    b += pz_codec_state_bound(c->wrap->inner(c->w), s);
+    const pz_codec *warm = c->wrap->warmup ? c->wrap->warmup(c->w) : NULL;
+    return warm ? b + pz_codec_state_bound(warm, s) : b;
+}
+
 int pz_codec_is_stateful_decoder(const pz_codec *c) {
     if (!c->wrap) return 0;
     return c->wrap->stateful_decoder || pz_codec_is_stateful_decoder(c->wrap->inner(c->w));

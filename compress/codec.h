@@ -57,6 +57,10 @@ void pz_codec_free(pz_codec *c);
 const char *pz_codec_spec(const pz_codec *c);
 /* Whether decoding needs state built by earlier messages (AQ). */
 int pz_codec_is_stateful_decoder(const pz_codec *c);
+/* The most bytes of state and scratch c may come to hold in memory for
+ * tensors of shape s (an upper bound for memory estimates; aq counts its
+ * mem= limit, beyond which it spills to a file). */
+size_t pz_codec_state_bound(const pz_codec *c, const pz_shape *s);
 
 /* Bytes of state the codec holds (error-feedback residuals, AQ-SGD buffers,
  * scratch) in memory; *file_bytes (may be NULL) gets AQ's spill file size. */

@@ -18,7 +18,7 @@
 
 enum pz_codec_id {
     PZ_CODEC_FP32 = 1, PZ_CODEC_FP16, PZ_CODEC_BF16, PZ_CODEC_Q, PZ_CODEC_NUQ,
-    PZ_CODEC_TOPK, PZ_CODEC_SIGN, PZ_CODEC_JOINTSQ,
+    PZ_CODEC_TOPK, PZ_CODEC_SIGN, PZ_CODEC_JOINTSQ, PZ_CODEC_TAH,
 };
 
 enum pz_scale_mode { PZ_SCALE_ABSMAX = 0, PZ_SCALE_MINMAX };
@@ -38,17 +38,17 @@ typedef struct {
     uint8_t round_mode;   /* q: enum pz_round_mode */
     uint8_t scale_fp32;   /* q, sign: scales as fp32 (1) or fp16 (0) */
     uint8_t value_mode;   /* topk: enum pz_value_mode */
-    uint8_t per_row;      /* topk: select per row (1) or over the tensor (0) */
+    uint8_t per_row;      /* topk: select per row (1) or over the tensor (0); tah: alloc=token (1) or tile (0) */
     uint8_t elias;        /* nuq: Elias-coded level indices (1) or fixed-width (0) */
     uint8_t stochastic;   /* sign: binary randomisation (1) or scaled sign (0) */
     uint8_t grid;         /* q: enum pz_grid_mode */
-    uint32_t group_size;  /* q, sign, jointsq: block size for PZ_GROUP_BLOCK; nuq: bucket */
+    uint32_t group_size;  /* q, sign, jointsq: block size for PZ_GROUP_BLOCK; nuq: bucket; tah: tile */
     float fraction;       /* topk: fraction kept, (0, 1] */
-    float budget;         /* jointsq: bits per element, everything on the wire counted */
+    float budget;         /* jointsq, tah: bits per element, everything on the wire counted */
 } pz_codec_params;
 
 typedef struct {
-    const char *name;     /* spec name: "fp16", "q", "nuq", "topk", "sign", "jointsq" */
+    const char *name;     /* spec name: "fp16", "q", "nuq", "topk", "sign", "jointsq", "tah" */
     uint16_t id;
     /* Parses the text after the name ("4:scale=minmax", ":0.1", "") into p,
      * with defaults for what is not given. `where` is the offset of args in the
@@ -108,6 +108,9 @@ typedef struct {
                         const pz_codec_ctx *ctx, float *out);
     /* bytes in memory; *file_bytes (may be NULL) gets those in files */
     size_t (*state_bytes)(const pz_wrapper *w, size_t *file_bytes);
+    /* the most bytes in memory it may come to hold for tensors of shape s
+     * (its own state and scratch, not its inner codecs'); NULL: none */
+    size_t (*state_bound)(const pz_wrapper *w, const pz_shape *s);
 } pz_wrap_impl;
 
 /* The table of wrappers (compress/registry.c): by spec name, by wire code,

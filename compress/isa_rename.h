@@ -11,7 +11,7 @@
 #define PZ_ISA_CAT(a, b) PZ_ISA_CAT2(a, b)
 #define PZ_ISA_NAME(n) PZ_ISA_CAT(n, PZ_ISA_SUFFIX)
 
-/* the codec tables (fp.c, quant.c, nuq.c, sign.c, topk.c, jointsq.c) */
+/* the codec tables (fp.c, quant.c, nuq.c, sign.c, topk.c, jointsq.c, tah.c) */
 #define pz_codec_fp32 PZ_ISA_NAME(pz_codec_fp32)
 #define pz_codec_fp16 PZ_ISA_NAME(pz_codec_fp16)
 #define pz_codec_bf16 PZ_ISA_NAME(pz_codec_bf16)
@@ -20,6 +20,7 @@
 #define pz_codec_sign PZ_ISA_NAME(pz_codec_sign)
 #define pz_codec_topk PZ_ISA_NAME(pz_codec_topk)
 #define pz_codec_jointsq PZ_ISA_NAME(pz_codec_jointsq)
+#define pz_codec_tah PZ_ISA_NAME(pz_codec_tah)
 #define pz_nuq_elias_stream PZ_ISA_NAME(pz_nuq_elias_stream)
 #define pz_topk_geometry PZ_ISA_NAME(pz_topk_geometry)
 /* jointsq.c, jointsq_solve.c, jointsq_wire.c (compress/jointsq.h) */

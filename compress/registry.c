@@ -13,13 +13,14 @@
 
 #define DECLARE_CODECS(S)                                                                   \
     extern const pz_codec_impl pz_codec_fp32##S, pz_codec_fp16##S, pz_codec_bf16##S,       \
-        pz_codec_q##S, pz_codec_nuq##S, pz_codec_sign##S, pz_codec_topk##S, pz_codec_jointsq##S;
+        pz_codec_q##S, pz_codec_nuq##S, pz_codec_sign##S, pz_codec_topk##S, pz_codec_jointsq##S,  \
+        pz_codec_tah##S;
 #define CODEC_TABLE(S)                                                                      \
     {&pz_codec_fp32##S, &pz_codec_fp16##S, &pz_codec_bf16##S, &pz_codec_q##S, &pz_codec_nuq##S, \
-     &pz_codec_sign##S, &pz_codec_topk##S, &pz_codec_jointsq##S}
+     &pz_codec_sign##S, &pz_codec_topk##S, &pz_codec_jointsq##S, &pz_codec_tah##S}
 
 DECLARE_CODECS()
-enum { NCODECS = 8 };
+enum { NCODECS = 9 };
 #ifdef PZ_ISA_MULTI
 DECLARE_CODECS(_v3)
 DECLARE_CODECS(_v4)

@@ -617,6 +617,13 @@ size_t pz_wrapper_state_bytes(const pz_wrapper *w, size_t *file_bytes) {
     return mem;
 }
 
+/* ef, ef21: the state vector and two scratch tensors; aq: its in-memory
+ * rows (mem=, the rest spills to a file) and the same scratch */
+static size_t wrapper_state_bound(const pz_wrapper *w, const pz_shape *shape) {
+    size_t n = pz_shape_numel(shape) * sizeof(float);
+    return 2 * n + (w->kind == PZ_WRAP_AQ ? w->mem_limit : n);
+}
+
 /* ---- table entries (compress/registry.c) ----------------------------------------
  * The codec framework parses "name(inner[,options])" and reaches a wrapper
  * only through these entries; each owns its options and its state. */
@@ -728,7 +735,7 @@ static pz_status ef21_create(void *opts, pz_codec *inner, pz_wrapper **out) {
 
 #define COMMON_OPS                                                                                    \
     .free = pz_wrapper_free, .spec = pz_wrapper_spec, .inner = pz_wrapper_inner, .warmup = pz_wrapper_warm, \
-    .max_payload = pz_wrapper_max_payload, .state_bytes = pz_wrapper_state_bytes
+    .max_payload = pz_wrapper_max_payload, .state_bytes = pz_wrapper_state_bytes, .state_bound = wrapper_state_bound
 
 const pz_wrap_impl pz_wrap_ef = {.name = "ef", .kind = PZ_WRAP_EF, .stateful_decoder = 0, .create = ef_create,
                                  .encode = vec_encode, .decode = vec_decode, COMMON_OPS};

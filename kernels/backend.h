@@ -66,6 +66,13 @@ typedef struct pz_backend {
     void (*attention_backward)(float *dqkv, float *scratch, const float *dout,
                                const float *qkv, const float *att,
                                int B, int T, int C, int NH);
+    /* Attention of n new positions pos0..pos0+n-1 of one sequence against a
+     * KV cache (generation): writes their keys and values (from qkv (n,3C))
+     * into kcache/vcache (maxT,C) rows pos0.., then out (n,C) row i attends
+     * over cache rows 0..pos0+i, as attention_forward's row pos0+i would.
+     * scores is scratch of n*NH*(pos0+n) floats. */
+    void (*attention_cached_forward)(float *out, float *kcache, float *vcache, float *scores,
+                                     const float *qkv, int pos0, int n, int C, int NH);
 
     /* GELU, tanh approximation, elementwise over n */
     void (*gelu_forward)(float *out, const float *inp, size_t n);

@@ -28,6 +28,7 @@ enum { F_HELLO = PZ_F_HELLO, F_TABLE = PZ_F_TABLE, F_REJECT = PZ_F_REJECT, F_BYE
 /* A connection to rank 0 has this long to finish its handshake (slow-loris
  * connections lose their slot), and at most this many wait at once. */
 #define HANDSHAKE_S 10.0
+#define WAIT_NOTE_S 3.0   /* start-up says what it waits for after this long, then every 4x */
 #define MAX_PENDING 64
 /* rank 0 prints at most this many refusals (then counts them) */
 #define MAX_LOGGED 20
@@ -372,7 +373,6 @@ static int on_frame(rank0 *z, pending_conn *pc, char *msg, size_t msg_cap) {
                world);
         return -1;
     }
-    /* a configuration error of an admitted rank: nobody can start */
     const char *bad = NULL;
     char why[256];
     if (world != (uint32_t)b->world) {
@@ -385,7 +385,11 @@ static int on_frame(rank0 *z, pending_conn *pc, char *msg, size_t msg_cap) {
         snprintf(why, sizeof why, "two processes claim rank %u", rank);
         bad = why;
     }
-    if (bad) {
+    if (bad && !secret) {   /* anyone can send this: drop it and keep listening */
+        refuse(z, pc, bad, "%s", bad);
+        return -1;
+    }
+    if (bad) {   /* an authenticated rank with another configuration: nobody can start */
         snprintf(msg, msg_cap, "rank 0: bootstrap rejected: %s", bad);
         reject(pc->fd, msg, pz_now() + 1.0);
         drop_pending(pc);
@@ -442,8 +446,18 @@ static pz_status run_rank0(pz_bootstrap *b, const char *host, int port, double d
     int joined = 1;
     char msg[1024];
 
+    const double start = pz_now();
+    double note = start + WAIT_NOTE_S;
     while (joined < b->world) {
         double now = pz_now(), left = deadline - now;
+        if (now >= note) {   /* say what start-up is waiting for */
+            int n = snprintf(msg, sizeof msg, "pipezip: rank 0: waiting for rank%s", b->world - joined > 1 ? "s" : "");
+            for (int r = 1, shown = 0; r < b->world && n < (int)sizeof msg - 16; r++)
+                if (b->fds[r] < 0 && shown++ < 16) n += snprintf(msg + n, sizeof msg - (size_t)n, " %d", r);
+            fprintf(stderr, "%s to join at %s:%d (%.0f s so far; giving up after %.0f s, --peer-timeout)\n", msg, host,
+                    port, now - start, deadline - start);
+            note = now + 4 * WAIT_NOTE_S;
+        }
         if (left <= 0) {
             int n = snprintf(msg, sizeof msg, "rank 0: only %d of %d ranks joined within the bootstrap deadline;"
                              " missing:", joined, b->world);
@@ -682,7 +696,7 @@ static pz_status run_client(pz_bootstrap *b, const char *host, int port, const v
     struct addrinfo *res;
     pz_status st = resolve(host, port, 0, &res, who);
     if (st != PZ_OK) return st;
-    double start = pz_now(), backoff = 0.1;
+    double start = pz_now(), backoff = 0.1, note = start + WAIT_NOTE_S;
     for (;;) {
         int fd = -1, err = 0;
         while (fd < 0) {
@@ -693,6 +707,11 @@ static pz_status run_client(pz_bootstrap *b, const char *host, int port, const v
             }
             if (fd >= 0) break;
             double left = deadline - pz_now();
+            if (pz_now() >= note) {
+                fprintf(stderr, "pipezip: %s: waiting for rank 0 at %s (%s; %.0f s so far; giving up after %.0f s, "
+                        "--peer-timeout)\n", who, where, strerror(err), pz_now() - start, deadline - start);
+                note = pz_now() + 4 * WAIT_NOTE_S;
+            }
             if (left <= 0) {
                 freeaddrinfo(res);
                 return pz_fail(PZ_ERR_PEER, "%s: cannot reach rank 0 at %s within %.1f s: %s", who, where,

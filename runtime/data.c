@@ -118,23 +118,12 @@ static int32_t header_int(const void *base, int slot) {
     return v;
 }
 
-/* Maps shard i of d and validates it, in the order of the format notes:
- * magic, version, size fields against the file length, then the payload. */
-static pz_status open_shard(pz_dataset *d, int i, int T, int vocab_size) {
-    const char *path = d->paths[i];
-    const void *base;
-    size_t len;
-    pz_status st = pz_map_file(path, &base, &len);
-    if (st != PZ_OK) return st;
+pz_status pz_shard_check(const void *base, size_t len, const char *path, int vocab_size, size_t *ntok) {
+    *ntok = 0;
     long long fsize = (long long)len;
-    if (fsize < HEADER_BYTES) {
-        pz_unmap_file(base, len);
+    if (fsize < HEADER_BYTES)
         return pz_fail(PZ_ERR_IO, "%s: truncated: %lld bytes, shorter than the %d-byte header", path, fsize,
                        HEADER_BYTES);
-    }
-    d->maps[i] = (void *)base;   /* the dataset unmaps it (pz_dataset_close) */
-    d->map_len[i] = len;
-
     int32_t magic = header_int(base, 0), version = header_int(base, 1), count = header_int(base, 2);
     if (magic != PZ_SHARD_MAGIC)
         return pz_fail(PZ_ERR_FORMAT, "%s: bad magic in header slot 0: expected %d, found %d (not a token shard)",
@@ -164,10 +153,24 @@ static pz_status open_shard(pz_dataset *d, int i, int T, int vocab_size) {
                 return pz_fail(PZ_ERR_FORMAT, "%s: token %u at position %zu is out of range for vocab size %d",
                                path, (unsigned)tok[k], k, vocab_size);
     }
+    *ntok = n;
+    return PZ_OK;
+}
+
+/* Maps shard i of d and validates it (pz_shard_check) for samples of T+1 tokens. */
+static pz_status open_shard(pz_dataset *d, int i, int T, int vocab_size) {
+    const char *path = d->paths[i];
+    const void *base;
+    size_t len, n;
+    pz_status st = pz_map_file(path, &base, &len);
+    if (st != PZ_OK) return st;
+    d->maps[i] = (void *)base;   /* the dataset unmaps it (pz_dataset_close) */
+    d->map_len[i] = len;
+    if ((st = pz_shard_check(base, len, path, vocab_size, &n)) != PZ_OK) return st;
     if (n < (size_t)T + 1)
         return pz_fail(PZ_ERR_SHAPE, "%s: has %zu tokens, but one sample of T+1 = %d tokens needs at least %d",
                        path, n, T + 1, T + 1);
-    d->tokens[i] = (uint16_t *)tok;
+    d->tokens[i] = (uint16_t *)((const char *)base + HEADER_BYTES);
     d->ntok[i] = n;
     return PZ_OK;
 }

@@ -33,6 +33,11 @@ typedef struct {
     int T;
 } pz_dataset;
 
+/* Validates the bytes of one shard (len bytes at base, as mapped from path):
+ * magic, version, token count against the length, every token <
+ * vocab_size; *ntok = the token count. Errors name path and the field. */
+pz_status pz_shard_check(const void *base, size_t len, const char *path, int vocab_size, size_t *ntok);
+
 /* Opens and validates every shard (header, size, every token < vocab_size).
  * Fails with a message naming the file and what is wrong. */
 pz_status pz_dataset_open(pz_dataset *d, const char *spec, int T, int vocab_size);

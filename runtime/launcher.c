@@ -79,6 +79,34 @@ static void drain(child *c, int rank, int which) {
     }
 }
 
+/* The state letter of /proc/PID/stat ('R', 'S', 'T' stopped, 't' traced,
+ * 'Z', ...), or 0 when it cannot be read. */
+static char proc_state(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *close_paren = strrchr(buf, ')');   /* the name may hold spaces and parentheses */
+    return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
+}
+
+/* When a rank fails because a peer stopped answering, the peer it names may
+ * itself be waiting for the rank that froze (ranks time out in a race).
+ * Before the others are stopped, name any rank the kernel holds stopped:
+ * that one is the cause. */
+static void name_stopped(const child *cs, int world) {
+    for (int k = 0; k < world; k++) {
+        if (cs[k].done) continue;
+        char state = proc_state(cs[k].pid);
+        if (state == 'T' || state == 't')
+            fprintf(stderr, "pipezip: rank %d is stopped (state %c: SIGSTOP, or held by a debugger); the ranks "
+                    "waiting for it time out\n", k, state);
+    }
+}
+
 static volatile sig_atomic_t interrupted = 0;
 static void on_signal(int sig) { interrupted = sig; }
 
@@ -138,7 +166,10 @@ static int run_once(int world, char **argv) {
         int n = np ? poll(pf, (nfds_t)np, 200) : (usleep(200000), 0);
         for (int i = 0; n > 0 && i < np; i++)
             if (pf[i].revents) drain(&cs[map[i] / 2], map[i] / 2, map[i] % 2);
-        for (int r = 0; r < world; r++) {
+        /* reap first, then judge: a rank killed by a signal is the cause
+         * rather than a rank that exited because it lost that one */
+        int reaped[64], nreaped = 0;
+        for (int r = 0; r < world && nreaped < 64; r++) {
             if (cs[r].done) continue;
             int st;
             pid_t w = waitpid(cs[r].pid, &st, WNOHANG);
@@ -146,9 +177,16 @@ static int run_once(int world, char **argv) {
             cs[r].done = 1;
             cs[r].status = st;
             alive--;
-            /* a rank stopped by the signal we forwarded exits 128 + it */
-            int bad = !(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || (first_signal && WEXITSTATUS(st) == 128 + first_signal)));
-            if (bad && failed_rank < 0) {
+            reaped[nreaped++] = r;
+        }
+        for (int pass = 0; pass < 2 && failed_rank < 0; pass++)
+            for (int i = 0; i < nreaped && failed_rank < 0; i++) {
+                int r = reaped[i], st = cs[r].status;
+                if (pass == 0 && !WIFSIGNALED(st)) continue;
+                /* a rank stopped by the signal we forwarded exits 128 + it */
+                int bad = !(WIFEXITED(st) &&
+                            (WEXITSTATUS(st) == 0 || (first_signal && WEXITSTATUS(st) == 128 + first_signal)));
+                if (!bad) continue;
                 failed_rank = r;
                 if (WIFSIGNALED(st))
                     fprintf(stderr, "pipezip: rank %d was killed by signal %d (%s); stopping the other ranks\n",
@@ -156,12 +194,12 @@ static int run_once(int world, char **argv) {
                 else
                     fprintf(stderr, "pipezip: rank %d exited with status %d; stopping the other ranks\n",
                             r, WEXITSTATUS(st));
+                name_stopped(cs, world);
                 /* SIGCONT too: a frozen (stopped) rank acts on SIGTERM only once continued */
                 for (int k = 0; k < world; k++)
                     if (!cs[k].done) { kill(cs[k].pid, SIGTERM); kill(cs[k].pid, SIGCONT); }
                 kill_at = pz_now() + 3.0;
             }
-        }
         if (interrupted && kill_at == 0.0) {
             /* the ranks stop together at the next step boundary, after a
              * checkpoint when --checkpoint-dir is set; a second signal, or

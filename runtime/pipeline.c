@@ -45,6 +45,8 @@
 #include "runtime/policy.h"
 #include "runtime/report.h"
 #include "runtime/resume.h"
+#include "runtime/fingerprint.h"
+#include "runtime/memplan.h"
 #include "runtime/staging.h"
 #include "runtime/trace.h"
 #include "runtime/transport.h"
@@ -516,11 +518,21 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         fprintf(stderr, "  validation: %s\n", o->eval_compress && pz_policy_any(&x.pol, PZ_FWD)
                                                   ? "through the fwd codecs (wrappers' inner codec)" : "uncompressed");
     }
+    if ((st = pz_sched_parse(o->schedule, &x.spec)) != PZ_OK) goto cleanup;
+    if (x.spec.kind == PZ_SCHED_INTERLEAVED) {   /* one stage object per rank: no model chunks yet */
+        st = pz_fail(PZ_ERR_ARG, "schedule '%s': the executor does not run interleaved schedules yet", o->schedule);
+        goto cleanup;
+    }
+    if ((st = pz_schedule_build(&x.sched, &x.spec, rank, world, o->micro)) != PZ_OK) goto cleanup;
+    /* before anything big is allocated: refuse a run that cannot fit */
+    {
+        pz_mem_job mj = {&cfg, ranges, &x.spec, &x.pol, world, o->batch, o->seq, o->micro, be->host_memory};
+        char prefix[32] = "";
+        if (world > 1) snprintf(prefix, sizeof prefix, "rank %d: ", rank);
+        if ((st = pz_mem_check(&mj, rank, rank - cores.local_rank, cores.local_ranks, prefix)) != PZ_OK) goto cleanup;
+    }
     st = pz_model_create_stage(&x.stage, be, &cfg, &ranges[rank], o->init, (uint64_t)o->seed, o->batch, o->seq);
     if (st != PZ_OK) goto cleanup;
-
-    if ((st = pz_sched_parse(o->schedule, &x.spec)) != PZ_OK) goto cleanup;
-    if ((st = pz_schedule_build(&x.sched, &x.spec, rank, world, o->micro)) != PZ_OK) goto cleanup;
     if (is_first(&x) || is_last(&x)) {
         if ((st = pz_dataset_open(&x.train, o->data, o->seq, cfg.vocab_size)) != PZ_OK) goto cleanup;
         if ((st = pz_loader_init(&x.loader, &x.train, o->batch, 1, (uint64_t)o->seed)) != PZ_OK) goto cleanup;
@@ -560,9 +572,15 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         goto cleanup;
 
     if (world > 1) {
-        pz_transport_opts to = {rank, world, master_addr, master_port, o->peer_timeout, 60.0, !o->progress_inline,
+        pz_transport_opts to = {rank, world, master_addr, master_port, o->peer_timeout, o->peer_timeout, !o->progress_inline,
                                 o->job_secret, o->job_secret_len};
         if ((st = pz_transport_init(&x.tp, &to)) != PZ_OK) goto cleanup;
+        /* authenticated: now the ranks must agree on what they compute */
+        char *fp = pz_fingerprint_build(o, &cfg, &x.pol, x.train.paths ? &x.train : NULL,
+                                        x.val.paths ? &x.val : NULL);
+        st = pz_fingerprint_agree(x.tp, rank, world, fp);
+        free(fp);
+        if (st != PZ_OK) goto cleanup;
         set_links(&x);
         pz_staging_report(&x.stg, x.tp, rank);
         if (o->progress_inline) {   /* no thread: the compute thread progresses between blocks */

@@ -1,5 +1,6 @@
 /* resume.c: see resume.h. */
 #include "runtime/resume.h"
+#include "runtime/resume_meta.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -15,7 +16,6 @@
 #include "base/safetensors.h"
 
 #define STEP_DIR_FMT "step-%08d"
-#define STEP_MAX 99999999
 
 static char *step_dir(const char *dir, int step) {
     char name[32];
@@ -49,7 +49,7 @@ static void sync_dir(const char *path) {
 
 pz_status pz_resume_write_shard(const char *dir, int step, int rank, int world, const pz_stage *s,
                                 const pz_optim *o, const pz_loader *l) {
-    if (step < 0 || step > STEP_MAX) return pz_fail(PZ_ERR_ARG, "checkpoint: step %d out of range", step);
+    if (step < 0 || step > PZ_RESUME_STEP_MAX) return pz_fail(PZ_ERR_ARG, "checkpoint: step %d out of range", step);
     pz_status st = make_dir(dir);
     char *sd = step_dir(dir, step), *path = shard_path(dir, step, rank);
     if (st == PZ_OK) st = make_dir(sd);
@@ -207,6 +207,21 @@ pz_status pz_resume_commit(const char *dir, int step, int world, int keep) {
     return PZ_OK;
 }
 
+/* A complete checkpoint's manifest, which must name `step`. */
+static pz_status read_manifest(const char *dir, int step, pz_manifest *m) {
+    char *sd = step_dir(dir, step), *mpath = pz_path_join(sd, "manifest.json");
+    uint8_t *text = NULL;
+    size_t len = 0;
+    pz_status st = pz_read_file_max(mpath, PZ_RESUME_MANIFEST_MAX, &text, &len);
+    if (st == PZ_OK) st = pz_manifest_parse((const char *)text, len, mpath, m);
+    if (st == PZ_OK && m->step != step)   /* a renamed directory is not trusted */
+        st = pz_fail(PZ_ERR_FORMAT, "%s: says step %d, in the directory of step %d", mpath, m->step, step);
+    free(text);
+    free(sd);
+    free(mpath);
+    return st;
+}
+
 pz_status pz_resume_find(const char *dir, int allow_missing, int *step) {
     *step = -1;
     struct stat sb;
@@ -221,69 +236,21 @@ pz_status pz_resume_find(const char *dir, int allow_missing, int *step) {
     if (!steps) return st;
     for (int i = n - 1; i >= 0 && *step < 0; i--) {
         if (!is_complete(dir, steps[i])) continue;
-        /* the manifest names its step: a renamed directory is not trusted */
-        char *sd = step_dir(dir, steps[i]), *mpath = pz_path_join(sd, "manifest.json");
-        uint8_t *text = NULL;
-        size_t len = 0;
-        if (pz_read_file_max(mpath, 4096, &text, &len) == PZ_OK) {
-            char want[64];
-            snprintf(want, sizeof want, "\"step\": %d,", steps[i]);
-            if (len < 4096 && memmem(text, len, want, strlen(want)) && memmem(text, len, PZ_RESUME_FORMAT, 20))
-                *step = steps[i];
-        }
-        free(text);
-        free(sd);
-        free(mpath);
+        pz_manifest m;
+        if (read_manifest(dir, steps[i], &m) == PZ_OK) *step = steps[i];
+        else fprintf(stderr, "pipezip: warning: skipping the checkpoint of step %d: %s\n", steps[i], pz_last_error());
     }
     free(steps);
     return PZ_OK;
 }
 
-/* An integer metadata value of f, or an error naming the file and key. */
-static pz_status meta_long(const pz_st_file *f, const char *path, const char *key, long lo, long hi, long *out) {
-    const char *v = pz_st_meta_get(f, key);
-    char *end;
-    errno = 0;
-    long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || end == v || *end || errno || x < lo || x > hi)
-        return pz_fail(PZ_ERR_FORMAT, "checkpoint %s: metadata \"%s\" is %s%s%s, not an integer in [%ld, %ld]", path,
-                       key, v ? "'" : "missing", v ? v : "", v ? "'" : "", lo, hi);
-    *out = x;
-    return PZ_OK;
-}
-
-/* The stage count a complete checkpoint's manifest names. */
-static pz_status manifest_stages(const char *dir, int step, int *stages) {
-    char *sd = step_dir(dir, step), *mpath = pz_path_join(sd, "manifest.json");
-    uint8_t *text = NULL;
-    size_t len = 0;
-    pz_status st = pz_read_file_max(mpath, 4096, &text, &len);
-    if (st == PZ_OK) {
-        static const char key[] = "\"stages\": ";
-        const size_t kl = sizeof key - 1;
-        const char *k = len < 4096 ? memmem(text, len, key, kl) : NULL;
-        long v = 0;
-        if (k) {
-            char buf[16] = {0};
-            size_t off = (size_t)((const uint8_t *)k - text) + kl;
-            memcpy(buf, text + off, len - off < sizeof buf - 1 ? len - off : sizeof buf - 1);
-            v = strtol(buf, NULL, 10);
-        }
-        if (v < 1 || v > 4096) st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s: no stage count in it", mpath);
-        *stages = (int)v;
-    }
-    free(text);
-    free(sd);
-    free(mpath);
-    return st;
-}
-
 pz_status pz_resume_read_shard(const char *dir, int step, int rank, int world, pz_stage *s, pz_optim *o,
                                pz_loader *l, int *same_layout) {
-    int old = 0;
     *same_layout = 0;
-    pz_status st = manifest_stages(dir, step, &old);
+    pz_manifest man;
+    pz_status st = read_manifest(dir, step, &man);
     if (st != PZ_OK) return st;
+    const int old = man.stages;
     /* every shard of the checkpoint (mapped, read on demand): with another
      * stage count or split, this stage's tensors come from several */
     pz_st_file *f = xcalloc((size_t)old, sizeof *f);
@@ -295,22 +262,10 @@ pz_status pz_resume_read_shard(const char *dir, int step, int rank, int world, p
     for (int r = 0; r < old && st == PZ_OK; r++) {
         paths[r] = shard_path(dir, step, r);
         if ((st = pz_st_open(&f[r], paths[r])) != PZ_OK) break;
-        const char *fmt = pz_st_meta_get(&f[r], "format");
-        if (!fmt || strcmp(fmt, PZ_RESUME_FORMAT) != 0) {
-            st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s: format '%s', expected '%s'", paths[r], fmt ? fmt : "(none)",
-                         PZ_RESUME_FORMAT);
-            break;
-        }
-        long v_step, v_rank, v_world, l0, l1, v_t, v_epoch, v_batch;
-        if ((st = meta_long(&f[r], paths[r], "step", 0, STEP_MAX, &v_step)) != PZ_OK ||
-            (st = meta_long(&f[r], paths[r], "rank", 0, 4095, &v_rank)) != PZ_OK ||
-            (st = meta_long(&f[r], paths[r], "stages", 1, 4096, &v_world)) != PZ_OK ||
-            (st = meta_long(&f[r], paths[r], "block_first", 0, 1 << 20, &l0)) != PZ_OK ||
-            (st = meta_long(&f[r], paths[r], "block_end", 0, 1 << 20, &l1)) != PZ_OK ||
-            (st = meta_long(&f[r], paths[r], "optim_t", 0, 1L << 30, &v_t)) != PZ_OK ||
-            (st = meta_long(&f[r], paths[r], "loader_epoch", -1, 1L << 30, &v_epoch)) != PZ_OK ||
-            (st = meta_long(&f[r], paths[r], "loader_batch", 0, 1L << 40, &v_batch)) != PZ_OK)
-            break;
+        pz_shard_meta sm;
+        if ((st = pz_shard_meta_get(&f[r], paths[r], &sm)) != PZ_OK) break;
+        const long v_step = sm.step, v_rank = sm.rank, v_world = sm.stages, l0 = sm.block_first,
+                   l1 = sm.block_end, v_t = sm.optim_t, v_epoch = sm.loader_epoch, v_batch = sm.loader_batch;
         if (v_step != step || v_rank != r || v_world != old || (t >= 0 && v_t != t)) {
             st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s says step %ld, rank %ld of %ld, optimizer step %ld: not shard "
                          "%d of the %d-stage checkpoint of step %d", paths[r], v_step, v_rank, v_world, v_t, r, old,

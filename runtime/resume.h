@@ -32,9 +32,9 @@
 #include "compress/codec.h"
 #include "runtime/data.h"
 #include "runtime/optim.h"
+#include "runtime/resume_meta.h"
 #include "stages/stage.h"
 
-#define PZ_RESUME_FORMAT "pipezip-checkpoint-1"
 
 /* Writes this rank's shard of `step` (steps done) under dir. */
 pz_status pz_resume_write_shard(const char *dir, int step, int rank, int world, const pz_stage *s,

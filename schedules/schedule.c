@@ -1,6 +1,7 @@
 /* schedule.c: building, simulating and printing pipeline schedules
  * (see schedule.h for the ordering contract). */
 #include "schedules/schedule.h"
+#include "schedules/interleaved.h"
 #include "base/mem.h"
 
 #include <ctype.h>
@@ -16,11 +17,12 @@ static const struct {
     {"1f1b", PZ_SCHED_1F1B},
     {"gpipe", PZ_SCHED_GPIPE},
     {"zb-h1", PZ_SCHED_ZBH1},
+    {"interleaved", PZ_SCHED_INTERLEAVED},
 };
 #define NSCHED ((int)(sizeof sched_names / sizeof sched_names[0]))
 
 pz_sched_spec pz_sched_plain(pz_sched_kind kind) {
-    pz_sched_spec sp = {kind, 0, 0};
+    pz_sched_spec sp = {kind, 0, 0, 0};
     return sp;
 }
 
@@ -30,7 +32,7 @@ static pz_status unknown_name(const char *text, size_t n) {
         if (i) strncat(known, ", ", sizeof known - strlen(known) - 1);
         strncat(known, sched_names[i].name, sizeof known - strlen(known) - 1);
     }
-    return pz_fail(PZ_ERR_ARG, "unknown schedule '%.*s' (known: %s; 1f1b takes :warmup=K|auto)", (int)n, text,
+    return pz_fail(PZ_ERR_ARG, "unknown schedule '%.*s' (known: %s; 1f1b takes :warmup=K|auto, interleaved :v=V)", (int)n, text,
                    known);
 }
 
@@ -43,7 +45,20 @@ pz_status pz_sched_parse(const char *text, pz_sched_spec *out) {
         if (strlen(sched_names[i].name) == n && strncmp(text, sched_names[i].name, n) == 0) found = i;
     if (found < 0) return unknown_name(text, n);
     pz_sched_spec sp = pz_sched_plain(sched_names[found].kind);
-    if (colon) {
+    if (colon && sp.kind == PZ_SCHED_INTERLEAVED) {
+        const char *opt = colon + 1;
+        if (strncmp(opt, "v=", 2) != 0)
+            return pz_fail(PZ_ERR_ARG, "schedule '%s': unknown option '%s' (interleaved knows v=V, the model chunks "
+                           "per rank)", text, opt);
+        const char *v = opt + 2;
+        char *end;
+        errno = 0;
+        long k = strtol(v, &end, 10);
+        if (end == v || *end || errno || k < 1 || k > PZ_SCHED_MAX_VIRTUAL || !isdigit((unsigned char)*v))
+            return pz_fail(PZ_ERR_ARG, "schedule '%s': v must be an integer in [1, %d], not '%s'", text,
+                           PZ_SCHED_MAX_VIRTUAL, v);
+        sp.virtual_stages = (int)k;
+    } else if (colon) {
         const char *opt = colon + 1;
         if (sp.kind != PZ_SCHED_1F1B)
             return pz_fail(PZ_ERR_ARG, "schedule '%s': %s takes no options", text, sched_names[found].name);
@@ -70,6 +85,8 @@ void pz_sched_spec_format(const pz_sched_spec *sp, char *buf, size_t cap) {
     const char *name = pz_sched_name(sp->kind);
     if (sp->kind == PZ_SCHED_1F1B && sp->warmup_auto) snprintf(buf, cap, "%s:warmup=auto", name);
     else if (sp->kind == PZ_SCHED_1F1B && sp->warmup_extra > 0) snprintf(buf, cap, "%s:warmup=%d", name, sp->warmup_extra);
+    else if (sp->kind == PZ_SCHED_INTERLEAVED && sp->virtual_stages > 0)
+        snprintf(buf, cap, "%s:v=%d", name, sp->virtual_stages);
     else snprintf(buf, cap, "%s", name);
 }
 
@@ -94,6 +111,33 @@ const char *pz_op_name(pz_op op) {
     }
 }
 
+pz_peer pz_instr_peer(const pz_schedule *s, const pz_instr *in) {
+    const int S = s->nstages, V = s->nchunks > 0 ? s->nchunks : 1;
+    const long g = (long)in->chunk * S + s->stage;   /* this instruction's global chunk */
+    long to = -1;                                    /* the other side's global chunk */
+    pz_peer p = {-1, -1, -1};
+    switch (in->op) {
+    case PZ_OP_RECV_ACT:
+    case PZ_OP_SEND_GRAD: to = g - 1; p.boundary = (int)(g - 1); break;
+    case PZ_OP_SEND_ACT:
+    case PZ_OP_RECV_GRAD: to = g + 1; p.boundary = (int)g; break;
+    case PZ_OP_REDUCE_TIED:
+        if (S > 1 && (s->stage == 0 || s->stage == S - 1)) {
+            p.rank = s->stage == 0 ? S - 1 : 0;
+            p.chunk = s->stage == 0 ? V - 1 : 0;
+        }
+        return p;
+    default: return p;
+    }
+    if (S < 2 || to < 0 || to >= (long)S * V) {
+        pz_peer none = {-1, -1, -1};
+        return none;
+    }
+    p.rank = (int)(to % S);
+    p.chunk = (int)(to / S);
+    return p;
+}
+
 int pz_op_peer(pz_op op, int stage, int nstages) {
     switch (op) {
     case PZ_OP_RECV_ACT:
@@ -106,7 +150,12 @@ int pz_op_peer(pz_op op, int stage, int nstages) {
 }
 
 static int known_kind(pz_sched_kind kind) {
-    return kind == PZ_SCHED_1F1B || kind == PZ_SCHED_GPIPE || kind == PZ_SCHED_ZBH1;
+    return kind == PZ_SCHED_1F1B || kind == PZ_SCHED_GPIPE || kind == PZ_SCHED_ZBH1 || kind == PZ_SCHED_INTERLEAVED;
+}
+
+/* V: model chunks per rank (1 for every kind but interleaved) */
+static int chunks_of(const pz_sched_spec *sp) {
+    return sp->kind == PZ_SCHED_INTERLEAVED ? sp->virtual_stages : 1;
 }
 
 static pz_status check_args(const pz_sched_spec *sp, int stage, int nstages, int nmicro) {
@@ -122,6 +171,29 @@ static pz_status check_args(const pz_sched_spec *sp, int stage, int nstages, int
     if (nmicro < 1 || nmicro > PZ_SCHED_MAX_MICRO)
         return pz_fail(PZ_ERR_ARG, "schedule: %d micro-batches is out of range [1, %d]", nmicro,
                        PZ_SCHED_MAX_MICRO);
+    if (sp->kind != PZ_SCHED_INTERLEAVED && sp->virtual_stages != 0 && sp->virtual_stages != 1)
+        return pz_fail(PZ_ERR_ARG, "schedule: %d virtual stages (model chunks per rank) need the interleaved "
+                       "schedule, not %s", sp->virtual_stages, pz_sched_name(sp->kind));
+    if (sp->kind == PZ_SCHED_INTERLEAVED) {
+        const int V = sp->virtual_stages;
+        if (V == 0)
+            return pz_fail(PZ_ERR_ARG, "schedule: interleaved needs the model chunks per rank: interleaved:v=V "
+                           "(--virtual-stages V)");
+        if (V < 1 || V > PZ_SCHED_MAX_VIRTUAL)
+            return pz_fail(PZ_ERR_ARG, "schedule: interleaved v=%d is out of range [1, %d]", V,
+                           PZ_SCHED_MAX_VIRTUAL);
+        if ((long)nmicro * V > PZ_SCHED_MAX_MICRO)
+            return pz_fail(PZ_ERR_ARG, "schedule: interleaved: %d micro-batches x v=%d chunks is more than %d",
+                           nmicro, V, PZ_SCHED_MAX_MICRO);
+        if (V > 1 && (long)nstages * nmicro * V > PZ_SCHED_MAX_INTERLEAVED)
+            return pz_fail(PZ_ERR_ARG, "schedule: interleaved: %d stages x %d micro-batches x v=%d is more than %ld "
+                           "(each rank's list comes from a run of all of them)", nstages, nmicro, V,
+                           PZ_SCHED_MAX_INTERLEAVED);
+        if (V > 1 && nmicro % nstages != 0)
+            return pz_fail(PZ_ERR_ARG, "schedule: interleaved v=%d needs the micro-batches (%d) to be a multiple "
+                           "of the stages (%d): groups of %d go through each chunk in turn", V, nmicro, nstages,
+                           nstages);
+    }
     return PZ_OK;
 }
 
@@ -139,6 +211,12 @@ int pz_schedule_in_flight_bound(const pz_sched_spec *sp, int stage, int nstages,
     }
     case PZ_SCHED_GPIPE: return nmicro;
     case PZ_SCHED_ZBH1: return nstages < nmicro ? nstages : nmicro;
+    case PZ_SCHED_INTERLEAVED: {
+        const int V = sp->virtual_stages;
+        if (V < 1) return 0;
+        long w = pz_interleaved_warmup(stage, nstages, nmicro, V), total = (long)nmicro * V;
+        return (int)(w + 1 < total ? w + 1 : total);
+    }
     default: return 0;
     }
 }
@@ -192,10 +270,17 @@ pz_status pz_schedule_build(pz_schedule *s, const pz_sched_spec *sp, int stage, 
     s->stage = stage;
     s->nstages = nstages;
     s->nmicro = m;
-    /* at most 7 instructions per micro-batch plus 2 at the end; m <= 2^20 */
-    s->ins = xmalloc(((size_t)7 * (size_t)m + 2) * sizeof *s->ins);
+    s->nchunks = chunks_of(sp);
+    /* at most 7 instructions per micro-batch (6 per micro-batch and chunk)
+     * plus 2 at the end; m (x V) <= 2^20 */
+    s->ins = xmalloc(((size_t)7 * (size_t)m * (size_t)s->nchunks + 2) * sizeof *s->ins);
 
-    if (sp->kind == PZ_SCHED_GPIPE) {
+    if (sp->kind == PZ_SCHED_INTERLEAVED && s->nchunks > 1) {
+        if ((st = pz_interleaved_fill(s, stage, nstages, m, s->nchunks)) != PZ_OK) {
+            pz_schedule_free(s);
+            return st;
+        }
+    } else if (sp->kind == PZ_SCHED_GPIPE) {
         s->warmup = m;
         s->steady = 0;
         s->cooldown = m;
@@ -267,6 +352,18 @@ pz_status pz_schedule_build(pz_schedule *s, const pz_sched_spec *sp, int stage, 
     return PZ_OK;
 }
 
+int pz_schedule_chunk_peak(const pz_schedule *s, int chunk) {
+    if (chunk < 0 || chunk >= (s->nchunks > 0 ? s->nchunks : 1)) return 0;
+    const pz_op frees = s->kind == PZ_SCHED_ZBH1 ? PZ_OP_BACKWARD_WEIGHT : PZ_OP_BACKWARD;
+    int held = 0, peak = 0;
+    for (int k = 0; k < s->n; k++) {
+        if (s->ins[k].chunk != chunk) continue;
+        if (s->ins[k].op == PZ_OP_FORWARD && ++held > peak) peak = held;
+        if (s->ins[k].op == frees) held--;
+    }
+    return peak;
+}
+
 void pz_schedule_free(pz_schedule *s) {
     free(s->ins);
     memset(s, 0, sizeof *s);
@@ -315,11 +412,14 @@ static long simulate_rendezvous(const pz_schedule *st, int S) {
                 } else if (in->op == PZ_OP_OPTIM_STEP) {
                     pc[s]++;
                 } else {
-                    int p = pz_op_peer(in->op, s, S);
+                    const pz_peer pe = pz_instr_peer(&st[s], in);
+                    const int p = pe.rank;
                     if (p < 0 || p >= S || pc[p] >= st[p].n) break;
                     const pz_instr *o = &st[p].ins[pc[p]];
-                    if (o->op != matching_op(in->op) || o->micro != in->micro ||
-                        pz_op_peer(o->op, p, S) != s)
+                    const pz_peer back = pz_instr_peer(&st[p], o);
+                    /* (REDUCE_TIED's chunks are those of the tied copies, not the instruction's) */
+                    const int chunks_match = in->op == PZ_OP_REDUCE_TIED || (o->chunk == pe.chunk && back.chunk == in->chunk);
+                    if (o->op != matching_op(in->op) || o->micro != in->micro || back.rank != s || !chunks_match)
                         break;
                     long t = clock[s] > clock[p] ? clock[s] : clock[p];
                     clock[s] = clock[p] = t;
@@ -340,21 +440,26 @@ static long simulate_rendezvous(const pz_schedule *st, int S) {
  * posts, and the FORWARD or BACKWARD that uses a message waits until its
  * send has happened; the tied exchange pairs the two ends. start[s][k] = the
  * start slot of compute instruction k of stage s. Returns the makespan, or -1
- * if some stage can never go on. */
+ * if some stage can never go on. Messages are keyed by the model boundary
+ * they cross (S x V - 1 of them; with S = 1 chunks hand over in memory, in
+ * list order). */
 static long simulate_executor(const pz_schedule *st, int S, int m, long **start) {
+    const int V = st[0].nchunks > 0 ? st[0].nchunks : 1;
+    const size_t nb = (size_t)S * (size_t)V;
     int *pc = xcalloc((size_t)S, sizeof *pc);
     long *clock = xcalloc((size_t)S, sizeof *clock);
-    long *sent = xmalloc((size_t)S * 2 * (size_t)m * sizeof *sent);   /* [sender][dir][micro] */
-    for (size_t k = 0; k < (size_t)S * 2 * (size_t)m; k++) sent[k] = -1;
+    long *sent = xmalloc(nb * 2 * (size_t)m * sizeof *sent);   /* [boundary][dir][micro] */
+    for (size_t k = 0; k < nb * 2 * (size_t)m; k++) sent[k] = -1;
     for (int progress = 1; progress;) {
         progress = 0;
         for (int s = 0; s < S; s++)
             while (pc[s] < st[s].n) {
                 const pz_instr *in = &st[s].ins[pc[s]];
-                if (in->op == PZ_OP_FORWARD || in->op == PZ_OP_BACKWARD) {
-                    int fwd = in->op == PZ_OP_FORWARD, from = fwd ? s - 1 : s + 1;
-                    if (from >= 0 && from < S) {
-                        long at = sent[((size_t)from * 2 + (fwd ? 0 : 1)) * m + in->micro];
+                if (S > 1 && (in->op == PZ_OP_FORWARD || in->op == PZ_OP_BACKWARD)) {
+                    const int fwd = in->op == PZ_OP_FORWARD;
+                    const long g = (long)in->chunk * S + s, b = fwd ? g - 1 : g;
+                    if (b >= 0 && b < (long)nb - 1) {
+                        long at = sent[((size_t)b * 2 + (fwd ? 0 : 1)) * m + in->micro];
                         if (at < 0) break;
                         if (at > clock[s]) clock[s] = at;
                     }
@@ -363,7 +468,9 @@ static long simulate_executor(const pz_schedule *st, int S, int m, long **start)
                     start[s][pc[s]] = clock[s];
                     clock[s] += 1;
                 } else if (in->op == PZ_OP_SEND_ACT || in->op == PZ_OP_SEND_GRAD) {
-                    sent[((size_t)s * 2 + (in->op == PZ_OP_SEND_GRAD)) * m + in->micro] = clock[s];
+                    const pz_peer pe = pz_instr_peer(&st[s], in);
+                    if (pe.boundary < 0) break;   /* a send to nowhere: never goes on */
+                    sent[((size_t)pe.boundary * 2 + (in->op == PZ_OP_SEND_GRAD)) * m + in->micro] = clock[s];
                 } else if (in->op == PZ_OP_REDUCE_TIED) {
                     int p = pz_op_peer(in->op, s, S);
                     if (p < 0 || p >= S || pc[p] >= st[p].n || st[p].ins[pc[p]].op != PZ_OP_REDUCE_TIED) break;
@@ -394,7 +501,8 @@ static long gcd_l(long a, long b) {
 pz_status pz_schedule_print_table(FILE *f, const pz_sched_spec *sp, int nstages, int nmicro) {
     pz_status status = check_args(sp, 0, nstages, nmicro);
     if (status != PZ_OK) return status;
-    long cells = (long)nstages * (sp->kind == PZ_SCHED_ZBH1 ? 3 : 2) * ((long)nmicro + nstages - 1);
+    const int V = chunks_of(sp);
+    long cells = (long)nstages * (sp->kind == PZ_SCHED_ZBH1 ? 3 : 2) * ((long)nmicro * V + nstages - 1);
     if (cells > PZ_SCHED_MAX_TABLE)
         return pz_fail(PZ_ERR_ARG, "a table of %d stages x %d micro-batches has %ld cells, more than %ld",
                        nstages, nmicro, cells, PZ_SCHED_MAX_TABLE);
@@ -414,16 +522,22 @@ pz_status pz_schedule_print_table(FILE *f, const pz_sched_spec *sp, int nstages,
         goto out;
     }
 
-    /* column width: the widest of "F<m-1>" and "s<S-1>", plus a space */
+    /* column width: the widest of "F<m-1>" ("F<m-1>.<V-1>") and "s<S-1>", plus a space */
     int mdigits = 1, sdigits = 1;
     for (int v = m - 1; v >= 10; v /= 10) mdigits++;
+    if (V > 1) mdigits++;
+    for (int v = V - 1; V > 1 && v > 0; v /= 10) mdigits++;
     for (int v = S - 1; v >= 10; v /= 10) sdigits++;
     int width = (mdigits > sdigits ? mdigits : sdigits) + 2;
     if (width < 4) width = 4;
 
     fprintf(f, "%s schedule, %d stage%s, %d micro-batch%s\n", name, S, S == 1 ? "" : "s", m,
             m == 1 ? "" : "es");
-    if (sp->kind == PZ_SCHED_ZBH1)
+    if (V > 1)
+        fprintf(f, "(Fi.c / Bi.c = forward / backward of micro-batch i on the rank's model chunk c\n"
+                   " (global chunk c*S + stage), one slot each; . = idle; as the executor runs: sends\n"
+                   " do not block, a compute waits for its input, communication takes no time)\n\n");
+    else if (sp->kind == PZ_SCHED_ZBH1)
         fprintf(f, "(Fi / Bi / Wi = forward / input gradient / weight gradients of micro-batch i,\n"
                    " one slot each; . = idle; as the executor runs: sends do not block, a compute\n"
                    " waits for its input, communication takes no time)\n\n");
@@ -448,8 +562,9 @@ pz_status pz_schedule_print_table(FILE *f, const pz_sched_spec *sp, int nstages,
             char cell[32] = ".";
             if (next[s] < st[s].n && start[s][next[s]] == t) {
                 const pz_instr *in = &st[s].ins[next[s]];
-                snprintf(cell, sizeof cell, "%c%d",
-                         in->op == PZ_OP_FORWARD ? 'F' : in->op == PZ_OP_BACKWARD ? 'B' : 'W', in->micro);
+                const char c = in->op == PZ_OP_FORWARD ? 'F' : in->op == PZ_OP_BACKWARD ? 'B' : 'W';
+                if (V > 1) snprintf(cell, sizeof cell, "%c%d.%d", c, in->micro, in->chunk);
+                else snprintf(cell, sizeof cell, "%c%d", c, in->micro);
                 next[s]++;
             }
             fprintf(f, " %-*s", s == S - 1 ? 0 : width - 1, cell);
@@ -462,14 +577,15 @@ pz_status pz_schedule_print_table(FILE *f, const pz_sched_spec *sp, int nstages,
     for (int s = 0; s < S; s++)
         fprintf(f, "%5d  %7d  %6d  %9d  %14d  %12d\n", s, st[s].warmup, st[s].steady, st[s].cooldown,
                 st[s].max_in_flight, st[s].n);
-    /* busy = 2m slots per stage (3m for zb-h1); bubble = 1 - busy / (S * makespan) */
+    /* busy = 2mV slots per stage (3m for zb-h1); bubble = 1 - busy / (S * makespan) */
     const int zb = sp->kind == PZ_SCHED_ZBH1, per = zb ? 3 : 2;
-    long idle = (long)S * makespan - (long)per * m * S, total = (long)S * makespan;
+    long idle = (long)S * makespan - (long)per * m * V * S, total = (long)S * makespan;
     long g = gcd_l(idle, total);
-    long fn = S - 1, fd = zb ? 3L * m + S - 1 : (long)m + S - 1, g2 = gcd_l(fn, fd);
+    long fn = S - 1, fd = zb ? 3L * m + S - 1 : (long)m * V + S - 1, g2 = gcd_l(fn, fd);
     fprintf(f, "\nbubble: %ld/%ld = %.4f of stage time simulated; %s = %ld/%ld = %.4f\n", idle / g, total / g,
-            (double)idle / (double)total, zb ? "(S-1)/(3m+S-1)" : "(S-1)/(m+S-1)", fn / g2, fd / g2,
-            (double)fn / (double)fd);
+            (double)idle / (double)total,
+            zb ? "(S-1)/(3m+S-1)" : sp->kind == PZ_SCHED_INTERLEAVED ? "(S-1)/(mV+S-1)" : "(S-1)/(m+S-1)", fn / g2,
+            fd / g2, (double)fn / (double)fd);
 out:
     for (int s = 0; s < S; s++) {
         pz_schedule_free(&st[s]);
@@ -485,14 +601,23 @@ void pz_schedule_print_list(FILE *f, const pz_schedule *s) {
     pz_sched_spec_format(&s->spec, name, sizeof name);
     fprintf(f, "%s schedule, stage %d of %d, %d micro-batch%s, %d instructions\n", name,
             s->stage, s->nstages, s->nmicro, s->nmicro == 1 ? "" : "es", s->n);
+    if (s->nchunks > 1)
+        fprintf(f, "(model chunks: local chunk c of this stage is global chunk c*%d + %d of %d)\n", s->nstages,
+                s->stage, s->nstages * s->nchunks);
     for (int k = 0; k < s->n; k++) {
         const pz_instr *in = &s->ins[k];
+        const int chunks = s->nchunks > 1;
         fprintf(f, "%6d  %s", k, pz_op_name(in->op));
         if (in->micro >= 0) fprintf(f, "%*smicro %d", 13 - (int)strlen(pz_op_name(in->op)), "", in->micro);
-        int p = pz_op_peer(in->op, s->stage, s->nstages);
-        if (in->op == PZ_OP_REDUCE_TIED) fprintf(f, "  <-> stage %d", p);
-        else if (in->op == PZ_OP_SEND_ACT || in->op == PZ_OP_SEND_GRAD) fprintf(f, "  -> stage %d", p);
-        else if (in->op == PZ_OP_RECV_ACT || in->op == PZ_OP_RECV_GRAD) fprintf(f, "  <- stage %d", p);
+        if (chunks && in->micro >= 0) fprintf(f, " chunk %d", in->chunk);
+        const pz_peer p = pz_instr_peer(s, in);
+        const char *arrow = in->op == PZ_OP_REDUCE_TIED                                  ? "<->"
+                            : in->op == PZ_OP_SEND_ACT || in->op == PZ_OP_SEND_GRAD ? "->"
+                                                                                    : "<-";
+        if (p.rank >= 0 && !chunks) fprintf(f, "  %s stage %d", arrow, p.rank);
+        else if (p.rank >= 0 && p.boundary >= 0)
+            fprintf(f, "  %s stage %d chunk %d (boundary %d)", arrow, p.rank, p.chunk, p.boundary);
+        else if (p.rank >= 0) fprintf(f, "  %s stage %d chunk %d", arrow, p.rank, p.chunk);
         fputc('\n', f);
     }
 }

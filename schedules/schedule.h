@@ -27,7 +27,8 @@
  * stage executes strictly in list order (tests/runtime/test_schedule.c simulates all
  * stages together and proves this, with the message pairing and the memory
  * bound, for S = 1..8, m = 1..16). Each (kind, micro) message crosses an edge
- * exactly once per step, so a tag of (step, micro, direction) is unambiguous.
+ * exactly once per step, so a tag of (step, micro, direction) is unambiguous
+ * (interleaved: (kind, micro, boundary), see pz_instr_peer).
  * An executor may relax the order and stays deadlock-free: sends non-blocking,
  * receives posted at their position or earlier (as soon as a buffer is free),
  * and a receive waited for no later than the FORWARD/BACKWARD that consumes it.
@@ -75,11 +76,50 @@
  * test_schedule.c). The communication is 1F1B's, so it is deadlock-free
  * under rendezvous like 1F1B.
  *
- * Extending. pz_sched_kind is an open enum: interleaved 1F1B (v model chunks
- * per rank) sets chunk to the local chunk index, and its peers become "the rank
- * holding chunk c-1 / c+1", which pz_op_peer will then take from the schedule;
- * zero-bubble schedules split BACKWARD into an input-gradient op (what
- * BACKWARD is here) and a deferred weight-gradient op appended to pz_op. Code
+ * Interleaved 1F1B (Megatron's, Narayanan et al. 2021; "interleaved:v=V").
+ * The model is cut into S*V chunks; rank r holds the global chunks r, r+S,
+ * r+2S, ..., i.e. its local chunk c is global chunk g = c*S + r, and the
+ * activation of global chunk g goes to g+1: rank r+1's chunk c, or, from rank
+ * S-1, rank 0's chunk c+1 (the pipeline is a ring; gradients go back the same
+ * way). m must be a multiple of S when V > 1. A rank runs m*V "virtual"
+ * micro-batches: groups of S micro-batches pass through its chunk 0, then its
+ * chunk 1, ...; virtual forward k is micro (k / SV)*S + k % S of chunk
+ * (k % SV) / S, virtual backward k the same micro of chunk V-1-(k % SV)/S.
+ * Rank r warms up with W_r = min(2(S-r-1) + (V-1)S, mV) forwards (V = 1:
+ * min(S-r-1, m), plain 1F1B), then alternates forward W_r+k and backward k,
+ * then cools down with W_r backwards. Peak chunk activations held on rank r:
+ * min(W_r + 1, mV), each 1/V of the rank's layers. Within one chunk,
+ * forwards and backwards both run in micro-batch order (FIFO per chunk).
+ * With per-chunk forward f and backward b (f = F/V, b = B/V of a whole
+ * stage's F, B) and free communication, the executor's makespan is
+ * (mV + S - 1)(f + b) = m(F+B) + (S-1)(F+B)/V: the bubble is 1/V of 1F1B's,
+ * (S-1)/(mV) of the ideal time (tests/runtime/test_schedule_interleaved.c
+ * proves it for S = 1..8, V = 1..4, m = S, 2S, ... <= 16 and f:b = 1:1, 1:2,
+ * 2:1, 2:3, 1:3, and under rendezvous for f = b).
+ * Communication order. The ring makes the neighbour rule of 1F1B unsafe
+ * under rendezvous (in the warm-up all S ranks would send round the ring at
+ * once), so a rank's list comes from a reference run of all ranks' computes
+ * in the order above (one time unit per chunk compute, each starting once
+ * its input exists, free communication): every message is placed, in both
+ * its sender's and its receiver's list, at the instant its sender made it
+ * (right after the producing compute; a receive may so come well before
+ * the forward or backward that uses it, never after), and the messages of one
+ * instant in one order common to all ranks (boundary, direction, micro). The
+ * reference run is then itself an execution of the lists in which each
+ * send meets its receive at once, so they are deadlock-free under
+ * rendezvous for any compute times (and with non-blocking sends); building
+ * one rank's list costs O(S m V), limited to PZ_SCHED_MAX_INTERLEAVED. V = 1
+ * is built as plain 1F1B (the same lists). With S = 1 there are no sends:
+ * chunk c+1 takes chunk c's output (and chunk c its gradient) in memory.
+ * REDUCE_TIED and OPTIM_STEP stay once per step: the tied embedding lives in
+ * rank 0's chunk 0 and rank S-1's chunk V-1. The peer rank and chunk of every
+ * communication instruction, and the model boundary its message crosses, come
+ * from pz_instr_peer; a tag of (step, micro, boundary, direction) is then
+ * unambiguous (each crosses exactly once per step).
+ *
+ * Extending. pz_sched_kind is an open enum; zero-bubble schedules split
+ * BACKWARD into an input-gradient op (what BACKWARD is here) and a deferred
+ * weight-gradient op appended to pz_op. Code
  * that switches on pz_op or pz_sched_kind must keep a default branch. */
 #ifndef PZ_SCHEDULE_H
 #define PZ_SCHEDULE_H
@@ -93,7 +133,7 @@ typedef enum {
     PZ_SCHED_1F1B,   /* non-interleaved 1F1B / PipeDream-flush */
     PZ_SCHED_GPIPE,  /* fill-drain: all forwards, then all backwards */
     PZ_SCHED_ZBH1,   /* zero-bubble H1: 1F1B with the weight gradients deferred */
-    /* future: PZ_SCHED_INTERLEAVED_1F1B, ... */
+    PZ_SCHED_INTERLEAVED, /* interleaved 1F1B: V model chunks per rank */
 } pz_sched_kind;
 
 typedef enum {
@@ -109,7 +149,8 @@ typedef enum {
 } pz_op;
 
 /* A schedule as the user names it: "1f1b", "1f1b:warmup=K", "1f1b:warmup=auto",
- * "zb-h1" or "gpipe". warmup=K adds K extra warm-up forwards per downstream stage:
+ * "zb-h1", "gpipe", "interleaved:v=V" or "interleaved" (V given apart, e.g.
+ * by `pipezip schedule --virtual-stages V`, which sets virtual_stages). warmup=K adds K extra warm-up forwards per downstream stage:
  * stage s warms up with W_s = min(m, (S-s-1)(1+K)) forwards instead of
  * min(m, S-s-1), so W_s+1 micro-batches are in flight and a gradient may take
  * K more micro-batches' compute to come back (a slow or distant link; the
@@ -121,13 +162,19 @@ typedef struct {
     pz_sched_kind kind;
     int warmup_extra;   /* K >= 0; 1F1B only */
     int warmup_auto;    /* warmup=auto: the runtime chooses warmup_extra */
+    int virtual_stages; /* V, model chunks per rank: interleaved only, 1..PZ_SCHED_MAX_VIRTUAL
+                           (0 = not given yet: building fails until it is); other
+                           kinds: 0 or 1 */
 } pz_sched_spec;
 #define PZ_SCHED_MAX_WARMUP_EXTRA 4096
+#define PZ_SCHED_MAX_VIRTUAL 64
+#define PZ_SCHED_MAX_INTERLEAVED (1L << 22)   /* S x m x V, interleaved with V > 1 */
 
 typedef struct {
     pz_op op;
     int micro;  /* micro-batch index in [0, m); -1 for REDUCE_TIED, OPTIM_STEP */
-    int chunk;  /* model chunk on this rank; always 0 for the current kinds */
+    int chunk;  /* model chunk on this rank, 0..V-1 (global chunk chunk*S + stage);
+                   0 for the non-interleaved kinds and the two end-of-step ops */
 } pz_instr;
 
 typedef struct {
@@ -139,40 +186,68 @@ typedef struct {
     int max_in_flight;    /* peak count of micro-batches forwarded but not yet
                              backwarded while running the list; equals
                              pz_schedule_in_flight_bound() */
-    int warmup, steady, cooldown; /* 1F1B: W, m-W, W; GPipe: m, 0, m */
+    int warmup, steady, cooldown; /* 1F1B: W, m-W, W; GPipe: m, 0, m;
+                                     interleaved: W_r, mV-W_r, W_r (chunk computes) */
+    int nchunks;          /* V: model chunks on this rank (1 unless interleaved) */
 } pz_schedule;
 
 /* "1f1b", "1f1b:warmup=K" (0 <= K <= PZ_SCHED_MAX_WARMUP_EXTRA),
- * "1f1b:warmup=auto", "zb-h1" or "gpipe" (case-sensitive). Unknown names or options
+ * "1f1b:warmup=auto", "zb-h1", "gpipe", "interleaved" or "interleaved:v=V"
+ * (1 <= V <= PZ_SCHED_MAX_VIRTUAL) (case-sensitive). Unknown names or options
  * fail with PZ_ERR_ARG and a message listing the known ones. */
 pz_status pz_sched_parse(const char *text, pz_sched_spec *out);
 /* The spec as text ("1f1b:warmup=2"; auto shows as "1f1b:warmup=auto"). */
 void pz_sched_spec_format(const pz_sched_spec *sp, char *buf, size_t cap);
 /* A spec of `kind` with no options. */
 pz_sched_spec pz_sched_plain(pz_sched_kind kind);
-/* "1f1b", "gpipe", "zb-h1"; "?" for a value outside the enum. */
+/* "1f1b", "gpipe", "zb-h1", "interleaved"; "?" for a value outside the enum. */
 const char *pz_sched_name(pz_sched_kind kind);
 /* "RECV_ACT", "FORWARD", ...; "?" outside the enum. */
 const char *pz_op_name(pz_op op);
 
 /* Builds stage `stage`'s list. Fails with PZ_ERR_ARG (and a message) unless
  * 1 <= nstages <= PZ_SCHED_MAX_STAGES, 0 <= stage < nstages,
- * 1 <= nmicro <= PZ_SCHED_MAX_MICRO and kind is known. On failure *s is
- * zeroed, so pz_schedule_free(s) is always safe. */
+ * 1 <= nmicro <= PZ_SCHED_MAX_MICRO and kind is known; interleaved also
+ * needs 1 <= V <= PZ_SCHED_MAX_VIRTUAL, nmicro * V <= PZ_SCHED_MAX_MICRO and,
+ * when V > 1, nmicro a multiple of nstages and nstages * nmicro * V <=
+ * PZ_SCHED_MAX_INTERLEAVED. On failure *s is zeroed, so
+ * pz_schedule_free(s) is always safe. */
 #define PZ_SCHED_MAX_STAGES 4096
 #define PZ_SCHED_MAX_MICRO (1 << 20)
 pz_status pz_schedule_build(pz_schedule *s, const pz_sched_spec *sp, int stage, int nstages, int nmicro);
 void pz_schedule_free(pz_schedule *s);
 
-/* Rank that a communication op of `stage` talks to: RECV_ACT/SEND_GRAD ->
+/* Rank that a communication op of `stage` talks to, for the kinds with one
+ * chunk per rank (interleaved: use pz_instr_peer): RECV_ACT/SEND_GRAD ->
  * stage-1, SEND_ACT/RECV_GRAD -> stage+1, REDUCE_TIED -> the other end of the
  * pipeline (0 <-> nstages-1); -1 for compute and OPTIM_STEP. */
 int pz_op_peer(pz_op op, int stage, int nstages);
 
+/* The peer of one instruction of s, for every kind (interleaved included):
+ * rank and local chunk on the other side, and the model boundary b the
+ * message crosses (between global chunks b and b+1, 0 <= b < S*V-1; an
+ * activation and its gradient cross the same b). RECV_ACT/SEND_GRAD of local
+ * chunk c (global g = c*S + stage) talk to global chunk g-1, SEND_ACT/
+ * RECV_GRAD to g+1: the rank g'%S, its chunk g'/S. REDUCE_TIED: the other end
+ * of the pipeline, chunk V-1 on rank S-1 or chunk 0 on rank 0, boundary -1.
+ * Compute ops, OPTIM_STEP and (S = 1) in-memory hand-overs: rank, chunk and
+ * boundary -1. Tags: (step, micro, boundary, direction). */
+typedef struct {
+    int rank, chunk, boundary;
+} pz_peer;
+pz_peer pz_instr_peer(const pz_schedule *s, const pz_instr *in);
+
 /* The bound on activations held at once by `stage`: min(W_s + 1, m) for 1F1B
- * (min(S - s, m) without extra warm-up), min(S, m) for ZB-H1, m for GPipe (0
- * for an unknown kind). */
+ * (min(S - s, m) without extra warm-up), min(S, m) for ZB-H1, m for GPipe,
+ * min(W_r + 1, mV) chunk activations for interleaved (0 for an unknown kind
+ * or an interleaved spec without V). */
 int pz_schedule_in_flight_bound(const pz_sched_spec *sp, int stage, int nstages, int nmicro);
+
+/* Peak activations of local chunk `chunk` held at once while s runs (for
+ * the kinds with one chunk per rank: max_in_flight). Forwards and backwards
+ * of one chunk run in micro-batch order, so `micro % peak` never gives two
+ * live activations of a chunk the same slot. 0 for a chunk out of range. */
+int pz_schedule_chunk_peak(const pz_schedule *s, int chunk);
 
 /* warmup=auto: the smallest K such that every stage s keeps enough
  * micro-batches in flight to cover its round trip, with one to spare when
@@ -190,15 +265,18 @@ int pz_sched_auto_warmup(int nstages, int nmicro, const double *c, const double 
  * per time slot (every FORWARD and BACKWARD takes one slot, communication is
  * free, sends are rendezvous), cells "F3" / "B2" / "." (idle); then per stage
  * the warm-up / steady / cool-down counts and peak in-flight, and the bubble
- * fraction, both simulated and from (S-1)/(m+S-1). Returns PZ_ERR_ARG on bad
- * arguments (as pz_schedule_build, and at most PZ_SCHED_MAX_TABLE cells:
- * nstages x 2(nmicro + nstages - 1), 3(...) for zb-h1) and PZ_ERR_SHAPE if the lists deadlock
- * (which would be a bug), with nothing printed. */
+ * fraction, both simulated and from (S-1)/(m+S-1). Interleaved: one slot per
+ * chunk compute, cells "F3.1" (micro 3, local chunk 1), bubble (S-1)/(mV+S-1).
+ * Returns PZ_ERR_ARG on bad arguments (as pz_schedule_build, and at most
+ * PZ_SCHED_MAX_TABLE cells: nstages x 2(nmicro V + nstages - 1), 3(m+S-1)
+ * for zb-h1) and PZ_ERR_SHAPE if the lists deadlock (which would be a bug),
+ * with nothing printed. */
 #define PZ_SCHED_MAX_TABLE (1L << 22)
 pz_status pz_schedule_print_table(FILE *f, const pz_sched_spec *sp, int nstages, int nmicro);
 
 /* Prints one stage's instruction list, one instruction per line with its peer:
- * "  12  SEND_ACT    micro 3  -> stage 2". */
+ * "  12  SEND_ACT    micro 3  -> stage 2"; interleaved: "  12  SEND_ACT
+ * micro 3 chunk 1  -> stage 0 chunk 2 (boundary 7)". */
 void pz_schedule_print_list(FILE *f, const pz_schedule *s);
 
 #endif

@@ -15,72 +15,41 @@ static size_t gen_layout(pz_gen *g, const pz_gpt2_config *c, const pz_stage_rang
     TAKE(g->x, R * C); TAKE(g->ln, R * C); TAKE(g->mean, R); TAKE(g->rstd, R);
     TAKE(g->qkv, 3 * R * C); TAKE(g->atty, R * C); TAKE(g->proj, R * C);
     TAKE(g->res2, R * C); TAKE(g->fch, 4 * R * C); TAKE(g->fchg, 4 * R * C);
-    TAKE(g->scores, (size_t)c->max_seq_len);
-    TAKE(g->logits, (size_t)c->padded_vocab_size);
+    TAKE(g->scores, R * c->num_heads * c->max_seq_len);
+    TAKE(g->dlogits, (size_t)c->padded_vocab_size);
 #undef TAKE
-    return off;
+    g->tok = base ? (int *)(void *)(base + off) : NULL;   /* ints are float-sized: same allocation */
+    return off + R;
 }
 
 pz_status pz_gen_init(pz_gen *g, const pz_backend *be, const pz_gpt2_params *p, int rows) {
     memset(g, 0, sizeof *g);
     const pz_gpt2_config *c = &p->cfg;
-    if (!be->host_memory)
-        return pz_fail(PZ_ERR_ARG, "generation runs on the CPU backend only, not %s", be->name);
     if (p->range.l0 < 0 || p->range.l1 > c->num_layers || p->range.l0 > p->range.l1)
         return pz_fail(PZ_ERR_ARG, "generation: block range [%d, %d) outside [0, %d)", p->range.l0, p->range.l1,
                        c->num_layers);
     if (rows < 1 || rows > c->max_seq_len)
         return pz_fail(PZ_ERR_ARG, "generation rows %d out of range [1, %d]", rows, c->max_seq_len);
+    _Static_assert(sizeof(int) == sizeof(float), "token ids share the float allocation");
     g->be = be;
     g->p = p;
     g->rows = rows;
     g->mem = be->alloc(gen_layout(g, c, &p->range, rows, NULL) * sizeof(float));
     gen_layout(g, c, &p->range, rows, g->mem);
+    g->logits = be->host_memory ? g->dlogits : be->host_alloc((size_t)c->padded_vocab_size * sizeof(float));
     return PZ_OK;
 }
 
 void pz_gen_free(pz_gen *g) {
+    if (g->logits && g->logits != g->dlogits) g->be->host_free(g->logits);
     if (g->mem) g->be->free(g->mem);
     memset(g, 0, sizeof *g);
 }
 
 void pz_gen_reset(pz_gen *g) { g->pos = 0; }
 
-void pz_attention_cached_forward(float *out, float *kcache, float *vcache, float *scores,
-                                 const float *qkv, int pos0, int n, int C, int NH) {
-    const int hs = C / NH;
-    const float scale = 1.0f / sqrtf((float)hs);
-    for (int i = 0; i < n; i++) {
-        memcpy(kcache + (size_t)(pos0 + i) * C, qkv + (size_t)i * 3 * C + C, (size_t)C * sizeof(float));
-        memcpy(vcache + (size_t)(pos0 + i) * C, qkv + (size_t)i * 3 * C + 2 * C, (size_t)C * sizeof(float));
-    }
-    for (int i = 0; i < n; i++) {
-        const int len = pos0 + i + 1;   /* keys 0 .. pos0+i */
-        for (int h = 0; h < NH; h++) {
-            const float *q = qkv + (size_t)i * 3 * C + (size_t)h * hs;
-            float mx = -INFINITY;
-            for (int t = 0; t < len; t++) {
-                const float *k = kcache + (size_t)t * C + (size_t)h * hs;
-                float dot = 0.0f;
-                for (int j = 0; j < hs; j++) dot += q[j] * k[j];
-                scores[t] = dot * scale;
-                if (scores[t] > mx) mx = scores[t];
-            }
-            float sum = 0.0f;
-            for (int t = 0; t < len; t++) {
-                scores[t] = expf(scores[t] - mx);
-                sum += scores[t];
-            }
-            const float inv = 1.0f / sum;
-            float *o = out + (size_t)i * C + (size_t)h * hs;
-            for (int j = 0; j < hs; j++) o[j] = 0.0f;
-            for (int t = 0; t < len; t++) {
-                const float a = scores[t] * inv;
-                const float *v = vcache + (size_t)t * C + (size_t)h * hs;
-                for (int j = 0; j < hs; j++) o[j] += a * v[j];
-            }
-        }
-    }
+void pz_gen_hidden(const pz_gen *g, float *dst, int n) {
+    g->be->to_host(dst, g->x, (size_t)n * g->p->cfg.channels * sizeof(float));
 }
 
 /* The stage's forward of n new positions: from tokens (first stage) or from
@@ -103,19 +72,19 @@ static pz_status gen_run(pz_gen *g, const int *tokens, const float *x_in, int n)
         return pz_fail(PZ_ERR_ARG, "generation: a %s stage takes %s", p->range.has_embed ? "first" : "later",
                        p->range.has_embed ? "tokens" : "the previous stage's hidden rows");
     const size_t NC = (size_t)n * C;
-    for (int i = 0; tokens && i < n; i++) {
-        const float *te = p->wte + (size_t)tokens[i] * C, *pe = p->wpe + (size_t)(g->pos + i) * C;
-        float *x = g->x + (size_t)i * C;
-        for (int j = 0; j < C; j++) x[j] = te[j] + pe[j];
+    if (tokens) {
+        /* positions pos..pos+n-1: the encoder of a (1, n) batch over wpe's rows from pos */
+        be->from_host(g->tok, tokens, (size_t)n * sizeof(int));
+        be->encoder_forward(g->x, g->tok, p->wte, p->wpe + (size_t)g->pos * C, 1, n, C);
+    } else {
+        be->from_host(g->x, x_in, NC * sizeof(float));
     }
-    if (x_in) memcpy(g->x, x_in, NC * sizeof(float));
     for (int l = 0; l < p->range.l1 - p->range.l0; l++) {
         const pz_block_params *w = &p->blocks[l];
         const size_t co = (size_t)l * maxT * C;
         be->layernorm_forward(g->ln, g->mean, g->rstd, g->x, w->ln1w, w->ln1b, n, C);
         be->matmul_forward(g->qkv, g->ln, w->qkvw, w->qkvb, n, C, 3 * C);
-        pz_attention_cached_forward(g->atty, g->kcache + co, g->vcache + co, g->scores, g->qkv,
-                                    g->pos, n, C, NH);
+        be->attention_cached_forward(g->atty, g->kcache + co, g->vcache + co, g->scores, g->qkv, g->pos, n, C, NH);
         be->matmul_forward(g->proj, g->atty, w->attprojw, w->attprojb, n, C, C);
         be->residual_forward(g->res2, g->x, g->proj, NC);
         be->layernorm_forward(g->ln, g->mean, g->rstd, g->res2, w->ln2w, w->ln2b, n, C);
@@ -129,7 +98,9 @@ static pz_status gen_run(pz_gen *g, const int *tokens, const float *x_in, int n)
     /* the head, for the last position only */
     const float *last = g->x + (size_t)(n - 1) * C;
     be->layernorm_forward(g->ln, g->mean, g->rstd, last, p->lnfw, p->lnfb, 1, C);
-    be->matmul_forward(g->logits, g->ln, p->wte, NULL, 1, C, c->padded_vocab_size);
+    be->matmul_forward(g->dlogits, g->ln, p->wte, NULL, 1, C, c->padded_vocab_size);
+    if (g->logits != g->dlogits)
+        be->to_host(g->logits, g->dlogits, (size_t)c->padded_vocab_size * sizeof(float));
     return PZ_OK;
 }
 

@@ -1,14 +1,14 @@
 /* generate.h: incremental GPT-2 forward with a KV cache, and token sampling.
  *
- * pz_gen runs the whole model on a host-memory backend (the CPU one): each
- * call to pz_gen_forward appends n positions, computing only those rows; the
- * attention of a new position reads the keys and values of every earlier
- * position from the cache (one (L, maxT, C) array each for K and V) instead
- * of recomputing the prefix. Only the last position's logits are computed.
- * The arithmetic is the training forward's (stages/stage.c) row by row:
- * the same layernorm, matmul, GELU and residual ops of the backend table,
- * and attention as in kernels/cpu/attention.c (scores scaled by 1/sqrt(hs),
- * max-shifted softmax) for one query at a time. */
+ * pz_gen runs a model (or a pipeline stage's part of one) on any backend:
+ * each call to pz_gen_forward appends n positions, computing only those rows;
+ * the attention of a new position reads the keys and values of every earlier
+ * position from the cache (one (L, maxT, C) array each for K and V, in the
+ * backend's memory) instead of recomputing the prefix. Only the last
+ * position's logits are computed, and copied to the host for sampling.
+ * The arithmetic is the training forward's (stages/stage.c) row by row: the
+ * same encoder, layernorm, matmul, GELU and residual ops of the backend
+ * table, and the table's attention_cached_forward for the new queries. */
 #ifndef PZ_STAGES_GENERATE_H
 #define PZ_STAGES_GENERATE_H
 
@@ -18,17 +18,19 @@
 #include "stages/gpt2_params.h"
 
 typedef struct {
-    const pz_backend *be;          /* host memory */
-    const pz_gpt2_params *p;       /* the whole model */
+    const pz_backend *be;
+    const pz_gpt2_params *p;       /* the model's part, in be's memory */
     int rows;                      /* positions one forward may append */
     int pos;                       /* positions in the cache */
-    float *mem;                    /* one allocation for everything below */
+    float *mem;                    /* one backend allocation for the views below */
     float *kcache, *vcache;        /* (L, maxT, C) */
     float *x, *ln, *mean, *rstd;   /* (rows,C) (rows,C) (rows) (rows) */
     float *qkv, *atty, *proj;      /* (rows,3C) (rows,C) (rows,C) */
     float *res2, *fch, *fchg;      /* (rows,C) (rows,4C) (rows,4C) */
-    float *scores;                 /* (maxT) attention row */
-    float *logits;                 /* (Vp) of the last position of the last forward */
+    float *scores;                 /* (rows, NH, maxT) attention rows */
+    int *tok;                      /* (rows) token ids in be's memory */
+    float *dlogits;                /* (Vp) last position's logits, in be's memory */
+    float *logits;                 /* (Vp) the same on the host (= dlogits on the CPU) */
 } pz_gen;
 
 /* p is the whole model (pz_whole_model) or a pipeline stage's part, bound
@@ -42,17 +44,12 @@ void pz_gen_reset(pz_gen *g);
  * the last one in g->logits. Errors (PZ_ERR_ARG): n outside [1, rows], the
  * positions past the model's context, a token outside [0, V). */
 pz_status pz_gen_forward(pz_gen *g, const int *tokens, int n);
-/* A later stage's forward: n hidden rows (n, C) from the previous stage. The
- * stage's output is then g->logits (last stage) or the rows in g->x (n, C),
- * for the next stage. */
+/* A later stage's forward: n hidden rows x_in (n, C, host memory) from the
+ * previous stage. The stage's output is then g->logits (last stage) or n
+ * rows for the next stage, which pz_gen_hidden copies out. */
 pz_status pz_gen_forward_hidden(pz_gen *g, const float *x_in, int n);
-
-/* Causal attention of n new positions pos0..pos0+n-1 against a cache:
- * writes their keys and values (from qkv (n,3C), [q | k | v] per row) into
- * kcache/vcache (maxT, C) rows pos0.., then out (n,C) row i attends over
- * cache rows 0..pos0+i. scores is scratch of pos0+n floats. */
-void pz_attention_cached_forward(float *out, float *kcache, float *vcache, float *scores,
-                                 const float *qkv, int pos0, int n, int C, int NH);
+/* The last forward's n output rows (n, C) into host memory. */
+void pz_gen_hidden(const pz_gen *g, float *dst, int n);
 
 /* Sampling settings: temperature 0 is greedy (the first largest logit);
  * top_k 0 and top_p 1 keep every token. */

@@ -42,6 +42,24 @@ static size_t acts_layout(pz_acts *a, const pz_stage *s, float *base) {
     return off;
 }
 
+size_t pz_acts_slot_numel(const pz_gpt2_config *cfg, const pz_stage_range *r, int B, int T, int defer_weights) {
+    pz_stage s;
+    memset(&s, 0, sizeof s);
+    s.cfg = *cfg;
+    s.range = *r;
+    s.B = B;
+    s.T = T;
+    s.defer_weights = defer_weights;
+    pz_acts a;
+    memset(&a, 0, sizeof a);
+    pz_block_acts blocks[1];   /* acts_layout only counts with base NULL, but writes the views (NULL) */
+    int nb = r->l1 - r->l0;
+    a.blocks = nb <= 1 ? blocks : xcalloc((size_t)nb, sizeof *a.blocks);
+    size_t n = acts_layout(&a, &s, NULL) + 2 * (size_t)B * T;   /* + tokens and targets (ints) */
+    if (a.blocks != blocks) free(a.blocks);
+    return n;
+}
+
 pz_status pz_acts_init(pz_acts *a, const pz_stage *s) {
     memset(a, 0, sizeof *a);
     a->B = s->B;
@@ -65,6 +83,18 @@ void pz_acts_free(pz_acts *a, const pz_stage *s) {
 }
 
 /* ---- stage ------------------------------------------------------------ */
+
+/* floats of the backward scratch of a (B, T) micro-batch */
+static size_t scratch_numel(const pz_gpt2_config *cfg, int B, int T) {
+    size_t BT = (size_t)B * T, C = (size_t)cfg->channels;
+    size_t att = (size_t)B * cfg->num_heads * T * T;
+    return 2 * BT * C /* dres, dres2 */ + BT * C /* dln */ + 3 * BT * C /* dqkv */
+         + BT * C /* datty */ + att /* datt */ + 8 * BT * C /* dfch, dfch_gelu */;
+}
+
+size_t pz_stage_fixed_numel(const pz_gpt2_config *cfg, const pz_stage_range *r, int B, int T) {
+    return 2 * pz_stage_numel(cfg, r) + scratch_numel(cfg, B, T);
+}
 
 pz_status pz_stage_init(pz_stage *s, const pz_backend *be, const pz_gpt2_config *cfg,
                         const pz_stage_range *range, int B, int T) {
@@ -94,8 +124,7 @@ pz_status pz_stage_init(pz_stage *s, const pz_backend *be, const pz_gpt2_config 
 
     size_t BT = (size_t)B * T, C = (size_t)cfg->channels;
     size_t att = (size_t)B * cfg->num_heads * T * T;
-    size_t scratch = 2 * BT * C /* dres, dres2 */ + BT * C /* dln */ + 3 * BT * C /* dqkv */
-                   + BT * C /* datty */ + att /* datt */ + 8 * BT * C /* dfch, dfch_gelu */;
+    size_t scratch = scratch_numel(cfg, B, T);
     s->scratch = be->alloc(scratch * sizeof(float));
     float *at = s->scratch;
     s->dres = at; at += BT * C;

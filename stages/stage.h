@@ -67,6 +67,12 @@ pz_status pz_stage_init(pz_stage *s, const pz_backend *be, const pz_gpt2_config 
 void pz_stage_free(pz_stage *s);
 
 pz_status pz_acts_init(pz_acts *a, const pz_stage *s);
+
+/* What those allocate, in floats, without allocating (memory estimates):
+ * a stage's parameters, gradients and backward scratch; one activation
+ * slot (with its token and target ids). */
+size_t pz_stage_fixed_numel(const pz_gpt2_config *cfg, const pz_stage_range *r, int B, int T);
+size_t pz_acts_slot_numel(const pz_gpt2_config *cfg, const pz_stage_range *r, int B, int T, int defer_weights);
 void pz_acts_free(pz_acts *a, const pz_stage *s);
 
 /* Forward one micro-batch.

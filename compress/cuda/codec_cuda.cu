@@ -15,10 +15,10 @@
  *                      written on the host by nuq.c's own writer;
  *   topk               compress/cuda/topk_cuda.cu;
  *   ef(), ef21()       state on the device (below); aq(): aq_cuda.cu;
- *   jointsq            the CPU codec on a host copy of the tensor.
+ *   jointsq, tah       the CPU codec on a host copy of the tensor.
  * Decoders check scales, norms and padding on the host (G values and the
  * last packing group, with the CPU's formulas and messages), then expand on
- * the device; nuq code=elias, topk and jointsq messages decode on the host and
+ * the device; nuq code=elias, topk, jointsq and tah messages decode on the host and
  * the floats are copied to the device.
  * Every per-element formula is the PZ_HD function of compress/elem.h and
  * compress/elem_codecs.h that the CPU codec calls; nvcc runs with

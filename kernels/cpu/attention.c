@@ -21,6 +21,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <string.h>
 
 #define ATT_QB 64 /* query rows (and key rows, backward) per block */
 
@@ -138,6 +139,48 @@ void pz_cpu_attention_backward(float *dqkv, float *scratch, const float *dout,
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, M, 1.0f,
                         a + (size_t)j0 * T + j0, T, dO + (size_t)j0 * C, C, 1.0f,
                         dv + (size_t)j0 * ld, ld);
+        }
+    }
+}
+
+/* Generation's attention: n new positions against the KV cache, one
+ * (position, head) pair per task, each with its own row of scores. Plain
+ * loops: a new position is one query row, too little for an sgemm. */
+void pz_cpu_attention_cached_forward(float *out, float *kcache, float *vcache, float *scores,
+                                     const float *qkv, int pos0, int n, int C, int NH) {
+    const int hs = C / NH, len_max = pos0 + n;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int i = 0; i < n; i++) {
+        memcpy(kcache + (size_t)(pos0 + i) * C, qkv + (size_t)i * 3 * C + C, (size_t)C * sizeof(float));
+        memcpy(vcache + (size_t)(pos0 + i) * C, qkv + (size_t)i * 3 * C + 2 * C, (size_t)C * sizeof(float));
+    }
+#pragma omp parallel for collapse(2) schedule(static) num_threads(pz_cpu_nt())
+    for (int i = 0; i < n; i++) {
+        for (int h = 0; h < NH; h++) {
+            const int len = pos0 + i + 1;   /* keys 0 .. pos0+i */
+            float *sc = scores + ((size_t)i * NH + h) * len_max;
+            const float *q = qkv + (size_t)i * 3 * C + (size_t)h * hs;
+            float mx = -INFINITY;
+            for (int t = 0; t < len; t++) {
+                const float *k = kcache + (size_t)t * C + (size_t)h * hs;
+                float dot = 0.0f;
+                for (int j = 0; j < hs; j++) dot += q[j] * k[j];
+                sc[t] = dot * scale;
+                if (sc[t] > mx) mx = sc[t];
+            }
+            float sum = 0.0f;
+            for (int t = 0; t < len; t++) {
+                sc[t] = expf(sc[t] - mx);
+                sum += sc[t];
+            }
+            const float inv = 1.0f / sum;
+            float *o = out + (size_t)i * C + (size_t)h * hs;
+            for (int j = 0; j < hs; j++) o[j] = 0.0f;
+            for (int t = 0; t < len; t++) {
+                const float a = sc[t] * inv;
+                const float *v = vcache + (size_t)t * C + (size_t)h * hs;
+                for (int j = 0; j < hs; j++) o[j] += a * v[j];
+            }
         }
     }
 }

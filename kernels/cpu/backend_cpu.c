@@ -107,6 +107,7 @@ static void *cpu_host_alloc(size_t bytes) { return cpu_alloc(bytes); }
         .matmul_backward = pz_cpu_matmul_backward##S,        \
         .attention_forward = pz_cpu_attention_forward##S,    \
         .attention_backward = pz_cpu_attention_backward##S,  \
+        .attention_cached_forward = pz_cpu_attention_cached_forward##S, \
         .gelu_forward = pz_cpu_gelu_forward##S,              \
         .gelu_backward = pz_cpu_gelu_backward##S,            \
         .residual_forward = pz_cpu_residual_forward##S,      \
@@ -127,6 +128,7 @@ static void *cpu_host_alloc(size_t bytes) { return cpu_alloc(bytes); }
     extern __typeof__(pz_cpu_matmul_backward) pz_cpu_matmul_backward##S;                            \
     extern __typeof__(pz_cpu_attention_forward) pz_cpu_attention_forward##S;                        \
     extern __typeof__(pz_cpu_attention_backward) pz_cpu_attention_backward##S;                      \
+    extern __typeof__(pz_cpu_attention_cached_forward) pz_cpu_attention_cached_forward##S;          \
     extern __typeof__(pz_cpu_gelu_forward) pz_cpu_gelu_forward##S;                                  \
     extern __typeof__(pz_cpu_gelu_backward) pz_cpu_gelu_backward##S;                                \
     extern __typeof__(pz_cpu_residual_forward) pz_cpu_residual_forward##S;                          \

@@ -84,6 +84,9 @@ void pz_cpu_attention_forward(float *out, float *att, const float *qkv,
 void pz_cpu_attention_backward(float *dqkv, float *scratch, const float *dout,
                                const float *qkv, const float *att,
                                int B, int T, int C, int NH);
+/* n new positions against a KV cache (backend.h's attention_cached_forward) */
+void pz_cpu_attention_cached_forward(float *out, float *kcache, float *vcache, float *scores,
+                                     const float *qkv, int pos0, int n, int C, int NH);
 
 /* elementwise over n: GELU (tanh form) and the residual add */
 void pz_cpu_gelu_forward(float *out, const float *inp, size_t n);

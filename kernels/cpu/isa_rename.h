@@ -19,6 +19,7 @@
 #define pz_cpu_matmul_backward PZ_ISA_NAME(pz_cpu_matmul_backward)
 #define pz_cpu_attention_forward PZ_ISA_NAME(pz_cpu_attention_forward)
 #define pz_cpu_attention_backward PZ_ISA_NAME(pz_cpu_attention_backward)
+#define pz_cpu_attention_cached_forward PZ_ISA_NAME(pz_cpu_attention_cached_forward)
 #define pz_cpu_gelu_forward PZ_ISA_NAME(pz_cpu_gelu_forward)
 #define pz_cpu_gelu_backward PZ_ISA_NAME(pz_cpu_gelu_backward)
 #define pz_cpu_residual_forward PZ_ISA_NAME(pz_cpu_residual_forward)

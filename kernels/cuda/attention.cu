@@ -116,3 +116,76 @@ void pz_cuda_attention_backward(float *dqkv, float *scratch, const float *dout,
         pz_cuda_gemm_rm(true, false, T, hs, T, 1.0f, a, T, TT, dO, C, hs, 1.0f, dv, ld, hs, NH);
     }
 }
+
+/* ---- generation: n new positions against a KV cache -------------------- */
+
+#define CACHED_THREADS 128 /* threads of a (position, head) block: 4 warps */
+
+/* rows pos0.. of the caches (maxT,C) from the k and v thirds of qkv (n,3C) */
+__global__ static void kv_append_kernel(float *kcache, float *vcache, const float *qkv, int pos0, int n, int C) {
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)n * C) return;
+    const size_t i = idx / (size_t)C, c = idx % (size_t)C, dst = ((size_t)pos0 + i) * C + c;
+    kcache[dst] = qkv[i * 3 * C + C + c];
+    vcache[dst] = qkv[i * 3 * C + 2 * C + c];
+}
+
+/* v reduced over the block (max or sum); red holds one float per warp.
+ * Every thread of the block must call it. */
+__device__ static float block_reduce(float v, float *red, bool take_max) {
+    v = take_max ? pz_warp_max(v) : pz_warp_sum(v);
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads();   /* red may still be read by an earlier call */
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    if (w == 0) {
+        float x = lane < nw ? red[lane] : (take_max ? -INFINITY : 0.0f);
+        x = take_max ? pz_warp_max(x) : pz_warp_sum(x);
+        if (lane == 0) red[0] = x;
+    }
+    __syncthreads();
+    return red[0];
+}
+
+/* One block per (new position i, head h): scores over keys 0..pos0+i into
+ * its row of scores (i,h,:), max-shifted softmax, then out (i, head h). */
+__global__ static void cached_attention_kernel(float *out, const float *kcache, const float *vcache, float *scores,
+                                               const float *qkv, int pos0, int n, int C, int NH) {
+    __shared__ float red[CACHED_THREADS / 32];
+    const int i = blockIdx.x / NH, h = blockIdx.x % NH, hs = C / NH, len = pos0 + i + 1;
+    float *sc = scores + ((size_t)i * NH + h) * (size_t)(pos0 + n);
+    const float *q = qkv + (size_t)i * 3 * C + (size_t)h * hs;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float mx = -INFINITY;
+    for (int t = threadIdx.x; t < len; t += blockDim.x) {
+        const float *k = kcache + (size_t)t * C + (size_t)h * hs;
+        float dot = 0.0f;
+        for (int j = 0; j < hs; j++) dot = fmaf(q[j], k[j], dot);
+        sc[t] = dot * scale;
+        mx = fmaxf(mx, sc[t]);
+    }
+    mx = block_reduce(mx, red, true);
+    float sum = 0.0f;
+    for (int t = threadIdx.x; t < len; t += blockDim.x) {
+        const float e = expf(sc[t] - mx);
+        sc[t] = e;
+        sum += e;
+    }
+    sum = block_reduce(sum, red, false);   /* its barriers also publish sc */
+    const float inv = 1.0f / sum;
+    for (int j = threadIdx.x; j < hs; j += blockDim.x) {
+        float o = 0.0f;
+        for (int t = 0; t < len; t++) o = fmaf(sc[t] * inv, vcache[(size_t)t * C + (size_t)h * hs + j], o);
+        out[(size_t)i * C + (size_t)h * hs + j] = o;
+    }
+}
+
+void pz_cuda_attention_cached_forward(float *out, float *kcache, float *vcache, float *scores,
+                                      const float *qkv, int pos0, int n, int C, int NH) {
+    const size_t nc = (size_t)n * C;
+    kv_append_kernel<<<(unsigned)((nc + 255) / 256), 256>>>(kcache, vcache, qkv, pos0, n, C);
+    CUDA_CHECK_LAUNCH();
+    cached_attention_kernel<<<(unsigned)((size_t)n * NH), CACHED_THREADS>>>(out, kcache, vcache, scores, qkv, pos0, n,
+                                                                           C, NH);
+    CUDA_CHECK_LAUNCH();
+}

@@ -90,6 +90,7 @@ static pz_backend make_table(void) {
     b.matmul_backward = pz_cuda_matmul_backward;
     b.attention_forward = pz_cuda_attention_forward;
     b.attention_backward = pz_cuda_attention_backward;
+    b.attention_cached_forward = pz_cuda_attention_cached_forward;
     b.gelu_forward = pz_cuda_gelu_forward;
     b.gelu_backward = pz_cuda_gelu_backward;
     b.residual_forward = pz_cuda_residual_forward;

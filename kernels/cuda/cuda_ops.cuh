@@ -88,6 +88,8 @@ void pz_cuda_attention_forward(float *out, float *att, const float *qkv,
 void pz_cuda_attention_backward(float *dqkv, float *scratch, const float *dout,
                                 const float *qkv, const float *att,
                                 int B, int T, int C, int NH);
+void pz_cuda_attention_cached_forward(float *out, float *kcache, float *vcache, float *scores,
+                                      const float *qkv, int pos0, int n, int C, int NH);
 void pz_cuda_gelu_forward(float *out, const float *inp, size_t n);
 void pz_cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void pz_cuda_residual_forward(float *out, const float *a, const float *b, size_t n);

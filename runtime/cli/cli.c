@@ -241,6 +241,12 @@ static int cmd_train(int argc, char **argv) {
     }
     pz_sched_spec sched;
     if (pz_sched_parse(o.schedule, &sched) != PZ_OK) return fail("train", PZ_ERR_ARG);
+    if (sched.kind == PZ_SCHED_INTERLEAVED) {
+        fprintf(stderr, "pipezip train: error: --schedule %s: the executor does not run interleaved schedules yet "
+                "(one model chunk per stage only); 'pipezip schedule --schedule interleaved:v=V' prints them\n",
+                o.schedule);
+        return 1;
+    }
     if (pz_device_check(o.device, o.stages) != PZ_OK) return fail("train", PZ_ERR_ARG);
     int rank, world, port;
     const char *addr;
@@ -391,14 +397,18 @@ static int cmd_generate(int argc, char **argv) {
         {"--split", FLAG_STR, &o.split, "blocks per stage, e.g. 3,3 (default: balanced)", 0, 0, NULL},
         {"--compress", FLAG_STR, &o.compress, "fwd codecs per edge, as for train (wrappers give way to their inner codec)", 0, 0, NULL},
         {"--peer-timeout", FLAG_FLOAT, &o.peer_timeout, "seconds a stage waits for a peer before failing", 0.1, 86400, NULL},
+        {"--device", FLAG_STR, &o.device, "cpu, cuda or cuda:tf32; or one per stage, e.g. cpu,cuda (default cpu)", 0, 0, NULL},
     };
     int r = parse_flags("generate", "usage: pipezip generate --model FILE|DIR [--tokenizer F] (--prompt TEXT | --prompt-ids 1,2,3)\n"
-                        "                        --max-new-tokens N [--temperature T --top-k K --top-p P --seed S]\n\n"
-                        "Continues the prompt on the CPU in one process, with a KV cache: each new token\n"
-                        "costs one position. Text streams to stdout as it is produced, decoded with the\n"
-                        "tokenizer (--tokenizer, else tokenizer.json / vocab.json in the model directory),\n"
-                        "as bytes for a model of vocabulary 256, else as ids. The last line is JSON: ids\n"
-                        "(prompt and generated tokens), prompt_tokens, new_tokens, seconds and tok_s.",
+                        "                        --max-new-tokens N [--temperature T --top-k K --top-p P --seed S]\n"
+                        "                        [--stages S [--split A,B --compress fwd=...]] [--device cpu|cuda]\n\n"
+                        "Continues the prompt with a KV cache: each new token costs one position. Text\n"
+                        "streams to stdout as it is produced, decoded with the tokenizer (--tokenizer,\n"
+                        "else tokenizer.json / vocab.json in the model directory), as bytes for a model\n"
+                        "of vocabulary 256, else as ids. The last line is JSON: ids (prompt and\n"
+                        "generated tokens), prompt_tokens, new_tokens, seconds and tok_s. With --stages S\n"
+                        "each stage is a process with its part of the model and its own cache, passing\n"
+                        "one position's hidden state per token through the edge's fwd codec.",
                         argc, argv, fs, NFLAGS(fs), NULL);
     if (r) return r == 2 ? 0 : 1;
     if (!o.model || o.max_new_tokens < 0) {
@@ -406,7 +416,9 @@ static int cmd_generate(int argc, char **argv) {
         return 1;
     }
     o.seed = (uint64_t)seed;
+    o.threads = threads;
     pz_backend_cpu_set_threads(threads);
+    if (pz_device_check(o.device ? o.device : "cpu", o.stages) != PZ_OK) return fail("generate", PZ_ERR_ARG);
     int rank, world, port;
     const char *addr;
     pz_status st;
@@ -553,7 +565,7 @@ static const struct {
 } commands[] = {
     {"train", cmd_train, "train a GPT-2, in one process or as a pipeline of stages"},
     {"eval", cmd_eval, "mean next-token loss of a checkpoint on token shards"},
-    {"generate", cmd_generate, "continue a prompt with a model (CPU, KV cache): streamed text and a JSON line"},
+    {"generate", cmd_generate, "continue a prompt with a model (KV cache, CPU or GPU): streamed text and a JSON line"},
     {"tokenize", cmd_tokenize, "turn text files into token shards (byte-level, or GPT-2 BPE with --tokenizer)"},
     {"codec", cmd_codec, "encode a tensor with a codec and report size, error and speed"},
     {"sweep", cmd_sweep, "grid of fwd x bwd codecs on one fine-tuning task: table and plots (examples/sweep.py)"},

@@ -11,6 +11,7 @@
 #include "base/mem.h"
 #include "base/parse.h"
 #include "kernels/backend.h"
+#include "runtime/device.h"
 #include "runtime/edge.h"
 #include "runtime/partition.h"
 #include "runtime/policy.h"
@@ -122,7 +123,8 @@ static pz_status pipe_step(gen_pipe *gp, pz_gen *g, const int *tokens, int n, in
     char w[64];
     snprintf(w, sizeof w, "generation step %d hidden state", k);
     (void)C;
-    st = pz_edge_encode(&gp->tx[e], g->x, &id, seed, (uint64_t)k, 0, gp->wire, &len);
+    pz_gen_hidden(g, gp->rows, n);   /* the received rows are used up: their buffer takes the output */
+    st = pz_edge_encode(&gp->tx[e], gp->rows, &id, seed, (uint64_t)k, 0, gp->wire, &len);
     if (st == PZ_OK)
         st = pz_transport_send(gp->tp, gp->rank + 1, pz_tag(gp->rank, (uint32_t)k, 0, KIND_GEN_HIDDEN), gp->wire, len, w,
                                &r);
@@ -187,7 +189,8 @@ static pz_status generate_pipelined(const pz_generate_opts *o, pz_gen *g, int *i
         for (int e = 0; e < world - 1; e++) fputs("  ", stderr), pz_policy_print_edge(stderr, &pol, e);
     gp.wire = xaligned_alloc(gp.cap + 64);
     gp.rows = xmalloc((size_t)np * C * sizeof(float) + 64);
-    pz_transport_opts to = {rank, world, addr, port, o->peer_timeout > 0 ? o->peer_timeout : 60.0, 60.0, 1,
+    pz_transport_opts to = {rank, world, addr, port, o->peer_timeout > 0 ? o->peer_timeout : 60.0,
+                            o->peer_timeout > 0 ? o->peer_timeout : 60.0, 1,
                             o->job_secret, o->job_secret_len};
     if (st == PZ_OK) st = pz_transport_init(&gp.tp, &to);
     if (rank == 0)
@@ -220,7 +223,6 @@ pz_status pz_generate(const pz_generate_opts *o) { return pz_generate_rank(o, 0,
 pz_status pz_generate_rank(const pz_generate_opts *o, int rank, int world, const char *addr, int port) {
     if ((o->prompt == NULL) == (o->prompt_ids == NULL))
         return pz_fail(PZ_ERR_ARG, "give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
-    const pz_backend *be = pz_backend_cpu();
     pz_gpt2_config cfg;
     pz_ckpt_format fmt;
     pz_status st = pz_ckpt_read_config_heads(o->model, o->heads, &cfg, &fmt);
@@ -284,10 +286,22 @@ pz_status pz_generate_rank(const pz_generate_opts *o, int rank, int world, const
             return st;
         }
     }
-    float *mem = be->alloc(pz_stage_numel(&cfg, &range) * sizeof(float));
+    const pz_backend *be = pz_backend_for(o->device ? o->device : "cpu", rank, o->threads, &st);
+    if (!be) {
+        free(ids);
+        pz_bpe_free(bpe);
+        return st;
+    }
+    /* read on the host, then copied into the backend's memory */
+    const size_t numel = pz_stage_numel(&cfg, &range);
+    float *mem = be->alloc(numel * sizeof(float)), *host = xmalloc(numel * sizeof(float));
     pz_gpt2_params p;
-    pz_gpt2_params_bind(&p, &cfg, &range, mem);
+    pz_gpt2_params_bind(&p, &cfg, &range, host);
     st = pz_ckpt_load(o->model, &p);
+    pz_gpt2_params_unbind(&p);
+    if (st == PZ_OK) be->from_host(mem, host, numel * sizeof(float));
+    free(host);
+    pz_gpt2_params_bind(&p, &cfg, &range, mem);
     const int total = np + o->max_new_tokens;
     pz_gen g;
     if (st == PZ_OK) st = pz_gen_init(&g, be, &p, o->no_kv_cache ? total : np);

@@ -1,6 +1,6 @@
 /* generate_cmd.h: `pipezip generate` (flags parsed by runtime/cli/cli.c):
- * text from a model, one process on the CPU, with a KV cache
- * (stages/generate.h).
+ * text from a model, with a KV cache (stages/generate.h), in one process
+ * or over the pipeline, on the CPU or (--device cuda) a GPU.
  *
  * The prompt is --prompt TEXT, encoded with the tokenizer (--tokenizer, else
  * tokenizer.json / vocab.json in the model directory, else bytes for a model
@@ -33,6 +33,8 @@ typedef struct {
     const char *split;        /* --split, or NULL (balanced) */
     const char *compress;     /* --compress: fwd codecs per edge (their stateless inner codec) */
     float peer_timeout;
+    const char *device;       /* --device (runtime/device.h), NULL = cpu */
+    int threads;              /* CPU threads (the host side of a GPU stage too) */
     const uint8_t *job_secret;   /* runtime/jobsecret.h; NULL: none */
     size_t job_secret_len;
 } pz_generate_opts;

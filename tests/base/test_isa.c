@@ -48,10 +48,15 @@ static int emit(void *arg, const uint8_t *msg, size_t len, const float *y, size_
            write(fd, y, l2) != (ssize_t)l2;
 }
 
+/* tah on the shapes its budgets can hold */
+static const char *const tah_specs[] = {CODEC_STREAM_TAH_SPECS};
+static const pz_shape tah_shapes[] = {{3, {2, 64, 256}}, {2, {5, 1000}}};
+
 /* child: encode and decode everything at the level PIPEZIP_ISA names, to fd */
 static int produce(int fd) {
     codec_stream cs = {specs, NSPECS, shapes, NSHAPES, 2, 0, input, emit, &fd};
-    return codec_stream_run(&cs);
+    codec_stream ct = {tah_specs, sizeof tah_specs / sizeof tah_specs[0], tah_shapes, 2, 2, 0, input, emit, &fd};
+    return codec_stream_run(&cs) || codec_stream_run(&ct);
 }
 
 /* runs produce() in a child at `level`; returns its whole output (malloc'ed) */

@@ -26,6 +26,11 @@
     "topk:0.1", "topk:0.01", "topk:0.3,values=fp16", "topk:0.1,values=q8", "topk:0.05,scope=tensor", \
     "jointsq:1.5", "jointsq:0.5", "jointsq:3"
 
+/* tah (codec 9), which came later: test_golden appends its stream to the end
+ * of the file, so the bytes of the specs above stay where they were. */
+#define CODEC_STREAM_TAH_SPECS \
+    "tah:4", "tah:4.5,alloc=token,rank=range", "tah:5,tile=32,rank=range", "ef(tah:4)"
+
 typedef struct {
     const char *const *specs;
     size_t nspecs;

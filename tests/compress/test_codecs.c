@@ -724,7 +724,7 @@ static const char *const all_specs[] = {
     "fp32", "fp16", "bf16", "q1", "q4", "q8:round=nearest", "q4:scale=minmax,group=row", "q2:group=4,sdtype=fp16",
     "nuq1", "nuq4", "nuq4:code=elias", "nuq8:bucket=4", "sign", "sign:stochastic", "sign:group=channel,sdtype=fp16",
     "topk:0.1", "topk:0.5,scope=tensor,values=q8", "jointsq:1.5", "jointsq:4", "q4+zstd", "ef(q4)", "ef21(sign)",
-    "aq(q4)",
+    "aq(q4)", "tah:6,tile=16",
 };
 
 static void test_zeros(void) {
@@ -951,7 +951,7 @@ static void test_corruption(void) {
     static const char *const specs[] = {
         "fp32", "fp16", "bf16", "q4", "q3:scale=minmax,group=5,sdtype=fp16", "q8:round=nearest,group=row", "nuq2",
         "nuq4:bucket=16,code=elias", "nuq1", "sign", "sign:stochastic,group=channel,sdtype=fp16", "q4+zstd", "fp32+zstd",
-        "topk:0.3", "jointsq:3", "ef(q4)", "ef21(q2)",
+        "topk:0.3", "jointsq:3", "ef(q4)", "ef21(q2)", "tah:8,tile=8", "tah:13,tile=4,alloc=token",
     };
     pz_shape shapes[] = {shp(2, 3, 7, 0, 0), shp(3, 2, 1, 40, 0)};
     for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++)

@@ -10,14 +10,15 @@
  * so the file holds on any x86-64 CPU.
  *
  * The golden file was written before the code was reorganised (issue 11):
- * a refactor must leave it unchanged. A deliberate format change rewrites it
+ * a refactor must leave it unchanged. The tah specs (issue 14) came later
+ * and are appended: the same stream for them follows the first one's end. A deliberate format change rewrites it
  * with `test_golden --write FILE` and says so in its commit.
  *
- * The stream has two parts, each shape-major: the specs of the original
+ * The stream has three parts, each shape-major: the specs of the original
  * file (their q specs spell grid=midrise, the grid of every q message before
  * grid= existed, so that part is byte for byte the original file), then the
- * specs added later (q's midtread default), appended so that the first part
- * stays a prefix.
+ * codecs and options added later, each appended so that what came before
+ * stays a prefix: tah, then q's midtread default.
  *
  *   test_golden FILE           compare (exit 1 on the first difference)
  *   test_golden --write FILE   (re)write */
@@ -39,7 +40,9 @@ static const char *const specs[] = {
     "ef21(q4:grid=midrise)", "aq(q4:grid=midrise)", "aq(q2:grid=midrise,warmup=fp16)", "aq(sign)",
     "ef(aq(q4:grid=midrise))",
 };
-/* appended: grid=midtread, q's default */
+/* appended after the stream above (every shape, spec and round of it) */
+static const char *const tah_specs[] = {CODEC_STREAM_TAH_SPECS};
+/* appended after tah's: grid=midtread, q's default */
 static const char *const specs_mt[] = {
     "q1", "q2", "q3", "q4", "q5", "q8", "q4:round=nearest", "q2:round=nearest,group=row",
     "q4:scale=minmax,group=row", "q3:scale=minmax,group=256,round=nearest", "q8:sdtype=fp16",
@@ -49,7 +52,8 @@ static const char *const specs_mt[] = {
 static const struct {
     const char *const *specs;
     size_t n;
-} parts[] = {{specs, sizeof specs / sizeof specs[0]}, {specs_mt, sizeof specs_mt / sizeof specs_mt[0]}};
+} parts[] = {{specs, sizeof specs / sizeof specs[0]}, {tah_specs, sizeof tah_specs / sizeof tah_specs[0]},
+               {specs_mt, sizeof specs_mt / sizeof specs_mt[0]}};
 #define NPARTS (sizeof parts / sizeof parts[0])
 static const pz_shape shapes[] = {{3, {2, 6, 96}}, {2, {3, 70}}};
 #define NSHAPES (sizeof shapes / sizeof shapes[0])

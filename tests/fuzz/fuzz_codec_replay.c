@@ -24,6 +24,7 @@ static const char *const seed_specs[] = {
     "q4:group=tensor", "nuq1:bucket=8", "nuq4:bucket=16", "nuq4:bucket=16,code=elias", "nuq8", "sign",
     "sign:stochastic,group=channel,sdtype=fp16", "topk:0.25", "topk:0.5,scope=tensor,values=q8", "topk:0.1,values=fp16",
     "jointsq:2", "jointsq:6,group=4", "q4+zstd", "fp32+zstd", "ef(q4)", "ef21(sign)", "aq(q4)", "ef(topk:0.3)+zstd",
+    "tah:16,tile=8", "tah:8,tile=8,alloc=token", "tah:14,tile=4", "ef(tah:16,tile=4)",
 };
 
 static int make_seeds(fuzz_image *seeds) {

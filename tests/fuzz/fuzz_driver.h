@@ -45,4 +45,8 @@ size_t fuzz_delete_run(pz_rng *r, uint8_t *b, size_t *len, size_t at);
 /* inserts the byte v; the caller checks *len < cap first */
 void fuzz_insert_byte(uint8_t *b, size_t *len, size_t at, uint8_t v);
 
+/* 1..4 steps: a byte set, a bit flipped, a run deleted, a byte inserted,
+ * a truncation, or one of words inserted (for text grammars) */
+void fuzz_mutate_words(pz_rng *r, uint8_t *b, size_t *len, size_t cap, const char *const *words, int nwords);
+
 #endif

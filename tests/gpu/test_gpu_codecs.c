@@ -235,8 +235,9 @@ static void paths(void) {
           "device paths");
     CHECK(pz_codec_spec_has_cuda("jointsq:2") == 0 && pz_codec_spec_has_cuda("aq(jointsq:2)") == 0 &&
           pz_codec_spec_has_cuda("ef(jointsq:2)") == 0 && pz_codec_spec_has_cuda("aq(q4,warmup=jointsq:4)") == 0 &&
-          pz_codec_spec_has_cuda("topk:0.1") == 0 && pz_codec_spec_has_cuda("nuq4:code=elias") == 0,
-          "host paths (topk and nuq elias decode on the host)");
+          pz_codec_spec_has_cuda("topk:0.1") == 0 && pz_codec_spec_has_cuda("nuq4:code=elias") == 0 &&
+          pz_codec_spec_has_cuda("tah:4") == 0 && pz_codec_spec_has_cuda("ef(tah:4,alloc=token)") == 0,
+          "host paths (topk and nuq elias decode on the host; jointsq and tah have no device code)");
     CHECK(pz_codec_spec_has_cuda("q9") == -1, "bad spec");
 }
 
@@ -283,6 +284,10 @@ int main(void) {
             for (uint64_t seed = 1; seed <= 2; seed++) run(specs[i], &shapes[h], seed * 7919 + h, 1, stream);
     for (size_t i = 0; i < sizeof wrapped / sizeof wrapped[0]; i++)
         for (size_t h = 0; h < nshape; h++) run(wrapped[i], &shapes[h], 17 + h, 5, stream);
+    /* tah (host route): shapes its budget can hold */
+    run("tah:4", &shapes[0], 31, 1, stream);
+    run("tah:4.5,alloc=token", &shapes[5], 32, 1, stream);
+    run("ef(tah:4)", &shapes[5], 33, 5, stream);
     static const char *aqs[] = {"aq(q4)", "aq(sign:stochastic,warmup=fp16)", "aq(topk:0.1,warmup=q8)",
                                 "aq(nuq4:code=elias)", "ef(aq(q4))", "aq(jointsq:2)"};
     for (size_t i = 0; i < sizeof aqs / sizeof aqs[0]; i++) {

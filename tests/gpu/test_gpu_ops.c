@@ -162,6 +162,33 @@ static void test_attention(int nh) {
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) gpu->free(g[i]);
 }
 
+/* generation's attention against a KV cache: a prompt of 20 positions, then
+ * 5, then 1, each call appending to the caches (maxT = T rows) */
+static void test_attention_cached(int nh) {
+    const size_t ncache = (size_t)T * C;
+    float *kc = xcalloc(ncache, sizeof(float)), *vc = xcalloc(ncache, sizeof(float));
+    float *scores = xmalloc(sizeof(float) * 20 * nh * T), *out = xmalloc(sizeof(float) * 20 * C);
+    float *gkc = dev(kc, sizeof(float) * ncache), *gvc = dev(vc, sizeof(float) * ncache);
+    float *gscores = gpu->alloc(sizeof(float) * 20 * nh * T), *gout = gpu->alloc(sizeof(float) * 20 * C);
+    const int steps[3][2] = {{0, 20}, {20, 5}, {25, 1}};   /* pos0, n */
+    char name[80];
+    for (int s = 0; s < 3; s++) {
+        const int pos0 = steps[s][0], n = steps[s][1];
+        float *qkv = rnd((size_t)n * 3 * C, 1.5f), *gqkv = dev(qkv, sizeof(float) * n * 3 * C);
+        cpu->attention_cached_forward(out, kc, vc, scores, qkv, pos0, n, C, nh);
+        gpu->attention_cached_forward(gout, gkc, gvc, gscores, gqkv, pos0, n, C, nh);
+        snprintf(name, sizeof name, "attention_cached NH=%d pos0=%d n=%d", nh, pos0, n);
+        check(name, out, gout, (size_t)n * C, 1e-4f, 1e-3f);
+        check("attention_cached kcache", kc, gkc, ncache, 0.0f, 0.0f);
+        check("attention_cached vcache", vc, gvc, ncache, 0.0f, 0.0f);
+        free(qkv);
+        gpu->free(gqkv);
+    }
+    free(kc); free(vc); free(scores); free(out);
+    void *g[] = {gkc, gvc, gscores, gout};
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) gpu->free(g[i]);
+}
+
 static void test_elementwise(void) {
     const size_t n = 100003;
     float *x = rnd(n, 12), *y = rnd(n, 1), *d = rnd(n, 1), *acc = rnd(n, 1), *acc2 = rnd(n, 1);
@@ -239,6 +266,8 @@ int main(void) {
     test_matmul(VP, 0, 1);
     test_attention(NH);
     test_attention(1);
+    test_attention_cached(NH);
+    test_attention_cached(1);
     test_elementwise();
     test_crossentropy(0.0f);
     test_crossentropy(1.0f / N);

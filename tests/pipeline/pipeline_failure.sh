@@ -3,7 +3,8 @@
 #  - SIGKILL of one stage process: the launcher exits non-zero within 10 s
 #    and names the dead rank;
 #  - SIGSTOP of one stage process: the launcher exits non-zero within the
-#    peer timeout (3 s here, plus slack) and the message names the frozen rank.
+#    peer timeout (3 s here, plus slack) and names the frozen rank (the
+#    kernel's process state), whichever waiting rank times out first.
 # No process may be left behind.
 #   usage: pipeline_failure.sh PATH/TO/pipezip
 set -u
@@ -43,10 +44,18 @@ run_and_break() {
   if ! grep -q "rank $victim" "$dir/err"; then
     echo "FAIL: $sig of rank $victim: no message names rank $victim:"; cat "$dir/err"; return 1
   fi
+  # a frozen rank is named by the launcher whichever rank times out first
+  # (rank 0 waiting for rank 1, which waits for rank 2, used to blame rank 1)
+  if [ "$sig" = KILL ] && ! grep -q "^pipezip: rank $victim was killed by signal 9" "$dir/err"; then
+    echo "FAIL: KILL of rank $victim: the launcher did not name the killed rank:"; cat "$dir/err"; return 1
+  fi
+  if [ "$sig" = STOP ] && ! grep -q "^pipezip: rank $victim is stopped" "$dir/err"; then
+    echo "FAIL: STOP of rank $victim: the launcher did not name the stopped rank:"; cat "$dir/err"; return 1
+  fi
   if awk -v t="$took" -v l="$limit" 'BEGIN{exit !(t > l)}'; then
     echo "FAIL: $sig of rank $victim: took $took s (limit $limit s)"; return 1
   fi
-  echo "ok: $sig of rank $victim: launcher exited $rc after $took s: $(grep -m1 "rank $victim" "$dir/err")"
+  echo "ok: $sig of rank $victim: launcher exited $rc after $took s: $(grep -m1 "^pipezip: rank $victim" "$dir/err")"
 }
 
 run_and_break KILL 1 10 || fails=$((fails + 1))

@@ -110,6 +110,14 @@ expect_fail "unknown progress mode" "--progress must be thread or inline" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --progress poll
 expect_fail "bad warm-up" "warmup must be 'auto' or an integer" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --schedule 1f1b:warmup=x
+expect_fail "interleaved in train" "the executor does not run interleaved schedules yet" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --schedule interleaved:v=2
+expect_fail "interleaved without V" "needs the model chunks per stage" \
+  "$pz" schedule --stages 2 --micro-batches 4 --schedule interleaved
+expect_fail "interleaved with M not a multiple of S" "multiple of the stages" \
+  "$pz" schedule --stages 4 --micro-batches 6 --schedule interleaved --virtual-stages 2
+expect_fail "virtual stages without interleaved" "needs --schedule interleaved" \
+  "$pz" schedule --stages 2 --micro-batches 4 --virtual-stages 2
 expect_fail "warm-up auto in the table" "'auto' is chosen by 'pipezip train'" \
   "$pz" schedule --stages 2 --micro-batches 4 --schedule 1f1b:warmup=auto
 expect_fail "missing checkpoint" "nope.safetensors" "$pz" eval --model "$dir/nope.safetensors" --data "$dir/tok.bin"

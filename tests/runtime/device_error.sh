@@ -21,6 +21,16 @@ out=$(timeout 60 "$PZ" train --device cpu,cuda --stages 2 --preset tiny --data "
 echo "$out"
 [ "$rc" != 0 ] || { echo "FAIL: the pipeline with a CUDA stage exited 0"; exit 1; }
 grep -q "rank 1.*--device cuda: " <<<"$out" || { echo "FAIL: rank 1 did not name the device"; exit 1; }
+# generation: one process, and a 2-stage pipeline whose second stage asks for the GPU
+model="$(dirname "$0")/../fixtures/tiny_ref.safetensors"
+out=$("$PZ" generate --device cuda --model "$model" --prompt-ids 1,2 --max-new-tokens 3 2>&1); rc=$?
+echo "$out"
+[ "$rc" = 1 ] && grep -q "^pipezip generate: error: --device cuda: " <<<"$out" || { echo "FAIL: generate --device cuda"; exit 1; }
+out=$(timeout 60 "$PZ" generate --device cpu,cuda --stages 2 --model "$model" --prompt-ids 1,2 --max-new-tokens 3 2>&1); rc=$?
+echo "$out"
+[ "$rc" != 0 ] && grep -q "rank 1.*--device cuda: " <<<"$out" || { echo "FAIL: generate rank 1 did not name the device"; exit 1; }
+out=$("$PZ" generate --device cpu,cuda --model "$model" --prompt-ids 1,2 --max-new-tokens 3 2>&1); rc=$?
+[ "$rc" = 1 ] && grep -q "2 entries for 1 stage" <<<"$out" || { echo "FAIL: generate device list: $out"; exit 1; }
 out=$("$PZ" train --device tpu --preset tiny --data /nonexistent 2>&1); rc=$?
 [ "$rc" = 1 ] && grep -q "unknown device 'tpu'" <<<"$out" || { echo "FAIL: unknown device: $out"; exit 1; }
 echo "ok"

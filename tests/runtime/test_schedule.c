@@ -73,7 +73,7 @@ static int expected_bound(pz_sched_spec sp, int s, int S, int m) {
 }
 
 static pz_sched_spec spec_k(pz_sched_kind kind, int extra) {
-    pz_sched_spec sp = {kind, extra, 0};
+    pz_sched_spec sp = {kind, extra, 0, 0};
     return sp;
 }
 
@@ -400,8 +400,8 @@ static void free_all(pz_schedule *st, int S) {
 /* Every schedule the library builds: 1F1B with 0..3 extra warm-up forwards
  * per downstream stage, and GPipe. */
 static const pz_sched_spec all_specs[] = {
-    {PZ_SCHED_1F1B, 0, 0}, {PZ_SCHED_1F1B, 1, 0}, {PZ_SCHED_1F1B, 2, 0},
-    {PZ_SCHED_1F1B, 3, 0}, {PZ_SCHED_GPIPE, 0, 0}, {PZ_SCHED_ZBH1, 0, 0},
+    {PZ_SCHED_1F1B, 0, 0, 0}, {PZ_SCHED_1F1B, 1, 0, 0}, {PZ_SCHED_1F1B, 2, 0, 0},
+    {PZ_SCHED_1F1B, 3, 0, 0}, {PZ_SCHED_GPIPE, 0, 0, 0}, {PZ_SCHED_ZBH1, 0, 0, 0},
 };
 #define NSPECS ((int)(sizeof all_specs / sizeof all_specs[0]))
 

@@ -611,22 +611,54 @@ static int child_fake(int rank, int world, int port, int bad) {
     return 0;
 }
 
+/* Without a job secret anyone may complete the handshake: stray HELLOs
+ * claiming rank 5, another world size, then rank 1 (taken by then? no: the
+ * real rank 1 waits 1 s) must be refused one by one while rank 0 keeps
+ * listening, so the real ranks still meet (before, the first one stopped
+ * rank 0: a denial of service by one message). */
+static int child_fake_nosecret(int port) {
+    static const uint32_t claims[2][2] = {{5, 2}, {1, 3}};   /* rank, world */
+    for (int i = 0; i < 2; i++) {
+        int fd = fake_connect(port);
+        fake_join j = {.rank = (int)claims[i][0], .world = (int)claims[i][1]};
+        CHECK(fd >= 0 && fake_handshake(fd, &j) == 1, "no-secret handshake: %s", j.reason);
+        uint8_t hello[PZ_BOOT_HELLO_FIXED + 16], reply[PZ_BOOT_REJECT_MAX + 1];
+        pz_put_u32(hello, claims[i][0]);
+        pz_put_u32(hello + 4, claims[i][1]);
+        pz_put_u32(hello + 8, 16);
+        memset(hello + PZ_BOOT_HELLO_FIXED, 0x5a, 16);
+        CHECK(fake_send(fd, PZ_F_HELLO, hello, sizeof hello), "send HELLO");
+        unsigned type = 0;
+        size_t len = 0;
+        CHECK(fake_recv(fd, 5.0, &type, reply, sizeof reply - 1, &len) && type == PZ_F_REJECT,
+              "stray HELLO %d: expected a REJECT frame, got type %u", i, type);
+        reply[len] = 0;
+        say("stray HELLO %d refused: %s", i, (char *)reply);
+        close(fd);
+    }
+    return 0;
+}
+
 /* mode 0: real ranks must meet despite stray connections (rank 2 is the fake);
  * mode 1: rank 0 must refuse a wrong world size (rank 1 is the fake);
  * mode 2: two processes claim rank 1: both and rank 0 fail (ranks 1 and 2 are rank 1);
- * mode 3: no rank 0 at all: rank 1 gives up after its connect timeout. */
+ * mode 3: no rank 0 at all: rank 1 gives up after its connect timeout;
+ * mode 4: no job secret, stray well-formed HELLOs (rank 2 is the fake): the
+ *         real ranks still meet. */
 static int child_boot(int rank, int world, int port, int mode) {
     if ((mode == 0 && rank == 2) || (mode == 1 && rank == 1)) return child_fake(rank, world, port, mode);
-    pz_transport_opts o = make_opts(rank, mode == 0 ? 2 : world, port, 5.0);
+    if (mode == 4 && rank == 2) return child_fake_nosecret(port);
+    pz_transport_opts o = make_opts(rank, mode == 0 || mode == 4 ? 2 : world, port, 5.0);
+    if (mode == 4) o.secret = NULL, o.secret_len = 0;
     if (mode == 2 && rank == 2) o.rank = 1;
-    if (mode == 0 && rank == 1) sleep_ms(1000); /* let the fake's stray connections reach rank 0 first */
+    if ((mode == 0 || mode == 4) && rank == 1) sleep_ms(1000); /* let the fake's connections reach rank 0 first */
     if (mode == 3) o.connect_timeout_s = 1.0;
     else o.connect_timeout_s = 8.0;
     pz_transport *t = NULL;
     double t0 = pz_now();
     pz_status st = pz_transport_init(&t, &o);
     double dt = pz_now() - t0;
-    if (mode == 0) {
+    if (mode == 0 || mode == 4) {
         CHECK(st == PZ_OK, "init: %s", pz_last_error());
         OK(pz_transport_barrier(t));
         pz_transport_close(t, 0);
@@ -677,7 +709,7 @@ static void on_alarm(int sig) {
     _exit(2);
 }
 
-typedef enum { S_BASIC, S_THREAD, S_THROTTLE, S_KILL_A, S_KILL_B, S_STOP, S_BOOT0, S_BOOT1, S_BOOT2, S_BOOT3, S_SOLO } scenario;
+typedef enum { S_BASIC, S_THREAD, S_THROTTLE, S_KILL_A, S_KILL_B, S_STOP, S_BOOT0, S_BOOT1, S_BOOT2, S_BOOT3, S_BOOT4, S_SOLO } scenario;
 
 static int run_child(scenario s, int rank, int world, int port) {
     switch (s) {
@@ -691,6 +723,7 @@ static int run_child(scenario s, int rank, int world, int port) {
     case S_BOOT1: return child_boot(rank, world, port, 1);
     case S_BOOT2: return child_boot(rank, world, port, 2);
     case S_BOOT3: return child_boot(rank, world, port, 3);
+    case S_BOOT4: return child_boot(rank, world, port, 4);
     case S_SOLO: return child_solo();
     }
     return 1;
@@ -798,6 +831,7 @@ int main(int argc, char **argv) {
         run("bootstrap refuses a wrong world size", tcp, S_BOOT1, 2, -1, 20, 0);
         run("bootstrap refuses a duplicate rank", tcp, S_BOOT2, 3, -1, 20, 0);
         run("bootstrap connect timeout", tcp, S_BOOT3, 2, -1, 20, 1);
+        run("bootstrap without a secret survives stray HELLOs", tcp, S_BOOT4, 3, -1, 20, 0);
         run("a single rank", tcp, S_SOLO, 1, -1, 20, 0);
     }
     alarm(0);
