@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static _Thread_local char last_error[1024];
 
@@ -20,11 +21,16 @@ const char *pz_status_name(pz_status s) {
     return "unknown error";
 }
 
+/* Formats into a copy first: an argument may be pz_last_error() itself
+ * (wrapping the previous message), which vsnprintf must not read while it
+ * writes the same buffer. */
 pz_status pz_fail(pz_status s, const char *fmt, ...) {
+    char msg[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, sizeof msg);
     return s;
 }
 

@@ -24,6 +24,8 @@ enum pz_codec_id {
 enum pz_scale_mode { PZ_SCALE_ABSMAX = 0, PZ_SCALE_MINMAX };
 enum pz_group_mode { PZ_GROUP_CHANNEL = 0, PZ_GROUP_ROW, PZ_GROUP_BLOCK, PZ_GROUP_TENSOR };
 enum pz_round_mode { PZ_ROUND_STOCHASTIC = 0, PZ_ROUND_NEAREST };
+/* q's grid; 0 (midrise) is what messages from before grid= hold */
+enum pz_grid_mode { PZ_GRID_MIDRISE = 0, PZ_GRID_MIDTREAD };
 enum pz_value_mode { PZ_VALUES_FP32 = 0, PZ_VALUES_FP16, PZ_VALUES_Q8 };
 
 /* Parameters of every base codec (each uses the fields it documents). They
@@ -39,6 +41,7 @@ typedef struct {
     uint8_t per_row;      /* topk: select per row (1) or over the tensor (0); tah: alloc=token (1) or tile (0) */
     uint8_t elias;        /* nuq: Elias-coded level indices (1) or fixed-width (0) */
     uint8_t stochastic;   /* sign: binary randomisation (1) or scaled sign (0) */
+    uint8_t grid;         /* q: enum pz_grid_mode */
     uint32_t group_size;  /* q, sign, jointsq: block size for PZ_GROUP_BLOCK; nuq: bucket; tah: tile */
     float fraction;       /* topk: fraction kept, (0, 1] */
     float budget;         /* jointsq, tah: bits per element, everything on the wire counted */

@@ -63,31 +63,99 @@ static inline double pz_sum_abs_canon(const float *x, size_t n) {
 }
 
 /* ---- q<b> ---- */
-/* Grid from the stored range: step = (hi - lo)/L, inv = 1/step (0 for a
- * zero range); 0 when it is not usable. */
-static inline PZ_HD int pz_q_grid(float lo, float hi, int L, float *step, float *inv) {
+/* A group's grid as both sides derive it from the stored range [lo, hi]
+ * (compress/quant.c describes the grids): level k is (lo + k*step)*fd, and
+ * the encoder's y = (x*fs)*inv + off is the position of x on the grid, up to
+ * rounding. fs = 1 (fd = 1) unless the step would fall below 2^-126 (fp32's
+ * smallest normal; 1/step could then overflow and a subnormal step loses
+ * bits): then the grid is built for the range times fs = 2^64 and decoded
+ * values are multiplied by fd = 2^-64 (both exact powers of two). */
+typedef struct {
+    float lo, step, inv, off, fs, fd;
+} pz_qgrid;
+
+/* The largest code: 2^b - 1, except absmax midtread (b >= 2), whose 2L + 1
+ * levels leave code 2^b - 1 unused. */
+static inline PZ_HD int32_t pz_q_kmax(int bits, int midtread, int minmax) {
+    return (1 << bits) - 1 - (midtread && !minmax && bits >= 2 ? 1 : 0);
+}
+
+/* 0 when the range is not usable (not finite, lo > hi, or a step beyond fp32). */
+static inline PZ_HD int pz_q_grid(float lo, float hi, int bits, int midtread, int minmax, pz_qgrid *g) {
     if (!(lo <= hi) || !isfinite(lo) || !isfinite(hi)) return 0;
-    float st = (hi - lo) / (float)L;
+    int32_t K = (1 << bits) - 1;
+    /* zero-point layout: midtread (b >= 2) whose range holds 0 */
+    int zl = midtread && bits >= 2 && lo <= 0.0f && hi >= 0.0f;
+    float nint = (float)(zl ? K - 1 : K);     /* intervals spanned by [lo, hi] */
+    float st = (hi - lo) / nint;
     if (!isfinite(st)) return 0;
-    *step = st;
-    *inv = st > 0.0f ? 1.0f / st : 0.0f;
+    g->fs = g->fd = 1.0f;
+    if (st > 0.0f && st < 0x1p-126f) {
+        g->fs = 0x1p64f;
+        g->fd = 0x1p-64f;
+        lo = PZ_FMUL(lo, 0x1p64f);
+        hi = PZ_FMUL(hi, 0x1p64f);
+        st = (hi - lo) / nint;
+    }
+    if (!zl) {                                /* midrise: levels lo + k*step */
+        g->lo = lo;
+        g->step = st;
+        g->inv = st > 0.0f ? 1.0f / st : 0.0f;
+        g->off = -lo * g->inv;
+        return 1;
+    }
+    /* midtread: levels (k - z)*step, z the zero code */
+    int32_t z;
+    if (!minmax) {
+        z = K / 2;                            /* L = 2^(b-1) - 1: levels -L..L */
+        if (PZ_FMUL((float)z, st) < hi) st = pz_u2f(pz_f2u(st) + 1u);   /* L*step >= s */
+    } else if (st > 0.0f) {
+        z = (int32_t)ceilf(-lo / st);         /* z*step >= -lo: 0 .. K-1 */
+        z = z < K ? z : K;
+        if (z < K && PZ_FMUL((float)z, st) < -lo) z++;
+        if (PZ_FMUL((float)(K - z), st) < hi) st = pz_u2f(pz_f2u(st) + 1u);
+    } else {
+        z = 0;                                /* lo = hi = 0 */
+    }
+    g->step = st;
+    g->lo = -PZ_FMUL((float)z, st);           /* so that code z decodes to 0 exactly */
+    g->inv = st > 0.0f ? 1.0f / st : 0.0f;
+    g->off = (float)z;
     return 1;
 }
-/* The encoder's offset: y = x*inv + off = (x - lo)/step up to rounding. */
-static inline PZ_HD float pz_q_off(float lo, float inv) { return -lo * inv; }
-/* Stochastic: k = floor(y + u) (a tiny negative y truncates to 0, as floor
- * would), clamped to L; u = pz_uniform of the element. */
-static inline PZ_HD uint8_t pz_q_code_stoch(float x, float off, float inv, int32_t L, float u) {
-    int32_t k = (int32_t)(fmaf(x, inv, off) + u);
-    return (uint8_t)(k < L ? k : L);
+/* Stochastic, midrise: k = floor(y + u) (a tiny negative y truncates to 0, as
+ * floor would), clamped to kmax; u = pz_uniform of the element; xs = x*fs. */
+static inline PZ_HD uint8_t pz_q_code_stoch(float xs, float off, float inv, int32_t kmax, float u) {
+    int32_t k = (int32_t)(fmaf(xs, inv, off) + u);
+    return (uint8_t)(k < kmax ? k : kmax);
 }
-/* Nearest (ties to even), clamped to [0, L]. */
-static inline PZ_HD uint8_t pz_q_code_near(float x, float off, float inv, int32_t L) {
-    int32_t k = (int32_t)rintf(fmaf(x, inv, off));
+/* Stochastic, midtread: k = floor(y) + [u < y - floor(y)] (y - floor(y) is
+ * exact, so a value on a level, zero included, always gets that level; floor
+ * by truncation, as y >= 0 up to rounding and a tiny negative y gets 0),
+ * clamped to [0, kmax]. */
+static inline PZ_HD uint8_t pz_q_code_stoch_mt(float xs, float off, float inv, int32_t kmax, float u) {
+    float y = fmaf(xs, inv, off);
+    int32_t k = (int32_t)y;
+    k += u < y - (float)k ? 1 : 0;
     k = k > 0 ? k : 0;
-    return (uint8_t)(k < L ? k : L);
+    return (uint8_t)(k < kmax ? k : kmax);
 }
-static inline PZ_HD float pz_q_value(uint8_t k, float lo, float step) { return PZ_FADD(lo, PZ_FMUL((float)k, step)); }
+/* Nearest (ties to even), clamped to [0, kmax]. */
+static inline PZ_HD uint8_t pz_q_code_near(float xs, float off, float inv, int32_t kmax) {
+    int32_t k = (int32_t)rintf(fmaf(xs, inv, off));
+    k = k > 0 ? k : 0;
+    return (uint8_t)(k < kmax ? k : kmax);
+}
+/* Decoded value of code k (a code above kmax, which no encoder writes, decodes
+ * as kmax); pz_q_value_lin is the same for fd = 1 (the multiplication by 1 is
+ * exact, so both give the same bits there). */
+static inline PZ_HD float pz_q_value_lin(uint8_t k, int32_t kmax, float lo, float step) {
+    int32_t kk = k < kmax ? (int32_t)k : kmax;
+    return PZ_FADD(lo, PZ_FMUL((float)kk, step));
+}
+static inline PZ_HD float pz_q_value(uint8_t k, int32_t kmax, float lo, float step, float fd) {
+    return PZ_FMUL(pz_q_value_lin(k, kmax, lo, step), fd);
+}
 
 /* ---- sign ---- */
 /* scaled: bit = (x >= 0) */
@@ -114,6 +182,10 @@ static inline PZ_HD float pz_nuq_smallest_inv(int bits) {
 /* the bucket norm as sent: sqrt of the canonical sum of squares */
 static inline PZ_HD float pz_nuq_norm(double sumsq) { return (float)sqrt(sumsq); }
 static inline PZ_HD float pz_nuq_inv(float norm) { return norm > 0.0f ? 1.0f / norm : 0.0f; }
+/* A bucket whose norm is below 2^-126 (1/norm may overflow, and a subnormal
+ * norm has few bits) is coded at fs = 2^64 times its size: r = (|x|*fs) *
+ * pz_nuq_inv(norm*fs), both products exact; fs = 1 for any other bucket. */
+static inline PZ_HD float pz_nuq_fs(float norm) { return norm < 0x1p-126f ? 0x1p64f : 1.0f; }
 
 /* Level index of r in [0, 1], given as its bits rb, with u24 uniform in
  * [0, 2^24). Between l_j = 2^E and 2^(E+1) the probability of going up is
@@ -132,18 +204,18 @@ static inline PZ_HD float pz_nuq_level(uint32_t j, int s) {
     return j ? pz_u2f((uint32_t)((int32_t)j - s + 127) << 23) : 0.0f;
 }
 /* The b-bit code of x (b >= 2): (sign << (b-1)) | j; h = pz_uhash2 of the
- * element (u24 = h >> 8). */
-static inline PZ_HD uint8_t pz_nuq_code(float x, float inv, int b, int s, float smallest_inv, uint32_t h) {
+ * element (u24 = h >> 8); fs and inv = pz_nuq_inv(norm*fs) of its bucket. */
+static inline PZ_HD uint8_t pz_nuq_code(float x, float fs, float inv, int b, int s, float smallest_inv, uint32_t h) {
     uint32_t u24 = h >> 8;
-    uint32_t rb = pz_f2u(fabsf(x) * inv);
+    uint32_t rb = pz_f2u(PZ_FMUL(fabsf(x), fs) * inv);
     rb = rb < 0x3f800000u ? rb : 0x3f800000u;   /* r <= 1 */
     uint32_t jx = pz_nuq_index(rb, s, smallest_inv, u24);
     uint32_t neg = (pz_f2u(x) >> 31) & (jx != 0);
     return (uint8_t)(jx | (neg ? (1u << (b - 1)) : 0u));
 }
 /* b = 1: code 1 (= +|v|) with probability (1 + x/|v|)/2; u = pz_uniform */
-static inline PZ_HD uint8_t pz_nuq_code1(float x, float inv, float u) {
-    return u < fmaf(x, 0.5f * inv, 0.5f) ? 1 : 0;
+static inline PZ_HD uint8_t pz_nuq_code1(float x, float fs, float inv, float u) {
+    return u < fmaf(PZ_FMUL(x, fs), 0.5f * inv, 0.5f) ? 1 : 0;
 }
 static inline PZ_HD float pz_nuq_value(uint8_t code, float norm, int b, int s) {
     if (b == 1) return code ? norm : -norm;

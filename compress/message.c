@@ -70,7 +70,7 @@ static void params_write(const pz_codec_params *p, uint8_t *o) {
     o[8] = p->per_row;
     o[9] = p->elias;
     o[10] = p->stochastic;
-    o[11] = 0;
+    o[11] = p->grid;
     pz_put_u32(o + 12, p->group_size);
     uint32_t u;
     memcpy(&u, &p->fraction, 4);
@@ -91,12 +91,13 @@ static int params_read(pz_codec_params *p, const uint8_t *o) {
     p->per_row = o[8];
     p->elias = o[9];
     p->stochastic = o[10];
+    p->grid = o[11];
     p->group_size = pz_get_u32(o + 12);
     uint32_t u = pz_get_u32(o + 16);
     memcpy(&p->fraction, &u, 4);
     u = pz_get_u32(o + 20);
     memcpy(&p->budget, &u, 4);
-    return o[11] == 0;
+    return o[11] == 0 || p->id == PZ_CODEC_Q;   /* q's grid; 0 for the others */
 }
 
 /* The chain on the wire: level l's low 2 bits in bits 2l..2l+1 of byte 8,
@@ -175,7 +176,7 @@ pz_status pz_msg_read(const uint8_t *msg, size_t len, pz_msg_header *m) {
     m->chain = chain_join(msg[8], msg[10]);
     if (m->flags & ~(FLAG_ZSTD_ASKED | FLAG_ZSTD_USED) || ((m->flags & FLAG_ZSTD_USED) && !(m->flags & FLAG_ZSTD_ASKED)))
         return pz_fail(PZ_ERR_FORMAT, "codec message: bad flags 0x%02x", m->flags);
-    if (!params_read(&m->p, msg + 12)) return pz_fail(PZ_ERR_FORMAT, "codec message: reserved parameter byte not zero");
+    if (!params_read(&m->p, msg + 12)) return pz_fail(PZ_ERR_FORMAT, "codec message: reserved parameter byte (q's grid) not zero");
     m->impl = pz_codec_impl_by_id(m->p.id);
     if (!m->impl) return pz_fail(PZ_ERR_FORMAT, "codec message: unknown base codec id %u", m->p.id);
     if (m->id < PZ_MSG_WRAP_ID(0)) {

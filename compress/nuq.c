@@ -14,7 +14,9 @@
  *     byte (needs b >= 2).
  * b = 1 has no room for a zero level: its single level is 1, i.e. the element
  * goes to +|v| with probability (1 + x/|v|)/2 and to -|v| otherwise (code 1
- * means +). A bucket whose norm is 0 decodes to zeros.
+ * means +). A bucket whose norm is 0 decodes to zeros. A bucket whose norm
+ * is below 2^-126 is coded at 2^64 times its size (pz_nuq_fs, elem_codecs.h),
+ * so tiny and subnormal values keep the relative error of any other bucket.
  * Payload: G = ceil(n/bucket) fp32 norms, then the codes. */
 
 /* hot loops are throughput-bound: let gcc use 512-bit vectors where the
@@ -195,18 +197,18 @@ static pz_status nuq_encode(const pz_codec_params *p, const float *x, const pz_s
         uint32_t klo = k.lo, khi = k.hi;
         for (size_t i = a; i < e;) {
             size_t g = i / bucket, re = (g + 1) * bucket < e ? (g + 1) * bucket : e, m = re - i;
-            float inv = pz_nuq_inv(norm[g]);
+            float fs = pz_nuq_fs(norm[g]), inv = pz_nuq_inv(norm[g] * fs);
             const float *xi = x + i;
             uint8_t *cd = codes + (i - a);
             uint32_t i32 = (uint32_t)i;
             if (b == 1) {
 #pragma omp simd
                 for (uint32_t j = 0; j < (uint32_t)m; j++)
-                    cd[j] = pz_nuq_code1(xi[j], inv, pz_uniform2(klo, khi, i32 + j));
+                    cd[j] = pz_nuq_code1(xi[j], fs, inv, pz_uniform2(klo, khi, i32 + j));
             } else {
 #pragma omp simd
                 for (uint32_t j = 0; j < (uint32_t)m; j++)
-                    cd[j] = pz_nuq_code(xi[j], inv, b, sl, smallest_inv, pz_uhash2(klo, khi, i32 + j));
+                    cd[j] = pz_nuq_code(xi[j], fs, inv, b, sl, smallest_inv, pz_uhash2(klo, khi, i32 + j));
             }
             i = re;
         }

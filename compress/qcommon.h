@@ -85,8 +85,15 @@ static inline PZ_HD float pz_scale_get(const uint8_t *in, size_t i, int fp32) {
 }
 /* q's group gi on the wire: its range [*lo, *hi] (absmax: [-*hi, *hi], *lo
  * unused) rounded outward to what the scales can hold and written as the
- * payload's scales; *lo and *hi become what the receiver reads. */
+ * payload's scales; *lo and *hi become what the receiver reads. With fp16
+ * scales, a range whose ends both round to 0 in fp16 (|lo|, |hi| <= 2^-25:
+ * the scale underflows) is sent as [0, 0]: the group decodes to zeros
+ * instead of sitting on a grid up to 10^30 times too coarse. */
 static inline PZ_HD void pz_q_range_put(uint8_t *out, size_t gi, int minmax, int fp32, float *lo, float *hi) {
+    if (!fp32 && (pz_f32_to_f16(*hi) & 0x7fffu) == 0 && (!minmax || (pz_f32_to_f16(*lo) & 0x7fffu) == 0)) {
+        *lo = 0.0f;
+        *hi = 0.0f;
+    }
     if (minmax) {
         *lo = pz_scale_store(*lo, fp32, -1);
         *hi = pz_scale_store(*hi, fp32, +1);

@@ -222,8 +222,9 @@ __global__ void k_canon_chan_abs(const float *x, size_t R, size_t C, double *sum
 }
 
 /* q: scales as the receiver reads them, grids */
-__global__ void k_q_scales(const unsigned *am, const int *mn, const int *mx, size_t G, int minmax, int fp32, int L,
-                           uint8_t *pay, float *lo_o, float *hi_o, float *off, float *inv, pz_dstat *st) {
+__global__ void k_q_scales(const unsigned *am, const int *mn, const int *mx, size_t G, int minmax, int fp32, int b,
+                           int mt, uint8_t *pay, float *lo_o, float *hi_o, float *off, float *inv, float *fs,
+                           pz_dstat *st) {
     PZ_GRID_STRIDE(g, G) {
         if (am[g] >= 0x7f800000u) atomicOr(&st->flags, 1u);
         float lo = minmax ? pz_u2f((uint32_t)pz_ord32((uint32_t)mn[g])) : 0.0f;
@@ -231,13 +232,15 @@ __global__ void k_q_scales(const unsigned *am, const int *mn, const int *mx, siz
         pz_q_range_put(pay, g, minmax, fp32, &lo, &hi);
         lo_o[g] = lo;
         hi_o[g] = hi;
-        float step = 0.0f, iv = 0.0f;
-        if (!pz_q_grid(lo, hi, L, &step, &iv)) {
+        pz_qgrid gr;
+        if (!pz_q_grid(lo, hi, b, mt, minmax, &gr)) {
             atomicMin(&st->first_bad, (unsigned long long)g);
-            iv = 0.0f;
+            gr.inv = gr.off = 0.0f;
+            gr.fs = 1.0f;
         }
-        inv[g] = iv;
-        off[g] = pz_q_off(lo, iv);
+        inv[g] = gr.inv;
+        off[g] = gr.off;
+        fs[g] = gr.fs;
     }
 }
 
@@ -261,12 +264,14 @@ __device__ static inline void pack_codes(size_t n, int b, uint8_t *out, F code) 
 }
 
 /* q codes */
-__global__ void k_q_codes(const float *x, size_t n, size_t span, size_t C, const float *off, const float *inv, int L,
-                          int b, int stoch, uint64_t key, uint8_t *out) {
+__global__ void k_q_codes(const float *x, size_t n, size_t span, size_t C, const float *off, const float *inv,
+                          const float *fs, int kmax, int b, int stoch, int mt, uint64_t key, uint8_t *out) {
     pack_codes(n, b, out, [&](size_t i) {
         size_t g = group_of(i, span, C);
-        return stoch ? pz_q_code_stoch(x[i], off[g], inv[g], L, pz_uniform(key, i))
-                     : pz_q_code_near(x[i], off[g], inv[g], L);
+        float xs = PZ_FMUL(x[i], fs[g]);
+        if (!stoch) return pz_q_code_near(xs, off[g], inv[g], kmax);
+        return mt ? pz_q_code_stoch_mt(xs, off[g], inv[g], kmax, pz_uniform(key, i))
+                  : pz_q_code_stoch(xs, off[g], inv[g], kmax, pz_uniform(key, i));
     });
 }
 
@@ -277,11 +282,11 @@ __device__ static inline uint32_t code_at(const uint8_t *codes, size_t i, int b)
     return (uint32_t)(w >> ((i % 8) * (size_t)b)) & ((1u << b) - 1);
 }
 
-__global__ void k_q_decode(const uint8_t *codes, size_t n, int b, size_t span, size_t C, const float *lo,
-                           const float *step, float *out) {
+__global__ void k_q_decode(const uint8_t *codes, size_t n, int b, int kmax, size_t span, size_t C, const float *lo,
+                           const float *step, const float *fd, float *out) {
     PZ_GRID_STRIDE(i, n) {
         size_t g = group_of(i, span, C);
-        out[i] = pz_q_value((uint8_t)code_at(codes, i, b), lo[g], step[g]);
+        out[i] = pz_q_value((uint8_t)code_at(codes, i, b), kmax, lo[g], step[g], fd[g]);
     }
 }
 
@@ -333,10 +338,10 @@ __global__ void k_nuq_norms(const double *sum, size_t G, float *norm, pz_dstat *
 
 __device__ static inline uint8_t nuq_code_at(const float *x, size_t i, const float *norm, size_t bucket, int b,
                                              int s, float sinv, uint64_t key) {
-    float inv = pz_nuq_inv(norm[i / bucket]);
-    if (b == 1) return pz_nuq_code1(x[i], inv, pz_uniform(key, i));
+    float nv = norm[i / bucket], fs = pz_nuq_fs(nv), inv = pz_nuq_inv(PZ_FMUL(nv, fs));
+    if (b == 1) return pz_nuq_code1(x[i], fs, inv, pz_uniform(key, i));
     pz_ukey k = pz_ukey_at(key, i);
-    return pz_nuq_code(x[i], inv, b, s, sinv, pz_uhash2(k.lo, k.hi, (uint32_t)i));
+    return pz_nuq_code(x[i], fs, inv, b, s, sinv, pz_uhash2(k.lo, k.hi, (uint32_t)i));
 }
 
 __global__ void k_nuq_pack(const float *x, size_t n, const float *norm, size_t bucket, int b, int s, float sinv,
@@ -400,16 +405,17 @@ static pz_status stats_finite(pz_cstate *cs, const char *codec, pz_dstat *ds, cu
 
 static pz_status q_encode_dev(pz_cstate *cs, const pz_codec_params *p, const float *x, const pz_shape *s,
                               uint64_t key, uint8_t *pay, cudaStream_t stream) {
-    int minmax = p->scale_mode == PZ_SCALE_MINMAX, fp32 = p->scale_fp32, b = p->bits, L = (1 << b) - 1;
+    int minmax = p->scale_mode == PZ_SCALE_MINMAX, fp32 = p->scale_fp32, b = p->bits;
+    int mt = p->grid == PZ_GRID_MIDTREAD, kmax = pz_q_kmax(b, mt, minmax);
     pz_groups g;
     void *vs;
-    pz_status st = groups_begin(cs, p, s, 7 * 4, &g, &vs, stream);
+    pz_status st = groups_begin(cs, p, s, 8 * 4, &g, &vs, stream);
     if (st) return st;
     unsigned *am = (unsigned *)vs;
     int *mn = (int *)(am + g.G), *mx = mn + g.G;
-    float *lo = (float *)(mx + g.G), *hi = lo + g.G, *off = hi + g.G, *inv = off + g.G;
+    float *lo = (float *)(mx + g.G), *hi = lo + g.G, *off = hi + g.G, *inv = off + g.G, *fs = inv + g.G;
     if ((st = group_stats(&g, x, minmax, am, mn, mx, stream))) return st;
-    k_q_scales<<<GRID(g.G)>>>(am, mn, mx, g.G, minmax, fp32, L, pay, lo, hi, off, inv, cs->st);
+    k_q_scales<<<GRID(g.G)>>>(am, mn, mx, g.G, minmax, fp32, b, mt, pay, lo, hi, off, inv, fs, cs->st);
     PZ_CU_LAUNCH();
     pz_dstat ds;
     if ((st = stats_finite(cs, "q", &ds, stream))) return st;
@@ -421,8 +427,8 @@ static pz_status q_encode_dev(pz_cstate *cs, const pz_codec_params *p, const flo
                        (size_t)ds.first_bad, (double)l, (double)h, fp32 ? "fp32" : "fp16 (use sdtype=fp32)");
     }
     size_t sbytes = g.G * (minmax ? 2 : 1) * (fp32 ? 4 : 2);
-    k_q_codes<<<GRID((g.n + 7) / 8)>>>(x, g.n, g.span, g.C, off, inv, L, b, p->round_mode == PZ_ROUND_STOCHASTIC,
-                                       key, pay + sbytes);
+    k_q_codes<<<GRID((g.n + 7) / 8)>>>(x, g.n, g.span, g.C, off, inv, fs, kmax, b,
+                                       p->round_mode == PZ_ROUND_STOCHASTIC, mt, key, pay + sbytes);
     PZ_CU_LAUNCH();
     return PZ_OK;
 }
@@ -604,23 +610,28 @@ pz_status pz_cuda_base_decode_(pz_codec *c, const pz_codec_params *p, const uint
     case PZ_CODEC_Q: {
         pz_groups g;
         pz_groups_init(&g, p, s);
-        int L = (1 << p->bits) - 1, fp32 = p->scale_fp32, minmax = p->scale_mode == PZ_SCALE_MINMAX;
+        int fp32 = p->scale_fp32, minmax = p->scale_mode == PZ_SCALE_MINMAX, mt = p->grid == PZ_GRID_MIDTREAD;
+        int kmax = pz_q_kmax(p->bits, mt, minmax);
         void *h;
-        if ((st = pz_hgrow_(cs, g.G * 8, &h))) return st;
-        float *lo = (float *)h, *step = lo + g.G;
+        if ((st = pz_hgrow_(cs, g.G * 12, &h))) return st;
+        float *lo = (float *)h, *step = lo + g.G, *fd = step + g.G;
         for (size_t gi = 0; gi < g.G; gi++) {
-            float l, hh, inv;
+            float l, hh;
+            pz_qgrid gr;
             pz_q_range_get(pl, gi, minmax, fp32, &l, &hh);
-            lo[gi] = l;
-            if (!pz_q_grid(l, hh, L, &step[gi], &inv)) return pz_fail(PZ_ERR_FORMAT, "q: group %zu has a bad scale", gi);
+            if (!pz_q_grid(l, hh, p->bits, mt, minmax, &gr))
+                return pz_fail(PZ_ERR_FORMAT, "q: group %zu has a bad scale", gi);
+            lo[gi] = gr.lo;
+            step[gi] = gr.step;
+            fd[gi] = gr.fd;
         }
         size_t sb = g.G * (minmax ? 2 : 1) * (fp32 ? 4 : 2);
         if (!padding_ok(pl + sb, n, p->bits)) return pz_fail(PZ_ERR_FORMAT, "q: non-zero padding after the last code");
         void *dg, *dc;
-        if ((st = upload(cs, PZ_DB_GROUP, h, g.G * 8, &dg, stream))) return st;
+        if ((st = upload(cs, PZ_DB_GROUP, h, g.G * 12, &dg, stream))) return st;
         if ((st = upload(cs, PZ_DB_PAYLOAD, pl + sb, len - sb, &dc, stream))) return st;
-        k_q_decode<<<GRID(n)>>>((const uint8_t *)dc, n, p->bits, g.span, g.C, (const float *)dg,
-                                (const float *)dg + g.G, out);
+        k_q_decode<<<GRID(n)>>>((const uint8_t *)dc, n, p->bits, kmax, g.span, g.C, (const float *)dg,
+                                (const float *)dg + g.G, (const float *)dg + 2 * g.G, out);
         PZ_CU_LAUNCH();
         break;
     }

@@ -11,12 +11,16 @@
 #include "compress/codec.h"
 
 /* The specs both streams start with: base codecs and their options.
- * tests/fixtures/golden/codecs.bin depends on them and on their order. */
+ * tests/fixtures/golden/codecs.bin depends on them and on their order. The q
+ * specs name grid=midrise, the grid of every q message written before grid=
+ * existed (the file predates it). */
 #define CODEC_STREAM_BASE_SPECS                                                           \
     "fp32", "fp16", "bf16",                                                               \
-    "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8",                                       \
-    "q4:round=nearest", "q2:round=nearest,group=row", "q4:scale=minmax,group=row", "q4:group=256", \
-    "q8:sdtype=fp16", "q4:scale=minmax,group=256,round=nearest",                          \
+    "q1:grid=midrise", "q2:grid=midrise", "q3:grid=midrise", "q4:grid=midrise",           \
+    "q5:grid=midrise", "q6:grid=midrise", "q7:grid=midrise", "q8:grid=midrise",           \
+    "q4:round=nearest,grid=midrise", "q2:round=nearest,group=row,grid=midrise",           \
+    "q4:scale=minmax,group=row,grid=midrise", "q4:group=256,grid=midrise",                \
+    "q8:sdtype=fp16,grid=midrise", "q4:scale=minmax,group=256,round=nearest,grid=midrise", \
     "nuq4", "nuq8", "nuq4:code=elias", "nuq2:bucket=64",                                  \
     "sign", "sign:stochastic", "sign:group=channel",                                      \
     "topk:0.1", "topk:0.01", "topk:0.3,values=fp16", "topk:0.1,values=q8", "topk:0.05,scope=tensor", \

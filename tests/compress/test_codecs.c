@@ -398,18 +398,22 @@ static void test_spec(void) {
     expect_spec("fp32", "fp32");
     expect_spec("fp16", "fp16");
     expect_spec("bf16", "bf16");
-    expect_spec("q4", "q4:scale=absmax,group=channel,round=stochastic,sdtype=fp32");
-    expect_spec("q8:round=nearest", "q8:scale=absmax,group=channel,round=nearest,sdtype=fp32");
-    expect_spec("q4:scale=minmax,group=row,round=nearest", "q4:scale=minmax,group=row,round=nearest,sdtype=fp32");
-    expect_spec("q1:group=128,sdtype=fp16", "q1:scale=absmax,group=128,round=stochastic,sdtype=fp16");
-    expect_spec("q3:group=tensor", "q3:scale=absmax,group=tensor,round=stochastic,sdtype=fp32");
+    expect_spec("q4", "q4:scale=absmax,group=channel,round=stochastic,sdtype=fp32,grid=midtread");
+    expect_spec("q8:round=nearest", "q8:scale=absmax,group=channel,round=nearest,sdtype=fp32,grid=midtread");
+    expect_spec("q4:scale=minmax,group=row,round=nearest",
+                "q4:scale=minmax,group=row,round=nearest,sdtype=fp32,grid=midtread");
+    expect_spec("q1:group=128,sdtype=fp16", "q1:scale=absmax,group=128,round=stochastic,sdtype=fp16,grid=midtread");
+    expect_spec("q3:group=tensor", "q3:scale=absmax,group=tensor,round=stochastic,sdtype=fp32,grid=midtread");
+    expect_spec("q4:grid=midrise", "q4:scale=absmax,group=channel,round=stochastic,sdtype=fp32,grid=midrise");
+    expect_spec("q2:grid=midrise,scale=minmax,grid=midtread",
+                "q2:scale=minmax,group=channel,round=stochastic,sdtype=fp32,grid=midtread");
     expect_spec("nuq4", "nuq4:bucket=8192,code=fixed");
     expect_spec("nuq4:bucket=512,code=elias", "nuq4:bucket=512,code=elias");
     expect_spec("nuq1", "nuq1:bucket=8192,code=fixed");
     expect_spec("sign", "sign:scaled,group=row,sdtype=fp32");
     expect_spec("sign:stochastic", "sign:stochastic,group=row,sdtype=fp32");
     expect_spec("sign:group=64,sdtype=fp16", "sign:scaled,group=64,sdtype=fp16");
-    expect_spec("q4+zstd", "q4:scale=absmax,group=channel,round=stochastic,sdtype=fp32+zstd");
+    expect_spec("q4+zstd", "q4:scale=absmax,group=channel,round=stochastic,sdtype=fp32,grid=midtread+zstd");
 }
 
 static void test_spec_errors(void) {
@@ -422,6 +426,7 @@ static void test_spec_errors(void) {
     expect_spec_error("q4:foo=1", 3, "unknown q option 'foo'");
     expect_spec_error("q4:scale=max", 9, "scale must be absmax or minmax");
     expect_spec_error("q4:round=up", 9, "round must be stochastic or nearest");
+    expect_spec_error("q4:grid=mid", 8, "grid must be midtread or midrise");
     expect_spec_error("q4:group=0", 9, "group size must be 1..");
     expect_spec_error("q4:group=x1", 9, "unknown group 'x1'");
     expect_spec_error("q4:group=row,,round=nearest", 13, "empty option");
@@ -568,20 +573,25 @@ static void test_q_bounds(void) {
     x[8] = -40.0f;   /* an outlier */
     for (int b = 1; b <= 8; b++)
         for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++)
-            for (int mode = 0; mode < 6; mode++) {
-                /* mode: 0 absmax nearest fp32, 1 absmax nearest fp16, 2 minmax nearest fp32,
-                 * 3 minmax nearest fp16, 4 absmax stochastic, 5 minmax stochastic fp16 */
-                int minmax = mode == 2 || mode == 3 || mode == 5, fp32 = mode == 0 || mode == 2 || mode == 4;
-                int near = mode < 4;
+            for (int mode = 0; mode < 12; mode++) {
+                /* mode % 6: 0 absmax nearest fp32, 1 absmax nearest fp16, 2 minmax nearest fp32,
+                 * 3 minmax nearest fp16, 4 absmax stochastic, 5 minmax stochastic fp16;
+                 * mode / 6: 0 midrise, 1 midtread */
+                int md = mode % 6, mt = mode / 6;
+                int minmax = md == 2 || md == 3 || md == 5, fp32 = md == 0 || md == 2 || md == 4;
+                int near = md < 4;
                 char spec[128];
-                snprintf(spec, sizeof spec, "q%d:scale=%s,group=%s,round=%s,sdtype=%s", b, minmax ? "minmax" : "absmax",
-                         groups[gi], near ? "nearest" : "stochastic", fp32 ? "fp32" : "fp16");
+                snprintf(spec, sizeof spec, "q%d:scale=%s,group=%s,round=%s,sdtype=%s,grid=%s", b,
+                         minmax ? "minmax" : "absmax", groups[gi], near ? "nearest" : "stochastic", fp32 ? "fp32" : "fp16",
+                         mt ? "midtread" : "midrise");
                 size_t len;
                 uint8_t *m = roundtrip(spec, x, &s, 1, y, &len);
                 free(m);
                 if (!m) continue;
                 int bad = 0, bad_issue = 0;
-                double L = (double)((1 << b) - 1);
+                /* intervals the range spans: 2^b - 1 (midrise), 2^b - 2 (midtread, b >= 2;
+                 * a minmax group without 0 in its range has 2^b - 1: the bound is looser) */
+                double L = (double)((1 << b) - 1 - (mt && b >= 2));
                 for (size_t i = 0; i < n; i++) {
                     float lo, hi;
                     float am = group_absmax(x, &s, groups[gi], i, &lo, &hi, NULL);
@@ -811,7 +821,9 @@ static void test_bad_input(void) {
 static void test_unbiased(void) {
     static const char *const specs[] = {
         "q1", "q2", "q3", "q4", "q8", "q4:scale=minmax,group=row", "q2:group=16,sdtype=fp16", "q3:group=tensor",
-        "q1:scale=minmax,group=5,sdtype=fp16",
+        "q1:scale=minmax,group=5,sdtype=fp16", "q2:scale=minmax,group=row,sdtype=fp16",
+        "q3:scale=minmax,group=3",   /* midtread: groups of one sign take the midrise grid */
+        "q1:grid=midrise", "q2:grid=midrise", "q4:grid=midrise", "q4:scale=minmax,group=row,grid=midrise",
         "nuq1:bucket=64", "nuq2:bucket=64", "nuq4:bucket=64", "nuq8:bucket=64", "nuq4", "nuq3:bucket=32,code=elias",
         "sign:stochastic", "sign:stochastic,group=channel,sdtype=fp16", "sign:stochastic,group=tensor",
     };

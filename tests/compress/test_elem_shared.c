@@ -40,7 +40,9 @@ static float *make_input(size_t n, size_t C, uint64_t seed) {
     float *x = xmalloc(n * sizeof(float) + 4);
     for (size_t i = 0; i < n; i++) {
         size_t row = i / C;
-        float sc = (float)ldexp(1.0, (int)(row * 7 % 24) - 16);
+        /* every 5th row near fp32's bottom (values ~1e-40, subnormals): q's and
+         * nuq's 2^64 prescale of tiny groups */
+        float sc = (float)ldexp(1.0, row % 5 == 4 ? -133 : (int)(row * 7 % 24) - 16);
         x[i] = pz_rng_normal(&r) * sc;
         if (pz_rng_below(&r, 17) == 0) x[i] = 0.0f;
         if (pz_rng_below(&r, 23) == 0) x[i] = 0.5f * sc;   /* ties for topk */
@@ -82,8 +84,10 @@ static size_t model_q(const pz_codec_params *p, const float *x, const pz_shape *
                       float *dec) {
     pz_groups g;
     pz_groups_init(&g, p, s);
-    int minmax = p->scale_mode == PZ_SCALE_MINMAX, fp32 = p->scale_fp32, b = p->bits, L = (1 << b) - 1;
-    float *lo = xmalloc(g.G * 16), *step = lo + g.G, *off = step + g.G, *inv = off + g.G;
+    int minmax = p->scale_mode == PZ_SCALE_MINMAX, fp32 = p->scale_fp32, b = p->bits;
+    int mt = p->grid == PZ_GRID_MIDTREAD;
+    int32_t kmax = pz_q_kmax(b, mt, minmax);
+    pz_qgrid *gr = xcalloc(g.G, sizeof *gr);
     uint32_t *am = xcalloc(g.G, 4);
     int32_t *mn = xmalloc(g.G * 4), *mx = xmalloc(g.G * 4);
     for (size_t i = 0; i < g.G; i++) { mn[i] = INT32_MAX; mx[i] = INT32_MIN; }
@@ -99,22 +103,21 @@ static size_t model_q(const pz_codec_params *p, const float *x, const pz_shape *
         float l = minmax ? pz_u2f((uint32_t)pz_ord32((uint32_t)mn[gi])) : 0.0f;
         float h = pz_u2f(minmax ? (uint32_t)pz_ord32((uint32_t)mx[gi]) : am[gi]);
         pz_q_range_put(pl, gi, minmax, fp32, &l, &h);
-        lo[gi] = l;
-        if (!pz_q_grid(l, h, L, &step[gi], &inv[gi])) inv[gi] = step[gi] = 0.0f;
-        off[gi] = pz_q_off(l, inv[gi]);
+        if (!pz_q_grid(l, h, b, mt, minmax, &gr[gi])) memset(&gr[gi], 0, sizeof gr[gi]);
     }
     size_t sb = g.G * (minmax ? 2 : 1) * (fp32 ? 4 : 2);
     uint8_t *codes = xmalloc(g.n);
     for (size_t i = 0; i < g.n; i++) {
         size_t gi = group_of(&g, i);
-        codes[i] = p->round_mode == PZ_ROUND_STOCHASTIC
-                       ? pz_q_code_stoch(x[i], off[gi], inv[gi], L, pz_uniform(key, i))
-                       : pz_q_code_near(x[i], off[gi], inv[gi], L);
-        dec[i] = pz_q_value(codes[i], lo[gi], step[gi]);
+        float xs = x[i] * gr[gi].fs;
+        codes[i] = p->round_mode == PZ_ROUND_NEAREST ? pz_q_code_near(xs, gr[gi].off, gr[gi].inv, kmax)
+                   : mt ? pz_q_code_stoch_mt(xs, gr[gi].off, gr[gi].inv, kmax, pz_uniform(key, i))
+                        : pz_q_code_stoch(xs, gr[gi].off, gr[gi].inv, kmax, pz_uniform(key, i));
+        dec[i] = pz_q_value(codes[i], kmax, gr[gi].lo, gr[gi].step, gr[gi].fd);
     }
     pack8(codes, g.n, b, pl + sb);
     free(codes);
-    free(lo);
+    free(gr);
     free(am);
     free(mn);
     free(mx);
@@ -176,12 +179,12 @@ static size_t model_nuq(const pz_codec_params *p, const float *x, const pz_shape
     }
     uint8_t *codes = xmalloc(n);
     for (size_t i = 0; i < n; i++) {
-        float nv = norm[i / bucket], inv = pz_nuq_inv(nv);
+        float nv = norm[i / bucket], fs = pz_nuq_fs(nv), inv = pz_nuq_inv(nv * fs);
         if (b == 1) {
-            codes[i] = pz_nuq_code1(x[i], inv, pz_uniform(key, i));
+            codes[i] = pz_nuq_code1(x[i], fs, inv, pz_uniform(key, i));
         } else {
             pz_ukey k = pz_ukey_at(key, i);
-            codes[i] = pz_nuq_code(x[i], inv, b, sl, sinv, pz_uhash2(k.lo, k.hi, (uint32_t)i));
+            codes[i] = pz_nuq_code(x[i], fs, inv, b, sl, sinv, pz_uhash2(k.lo, k.hi, (uint32_t)i));
         }
         dec[i] = pz_nuq_value(codes[i], nv, b, sl);
     }
@@ -293,6 +296,7 @@ static void run_spec(const char *spec, const pz_shape *s, uint64_t seed) {
     P.per_row = msg[20];
     P.elias = msg[21];
     P.stochastic = msg[22];
+    P.grid = msg[23];
     memcpy(&P.group_size, msg + 24, 4);
     memcpy(&P.fraction, msg + 28, 4);
     p = &P;
@@ -376,6 +380,8 @@ int main(void) {
         "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8",
         "q4:scale=minmax", "q3:group=row", "q2:group=tensor", "q5:group=37", "q8:group=1",
         "q4:round=nearest", "q1:round=nearest,scale=minmax,group=row", "q4:sdtype=fp16", "q6:scale=minmax,sdtype=fp16,group=64",
+        "q1:grid=midrise", "q2:grid=midrise", "q4:grid=midrise", "q8:grid=midrise", "q4:scale=minmax,grid=midrise",
+        "q3:round=nearest,grid=midrise", "q5:group=37,sdtype=fp16,grid=midrise", "q2:scale=minmax,round=nearest",
         "sign", "sign:stochastic", "sign:group=channel", "sign:stochastic,group=channel", "sign:group=tensor",
         "sign:group=100", "sign:sdtype=fp16", "sign:stochastic,group=13,sdtype=fp16",
         "nuq1", "nuq2", "nuq3", "nuq4", "nuq8", "nuq4:bucket=100", "nuq3:bucket=1",

@@ -10,10 +10,16 @@
  * so the file holds on any x86-64 CPU.
  *
  * The golden file was written before the code was reorganised (issue 11):
- * a refactor must leave it unchanged. A deliberate format change rewrites it
- * with `test_golden --write FILE` and says so in its commit. Codecs added
- * later go in streams appended after the first (tah_specs, then
- * specs_late), so the bytes already in the file stay a prefix of it.
+ * a refactor must leave it unchanged. The tah specs (issue 14) came later
+ * and are appended: the same stream for them follows the first one's end. A deliberate format change rewrites it
+ * with `test_golden --write FILE` and says so in its commit.
+ *
+ * The stream has four parts, each shape-major: the specs of the original
+ * file (their q specs spell grid=midrise, the grid of every q message before
+ * grid= existed, so that part is byte for byte the original file), then the
+ * codecs and options added later, each appended so that what came before
+ * stays a prefix: tah, hadamard (on midrise q, as written), then q's
+ * midtread default.
  *
  *   test_golden FILE           compare (exit 1 on the first difference)
  *   test_golden --write FILE   (re)write */
@@ -31,20 +37,33 @@
 
 static const char *const specs[] = {
     CODEC_STREAM_BASE_SPECS,
-    "q4+zstd", "topk:0.1+zstd", "ef(q2)", "ef(topk:0.05)", "ef21(sign)", "ef21(q4)",
-    "aq(q4)", "aq(q2,warmup=fp16)", "aq(sign)", "ef(aq(q4))",
+    "q4:grid=midrise+zstd", "topk:0.1+zstd", "ef(q2:grid=midrise)", "ef(topk:0.05)", "ef21(sign)",
+    "ef21(q4:grid=midrise)", "aq(q4:grid=midrise)", "aq(q2:grid=midrise,warmup=fp16)", "aq(sign)",
+    "ef(aq(q4:grid=midrise))",
 };
-/* added later (issue 14), each a stream appended after the ones before, so
- * that the file's earlier bytes stay as they were: tah, then hadamard */
+/* appended after the stream above (every shape, spec and round of it) */
 static const char *const tah_specs[] = {CODEC_STREAM_TAH_SPECS};
-#define NTAH (sizeof tah_specs / sizeof tah_specs[0])
-static const char *const specs_late[] = {
-    "hadamard(q4)", "hadamard(q4:group=row,round=nearest)", "hadamard(fp16,block=2)", "aq(hadamard(q4))",
-    "hadamard(aq(q2))", "ef(hadamard(q2))", "hadamard(ef21(q4))+zstd",
+/* appended after tah's: the hadamard wrapper (its q specs spell the grid they
+ * were written with) */
+static const char *const specs_had[] = {
+    "hadamard(q4:grid=midrise)", "hadamard(q4:group=row,round=nearest,grid=midrise)", "hadamard(fp16,block=2)",
+    "aq(hadamard(q4:grid=midrise))", "hadamard(aq(q2:grid=midrise))", "ef(hadamard(q2:grid=midrise))",
+    "hadamard(ef21(q4:grid=midrise))+zstd",
 };
+/* appended after hadamard's: grid=midtread, q's default */
+static const char *const specs_mt[] = {
+    "q1", "q2", "q3", "q4", "q5", "q8", "q4:round=nearest", "q2:round=nearest,group=row",
+    "q4:scale=minmax,group=row", "q3:scale=minmax,group=256,round=nearest", "q8:sdtype=fp16",
+    "q2:scale=minmax,sdtype=fp16,group=5", "q4+zstd", "ef(q2)", "ef21(q4)", "aq(q4)", "aq(q2,warmup=fp16)",
+    "ef(aq(q4))",
+};
+static const struct {
+    const char *const *specs;
+    size_t n;
+} parts[] = {{specs, sizeof specs / sizeof specs[0]}, {tah_specs, sizeof tah_specs / sizeof tah_specs[0]},
+               {specs_had, sizeof specs_had / sizeof specs_had[0]}, {specs_mt, sizeof specs_mt / sizeof specs_mt[0]}};
+#define NPARTS (sizeof parts / sizeof parts[0])
 static const pz_shape shapes[] = {{3, {2, 6, 96}}, {2, {3, 70}}};
-#define NSPECS (sizeof specs / sizeof specs[0])
-#define NSPECS_LATE (sizeof specs_late / sizeof specs_late[0])
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
 #define ROUNDS 3
 
@@ -81,32 +100,26 @@ static int emit(void *arg, const uint8_t *msg, size_t len, const float *y, size_
     return 0;
 }
 
-/* which spec, shape and round byte `at` of the stream belongs to; *pos
- * moves past a stream of these specs */
-static int locate_in(const buf *b, size_t at, const char *const *sp, size_t nsp, size_t *pos) {
-    for (size_t k = 0; k < NSHAPES; k++) {
-        size_t n = pz_shape_numel(&shapes[k]);
-        for (size_t i = 0; i < nsp; i++)
-            for (int r = 0; r < ROUNDS; r++) {
-                uint64_t l;
-                if (*pos + 8 > b->len) return 1;
-                memcpy(&l, b->p + *pos, 8);
-                size_t end = *pos + 8 + l + n * sizeof(float);
-                if (at < end) {
-                    printf("  first difference in %s, shape %zu, round %d, %s\n", sp[i], k, r,
-                           at < *pos + 8 + l ? "message" : "decoded tensor");
-                    return 1;
-                }
-                *pos = end;
-            }
-    }
-    return 0;
-}
-
+/* which spec, shape and round byte `at` of the stream belongs to */
 static void locate(const buf *b, size_t at) {
     size_t pos = 0;
-    if (!locate_in(b, at, specs, NSPECS, &pos) && !locate_in(b, at, tah_specs, NTAH, &pos))
-        locate_in(b, at, specs_late, NSPECS_LATE, &pos);
+    for (size_t pa = 0; pa < NPARTS; pa++)
+        for (size_t k = 0; k < NSHAPES; k++) {
+            size_t n = pz_shape_numel(&shapes[k]);
+            for (size_t i = 0; i < parts[pa].n; i++)
+                for (int r = 0; r < ROUNDS; r++) {
+                    uint64_t l;
+                    if (pos + 8 > b->len) return;
+                    memcpy(&l, b->p + pos, 8);
+                    size_t end = pos + 8 + l + n * sizeof(float);
+                    if (at < end) {
+                        printf("  first difference in %s, shape %zu, round %d, %s\n", parts[pa].specs[i], k, r,
+                               at < pos + 8 + l ? "message" : "decoded tensor");
+                        return;
+                    }
+                    pos = end;
+                }
+        }
 }
 
 int main(int argc, char **argv) {
@@ -117,19 +130,18 @@ int main(int argc, char **argv) {
     }
     const char *path = argv[argc - 1];
     buf got = {0};
-    codec_stream cs = {specs, NSPECS, shapes, NSHAPES, ROUNDS, 1, input, emit, &got};
-    if (codec_stream_run(&cs) != 0) return 1;
-    codec_stream ct = {tah_specs, NTAH, shapes, NSHAPES, ROUNDS, 1, input, emit, &got};
-    if (codec_stream_run(&ct) != 0) return 1;
-    codec_stream late = {specs_late, NSPECS_LATE, shapes, NSHAPES, ROUNDS, 1, input, emit, &got};
-    if (codec_stream_run(&late) != 0) return 1;
+    size_t nspecs = 0;
+    for (size_t pa = 0; pa < NPARTS; pa++) {
+        codec_stream cs = {parts[pa].specs, parts[pa].n, shapes, NSHAPES, ROUNDS, 1, input, emit, &got};
+        if (codec_stream_run(&cs) != 0) return 1;
+        nspecs += parts[pa].n;
+    }
     if (write_mode) {
         pz_atomic_file af;
         if (pz_atomic_open(&af, path) != PZ_OK) pz_die("%s", pz_last_error());
         xfwrite(got.p, 1, got.len, af.f);
         if (pz_atomic_commit(&af) != PZ_OK) pz_die("%s", pz_last_error());
-        printf("wrote %s: %zu bytes (%zu + %zu + %zu specs, %zu shapes, %d rounds)\n", path, got.len, NSPECS, NTAH,
-               NSPECS_LATE, NSHAPES, ROUNDS);
+        printf("wrote %s: %zu bytes (%zu specs, %zu shapes, %d rounds)\n", path, got.len, nspecs, NSHAPES, ROUNDS);
         return 0;
     }
     uint8_t *want = NULL;
@@ -143,8 +155,8 @@ int main(int argc, char **argv) {
     CHECK(got.len == want_len && first == got.len, "codec stream differs from %s at byte %zu (%zu vs %zu bytes)", path,
           first, got.len, want_len);
     if (failures) locate(&got, first);
-    else printf("golden codecs: %zu + %zu + %zu specs x %zu shapes x %d rounds, %zu bytes equal to %s\n", NSPECS, NTAH,
-                NSPECS_LATE, NSHAPES, ROUNDS, got.len, path);
+    else printf("golden codecs: %zu specs x %zu shapes x %d rounds, %zu bytes equal to %s\n", nspecs, NSHAPES, ROUNDS,
+                got.len, path);
     free(want);
     free(got.p);
     return check_summary("test_golden");

@@ -372,7 +372,9 @@ static void test_nesting(void) {
         {"aq(hadamard(fp32))", 1e-6, 1e-5, 0},   {"hadamard(aq(fp32))", 1e-6, 1e-5, 0},
         {"ef(hadamard(fp32))", 1e-6, 1e-6, 0},   {"hadamard(ef(fp32))", 1e-6, 1e-6, 0},
         {"aq(hadamard(q4))", 1e-6, 0.05, 1},     {"hadamard(aq(q4))", 1e-6, 0.05, 1},
-        {"ef(hadamard(q2))", 0.6, 1.5, 0},       {"hadamard(ef(q2))", 0.6, 1.5, 0},
+        /* 2-bit midtread (q's default) has 3 levels, -s, 0 and s: coarser than midrise's 4 */
+        {"ef(hadamard(q2))", 1.0, 3.0, 0},       {"hadamard(ef(q2))", 1.0, 3.0, 0},
+        {"ef(hadamard(q2:grid=midrise))", 0.6, 1.5, 0}, {"hadamard(ef(q2:grid=midrise))", 0.6, 1.5, 0},
         {"ef21(hadamard(q4))", 0.3, 0.05, 1},    {"hadamard(ef21(q4))", 0.3, 0.05, 1},
         {"aq(hadamard(q4,block=8),warmup=fp16)", 1e-3, 0.05, 1},
         {"ef(aq(hadamard(q4)))+zstd", 1e-6, 0.05, 1},

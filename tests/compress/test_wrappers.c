@@ -224,7 +224,9 @@ static void test_ef21_tracks(const char *inner) {
     }
     printf("ef21(%s) relative error of g: round 1 %.3g, 10 %.3g, 50 %.3g, %d %.3g\n", inner, err[1], err[10],
            err[50], R, err[R]);
-    CHECK(err[10] < err[1] && err[50] < err[10] && err[R] <= err[50], "ef21(%s): error does not shrink", inner);
+    /* shrinking, or already exact (q2 nearest on the midtread grid reaches g = x by round 10) */
+    CHECK(err[10] < err[1] && (err[50] < err[10] || err[10] == 0.0) && err[R] <= err[50],
+          "ef21(%s): error does not shrink", inner);
     CHECK(err[R] < 1e-4, "ef21(%s): g does not reach x (%.3g)", inner, err[R]);
     CHECK(pz_wrapper_state_digest(w.tx, PZ_WRAP_SENDER) == pz_wrapper_state_digest(w.rx, PZ_WRAP_RECEIVER),
           "ef21(%s): digests differ", inner);

@@ -39,7 +39,8 @@ static float *make_input(size_t n, size_t C, uint64_t seed) {
     pz_rng_seed(&r, seed);
     float *x = xmalloc(n * sizeof(float) + 4);
     for (size_t i = 0; i < n; i++) {
-        float sc = (float)ldexp(1.0, (int)((i / C) * 7 % 24) - 16);
+        /* every 5th row near fp32's bottom (~1e-40, subnormals): tiny q groups and nuq buckets */
+        float sc = (float)ldexp(1.0, (i / C) % 5 == 4 ? -133 : (int)((i / C) * 7 % 24) - 16);
         x[i] = pz_rng_normal(&r) * sc;
         if (pz_rng_below(&r, 17) == 0) x[i] = 0.0f;
         if (pz_rng_below(&r, 23) == 0) x[i] = 0.5f * sc;
@@ -261,6 +262,8 @@ int main(void) {
         "q4:scale=minmax", "q3:group=row", "q2:group=tensor", "q5:group=37", "q8:group=1", "q4:group=70000",
         "q4:round=nearest", "q1:round=nearest,scale=minmax,group=row", "q4:sdtype=fp16",
         "q6:scale=minmax,sdtype=fp16,group=64",
+        "q1:grid=midrise", "q2:grid=midrise", "q4:grid=midrise", "q8:grid=midrise", "q4:scale=minmax,grid=midrise",
+        "q3:round=nearest,grid=midrise", "q5:group=37,sdtype=fp16,grid=midrise", "q2:scale=minmax,round=nearest",
         "sign", "sign:stochastic", "sign:group=channel", "sign:stochastic,group=channel", "sign:group=tensor",
         "sign:group=100", "sign:sdtype=fp16", "sign:stochastic,group=13,sdtype=fp16",
         "nuq1", "nuq2", "nuq3", "nuq4", "nuq8", "nuq4:bucket=100", "nuq3:bucket=1",
