@@ -3,6 +3,10 @@
  * compress/jointsq.c). */
 #include "compress/jointsq.h"
 
+/* the run of one bits at the bottom of acc; 64 when every bit is one
+ * (__builtin_ctzll(0) is undefined) */
+static inline int ones_run(uint64_t acc) { return ~acc ? __builtin_ctzll(~acc) : 64; }
+
 /* ---- bit writer for the map (LSB first, 32 bits at a time) ---- */
 
 typedef struct {
@@ -375,7 +379,7 @@ static __attribute__((noinline)) int jsq_read_map(mapr_ *state, size_t ng, int k
         uint64_t e = tab[mr.acc & ((1u << JSQ_TBITS) - 1)];
         unsigned cnt = (unsigned)e & 7u;
         if (!cnt) {                                          /* a longer code: one by the per-code path */
-            int ones = __builtin_ctzll(~mr.acc);
+            int ones = ones_run(mr.acc);
             if (ones + 3 + k > mr.n) break;
             uint64_t r = ((uint64_t)ones << k) | ((mr.acc >> (ones + 1)) & kmask);
             int used = ones + 1 + k;
@@ -405,7 +409,7 @@ static __attribute__((noinline)) int jsq_read_map(mapr_ *state, size_t ng, int k
     for (;;) {
         /* fast path: the whole code is in the bit buffer */
         if (mr.n < 48) mr_refill(&mr);
-        int ones = __builtin_ctzll(~mr.acc);                 /* <= n: bits above n are zero */
+        int ones = ones_run(mr.acc);                 /* <= n: bits above n are zero */
         if (ones + 3 + k <= mr.n) {
             uint64_t r = ((uint64_t)ones << k) | ((mr.acc >> (ones + 1)) & kmask);
             int used = ones + 1 + k;
@@ -425,7 +429,7 @@ static __attribute__((noinline)) int jsq_read_map(mapr_ *state, size_t ng, int k
         for (;;) {
             if (mr.n < 57) mr_refill(&mr);
             if (mr.n == 0) { err = 1; break; }
-            ones = __builtin_ctzll(~mr.acc);
+            ones = ones_run(mr.acc);
             if (ones < mr.n) {
                 q += (uint64_t)ones;
                 mr.acc >>= ones;

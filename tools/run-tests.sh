@@ -72,7 +72,9 @@ if command -v clang >/dev/null && [ -n "$(ls tests/fuzz/fuzz_*.c 2>/dev/null)" ]
       [ -f "$f" ] && [ -x "$f" ] || continue
       case "$f" in *_replay) continue ;; esac
       corpus=$(mktemp -d)
-      if "$f" -max_total_time=30 -rss_limit_mb=2048 "$corpus" >"$corpus.log" 2>&1; then
+      # undefined behaviour a fuzz input reaches is a failure, as under the ASan suite
+      if UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$f" -max_total_time=30 -rss_limit_mb=2048 "$corpus" \
+          >"$corpus.log" 2>&1; then
         echo "fuzz $(basename "$f"): ok ($(grep -o 'stat::number_of_executed_units: [0-9]*' "$corpus.log" || tail -n 1 "$corpus.log"))"
         passed=$((passed + 1))
       else
