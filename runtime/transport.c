@@ -395,12 +395,12 @@ static void start_send(pz_transport *t, pz_request *r) {
  * have finished arriving: a store-and-forward link without propagation
  * delay. Each direction of an edge has its own link (full duplex). */
 static pz_status post_send(pz_transport *t, int peer, uint64_t tag, const void *buf, size_t len, const char *what,
-                           pz_request **req) {
+                           pz_request **req, const uint8_t *sealed) {
     tp_peer *p = &t->peers[peer];
     if (p->failed || !p->ep) return lost_error(t, peer, what);
     pz_request *r = req_new(t, 1, peer, tag, len, what);
     r->buf = buf;
-    tp_frame_send(t, r);
+    tp_frame_send(t, r, sealed);
     unsigned kind = tag_kind(tag);
     int rated = p->rate_Bps > 0 && kind < KIND_RESERVED;
     /* latency delays every message but the init hello, the collectives too:
@@ -498,8 +498,10 @@ pz_status pz_transport_send(pz_transport *t, int peer, uint64_t tag, const void 
                             const char *what, pz_request **req) {
     pz_status st = check_args(t, peer, tag, t ? t->rank : -1, buf, len, req, "send");
     if (st != PZ_OK) return st;
+    uint8_t hdr[PZ_FRAME_HDR];
+    tp_frame_seal(t, peer, tag, buf, len, hdr);   /* the payload's CRC, unlocked */
     lock(t);
-    st = post_send(t, peer, tag, buf, len, what, req);
+    st = post_send(t, peer, tag, buf, len, what, req, hdr);
     unlock(t);
     return st;
 }
@@ -542,7 +544,7 @@ static pz_status gather_sum_bcast(pz_transport *t, double *vals, int n, const ch
         snprintf(what, sizeof what, "%s #%u: result from rank 0", name, seq);
         st = post_recv(t, 0, pz_tag(0, seq, 0, K_COLL_DOWN), res, bytes, what, &rr);
         snprintf(what, sizeof what, "%s #%u: contribution to rank 0", name, seq);
-        if (st == PZ_OK) st = post_send(t, 0, pz_tag(t->rank, seq, 0, K_COLL_UP), vals, bytes, what, &sr);
+        if (st == PZ_OK) st = post_send(t, 0, pz_tag(t->rank, seq, 0, K_COLL_UP), vals, bytes, what, &sr, NULL);
         if (st == PZ_OK) { st = wait_for(t, sr, NULL, left_until(deadline), NULL); sr = NULL; }
         if (st == PZ_OK) { st = wait_for(t, rr, &got, left_until(deadline), NULL); rr = NULL; }
         if (st == PZ_OK && got != bytes)
@@ -578,7 +580,7 @@ static pz_status gather_sum_bcast(pz_transport *t, double *vals, int n, const ch
         }
     for (int r = 1; r < W && st == PZ_OK; r++) {
         snprintf(what, sizeof what, "%s #%u: result to rank %d", name, seq, r);
-        st = post_send(t, r, pz_tag(0, seq, 0, K_COLL_DOWN), vals, bytes, what, &rq[r]);
+        st = post_send(t, r, pz_tag(0, seq, 0, K_COLL_DOWN), vals, bytes, what, &rq[r], NULL);
     }
     for (int r = 1; r < W && st == PZ_OK; r++) {
         st = wait_for(t, rq[r], NULL, left_until(deadline), NULL);
@@ -667,7 +669,7 @@ static pz_status hello_all(pz_transport *t) {
         snprintf(what, sizeof what, "UCX hello from rank %d", p);
         st = post_recv(t, p, pz_tag(p, 0, 0, K_HELLO), in + 2 * p, 8, what, &rr[p]);
         snprintf(what, sizeof what, "UCX hello to rank %d", p);
-        if (st == PZ_OK) st = post_send(t, p, pz_tag(t->rank, 0, 0, K_HELLO), out, 8, what, &sr[p]);
+        if (st == PZ_OK) st = post_send(t, p, pz_tag(t->rank, 0, 0, K_HELLO), out, 8, what, &sr[p], NULL);
     }
     for (int p = 0; p < W && st == PZ_OK; p++) {
         if (p == t->rank) continue;

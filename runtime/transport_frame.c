@@ -10,9 +10,9 @@
  * without another message.
  *
  * Cost: the sender checksums the payload when it posts the send, the
- * receiver when its wait sees the message complete (outside the transport's
- * lock, so a progress thread keeps moving other messages meanwhile); both with
- * the SSE4.2 CRC-32C of base/crc32c.c. The header travels in the same UCX
+ * receiver when its wait sees the message complete; both outside the
+ * transport's lock, so a progress thread keeps moving other messages
+ * meanwhile, and both with the SSE4.2 CRC-32C of base/crc32c.c. The header travels in the same UCX
  * message as the payload (an IOV of two pieces, no copy). */
 #include "runtime/transport_private.h"
 
@@ -34,11 +34,18 @@ uint64_t tp_job_id(const pz_bootstrap *b) {
     return h;
 }
 
-void tp_frame_send(pz_transport *t, pz_request *r) {
-    pz_frame_id id = {t->job, (uint32_t)r->tag, (uint16_t)(r->tag >> 32), (uint8_t)(r->tag >> 48), (uint8_t)t->rank,
-                      (uint8_t)r->peer};
-    pz_frame_put(r->fhdr, &id, r->buf, r->cap);
-    if (t->fault_kind < 0 || id.kind != (unsigned)t->fault_kind || id.step != t->fault_step) return;
+void tp_frame_seal(const pz_transport *t, int peer, uint64_t tag, const void *buf, size_t len,
+                   uint8_t hdr[PZ_FRAME_HDR]) {
+    pz_frame_id id = {t->job, (uint32_t)tag, (uint16_t)(tag >> 32), (uint8_t)(tag >> 48), (uint8_t)t->rank,
+                      (uint8_t)peer};
+    pz_frame_put(hdr, &id, buf, len);
+}
+
+void tp_frame_send(pz_transport *t, pz_request *r, const uint8_t *sealed) {
+    if (sealed) memcpy(r->fhdr, sealed, PZ_FRAME_HDR);
+    else tp_frame_seal(t, r->peer, r->tag, r->buf, r->cap, r->fhdr);
+    unsigned kind = (unsigned)(r->tag >> 48) & 0xffu;
+    if (t->fault_kind < 0 || kind != (unsigned)t->fault_kind || (uint32_t)r->tag != t->fault_step) return;
     t->fault_kind = -1;   /* once: the first such message (micro-batch 0 of a step) */
     size_t n = PZ_FRAME_HDR + r->cap;
     r->faulty = xmalloc(n);

@@ -99,9 +99,14 @@ unsigned tp_step(pz_transport *t);
 /* transport_frame.c: the frames around every message (runtime/frame.h).
  * The job id every rank derives from the bootstrap's table. */
 uint64_t tp_job_id(const pz_bootstrap *b);
-/* Fills r->fhdr for a send of r->cap bytes from r->buf with tag r->tag to
- * r->peer; with a matching fault armed, also r->faulty. */
-void tp_frame_send(pz_transport *t, pz_request *r);
+/* The frame header of a send of buf[0..len) with tag to peer; reads only
+ * what init set, so callers seal before taking the lock (the CRC of a big
+ * payload then never holds up the progress thread). */
+void tp_frame_seal(const pz_transport *t, int peer, uint64_t tag, const void *buf, size_t len,
+                   uint8_t hdr[PZ_FRAME_HDR]);
+/* Sets r->fhdr for the send r (a copy of `sealed`, or sealed here when NULL);
+ * with a matching fault armed, also r->faulty. Called with the lock held. */
+void tp_frame_send(pz_transport *t, pz_request *r, const uint8_t *sealed);
 /* Checks an arrival (a->got bytes, header included); *len = payload bytes. */
 pz_status tp_frame_verify(pz_transport *t, const tp_arrival *a, size_t *len);
 
