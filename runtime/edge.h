@@ -1,7 +1,8 @@
 /* edge.h: one end of a pipeline edge in one direction: turns a stage's
  * (B,T,C) tensor into the bytes that cross the edge and back.
  *
- * Wire format of one message:
+ * Wire format of one message (the transport wraps it in a checked frame,
+ * runtime/frame.h; the wire bytes counted here leave that header out):
  *   fwd (activations):  B sample ids (uint64, little-endian) | payload
  *   bwd (gradients):    payload
  *   payload: the policy's codec message, or for "none" the raw float32

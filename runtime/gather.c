@@ -27,7 +27,7 @@ pz_status pz_gather_save(pz_transport *tp, int rank, int world, const pz_stage *
     pz_status st = PZ_OK;
     size_t mine = stage->params.numel * sizeof(float);
     char w[64];
-    snprintf(w, sizeof w, "parameters for --save");
+    snprintf(w, sizeof w, "parameters for --save, to rank 0");
     if (rank != 0) {
         float *host = xmalloc(mine);
         stage->be->to_host(host, stage->param_mem, mine);

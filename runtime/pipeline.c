@@ -83,10 +83,19 @@ static pz_status wait_req_at(exec *x, pz_request **req, int micro, size_t *len, 
 
 static pz_status wait_req(exec *x, pz_request **req, int micro) { return wait_req_at(x, req, micro, NULL, NULL); }
 
+/* "recv activation, edge 1-2 forward, step 3 micro 0": what transport
+ * errors (a failed frame check among them) name. */
+static void describe(char *w, size_t cap, const exec *x, int peer, int kind, uint32_t step, int micro,
+                     const char *what) {
+    int lo = peer < x->rank ? peer : x->rank;
+    snprintf(w, cap, "%s, edge %d-%d %s, step %u micro %d", what, lo, lo + 1, kind == KIND_GRAD ? "backward" : "forward",
+             step, micro);
+}
+
 static pz_status post_recv(exec *x, int peer, int kind, uint32_t step, int micro, uint8_t *buf, size_t cap,
                            pz_request **req, const char *what) {
     char w[96];
-    snprintf(w, sizeof w, "%s step %u micro %d", what, step, micro);
+    describe(w, sizeof w, x, peer, kind, step, micro, what);
     PZ_RANGE_PUSH("%s", w);
     pz_status st = pz_transport_recv(x->tp, peer, pz_tag(peer, step, (uint32_t)micro, (uint32_t)kind), buf, cap, w, req);
     PZ_RANGE_POP();
@@ -96,7 +105,7 @@ static pz_status post_recv(exec *x, int peer, int kind, uint32_t step, int micro
 static pz_status post_send(exec *x, int peer, int kind, uint32_t step, int micro, const uint8_t *buf, size_t len,
                            pz_request **req, const char *what) {
     char w[96];
-    snprintf(w, sizeof w, "%s step %u micro %d", what, step, micro);
+    describe(w, sizeof w, x, peer, kind, step, micro, what);
     PZ_RANGE_PUSH("%s", w);
     pz_status st = pz_transport_send(x->tp, peer, pz_tag(x->rank, step, (uint32_t)micro, (uint32_t)kind), buf, len,
                                      w, req);
@@ -263,8 +272,8 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
         }
         float *g = pz_staging_view(&x->stg, x->stage.grads.wte, n);   /* host copy on a device */
         memcpy(x->tied_out, g, n * sizeof(float));   /* g changes below, the send must not */
-        char w[64];
-        snprintf(w, sizeof w, "tied embedding gradient step %u", step);
+        char w[96];
+        snprintf(w, sizeof w, "tied embedding gradient, ranks 0 and %d, step %u", x->world - 1, step);
         st = pz_transport_recv(x->tp, peer, pz_tag(peer, step, 0, KIND_TIED), x->tied_in, n * sizeof(float), w,
                                &x->tied_recv);
         if (st == PZ_OK)
@@ -585,6 +594,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         free(fp);
         if (st != PZ_OK) goto cleanup;
         set_links(&x);
+        exec_fault_flip(&x, o->resume == NULL);
         pz_staging_report(&x.stg, x.tp, rank);
         if (o->progress_inline) {   /* no thread: the compute thread progresses between blocks */
             x.stage.between_blocks = progress_hook;

@@ -30,6 +30,24 @@ void exec_fault_point(const char *what, int step, int rank) {
     }
 }
 
+/* Fault injection for the frame checks (PIPEZIP_FAULT_FLIP=WHAT:STEP:RANK[:AT]):
+ * rank RANK flips one byte of the first message of kind WHAT ("activation",
+ * "gradient" or "tied") it sends at step STEP (numbered from 0, as the
+ * messages name steps). AT: "payload" (default, the middle of it), "header"
+ * (the step field) or a byte offset into the frame (runtime/frame.h). The
+ * receiver must refuse it, naming edge, direction and step. */
+void exec_fault_flip(exec *x, int armed) {
+    const char *f = armed ? getenv("PIPEZIP_FAULT_FLIP") : NULL;
+    char w[32], at[32] = "payload";
+    int s, r;
+    if (!f || !x->tp || sscanf(f, "%31[a-z]:%d:%d:%31s", w, &s, &r, at) < 3 || r != x->rank || s < 0) return;
+    static const char *const names[] = {"activation", "gradient", "tied"};
+    static const unsigned kinds[] = {KIND_ACT, KIND_GRAD, KIND_TIED};
+    long off = !strcmp(at, "payload") ? -1 : !strcmp(at, "header") ? 16 : strtol(at, NULL, 10);
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(w, names[k])) pz_transport_fault_flip(x->tp, kinds[k], (uint32_t)s, off);
+}
+
 /* The codecs this rank holds on its edges (and their error-metric twins),
  * named by edge, direction and role, for the checkpoint's codec state. */
 static int edge_codecs(exec *x, const char **names, pz_codec **cs) {

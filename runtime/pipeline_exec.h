@@ -83,6 +83,7 @@ pz_status exec_auto_warmup(exec *x, const double *red, const double *es, const d
 /* pipeline_ckpt.c */
 void exec_fault_arm(int armed);
 void exec_fault_point(const char *what, int step, int rank);
+void exec_fault_flip(exec *x, int armed);
 pz_status exec_resume_from(exec *x, int *start);
 pz_status exec_checkpoint(exec *x, int step);
 

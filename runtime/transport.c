@@ -72,7 +72,6 @@
 enum { K_HELLO = 0xF0, K_COLL_UP = 0xF1, K_COLL_DOWN = 0xF2 };
 #define HELLO_MAGIC 0x5a50484cu
 
-static uint8_t zero_buf[8]; /* stands in for NULL buffers of 0-byte messages */
 
 /* ---- tags ---------------------------------------------------------------- */
 
@@ -111,6 +110,7 @@ static void req_free(pz_request *r) {
     if (r->prev) r->prev->next = r->next;
     else t->live = r->next;
     if (r->next) r->next->prev = r->prev;
+    free(r->faulty);
     free(r);
 }
 
@@ -254,8 +254,9 @@ static pz_status lost_error(pz_transport *t, int peer, const char *what) {
 
 /* Looks at r without progressing. Sets *done and returns the outcome; r is
  * released whenever the caller gets *done = 1 or an error. */
-static pz_status check(pz_transport *t, pz_request *r, int *done, size_t *len, double *done_at) {
+static pz_status check(pz_transport *t, pz_request *r, int *done, size_t *len, double *done_at, tp_arrival *a) {
     *done = 0;
+    a->pending = 0;
     if (r->done) {
         ucs_status_t st = r->status;
         size_t n = r->len;
@@ -263,6 +264,16 @@ static pz_status check(pz_transport *t, pz_request *r, int *done, size_t *len, d
         if (st == UCS_OK) {
             *done = 1;
             if (len) *len = n;
+            if (!r->is_send) {   /* the frame is checked by the caller, unlocked */
+                a->pending = 1;
+                memcpy(a->hdr, r->fhdr, PZ_FRAME_HDR);
+                a->got = n;
+                a->buf = r->buf;
+                a->want = (pz_frame_id){t->job, (uint32_t)r->tag, (uint16_t)(r->tag >> 32), (uint8_t)tag_kind(r->tag),
+                                        (uint8_t)r->peer, (uint8_t)t->rank};
+                a->peer = r->peer;
+                memcpy(a->what, r->what, WHAT_MAX);
+            }
             /* completed inside a post (eager): then; else when a progress call saw it */
             if (done_at) *done_at = r->done_at > 0 ? r->done_at : pz_now();
         } else if (st == UCS_ERR_MESSAGE_TRUNCATED) {
@@ -287,10 +298,12 @@ static pz_status check(pz_transport *t, pz_request *r, int *done, size_t *len, d
 }
 
 pz_status pz_transport_test(pz_transport *t, pz_request *req, int *done, size_t *len) {
+    tp_arrival a;
     lock(t);
     tp_step(t);
-    pz_status st = check(t, req, done, len, NULL);
+    pz_status st = check(t, req, done, len, NULL, &a);
     unlock(t);
+    if (st == PZ_OK && a.pending) st = tp_frame_verify(t, &a, len);
     return st;
 }
 
@@ -298,14 +311,15 @@ pz_status pz_transport_test(pz_transport *t, pz_request *req, int *done, size_t 
  * endpoint is force-closed and r is cancelled. */
 static pz_status wait_for(pz_transport *t, pz_request *r, size_t *len, double timeout_s, double *done_at) {
     double start = pz_now(), idle_since = start;
+    tp_arrival a;
     for (;;) {
         lock(t);
         unsigned work = tp_step(t);
         int done;
-        pz_status st = check(t, r, &done, len, done_at);
+        pz_status st = check(t, r, &done, len, done_at, &a);
         if (st != PZ_OK || done) {
             unlock(t);
-            return st;
+            return st == PZ_OK && a.pending ? tp_frame_verify(t, &a, len) : st;
         }
         double now = pz_now();
         if (r->queued) start = now;   /* a throttled send's deadline starts when it leaves */
@@ -348,10 +362,21 @@ static void start_send(pz_transport *t, pz_request *r) {
     }
     ucp_request_param_t prm;
     memset(&prm, 0, sizeof prm);
-    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
     prm.cb.send = on_send;
     prm.user_data = r;
-    void *s = ucp_tag_send_nbx(p->ep, r->buf ? r->buf : zero_buf, r->cap, r->tag, &prm);
+    /* the frame: header and payload in one message (runtime/frame.h) */
+    const void *data = r->faulty;
+    size_t count = PZ_FRAME_HDR + r->cap;
+    prm.datatype = ucp_dt_make_contig(1);
+    if (!r->faulty) {
+        r->iov[0] = (ucp_dt_iov_t){r->fhdr, PZ_FRAME_HDR};
+        r->iov[1] = (ucp_dt_iov_t){(void *)r->buf, r->cap};
+        data = r->iov;
+        count = r->cap ? 2 : 1;
+        prm.datatype = ucp_dt_make_iov();
+    }
+    void *s = ucp_tag_send_nbx(p->ep, data, count, r->tag, &prm);
     if (s == NULL) {
         r->done = 1;
         r->status = UCS_OK;
@@ -370,11 +395,12 @@ static void start_send(pz_transport *t, pz_request *r) {
  * have finished arriving: a store-and-forward link without propagation
  * delay. Each direction of an edge has its own link (full duplex). */
 static pz_status post_send(pz_transport *t, int peer, uint64_t tag, const void *buf, size_t len, const char *what,
-                           pz_request **req) {
+                           pz_request **req, const uint8_t *sealed) {
     tp_peer *p = &t->peers[peer];
     if (p->failed || !p->ep) return lost_error(t, peer, what);
     pz_request *r = req_new(t, 1, peer, tag, len, what);
     r->buf = buf;
+    tp_frame_send(t, r, sealed);
     unsigned kind = tag_kind(tag);
     int rated = p->rate_Bps > 0 && kind < KIND_RESERVED;
     /* latency delays every message but the init hello, the collectives too:
@@ -422,11 +448,15 @@ static pz_status post_recv(pz_transport *t, int peer, uint64_t tag, void *buf, s
      * (the length would be lost), so completion always goes through on_recv,
      * possibly before ucp_tag_recv_nbx returns. */
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_RECV_INFO |
-                       UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+                       UCP_OP_ATTR_FLAG_NO_IMM_CMPL | UCP_OP_ATTR_FIELD_DATATYPE;
     prm.cb.recv = on_recv;
     prm.user_data = r;
     prm.recv_info.tag_info = &r->info;
-    void *s = ucp_tag_recv_nbx(t->worker, buf ? buf : zero_buf, cap, tag, ~(ucp_tag_t)0, &prm);
+    prm.datatype = ucp_dt_make_iov();
+    r->buf = buf;   /* the frame's payload lands here, its header in r->fhdr */
+    r->iov[0] = (ucp_dt_iov_t){r->fhdr, PZ_FRAME_HDR};
+    r->iov[1] = (ucp_dt_iov_t){buf, cap};
+    void *s = ucp_tag_recv_nbx(t->worker, r->iov, cap ? 2 : 1, tag, ~(ucp_tag_t)0, &prm);
     if (s == NULL) {
         r->done = 1;
         r->status = UCS_OK;
@@ -468,8 +498,10 @@ pz_status pz_transport_send(pz_transport *t, int peer, uint64_t tag, const void 
                             const char *what, pz_request **req) {
     pz_status st = check_args(t, peer, tag, t ? t->rank : -1, buf, len, req, "send");
     if (st != PZ_OK) return st;
+    uint8_t hdr[PZ_FRAME_HDR];
+    tp_frame_seal(t, peer, tag, buf, len, hdr);   /* the payload's CRC, unlocked */
     lock(t);
-    st = post_send(t, peer, tag, buf, len, what, req);
+    st = post_send(t, peer, tag, buf, len, what, req, hdr);
     unlock(t);
     return st;
 }
@@ -512,7 +544,7 @@ static pz_status gather_sum_bcast(pz_transport *t, double *vals, int n, const ch
         snprintf(what, sizeof what, "%s #%u: result from rank 0", name, seq);
         st = post_recv(t, 0, pz_tag(0, seq, 0, K_COLL_DOWN), res, bytes, what, &rr);
         snprintf(what, sizeof what, "%s #%u: contribution to rank 0", name, seq);
-        if (st == PZ_OK) st = post_send(t, 0, pz_tag(t->rank, seq, 0, K_COLL_UP), vals, bytes, what, &sr);
+        if (st == PZ_OK) st = post_send(t, 0, pz_tag(t->rank, seq, 0, K_COLL_UP), vals, bytes, what, &sr, NULL);
         if (st == PZ_OK) { st = wait_for(t, sr, NULL, left_until(deadline), NULL); sr = NULL; }
         if (st == PZ_OK) { st = wait_for(t, rr, &got, left_until(deadline), NULL); rr = NULL; }
         if (st == PZ_OK && got != bytes)
@@ -548,7 +580,7 @@ static pz_status gather_sum_bcast(pz_transport *t, double *vals, int n, const ch
         }
     for (int r = 1; r < W && st == PZ_OK; r++) {
         snprintf(what, sizeof what, "%s #%u: result to rank %d", name, seq, r);
-        st = post_send(t, r, pz_tag(0, seq, 0, K_COLL_DOWN), vals, bytes, what, &rq[r]);
+        st = post_send(t, r, pz_tag(0, seq, 0, K_COLL_DOWN), vals, bytes, what, &rq[r], NULL);
     }
     for (int r = 1; r < W && st == PZ_OK; r++) {
         st = wait_for(t, rq[r], NULL, left_until(deadline), NULL);
@@ -637,7 +669,7 @@ static pz_status hello_all(pz_transport *t) {
         snprintf(what, sizeof what, "UCX hello from rank %d", p);
         st = post_recv(t, p, pz_tag(p, 0, 0, K_HELLO), in + 2 * p, 8, what, &rr[p]);
         snprintf(what, sizeof what, "UCX hello to rank %d", p);
-        if (st == PZ_OK) st = post_send(t, p, pz_tag(t->rank, 0, 0, K_HELLO), out, 8, what, &sr[p]);
+        if (st == PZ_OK) st = post_send(t, p, pz_tag(t->rank, 0, 0, K_HELLO), out, 8, what, &sr[p], NULL);
     }
     for (int p = 0; p < W && st == PZ_OK; p++) {
         if (p == t->rank) continue;
@@ -724,6 +756,7 @@ pz_status pz_transport_init(pz_transport **out, const pz_transport_opts *o) {
     pthread_mutexattr_destroy(&ma);
     t->rank = o->rank;
     t->world = o->world;
+    t->fault_kind = -1;
     t->peer_timeout_s = o->peer_timeout_s > 0 ? o->peer_timeout_s : 60.0;
     t->connect_timeout_s = o->connect_timeout_s > 0 ? o->connect_timeout_s : 60.0;
     double deadline = pz_now() + t->connect_timeout_s;
@@ -766,6 +799,7 @@ pz_status pz_transport_init(pz_transport **out, const pz_transport_opts *o) {
                                     wa.address_length, deadline, o->secret, o->secret_len);
     ucp_worker_release_address(t->worker, wa.address);
     if (st != PZ_OK) goto fail;
+    t->job = tp_job_id(&t->boot);
 
     t->peers = xcalloc((size_t)t->world, sizeof *t->peers);
     for (int p = 0; p < t->world; p++) {

@@ -73,7 +73,15 @@ pz_status pz_transport_init(pz_transport **t, const pz_transport_opts *o);
  * error). Either way every request still held by the caller is freed. */
 void pz_transport_close(pz_transport *t, int failed);
 
-/* Non-blocking send/receive; the buffer must stay valid until the request
+/* Every message travels in a checked frame (runtime/frame.h): a 40-byte
+ * header with the job id, source and destination rank, the tag's kind, step
+ * and micro-batch, the length and a CRC-32C over header and payload. A
+ * receive whose frame differs from what its tag, peer and job lead it to
+ * expect fails in test/wait with PZ_ERR_PEER, naming `what` and the
+ * difference; its data is never handed out as received. Lengths and
+ * capacities here are the caller's bytes, without the header.
+ *
+ * Non-blocking send/receive; the buffer must stay valid until the request
  * completes. `what` names the operation for error messages
  * ("send activation step 3 micro 2"); it is copied. */
 pz_status pz_transport_send(pz_transport *t, int peer, uint64_t tag, const void *buf, size_t len,
@@ -94,6 +102,12 @@ pz_status pz_transport_wait(pz_transport *t, pz_request *req, size_t *len);
  * that finished long before the wait says when its data arrived. */
 pz_status pz_transport_wait_at(pz_transport *t, pz_request *req, size_t *len, double *done_at);
 void pz_transport_progress(pz_transport *t);
+
+/* Fault injection for the tests (PIPEZIP_FAULT_FLIP, runtime/pipeline_ckpt.c):
+ * the first message of tag kind `kind` and step `step` this rank sends
+ * leaves with one byte of its frame flipped: byte `at` (0..39 the header, 40
+ * on the payload), or the middle of the payload when at < 0. Once. */
+void pz_transport_fault_flip(pz_transport *t, unsigned kind, uint32_t step, long at);
 
 /* Simulated link (for "what does compression buy on a 100 Mbit/s link with
  * 25 ms of delay?" on one machine): from now on, messages to `peer` leave at

@@ -8,6 +8,7 @@
 #include <ucp/api/ucp.h>
 
 #include "runtime/bootstrap.h"
+#include "runtime/frame.h"
 #include "runtime/transport.h"
 
 #define WHAT_MAX 128
@@ -41,7 +42,22 @@ struct pz_request {
     double done_at;          /* when completion was seen (pz_now) */
     ucp_tag_recv_info_t info;
     char what[WHAT_MAX];
+    uint8_t fhdr[PZ_FRAME_HDR];  /* the frame header sent, or received into */
+    ucp_dt_iov_t iov[2];     /* the frame: header, then the caller's buffer */
+    uint8_t *faulty;         /* PIPEZIP_FAULT_FLIP: the whole frame with a byte flipped */
 };
+
+/* A receive that completed, checked (CRC over the payload) by the waiting
+ * caller after it let go of the lock. */
+typedef struct {
+    int pending;
+    uint8_t hdr[PZ_FRAME_HDR];
+    size_t got;              /* bytes that arrived, header included */
+    const void *buf;
+    pz_frame_id want;
+    int peer;
+    char what[WHAT_MAX];
+} tp_arrival;
 
 struct pz_transport {
     int rank, world;
@@ -55,6 +71,10 @@ struct pz_transport {
     int nqueued;             /* throttled sends waiting for their time */
     double next_check;
     int closing;
+    uint64_t job;            /* job id (transport_frame.c), in every frame header */
+    int fault_kind;          /* PIPEZIP_FAULT_FLIP (pz_transport_fault_flip); -1 = none */
+    uint32_t fault_step;
+    long fault_at;
     /* progress thread (pz_transport_opts.progress_thread): it and the
      * caller's thread take mu around every use of UCX and of the request
      * lists; UCX runs in UCS_THREAD_MODE_SERIALIZED. Recursive, because
@@ -76,6 +96,20 @@ static inline void unlock(pz_transport *t) {
 /* One round of progress: releases due throttled sends, drains UCX events
  * (bounded), checks for lost peers. Called with the lock held. */
 unsigned tp_step(pz_transport *t);
+/* transport_frame.c: the frames around every message (runtime/frame.h).
+ * The job id every rank derives from the bootstrap's table. */
+uint64_t tp_job_id(const pz_bootstrap *b);
+/* The frame header of a send of buf[0..len) with tag to peer; reads only
+ * what init set, so callers seal before taking the lock (the CRC of a big
+ * payload then never holds up the progress thread). */
+void tp_frame_seal(const pz_transport *t, int peer, uint64_t tag, const void *buf, size_t len,
+                   uint8_t hdr[PZ_FRAME_HDR]);
+/* Sets r->fhdr for the send r (a copy of `sealed`, or sealed here when NULL);
+ * with a matching fault armed, also r->faulty. Called with the lock held. */
+void tp_frame_send(pz_transport *t, pz_request *r, const uint8_t *sealed);
+/* Checks an arrival (a->got bytes, header included); *len = payload bytes. */
+pz_status tp_frame_verify(pz_transport *t, const tp_arrival *a, size_t *len);
+
 /* transport_thread.c: start (after init's hello) and stop (first thing in
  * close) the progress thread. */
 pz_status tp_thread_start(pz_transport *t);

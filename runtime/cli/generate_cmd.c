@@ -111,7 +111,7 @@ static pz_status pipe_step(gen_pipe *gp, pz_gen *g, const int *tokens, int n, in
     } else {
         pz_request *r = NULL;
         char w[64];
-        snprintf(w, sizeof w, "generation step %d hidden state", k);
+        snprintf(w, sizeof w, "generation hidden state, edge %d-%d forward, step %d", gp->rank - 1, gp->rank, k);
         st = pz_transport_recv(gp->tp, gp->rank - 1, pz_tag(gp->rank - 1, (uint32_t)k, 0, KIND_GEN_HIDDEN), gp->wire,
                                gp->cap, w, &r);
         if (st == PZ_OK) st = pz_transport_wait(gp->tp, r, &len);
@@ -121,7 +121,7 @@ static pz_status pipe_step(gen_pipe *gp, pz_gen *g, const int *tokens, int n, in
     if (st != PZ_OK || last) return st;
     pz_request *r = NULL;
     char w[64];
-    snprintf(w, sizeof w, "generation step %d hidden state", k);
+    snprintf(w, sizeof w, "generation hidden state, edge %d-%d forward, step %d", gp->rank, gp->rank + 1, k);
     (void)C;
     pz_gen_hidden(g, gp->rows, n);   /* the received rows are used up: their buffer takes the output */
     st = pz_edge_encode(&gp->tx[e], gp->rows, &id, seed, (uint64_t)k, 0, gp->wire, &len);
@@ -136,7 +136,7 @@ static pz_status pipe_step(gen_pipe *gp, pz_gen *g, const int *tokens, int n, in
 static pz_status pipe_token(gen_pipe *gp, int *tok, int k) {
     pz_request *r = NULL;
     char w[64];
-    snprintf(w, sizeof w, "generation step %d token", k);
+    snprintf(w, sizeof w, "generation token, rank %d to rank 0, step %d", gp->world - 1, k);
     const int last = gp->world - 1;
     pz_status st = PZ_OK;
     int32_t v = *tok;

@@ -9,7 +9,8 @@
  * Scenarios, for each UCX configuration (tcp, shared memory):
  *   basic W=2 and W=3: ping-pong 0..64 MiB with content checks, receive posted
  *     before and after the send, many outstanding requests, allreduce,
- *     barrier, truncation, argument errors, clean close;
+ *     barrier, truncation, flipped bytes refused by the frame check,
+ *     argument errors, clean close;
  *   kill W=3 (twice, see child_kill): a rank SIGKILLs itself mid-stream; the
  *     two others must fail with PZ_ERR_PEER naming it within 10 s;
  *   stop W=3: rank 1 SIGSTOPs itself mid-stream; ranks 0 and 2 must fail
@@ -148,7 +149,7 @@ static void sleep_ms(int ms) {
 
 /* ---- basic: functional checks --------------------------------------------- */
 
-enum { KIND_PING = 1, KIND_PONG = 2, KIND_MANY = 3, KIND_TRUNC = 4, KIND_POLL = 5 };
+enum { KIND_PING = 1, KIND_PONG = 2, KIND_MANY = 3, KIND_TRUNC = 4, KIND_POLL = 5, KIND_FLIP = 6 };
 
 static const size_t sizes[] = {0, 8, 100, 4096, 8185, 8193, 65536, 1u << 20, 8u << 20, 64u << 20};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
@@ -310,6 +311,50 @@ static void test_truncation(pz_transport *t) {
     OK(pz_transport_barrier(t));
 }
 
+/* Checked frames (runtime/frame.h): rank 1 flips a byte of three messages
+ * (pz_transport_fault_flip): the payload of a rendezvous-size one, the header
+ * of an eager one, and the only byte an empty message can lose (the frame's
+ * reserved tail). Rank 0's waits must fail naming the operation and the
+ * check, and a clean message afterwards must arrive whole: a refused frame
+ * does not cost the peer. */
+static void test_flip(pz_transport *t) {
+    enum { BIG = 1 << 20 };
+    uint8_t *buf = xmalloc(BIG);
+    pz_request *r;
+    if (g_rank == 1) {
+        fill(buf, BIG, 11);
+        pz_transport_fault_flip(t, KIND_FLIP, 3, -1);
+        send_wait(t, 0, pz_tag(1, 3, 0, KIND_FLIP), buf, BIG, "flipped payload");
+        pz_transport_fault_flip(t, KIND_FLIP, 4, 16);
+        send_wait(t, 0, pz_tag(1, 4, 1, KIND_FLIP), buf, 100, "flipped header");
+        pz_transport_fault_flip(t, KIND_FLIP, 5, -1);
+        send_wait(t, 0, pz_tag(1, 5, 0, KIND_FLIP), buf, 0, "flipped empty message");
+        send_wait(t, 0, pz_tag(1, 6, 0, KIND_FLIP), buf, BIG, "clean");
+    } else if (g_rank == 0) {
+        static const struct { uint32_t step, micro; const char *what, *why; } cases[] = {
+            {3, 0, "recv step 3 (payload flipped)", "fails its frame check: CRC mismatch"},
+            {4, 1, "recv step 4 (header flipped)", "fails its frame check: CRC mismatch"},
+            {5, 0, "recv step 5 (empty)", "fails its frame check: reserved field set"},
+        };
+        for (int i = 0; i < 3; i++) {
+            OK(pz_transport_recv(t, 1, pz_tag(1, cases[i].step, cases[i].micro, KIND_FLIP), buf, BIG, cases[i].what, &r));
+            size_t got = 12345;
+            pz_status st = pz_transport_wait(t, r, &got);
+            CHECK(st == PZ_ERR_PEER && strstr(pz_last_error(), cases[i].what) && strstr(pz_last_error(), cases[i].why) &&
+                      strstr(pz_last_error(), "from rank 1"),
+                  "%s: %s: %s", cases[i].what, pz_status_name(st), pz_last_error());
+            if (i == 0) say("flipped frame refused: %s", pz_last_error());
+        }
+        memset(buf, 0, BIG);
+        OK(pz_transport_recv(t, 1, pz_tag(1, 6, 0, KIND_FLIP), buf, BIG, "clean recv", &r));
+        size_t got = 0;
+        OK(pz_transport_wait(t, r, &got));
+        CHECK(got == BIG && verify(buf, BIG, 11) == (size_t)-1, "clean message after refused ones: %zu bytes", got);
+    }
+    free(buf);
+    OK(pz_transport_barrier(t));
+}
+
 static void test_args(pz_transport *t, int world) {
     pz_request *r = (pz_request *)&r;
     char b[8] = {0};
@@ -368,6 +413,7 @@ static int child_basic(int rank, int world, int port) {
     test_many(t, world);
     test_collectives(t, world);
     test_truncation(t);
+    test_flip(t);
     OK(pz_transport_barrier(t));
     test_leftovers(t, world);
     pz_transport_close(t, 0);
