@@ -29,15 +29,17 @@ t0=$(date +%s.%N)
 "$PZ" "${job[@]}" --checkpoint-dir "$dir/ref.ck" --save "$dir/ref.safetensors" >"$dir/ref.out" 2>"$dir/ref.err" \
   || { echo "soak.sh: the uninterrupted run failed:"; tail -5 "$dir/ref.err"; exit 1; }
 ref_s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
-echo "uninterrupted run: $ref_s s, $STEPS steps; $N broken runs follow"
-finished=0; hangs=0; restarts=0; recomputed=0; equal=0; limit=$(awk -v s="$ref_s" 'BEGIN{printf "%d", 60 + 4*s}')
+# the training part of it: the steps' own times (start-up, saving and exit excluded)
+train_s=$(sed -n 's/.*"ms":\([0-9.]*\).*/\1/p' "$dir/ref.out" | awk '{t += $1} END {printf "%.2f", t / 1000}')
+echo "uninterrupted run: $ref_s s, of which $train_s s in its $STEPS steps; $N broken runs follow"
+finished=0; hangs=0; restarts=0; recomputed=0; equal=0; broken=0; limit=$(awk -v s="$ref_s" 'BEGIN{printf "%d", 60 + 4*s}')
 for i in $(seq 1 "$N"); do
   ck="$dir/run$i.ck"; out="$dir/run$i.out"; err="$dir/run$i.err"
   "$PZ" "${job[@]}" --checkpoint-dir "$ck" --resume auto --max-restarts 5 --save "$dir/run$i.safetensors" \
     >"$out" 2>"$err" &
   launcher=$!
-  # a random moment of training: from the first step to 70% of the uninterrupted run's time
-  at=$(awk -v s="$ref_s" -v r=$RANDOM 'BEGIN{printf "%.2f", 0.7 * s * r / 32768}')
+  # a random moment of training: from the first step's end to 90% of the steps' time
+  at=$(awk -v s="$train_s" -v r=$RANDOM 'BEGIN{printf "%.2f", 0.9 * s * r / 32768}')
   rank=$((RANDOM % 4)); sig=$([ $((RANDOM % 2)) = 0 ] && echo KILL || echo STOP)
   for _ in $(seq 1 600); do grep -q '"step"' "$out" 2>/dev/null && break; sleep 0.05; done
   sleep "$at"
@@ -50,6 +52,7 @@ for i in $(seq 1 "$N"); do
   done
   wait "$launcher" 2>/dev/null; rc=$?
   r=$(grep -c "^pipezip: restart [0-9]* of" "$err"); restarts=$((restarts + r))
+  [ "$r" -gt 0 ] && broken=$((broken + 1))
   lines=$(grep -c '"step"' "$out"); again=$((lines > STEPS ? lines - STEPS : 0)); recomputed=$((recomputed + again))
   same=no
   if [ "$hung" = 1 ]; then hangs=$((hangs + 1)); state="HANG"
@@ -62,5 +65,5 @@ for i in $(seq 1 "$N"); do
   [ "$state" = finished ] || tail -3 "$err" | sed 's/^/    /'
   rm -rf "$ck" "$dir/run$i.safetensors"
 done
-echo "soak: $finished of $N finished, $hangs hang(s), $restarts restart(s), $recomputed step(s) computed again, $equal of $finished final models equal to the uninterrupted one"
+echo "soak: $finished of $N finished, $hangs hang(s), $broken run(s) broken and restarted ($restarts restart(s) in all; the others were hit as they ended), $recomputed step(s) computed again, $equal of $finished final models equal to the uninterrupted one"
 [ "$finished" = "$N" ] && [ "$equal" = "$N" ]

@@ -41,6 +41,7 @@ typedef struct {
     char out_buf[8192], err_buf[8192];
     size_t out_len, err_len;
     int done, status;
+    int stopped_seen;          /* found stopped at the last check (after another rank exited) */
 } child;
 
 /* Writes complete lines from buf; keeps a partial tail (or flushes it when full or at EOF). */
@@ -156,6 +157,7 @@ static int run_once(int world, char **argv) {
 
     int failed_rank = -1, alive = world, first_signal = 0;
     double kill_at = 0.0;   /* when to escalate to SIGKILL after a failure */
+    double next_stop_check = 0.0;
     while (alive > 0) {
         struct pollfd pf[2 * 64];
         int np = 0, map[2 * 64];
@@ -200,6 +202,25 @@ static int run_once(int world, char **argv) {
                     if (!cs[k].done) { kill(cs[k].pid, SIGTERM); kill(cs[k].pid, SIGCONT); }
                 kill_at = pz_now() + 3.0;
             }
+        /* a rank held stopped after another has exited cleanly would keep the
+         * job waiting forever (nothing times out on it any more): seen
+         * stopped twice, a second apart, it is the failure */
+        if (failed_rank < 0 && alive < world && alive > 0 && pz_now() >= next_stop_check) {
+            next_stop_check = pz_now() + 1.0;
+            for (int k = 0; k < world && failed_rank < 0; k++) {
+                char state = cs[k].done ? 0 : proc_state(cs[k].pid);
+                int stopped = state == 'T' || state == 't';
+                if (stopped && cs[k].stopped_seen) {
+                    failed_rank = k;
+                    fprintf(stderr, "pipezip: rank %d is stopped (state %c: SIGSTOP, or held by a debugger) while "
+                            "other ranks have finished; stopping it\n", k, state);
+                    for (int q = 0; q < world; q++)
+                        if (!cs[q].done) { kill(cs[q].pid, SIGTERM); kill(cs[q].pid, SIGCONT); }
+                    kill_at = pz_now() + 3.0;
+                }
+                cs[k].stopped_seen = stopped;
+            }
+        }
         if (interrupted && kill_at == 0.0) {
             /* the ranks stop together at the next step boundary, after a
              * checkpoint when --checkpoint-dir is set; a second signal, or

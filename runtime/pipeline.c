@@ -767,5 +767,6 @@ cleanup:
     free(red);
     exec_free(&x);
     free(ranges);
+    if (st == PZ_OK) exec_fault_point("end", 0, rank);   /* PIPEZIP_FAULT=end:0:RANK: freeze once finished */
     return st;
 }

@@ -3,6 +3,7 @@
  * runtime/pipeline_exec.h). */
 #include "runtime/pipeline_exec.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,9 @@
 /* Fault injection for the tests (PIPEZIP_FAULT=WHAT:STEP:RANK): this rank
  * exits with status 3 at that point, as a killed process would stop there.
  * WHAT is "step" (after the step's optimizer update and checkpoint) or
- * "checkpoint" (its shard written, before the ranks meet for the manifest).
+ * "checkpoint" (its shard written, before the ranks meet for the manifest);
+ * "end" (STEP 0) stops the rank with SIGSTOP once it has finished, so that
+ * the launcher must notice a rank frozen after the others exited. 
  * A resumed run (--resume, as restarts are) is not faulted again. */
 static int fault_armed;
 void exec_fault_arm(int armed) { fault_armed = armed; }
@@ -24,9 +27,12 @@ void exec_fault_point(const char *what, int step, int rank) {
     int s, r;
     if (!f || sscanf(f, "%31[a-z]:%d:%d", w, &s, &r) != 3) return;
     if (strcmp(w, what) == 0 && s == step && r == rank) {
-        fprintf(stderr, "pipezip train: rank %d: PIPEZIP_FAULT=%s: exiting at %s %d\n", rank, f, what, step);
+        int freeze = strcmp(what, "end") == 0;
+        fprintf(stderr, "pipezip train: rank %d: PIPEZIP_FAULT=%s: %s at %s %d\n", rank, f,
+                freeze ? "stopping (SIGSTOP)" : "exiting", what, step);
         fflush(NULL);
-        _exit(3);
+        if (freeze) raise(SIGSTOP);
+        else _exit(3);
     }
 }
 

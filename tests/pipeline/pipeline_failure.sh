@@ -58,6 +58,27 @@ run_and_break() {
   echo "ok: $sig of rank $victim: launcher exited $rc after $took s: $(grep -m1 "^pipezip: rank $victim" "$dir/err")"
 }
 
+# a rank frozen after the others have finished used to keep the launcher
+# waiting forever (found by bench/soak.sh): PIPEZIP_FAULT=end:0:1 stops rank 1
+# with SIGSTOP once it is done; the launcher must fail, and with
+# --max-restarts resume from the last checkpoint and finish
+frozen_at_end() {
+  local extra=("$@") rc
+  timeout 60 env PIPEZIP_FAULT=end:0:1 "$pz" train --preset tiny --data "$dir/train.bin" --batch 2 --seq 32 \
+      --steps 4 --threads 1 --stages 2 --peer-timeout 3 "${extra[@]}" > "$dir/out" 2> "$dir/err"
+  rc=$?
+  [ "$rc" != 124 ] || { echo "FAIL: rank frozen at the end: the launcher hung"; pkill -KILL -f "$dir/" ; return 1; }
+  echo "$rc"
+}
+rc=$(frozen_at_end) || fails=$((fails + 1))
+if [ "$rc" = 1 ] && grep -q "^pipezip: rank 1 is stopped .* while other ranks have finished" "$dir/err"; then
+  echo "ok: a rank frozen after the others finished: exit 1, named"
+else echo "FAIL: rank frozen at the end: exit $rc"; cat "$dir/err"; fails=$((fails + 1)); fi
+rc=$(frozen_at_end --checkpoint-dir "$dir/ck" --checkpoint-every 2 --max-restarts 1) || fails=$((fails + 1))
+if [ "$rc" = 0 ] && grep -q "^pipezip: restart 1 of 1" "$dir/err"; then
+  echo "ok: ... and with --max-restarts 1 it resumes and finishes"
+else echo "FAIL: rank frozen at the end with a restart: exit $rc"; cat "$dir/err"; fails=$((fails + 1)); fi
+
 run_and_break KILL 1 10 || fails=$((fails + 1))
 run_and_break STOP 2 5 || fails=$((fails + 1))
 [ "$fails" = 0 ]
