@@ -177,7 +177,8 @@ static int cmd_train(int argc, char **argv) {
         {"--device", FLAG_STR, &o.device, "cpu, cuda or cuda:tf32; or one per stage, e.g. cpu,cuda", 0, 0, NULL},
         {"--stages", FLAG_INT, &o.stages, "pipeline stages, one process each (1 = this process alone)", 1, 255, NULL},
         {"--split", FLAG_STR, &o.split, "blocks per stage, e.g. 3,3,3,3 (default: balanced by a cost model)", 0, 0, NULL},
-        {"--schedule", FLAG_STR, &o.schedule, "pipeline schedule: 1f1b, 1f1b:warmup=K|auto (more in flight for slow links), zb-h1 (zero bubble) or gpipe", 0, 0, NULL},
+        {"--schedule", FLAG_STR, &o.schedule, "pipeline schedule: 1f1b, 1f1b:warmup=K|auto (more in flight for slow links), zb-h1 (zero bubble), gpipe or interleaved:v=V (V model chunks per stage, Megatron's interleaved 1F1B)", 0, 0, NULL},
+        {"--virtual-stages", FLAG_INT, &o.virtual_stages, "with --schedule interleaved: model chunks per stage (the same as interleaved:v=V)", 1, PZ_SCHED_MAX_VIRTUAL, NULL},
         {"--peer-timeout", FLAG_FLOAT, &o.peer_timeout, "seconds a stage waits for a peer before failing", 0.1, 86400, NULL},
         {"--job-secret-file", FLAG_STR, &o.job_secret_file, "file with the secret every rank proves it holds (else $" PZ_JOB_SECRET_ENV "; the local launcher makes one)", 0, 0, NULL},
         {"--trace", FLAG_STR, &o.trace, "write a Chrome/Perfetto trace JSON of all stages (pipeline only)", 0, 0, NULL},
@@ -242,13 +243,8 @@ static int cmd_train(int argc, char **argv) {
         return 1;
     }
     pz_sched_spec sched;
-    if (pz_sched_parse(o.schedule, &sched) != PZ_OK) return fail("train", PZ_ERR_ARG);
-    if (sched.kind == PZ_SCHED_INTERLEAVED) {
-        fprintf(stderr, "pipezip train: error: --schedule %s: the executor does not run interleaved schedules yet "
-                "(one model chunk per stage only); 'pipezip schedule --schedule interleaved:v=V' prints them\n",
-                o.schedule);
-        return 1;
-    }
+    if (pz_pipeline_sched(&o, &sched) != PZ_OK || pz_pipeline_interleaved_check(&o, &sched) != PZ_OK)
+        return fail("train", PZ_ERR_ARG);
     if (pz_device_check(o.device, o.stages) != PZ_OK) return fail("train", PZ_ERR_ARG);
     if (o.dump_edge && o.stages < 2) {
         fprintf(stderr, "pipezip train: error: --dump-edge writes what crosses the pipeline's edges: it needs "
@@ -303,8 +299,9 @@ static int cmd_train(int argc, char **argv) {
         /* check the model and the split here, so a bad one fails once, before any process starts */
         pz_gpt2_config cfg;
         if ((st = pz_model_config(o.preset, o.init, o.heads, &cfg)) != PZ_OK) return fail("train", st);
-        pz_stage_range *ranges = xcalloc((size_t)o.stages, sizeof *ranges);
-        st = pz_partition(&cfg, o.seq, o.stages, o.split, ranges);
+        int pieces = pz_pipeline_nchunks(&o);   /* interleaved: stages x chunks */
+        pz_stage_range *ranges = xcalloc((size_t)pieces, sizeof *ranges);
+        st = pz_partition(&cfg, o.seq, pieces, o.split, ranges);
         free(ranges);
         if (st != PZ_OK) return fail("train", st);
         int rc = pz_launch_local(o.stages, full_argc, full_argv, max_restarts);
