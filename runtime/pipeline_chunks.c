@@ -24,8 +24,13 @@
  * REDUCE_TIED adds rank 0's chunk-0 and rank S-1's chunk-(V-1) wte gradients.
  * Validation runs the batches through the ring chunk by chunk (g = 0..G-1).
  *
- * Not yet: --checkpoint-dir/--resume, --metrics, --link-mbps/--link-latency-ms
- * (refused with a message) and the stop-at-step-boundary signal handling. */
+ * Checkpoints (runtime/resume.h) are written as if each global chunk were a
+ * stage of a G-stage pipeline: shard rank-g holds chunk g (parameters, AdamW
+ * moments, the loader position, codec state of its boundaries g-1 and g),
+ * the manifest says G stages. By tensor name, any other layout resumes
+ * from it, and it from any other.
+ * Not yet: --metrics, --link-mbps/--link-latency-ms (refused with a message)
+ * and the stop-at-step-boundary signal handling. */
 #include "runtime/pipeline.h"
 #include "runtime/pipeline_exec.h"
 
@@ -40,6 +45,7 @@
 #include "runtime/device.h"
 #include "runtime/partition.h"
 #include "runtime/report.h"
+#include "runtime/resume.h"
 
 /* one model chunk of this rank */
 typedef struct {
@@ -124,8 +130,15 @@ pz_status pz_pipeline_interleaved_check(const pz_train_opts *o, const pz_sched_s
     if (o->micro % o->stages != 0)
         return pz_fail(PZ_ERR_ARG, "--schedule %s: --micro-batches %d must be a multiple of --stages %d", v, o->micro,
                        o->stages);
-    const char *no = o->checkpoint_dir ? "--checkpoint-dir" : o->resume ? "--resume" : o->metrics ? "--metrics"
-                   : o->link_mbps ? "--link-mbps" : o->link_latency ? "--link-latency-ms" : NULL;
+    if (o->split) {
+        int n = 1;
+        for (const char *q = o->split; *q; q++) n += *q == ',';
+        if (n != o->stages * sp->virtual_stages)
+            return pz_fail(PZ_ERR_ARG, "--split '%s' names %d pieces; --schedule %s with --stages %d cuts the model "
+                           "into %d chunks: give blocks per chunk, in model order (rank r holds chunks r, r+%d, ...)",
+                           o->split, n, v, o->stages, o->stages * sp->virtual_stages, o->stages);
+    }
+    const char *no = o->metrics ? "--metrics" : o->link_mbps ? "--link-mbps" : o->link_latency ? "--link-latency-ms" : NULL;
     if (no)
         return pz_fail(PZ_ERR_ARG, "--schedule %s: %s is not supported with interleaved schedules yet", v, no);
     return PZ_OK;
@@ -564,6 +577,89 @@ static pz_status gather_save(iexec *x, const pz_stage_range *all, const char *pa
     return st;
 }
 
+/* The codecs of chunk c's edge ends, named as pipeline_ckpt.c names a stage's. */
+static int chunk_codecs(chunk *c, const char **names, pz_codec **cs) {
+    static const char *const tag[4][2] = {{"out.fwd.send", "out.fwd.send.twin"}, {"out.bwd.recv", "out.bwd.recv.twin"},
+                                          {"in.fwd.recv", "in.fwd.recv.twin"},   {"in.bwd.send", "in.bwd.send.twin"}};
+    pz_edge_end *ends[4] = {&c->fwd_tx, &c->bwd_rx, &c->fwd_rx, &c->bwd_tx};
+    int n = 0;
+    for (int k = 0; k < 4; k++) {
+        pz_codec *e[2] = {ends[k]->codec, ends[k]->shadow};
+        for (int j = 0; j < 2; j++)
+            if (e[j]) names[n] = tag[k][j], cs[n++] = e[j];
+    }
+    return n;
+}
+
+/* One shard per global chunk, then (all durable) rank 0's manifest of G stages. */
+static pz_status ichunk_checkpoint(iexec *x, int step) {
+    const char *dir = x->o->checkpoint_dir;
+    pz_status st = PZ_OK;
+    for (int cc = 0; cc < x->V && st == PZ_OK; cc++) {
+        chunk *c = &x->ch[cc];
+        const char *names[8];
+        pz_codec *cs[8];
+        int n = chunk_codecs(c, names, cs);
+        st = pz_resume_write_shard(dir, step, c->g, x->G, &c->stage, &c->opt, &x->loader);
+        if (st == PZ_OK) st = pz_resume_write_codecs(dir, step, c->g, names, cs, n);
+    }
+    exec_fault_point("checkpoint", step, x->rank);
+    double bad = st != PZ_OK;
+    pz_status st2 = pz_transport_allreduce_sum_f64(x->tp, &bad, 1);
+    if (st != PZ_OK) return st;
+    if (st2 != PZ_OK) return st2;
+    if (bad > 0)
+        return pz_fail(PZ_ERR_IO, "rank %d: another rank could not write its checkpoint shards of step %d (the "
+                       "previous checkpoint stays the newest)", x->rank, step);
+    if (x->rank == 0 && (st = pz_resume_commit(dir, step, x->G, x->o->keep_checkpoints)) == PZ_OK)
+        fprintf(stderr, "pipezip train: checkpoint of step %d in %s\n", step, dir);
+    return st;
+}
+
+/* --resume: rank 0 finds the step, every chunk loads its part by tensor name. */
+static pz_status ichunk_resume(iexec *x, int *start) {
+    const pz_train_opts *o = x->o;
+    int is_auto = strcmp(o->resume, "auto") == 0;
+    const char *dir = is_auto ? o->checkpoint_dir : o->resume;
+    double v = 0.0;
+    pz_status st = PZ_OK;
+    if (x->rank == 0) {
+        int step;
+        if ((st = pz_resume_find(dir, is_auto, &step)) != PZ_OK) return st;
+        if (step < 0 && !is_auto)
+            return pz_fail(PZ_ERR_ARG, "--resume %s: no complete checkpoint there (use --resume auto to start "
+                           "fresh when there is none)", dir);
+        v = step + 1.0;
+    }
+    if ((st = pz_transport_allreduce_sum_f64(x->tp, &v, 1)) != PZ_OK) return st;
+    *start = (int)v - 1;
+    if (*start < 0) {
+        if (x->rank == 0) fprintf(stderr, "pipezip train: --resume auto: no checkpoint in %s, starting fresh\n", dir);
+        *start = 0;
+        return PZ_OK;
+    }
+    for (int cc = 0; cc < x->V && st == PZ_OK; cc++) {
+        chunk *c = &x->ch[cc];
+        int same = 0;
+        st = pz_resume_read_shard(dir, *start, c->g, x->G, &c->stage, &c->opt, &x->loader, &same);
+        const char *names[8];
+        pz_codec *cs[8];
+        int n = chunk_codecs(c, names, cs);
+        if (st == PZ_OK && same) st = pz_resume_read_codecs(dir, *start, c->g, names, cs, n);
+        for (int i = 0; st == PZ_OK && !same && i < n; i++)
+            if (pz_codec_has_state(cs[i]))
+                fprintf(stderr, "pipezip train: rank %d: warning: another layout than the checkpoint's: chunk %d's %s "
+                        "(%s) starts with empty state (aq: its first epoch again)\n", x->rank, c->g, names[i],
+                        pz_codec_spec(cs[i]));
+    }
+    double bad = st != PZ_OK;
+    pz_status st2 = pz_transport_allreduce_sum_f64(x->tp, &bad, 1);
+    if (st == PZ_OK && st2 == PZ_OK && bad > 0)
+        st = pz_fail(PZ_ERR_PEER, "rank %d: another rank could not load its shards of the checkpoint", x->rank);
+    if (st == PZ_OK && x->rank == 0) fprintf(stderr, "pipezip train: resumed from %s, step %d\n", dir, *start);
+    return st == PZ_OK ? st2 : st;
+}
+
 static void iexec_free(iexec *x) {
     for (int cc = 0; x->ch && cc < x->V; cc++) {
         if (x->tied_view && cc == tied_chunk(x)) {
@@ -726,7 +822,11 @@ pz_status pz_pipeline_run_interleaved(const pz_train_opts *o, const pz_sched_spe
     int nred = 4 + 3 * world + 2 * (world - 1) * PZ_EDGE_STATS_N;
     red = xcalloc((size_t)nred, sizeof *red);
     uint32_t val_round = 0;
-    for (int step = 0; step < o->steps && st == PZ_OK; step++) {
+    int first_step = 0;
+    exec_fault_arm(o->resume == NULL);
+    if (o->resume && (st = ichunk_resume(&x, &first_step)) == PZ_OK && o->val_every > 0)
+        val_round = (uint32_t)(first_step / o->val_every);
+    for (int step = first_step; step < o->steps && st == PZ_OK; step++) {
         double t0 = pz_now(), loss_sum = 0.0;
         x.compute_s = x.wait_s = x.codec_s = 0.0;
         for (int cc = 0; cc < x.V; cc++) pz_stage_zero_grad(&x.ch[cc].stage);
@@ -734,6 +834,10 @@ pz_status pz_pipeline_run_interleaved(const pz_train_opts *o, const pz_sched_spe
             st = run_instr(&x, &x.sched.ins[k], (uint32_t)step, &loss_sum);
         if (st != PZ_OK || (st = finish_step(&x, step, t0, loss_sum, red, nred)) != PZ_OK) break;
         int last = step + 1 == o->steps;
+        if (o->checkpoint_dir && (last || (o->checkpoint_every > 0 && (step + 1) % o->checkpoint_every == 0)) &&
+            (st = ichunk_checkpoint(&x, step + 1)) != PZ_OK)
+            break;
+        exec_fault_point("step", step + 1, rank);
         if (o->val_data && o->val_every > 0 && ((step + 1) % o->val_every == 0 || last)) {
             int comp = o->eval_compress && pz_policy_any(&x.pol, PZ_FWD);
             if ((st = validate_print(&x, step + 1, &val_round, comp)) != PZ_OK) break;
