@@ -14,6 +14,9 @@
 #  3. Resume: a run stopped at step 10 (its checkpoint) and resumed gives the
 #     uninterrupted run's losses bit for bit; a 1F1B run on 2 stages resumes
 #     from the interleaved checkpoint (by tensor name, another layout).
+#  4. More ranks and chunks on the demo preset (6 blocks), 6 steps: S=3 V=2
+#     m=6, S=2 V=3 m=4, S=4 V=2 m=4 (--progress inline): losses within 1e-5
+#     relative of the single process.
 #   usage: interleaved_equiv.sh PATH/TO/pipezip
 set -u
 source "$(dirname "$0")/../lib.sh"
@@ -126,6 +129,16 @@ PY
 else
   cat "$dir/r-full.err"; fail "interleaved run with checkpoints failed"
 fi
+
+# 4. more ranks and chunks (demo: 6 blocks, enough for 8 chunks)
+common=(--preset demo --data "$dir/train.bin" --val-data "$dir/val.bin" --batch 2 --seq 32 --steps 6 --lr 1e-3
+        --val-every 3 --val-batches 2 --threads 1 --seed 3)
+run dref6 --micro-batches 6 && run dref4 --micro-batches 4 && {
+  run d32 --micro-batches 6 --stages 3 --schedule interleaved:v=2 && { losses dref6 d32 1e-5 || fails=$((fails + 1)); }
+  run d23 --micro-batches 4 --stages 2 --schedule interleaved:v=3 && { losses dref4 d23 1e-5 || fails=$((fails + 1)); }
+  run d42 --micro-batches 4 --stages 4 --schedule interleaved:v=2 --progress inline &&
+    { losses dref4 d42 1e-5 || fails=$((fails + 1)); }
+}
 
 [ "$fails" = 0 ] && echo "interleaved equivalence: all passed"
 [ "$fails" = 0 ]
