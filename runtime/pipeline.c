@@ -473,6 +473,20 @@ static volatile sig_atomic_t stop_signal;
 static int stopped_by;
 static void on_stop_signal(int sig) { stop_signal = sig; }
 int pz_pipeline_stopped_by(void) { return stopped_by; }
+/* the interleaved executor's share (pipeline_exec.h) */
+void exec_stop_install(int on, struct sigaction *old_term, struct sigaction *old_int) {
+    if (on) {
+        struct sigaction sa = {.sa_handler = on_stop_signal};
+        sigaction(SIGTERM, &sa, old_term);
+        sigaction(SIGINT, &sa, old_int);
+        stopped_by = 0;
+    } else {
+        sigaction(SIGTERM, old_term, NULL);
+        sigaction(SIGINT, old_int, NULL);
+    }
+}
+int exec_stop_signal(void) { return stop_signal; }
+void exec_stop_set(int sig) { stopped_by = sig; }
 
 /* Runs one validation pass and prints its line on rank 0. */
 static pz_status validate_print(exec *x, int step, uint32_t *val_round, int compressed) {

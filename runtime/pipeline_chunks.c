@@ -29,12 +29,16 @@
  * moments, the loader position, codec state of its boundaries g-1 and g),
  * the manifest says G stages. By tensor name, any other layout resumes
  * from it, and it from any other.
- * Not yet: --metrics, --link-mbps/--link-latency-ms (refused with a message)
- * and the stop-at-step-boundary signal handling. */
+ * --link-mbps and --link-latency-ms are read per boundary too; a physical
+ * link (rank l to (l+1) % S) gets the slowest of its boundaries (set_links).
+ * SIGTERM or SIGINT on any rank stops all after the step (checkpointed).
+ * Not yet: --metrics (refused with a message). */
 #include "runtime/pipeline.h"
 #include "runtime/pipeline_exec.h"
+#include "runtime/pipeline_chunks.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,56 +47,9 @@
 #include "base/mem.h"
 #include "runtime/cores.h"
 #include "runtime/device.h"
+#include "runtime/memplan.h"
 #include "runtime/partition.h"
 #include "runtime/report.h"
-#include "runtime/resume.h"
-
-/* one model chunk of this rank */
-typedef struct {
-    int g;                           /* global chunk */
-    pz_stage stage;
-    pz_optim opt;
-    int peak, nact, ngrad, nwire;    /* slots, receive rings (activations, gradients), send ring */
-    pz_acts *slots;
-    uint64_t **ids;                  /* per slot: the micro-batch's sample ids */
-    float **grad_out;                /* per slot: d(input) to send (g > 0) */
-    float *act_in, *grad_in;         /* the decoded message, consumed at once */
-    uint8_t **act_wire_in, **grad_wire_in;    /* receive rings */
-    pz_request **act_recv, **grad_recv;
-    uint8_t **act_wire_out, **grad_wire_out;  /* send ring */
-    pz_request **act_send, **grad_send;
-    pz_edge_end fwd_tx, bwd_rx;      /* out end: boundary g (g < G-1) */
-    pz_edge_end fwd_rx, bwd_tx;      /* in end: boundary g-1 (g > 0) */
-    pz_edge_end val_tx[2], val_rx[2];
-    size_t cap_in, cap_out;
-    pz_staging stg;
-} chunk;
-
-typedef struct {
-    const pz_train_opts *o;
-    pz_transport *tp;
-    int rank, S, V, G;
-    pz_schedule sched;
-    pz_policy pol;
-    chunk *ch;                       /* V */
-    const pz_backend *be;
-    size_t act_bytes;
-    int *tok, *tgt;
-    size_t *ids_tmp;
-    pz_dataset train, val;
-    pz_loader loader;
-    double compute_s, wait_s, codec_s;
-    pz_trace trace;
-    float *tied_out, *tied_in, *tied_view;
-    pz_request *tied_send, *tied_recv;
-} iexec;
-
-static int is_first_chunk(const iexec *x, int c) { return x->ch[c].g == 0; }
-static int is_last_chunk(const iexec *x, int c) { return x->ch[c].g == x->G - 1; }
-static int holds_first(const iexec *x) { return x->rank == 0; }
-static int holds_last(const iexec *x) { return x->rank == x->S - 1; }
-/* the chunk holding the tied embedding on this rank (first or last), or -1 */
-static int tied_chunk(const iexec *x) { return holds_first(x) ? 0 : holds_last(x) ? x->V - 1 : -1; }
 
 pz_status pz_pipeline_sched(const pz_train_opts *o, pz_sched_spec *sp) {
     pz_status st = pz_sched_parse(o->schedule, sp);
@@ -138,7 +95,7 @@ pz_status pz_pipeline_interleaved_check(const pz_train_opts *o, const pz_sched_s
                            "into %d chunks: give blocks per chunk, in model order (rank r holds chunks r, r+%d, ...)",
                            o->split, n, v, o->stages, o->stages * sp->virtual_stages, o->stages);
     }
-    const char *no = o->metrics ? "--metrics" : o->link_mbps ? "--link-mbps" : o->link_latency ? "--link-latency-ms" : NULL;
+    const char *no = o->metrics ? "--metrics" : NULL;
     if (no)
         return pz_fail(PZ_ERR_ARG, "--schedule %s: %s is not supported with interleaved schedules yet", v, no);
     return PZ_OK;
@@ -520,145 +477,6 @@ static pz_status validate_print(iexec *x, int step, uint32_t *val_round, int com
     return st;
 }
 
-/* --save: rank 0 gathers every rank's chunks by tensor name. */
-static pz_status gather_save(iexec *x, const pz_stage_range *all, const char *path) {
-    const pz_gpt2_config *cfg = &x->ch[0].stage.cfg;
-    pz_status st = PZ_OK;
-    char w[64];
-    snprintf(w, sizeof w, "parameters for --save");
-    if (x->rank != 0) {
-        for (int cc = 0; cc < x->V && st == PZ_OK; cc++) {
-            pz_stage *s = &x->ch[cc].stage;
-            size_t bytes = s->params.numel * sizeof(float);
-            float *host = xmalloc(bytes);
-            x->be->to_host(host, s->param_mem, bytes);
-            pz_request *r = NULL;
-            st = pz_transport_send(x->tp, 0, pz_tag(x->rank, 0, (uint32_t)cc, KIND_SAVE), host, bytes, w, &r);
-            if (st == PZ_OK) st = pz_transport_wait(x->tp, r, NULL);
-            free(host);
-        }
-        return st;
-    }
-    pz_stage_range whole = pz_whole_model(cfg);
-    float *mem = xmalloc(pz_stage_numel(cfg, &whole) * sizeof(float));
-    pz_gpt2_params full;
-    pz_gpt2_params_bind(&full, cfg, &whole, mem);
-    int nt = pz_gpt2_params_tensors(&full, NULL);
-    pz_tensor_info *tt = xcalloc((size_t)nt, sizeof *tt);
-    pz_gpt2_params_tensors(&full, tt);
-    for (int g = 0; g < x->G && st == PZ_OK; g++) {
-        int r = g % x->S, cc = g / x->S;
-        size_t n = pz_stage_numel(cfg, &all[g]);
-        float *part = xmalloc(n * sizeof(float));
-        if (r == 0) x->be->to_host(part, x->ch[cc].stage.param_mem, n * sizeof(float));
-        else {
-            pz_request *req = NULL;
-            st = pz_transport_recv(x->tp, r, pz_tag(r, 0, (uint32_t)cc, KIND_SAVE), part, n * sizeof(float), w, &req);
-            if (st == PZ_OK) st = pz_transport_wait(x->tp, req, NULL);
-        }
-        if (st == PZ_OK) {
-            pz_gpt2_params p;
-            pz_gpt2_params_bind(&p, cfg, &all[g], part);
-            int nf = pz_gpt2_params_tensors(&p, NULL);
-            pz_tensor_info *tf = xcalloc((size_t)nf, sizeof *tf);
-            pz_gpt2_params_tensors(&p, tf);
-            for (int a = 0; a < nf; a++)
-                for (int b = 0; b < nt; b++)
-                    if (strcmp(tf[a].name, tt[b].name) == 0) memcpy(tt[b].data, tf[a].data, tf[a].numel * sizeof(float));
-            free(tf);
-            pz_gpt2_params_unbind(&p);
-        }
-        free(part);
-    }
-    free(tt);
-    if (st == PZ_OK && (st = pz_params_save(&full, path)) == PZ_OK) fprintf(stderr, "pipezip train: saved %s\n", path);
-    pz_gpt2_params_unbind(&full);
-    free(mem);
-    return st;
-}
-
-/* The codecs of chunk c's edge ends, named as pipeline_ckpt.c names a stage's. */
-static int chunk_codecs(chunk *c, const char **names, pz_codec **cs) {
-    static const char *const tag[4][2] = {{"out.fwd.send", "out.fwd.send.twin"}, {"out.bwd.recv", "out.bwd.recv.twin"},
-                                          {"in.fwd.recv", "in.fwd.recv.twin"},   {"in.bwd.send", "in.bwd.send.twin"}};
-    pz_edge_end *ends[4] = {&c->fwd_tx, &c->bwd_rx, &c->fwd_rx, &c->bwd_tx};
-    int n = 0;
-    for (int k = 0; k < 4; k++) {
-        pz_codec *e[2] = {ends[k]->codec, ends[k]->shadow};
-        for (int j = 0; j < 2; j++)
-            if (e[j]) names[n] = tag[k][j], cs[n++] = e[j];
-    }
-    return n;
-}
-
-/* One shard per global chunk, then (all durable) rank 0's manifest of G stages. */
-static pz_status ichunk_checkpoint(iexec *x, int step) {
-    const char *dir = x->o->checkpoint_dir;
-    pz_status st = PZ_OK;
-    for (int cc = 0; cc < x->V && st == PZ_OK; cc++) {
-        chunk *c = &x->ch[cc];
-        const char *names[8];
-        pz_codec *cs[8];
-        int n = chunk_codecs(c, names, cs);
-        st = pz_resume_write_shard(dir, step, c->g, x->G, &c->stage, &c->opt, &x->loader);
-        if (st == PZ_OK) st = pz_resume_write_codecs(dir, step, c->g, names, cs, n);
-    }
-    exec_fault_point("checkpoint", step, x->rank);
-    double bad = st != PZ_OK;
-    pz_status st2 = pz_transport_allreduce_sum_f64(x->tp, &bad, 1);
-    if (st != PZ_OK) return st;
-    if (st2 != PZ_OK) return st2;
-    if (bad > 0)
-        return pz_fail(PZ_ERR_IO, "rank %d: another rank could not write its checkpoint shards of step %d (the "
-                       "previous checkpoint stays the newest)", x->rank, step);
-    if (x->rank == 0 && (st = pz_resume_commit(dir, step, x->G, x->o->keep_checkpoints)) == PZ_OK)
-        fprintf(stderr, "pipezip train: checkpoint of step %d in %s\n", step, dir);
-    return st;
-}
-
-/* --resume: rank 0 finds the step, every chunk loads its part by tensor name. */
-static pz_status ichunk_resume(iexec *x, int *start) {
-    const pz_train_opts *o = x->o;
-    int is_auto = strcmp(o->resume, "auto") == 0;
-    const char *dir = is_auto ? o->checkpoint_dir : o->resume;
-    double v = 0.0;
-    pz_status st = PZ_OK;
-    if (x->rank == 0) {
-        int step;
-        if ((st = pz_resume_find(dir, is_auto, &step)) != PZ_OK) return st;
-        if (step < 0 && !is_auto)
-            return pz_fail(PZ_ERR_ARG, "--resume %s: no complete checkpoint there (use --resume auto to start "
-                           "fresh when there is none)", dir);
-        v = step + 1.0;
-    }
-    if ((st = pz_transport_allreduce_sum_f64(x->tp, &v, 1)) != PZ_OK) return st;
-    *start = (int)v - 1;
-    if (*start < 0) {
-        if (x->rank == 0) fprintf(stderr, "pipezip train: --resume auto: no checkpoint in %s, starting fresh\n", dir);
-        *start = 0;
-        return PZ_OK;
-    }
-    for (int cc = 0; cc < x->V && st == PZ_OK; cc++) {
-        chunk *c = &x->ch[cc];
-        int same = 0;
-        st = pz_resume_read_shard(dir, *start, c->g, x->G, &c->stage, &c->opt, &x->loader, &same);
-        const char *names[8];
-        pz_codec *cs[8];
-        int n = chunk_codecs(c, names, cs);
-        if (st == PZ_OK && same) st = pz_resume_read_codecs(dir, *start, c->g, names, cs, n);
-        for (int i = 0; st == PZ_OK && !same && i < n; i++)
-            if (pz_codec_has_state(cs[i]))
-                fprintf(stderr, "pipezip train: rank %d: warning: another layout than the checkpoint's: chunk %d's %s "
-                        "(%s) starts with empty state (aq: its first epoch again)\n", x->rank, c->g, names[i],
-                        pz_codec_spec(cs[i]));
-    }
-    double bad = st != PZ_OK;
-    pz_status st2 = pz_transport_allreduce_sum_f64(x->tp, &bad, 1);
-    if (st == PZ_OK && st2 == PZ_OK && bad > 0)
-        st = pz_fail(PZ_ERR_PEER, "rank %d: another rank could not load its shards of the checkpoint", x->rank);
-    if (st == PZ_OK && x->rank == 0) fprintf(stderr, "pipezip train: resumed from %s, step %d\n", dir, *start);
-    return st == PZ_OK ? st2 : st;
-}
 
 static void iexec_free(iexec *x) {
     for (int cc = 0; x->ch && cc < x->V; cc++) {
@@ -684,6 +502,68 @@ static void iexec_free(iexec *x) {
     pz_schedule_free(&x->sched);
 }
 
+/* Simulated links (--link-mbps, --link-latency-ms, read per boundary like
+ * --compress): the physical link between rank l and rank (l+1) % S (the
+ * ring; l = S-1 is the wrap link to rank 0) carries the boundaries b with
+ * b % S == l, and gets the slowest rate and the longest delay among them. */
+static void link_of(const iexec *x, int l, double *rate, double *lat) {
+    *rate = 0.0, *lat = 0.0;
+    for (int b = l; b < x->G - 1; b += x->S) {
+        if (x->pol.mbps[b] > 0 && (*rate == 0.0 || x->pol.mbps[b] < *rate)) *rate = x->pol.mbps[b];
+        if (x->pol.latency_ms[b] > *lat) *lat = x->pol.latency_ms[b];
+    }
+}
+
+/* Each peer gets the link to it: a ring neighbour its link (both, with
+ * S = 2), a farther one (the collectives with rank 0) the slowest rate and
+ * the summed delays of the links between, upwards from the lower rank. */
+static void set_links(iexec *x) {
+    const int S = x->S, r = x->rank;
+    for (int p = 0; p < S; p++) {
+        if (p == r) continue;
+        double rate = 0.0, lat = 0.0, lr, ll;
+        int n = 0, ls[2];
+        if (p == (r + 1) % S) ls[n++] = r;
+        if (r == (p + 1) % S) ls[n++] = p;
+        if (n) {
+            for (int k = 0; k < n; k++) {
+                link_of(x, ls[k], &lr, &ll);
+                if (lr > 0 && (rate == 0.0 || lr < rate)) rate = lr;
+                if (ll > lat) lat = ll;
+            }
+        } else {
+            for (int l = p < r ? p : r; l < (p < r ? r : p); l++) {
+                link_of(x, l, &lr, &ll);
+                if (lr > 0 && (rate == 0.0 || lr < rate)) rate = lr;
+                lat += ll;
+            }
+        }
+        if (rate > 0 || lat > 0) pz_transport_set_link(x->tp, p, rate, lat);
+    }
+}
+
+/* A link so slow that one message outlasts --peer-timeout would end in
+ * "peer frozen?" at the receiver: say what is wrong first. */
+static pz_status check_links(const iexec *x) {
+    for (int cc = 0; cc < x->V; cc++)
+        for (int side = 0; side < 2; side++) {
+            const chunk *c = &x->ch[cc];
+            const pz_edge_end *tx = side == 0 ? &c->fwd_tx : &c->bwd_tx;
+            if (!tx->numel) continue;
+            double rate, lat;
+            link_of(x, tx->edge % x->S, &rate, &lat);
+            if (!(rate > 0)) continue;
+            double secs = (double)tx->cap * 8.0 / (rate * 1e6) + lat * 1e-3;
+            if (secs > x->o->peer_timeout)
+                return pz_fail(PZ_ERR_ARG, "--link-mbps %g on the link carrying boundary %d-%d: one %s message of up to "
+                               "%zu bytes takes %.3g s on it, longer than --peer-timeout %g s, after which the "
+                               "receiving rank would give its peer up: raise the rate or --peer-timeout", rate,
+                               tx->edge, tx->edge + 1, side == 0 ? "activation" : "gradient", tx->cap, secs,
+                               (double)x->o->peer_timeout);
+        }
+    return PZ_OK;
+}
+
 /* One optimizer step's reductions and update, after the list ran. */
 static pz_status finish_step(iexec *x, int step, double t0, double loss_sum, double *red, int nred) {
     const pz_train_opts *o = x->o;
@@ -703,6 +583,8 @@ static pz_status finish_step(iexec *x, int step, double t0, double loss_sum, dou
         red[0] += x->be->sumsq(s->grad_mem + skip, s->grads.numel - skip);
     }
     red[1] = holds_last(x) ? loss_sum / o->micro : 0.0;
+    red[2] = exec_stop_signal() == SIGTERM;   /* ranks that got each signal */
+    red[3] = exec_stop_signal() == SIGINT;
     /* edge statistics: all boundaries summed into edge 0 (the step line sums them per direction) */
     double *es = red + 4 + 3 * S;
     x->codec_s = 0.0;
@@ -766,6 +648,7 @@ pz_status pz_pipeline_run_interleaved(const pz_train_opts *o, const pz_sched_spe
     if ((st = pz_model_config(o->preset, o->init, o->heads, &cfg)) != PZ_OK) return st;
     if ((st = pz_pipeline_policy(o, &x.pol)) != PZ_OK) return st;
     double *red = NULL;
+    int handlers = 0, stopped = 0;
     pz_stage_range *all = xcalloc((size_t)x.G, sizeof *all);
     if ((st = pz_partition(&cfg, o->seq, x.G, o->split, all)) != PZ_OK) goto cleanup;
     if (o->save && rank == 0 && (st = pz_check_writable_dir("--save", o->save)) != PZ_OK) goto cleanup;
@@ -778,6 +661,12 @@ pz_status pz_pipeline_run_interleaved(const pz_train_opts *o, const pz_sched_spe
                                                   ? "through the fwd codecs (wrappers' inner codec)" : "uncompressed");
     }
     if ((st = pz_schedule_build(&x.sched, spec, rank, world, o->micro)) != PZ_OK) goto cleanup;
+    {   /* before anything big is allocated: refuse a run that cannot fit */
+        pz_mem_job mj = {&cfg, all, spec, &x.pol, world, o->batch, o->seq, o->micro, x.be->host_memory};
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "rank %d: ", rank);
+        if ((st = pz_mem_check(&mj, rank, rank - cores.local_rank, cores.local_ranks, prefix)) != PZ_OK) goto cleanup;
+    }
     x.ch = xcalloc((size_t)x.V, sizeof *x.ch);
     pz_optim_config oc = o->optim;
     oc.total_steps = o->steps;
@@ -801,12 +690,14 @@ pz_status pz_pipeline_run_interleaved(const pz_train_opts *o, const pz_sched_spe
     x.tok = xcalloc(BT, sizeof(int));
     x.tgt = xcalloc(BT, sizeof(int));
     x.ids_tmp = xcalloc((size_t)o->batch, sizeof *x.ids_tmp);
+    if ((st = check_links(&x)) != PZ_OK) goto cleanup;
     ring_sizes(&x);
     for (int cc = 0; cc < x.V; cc++) chunk_alloc(&x, &x.ch[cc], pz_schedule_chunk_peak(&x.sched, cc));
 
     pz_transport_opts to = {rank, world, master_addr, master_port, o->peer_timeout, o->peer_timeout, !o->progress_inline,
                             o->job_secret, o->job_secret_len};
     if ((st = pz_transport_init(&x.tp, &to)) != PZ_OK) goto cleanup;
+    set_links(&x);
     pz_staging_report(&x.ch[0].stg, x.tp, rank);
     if (o->progress_inline)
         for (int cc = 0; cc < x.V; cc++) {
@@ -817,10 +708,13 @@ pz_status pz_pipeline_run_interleaved(const pz_train_opts *o, const pz_sched_spe
         fprintf(stderr, "pipezip train: %d stages x %d chunks, %s schedule, %d micro-batch%s of %d x %d per step\n",
                 world, x.V, o->schedule, o->micro, o->micro == 1 ? "" : "es", o->batch, o->seq);
 
-    /* reduction array: [0] grad sumsq, [1] loss, [2..3] unused, then 3 per
+    /* reduction array: [0] grad sumsq, [1] loss, [2..3] ranks that got SIGTERM, SIGINT, then 3 per
      * rank (compute, wait, codec seconds), then one edge's statistics */
     int nred = 4 + 3 * world + 2 * (world - 1) * PZ_EDGE_STATS_N;
     red = xcalloc((size_t)nred, sizeof *red);
+    struct sigaction old_term, old_int;
+    exec_stop_install(1, &old_term, &old_int);
+    handlers = 1;
     uint32_t val_round = 0;
     int first_step = 0;
     exec_fault_arm(o->resume == NULL);
@@ -833,11 +727,20 @@ pz_status pz_pipeline_run_interleaved(const pz_train_opts *o, const pz_sched_spe
         for (int k = 0; k < x.sched.n && st == PZ_OK; k++)
             st = run_instr(&x, &x.sched.ins[k], (uint32_t)step, &loss_sum);
         if (st != PZ_OK || (st = finish_step(&x, step, t0, loss_sum, red, nred)) != PZ_OK) break;
-        int last = step + 1 == o->steps;
-        if (o->checkpoint_dir && (last || (o->checkpoint_every > 0 && (step + 1) % o->checkpoint_every == 0)) &&
+        int last = step + 1 == o->steps, stop = red[2] > 0.0 || red[3] > 0.0;
+        if (stop) {   /* a signal anywhere: every rank stops after this step, checkpointed */
+            stopped = red[2] > 0.0 ? SIGTERM : SIGINT;
+            exec_stop_set(stopped);
+            if (rank == 0)
+                fprintf(stderr, "pipezip train: %s: stopping after step %d%s\n", strsignal(stopped), step + 1,
+                        o->checkpoint_dir ? ", with a checkpoint" : " (no --checkpoint-dir: no checkpoint)");
+        }
+        if (o->checkpoint_dir &&
+            (last || stop || (o->checkpoint_every > 0 && (step + 1) % o->checkpoint_every == 0)) &&
             (st = ichunk_checkpoint(&x, step + 1)) != PZ_OK)
             break;
         exec_fault_point("step", step + 1, rank);
+        if (stop) break;
         if (o->val_data && o->val_every > 0 && ((step + 1) % o->val_every == 0 || last)) {
             int comp = o->eval_compress && pz_policy_any(&x.pol, PZ_FWD);
             if ((st = validate_print(&x, step + 1, &val_round, comp)) != PZ_OK) break;
@@ -847,11 +750,14 @@ pz_status pz_pipeline_run_interleaved(const pz_train_opts *o, const pz_sched_spe
         }
     }
     if (rank == 0 && isatty(2)) fprintf(stderr, "\n");
-    if (st == PZ_OK && o->save) st = gather_save(&x, all, o->save);
+    if (st == PZ_OK && o->save && stopped && rank == 0)
+        fprintf(stderr, "pipezip train: stopped early: %s not written\n", o->save);
+    if (st == PZ_OK && o->save && !stopped) st = ichunk_gather_save(&x, all, o->save);
     if (st == PZ_OK && o->trace) st = pz_trace_write_fragment(&x.trace, o->trace, rank);
     pz_transport_close(x.tp, st != PZ_OK);
     x.tp = NULL;
 cleanup:
+    if (handlers) exec_stop_install(0, &old_term, &old_int);
     free(red);
     iexec_free(&x);
     free(all);

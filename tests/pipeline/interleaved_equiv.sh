@@ -6,14 +6,17 @@
 #     stages; final parameters and AdamW moments (the runs' last checkpoints,
 #     compare_ckpt.py) as close as pipeline_equiv.sh asks of 1F1B; the saved
 #     model evaluates the same. --virtual-stages 2 runs the same schedule
-#     (the same losses, bit for bit).
+#     (the same losses, bit for bit), and so does it behind simulated links
+#     (--link-latency-ms, --link-mbps); one slower than --peer-timeout is refused.
 #  2. Compressed: with a policy per boundary (edge I-J = the boundary between
 #     global chunks I and J), interleaved on 2 ranks gives the losses of plain
 #     1F1B on 4 stages cut the same way (the same boundaries, codec contexts
 #     and codec state), within 1e-5 relative.
 #  3. Resume: a run stopped at step 10 (its checkpoint) and resumed gives the
 #     uninterrupted run's losses bit for bit; a 1F1B run on 2 stages resumes
-#     from the interleaved checkpoint (by tensor name, another layout).
+#     from the interleaved checkpoint (by tensor name, another layout);
+#     SIGTERM stops all ranks at a step boundary, checkpointed, and the
+#     resumed run saves the uninterrupted run's model bit for bit.
 #  4. More ranks and chunks on the demo preset (6 blocks), 6 steps: S=3 V=2
 #     m=6, S=2 V=3 m=4, S=4 V=2 m=4 (--progress inline): losses within 1e-5
 #     relative of the single process.
@@ -69,6 +72,13 @@ run ilv --stages 2 --schedule interleaved --virtual-stages 2
 losses ref il 1e-5 || fails=$((fails + 1))
 losses p1f1b il 1e-5 || fails=$((fails + 1))
 losses il ilv 0 || fails=$((fails + 1))
+# simulated links (per boundary, like --compress; the wrap link rank 1 -> 0 too) delay, change nothing
+run ilink --stages 2 --schedule interleaved:v=2 --link-latency-ms 5 --link-mbps 1000 && { losses il ilink 0 || fails=$((fails + 1)); }
+if out=$(timeout 60 "$pz" train "${common[@]}" --stages 2 --schedule interleaved:v=2 --link-mbps 0.01 --peer-timeout 1 2>&1); then
+  fail "interleaved: a link slower than --peer-timeout was not refused"
+elif grep -q "on the link carrying boundary .* longer than --peer-timeout" <<<"$out"; then
+  echo "ok: interleaved: a link slower than --peer-timeout is refused"
+else echo "$out" | tail -3; fail "interleaved: slow link: unexpected message"; fi
 grep -q "2 stages x 2 chunks" "$dir/il.err" || fail "il: no '2 stages x 2 chunks' line: $(head -c 2000 "$dir/il.err")"
 if out=$("$py" "$cmp_ckpt" "$dir/ck-ref" "$dir/ck-il" 1e-3 1e-5); then
   echo "$out" | sed "s/^ok:/ok: interleaved v=2 vs single process: parameters and moments:/"
@@ -128,6 +138,27 @@ PY
   else cat "$dir/x.err"; fail "1F1B could not resume from the interleaved checkpoint"; fi
 else
   cat "$dir/r-full.err"; fail "interleaved run with checkpoints failed"
+fi
+
+# preemption: SIGTERM to the launcher stops every rank at the next step boundary, checkpointed,
+# exit 143; resuming ends with the uninterrupted run's model (the 2 Mbit/s links slow the steps)
+ck="$dir/ck-t"
+"$pz" train "${common[@]}" --stages 2 --schedule interleaved:v=2 --link-mbps 2 --checkpoint-dir "$ck" \
+  --save "$dir/t.safetensors" > "$dir/t.jsonl" 2>"$dir/t.err" &
+pid=$!
+for _ in $(seq 1 600); do grep -q '"step":2,' "$dir/t.jsonl" 2>/dev/null && break; sleep 0.1; done
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+newest=$(ls -d "$ck"/step-* 2>/dev/null | tail -n 1)
+if [ "$rc" = 143 ] && [ -n "$newest" ] && [ -f "$newest/manifest.json" ] && grep -q "stopping after step" "$dir/t.err"; then
+  echo "ok: interleaved SIGTERM: exit 143, $(grep -m1 -o 'stopping after step [0-9]*' "$dir/t.err"), checkpoint $(basename "$newest")"
+  if timeout 300 "$pz" train "${common[@]}" --stages 2 --schedule interleaved:v=2 --checkpoint-dir "$ck" --resume auto \
+       --save "$dir/t.safetensors" > /dev/null 2>"$dir/t.err" && cmp -s "$dir/il.safetensors" "$dir/t.safetensors"; then
+    echo "ok: interleaved resumed after SIGTERM: the model equals the uninterrupted run's"
+  else cat "$dir/t.err"; fail "interleaved resume after SIGTERM"; fi
+else
+  cat "$dir/t.err"; fail "interleaved SIGTERM: exit $rc, newest checkpoint '$newest'"
 fi
 
 # 4. more ranks and chunks (demo: 6 blocks, enough for 8 chunks)
