@@ -31,8 +31,8 @@
  * from it, and it from any other.
  * --link-mbps and --link-latency-ms are read per boundary too; a physical
  * link (rank l to (l+1) % S) gets the slowest of its boundaries (set_links).
- * SIGTERM or SIGINT on any rank stops all after the step (checkpointed).
- * Not yet: --metrics (refused with a message). */
+ * --metrics reports per boundary. SIGTERM or SIGINT on any rank stops all
+ * after the step (checkpointed). */
 #include "runtime/pipeline.h"
 #include "runtime/pipeline_exec.h"
 #include "runtime/pipeline_chunks.h"
@@ -95,9 +95,6 @@ pz_status pz_pipeline_interleaved_check(const pz_train_opts *o, const pz_sched_s
                            "into %d chunks: give blocks per chunk, in model order (rank r holds chunks r, r+%d, ...)",
                            o->split, n, v, o->stages, o->stages * sp->virtual_stages, o->stages);
     }
-    const char *no = o->metrics ? "--metrics" : NULL;
-    if (no)
-        return pz_fail(PZ_ERR_ARG, "--schedule %s: %s is not supported with interleaved schedules yet", v, no);
     return PZ_OK;
 }
 
@@ -498,6 +495,7 @@ static void iexec_free(iexec *x) {
     pz_dataset_close(&x->train);
     pz_dataset_close(&x->val);
     pz_policy_free(&x->pol);
+    pz_metrics_free(&x->met);
     pz_trace_free(&x->trace);
     pz_schedule_free(&x->sched);
 }
@@ -585,7 +583,7 @@ static pz_status finish_step(iexec *x, int step, double t0, double loss_sum, dou
     red[1] = holds_last(x) ? loss_sum / o->micro : 0.0;
     red[2] = exec_stop_signal() == SIGTERM;   /* ranks that got each signal */
     red[3] = exec_stop_signal() == SIGINT;
-    /* edge statistics: all boundaries summed into edge 0 (the step line sums them per direction) */
+    /* edge statistics per boundary and direction */
     double *es = red + 4 + 3 * S;
     x->codec_s = 0.0;
     for (int cc = 0; cc < x->V; cc++) {
@@ -595,7 +593,7 @@ static pz_status finish_step(iexec *x, int step, double t0, double loss_sum, dou
             if (!e->numel) continue;
             x->codec_s += e->st.enc_s + e->st.dec_s;
             const double *v = &e->st.raw;
-            double *d = es + e->dir * PZ_EDGE_STATS_N;
+            double *d = es + (2 * e->edge + e->dir) * PZ_EDGE_STATS_N;
             for (int j = 0; j < PZ_EDGE_STATS_N; j++) d[j] += v[j];
             memset(&e->st, 0, sizeof e->st);
         }
@@ -617,12 +615,55 @@ static pz_status finish_step(iexec *x, int step, double t0, double loss_sum, dou
     size_t BT = (size_t)o->batch * o->seq;
     double ms = 1e3 * (pz_now() - t0), tok_s = (double)BT * o->micro / (ms * 1e-3);
     if (x->rank == 0) {
+        /* the step line sums the bytes per direction: all boundaries as its "edge 0" */
+        double *sum = xcalloc((size_t)(2 * (S - 1) * PZ_EDGE_STATS_N), sizeof *sum);
+        for (int b = 0; b < x->G - 1; b++)
+            for (int k = 0; k < 2 * PZ_EDGE_STATS_N; k++) sum[k] += es[2 * b * PZ_EDGE_STATS_N + k];
         pz_step_line line = {step + 1, loss, norm, ms, tok_s, lr};
-        pz_report_step(stdout, &line, S, es, red + 4);
+        pz_report_step(stdout, &line, S, sum, red + 4);
+        free(sum);
+        pz_metrics_step(&x->met, step + 1, es, tok_s);
     }
     if (x->rank == 0 && isatty(2))
         fprintf(stderr, "\rstep %d/%d loss %.4f  %.0f ms  %.0f tok/s   ", step + 1, o->steps, loss, ms, tok_s);
     return PZ_OK;
+}
+
+/* The summary: codec state per rank (memory, spill files), the metrics'
+ * table and files on rank 0. */
+static pz_status finish_run(iexec *x) {
+    const int S = x->S;
+    double *sb = xcalloc((size_t)3 * S, sizeof *sb);
+    for (int cc = 0; cc < x->V; cc++) {
+        pz_edge_end *ends[4] = {&x->ch[cc].fwd_tx, &x->ch[cc].bwd_rx, &x->ch[cc].fwd_rx, &x->ch[cc].bwd_tx};
+        for (int k = 0; k < 4; k++) {
+            pz_codec *cs[2] = {ends[k]->codec, ends[k]->shadow};
+            for (int j = 0; j < 2; j++) {
+                if (!cs[j]) continue;
+                size_t fb = 0;
+                sb[x->rank] += (double)pz_codec_state_bytes(cs[j], &fb);
+                sb[S + x->rank] += (double)fb;
+            }
+        }
+    }
+    unsigned long rounds = 0, sleeps = 0;
+    pz_transport_thread_stats(x->tp, &sb[2 * S + x->rank], &rounds, &sleeps);
+    pz_status st = pz_transport_allreduce_sum_f64(x->tp, sb, 3 * S);
+    if (st == PZ_OK && x->rank == 0) {
+        char pt[4096];
+        size_t n = 0;
+        pt[0] = 0;
+        for (int e = 0; e < x->G - 1 && n < sizeof pt; e++) {
+            const char *f = pz_policy_codec(&x->pol, e, PZ_FWD), *b = pz_policy_codec(&x->pol, e, PZ_BWD);
+            int k = snprintf(pt + n, sizeof pt - n, "%s%d-%d:fwd=%s,bwd=%s", e ? ";" : "", e, e + 1, f ? f : "none",
+                             b ? b : "none");
+            if (k < 0) break;
+            n += (size_t)k;
+        }
+        st = pz_metrics_finish(&x->met, pt, sb, sb + S, S);
+    }
+    free(sb);
+    return st;
 }
 
 pz_status pz_pipeline_run_interleaved(const pz_train_opts *o, const pz_sched_spec *spec, int rank, int world,
@@ -694,6 +735,8 @@ pz_status pz_pipeline_run_interleaved(const pz_train_opts *o, const pz_sched_spe
     ring_sizes(&x);
     for (int cc = 0; cc < x.V; cc++) chunk_alloc(&x, &x.ch[cc], pz_schedule_chunk_peak(&x.sched, cc));
 
+    if (rank == 0 && (st = pz_metrics_init(&x.met, &x.pol, o->metrics, o->micro, o->error_metrics)) != PZ_OK)
+        goto cleanup;
     pz_transport_opts to = {rank, world, master_addr, master_port, o->peer_timeout, o->peer_timeout, !o->progress_inline,
                             o->job_secret, o->job_secret_len};
     if ((st = pz_transport_init(&x.tp, &to)) != PZ_OK) goto cleanup;
@@ -709,8 +752,8 @@ pz_status pz_pipeline_run_interleaved(const pz_train_opts *o, const pz_sched_spe
                 world, x.V, o->schedule, o->micro, o->micro == 1 ? "" : "es", o->batch, o->seq);
 
     /* reduction array: [0] grad sumsq, [1] loss, [2..3] ranks that got SIGTERM, SIGINT, then 3 per
-     * rank (compute, wait, codec seconds), then one edge's statistics */
-    int nred = 4 + 3 * world + 2 * (world - 1) * PZ_EDGE_STATS_N;
+     * rank (compute, wait, codec seconds), then the statistics per boundary */
+    int nred = 4 + 3 * world + 2 * (x.G - 1) * PZ_EDGE_STATS_N;
     red = xcalloc((size_t)nred, sizeof *red);
     struct sigaction old_term, old_int;
     exec_stop_install(1, &old_term, &old_int);
@@ -750,6 +793,7 @@ pz_status pz_pipeline_run_interleaved(const pz_train_opts *o, const pz_sched_spe
         }
     }
     if (rank == 0 && isatty(2)) fprintf(stderr, "\n");
+    if (st == PZ_OK) st = finish_run(&x);
     if (st == PZ_OK && o->save && stopped && rank == 0)
         fprintf(stderr, "pipezip train: stopped early: %s not written\n", o->save);
     if (st == PZ_OK && o->save && !stopped) st = ichunk_gather_save(&x, all, o->save);

@@ -4,6 +4,7 @@
 #ifndef PZ_PIPELINE_CHUNKS_H
 #define PZ_PIPELINE_CHUNKS_H
 
+#include "runtime/metrics.h"
 #include "runtime/pipeline_exec.h"
 
 /* one model chunk of this rank */
@@ -44,6 +45,7 @@ typedef struct {
     pz_trace trace;
     float *tied_out, *tied_in, *tied_view;
     pz_request *tied_send, *tied_recv;
+    pz_metrics met;                  /* rank 0: per-boundary metrics and the summary */
 } iexec;
 
 static inline int is_first_chunk(const iexec *x, int c) { return x->ch[c].g == 0; }

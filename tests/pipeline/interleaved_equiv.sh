@@ -11,7 +11,7 @@
 #  2. Compressed: with a policy per boundary (edge I-J = the boundary between
 #     global chunks I and J), interleaved on 2 ranks gives the losses of plain
 #     1F1B on 4 stages cut the same way (the same boundaries, codec contexts
-#     and codec state), within 1e-5 relative.
+#     and codec state), within 1e-5 relative; --metrics reports per boundary.
 #  3. Resume: a run stopped at step 10 (its checkpoint) and resumed gives the
 #     uninterrupted run's losses bit for bit; a 1F1B run on 2 stages resumes
 #     from the interleaved checkpoint (by tensor name, another layout);
@@ -95,7 +95,7 @@ fi
 
 # 2. a policy per boundary: interleaved on 2 ranks == 1F1B on 4 stages cut the same way
 pol='*:fwd=q8,bwd=q8;1-2:fwd=aq(q4),bwd=ef(topk:0.25)'
-run cil --stages 2 --schedule interleaved:v=2 --split 0,1,1,0 --compress "$pol"
+run cil --stages 2 --schedule interleaved:v=2 --split 0,1,1,0 --compress "$pol" --metrics "$dir/cm"
 run c4 --stages 4 --schedule 1f1b --split 0,1,1,0 --compress "$pol"
 losses c4 cil 1e-5 || fails=$((fails + 1))
 if out=$("$py" "$cmp_ckpt" "$dir/ck-c4" "$dir/ck-cil" 1e-3 1e-5); then
@@ -110,6 +110,17 @@ s = [x for x in r if "fwd_wire" in x][0]
 assert s["fwd_wire"] < s["fwd_raw"] and s["bwd_wire"] < s["bwd_raw"], s
 PY
 then echo "ok: compressed interleaved sends fewer bytes than raw"; else fail "compressed interleaved: byte counts"; fi
+# --metrics: one row per boundary and direction; the summary line names the policy per boundary
+if "$py" - "$dir/cm.csv" "$dir/cil.jsonl" <<'PY'
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert [(r["edge"], r["dir"]) for r in rows] == [(e, d) for e in ("0-1", "1-2", "2-3") for d in ("fwd", "bwd")], rows
+assert rows[2]["codec"].startswith("aq(q4") and rows[3]["codec"].startswith("ef(topk"), rows
+summ = [json.loads(l) for l in open(sys.argv[2]) if '"summary"' in l]
+assert len(summ) == 1 and "1-2:fwd=aq(q4)" in summ[0]["policy"] and len(summ[0]["codec_state_bytes"]) == 2, summ
+PY
+then echo "ok: interleaved --metrics: a row per boundary and direction, and the summary line"
+else fail "interleaved --metrics"; fi
 
 # 3. resume: stop at 10 (the first run's checkpoint of step 10), continue to 20
 rm -rf "$dir/ck-r"
