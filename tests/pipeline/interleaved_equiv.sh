@@ -5,7 +5,7 @@
 #     losses within 1e-5 relative of the single process and of 1F1B on 2
 #     stages; final parameters and AdamW moments (the runs' last checkpoints,
 #     compare_ckpt.py) as close as pipeline_equiv.sh asks of 1F1B; the saved
-#     model evaluates the same. --virtual-stages 2 runs the same schedule
+#     model evaluates the same; v=1 is 1F1B bit for bit. --virtual-stages 2 runs the same schedule
 #     (the same losses, bit for bit), and so does it behind simulated links
 #     (--link-latency-ms, --link-mbps); one slower than --peer-timeout is refused.
 #  2. Compressed: with a policy per boundary (edge I-J = the boundary between
@@ -72,6 +72,8 @@ run ilv --stages 2 --schedule interleaved --virtual-stages 2
 losses ref il 1e-5 || fails=$((fails + 1))
 losses p1f1b il 1e-5 || fails=$((fails + 1))
 losses il ilv 0 || fails=$((fails + 1))
+# v=1 is plain 1F1B (the same lists, the one-chunk executor)
+run il1 --stages 2 --schedule interleaved:v=1 && { losses p1f1b il1 0 || fails=$((fails + 1)); }
 # simulated links (per boundary, like --compress; the wrap link rank 1 -> 0 too) delay, change nothing
 run ilink --stages 2 --schedule interleaved:v=2 --link-latency-ms 5 --link-mbps 1000 && { losses il ilink 0 || fails=$((fails + 1)); }
 if out=$(timeout 60 "$pz" train "${common[@]}" --stages 2 --schedule interleaved:v=2 --link-mbps 0.01 --peer-timeout 1 2>&1); then
