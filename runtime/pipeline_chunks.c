@@ -95,6 +95,8 @@ pz_status pz_pipeline_interleaved_check(const pz_train_opts *o, const pz_sched_s
                            "into %d chunks: give blocks per chunk, in model order (rank r holds chunks r, r+%d, ...)",
                            o->split, n, v, o->stages, o->stages * sp->virtual_stages, o->stages);
     }
+    if (o->dump_edge)
+        return pz_fail(PZ_ERR_ARG, "--schedule %s: --dump-edge is not supported with interleaved schedules yet", v);
     return PZ_OK;
 }
 

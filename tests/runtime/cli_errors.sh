@@ -120,6 +120,8 @@ expect_fail "train --virtual-stages without interleaved" "needs --schedule inter
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --virtual-stages 2
 expect_fail "train --virtual-stages contradicting v=" "contradicts --schedule" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --schedule interleaved:v=2 --virtual-stages 3
+expect_fail "interleaved in train with --dump-edge" "--dump-edge is not supported with interleaved" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --micro-batches 2 --schedule interleaved:v=2 --dump-edge 1
 expect_fail "interleaved: --split counts chunks" "cuts the model into 4 chunks" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --micro-batches 2 --schedule interleaved:v=2 --split 1,1
 expect_fail "interleaved without V" "needs the model chunks per stage" \
