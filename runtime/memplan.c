@@ -110,8 +110,32 @@ double pz_mem_codec_bound(const pz_policy *pol, int rank, int world, int B, int 
     return total;
 }
 
+/* Interleaved (V > 1): rank r's chunks g = c*S + r (ranges has S*V), each a
+ * stage of its own with its chunk's peak of activations. */
+static pz_mem_need chunks_need(const pz_mem_job *j, int r) {
+    const int S = j->world, V = j->spec->virtual_stages, G = S * V;
+    pz_mem_need n;
+    memset(&n, 0, sizeof n);
+    pz_schedule s;
+    if (pz_schedule_build(&s, j->spec, r, S, j->micro) != PZ_OK) return n;   /* fails later, named */
+    for (int c = 0; c < V; c++) {
+        const int g = c * S + r, peak = pz_schedule_chunk_peak(&s, c);
+        pz_mem_need k = pz_mem_need_of(j->cfg, &j->ranges[g], j->B, j->T, 0, peak, j->micro, g == 0, g == G - 1,
+                                       pz_mem_codec_bound(j->pol, g, G, j->B, j->T, j->cfg->channels));
+        n.model += k.model, n.optim += k.optim, n.scratch += k.scratch, n.acts += k.acts;
+        n.buffers += k.buffers, n.codec += k.codec, n.slots += k.slots, n.total += k.total;
+    }
+    pz_schedule_free(&s);
+    return n;
+}
+
 static pz_mem_need rank_need(const pz_mem_job *j, int r) {
     const int defer = j->spec->kind == PZ_SCHED_ZBH1;
+    if (j->spec->kind == PZ_SCHED_INTERLEAVED && j->spec->virtual_stages > 1) {
+        pz_mem_need n = chunks_need(j, r);
+        if (!j->host_memory) n.total = n.buffers + n.codec;
+        return n;
+    }
     const int slots = pz_schedule_in_flight_bound(j->spec, r, j->world, j->micro);
     pz_mem_need n = pz_mem_need_of(j->cfg, &j->ranges[r], j->B, j->T, defer, slots, j->micro, r == 0,
                                    r == j->world - 1,

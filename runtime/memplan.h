@@ -53,7 +53,7 @@ double pz_mem_codec_bound(const pz_policy *pol, int rank, int world, int B, int 
 /* What a training run asks of each rank, for the check below. */
 typedef struct {
     const pz_gpt2_config *cfg;
-    const pz_stage_range *ranges;   /* (world) */
+    const pz_stage_range *ranges;   /* (world; interleaved with V > 1: world x V, by global chunk) */
     const pz_sched_spec *spec;
     const pz_policy *pol;
     int world, B, T, micro;

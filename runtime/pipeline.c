@@ -364,7 +364,7 @@ static void exec_free(exec *x) {
 }
 
 pz_status pz_pipeline_policy(const pz_train_opts *o, pz_policy *p) {
-    pz_policy_init(p, o->stages);
+    pz_policy_init(p, pz_pipeline_nchunks(o));
     pz_status st = PZ_OK;
     if (o->policy_file) st = pz_policy_parse_file(p, o->policy_file);
     if (st == PZ_OK && o->compress) st = pz_policy_parse(p, o->compress, "--compress");
@@ -482,6 +482,20 @@ static volatile sig_atomic_t stop_signal;
 static int stopped_by;
 static void on_stop_signal(int sig) { stop_signal = sig; }
 int pz_pipeline_stopped_by(void) { return stopped_by; }
+/* the interleaved executor's share (pipeline_exec.h) */
+void exec_stop_install(int on, struct sigaction *old_term, struct sigaction *old_int) {
+    if (on) {
+        struct sigaction sa = {.sa_handler = on_stop_signal};
+        sigaction(SIGTERM, &sa, old_term);
+        sigaction(SIGINT, &sa, old_int);
+        stopped_by = 0;
+    } else {
+        sigaction(SIGTERM, old_term, NULL);
+        sigaction(SIGINT, old_int, NULL);
+    }
+}
+int exec_stop_signal(void) { return stop_signal; }
+void exec_stop_set(int sig) { stopped_by = sig; }
 
 /* Runs one validation pass and prints its line on rank 0. */
 static pz_status validate_print(exec *x, int step, uint32_t *val_round, int compressed) {
@@ -499,8 +513,14 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     x.o = o;
     x.rank = rank;
     x.world = world;
-    if (o->trace) pz_trace_start(&x.trace, pz_now());
     pz_status st;
+    {   /* V > 1 model chunks per rank: the executor of pipeline_chunks.c */
+        pz_sched_spec sp;
+        if ((st = pz_pipeline_sched(o, &sp)) != PZ_OK) return st;
+        if (sp.kind == PZ_SCHED_INTERLEAVED && sp.virtual_stages > 1)
+            return pz_pipeline_run_interleaved(o, &sp, rank, world, master_addr, master_port);
+    }
+    if (o->trace) pz_trace_start(&x.trace, pz_now());
     pz_metrics met;
     memset(&met, 0, sizeof met);
     double *red = NULL;
@@ -529,11 +549,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         fprintf(stderr, "  validation: %s\n", o->eval_compress && pz_policy_any(&x.pol, PZ_FWD)
                                                   ? "through the fwd codecs (wrappers' inner codec)" : "uncompressed");
     }
-    if ((st = pz_sched_parse(o->schedule, &x.spec)) != PZ_OK) goto cleanup;
-    if (x.spec.kind == PZ_SCHED_INTERLEAVED) {   /* one stage object per rank: no model chunks yet */
-        st = pz_fail(PZ_ERR_ARG, "schedule '%s': the executor does not run interleaved schedules yet", o->schedule);
-        goto cleanup;
-    }
+    if ((st = pz_pipeline_sched(o, &x.spec)) != PZ_OK) goto cleanup;   /* interleaved v=1: plain 1F1B lists */
     if ((st = pz_schedule_build(&x.sched, &x.spec, rank, world, o->micro)) != PZ_OK) goto cleanup;
     /* before anything big is allocated: refuse a run that cannot fit */
     {

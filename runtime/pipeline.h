@@ -6,6 +6,7 @@
 
 #include "runtime/policy.h"
 #include "runtime/train.h"
+#include "schedules/schedule.h"
 
 /* Runs rank `rank` of `world` (= o->stages). Rank 0 prints the JSON lines.
  * SIGTERM or SIGINT (to any rank; the launcher forwards its own) stops every
@@ -19,5 +20,14 @@ int pz_pipeline_stopped_by(void);
 /* The policy of --policy-file, --compress and --link-mbps for o->stages
  * stages (validated; also used by the launcher to fail once, early). */
 pz_status pz_pipeline_policy(const pz_train_opts *o, pz_policy *p);
+
+/* The schedule of --schedule and --virtual-stages (interleaved: V from
+ * either, and they must agree). */
+pz_status pz_pipeline_sched(const pz_train_opts *o, pz_sched_spec *sp);
+/* Pieces the model is cut into: o->stages, or stages x V for interleaved
+ * (the policy's edges and --split count these). */
+int pz_pipeline_nchunks(const pz_train_opts *o);
+/* Refuses what the interleaved executor (V > 1) does not run (yet). */
+pz_status pz_pipeline_interleaved_check(const pz_train_opts *o, const pz_sched_spec *sp);
 
 #endif

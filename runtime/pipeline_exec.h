@@ -2,7 +2,8 @@
  * the files that make it up (private to runtime/pipeline*.c):
  *   pipeline.c        the step loop and the instructions (the hub)
  *   pipeline_slots.c  activation slots, send buffers, warmup=auto's resizing
- *   pipeline_ckpt.c   checkpoints and --resume of this rank, fault injection */
+ *   pipeline_ckpt.c   checkpoints and --resume of this rank, fault injection
+ *   pipeline_chunks.c interleaved schedules (V > 1 chunks per rank): an executor of its own */
 #ifndef PZ_PIPELINE_EXEC_H
 #define PZ_PIPELINE_EXEC_H
 
@@ -89,5 +90,17 @@ pz_status exec_checkpoint(exec *x, int step);
 
 /* --dump-edge: the tensor src about to be encoded on edge end e (runtime/pipeline_dump.c) */
 pz_status exec_dump_edge(exec *x, const pz_edge_end *e, int kind, uint64_t step, int micro, const float *src);
+
+/* pipeline.c: SIGTERM/SIGINT stop every rank at the next step boundary.
+ * install (on = 1) or restore (on = 0) the handlers; the signal this
+ * process got (0: none); the one the run stopped by (pz_pipeline_stopped_by) */
+struct sigaction;
+void exec_stop_install(int on, struct sigaction *old_term, struct sigaction *old_int);
+int exec_stop_signal(void);
+void exec_stop_set(int sig);
+
+/* pipeline_chunks.c: runs an interleaved schedule with spec->virtual_stages > 1 */
+pz_status pz_pipeline_run_interleaved(const pz_train_opts *o, const pz_sched_spec *spec, int rank, int world,
+                                      const char *master_addr, int master_port);
 
 #endif

@@ -27,6 +27,7 @@ typedef struct {
     int stages;             /* 1 = this process trains the whole model */
     const char *split;      /* "--split 3,3": blocks per stage, or NULL = balanced */
     const char *schedule;   /* "1f1b", "1f1b:warmup=K|auto" or "gpipe" (schedules/schedule.h) */
+    int virtual_stages;     /* --virtual-stages V (0 = not given): model chunks per rank, interleaved only */
     int progress_inline;    /* --progress inline: no progress thread (UCX driven between blocks) */
     float peer_timeout;     /* seconds a stage waits for a peer before giving up */
     const char *job_secret_file; /* --job-secret-file (runtime/jobsecret.h), or NULL */

@@ -176,8 +176,9 @@ static int cmd_train(int argc, char **argv) {
         {"--bind", FLAG_STR, &bind, "cores: pin each stage on this host to its own CPUs when they divide evenly; none", 0, 0, NULL},
         {"--device", FLAG_STR, &o.device, "cpu, cuda or cuda:tf32; or one per stage, e.g. cpu,cuda", 0, 0, NULL},
         {"--stages", FLAG_INT, &o.stages, "pipeline stages, one process each (1 = this process alone)", 1, 255, NULL},
-        {"--split", FLAG_STR, &o.split, "blocks per stage, e.g. 3,3,3,3 (default: balanced by a cost model)", 0, 0, NULL},
-        {"--schedule", FLAG_STR, &o.schedule, "pipeline schedule: 1f1b, 1f1b:warmup=K|auto (more in flight for slow links), zb-h1 (zero bubble) or gpipe", 0, 0, NULL},
+        {"--split", FLAG_STR, &o.split, "blocks per stage, e.g. 3,3,3,3 (interleaved: per chunk; default: balanced by a cost model)", 0, 0, NULL},
+        {"--schedule", FLAG_STR, &o.schedule, "pipeline schedule: 1f1b, 1f1b:warmup=K|auto (more in flight for slow links), zb-h1 (zero bubble), gpipe or interleaved:v=V (V model chunks per stage, Megatron's interleaved 1F1B)", 0, 0, NULL},
+        {"--virtual-stages", FLAG_INT, &o.virtual_stages, "with --schedule interleaved: model chunks per stage (the same as interleaved:v=V)", 1, PZ_SCHED_MAX_VIRTUAL, NULL},
         {"--peer-timeout", FLAG_FLOAT, &o.peer_timeout, "seconds a stage waits for a peer before failing", 0.1, 86400, NULL},
         {"--job-secret-file", FLAG_STR, &o.job_secret_file, "file with the secret every rank proves it holds (else $" PZ_JOB_SECRET_ENV "; the local launcher makes one)", 0, 0, NULL},
         {"--trace", FLAG_STR, &o.trace, "write a Chrome/Perfetto trace JSON of all stages (pipeline only)", 0, 0, NULL},
@@ -218,7 +219,11 @@ static int cmd_train(int argc, char **argv) {
                         "both ways are reported. --link-mbps and --link-latency-ms delay each message in\n"
                         "the sender as a link of that rate and one-way delay would (a simulation;\n"
                         "tools/netns_pipeline.sh shapes real links). On slow or distant links,\n"
-                        "--schedule 1f1b:warmup=auto keeps enough micro-batches in flight to hide them.",
+                        "--schedule 1f1b:warmup=auto keeps enough micro-batches in flight to hide them.\n\n"
+                        "Interleaved 1F1B (--schedule interleaved:v=V, or interleaved --virtual-stages V):\n"
+                        "the model is cut into S*V chunks, stage r holding chunks r, r+S, ...; the bubble\n"
+                        "shrinks V times. --micro-batches must be a multiple of --stages, --split takes\n"
+                        "S*V counts, and --compress's edge I-J is the boundary between chunks I and J.",
                         argc, argv, fs, NFLAGS(fs), NULL);
     if (r) return r == 2 ? 0 : 1;
     if (on_off("--eval-compress", eval_compress, &o.eval_compress) || on_off("--error-metrics", error_metrics, &o.error_metrics))
@@ -242,13 +247,8 @@ static int cmd_train(int argc, char **argv) {
         return 1;
     }
     pz_sched_spec sched;
-    if (pz_sched_parse(o.schedule, &sched) != PZ_OK) return fail("train", PZ_ERR_ARG);
-    if (sched.kind == PZ_SCHED_INTERLEAVED) {
-        fprintf(stderr, "pipezip train: error: --schedule %s: the executor does not run interleaved schedules yet "
-                "(one model chunk per stage only); 'pipezip schedule --schedule interleaved:v=V' prints them\n",
-                o.schedule);
-        return 1;
-    }
+    if (pz_pipeline_sched(&o, &sched) != PZ_OK || pz_pipeline_interleaved_check(&o, &sched) != PZ_OK)
+        return fail("train", PZ_ERR_ARG);
     if (pz_device_check(o.device, o.stages) != PZ_OK) return fail("train", PZ_ERR_ARG);
     if (o.dump_edge && o.stages < 2) {
         fprintf(stderr, "pipezip train: error: --dump-edge writes what crosses the pipeline's edges: it needs "
@@ -303,8 +303,9 @@ static int cmd_train(int argc, char **argv) {
         /* check the model and the split here, so a bad one fails once, before any process starts */
         pz_gpt2_config cfg;
         if ((st = pz_model_config(o.preset, o.init, o.heads, &cfg)) != PZ_OK) return fail("train", st);
-        pz_stage_range *ranges = xcalloc((size_t)o.stages, sizeof *ranges);
-        st = pz_partition(&cfg, o.seq, o.stages, o.split, ranges);
+        int pieces = pz_pipeline_nchunks(&o);   /* interleaved: stages x chunks */
+        pz_stage_range *ranges = xcalloc((size_t)pieces, sizeof *ranges);
+        st = pz_partition(&cfg, o.seq, pieces, o.split, ranges);
         free(ranges);
         if (st != PZ_OK) return fail("train", st);
         int rc = pz_launch_local(o.stages, full_argc, full_argv, max_restarts);

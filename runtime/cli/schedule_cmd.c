@@ -32,7 +32,7 @@ static const char usage[] =
     "                      stage holds V model chunks, stage s the chunks s, s+S, ...;\n"
     "                      M must be a multiple of S; cells Fi.c / Bi.c name the chunk c);\n"
     "                      warmup=auto is chosen by 'pipezip train' from measured times.\n"
-    "                      'pipezip train' does not run interleaved yet\n"
+    "                      'pipezip train' runs them all (interleaved: --stages 2 or more)\n"
     "  --virtual-stages V  model chunks per stage, 1..%d: the same as\n"
     "                      --schedule interleaved:v=V (with --schedule interleaved)\n"
     "  --stage K           print the instruction list of stage K (0-based)\n";

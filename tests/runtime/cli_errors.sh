@@ -110,8 +110,20 @@ expect_fail "unknown progress mode" "--progress must be thread or inline" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --progress poll
 expect_fail "bad warm-up" "warmup must be 'auto' or an integer" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --schedule 1f1b:warmup=x
-expect_fail "interleaved in train" "the executor does not run interleaved schedules yet" \
-  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --schedule interleaved:v=2
+expect_fail "interleaved in train on one stage" "interleaving needs --stages 2 or more" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --schedule interleaved:v=2
+expect_fail "interleaved in train, M not a multiple of S" "must be a multiple of --stages 2" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --micro-batches 3 --schedule interleaved:v=2
+expect_fail "interleaved in train without V" "needs the model chunks per stage" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --schedule interleaved
+expect_fail "train --virtual-stages without interleaved" "needs --schedule interleaved" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --virtual-stages 2
+expect_fail "train --virtual-stages contradicting v=" "contradicts --schedule" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --schedule interleaved:v=2 --virtual-stages 3
+expect_fail "interleaved in train with --dump-edge" "--dump-edge is not supported with interleaved" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --micro-batches 2 --schedule interleaved:v=2 --dump-edge 1
+expect_fail "interleaved: --split counts chunks" "cuts the model into 4 chunks" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --micro-batches 2 --schedule interleaved:v=2 --split 1,1
 expect_fail "interleaved without V" "needs the model chunks per stage" \
   "$pz" schedule --stages 2 --micro-batches 4 --schedule interleaved
 expect_fail "interleaved with M not a multiple of S" "multiple of the stages" \
