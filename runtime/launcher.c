@@ -1,5 +1,6 @@
 /* launcher.c: see launcher.h. */
 #include "runtime/launcher.h"
+#include "base/rng.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,7 +23,40 @@
 #include "runtime/jobsecret.h"
 
 /* A free TCP port on the loopback interface (the OS picks one). */
-static int free_port(void) {
+/* Whether a TCP listener could bind port on 127.0.0.1 now. */
+static int port_free(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+int pz_pick_port(void) {
+    /* outside the kernel's ephemeral range, which outgoing connections (UCX's
+     * among them) draw from: a port found free there could be taken by one
+     * before rank 0 binds it */
+    int lo = 32768, hi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2) lo = 32768, hi = 60999;
+        fclose(f);
+    }
+    int first = 10000, last = lo - 1;
+    if (last - first < 1000) first = hi + 1, last = 65535;
+    if (last - first >= 1000) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        pz_rng r;
+        pz_rng_seed(&r, (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32));
+        for (int i = 0; i < 64; i++) {
+            int port = first + (int)pz_rng_below(&r, (uint64_t)(last - first + 1));
+            if (port_free(port)) return port;
+        }
+    }
+    /* no room outside it: any port the kernel gives */
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return -1;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
@@ -114,7 +148,7 @@ static void on_signal(int sig) { interrupted = sig; }
 /* One attempt: spawns the ranks and waits. Returns 0, 1 (a rank failed) or
  * 128 + the signal that stopped the run. */
 static int run_once(int world, char **argv) {
-    int port = free_port();
+    int port = pz_pick_port();
     if (port < 0) { fprintf(stderr, "pipezip: error: cannot find a free TCP port on 127.0.0.1\n"); return 1; }
     /* the job's secret: the user's (environment, or --job-secret-file, which the
      * ranks read themselves and prefer), else a fresh random one for this run;

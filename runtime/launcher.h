@@ -16,6 +16,11 @@
  * checkpoint) and it returns 128 + the signal; a second one kills them. */
 int pz_launch_local(int world, int argc, char **argv, int max_restarts);
 
+/* A TCP port free on 127.0.0.1 now, drawn at random outside the kernel's
+ * ephemeral range (net.ipv4.ip_local_port_range) so that no outgoing
+ * connection takes it before it is bound; -1 if none. */
+int pz_pick_port(void);
+
 /* Names this process "pipezip r<rank>" for ps -e, top and /proc/PID/comm. */
 void pz_name_process(int rank);
 

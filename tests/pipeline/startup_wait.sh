@@ -9,7 +9,13 @@ set -uo pipefail
 PZ="$1"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 "$PZ" tokenize --out "$tmp/t.bin" "$0" "$0" "$0" "$0" >/dev/null || { echo "FAIL: tokenize"; exit 1; }
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(python3 -c 'import random, socket
+while True:
+    p = random.randrange(10000, 32000)   # below the ephemeral range: no outgoing connection takes it
+    s = socket.socket()
+    try: s.bind(("127.0.0.1", p)); break
+    except OSError: pass
+print(p)')
 common=(train --stages 2 --preset tiny --data "$tmp/t.bin" --batch 2 --seq 16 --steps 1 --peer-timeout 5)
 for rank in 1 0; do
   start=$(date +%s.%N)

@@ -1,5 +1,6 @@
 /* transport_util.c: see transport_util.h. */
 #include "tests/runtime/transport_util.h"
+#include "runtime/launcher.h"
 
 #include <netinet/in.h>
 #include <stdio.h>
@@ -9,15 +10,12 @@
 #include <unistd.h>
 
 int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr *)&a, &l) != 0) {
+    int port = pz_pick_port();   /* outside the ephemeral range: see runtime/launcher.h */
+    if (port < 0) {
         perror("free_port");
         exit(1);
     }
-    close(fd);
-    return ntohs(a.sin_port);
+    return port;
 }
 
 void apply_env(const char *const *env) {
