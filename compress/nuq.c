@@ -101,36 +101,73 @@ static size_t nuq_max_payload(const pz_codec_params *p, const pz_shape *s) {
 /* Per-element formulas (level index, code, level value, Elias code):
  * compress/elem_codecs.h, shared with the GPU kernels. */
 
-/* Elias stream writer/reader for the hot loops: MSB-first like pz_bitw, a
- * 64-bit accumulator flushed 32 bits at a time. The encoder checks the room
- * once (the payload bound), so the writer does not. */
+/* Elias stream writer for the hot loops: MSB-first like pz_bitw. The
+ * pending bits (n < 8 between groups) sit at the top of a 64-bit
+ * accumulator whose lower bits are zero; codes come from a table (code ->
+ * bits, length) and go in groups of `per` (at most 57 bits in all), each
+ * group then stored as 8 big-endian bytes of which the whole ones are kept.
+ * Where fewer than the chunk's bound + 8 bytes are left before `end` the
+ * bytes are stored one by one instead: the same bytes, never past `end`. */
 typedef struct {
     uint8_t *p;
-    uint64_t acc;   /* pending bits in the low `n` bits (higher bits: stale) */
+    uint64_t acc;
     int n;
 } ewriter;
 
-static inline void ew_put(ewriter *w, uint32_t v, int len) {   /* len <= 32 */
-    w->acc = (w->acc << len) | v;
-    w->n += len;
-    if (w->n >= 32) {
-        w->n -= 32;
-        uint32_t o = (uint32_t)(w->acc >> w->n);
-        w->p[0] = (uint8_t)(o >> 24);
-        w->p[1] = (uint8_t)(o >> 16);
-        w->p[2] = (uint8_t)(o >> 8);
-        w->p[3] = (uint8_t)o;
-        w->p += 4;
+typedef struct {
+    uint32_t e[256];   /* bits << 5 | length */
+    int maxlen, per;
+} etable;
+
+static void etable_init(etable *t, int b) {
+    t->maxlen = 0;
+    for (uint32_t c = 0; c < (1u << b); c++) {
+        uint32_t v;
+        int nb = pz_nuq_elias((uint8_t)c, b, &v);
+        t->e[c] = v << 5 | (uint32_t)nb;
+        t->maxlen = nb > t->maxlen ? nb : t->maxlen;
     }
+    t->per = 56 / t->maxlen;   /* 7 pending bits + per codes < 64 */
+    if (t->per > 8) t->per = 8;
+}
+
+/* appends the codes c[0..m) of b bits (bits above b ignored) */
+static void ew_codes(ewriter *w, const etable *t, int b, const uint8_t *c, size_t m, const uint8_t *end) {
+    uint8_t *p = w->p;
+    uint64_t acc = w->acc;
+    int n = w->n, per = t->per;
+    uint32_t mask = (1u << b) - 1;
+    int fast = (size_t)(end - p) >= (m * (size_t)t->maxlen) / 8 + 16;
+    for (size_t i = 0; i < m; i += (size_t)per) {
+        size_t ge = i + (size_t)per < m ? i + (size_t)per : m;
+        for (size_t j = i; j < ge; j++) {
+            uint32_t e = t->e[c[j] & mask];
+            int len = (int)(e & 31);
+            n += len;
+            acc |= (uint64_t)(e >> 5) << (64 - n);
+        }
+        int nb = n >> 3;
+        if (fast) {
+            uint64_t be = __builtin_bswap64(acc);
+            memcpy(p, &be, 8);
+        } else {
+            for (int k = 0; k < nb; k++) p[k] = (uint8_t)(acc >> (56 - 8 * k));
+        }
+        p += nb;
+        acc = nb ? acc << (8 * nb) : acc;
+        n &= 7;
+    }
+    w->p = p;
+    w->acc = acc;
+    w->n = n;
 }
 
 /* pads to a byte with zeros; returns bytes written since the start */
 static size_t ew_finish_from(ewriter *w, const uint8_t *start) {
-    while (w->n > 0) {
-        int take = w->n >= 8 ? 8 : w->n;
-        uint32_t byte = (uint32_t)(w->acc >> (w->n - take)) & ((1u << take) - 1);
-        *w->p++ = (uint8_t)(byte << (8 - take));
-        w->n -= take;
+    if (w->n > 0) {
+        *w->p++ = (uint8_t)(w->acc >> 56);
+        w->acc = 0;
+        w->n = 0;
     }
     return (size_t)(w->p - start);
 }
@@ -146,6 +183,47 @@ static inline uint64_t er_peek(const uint8_t *p, size_t len, uint64_t pos) {
         for (size_t k = 0; k < 8; k++) w = (w << 8) | (byte + k < len ? p[byte + k] : 0u);
     }
     return w << (pos & 7);
+}
+
+/* Decodes the m codes of a chunk from bit *pos (codes[] has 64 bytes of
+ * slack): each step takes the run of 1 bits (j = 0 codes) ahead, up to 40,
+ * with one load, then the code that ends it. Returns 0, with *pos and
+ * codes[] unspecified, at anything but well-formed codes (a long zero
+ * prefix, j > s, the stream's end): the caller then redoes the chunk with
+ * the checked loop, which says what is wrong. */
+static int elias_fast(const uint8_t *cin, size_t clen, uint64_t *ppos, uint64_t total, size_t m, int b, int sl,
+                      int zmax, uint8_t *codes) {
+    uint64_t pos = *ppos;
+    size_t i = 0;
+    const uint32_t sgs = (uint32_t)(b - 1);
+    while (i < m) {
+        size_t byte = (size_t)(pos >> 3);
+        uint64_t w;
+        if (byte + 8 <= clen) {
+            memcpy(&w, cin + byte, 8);
+            w = __builtin_bswap64(w) << (pos & 7);   /* >= 57 bits of the stream */
+        } else {
+            w = er_peek(cin, clen, pos);
+        }
+        uint64_t nw = ~w;
+        size_t t = nw ? (size_t)__builtin_clzll(nw) : 64;
+        t = t < 40 ? t : 40;
+        t = t < m - i ? t : m - i;
+        memset(codes + i, 0, 40);
+        i += t;
+        pos += t;
+        if (i == m || t == 40) continue;
+        w <<= t;                                      /* starts with 0: j > 0 */
+        int z = __builtin_clzll(w | 1), zc = z < zmax ? z : zmax;
+        int width = 2 * zc + 1;                       /* <= 2 zmax + 1 bits: within the 57 */
+        uint32_t jx = (uint32_t)(w >> (64 - width)) - 1;
+        uint32_t sg = (uint32_t)(w >> (63 - width)) & 1;
+        pos += (uint64_t)width + 1;
+        if ((z > zmax) | (jx > (uint32_t)sl) | (pos > total)) return 0;
+        codes[i++] = (uint8_t)(jx | sg << sgs);
+    }
+    *ppos = pos;
+    return 1;
 }
 
 /* Norms of every bucket (sums of squares in the canonical order of
@@ -165,12 +243,11 @@ static int bucket_norms(const float *x, size_t n, size_t bucket, size_t G, float
  * norms): for backends that compute the codes elsewhere (compress/cuda/).
  * out holds the bound of nuq_max_payload; returns the bytes written. */
 size_t pz_nuq_elias_stream(const uint8_t *codes, size_t n, int b, uint8_t *out) {
+    etable t;
+    etable_init(&t, b);
     ewriter w = {out, 0, 0};
-    for (size_t i = 0; i < n; i++) {
-        uint32_t v;
-        int nb = pz_nuq_elias(codes[i], b, &v);
-        ew_put(&w, v, nb);
-    }
+    const uint8_t *end = out + (n * (size_t)t.maxlen + 7) / 8;
+    for (size_t a = 0; a < n; a += PZ_CHUNK) ew_codes(&w, &t, b, codes + a, n - a < PZ_CHUNK ? n - a : PZ_CHUNK, end);
     return ew_finish_from(&w, out);
 }
 
@@ -191,6 +268,8 @@ static pz_status nuq_encode(const pz_codec_params *p, const float *x, const pz_s
     float smallest_inv = pz_nuq_smallest_inv(b);   /* 2^(s-1) */
     uint8_t codes[PZ_CHUNK];
     ewriter w = {out + 4 * G, 0, 0};
+    etable et;
+    if (p->elias) etable_init(&et, b);
     for (size_t a = 0; a < n; a += PZ_CHUNK) {
         size_t e = a + PZ_CHUNK < n ? a + PZ_CHUNK : n;
         pz_ukey k = pz_ukey_at(key, a);
@@ -213,11 +292,7 @@ static pz_status nuq_encode(const pz_codec_params *p, const float *x, const pz_s
             i = re;
         }
         if (p->elias) {
-            for (size_t i = 0; i < e - a; i++) {
-                uint32_t v;
-                int nb = pz_nuq_elias(codes[i], b, &v);
-                ew_put(&w, v, nb);
-            }
+            ew_codes(&w, &et, b, codes, e - a, out + maxp);
         } else {
             pz_pack_codes(codes, e - a, b, out + 4 * G + (a / 8) * (size_t)b);
         }
@@ -251,11 +326,14 @@ static pz_status nuq_decode(const pz_codec_params *p, const uint8_t *in, size_t 
     const uint8_t *cin = in + 4 * G;
     size_t clen = len - 4 * G;
     uint64_t pos = 0, total = (uint64_t)clen * 8;
-    uint8_t codes[PZ_CHUNK];
+    uint8_t codes[PZ_CHUNK + 64];
     for (size_t a = 0; a < n; a += PZ_CHUNK) {
         size_t e = a + PZ_CHUNK < n ? a + PZ_CHUNK : n;
         if (p->elias) {
             int zmax = 31 - __builtin_clz((uint32_t)sl + 1);   /* gamma(j+1) has at most this many zeros */
+            uint64_t pos0 = pos;
+            if (elias_fast(cin, clen, &pos, total, e - a, b, sl, zmax, codes)) goto values;
+            pos = pos0;
             uint64_t win = er_peek(cin, clen, pos), wpos = pos;   /* window of >= 57 bits from wpos */
             for (size_t i = 0; i < e - a; i++) {
                 if (pos - wpos > 57 - 17) {   /* a code takes at most 2*7+2 = 16 bits */
@@ -284,6 +362,7 @@ static pz_status nuq_decode(const pz_codec_params *p, const uint8_t *in, size_t 
             st = pz_fail(PZ_ERR_FORMAT, "nuq: non-zero padding after the last code");
             goto done;
         }
+    values:
         for (size_t i = a; i < e;) {
             size_t g = i / bucket, re = (g + 1) * bucket < e ? (g + 1) * bucket : e, m = re - i;
             float nv = norm[g];
