@@ -339,22 +339,22 @@ static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uin
         mx1 = _mm512_mask_max_epu32(mx1, k1 & keep, mx1, key);
         mx2 = _mm512_mask_max_epu32(mx2, k2 & keep, mx2, key);
         mx3 = _mm512_mask_max_epu32(mx3, k3 & keep, mx3, key);
-        if (dif) {
-            dlo = _mm512_add_epi32(dlo, _mm512_maskz_sub_epi32(dif, _mm512_permutexvar_epi32(bq, ctab),
-                                                              _mm512_permutexvar_epi32(a, ctab)));
-            if (++it == 4096) {                      /* flush before the 32-bit lanes could overflow */
-                dsum += _mm512_reduce_add_epi32(dlo);
-                dlo = _mm512_setzero_si512();
-                it = 0;
-            }
-            if (nc < ccap) {                         /* the arrays have 16 slots of slack */
-                _mm512_storeu_si512((void *)(cid + nc), _mm512_maskz_compress_epi32(dif, iv));
-                _mm512_storeu_si512((void *)(cs_->hi + nc), _mm512_maskz_compress_epi32(dif, a));
-                _mm512_storeu_si512((void *)(cs_->key + nc), _mm512_maskz_compress_epi32(dif, key));
-                for (int o = 0; o < 4; o++) _mm512_storeu_ps(cand->err[o] + nc, _mm512_maskz_compress_ps(dif, e[o]));
-            }
-            nc += (size_t)__builtin_popcount(dif);
+        /* no branch on dif (set in about half the vectors: a branch would
+         * mispredict); the stores past the candidates are overwritten or,
+         * at ccap, land in the arrays' 16 slots of slack */
+        dlo = _mm512_add_epi32(dlo, _mm512_maskz_sub_epi32(dif, _mm512_permutexvar_epi32(bq, ctab),
+                                                          _mm512_permutexvar_epi32(a, ctab)));
+        if (++it == 4096) {                          /* flush before the 32-bit lanes could overflow */
+            dsum += _mm512_reduce_add_epi32(dlo);
+            dlo = _mm512_setzero_si512();
+            it = 0;
         }
+        size_t at = nc < ccap ? nc : ccap;
+        _mm512_storeu_si512((void *)(cid + at), _mm512_maskz_compress_epi32(dif, iv));
+        _mm512_storeu_si512((void *)(cs_->hi + at), _mm512_maskz_compress_epi32(dif, a));
+        _mm512_storeu_si512((void *)(cs_->key + at), _mm512_maskz_compress_epi32(dif, key));
+        for (int o = 0; o < 4; o++) _mm512_storeu_ps(cand->err[o] + at, _mm512_maskz_compress_ps(dif, e[o]));
+        nc += (size_t)__builtin_popcount(dif);
     }
     dsum += _mm512_reduce_add_epi32(dlo);
     uint64_t nh[4] = {0, 0, 0, 0};
