@@ -340,9 +340,9 @@ static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uin
         mx2 = _mm512_mask_max_epu32(mx2, k2 & keep, mx2, key);
         mx3 = _mm512_mask_max_epu32(mx3, k3 & keep, mx3, key);
         /* no branch on dif (set in about half the vectors: a branch would
-         * mispredict); only the ids are stored here, the rest of the
-         * candidates' items after the loop; the stores past the candidates
-         * are overwritten or, at ccap, land in the 16 slots of slack */
+         * mispredict); the candidates' ids, picks and keys are stored here,
+         * their errors after the loop; the stores past the candidates are
+         * overwritten or, at ccap, land in the 16 slots of slack */
         dlo = _mm512_add_epi32(dlo, _mm512_maskz_sub_epi32(dif, _mm512_permutexvar_epi32(bq, ctab),
                                                           _mm512_permutexvar_epi32(a, ctab)));
         if (++it == 4096) {                          /* flush before the 32-bit lanes could overflow */
@@ -352,23 +352,21 @@ static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uin
         }
         size_t at = nc < ccap ? nc : ccap;
         _mm512_storeu_si512((void *)(cid + at), _mm512_maskz_compress_epi32(dif, iv));
+        _mm512_storeu_si512((void *)(cs_->hi + at), _mm512_maskz_compress_epi32(dif, a));
+        _mm512_storeu_si512((void *)(cs_->key + at), _mm512_maskz_compress_epi32(dif, key));
         nc += (size_t)__builtin_popcount(dif);
     }
     dsum += _mm512_reduce_add_epi32(dlo);
-    {   /* the candidates' keys, errors (the same vector arithmetic as above,
-         * so the same bits) and picks at lam_hi (cls[], written above) */
+    {   /* the candidates' errors: the same vector arithmetic as above, so
+         * the same bits */
         size_t nv = nc < ccap ? nc : ccap;
         for (size_t j = 0; j < nv; j += 16) {
             __mmask16 live = nv - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nv - j)) - 1);
-            uint32_t kb[16] = {0};
-            for (size_t l = 0; l < 16 && j + l < nv; l++) kb[l] = pz_abs_key(x[cid[j + l]]);
-            __m512i key = _mm512_loadu_si512((const void *)kb);
+            __m512i key = _mm512_maskz_loadu_epi32(live, cs_->key + j);
             __m512 e[4];
             jsq_verrs(&K, key, e);
-            _mm512_mask_storeu_epi32(cs_->key + j, live, key);
             for (int o = 0; o < 4; o++) _mm512_mask_storeu_ps(cand->err[o] + j, live, e[o]);
         }
-        for (size_t j = 0; j < nv; j++) cs_->hi[j] = cls[cid[j]];
     }
     uint64_t nh[4] = {0, 0, 0, 0};
     {
