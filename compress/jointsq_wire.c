@@ -135,7 +135,11 @@ uint64_t pz_jsq_write_map(const uint8_t *cls, size_t ng, int k, uint8_t *out) {
         }
         size_t npair = (cnt + 1) / 2;
         for (size_t j = 0; j < npair; j++) {
-            if (pl[j] != 255) {
+            /* two pairs at once when they fit in one put (the usual case) */
+            if (j + 1 < npair && pl[j] + pl[j + 1] <= 56) {
+                w = mw_put(w, pv[j] | pv[j + 1] << pl[j], (unsigned)(pl[j] + pl[j + 1]));
+                j++;
+            } else if (pl[j] != 255) {
                 w = mw_put(w, pv[j], (unsigned)pl[j]);
             } else {
                 for (size_t e = 2 * j; e < 2 * j + 2 && e < cnt; e++)
