@@ -186,11 +186,12 @@ static inline uint64_t er_peek(const uint8_t *p, size_t len, uint64_t pos) {
 }
 
 /* Decodes the m codes of a chunk from bit *pos (codes[] has 64 bytes of
- * slack): each step takes the run of 1 bits (j = 0 codes) ahead, up to 40,
- * with one load, then the code that ends it. Returns 0, with *pos and
- * codes[] unspecified, at anything but well-formed codes (a long zero
- * prefix, j > s, the stream's end): the caller then redoes the chunk with
- * the checked loop, which says what is wrong. */
+ * slack). From each load of 57 bits of the stream it takes, in turn, the run
+ * of 1 bits ahead if any (j = 0 codes, all at once) and the code with j > 0
+ * that ends it, while 16 bits (the longest code) are left. Returns 0, with *pos and codes[] unspecified, at
+ * anything but well-formed codes (a long zero prefix, j > s, a code past the
+ * stream's end): the caller then redoes the chunk with the checked loop,
+ * which says what is wrong. */
 static int elias_fast(const uint8_t *cin, size_t clen, uint64_t *ppos, uint64_t total, size_t m, int b, int sl,
                       int zmax, uint8_t *codes) {
     uint64_t pos = *ppos;
@@ -203,24 +204,34 @@ static int elias_fast(const uint8_t *cin, size_t clen, uint64_t *ppos, uint64_t 
             memcpy(&w, cin + byte, 8);
             w = __builtin_bswap64(w) << (pos & 7);   /* >= 57 bits of the stream */
         } else {
-            w = er_peek(cin, clen, pos);
+            w = er_peek(cin, clen, pos);              /* (zeros past the end) */
         }
-        uint64_t nw = ~w;
-        size_t t = nw ? (size_t)__builtin_clzll(nw) : 64;
-        t = t < 40 ? t : 40;
-        t = t < m - i ? t : m - i;
-        memset(codes + i, 0, 40);
-        i += t;
-        pos += t;
-        if (i == m || t == 40) continue;
-        w <<= t;                                      /* starts with 0: j > 0 */
-        int z = __builtin_clzll(w | 1), zc = z < zmax ? z : zmax;
-        int width = 2 * zc + 1;                       /* <= 2 zmax + 1 bits: within the 57 */
-        uint32_t jx = (uint32_t)(w >> (64 - width)) - 1;
-        uint32_t sg = (uint32_t)(w >> (63 - width)) & 1;
-        pos += (uint64_t)width + 1;
-        if ((z > zmax) | (jx > (uint32_t)sl) | (pos > total)) return 0;
-        codes[i++] = (uint8_t)(jx | sg << sgs);
+        unsigned used = 0;
+        for (;;) {
+            uint64_t v = w << used;                   /* used <= 57 */
+            if (v >> 63) {                            /* a run of j = 0 codes */
+                uint64_t nv = ~v;
+                size_t t = nv ? (size_t)__builtin_clzll(nv) : 64, lim = 57 - used;
+                lim = lim < m - i ? lim : m - i;
+                t = t < lim ? t : lim;
+                memset(codes + i, 0, 64);
+                i += t;
+                used += (unsigned)t;
+                if (i == m || used > 57 - 16) break;  /* (a run cut at lim ends here too) */
+                v = w << used;
+            }
+            /* v starts with 0: a code with j > 0 */
+            int z = __builtin_clzll(v | 1), zc = z < zmax ? z : zmax;
+            int width = 2 * zc + 1;                   /* <= 2 zmax + 1 <= 15 bits */
+            uint32_t jx = (uint32_t)(v >> (64 - width)) - 1;
+            uint32_t sg = (uint32_t)(v >> (63 - width)) & 1;
+            used += (unsigned)width + 1;
+            if ((z > zmax) | (jx > (uint32_t)sl)) return 0;
+            codes[i++] = (uint8_t)(jx | sg << sgs);
+            if (i == m || used > 57 - 16) break;
+        }
+        pos += used;
+        if (pos > total) return 0;                    /* a code ran past the end */
     }
     *ppos = pos;
     return 1;
