@@ -15,6 +15,9 @@ pz_corpus || exit 1
 # run_and_break SIGNAL VICTIM_RANK LIMIT_S
 run_and_break() {
   local sig=$1 victim=$2 limit=$3
+  # the previous run's output holds step lines too: gone before this run starts,
+  # or the wait below could find them before the new run's redirection truncates it
+  rm -f "$dir/out" "$dir/err"
   "$pz" train --preset tiny --data "$dir/train.bin" --batch 2 --seq 32 --micro-batches 4 \
       --steps 100000 --threads 1 --stages 3 --peer-timeout 3 > "$dir/out" 2> "$dir/err" &
   local launcher=$!
