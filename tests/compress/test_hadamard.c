@@ -39,16 +39,7 @@
 #include "base/rng.h"
 #include "base/status.h"
 #include "tests/check.h"
-
-static double rel_l2(const float *a, const float *b, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - (double)b[i];
-        num += d * d;
-        den += (double)a[i] * (double)a[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
+#include "tests/compress/rel_l2.h"
 
 static double norm2(const float *a, size_t n) {
     double s = 0;

@@ -25,6 +25,7 @@
 #include "base/rng.h"
 #include "base/status.h"
 #include "tests/check.h"
+#include "tests/compress/rel_l2.h"
 
 static const pz_codec_ctx CTX = {7, 3, 1, 0, 2, NULL};
 
@@ -53,23 +54,12 @@ static uint8_t *roundtrip(const char *spec, const float *x, const pz_shape *s, f
     return m;
 }
 
-/* ||x - y|| / ||x|| */
-static double rel_err(const float *x, const float *y, size_t n) {
-    double d = 0, r = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = (double)x[i] - (double)y[i];
-        d += e * e;
-        r += (double)x[i] * (double)x[i];
-    }
-    return sqrt(d / r);
-}
-
 static double spec_err(const char *spec, const float *x, const pz_shape *s, float *y) {
     size_t len;
     uint8_t *m = roundtrip(spec, x, s, y, &len);
     if (!m) return INFINITY;
     free(m);
-    return rel_err(x, y, pz_shape_numel(s));
+    return rel_l2(x, y, pz_shape_numel(s));
 }
 
 /* ------------------------------------------------------------ heavy tails */

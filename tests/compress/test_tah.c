@@ -19,6 +19,7 @@
 #include "base/rng.h"
 #include "base/status.h"
 #include "tests/check.h"
+#include "tests/compress/rel_l2.h"
 
 static pz_rng rng;
 
@@ -152,16 +153,6 @@ static pz_status decode(const uint8_t *m, size_t plen, const pz_shape *s, float 
     pz_status st = pz_codec_decode(c, m, plen + 48 + 8 * (size_t)s->ndim, &ctx, y, n, NULL);
     pz_codec_free(c);
     return st;
-}
-
-static double rel_l2(const float *x, const float *y, size_t n) {
-    double e = 0, d = 0;
-    for (size_t i = 0; i < n; i++) {
-        double v = (double)x[i] - (double)y[i];
-        e += v * v;
-        d += (double)x[i] * x[i];
-    }
-    return d > 0 ? sqrt(e / d) : sqrt(e);
 }
 
 /* ---------------------------------------------------------------- spec */
