@@ -608,7 +608,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
                                         x.val.paths ? &x.val : NULL);
         st = pz_fingerprint_agree(x.tp, rank, world, fp);
         free(fp);
-        if (st != PZ_OK) goto cleanup;
+        if (st != PZ_OK) goto cleanup;   /* every rank has the verdict: cleanup closes the transport */
         set_links(&x);
         exec_fault_flip(&x, o->resume == NULL);
         pz_staging_report(&x.stg, x.tp, rank);
@@ -775,6 +775,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     x.tp = NULL;
 
 cleanup:
+    if (x.tp) pz_transport_close(x.tp, 1);   /* a failure after the ranks met (the fingerprint) */
     if (handlers) {
         sigaction(SIGTERM, &old_term, NULL);
         sigaction(SIGINT, &old_int, NULL);

@@ -47,6 +47,7 @@
 #include "base/mem.h"
 #include "runtime/cores.h"
 #include "runtime/device.h"
+#include "runtime/fingerprint.h"
 #include "runtime/memplan.h"
 #include "runtime/partition.h"
 #include "runtime/report.h"
@@ -742,6 +743,12 @@ pz_status pz_pipeline_run_interleaved(const pz_train_opts *o, const pz_sched_spe
     pz_transport_opts to = {rank, world, master_addr, master_port, o->peer_timeout, o->peer_timeout, !o->progress_inline,
                             o->job_secret, o->job_secret_len};
     if ((st = pz_transport_init(&x.tp, &to)) != PZ_OK) goto cleanup;
+    {   /* authenticated: now the ranks must agree on what they compute (runtime/fingerprint.h) */
+        char *fp = pz_fingerprint_build(o, &cfg, &x.pol, x.train.paths ? &x.train : NULL, x.val.paths ? &x.val : NULL);
+        st = pz_fingerprint_agree(x.tp, rank, world, fp);
+        free(fp);
+        if (st != PZ_OK) goto cleanup;
+    }
     set_links(&x);
     pz_staging_report(&x.ch[0].stg, x.tp, rank);
     if (o->progress_inline)
@@ -803,6 +810,7 @@ pz_status pz_pipeline_run_interleaved(const pz_train_opts *o, const pz_sched_spe
     pz_transport_close(x.tp, st != PZ_OK);
     x.tp = NULL;
 cleanup:
+    if (x.tp) pz_transport_close(x.tp, 1);   /* a failure after the ranks met (the fingerprint) */
     if (handlers) exec_stop_install(0, &old_term, &old_int);
     free(red);
     iexec_free(&x);

@@ -69,7 +69,7 @@ static pz_status parse_edges(const pz_policy *p, const char *origin, const char 
         return fail_at(origin, text, pos + (size_t)(e1 - buf), "expected an edge such as 0-1, or *");
     long j = strtol(e1 + 1, &e2, 10);
     if (*e2) return fail_at(origin, text, pos + (size_t)(e2 - buf), "unexpected character in edge");
-    if (j != i + 1 || i < 0 || j >= p->stages)
+    if (i < 0 || i >= p->stages || j != i + 1 || j >= p->stages)   /* i bounded before i + 1: strtol saturates */
         return fail_at(origin, text, pos,
                        "edge %ld-%ld does not exist: with %d stages the edges are 0-1 .. %d-%d (consecutive stages)",
                        i, j, p->stages, p->stages - 2, p->stages - 1);

@@ -61,6 +61,8 @@ static const struct { int S; const char *text, *want; } parses[] = {
 /* policies refused: stages, text, a part of the message, the caret's column */
 static const struct { int S; const char *text, *want; int col; } refused[] = {
     {3, "0-2:fwd=q4", "edge 0-2 does not exist", 0}, {3, "2-3:fwd=q4", "edge 2-3 does not exist", 0},
+    /* strtol saturates: i + 1 overflowed (undefined; found by fuzz_policy) */
+    {3, "99999999999999999999-0:fwd=q4", "does not exist", 0},
     {2, "fwd=q4,bwd=q9", "bits must be 1..8", 12}, {2, "fwd=aq(q4:group=row,bad=1)", "unknown q option", 20},
     {2, "0-1:fwd=q4;;", "empty clause", 11}, {2, "fwd=", "empty codec spec", 4},
     {2, "grad=q4", "expected fwd=", 0}, {2, "0-1:grad=q4", "expected fwd=CODEC", 4},
