@@ -16,11 +16,14 @@
  * existed (the file predates it). */
 #define CODEC_STREAM_BASE_SPECS                                                           \
     "fp32", "fp16", "bf16",                                                               \
-    "q1:grid=midrise", "q2:grid=midrise", "q3:grid=midrise", "q4:grid=midrise",           \
-    "q5:grid=midrise", "q6:grid=midrise", "q7:grid=midrise", "q8:grid=midrise",           \
-    "q4:round=nearest,grid=midrise", "q2:round=nearest,group=row,grid=midrise",           \
-    "q4:scale=minmax,group=row,grid=midrise", "q4:group=256,grid=midrise",                \
-    "q8:sdtype=fp16,grid=midrise", "q4:scale=minmax,group=256,round=nearest,grid=midrise", \
+    "q1:round=stochastic,grid=midrise", "q2:round=stochastic,grid=midrise",                    \
+    "q3:round=stochastic,grid=midrise", "q4:round=stochastic,grid=midrise",                    \
+    "q5:round=stochastic,grid=midrise", "q6:round=stochastic,grid=midrise",                    \
+    "q7:round=stochastic,grid=midrise", "q8:round=stochastic,grid=midrise",                    \
+    "q4:round=nearest,grid=midrise", "q2:round=nearest,group=row,grid=midrise",                \
+    "q4:scale=minmax,group=row,round=stochastic,grid=midrise",                                 \
+    "q4:group=256,round=stochastic,grid=midrise", "q8:sdtype=fp16,round=stochastic,grid=midrise", \
+    "q4:scale=minmax,group=256,round=nearest,grid=midrise",                                    \
     "nuq4", "nuq8", "nuq4:code=elias", "nuq2:bucket=64",                                  \
     "sign", "sign:stochastic", "sign:group=channel",                                      \
     "topk:0.1", "topk:0.01", "topk:0.3,values=fp16", "topk:0.1,values=q8", "topk:0.05,scope=tensor", \

@@ -398,22 +398,23 @@ static void test_spec(void) {
     expect_spec("fp32", "fp32");
     expect_spec("fp16", "fp16");
     expect_spec("bf16", "bf16");
-    expect_spec("q4", "q4:scale=absmax,group=channel,round=stochastic,sdtype=fp32,grid=midtread");
+    expect_spec("q4", "q4:scale=absmax,group=channel,round=nearest,sdtype=fp32,grid=midtread");
+    expect_spec("q4:round=stochastic", "q4:scale=absmax,group=channel,round=stochastic,sdtype=fp32,grid=midtread");
     expect_spec("q8:round=nearest", "q8:scale=absmax,group=channel,round=nearest,sdtype=fp32,grid=midtread");
     expect_spec("q4:scale=minmax,group=row,round=nearest",
                 "q4:scale=minmax,group=row,round=nearest,sdtype=fp32,grid=midtread");
-    expect_spec("q1:group=128,sdtype=fp16", "q1:scale=absmax,group=128,round=stochastic,sdtype=fp16,grid=midtread");
-    expect_spec("q3:group=tensor", "q3:scale=absmax,group=tensor,round=stochastic,sdtype=fp32,grid=midtread");
-    expect_spec("q4:grid=midrise", "q4:scale=absmax,group=channel,round=stochastic,sdtype=fp32,grid=midrise");
+    expect_spec("q1:group=128,sdtype=fp16", "q1:scale=absmax,group=128,round=nearest,sdtype=fp16,grid=midtread");
+    expect_spec("q3:group=tensor", "q3:scale=absmax,group=tensor,round=nearest,sdtype=fp32,grid=midtread");
+    expect_spec("q4:grid=midrise", "q4:scale=absmax,group=channel,round=nearest,sdtype=fp32,grid=midrise");
     expect_spec("q2:grid=midrise,scale=minmax,grid=midtread",
-                "q2:scale=minmax,group=channel,round=stochastic,sdtype=fp32,grid=midtread");
+                "q2:scale=minmax,group=channel,round=nearest,sdtype=fp32,grid=midtread");
     expect_spec("nuq4", "nuq4:bucket=8192,code=fixed");
     expect_spec("nuq4:bucket=512,code=elias", "nuq4:bucket=512,code=elias");
     expect_spec("nuq1", "nuq1:bucket=8192,code=fixed");
     expect_spec("sign", "sign:scaled,group=row,sdtype=fp32");
     expect_spec("sign:stochastic", "sign:stochastic,group=row,sdtype=fp32");
     expect_spec("sign:group=64,sdtype=fp16", "sign:scaled,group=64,sdtype=fp16");
-    expect_spec("q4+zstd", "q4:scale=absmax,group=channel,round=stochastic,sdtype=fp32,grid=midtread+zstd");
+    expect_spec("q4+zstd", "q4:scale=absmax,group=channel,round=nearest,sdtype=fp32,grid=midtread+zstd");
 }
 
 static void test_spec_errors(void) {
@@ -820,10 +821,13 @@ static void test_bad_input(void) {
 
 static void test_unbiased(void) {
     static const char *const specs[] = {
-        "q1", "q2", "q3", "q4", "q8", "q4:scale=minmax,group=row", "q2:group=16,sdtype=fp16", "q3:group=tensor",
-        "q1:scale=minmax,group=5,sdtype=fp16", "q2:scale=minmax,group=row,sdtype=fp16",
-        "q3:scale=minmax,group=3",   /* midtread: groups of one sign take the midrise grid */
-        "q1:grid=midrise", "q2:grid=midrise", "q4:grid=midrise", "q4:scale=minmax,group=row,grid=midrise",
+        "q1:round=stochastic", "q2:round=stochastic", "q3:round=stochastic", "q4:round=stochastic",
+        "q8:round=stochastic", "q4:scale=minmax,group=row,round=stochastic", "q2:group=16,sdtype=fp16,round=stochastic",
+        "q3:group=tensor,round=stochastic", "q1:scale=minmax,group=5,sdtype=fp16,round=stochastic",
+        "q2:scale=minmax,group=row,sdtype=fp16,round=stochastic",
+        "q3:scale=minmax,group=3,round=stochastic",   /* midtread: groups of one sign take the midrise grid */
+        "q1:grid=midrise,round=stochastic", "q2:grid=midrise,round=stochastic", "q4:grid=midrise,round=stochastic",
+        "q4:scale=minmax,group=row,grid=midrise,round=stochastic",
         "nuq1:bucket=64", "nuq2:bucket=64", "nuq4:bucket=64", "nuq8:bucket=64", "nuq4", "nuq3:bucket=32,code=elias",
         "sign:stochastic", "sign:stochastic,group=channel,sdtype=fp16", "sign:stochastic,group=tensor",
     };
@@ -1101,7 +1105,7 @@ static void test_peek(void) {
         free(m);
     }
     /* determinism: same ctx, same bytes; another step, other bytes (stochastic) */
-    pz_codec *e = mk("q4");
+    pz_codec *e = mk("q4:round=stochastic");
     size_t cap = pz_codec_max_encoded_size(e, &s), l1, l2, l3;
     uint8_t *a = xmalloc(cap), *b = xmalloc(cap), *c3 = xmalloc(cap);
     pz_codec_ctx c1 = {1, 2, 3, 0, 4, NULL}, c2 = c1;

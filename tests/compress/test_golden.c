@@ -37,25 +37,28 @@
 
 static const char *const specs[] = {
     CODEC_STREAM_BASE_SPECS,
-    "q4:grid=midrise+zstd", "topk:0.1+zstd", "ef(q2:grid=midrise)", "ef(topk:0.05)", "ef21(sign)",
-    "ef21(q4:grid=midrise)", "aq(q4:grid=midrise)", "aq(q2:grid=midrise,warmup=fp16)", "aq(sign)",
-    "ef(aq(q4:grid=midrise))",
+    "q4:round=stochastic,grid=midrise+zstd", "topk:0.1+zstd", "ef(q2:round=stochastic,grid=midrise)", "ef(topk:0.05)", "ef21(sign)",
+    "ef21(q4:round=stochastic,grid=midrise)", "aq(q4:round=stochastic,grid=midrise)", "aq(q2:round=stochastic,grid=midrise,warmup=fp16)", "aq(sign)",
+    "ef(aq(q4:round=stochastic,grid=midrise))",
 };
 /* appended after the stream above (every shape, spec and round of it) */
 static const char *const tah_specs[] = {CODEC_STREAM_TAH_SPECS};
 /* appended after tah's: the hadamard wrapper (its q specs spell the grid they
  * were written with) */
 static const char *const specs_had[] = {
-    "hadamard(q4:grid=midrise)", "hadamard(q4:group=row,round=nearest,grid=midrise)", "hadamard(fp16,block=2)",
-    "aq(hadamard(q4:grid=midrise))", "hadamard(aq(q2:grid=midrise))", "ef(hadamard(q2:grid=midrise))",
-    "hadamard(ef21(q4:grid=midrise))+zstd",
+    "hadamard(q4:round=stochastic,grid=midrise)", "hadamard(q4:group=row,round=nearest,grid=midrise)", "hadamard(fp16,block=2)",
+    "aq(hadamard(q4:round=stochastic,grid=midrise))", "hadamard(aq(q2:round=stochastic,grid=midrise))", "ef(hadamard(q2:round=stochastic,grid=midrise))",
+    "hadamard(ef21(q4:round=stochastic,grid=midrise))+zstd",
 };
-/* appended after hadamard's: grid=midtread, q's default */
+/* appended after hadamard's: grid=midtread, q's default (the q specs of every
+ * part spell round=stochastic, q's default when they were written) */
 static const char *const specs_mt[] = {
-    "q1", "q2", "q3", "q4", "q5", "q8", "q4:round=nearest", "q2:round=nearest,group=row",
-    "q4:scale=minmax,group=row", "q3:scale=minmax,group=256,round=nearest", "q8:sdtype=fp16",
-    "q2:scale=minmax,sdtype=fp16,group=5", "q4+zstd", "ef(q2)", "ef21(q4)", "aq(q4)", "aq(q2,warmup=fp16)",
-    "ef(aq(q4))",
+    "q1:round=stochastic", "q2:round=stochastic", "q3:round=stochastic", "q4:round=stochastic",
+    "q5:round=stochastic", "q8:round=stochastic", "q4:round=nearest", "q2:round=nearest,group=row",
+    "q4:scale=minmax,group=row,round=stochastic", "q3:scale=minmax,group=256,round=nearest",
+    "q8:sdtype=fp16,round=stochastic", "q2:scale=minmax,sdtype=fp16,group=5,round=stochastic",
+    "q4:round=stochastic+zstd", "ef(q2:round=stochastic)", "ef21(q4:round=stochastic)", "aq(q4:round=stochastic)",
+    "aq(q2:round=stochastic,warmup=fp16)", "ef(aq(q4:round=stochastic))",
 };
 static const struct {
     const char *const *specs;

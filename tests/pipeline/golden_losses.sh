@@ -24,8 +24,8 @@ common=(--preset tiny --data "$dir/train.bin" --val-data "$dir/train.bin" --batc
   echo "# stages=1"
   "$pz" train "${common[@]}" 2>"$dir/err1" | grep -o '"step":[0-9]*,"\(loss\|val_loss\)":[0-9.]*' ||
     { echo "one-process run failed:" >&2; cat "$dir/err1" >&2; exit 1; }
-  echo "# stages=2 fwd=ef(q4) bwd=topk:0.1"   # q4:grid=midrise: the grid of q4 when the file was written
-  "$pz" train "${common[@]}" --stages 2 --compress 'fwd=ef(q4:grid=midrise),bwd=topk:0.1' 2>"$dir/err2" |
+  echo "# stages=2 fwd=ef(q4) bwd=topk:0.1"   # q4:round=stochastic,grid=midrise: q4's defaults when the file was written
+  "$pz" train "${common[@]}" --stages 2 --compress 'fwd=ef(q4:round=stochastic,grid=midrise),bwd=topk:0.1' 2>"$dir/err2" |
     grep -o '"step":[0-9]*,"\(loss\|val_loss\)":[0-9.]*\|"fwd_wire":[0-9]*\|"bwd_wire":[0-9]*' ||
     { echo "pipeline run failed:" >&2; cat "$dir/err2" >&2; exit 1; }
 } > "$dir/got.txt"
