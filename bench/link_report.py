@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Table and plot of bench/bench_link.sh from its runs' step lines.
+
+  usage: link_report.py DIR RATES LATENCIES SCHEDULES POLICIES RUNS PLOT
+(the lists as bench_link.sh takes them; DIR holds c-P-K.jsonl, the compute-only
+runs, and l-P-RATE-LAT-SCHED-K.jsonl, the linked ones). bench_link.sh calls it;
+run it again on a BENCH_LINK_DIR to report kept runs.
+"""
+import json, os, statistics, sys
+tmp, rates, lats, scheds, pols, runs, plot = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), \
+    sys.argv[4].split(","), sys.argv[5].split(";"), int(sys.argv[6]), sys.argv[7]
+tied = 256 * 384 * 4   # bytes of the tied-embedding gradient, each way per step
+tokens = 8 * 4 * 128
+def load(name):
+    rows = [json.loads(l) for l in open(f"{tmp}/{name}.jsonl") if '"loss"' in l]
+    return [r for r in rows if r["step"] >= 3]
+def median_run(prefix):
+    per_run = []
+    for k in range(1, runs + 1):
+        if not os.path.exists(f"{tmp}/{prefix}-{k}.jsonl"):
+            return None, None   # not run (yet)
+        rows = load(f"{prefix}-{k}")
+        if not rows:
+            return None, None
+        per_run.append((statistics.median(r["ms"] for r in rows) / 1e3, rows))
+    per_run.sort(key=lambda x: x[0])
+    return per_run[len(per_run) // 2]
+print("demo preset, 2 stages, 8 micro-batches of 4 x 128 per step; medians of %d runs" % runs)
+print("%-20s %6s %5s %-21s %8s %8s %8s %8s %8s %8s %8s %8s %7s" % ("policy", "Mbit/s", "ms", "schedule", "tok/s",
+      "step s", "compute", "link s", "overlap", "+delay", "vs " + pols[0], "bound", "of bnd"))
+# bound: the speed-up over the baseline a compressed policy can reach at a
+# link: min(the busiest direction's byte ratio, tied exchange included, and
+# the policy's compute-only tokens/s over the baseline's tokens/s at that link)
+base, base_wire, speedup = {}, {}, {}
+nan = float("nan")
+for pi, pol in enumerate(pols):
+    comp, _ = median_run(f"c-{pi}")
+    if comp is None:
+        continue
+    for r in rates:
+        for l in lats:
+            for s in scheds:
+                step, rows = median_run(f"l-{pi}-{r}-{l}-{s}")
+                if step is None:
+                    continue
+                wire = max(statistics.mean(x["fwd_wire"] for x in rows), statistics.mean(x["bwd_wire"] for x in rows))
+                link = (wire + tied) * 8 / (float(r) * 1e6)
+                bound = max(comp, link)
+                tok = tokens / step
+                if pi == 0:
+                    base[(r, l, s)] = tok
+                    base_wire[(r, l, s)] = wire + tied
+                vs = tok / base[(r, l, s)] if (r, l, s) in base else nan
+                speedup[(pol, r, l, s)] = vs
+                cap = min(base_wire[(r, l, s)] / (wire + tied), (tokens / comp) / base[(r, l, s)]) \
+                    if (r, l, s) in base and pi > 0 else nan
+                print("%-20s %6s %5s %-21s %8.0f %8.2f %8.2f %8.2f %8.2f %8.2f %7.2fx %7.2fx %7.2f" % (pol, r, l, s,
+                      tok, step, comp, link, bound / step, (bound + 5 * float(l) / 1e3) / step, vs, cap, vs / cap))
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    print("no plot: matplotlib is not installed (apt-get install python3-matplotlib)")
+    sys.exit(0)
+comp_pols = pols[1:]
+fig, axes = plt.subplots(1, max(1, len(comp_pols)), figsize=(5 * max(1, len(comp_pols)), 4), squeeze=False)
+for ax, pol in zip(axes[0], comp_pols):
+    for s in scheds:
+        for l in lats:
+            pts = [(float(r), speedup[(pol, r, l, s)]) for r in rates if (pol, r, l, s) in speedup]
+            if not pts:
+                continue
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", linestyle="-" if float(l) == 0 else "--",
+                    label=f"{s}, {l} ms")
+    ax.set_xscale("log")
+    ax.set_xlabel("link rate, Mbit/s (simulated)")
+    ax.set_ylabel(f"tokens/s over {pols[0]}")
+    ax.set_title(pol)
+    ax.axhline(1.0, color="gray", linewidth=0.5)
+    ax.legend(fontsize=7)
+fig.suptitle(f"demo preset, 2 stages, 8 x (4 x 128) per step, medians of {runs} runs")
+fig.tight_layout()
+fig.savefig(plot, dpi=110)
+print(f"plot: {plot}")
