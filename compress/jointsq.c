@@ -147,18 +147,8 @@ static pz_status jsq_parse(pz_codec_params *p, const char *args, const char *spe
 }
 
 static void jsq_format(const pz_codec_params *p, char *buf, size_t cap) {
-    /* the shortest decimal that reads back as the same float, never in
-     * exponent form ("1e+01"): the spec grammar allows '+' only in "+zstd" */
     char b[64];
-    int ok = 0;
-    for (int prec = 1; prec <= 9 && !ok; prec++) {
-        snprintf(b, sizeof b, "%.*g", prec, (double)p->budget);
-        ok = !strchr(b, 'e') && strtof(b, NULL) == p->budget;
-    }
-    for (int dec = 1; dec <= 45 && !ok; dec++) {
-        snprintf(b, sizeof b, "%.*f", dec, (double)p->budget);
-        ok = strtof(b, NULL) == p->budget;
-    }
+    pz_spec_format_float(p->budget, b);
     snprintf(buf, cap, "jointsq:%s,group=%u", b, (unsigned)p->group_size);
 }
 

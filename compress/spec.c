@@ -332,3 +332,15 @@ pz_status pz_codec_create(const char *spec, pz_codec **out) {
     return PZ_OK;
 }
 
+
+void pz_spec_format_float(float v, char out[64]) {
+    int ok = 0;
+    for (int prec = 1; prec <= 9 && !ok; prec++) {
+        snprintf(out, 64, "%.*g", prec, (double)v);
+        ok = !strchr(out, 'e') && strtof(out, NULL) == v;
+    }
+    for (int dec = 1; dec <= 45 && !ok; dec++) {
+        snprintf(out, 64, "%.*f", dec, (double)v);
+        ok = strtof(out, NULL) == v;
+    }
+}

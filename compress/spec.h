@@ -65,6 +65,10 @@ pz_status pz_spec_bits(const char *spec, size_t where, const char *args, const c
 int pz_spec_scale_opt(const char *spec, const pz_spec_opt *o, pz_codec_params *p, pz_status *st);
 /* Canonical text of a group setting ("channel", "row", "tensor", "256"). */
 const char *pz_spec_group_name(const pz_codec_params *p, char *buf, size_t cap);
+/* Writes v as the shortest decimal that reads back as the same float, never
+ * in exponent form (the grammar allows '+' only in "+zstd"): a canonical
+ * spec's budgets (jointsq, tah). */
+void pz_spec_format_float(float v, char out[64]);
 
 /* The grammar, for wrappers whose options hold a codec spec (aq's warmup=):
  * the codec spelled by spec[b..e) (no "+zstd") at wrapper nesting level

@@ -116,18 +116,8 @@ static pz_status tah_parse(pz_codec_params *p, const char *args, const char *spe
 }
 
 static void tah_format(const pz_codec_params *p, char *buf, size_t cap) {
-    /* the shortest decimal that reads back as the same float, without an
-     * exponent (the grammar allows '+' only in "+zstd") */
     char b[64];
-    int ok = 0;
-    for (int prec = 1; prec <= 9 && !ok; prec++) {
-        snprintf(b, sizeof b, "%.*g", prec, (double)p->budget);
-        ok = !strchr(b, 'e') && strtof(b, NULL) == p->budget;
-    }
-    for (int dec = 1; dec <= 45 && !ok; dec++) {
-        snprintf(b, sizeof b, "%.*f", dec, (double)p->budget);
-        ok = strtof(b, NULL) == p->budget;
-    }
+    pz_spec_format_float(p->budget, b);
     snprintf(buf, cap, "tah:%s,tile=%u,alloc=%s,rank=%s", b, (unsigned)p->group_size, p->per_row ? "token" : "tile",
              p->scale_mode ? "range" : "entropy");
 }
@@ -415,7 +405,7 @@ static pz_status tah_encode(const pz_codec_params *p, const float *x, const pz_s
     pz_status st = tah_geom_of(p, s, &g);
     if (st != PZ_OK) return st;
     if (g.F > g.B) {
-        char spec[96];
+        char spec[160];
         tah_format(p, spec, sizeof spec);
         return pz_fail(PZ_ERR_ARG,
                        "%s: the budget of %llu bits for %zu elements cannot hold the overhead (%llu bits: fp16 zero "
