@@ -20,13 +20,7 @@ export PIPEZIP_JOB_SECRET=job-agree-test-secret-0123456789
 common=(train --stages 2 --preset tiny --batch 2 --seq 16 --steps 2 --peer-timeout 20)
 # run_pair "RANK0 ARGS" "RANK1 ARGS": rc of each in $rc0 $rc1, stderr in $tmp/err0 $tmp/err1
 run_pair() {
-  local port; port=$(python3 -c 'import random, socket
-while True:
-    p = random.randrange(10000, 32000)   # below the ephemeral range: no outgoing connection takes it
-    s = socket.socket()
-    try: s.bind(("127.0.0.1", p)); break
-    except OSError: pass
-print(p)')
+  local port; port=$(python3 "$(dirname "$0")/free_port.py")
   RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 60 "$PZ" "${common[@]}" $1 >/dev/null 2>"$tmp/err0" &
   local p0=$!
   RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 60 "$PZ" "${common[@]}" $2 >/dev/null 2>"$tmp/err1"

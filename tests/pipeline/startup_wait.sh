@@ -9,13 +9,7 @@ set -uo pipefail
 PZ="$1"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 "$PZ" tokenize --out "$tmp/t.bin" "$0" "$0" "$0" "$0" >/dev/null || { echo "FAIL: tokenize"; exit 1; }
-port=$(python3 -c 'import random, socket
-while True:
-    p = random.randrange(10000, 32000)   # below the ephemeral range: no outgoing connection takes it
-    s = socket.socket()
-    try: s.bind(("127.0.0.1", p)); break
-    except OSError: pass
-print(p)')
+port=$(python3 "$(dirname "$0")/free_port.py")
 common=(train --stages 2 --preset tiny --data "$tmp/t.bin" --batch 2 --seq 16 --steps 1 --peer-timeout 5)
 for rank in 1 0; do
   start=$(date +%s.%N)
