@@ -131,6 +131,7 @@ char *pz_fingerprint_build(const pz_train_opts *o, const pz_gpt2_config *c, cons
         snprintf(key, sizeof key, "--link-latency-ms edge %d-%d", e, e + 1);
         add(&l, key, "%.9g", pol->latency_ms[e]);
     }
+    add(&l, "--compress-tied", "%s", o->compress_tied ? o->compress_tied : "none");
     add(&l, "--eval-compress", "%d", o->eval_compress);
     add(&l, "--checkpoint-every", "%d", o->checkpoint_dir ? o->checkpoint_every : -1);
     add(&l, "--resume", "%s", o->resume ? (strcmp(o->resume, "auto") == 0 ? "auto" : "a directory") : "(none)");

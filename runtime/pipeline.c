@@ -160,14 +160,14 @@ static const float *stage_output(exec *x, int slot) {
 }
 
 /* Waits for the peer's tied-embedding gradient and adds it to ours. */
-static pz_status tied_finish(exec *x) {
+static pz_status tied_finish(exec *x, uint32_t step) {
     if (!x->tied_view) return PZ_OK;
-    size_t n = (size_t)x->stage.cfg.padded_vocab_size * x->stage.cfg.channels;
+    size_t n = (size_t)x->stage.cfg.padded_vocab_size * x->stage.cfg.channels, len = 0;
     double t0 = pz_now();
-    pz_status st = wait_req(x, &x->tied_recv, -1);
+    pz_status st = wait_req_at(x, &x->tied_recv, -1, &len, NULL);
     float *g = x->tied_view;
-    if (st == PZ_OK)
-        for (size_t k = 0; k < n; k++) g[k] += x->tied_in[k];
+    int peer = is_first(x) ? x->world - 1 : 0;
+    if (st == PZ_OK) st = pz_tied_add(&x->tied, len, (uint64_t)x->o->seed, step, peer, g);
     pz_staging_view_done(&x->stg, x->stage.grads.wte, g, n);
     x->tied_view = NULL;
     trace(x, "tied", -1, t0, pz_now());
@@ -261,28 +261,25 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
         return st;
     }
     case PZ_OP_REDUCE_TIED: {
-        /* both ends hold wte; each sends its gradient and adds the other's:
-         * g0 + g1 == g1 + g0 bitwise, so the two copies stay identical */
+        /* both ends hold wte; each sends its gradient and adds the other's,
+         * so the two copies stay identical (runtime/tied.h) */
         int peer = is_first(x) ? x->world - 1 : 0;
-        size_t n = (size_t)x->stage.cfg.padded_vocab_size * x->stage.cfg.channels;
+        size_t n = (size_t)x->stage.cfg.padded_vocab_size * x->stage.cfg.channels, len = 0;
         if ((st = wait_req(x, &x->tied_send, -1)) != PZ_OK) return st;   /* last step's, long gone */
-        if (!x->tied_out) {
-            x->tied_out = xaligned_alloc(n * sizeof(float));
-            x->tied_in = xaligned_alloc(n * sizeof(float));
-        }
         float *g = pz_staging_view(&x->stg, x->stage.grads.wte, n);   /* host copy on a device */
-        memcpy(x->tied_out, g, n * sizeof(float));   /* g changes below, the send must not */
+        x->tied_view = g;   /* given back by tied_finish, on error too */
+        if ((st = pz_tied_encode(&x->tied, g, (uint64_t)o->seed, step, x->rank, &len)) != PZ_OK) return st;
+        x->tied_wire = (double)len;
         char w[96];
         snprintf(w, sizeof w, "tied embedding gradient, ranks 0 and %d, step %u", x->world - 1, step);
-        st = pz_transport_recv(x->tp, peer, pz_tag(peer, step, 0, KIND_TIED), x->tied_in, n * sizeof(float), w,
+        st = pz_transport_recv(x->tp, peer, pz_tag(peer, step, 0, KIND_TIED), x->tied.in, x->tied.cap, w,
                                &x->tied_recv);
         if (st == PZ_OK)
-            st = pz_transport_send(x->tp, peer, pz_tag(x->rank, step, 0, KIND_TIED), x->tied_out,
-                                   n * sizeof(float), w, &x->tied_send);
-        x->tied_view = g;
+            st = pz_transport_send(x->tp, peer, pz_tag(x->rank, step, 0, KIND_TIED), x->tied.out, len, w,
+                                   &x->tied_send);
         trace(x, "tied", -1, t0, pz_now());
         if (st != PZ_OK || is_last(x)) return st;   /* the last stage adds after the norm (tied_finish) */
-        return tied_finish(x);
+        return tied_finish(x, step);
     }
     case PZ_OP_OPTIM_STEP:
         return PZ_OK;   /* done by the step loop, which needs the collectives */
@@ -353,8 +350,7 @@ static void exec_free(exec *x) {
     if (x->tied_view)   /* a failed step left the last stage's view open */
         pz_staging_view_done(&x->stg, x->stage.grads.wte, x->tied_view,
                              (size_t)x->stage.cfg.padded_vocab_size * x->stage.cfg.channels);
-    free(x->tied_out);
-    free(x->tied_in);
+    pz_tied_free(&x->tied);
     pz_optim_free(&x->opt, &x->stage);
     pz_loader_free(&x->loader);
     pz_dataset_close(&x->train);
@@ -393,6 +389,9 @@ static pz_status setup_edges(exec *x) {
     int B = o->batch, T = o->seq, C = x->stage.cfg.channels, r = x->rank;
     pz_status st = PZ_OK;
     char ev[512];
+    if (x->world > 1 && (is_first(x) || is_last(x)) &&
+        (st = pz_tied_init(&x->tied, o->compress_tied, x->stage.cfg.padded_vocab_size, C)) != PZ_OK)
+        return st;
     for (int side = 0; side < 2 && st == PZ_OK; side++) {
         /* side 0: the out edge (we send fwd, receive bwd); side 1: the in edge */
         if (side == 0 ? is_last(x) : is_first(x)) continue;
@@ -665,6 +664,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         memset(red, 0, (size_t)nred * sizeof *red);
         red[0] = be->sumsq(x.stage.grad_mem + skip, x.stage.grads.numel - skip);
         red[1] = is_last(&x) ? loss_sum / o->micro : 0.0;
+        red[2] = is_first(&x) ? x.tied_wire : 0.0;   /* one end's message (both have the same size) */
         red[4 + 3 * rank + 0] = x.compute_s;
         red[4 + 3 * rank + 1] = x.wait_s;
         red[rb + rank] = is_last(&x) ? 0.0 : x.rtt0;
@@ -702,7 +702,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         if (x.spec.warmup_auto && step < 2 && world > 1 && (st = exec_auto_warmup(&x, red, red + eb, red + rb, red + kb)) != PZ_OK)
             break;
         /* the last stage's wte gradient gets the first stage's copy now */
-        if ((st = tied_finish(&x)) != PZ_OK) break;
+        if ((st = tied_finish(&x, (uint32_t)step)) != PZ_OK) break;
         double t_opt = pz_now();
         PZ_RANGE_PUSH("optimizer stage %d step %d", rank, step);
         float lr = pz_optim_step(&x.opt, &x.stage, pz_clip_scale(&x.opt.cfg, norm));
@@ -710,7 +710,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         trace(&x, "optimizer", -1, t_opt, pz_now());
         double ms = 1e3 * (pz_now() - t0), tok_s = (double)BT * o->micro / (ms * 1e-3);
         if (rank == 0) {
-            pz_step_line line = {step + 1, loss, norm, ms, tok_s, lr};
+            pz_step_line line = {step + 1, loss, norm, ms, tok_s, lr, red[2]};
             pz_report_step(stdout, &line, world, red + eb, red + 4);
             if (world > 1) pz_metrics_step(&met, step + 1, red + eb, tok_s);
         }

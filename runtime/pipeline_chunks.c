@@ -272,14 +272,14 @@ static void chunk_free(iexec *x, chunk *c) {
     pz_stage_free(&c->stage);
 }
 
-static pz_status tied_finish(iexec *x) {
+static pz_status tied_finish(iexec *x, uint32_t step) {
     if (!x->tied_view) return PZ_OK;
     chunk *c = &x->ch[tied_chunk(x)];
-    size_t n = (size_t)c->stage.cfg.padded_vocab_size * c->stage.cfg.channels;
+    size_t n = (size_t)c->stage.cfg.padded_vocab_size * c->stage.cfg.channels, len = 0;
     double t0 = pz_now();
-    pz_status st = iwait(x, &x->tied_recv, -1, NULL);
+    pz_status st = iwait(x, &x->tied_recv, -1, &len);
     if (st == PZ_OK)
-        for (size_t k = 0; k < n; k++) x->tied_view[k] += x->tied_in[k];
+        st = pz_tied_add(&x->tied, len, (uint64_t)x->o->seed, step, holds_first(x) ? x->S - 1 : 0, x->tied_view);
     pz_staging_view_done(&c->stg, c->stage.grads.wte, x->tied_view, n);
     x->tied_view = NULL;
     itrace(x, "tied", -1, t0, pz_now());
@@ -372,30 +372,27 @@ static pz_status run_instr(iexec *x, const pz_instr *in, uint32_t step, double *
     }
     case PZ_OP_REDUCE_TIED: {
         /* rank 0's chunk 0 and rank S-1's chunk V-1 hold wte: each sends its
-         * gradient and adds the other's (g0 + g1 == g1 + g0 bitwise) */
+         * gradient and adds the other's (runtime/tied.h) */
         int tc = tied_chunk(x);
         if (tc < 0) return PZ_OK;
         chunk *t = &x->ch[tc];
         int peer = holds_first(x) ? x->S - 1 : 0;
-        size_t n = (size_t)t->stage.cfg.padded_vocab_size * t->stage.cfg.channels;
+        size_t n = (size_t)t->stage.cfg.padded_vocab_size * t->stage.cfg.channels, len = 0;
         if ((st = iwait(x, &x->tied_send, -1, NULL)) != PZ_OK) return st;
-        if (!x->tied_out) {
-            x->tied_out = xaligned_alloc(n * sizeof(float));
-            x->tied_in = xaligned_alloc(n * sizeof(float));
-        }
         float *g = pz_staging_view(&t->stg, t->stage.grads.wte, n);
-        memcpy(x->tied_out, g, n * sizeof(float));
+        x->tied_view = g;   /* given back by tied_finish, on error by iexec_free */
+        if ((st = pz_tied_encode(&x->tied, g, (uint64_t)o->seed, step, x->rank, &len)) != PZ_OK) return st;
+        x->tied_wire = (double)len;
         char w[64];
         snprintf(w, sizeof w, "tied embedding gradient step %u", step);
-        st = pz_transport_recv(x->tp, peer, pz_tag(peer, step, 0, KIND_TIED), x->tied_in, n * sizeof(float), w,
+        st = pz_transport_recv(x->tp, peer, pz_tag(peer, step, 0, KIND_TIED), x->tied.in, x->tied.cap, w,
                                &x->tied_recv);
         if (st == PZ_OK)
-            st = pz_transport_send(x->tp, peer, pz_tag(x->rank, step, 0, KIND_TIED), x->tied_out, n * sizeof(float),
-                                   w, &x->tied_send);
-        x->tied_view = g;
+            st = pz_transport_send(x->tp, peer, pz_tag(x->rank, step, 0, KIND_TIED), x->tied.out, len, w,
+                                   &x->tied_send);
         itrace(x, "tied", -1, t0, pz_now());
         if (st != PZ_OK || !holds_first(x)) return st;   /* the last rank adds after the norm */
-        return tied_finish(x);
+        return tied_finish(x, step);
     }
     case PZ_OP_OPTIM_STEP:
         return PZ_OK;
@@ -489,8 +486,7 @@ static void iexec_free(iexec *x) {
         chunk_free(x, &x->ch[cc]);
     }
     free(x->ch);
-    free(x->tied_out);
-    free(x->tied_in);
+    pz_tied_free(&x->tied);
     free(x->tok);
     free(x->tgt);
     free(x->ids_tmp);
@@ -584,6 +580,7 @@ static pz_status finish_step(iexec *x, int step, double t0, double loss_sum, dou
         red[0] += x->be->sumsq(s->grad_mem + skip, s->grads.numel - skip);
     }
     red[1] = holds_last(x) ? loss_sum / o->micro : 0.0;
+    red[nred - 1] = holds_first(x) ? x->tied_wire : 0.0;   /* one end's tied message */
     red[2] = exec_stop_signal() == SIGTERM;   /* ranks that got each signal */
     red[3] = exec_stop_signal() == SIGINT;
     /* edge statistics per boundary and direction */
@@ -609,7 +606,7 @@ static pz_status finish_step(iexec *x, int step, double t0, double loss_sum, dou
     if (!isfinite(loss) || !isfinite(norm))
         return pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: training diverged (try a lower --lr)",
                        step + 1, loss, norm);
-    if ((st = tied_finish(x)) != PZ_OK) return st;
+    if ((st = tied_finish(x, (uint32_t)step)) != PZ_OK) return st;
     double t_opt = pz_now();
     float lr = 0.0f;
     for (int cc = 0; cc < x->V; cc++)
@@ -622,7 +619,7 @@ static pz_status finish_step(iexec *x, int step, double t0, double loss_sum, dou
         double *sum = xcalloc((size_t)(2 * (S - 1) * PZ_EDGE_STATS_N), sizeof *sum);
         for (int b = 0; b < x->G - 1; b++)
             for (int k = 0; k < 2 * PZ_EDGE_STATS_N; k++) sum[k] += es[2 * b * PZ_EDGE_STATS_N + k];
-        pz_step_line line = {step + 1, loss, norm, ms, tok_s, lr};
+        pz_step_line line = {step + 1, loss, norm, ms, tok_s, lr, red[nred - 1]};
         pz_report_step(stdout, &line, S, sum, red + 4);
         free(sum);
         pz_metrics_step(&x->met, step + 1, es, tok_s);
@@ -726,6 +723,9 @@ pz_status pz_pipeline_run_interleaved(const pz_train_opts *o, const pz_sched_spe
         if ((st = pz_optim_init(&c->opt, &c->stage, &oc)) != PZ_OK) goto cleanup;
         if ((st = chunk_edges(&x, c)) != PZ_OK) goto cleanup;
     }
+    if (tied_chunk(&x) >= 0 && (st = pz_tied_init(&x.tied, o->compress_tied, cfg.padded_vocab_size,
+                                                  cfg.channels)) != PZ_OK)
+        goto cleanup;
     if (holds_first(&x) || holds_last(&x)) {
         if ((st = pz_dataset_open(&x.train, o->data, o->seq, cfg.vocab_size)) != PZ_OK) goto cleanup;
         if ((st = pz_loader_init(&x.loader, &x.train, o->batch, 1, (uint64_t)o->seed)) != PZ_OK) goto cleanup;
@@ -762,7 +762,7 @@ pz_status pz_pipeline_run_interleaved(const pz_train_opts *o, const pz_sched_spe
 
     /* reduction array: [0] grad sumsq, [1] loss, [2..3] ranks that got SIGTERM, SIGINT, then 3 per
      * rank (compute, wait, codec seconds), then the statistics per boundary */
-    int nred = 4 + 3 * world + 2 * (x.G - 1) * PZ_EDGE_STATS_N;
+    int nred = 4 + 3 * world + 2 * (x.G - 1) * PZ_EDGE_STATS_N + 1;   /* + the tied message's bytes */
     red = xcalloc((size_t)nred, sizeof *red);
     struct sigaction old_term, old_int;
     exec_stop_install(1, &old_term, &old_int);

@@ -43,7 +43,9 @@ typedef struct {
     pz_loader loader;
     double compute_s, wait_s, codec_s;
     pz_trace trace;
-    float *tied_out, *tied_in, *tied_view;
+    pz_tied tied;                    /* the messages and the codec (--compress-tied) */
+    double tied_wire;                /* bytes of this end's message in the step */
+    float *tied_view;
     pz_request *tied_send, *tied_recv;
     pz_metrics met;                  /* rank 0: per-boundary metrics and the summary */
 } iexec;

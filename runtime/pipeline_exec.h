@@ -15,6 +15,7 @@
 #include "runtime/optim.h"
 #include "runtime/policy.h"
 #include "runtime/staging.h"
+#include "runtime/tied.h"
 #include "runtime/trace.h"
 #include "runtime/train.h"
 #include "runtime/transport.h"
@@ -62,7 +63,8 @@ typedef struct {
      * from its activation's send to its gradient's arrival */
     double rtt_sent, rtt0;
     /* the tied-embedding exchange (first and last stage) */
-    float *tied_out, *tied_in;         /* V*C floats: our gradient as sent, the peer's */
+    pz_tied tied;                      /* the messages and the codec (--compress-tied) */
+    double tied_wire;                  /* bytes of this end's message in the step */
     pz_request *tied_send, *tied_recv;
     float *tied_view;                  /* last stage: host view of grads.wte until the add */
 } exec;

@@ -11,8 +11,8 @@ void pz_report_step(FILE *f, const pz_step_line *s, int world, const double *edg
         double fr, fw, br, bw;
         pz_metrics_dir_bytes(edge_stats, world - 1, PZ_FWD, &fr, &fw);
         pz_metrics_dir_bytes(edge_stats, world - 1, PZ_BWD, &br, &bw);
-        fprintf(f, ",\"fwd_raw\":%.0f,\"fwd_wire\":%.0f,\"bwd_raw\":%.0f,\"bwd_wire\":%.0f,\"stages\":[", fr, fw, br,
-                bw);
+        fprintf(f, ",\"fwd_raw\":%.0f,\"fwd_wire\":%.0f,\"bwd_raw\":%.0f,\"bwd_wire\":%.0f,\"tied_wire\":%.0f,\"stages\":[",
+                fr, fw, br, bw, s->tied_wire);
         for (int r = 0; r < world; r++)
             fprintf(f, "%s{\"compute_ms\":%.1f,\"wait_ms\":%.1f,\"codec_ms\":%.1f}", r ? "," : "", 1e3 * rank_s[3 * r],
                     1e3 * rank_s[3 * r + 1], 1e3 * rank_s[3 * r + 2]);

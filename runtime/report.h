@@ -11,6 +11,7 @@ typedef struct {
     int step;               /* 1-based */
     double loss, norm, ms, tok_s;
     float lr;
+    double tied_wire;       /* bytes of one end's tied-embedding message (pipelines) */
 } pz_step_line;
 
 /* edge_stats: the step's summed pz_edge_stats per (edge, direction) (NULL

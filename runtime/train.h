@@ -39,6 +39,7 @@ typedef struct {
     const char *policy_file;/* --policy-file, applied before --compress */
     const char *link_mbps;  /* --link-mbps: simulated link rates, or NULL */
     const char *link_latency; /* --link-latency-ms: simulated one-way delays, or NULL */
+    const char *compress_tied; /* --compress-tied: codec of the tied-embedding exchange (runtime/tied.h), or NULL */
     /* checkpoints to resume from (runtime/resume.h) */
     const char *checkpoint_dir; /* --checkpoint-dir, or NULL */
     int checkpoint_every;   /* steps between checkpoints; 0 = only after the last step */

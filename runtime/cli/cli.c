@@ -17,6 +17,7 @@
 #include "runtime/launcher.h"
 #include "runtime/partition.h"
 #include "runtime/pipeline.h"
+#include "runtime/tied.h"
 #include "runtime/trace.h"
 #include "runtime/train.h"
 #include "schedules/schedule.h"
@@ -187,6 +188,7 @@ static int cmd_train(int argc, char **argv) {
         {"--eval-compress", FLAG_STR, &eval_compress, "on: validate through the fwd codecs; off: uncompressed", 0, 0, NULL},
         {"--link-mbps", FLAG_STR, &o.link_mbps, "simulated link rate, Mbit/s: N, or per edge 0-1=N;*=M (0 = unlimited)", 0, 0, NULL},
         {"--link-latency-ms", FLAG_STR, &o.link_latency, "simulated one-way link delay, ms: N, or per edge 0-1=N;*=M", 0, 0, NULL},
+        {"--compress-tied", FLAG_STR, &o.compress_tied, "codec of the tied-embedding gradient exchange between the first and last stage, e.g. q8 (stateless codecs; both copies stay equal; default none = exact)", 0, 0, NULL},
         {"--checkpoint-dir", FLAG_STR, &o.checkpoint_dir, "write checkpoints to resume from here (each rank its shard, then a manifest)", 0, 0, NULL},
         {"--checkpoint-every", FLAG_INT, &o.checkpoint_every, "steps between checkpoints (0 = after the last step only)", 0, 100000000, NULL},
         {"--keep-checkpoints", FLAG_INT, &o.keep_checkpoints, "complete checkpoints to keep, newest first", 1, 1000000, NULL},
@@ -204,7 +206,7 @@ static int cmd_train(int argc, char **argv) {
                         "mpirun/srun variables are set, this process is one rank of such a pipeline).\n"
                         "Prints one JSON line per step on stdout:\n"
                         "  {\"step\",\"loss\",\"lr\",\"norm\",\"ms\",\"tok_s\"} and {\"step\",\"val_loss\"} lines;\n"
-                        "pipelines add fwd_raw/fwd_wire/bwd_raw/bwd_wire bytes per step, per-stage times,\n"
+                        "pipelines add fwd_raw/fwd_wire/bwd_raw/bwd_wire/tied_wire bytes per step, per-stage times,\n"
                         "\"compressed\" on validation lines, and a final {\"summary\":true,...} line.\n\n"
                         "Compression policy (--compress, --policy-file; needs --stages 2 or more):\n"
                         "  policy := clause (';' clause)*     clause := [EDGE ':'] DIR=CODEC (',' DIR=CODEC)* | none\n"
@@ -300,6 +302,10 @@ static int cmd_train(int argc, char **argv) {
         pz_policy pol;
         if ((st = pz_pipeline_policy(&o, &pol)) != PZ_OK) return fail("train", st);
         pz_policy_free(&pol);
+        pz_tied tied = {0};
+        st = pz_tied_init(&tied, o.compress_tied, 1, 1);   /* the spec only */
+        pz_tied_free(&tied);
+        if (st != PZ_OK) return fail("train", st);
         /* check the model and the split here, so a bad one fails once, before any process starts */
         pz_gpt2_config cfg;
         if ((st = pz_model_config(o.preset, o.init, o.heads, &cfg)) != PZ_OK) return fail("train", st);
@@ -317,7 +323,7 @@ static int cmd_train(int argc, char **argv) {
     }
     const char *pipeline_only = o.trace ? "--trace" : o.split ? "--split" : o.compress ? "--compress"
                               : o.policy_file ? "--policy-file" : o.link_mbps ? "--link-mbps"
-                              : o.link_latency ? "--link-latency-ms"
+                              : o.link_latency ? "--link-latency-ms" : o.compress_tied ? "--compress-tied"
                               : o.metrics ? "--metrics" : o.job_secret_file ? "--job-secret-file" : NULL;
     if (pipeline_only) {
         fprintf(stderr, "pipezip train: error: %s needs --stages 2 or more (it acts on what crosses stage boundaries)\n",

@@ -11,7 +11,8 @@
 #  2. Compressed: with a policy per boundary (edge I-J = the boundary between
 #     global chunks I and J), interleaved on 2 ranks gives the losses of plain
 #     1F1B on 4 stages cut the same way (the same boundaries, codec contexts
-#     and codec state), within 1e-5 relative; --metrics reports per boundary.
+#     and codec state; the tied exchange through --compress-tied q8), within
+#     1e-5 relative; --metrics reports per boundary.
 #  3. Resume: a run stopped at step 10 (its checkpoint) and resumed gives the
 #     uninterrupted run's losses bit for bit; a 1F1B run on 2 stages resumes
 #     from the interleaved checkpoint (by tensor name, another layout);
@@ -97,8 +98,9 @@ fi
 
 # 2. a policy per boundary: interleaved on 2 ranks == 1F1B on 4 stages cut the same way
 pol='*:fwd=q8,bwd=q8;1-2:fwd=aq(q4),bwd=ef(topk:0.25)'
-run cil --stages 2 --schedule interleaved:v=2 --split 0,1,1,0 --compress "$pol" --metrics "$dir/cm"
-run c4 --stages 4 --schedule 1f1b --split 0,1,1,0 --compress "$pol"
+# (and the tied-embedding exchange through q8: both executors' copies of wte equal, compare_ckpt.py)
+run cil --stages 2 --schedule interleaved:v=2 --split 0,1,1,0 --compress "$pol" --compress-tied q8 --metrics "$dir/cm"
+run c4 --stages 4 --schedule 1f1b --split 0,1,1,0 --compress "$pol" --compress-tied q8
 losses c4 cil 1e-5 || fails=$((fails + 1))
 if out=$("$py" "$cmp_ckpt" "$dir/ck-c4" "$dir/ck-cil" 1e-3 1e-5); then
   echo "$out" | sed "s/^ok:/ok: compressed interleaved vs 1F1B on 4 stages: parameters and moments:/"

@@ -1,0 +1,96 @@
+/* tied.c: the tied-embedding gradient exchange (see tied.h). */
+#include "runtime/tied.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/policy.h"
+#include "base/mem.h"
+#include "base/status.h"
+
+pz_status pz_tied_init(pz_tied *t, const char *spec, int V, int C) {
+    memset(t, 0, sizeof *t);
+    t->shape = (pz_shape){2, {V, C}};
+    t->n = (size_t)V * (size_t)C;
+    t->cap = t->n * sizeof(float);
+    if (spec && strcmp(spec, "none") != 0) {
+        pz_status st = pz_codec_create(spec, &t->codec);
+        if (st != PZ_OK) return pz_fail(st, "--compress-tied: %s", pz_last_error());
+        /* the wrappers with training state (ef, ef21, aq) are those that
+         * evaluation leaves out (runtime/policy.h); hadamard() stays */
+        char ev[512];
+        int stateful = pz_policy_eval_spec(spec, ev, sizeof ev) != PZ_OK;
+        if (!stateful) {
+            pz_codec *e = NULL;
+            stateful = pz_codec_create(ev, &e) != PZ_OK || strcmp(pz_codec_spec(e), pz_codec_spec(t->codec)) != 0;
+            pz_codec_free(e);
+        }
+        if (stateful) {
+            pz_tied_free(t);
+            return pz_fail(PZ_ERR_ARG,
+                           "--compress-tied %s: the tied exchange takes a codec without state (no ef, ef21 or aq): "
+                           "its state would live on one end only, and the two copies of wte would drift apart",
+                           spec);
+        }
+        t->cap = pz_codec_max_encoded_size(t->codec, &t->shape);
+    }
+    t->out = xaligned_alloc(t->cap);
+    t->in = xaligned_alloc(t->cap);
+    return PZ_OK;
+}
+
+void pz_tied_free(pz_tied *t) {
+    pz_codec_free(t->codec);
+    free(t->out);
+    free(t->in);
+    memset(t, 0, sizeof *t);
+}
+
+static pz_codec_ctx ctx_of(uint64_t seed, uint64_t step, int rank) {
+    return (pz_codec_ctx){seed, step, PZ_TIED_EDGE, 0, (uint32_t)rank, NULL};
+}
+
+pz_status pz_tied_encode(pz_tied *t, float *g, uint64_t seed, uint64_t step, int rank, size_t *len) {
+    if (!t->codec) {
+        memcpy(t->out, g, t->n * sizeof(float));   /* g changes before the send completes */
+        *len = t->n * sizeof(float);
+        return PZ_OK;
+    }
+    pz_codec_ctx c = ctx_of(seed, step, rank);
+    pz_status st = pz_codec_encode(t->codec, g, &t->shape, &c, t->out, t->cap, len);
+    if (st != PZ_OK) return st;
+    pz_shape s;
+    /* what the peer will decode, so that both ends add the same two terms */
+    st = pz_codec_decode(t->codec, t->out, *len, &c, g, t->n, &s);
+    if (st == PZ_OK && !pz_shape_equal(&s, &t->shape)) st = pz_fail(PZ_ERR_SHAPE, "tied: the own message decodes to another shape");
+    return st;
+}
+
+pz_status pz_tied_add(pz_tied *t, size_t len, uint64_t seed, uint64_t step, int peer, float *g) {
+    if (!t->codec) {
+        if (len != t->n * sizeof(float))
+            return pz_fail(PZ_ERR_PEER, "tied embedding gradient from rank %d: %zu bytes, expected %zu", peer, len,
+                           t->n * sizeof(float));
+        const float *in = (const float *)(const void *)t->in;
+        for (size_t k = 0; k < t->n; k++) g[k] += in[k];
+        return PZ_OK;
+    }
+    float *d = xaligned_alloc(t->n * sizeof(float));
+    pz_codec_ctx c = ctx_of(seed, step, peer);
+    pz_shape s;
+    pz_status st = pz_codec_decode(t->codec, t->in, len, &c, d, t->n, &s);
+    if (st == PZ_OK && !pz_shape_equal(&s, &t->shape)) {
+        char a[64], b[64];
+        pz_shape_format(&s, a, sizeof a);
+        pz_shape_format(&t->shape, b, sizeof b);
+        st = pz_fail(PZ_ERR_PEER, "tied embedding gradient from rank %d: shape %s, expected %s", peer, a, b);
+    } else if (st != PZ_OK) {
+        st = pz_fail(PZ_ERR_PEER, "tied embedding gradient from rank %d: %s", peer, pz_last_error());
+    }
+    if (st == PZ_OK)
+        for (size_t k = 0; k < t->n; k++) g[k] += d[k];
+    free(d);
+    return st;
+}
+
+const char *pz_tied_codec_name(const pz_tied *t) { return t->codec ? pz_codec_spec(t->codec) : "none"; }

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# --compress-tied (runtime/tied.c): the tied-embedding gradient exchange
+# between the first and the last stage through a codec.
+#  1. fp32: losses bit for bit those of the raw exchange (the default).
+#  2. q8 on 3 stages: the step lines report the tied message at about a
+#     quarter of the raw V*C*4 bytes, the losses stay within 1% of the raw
+#     run's, and the first and last stage's copies of wte are bitwise equal
+#     in the final checkpoint (compare_ckpt.py checks copies of a tensor).
+#  3. Refused before any process starts: codecs with state, bad specs, one
+#     stage.
+#   usage: tied_compress.sh PATH/TO/pipezip
+set -u
+source "$(dirname "$0")/../lib.sh"
+pz_test_init "$1"
+py=python3
+pz_corpus || exit 1
+common=(--preset tiny --data "$dir/train.bin" --batch 2 --seq 32 --micro-batches 2 --steps 8 --val-every 0
+        --lr 1e-3 --threads 1 --seed 5)
+run() {   # NAME FLAGS...
+  local name="$1"; shift
+  timeout 300 "$pz" train "${common[@]}" "$@" > "$dir/$name.jsonl" 2>"$dir/$name.err" \
+    || { cat "$dir/$name.err"; fail "$name: run failed"; return 1; }
+}
+
+run raw --stages 2
+run fp32 --stages 2 --compress-tied fp32
+"$py" - "$dir/raw.jsonl" "$dir/fp32.jsonl" <<'PY' || fail "--compress-tied fp32 changed the losses"
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1]) if "\"loss\"" in l]
+b = [json.loads(l) for l in open(sys.argv[2]) if "\"loss\"" in l]
+la = [r["loss"] for r in a]; lb = [r["loss"] for r in b]
+assert len(la) == 8 and la == lb, (la, lb)
+# tiny: padded vocab 256 x C 96 floats
+assert a[0]["tied_wire"] == 256 * 96 * 4 and b[0]["tied_wire"] > 256 * 96 * 4, (a[0]["tied_wire"], b[0]["tied_wire"])
+print("ok: --compress-tied fp32: losses identical to the raw exchange;", b[0]["tied_wire"], "bytes")
+PY
+
+run r3 --stages 3
+run q3 --stages 3 --compress-tied q8 --checkpoint-dir "$dir/ck"
+"$py" - "$dir/r3.jsonl" "$dir/q3.jsonl" <<'PY' || fail "--compress-tied q8"
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1]) if "\"loss\"" in l]
+b = [json.loads(l) for l in open(sys.argv[2]) if "\"loss\"" in l]
+raw = 256 * 96 * 4
+assert all(r["tied_wire"] < raw / 3.5 for r in b), [r["tied_wire"] for r in b]
+worst = max(abs(x["loss"] - y["loss"]) / x["loss"] for x, y in zip(a, b))
+assert len(b) == 8 and worst < 0.01, worst
+print(f"ok: --compress-tied q8: {b[0]['tied_wire']:.0f} of {raw} bytes, losses within {worst:.1e} of the raw exchange")
+PY
+if out=$("$py" "$(dirname "$0")/compare_ckpt.py" "$dir/ck" "$dir/ck" 0 0); then
+  echo "ok: --compress-tied q8: the copies of wte in the first and last stage are equal"
+else
+  echo "$out"; fail "--compress-tied q8: the copies of wte differ"
+fi
+
+refused() {   # NEEDLE FLAGS...: the run fails at once, naming NEEDLE
+  local needle="$1"; shift
+  if out=$(timeout 60 "$pz" train "${common[@]}" "$@" 2>&1); then fail "accepted: $*"; return; fi
+  grep -q -- "$needle" <<<"$out" && [ "$(grep -c 'pipezip train: error' <<<"$out")" = 1 ] \
+    && echo "ok: refused once: $* ($needle)" || { echo "$out"; fail "$*: not refused once naming '$needle'"; }
+}
+refused "without state" --stages 2 --compress-tied 'ef(q8)'
+refused "without state" --stages 2 --compress-tied 'aq(q4)'
+refused "bits must be 1..8" --stages 2 --compress-tied q9
+refused "needs --stages 2" --compress-tied q8
+
+[ "$fails" = 0 ] && echo "tied_compress: all passed" || { echo "tied_compress: $fails failed"; exit 1; }
