@@ -8,9 +8,8 @@
 #              settled) of the median run
 #   compute    the same policy's step with no link limit (same run set)
 #   link       the busiest link direction's time per step: its wire bytes
-#              (the edge's messages from the step lines plus the tied-
-#              embedding gradient, 256 x 384 floats each way, uncompressed)
-#              over the rate
+#              (the edge's messages plus the tied-embedding message,
+#              tied_wire, from the step lines) over the rate
 #   overlap    max(compute, link) / step: 1.00 = communication fully hidden
 #              behind the larger of the two, ~0.5 = the step costs their sum
 #   +delay     the same against max(compute, link) + 5 one-way delays that no
@@ -20,11 +19,13 @@
 #   vs none    tok/s over the uncompressed policy's at the same link and
 #              schedule
 # Each configuration runs RUNS times (default 3); the median run counts.
-#   usage: bench/bench_link.sh [PIPEZIP] [RATES] [LATENCIES] [SCHEDULES] [POLICIES] [RUNS] [STEPS] [PLOT]
+#   usage: bench/bench_link.sh [PIPEZIP] [RATES] [LATENCIES] [SCHEDULES] [POLICIES] [RUNS] [STEPS] [PLOT] [TIED]
 #   lists are comma-separated; POLICIES separated by ';' (the first is the
 #   baseline of "vs none"). Defaults: 10,100,1000  0,25
 #   1f1b,1f1b:warmup=auto,zb-h1,gpipe  'none;fwd=aq(q4),bwd=q8;fwd=q4,bwd=q8'  3  5
-#   runs/bench_link.png. BENCH_LINK_DIR=DIR keeps the runs' step lines in DIR.
+#   runs/bench_link.png. TIED: a --compress-tied codec for every policy but
+#   the first (default none: the exact exchange). BENCH_LINK_DIR=DIR keeps
+#   the runs' step lines in DIR.
 # The data is 64 samples of the fortunes corpus, two steps per epoch: aq()
 # sends each sample at full precision the first time it sees it, so the timed
 # steps (3..) are all in its delta epochs.
@@ -40,6 +41,7 @@ policies=${5:-none;fwd=aq(q4),bwd=q8;fwd=q4,bwd=q8}
 runs=${6:-3}
 steps=${7:-5}
 plot=${8:-runs/bench_link.png}
+tied=${9:-none}
 [ -f data/fortunes_train.bin ] || bash tools/make_corpus.sh >&2
 # BENCH_LINK_DIR keeps every run's step lines there (to report again or profile)
 if [ -n "${BENCH_LINK_DIR:-}" ]; then tmp=$BENCH_LINK_DIR; mkdir -p "$tmp"
@@ -56,14 +58,15 @@ IFS=';' read -r -a pols <<<"$policies"
 n=0
 for pi in "${!pols[@]}"; do
   pol=${pols[$pi]}
+  tflag=(); [ "$pi" -gt 0 ] && [ "$tied" != none ] && tflag=(--compress-tied "$tied")
   for k in $(seq 1 "$runs"); do   # compute only: no link limit
-    "$pz" train "${args[@]}" --compress "$pol" > "$tmp/c-$pi-$k.jsonl" 2>/dev/null; n=$((n + 1))
+    "$pz" train "${args[@]}" --compress "$pol" "${tflag[@]}" > "$tmp/c-$pi-$k.jsonl" 2>/dev/null; n=$((n + 1))
   done
   for r in ${rates//,/ }; do
     for l in ${lats//,/ }; do
       for s in ${scheds//,/ }; do
         for k in $(seq 1 "$runs"); do
-          "$pz" train "${args[@]}" --compress "$pol" --link-mbps "$r" --link-latency-ms "$l" --schedule "$s" \
+          "$pz" train "${args[@]}" --compress "$pol" "${tflag[@]}" --link-mbps "$r" --link-latency-ms "$l" --schedule "$s" \
             > "$tmp/l-$pi-$r-$l-$s-$k.jsonl" 2>/dev/null
           n=$((n + 1))
         done

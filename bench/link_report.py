@@ -9,7 +9,7 @@ run it again on a BENCH_LINK_DIR to report kept runs.
 import json, os, statistics, sys
 tmp, rates, lats, scheds, pols, runs, plot = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), \
     sys.argv[4].split(","), sys.argv[5].split(";"), int(sys.argv[6]), sys.argv[7]
-tied = 256 * 384 * 4   # bytes of the tied-embedding gradient, each way per step
+tied_raw = 256 * 384 * 4   # bytes of the raw tied-embedding gradient, each way per step
 tokens = 8 * 4 * 128
 def load(name):
     rows = [json.loads(l) for l in open(f"{tmp}/{name}.jsonl") if '"loss"' in l]
@@ -44,6 +44,8 @@ for pi, pol in enumerate(pols):
                 if step is None:
                     continue
                 wire = max(statistics.mean(x["fwd_wire"] for x in rows), statistics.mean(x["bwd_wire"] for x in rows))
+                # the tied exchange as measured (step lines since --compress-tied), else its raw size
+                tied = statistics.mean(x.get("tied_wire", tied_raw) for x in rows)
                 link = (wire + tied) * 8 / (float(r) * 1e6)
                 bound = max(comp, link)
                 tok = tokens / step
