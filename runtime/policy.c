@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "compress/codec.h"
+#include "runtime/autospec.h"
 #include "base/file.h"
 #include "base/mem.h"
 #include "base/parse.h"
@@ -93,8 +94,15 @@ static pz_status check_codec(const char *origin, const char *text, size_t pos, c
                              const char *what) {
     if (!*spec) return fail_at(origin, text, pos, "%s: empty codec spec (use none for uncompressed)", what);
     if (strcmp(spec, "none") == 0) return PZ_OK;
-    pz_codec *c = NULL;
-    if (pz_codec_create(spec, &c) == PZ_OK) { pz_codec_free(c); return PZ_OK; }
+    if (pz_auto_is(spec)) {   /* auto[:every=N,candidates=A/B/...] (runtime/autospec.h) */
+        pz_auto_spec a;
+        pz_status st = pz_auto_parse(spec, &a);
+        pz_auto_spec_free(&a);
+        if (st == PZ_OK) return PZ_OK;
+    } else {
+        pz_codec *c = NULL;
+        if (pz_codec_create(spec, &c) == PZ_OK) { pz_codec_free(c); return PZ_OK; }
+    }
     /* keep the codec's reason (first line) and move its caret into our text */
     char reason[512];
     snprintf(reason, sizeof reason, "%s", pz_last_error());
@@ -258,6 +266,12 @@ const char *pz_policy_codec(const pz_policy *p, int edge, int dir) {
     return p->spec[2 * edge + dir];
 }
 
+int pz_policy_has_auto(const pz_policy *p) {
+    for (int k = 0; k < 2 * (p->stages - 1); k++)
+        if (pz_auto_is(p->spec[k])) return 1;
+    return 0;
+}
+
 int pz_policy_any(const pz_policy *p, int dir) {
     for (int e = 0; e < p->stages - 1; e++)
         if (p->spec[2 * e + dir]) return 1;
@@ -265,6 +279,15 @@ int pz_policy_any(const pz_policy *p, int dir) {
 }
 
 pz_status pz_policy_eval_spec(const char *spec, char *buf, size_t cap) {
+    /* auto: evaluation has no link to fit, and every rank must agree without
+     * asking the senders: the first (most precise) candidate */
+    if (pz_auto_is(spec)) {
+        pz_auto_spec a;
+        pz_status st = pz_auto_parse(spec, &a);
+        if (st == PZ_OK) st = pz_policy_eval_spec(a.cand[0], buf, cap);
+        pz_auto_spec_free(&a);
+        return st;
+    }
     /* hadamard(C[,block=N]) keeps no state: it stays, around C's eval spec */
     if (strncmp(spec, "hadamard(", 9) == 0) {
         int depth = 1;
@@ -318,10 +341,20 @@ pz_status pz_policy_eval_spec(const char *spec, char *buf, size_t cap) {
 void pz_policy_print_edge(FILE *f, const pz_policy *p, int e) {
     const char *fs = p->spec[2 * e], *bs = p->spec[2 * e + 1];
     char fc[512] = "none", bc[512] = "none";
-    pz_codec *c;
     /* canonical specs spell every parameter out */
-    if (fs && pz_codec_create(fs, &c) == PZ_OK) { snprintf(fc, sizeof fc, "%s", pz_codec_spec(c)); pz_codec_free(c); }
-    if (bs && pz_codec_create(bs, &c) == PZ_OK) { snprintf(bc, sizeof bc, "%s", pz_codec_spec(c)); pz_codec_free(c); }
+    for (int d = 0; d < 2; d++) {
+        const char *s = d ? bs : fs;
+        char *out = d ? bc : fc;
+        pz_codec *c;
+        pz_auto_spec a;
+        if (pz_auto_is(s)) {
+            if (pz_auto_parse(s, &a) == PZ_OK) pz_auto_describe(&a, out, sizeof fc);
+            pz_auto_spec_free(&a);
+        } else if (s && pz_codec_create(s, &c) == PZ_OK) {
+            snprintf(out, sizeof fc, "%s", pz_codec_spec(c));
+            pz_codec_free(c);
+        }
+    }
     fprintf(f, "edge %d-%d: fwd %s | bwd %s", e, e + 1, fc, bc);
     if (p->mbps[e] > 0 && p->latency_ms[e] > 0)
         fprintf(f, " | link %g Mbit/s, %g ms one way (simulated)", p->mbps[e], p->latency_ms[e]);

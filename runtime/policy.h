@@ -12,6 +12,8 @@
  *   edges   := '*' | I '-' J          (J = I + 1, an existing edge)
  *   assign  := ('fwd' | 'bwd' | 'both') '=' codec
  *   codec   := 'none' | a codec spec (compress/README.md)
+ *            | 'auto' [':' options]  (runtime/autospec.h: the sender picks
+ *              among candidate codecs while training runs)
  * A codec spec may itself contain ',' (q4:group=row,round=nearest): a comma
  * starts a new assignment only when the text after it is fwd=, bwd= or both=.
  * A clause without edges means '*'. Clauses naming an edge beat '*' clauses
@@ -53,12 +55,15 @@ pz_status pz_policy_parse_latency(pz_policy *p, const char *text, const char *or
 
 /* Codec spec of (edge, dir), or NULL for none. */
 const char *pz_policy_codec(const pz_policy *p, int edge, int dir);
+/* Whether some (edge, direction) is auto (runtime/autospec.h). */
+int pz_policy_has_auto(const pz_policy *p);
 /* Whether any edge in direction dir is compressed. */
 int pz_policy_any(const pz_policy *p, int dir);
 /* The spec used at evaluation: wrappers (ef, ef21, aq) carry training state
  * that evaluation samples must not touch, so their inner codec is used
  * ("aq(q4)+zstd" -> "q4+zstd"); hadamard() is stateless and stays around
- * its inner codec's eval spec ("hadamard(aq(q4))" -> "hadamard(q4)").
+ * its inner codec's eval spec ("hadamard(aq(q4))" -> "hadamard(q4)");
+ * auto gives its first candidate.
  * Writes into buf. */
 pz_status pz_policy_eval_spec(const char *spec, char *buf, size_t cap);
 /* Prints edge e's line: "edge 0-1: fwd aq(q4:...) | bwd q8:... | link 100 Mbit/s (simulated)". */

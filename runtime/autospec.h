@@ -1,0 +1,67 @@
+/* autospec.h: the `auto` value of the compression policy (runtime/policy.h)
+ * and the rule that picks a candidate codec; pure functions, no runtime
+ * state (runtime/autopolicy.h runs them in the pipeline).
+ *
+ *   auto [':' opt (',' opt)*]
+ *   opt := 'every=' N                  re-decide after every N steps (default 10)
+ *        | 'candidates=' C ('/' C)*    codecs to pick from, most precise first
+ * A candidate is 'none' (raw float32) or a codec spec without state across
+ * messages (no ef, ef21 or aq: see runtime/autopolicy.c for why). '/' never
+ * occurs in codec specs, which use , : ( ) + themselves; a comma ends the
+ * candidate list only before 'every=' or 'candidates='. Default candidates:
+ * PZ_AUTO_DEFAULT. */
+#ifndef PZ_AUTOSPEC_H
+#define PZ_AUTOSPEC_H
+
+#include <stddef.h>
+
+#include "base/status.h"
+
+#define PZ_AUTO_MAX 16
+#define PZ_AUTO_DEFAULT "fp16/q8/hadamard(q4)/q4/q2"
+#define PZ_AUTO_EVERY 10
+/* a candidate fits when its link time per step is within this share of the
+ * step's compute (the rest is slack for jitter and codec time) */
+#define PZ_AUTO_MARGIN 0.9
+
+typedef struct {
+    int every;                   /* re-decide after every `every` steps */
+    int n;                       /* candidates */
+    char *cand[PZ_AUTO_MAX];     /* as written ("none" for raw) */
+    char *canon[PZ_AUTO_MAX];    /* canonical specs, every parameter spelled out */
+} pz_auto_spec;
+
+/* Whether a policy codec value is auto ("auto" or "auto:..."). */
+int pz_auto_is(const char *spec);
+/* Parses and checks an auto value (candidates are built once). Errors end
+ * in " at offset N" (N into text), as codec spec errors do, so the policy
+ * parser can put its caret there. a is zeroed first; free it either way. */
+pz_status pz_auto_parse(const char *text, pz_auto_spec *a);
+void pz_auto_spec_free(pz_auto_spec *a);
+/* The candidate both ends start with: the first (most precise), or the last
+ * (fewest bytes, as listed) when the edge has a simulated rate, so a slow
+ * link is not flooded before the first measurement. Same on every rank. */
+int pz_auto_initial(const pz_auto_spec *a, double mbps);
+/* Whether the sender decides after 1-based step `step`: after step 2 (step
+ * 1 gives the first compute figure, and is cold), then after every
+ * multiple of every. */
+int pz_auto_decides(const pz_auto_spec *a, int step);
+/* "auto(every 10: fp16 | q8:... | ...)" */
+void pz_auto_describe(const pz_auto_spec *a, char *buf, size_t cap);
+
+/* What the sender measured of one candidate over the decision window. */
+typedef struct {
+    int measured;      /* 0: no sample yet (never chosen) */
+    double rel_err;    /* ||x - x'|| / ||x|| over the sampled micro-batches */
+    double bytes;      /* wire bytes per step (per message x micro-batches) */
+} pz_auto_fig;
+
+/* The decision: among measured candidates, the lowest rel_err whose link
+ * time per step, bytes / rate + latency_s (rate in bytes/s; 0 = unlimited),
+ * is at most margin * compute_s; if none fits, the one with the least link
+ * time. Ties go to the earlier candidate. Returns the index and its link
+ * time (*link_s), or -1 when nothing was measured. */
+int pz_auto_choose(const pz_auto_fig *f, int n, double compute_s, double rate, double latency_s, double margin,
+                   double *link_s);
+
+#endif
