@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "compress/codec.h"
+#include "runtime/autospec.h"
 #include "runtime/edge.h"
 #include "base/mem.h"
 
@@ -21,10 +22,19 @@ pz_status pz_metrics_init(pz_metrics *m, const pz_policy *p, const char *prefix,
     m->tot = xcalloc((size_t)n * PZ_EDGE_STATS_N + 1, sizeof *m->tot);
     m->relerr_sum = xcalloc((size_t)n + 1, sizeof *m->relerr_sum);
     m->relerr_n = xcalloc((size_t)n + 1, sizeof *m->relerr_n);
+    m->is_auto = xcalloc((size_t)n + 1, sizeof *m->is_auto);
+    m->next = xcalloc((size_t)4 * n + 1, sizeof *m->next);
+    m->next_codec = xcalloc((size_t)n + 1, sizeof *m->next_codec);
     for (int k = 0; k < n; k++) {
         const char *spec = pz_policy_codec(p, k / 2, k % 2);
         pz_codec *c;
-        if (spec && pz_codec_create(spec, &c) == PZ_OK) {
+        pz_auto_spec as;
+        if (pz_auto_is(spec)) {   /* the candidate every rank starts with */
+            m->is_auto[k] = 1;
+            pz_status st = pz_auto_parse(spec, &as);
+            m->codec[k] = xstrdup(st == PZ_OK ? as.canon[pz_auto_initial(&as, p->mbps[k / 2])] : "none");
+            pz_auto_spec_free(&as);
+        } else if (spec && pz_codec_create(spec, &c) == PZ_OK) {
             m->codec[k] = xstrdup(pz_codec_spec(c));
             pz_codec_free(c);
         } else {
@@ -62,6 +72,8 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+static void take_next(pz_metrics *m);
+
 void pz_metrics_step(pz_metrics *m, int step, const double *es, double tok_s) {
     int n = 2 * m->edges;
     if (m->steps == m->cap_tok) {
@@ -76,7 +88,7 @@ void pz_metrics_step(pz_metrics *m, int step, const double *es, double tok_s) {
         int raw = strcmp(m->codec[k], "none") == 0;
         if (raw || m->error_metrics) { m->relerr_sum[k] += raw ? 0.0 : rel_err(v); m->relerr_n[k]++; }
     }
-    if (!m->have_jl) return;
+    if (!m->have_jl) { take_next(m); return; }
     FILE *f = m->jl.f;
     fprintf(f, "{\"step\":%d,\"edges\":[", step);
     for (int k = 0; k < n; k++) {
@@ -89,9 +101,36 @@ void pz_metrics_step(pz_metrics *m, int step, const double *es, double tok_s) {
                 v[S_WIRE] > 0 ? v[S_RAW] / v[S_WIRE] : 0.0);
         if (raw || m->error_metrics) fprintf(f, "%.6g", raw ? 0.0 : rel_err(v));
         else fputs("null", f);
-        fprintf(f, ",\"enc_ms\":%.3f,\"dec_ms\":%.3f}", 1e3 * v[S_ENC], 1e3 * v[S_DEC]);
+        fprintf(f, ",\"enc_ms\":%.3f,\"dec_ms\":%.3f", 1e3 * v[S_ENC], 1e3 * v[S_DEC]);
+        if (m->next_codec[k]) {   /* auto decided after this step */
+            const double *d = m->next + 4 * k;
+            fputs(",\"auto_next\":", f);
+            json_str(f, m->next_codec[k]);
+            fprintf(f, ",\"auto_rel_err\":%.6g,\"auto_link_ms\":%.3f,\"auto_compute_ms\":%.3f,\"auto_mbps\":%.6g",
+                    d[0], 1e3 * d[1], 1e3 * d[2], d[3] * 8 / 1e6);
+        }
+        fputc('}', f);
     }
     fputs("]}\n", f);
+    take_next(m);
+}
+
+/* the step's lines are written with the codec it ran; the next one with the pick */
+static void take_next(pz_metrics *m) {
+    for (int k = 0; k < 2 * m->edges; k++) {
+        if (!m->next_codec[k]) continue;
+        free(m->codec[k]);
+        m->codec[k] = m->next_codec[k];
+        m->next_codec[k] = NULL;
+    }
+}
+
+void pz_metrics_auto(pz_metrics *m, int k, const char *codec, double rel_err, double link_s, double compute_s,
+                     double rate) {
+    free(m->next_codec[k]);
+    m->next_codec[k] = xstrdup(codec);
+    double *d = m->next + 4 * k;
+    d[0] = rel_err, d[1] = link_s, d[2] = compute_s, d[3] = rate;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -114,8 +153,10 @@ pz_status pz_metrics_finish(pz_metrics *m, const char *policy_text, const double
         snprintf(edge, sizeof edge, "%d-%d", k / 2, k / 2 + 1);
         if (m->relerr_n[k]) snprintf(err, sizeof err, "%.4f", m->relerr_sum[k] / m->relerr_n[k]);
         else snprintf(err, sizeof err, "-");
+        char label[64];   /* auto: the codec it ended with */
+        snprintf(label, sizeof label, "%s%s", m->is_auto[k] ? "auto, last " : "", m->codec[k]);
         fprintf(stderr, "  %-5s %-3s %-34.34s %10.2f %10.2f %7.2f %9.3f %8s %8.3f %8.3f\n", edge, k % 2 ? "bwd" : "fwd",
-                m->codec[k], v[S_RAW] / 1e6, v[S_WIRE] / 1e6, v[S_WIRE] > 0 ? v[S_RAW] / v[S_WIRE] : 0.0,
+                label, v[S_RAW] / 1e6, v[S_WIRE] / 1e6, v[S_WIRE] > 0 ? v[S_RAW] / v[S_WIRE] : 0.0,
                 v[S_RAW] > 0 ? 32.0 * v[S_WIRE] / v[S_RAW] : 0.0, err, msgs > 0 ? 1e3 * v[S_ENC] / msgs : 0.0,
                 msgs > 0 ? 1e3 * v[S_DEC] / msgs : 0.0);
     }
@@ -128,7 +169,8 @@ pz_status pz_metrics_finish(pz_metrics *m, const char *policy_text, const double
             fputs("edge,dir,codec,raw_bytes,wire_bytes,ratio,bits_per_elem,rel_err_mean,enc_ms_mean,dec_ms_mean\n", af.f);
             for (int k = 0; k < n; k++) {
                 const double *v = m->tot + k * PZ_EDGE_STATS_N;
-                fprintf(af.f, "%d-%d,%s,\"%s\",%.0f,%.0f,%.6g,%.6g,", k / 2, k / 2 + 1, k % 2 ? "bwd" : "fwd", m->codec[k],
+                fprintf(af.f, "%d-%d,%s,\"%s%s\",%.0f,%.0f,%.6g,%.6g,", k / 2, k / 2 + 1, k % 2 ? "bwd" : "fwd",
+                        m->is_auto[k] ? "auto, last " : "", m->codec[k],
                         v[S_RAW], v[S_WIRE], v[S_WIRE] > 0 ? v[S_RAW] / v[S_WIRE] : 0.0,
                         v[S_RAW] > 0 ? 32.0 * v[S_WIRE] / v[S_RAW] : 0.0);
                 if (m->relerr_n[k]) fprintf(af.f, "%.6g", m->relerr_sum[k] / m->relerr_n[k]);
@@ -169,6 +211,8 @@ pz_status pz_metrics_finish(pz_metrics *m, const char *policy_text, const double
 void pz_metrics_free(pz_metrics *m) {
     if (m->have_jl) pz_atomic_abort(&m->jl);
     for (int k = 0; m->codec && k < 2 * m->edges; k++) free(m->codec[k]);
+    for (int k = 0; m->next_codec && k < 2 * m->edges; k++) free(m->next_codec[k]);
+    PZ_FREE_ALL(m->is_auto, m->next, m->next_codec);
     PZ_FREE_ALL(m->codec, m->tot, m->relerr_sum, m->relerr_n, m->tok_s, m->prefix);
     memset(m, 0, sizeof *m);
 }

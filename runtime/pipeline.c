@@ -127,7 +127,21 @@ static pz_status encode_send(exec *x, pz_edge_end *e, int peer, int kind, uint64
     double t1 = pz_now();
     if (e->codec) trace(x, "encode", micro, t0, t1);
     if (st != PZ_OK) return st;
+    /* auto: the candidates on this micro-batch, if sampled (validation's ends are never auto's) */
+    if (x->au.any && (st = pz_auto_sample(&x->au, e, src, ids, (uint64_t)x->o->seed, step, (uint32_t)micro)) != PZ_OK)
+        return st;
+    pz_auto_sent(&x->au, e, micro, len, pz_now());
     return post_send(x, peer, kind, (uint32_t)step, micro, wire, len, req, what);   /* tags: the low 32 bits */
+}
+
+/* Waits for a send of edge end e, the message of micro-batch micro (-1:
+ * none), and tells auto when it was done (its link measurement). */
+static pz_status wait_send(exec *x, pz_edge_end *e, pz_request **req, int micro) {
+    double done = 0.0;
+    int had = *req != NULL;
+    pz_status st = wait_req_at(x, req, micro, NULL, &done);
+    if (st == PZ_OK && had) pz_auto_send_done(&x->au, e, micro, done);
+    return st;
 }
 
 /* Waits for a posted receive into wire and decodes it into out. */
@@ -213,8 +227,8 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
         return PZ_OK;
     }
     case PZ_OP_SEND_ACT: {
-        int w = i % x->nwire;   /* the buffer's previous message must be out */
-        if ((st = wait_req(x, &x->act_send[w], i)) != PZ_OK) return st;
+        int w = i % x->nwire;   /* the buffer's previous message (micro-batch i - nwire) must be out */
+        if ((st = wait_send(x, &x->fwd_tx, &x->act_send[w], i - x->nwire)) != PZ_OK) return st;
         t0 = pz_now();
         st = encode_send(x, &x->fwd_tx, x->rank + 1, KIND_ACT, step, i, stage_output(x, slot), x->ids[slot],
                          x->act_wire_out[w], &x->act_send[w], "send activation");
@@ -253,7 +267,7 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
     }
     case PZ_OP_SEND_GRAD: {
         int w = i % x->nwire;
-        if ((st = wait_req(x, &x->grad_send[w], i)) != PZ_OK) return st;
+        if ((st = wait_send(x, &x->bwd_tx, &x->grad_send[w], i - x->nwire)) != PZ_OK) return st;
         t0 = pz_now();
         st = encode_send(x, &x->bwd_tx, x->rank - 1, KIND_GRAD, step, i, x->grad_out[slot], x->ids[slot],
                          x->grad_wire_out[w], &x->grad_send[w], "send gradient");
@@ -344,6 +358,7 @@ static void exec_free(exec *x) {
     free(x->ids_tmp);
     pz_edge_free(&x->fwd_tx); pz_edge_free(&x->bwd_rx); pz_edge_free(&x->fwd_rx); pz_edge_free(&x->bwd_tx);
     for (int k = 0; k < 2; k++) { pz_edge_free(&x->val_tx[k]); pz_edge_free(&x->val_rx[k]); }
+    pz_auto_free(&x->au);
     pz_policy_free(&x->pol);
     free(x->tok); free(x->tgt);
     pz_trace_free(&x->trace);
@@ -366,6 +381,10 @@ pz_status pz_pipeline_policy(const pz_train_opts *o, pz_policy *p) {
     if (st == PZ_OK && o->compress) st = pz_policy_parse(p, o->compress, "--compress");
     if (st == PZ_OK && o->link_mbps) st = pz_policy_parse_mbps(p, o->link_mbps, "--link-mbps");
     if (st == PZ_OK && o->link_latency) st = pz_policy_parse_latency(p, o->link_latency, "--link-latency-ms");
+    /* the interleaved executor (pipeline_chunks.c) has no candidates' ends to switch */
+    if (st == PZ_OK && pz_pipeline_nchunks(o) != o->stages && pz_policy_has_auto(p))
+        st = pz_fail(PZ_ERR_ARG, "--compress auto is not supported by the interleaved schedule (virtual stages): "
+                     "name the codecs, or use 1f1b, gpipe or zb-h1");
     if (st != PZ_OK) pz_policy_free(p);
     return st;
 }
@@ -387,7 +406,7 @@ static void policy_text(const pz_policy *p, char *buf, size_t cap) {
 static pz_status setup_edges(exec *x) {
     const pz_train_opts *o = x->o;
     int B = o->batch, T = o->seq, C = x->stage.cfg.channels, r = x->rank;
-    pz_status st = PZ_OK;
+    pz_status st = pz_auto_init(&x->au, &x->pol, o->micro);
     char ev[512];
     if (x->world > 1 && (is_first(x) || is_last(x)) &&
         (st = pz_tied_init(&x->tied, o->compress_tied, x->stage.cfg.padded_vocab_size, C)) != PZ_OK)
@@ -396,20 +415,22 @@ static pz_status setup_edges(exec *x) {
         /* side 0: the out edge (we send fwd, receive bwd); side 1: the in edge */
         if (side == 0 ? is_last(x) : is_first(x)) continue;
         int e = side == 0 ? r : r - 1;
-        const char *fs = pz_policy_codec(&x->pol, e, PZ_FWD), *bs = pz_policy_codec(&x->pol, e, PZ_BWD);
-        const char *evs = NULL;
+        const char *fs = pz_policy_codec(&x->pol, e, PZ_FWD), *evs = NULL;
         if (fs) {
             if ((st = pz_policy_eval_spec(fs, ev, sizeof ev)) != PZ_OK) break;
             evs = ev;
         }
+        /* pz_auto_edge_init reads the policy: plain ends, or auto's candidates */
         if (side == 0) {
-            if ((st = pz_edge_init(&x->fwd_tx, e, PZ_FWD, 1, fs, B, T, C, o->error_metrics)) != PZ_OK) break;
-            if ((st = pz_edge_init(&x->bwd_rx, e, PZ_BWD, 0, bs, B, T, C, 0)) != PZ_OK) break;
+            if ((st = pz_auto_edge_init(&x->au, &x->pol, 0, &x->fwd_tx, e, PZ_FWD, 1, B, T, C, o->error_metrics)) != PZ_OK)
+                break;
+            if ((st = pz_auto_edge_init(&x->au, &x->pol, 1, &x->bwd_rx, e, PZ_BWD, 0, B, T, C, 0)) != PZ_OK) break;
             if ((st = pz_edge_init(&x->val_tx[0], e, PZ_FWD, 1, NULL, B, T, C, 0)) != PZ_OK) break;
             st = pz_edge_init(&x->val_tx[1], e, PZ_FWD, 1, evs, B, T, C, 0);
         } else {
-            if ((st = pz_edge_init(&x->fwd_rx, e, PZ_FWD, 0, fs, B, T, C, 0)) != PZ_OK) break;
-            if ((st = pz_edge_init(&x->bwd_tx, e, PZ_BWD, 1, bs, B, T, C, o->error_metrics)) != PZ_OK) break;
+            if ((st = pz_auto_edge_init(&x->au, &x->pol, 2, &x->fwd_rx, e, PZ_FWD, 0, B, T, C, 0)) != PZ_OK) break;
+            if ((st = pz_auto_edge_init(&x->au, &x->pol, 3, &x->bwd_tx, e, PZ_BWD, 1, B, T, C, o->error_metrics)) != PZ_OK)
+                break;
             if ((st = pz_edge_init(&x->val_rx[0], e, PZ_FWD, 0, NULL, B, T, C, 0)) != PZ_OK) break;
             st = pz_edge_init(&x->val_rx[1], e, PZ_FWD, 0, evs, B, T, C, 0);
         }
@@ -633,8 +654,9 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
      * (compute, wait, codec seconds), then the edge statistics */
     /* ... then the round trips of warmup=auto (one per rank), then the stop
      * signal (the largest a rank got) */
+    /* ... then auto's decisions (PZ_AUTO_RED per edge and direction) */
     int eb = 4 + 3 * world, rb = eb + 2 * (world - 1) * PZ_EDGE_STATS_N, sb_ = rb + world, kb = sb_ + 2,
-        nred = kb + world;
+        ab = kb + world, nred = ab + 2 * (world - 1) * PZ_AUTO_RED;
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigaction(SIGTERM, &sa, &old_term);
     sigaction(SIGINT, &sa, &old_int);
@@ -655,8 +677,9 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
             st = run_instr(&x, &x.sched.ins[k], (uint32_t)step, &loss_sum);
         /* sends of this step must be out before the parameters change */
         for (int k = 0; k < x.nwire && st == PZ_OK; k++) {
-            if ((st = wait_req(&x, &x.act_send[k], -1)) != PZ_OK) break;
-            st = wait_req(&x, &x.grad_send[k], -1);
+            int m = k + (o->micro - 1 - k) / x.nwire * x.nwire;   /* the last micro-batch sent from buffer k */
+            if ((st = wait_send(&x, &x.fwd_tx, &x.act_send[k], m)) != PZ_OK) break;
+            st = wait_send(&x, &x.bwd_tx, &x.grad_send[k], m);
         }
         if (st != PZ_OK) break;
         /* global norm: wte counted once (the last stage's copy equals the first's) */
@@ -673,7 +696,14 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         red[kb + rank] = x.kfit;   /* warmup=auto: what each rank's host can hold */
         contribute_edges(&x, red + eb);
         red[4 + 3 * rank + 2] = x.codec_s;
+        pz_auto_contribute(&x.au, &x.pol, step + 1, red + ab);
         if ((st = allreduce(&x, red, nred)) != PZ_OK) break;
+        if (x.au.any) {   /* every rank switches here, between steps: no message is in flight */
+            double cmax = 0.0;
+            for (int r = 0; r < world; r++) cmax = red[4 + 3 * r] > cmax ? red[4 + 3 * r] : cmax;
+            pz_auto_note_compute(&x.au, cmax);
+            pz_auto_apply(&x.au, red + ab, step + 1, rank == 0 ? &met : NULL);
+        }
         double norm = sqrt(red[0]), loss = red[1];
         if (!isfinite(loss) || !isfinite(norm)) {
             /* weights that were never finite are not the learning rate's fault */
@@ -738,6 +768,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         }
     }
     if (tty) fprintf(stderr, "\n");
+    if (st == PZ_OK) pz_auto_report(&x.au, rank, pz_now() - t_run, o->steps - first_step);
     if (st == PZ_OK && world > 1) {
         /* codec state per rank, for the summary's memory report */
         memset(red, 0, (size_t)nred * sizeof *red);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/autopolicy.h"
 #include "runtime/data.h"
 #include "runtime/edge.h"
 #include "runtime/optim.h"
@@ -47,6 +48,7 @@ typedef struct {
     int *tok, *tgt;            /* host batch of the current micro-batch */
     /* edges: the out edge (rank -> rank+1) and the in edge (rank-1 -> rank) */
     pz_policy pol;
+    pz_autopol au;             /* --compress auto: candidates, measurements, switches (runtime/autopolicy.h) */
     pz_edge_end fwd_tx, bwd_rx;        /* out edge, when not last */
     pz_edge_end fwd_rx, bwd_tx;        /* in edge, when not first */
     pz_edge_end val_tx[2], val_rx[2];  /* validation: [0] raw, [1] eval codec */
