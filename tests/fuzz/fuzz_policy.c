@@ -69,11 +69,13 @@ static int make_seeds(fuzz_image *s) {
     s[n++] = seed(2, 1, "12.5");
     s[n++] = seed(4, 2, "0-1=25;*=5");
     s[n++] = seed(1, 0, "fwd=fp16");
+    s[n++] = seed(3, 0, "0-1:fwd=auto:every=5,candidates=none/q8:group=row,round=nearest/hadamard(q4)/q2;*:bwd=auto");
     return n;
 }
 
 static const char *const words[] = {"fwd=", "bwd=", "both=", ";", ",", ":", "*", "0-1", "1-2", "3-4", "none", "q4",
-                                    "aq(", ")", "ef(", "topk:0.1", "+zstd", "=", "1e308", "-1", "nan", "inf", "0x10"};
+                                    "aq(", ")", "ef(", "topk:0.1", "+zstd", "=", "1e308", "-1", "nan", "inf", "0x10",
+                                    "auto", "auto:", "every=", "candidates=", "/"};
 
 static void mutate(pz_rng *r, uint8_t *b, size_t *len, size_t cap) {
     if (*len > 1) {   /* the text only; sometimes the selector byte */

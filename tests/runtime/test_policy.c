@@ -56,6 +56,12 @@ static const struct { int S; const char *text, *want; } parses[] = {
     {3, "fwd=q8;fwd=q4", "q4|none;q4|none"}, {3, "0-1:fwd=q8;0-1:fwd=none", "none|none;none|none"},
     {4, "1-2:both=sign ; 2-3:bwd=nuq4+zstd", "none|none;sign|sign;none|nuq4+zstd"},
     {3, "none", "none|none;none|none"}, {3, "none;1-2:fwd=q4", "none|none;q4|none"},
+    /* auto (runtime/autospec.h): its options' commas and candidates' commas stay in the value */
+    {2, "fwd=auto,bwd=q8", "auto|q8"}, {3, "0-1:fwd=auto:every=5;*:bwd=auto", "auto:every=5|auto;none|auto"},
+    {2, "both=auto:candidates=none/q8:group=row,round=nearest/q4,every=3",
+     "auto:candidates=none/q8:group=row,round=nearest/q4,every=3|auto:candidates=none/q8:group=row,round=nearest/q4,every=3"},
+    {2, "fwd=auto:every=2,candidates=hadamard(q4,block=64)/q2+zstd,bwd=q4",
+     "auto:every=2,candidates=hadamard(q4,block=64)/q2+zstd|q4"},
 };
 
 /* policies refused: stages, text, a part of the message, the caret's column */
@@ -68,6 +74,13 @@ static const struct { int S; const char *text, *want; int col; } refused[] = {
     {2, "grad=q4", "expected fwd=", 0}, {2, "0-1:grad=q4", "expected fwd=CODEC", 4},
     {2, "x1-2:fwd=q4", "expected an edge", 0}, {2, "0-1x:fwd=q4", "unexpected character in edge", 3},
     {2, "", "empty policy", 0},
+    /* auto: carets under the option or the candidate (and into a candidate's spec) */
+    {2, "fwd=auto:every=0", "every= expects a whole number", 15}, {2, "fwd=auto:every=5x", "every=", 15},
+    {2, "fwd=auto:", "expected every=N or candidates=", 9}, {2, "fwd=auto:often=2", "unknown option", 9},
+    {2, "fwd=auto:candidates=fp16/q9", "candidate 2 'q9'", 26}, {2, "fwd=auto:candidates=fp16//q4", "empty candidate", 25},
+    {2, "fwd=auto:candidates=q8/aq(q4)", "candidate 2 'aq(q4)' keeps state", 23},
+    {2, "fwd=auto:candidates=ef(q4)", "keeps state", 20}, {2, "fwd=auto:candidates=q8/auto", "cannot be a candidate", 23},
+    {2, "fwd=auto:every=2,every=3", "every= given twice", 17}, {2, "fwd=autoq4", "unknown codec", 4},
 };
 
 int main(void) {
@@ -112,7 +125,9 @@ int main(void) {
                                   {"aq(q4:group=row,round=nearest,warmup=fp16,mem=1G)", "q4:group=row,round=nearest"},
                                   {"ef21(sign)", "sign"}, {"q8", "q8"}, {"jointsq:1.5", "jointsq:1.5"},
                                   {"hadamard(q4)", "hadamard(q4)"}, {"hadamard(aq(q4),block=64)+zstd", "hadamard(q4,block=64)+zstd"},
-                                  {"aq(hadamard(q4,block=8))", "hadamard(q4,block=8)"}};
+                                  {"aq(hadamard(q4,block=8))", "hadamard(q4,block=8)"},
+                                  /* auto: its first candidate (what every rank knows without asking) */
+                                  {"auto", "fp16"}, {"auto:candidates=hadamard(q8)/q2", "hadamard(q8)"}};
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
             char buf[256];
             CHECK(pz_policy_eval_spec(cases[i][0], buf, sizeof buf) == PZ_OK && strcmp(buf, cases[i][1]) == 0,
