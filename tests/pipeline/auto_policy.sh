@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# --compress auto (runtime/autospec.c, runtime/autopolicy.c) over simulated links:
+#  1. No simulated rate (shared memory between local ranks): after step 2
+#     every edge and direction keeps fp16, the default's most precise
+#     candidate; the decisions are on stderr and in the metrics JSONL.
+#  2. A switch mid-run on 3 stages (every end of an edge switches, the middle
+#     rank's four too): a fast simulated link starts from the listed
+#     candidate with the fewest bytes (q4) and moves to fp16 after step 2.
+#     Steps 1-2 equal a run with q4 fixed, bit for bit (the same messages);
+#     a re-run gives the same losses (the decisions are the same); every
+#     loss is finite. A receiver decoding with another codec than its sender
+#     would fail the step (the message header names the codec).
+#  3. 10 Mbit/s and 5 ms: each decision picks a candidate whose link time
+#     per step fits 0.9 of the compute, or else one with no more wire bytes
+#     per step than the hand-picked fwd=q4,bwd=q8; both runs' tokens/s are
+#     printed (not asserted: timing on a shared host).
+#  4. Refusals before any process starts: a stateful candidate, every=0,
+#     and the interleaved schedule.
+#   usage: auto_policy.sh PATH/TO/pipezip
+set -u
+source "$(dirname "$0")/../lib.sh"
+pz_test_init "$1"
+py=python3
+pz_corpus || exit 1
+
+common=(--preset tiny --data "$dir/train.bin" --batch 2 --seq 64 --micro-batches 4 --threads 1 --seed 5 --lr 1e-3)
+
+# 1. an unthrottled link: fp16 or better
+if "$pz" train "${common[@]}" --stages 2 --steps 4 --compress 'both=auto' --metrics "$dir/fast" \
+     > "$dir/fast.out" 2> "$dir/fast.err"; then
+  grep -q 'auto after step 2: edge 0-1 fwd keeps fp16 ' "$dir/fast.err" \
+    && grep -q 'auto after step 2: edge 0-1 bwd keeps fp16 ' "$dir/fast.err" \
+    || { grep 'auto' "$dir/fast.err"; fail "fast link: fp16 not kept after step 2"; }
+  grep -q 'rank 1: auto evaluated its candidates on 4 sampled micro-batches' "$dir/fast.err" \
+    || { grep 'evaluated' "$dir/fast.err"; fail "fast link: no evaluation cost line"; }
+  "$py" - "$dir/fast.jsonl" <<'PY' || fail "fast link: metrics"
+import json, sys
+met = [json.loads(l) for l in open(sys.argv[1])]
+assert len(met) == 4, len(met)
+for e in met[1]["edges"]:
+    assert e["codec"] == "fp16" and e["auto_next"] == "fp16", e
+    assert e["auto_link_ms"] <= 0.9 * e["auto_compute_ms"], e
+assert all("auto_next" not in e for m in (met[0], met[2], met[3]) for e in m["edges"]), met
+print("fast link: fp16 kept, link %.3f ms per step against compute %.3f ms"
+      % (met[1]["edges"][0]["auto_link_ms"], met[1]["edges"][0]["auto_compute_ms"]))
+PY
+else
+  cat "$dir/fast.err"; fail "fast link: auto run failed"
+fi
+
+# 2. a switch mid-run, every end of every edge
+sw=(--stages 3 --steps 6 --link-mbps 100000)
+pol='both=auto:every=3,candidates=fp16/q4'
+ok=1
+"$pz" train "${common[@]}" "${sw[@]}" --compress "$pol" --metrics "$dir/sw" > "$dir/sw.out" 2> "$dir/sw.err" || ok=0
+"$pz" train "${common[@]}" "${sw[@]}" --compress "$pol" > "$dir/sw2.out" 2> "$dir/sw2.err" || ok=0
+"$pz" train "${common[@]}" "${sw[@]}" --compress 'both=q4' > "$dir/q4.out" 2> "$dir/q4.err" || ok=0
+if [ $ok = 1 ]; then
+  n=$(grep -c 'auto after step 2: edge [01]-[12] [fb][wd][d] switches to fp16, was q4 ' "$dir/sw.err")
+  [ "$n" = 4 ] || { grep 'auto after' "$dir/sw.err"; fail "switch: $n of 4 edge directions switched after step 2"; }
+  "$py" - "$dir/sw.out" "$dir/sw2.out" "$dir/q4.out" "$dir/sw.jsonl" <<'PY' || fail "switch: losses or metrics"
+import json, math, sys
+loss = lambda p: [json.loads(l)["loss"] for l in open(p) if '"loss"' in l]
+a, b, q = loss(sys.argv[1]), loss(sys.argv[2]), loss(sys.argv[3])
+assert len(a) == 6 and all(math.isfinite(x) for x in a), a
+assert a == b, ("a re-run differs", a, b)
+assert a[:2] == q[:2], ("steps 1-2 are not q4's", a, q)
+assert a[2:] != q[2:], ("fp16 after the switch gave q4's losses", a, q)
+met = [json.loads(l) for l in open(sys.argv[4])]
+for i, m in enumerate(met):
+    assert len(m["edges"]) == 4, m
+    for e in m["edges"]:
+        want = "q4:" if i < 2 else "fp16"
+        assert e["codec"].startswith(want), (i + 1, e)
+        assert e["rel_err"] < (0.2 if i < 2 else 1e-3), (i + 1, e)   # the sender's twin of the live codec
+print("switch after step 2, losses", ["%.6f" % x for x in a], "(q4 fixed:", ["%.6f" % x for x in q], ")")
+PY
+else
+  tail -n 5 "$dir/sw.err" "$dir/sw2.err" "$dir/q4.err"; fail "switch: a run failed"
+fi
+
+# 3. 10 Mbit/s and 5 ms one way
+slow=(--stages 2 --steps 12 --link-mbps 10 --link-latency-ms 5)
+if "$pz" train "${common[@]}" "${slow[@]}" --compress 'both=auto:every=4' --metrics "$dir/auto10" \
+     > "$dir/auto10.out" 2> "$dir/auto10.err" \
+   && "$pz" train "${common[@]}" "${slow[@]}" --compress 'fwd=q4,bwd=q8' --metrics "$dir/hand10" \
+     > "$dir/hand10.out" 2> "$dir/hand10.err"; then
+  "$py" - "$dir/auto10.jsonl" "$dir/hand10.jsonl" "$dir/auto10.out" "$dir/hand10.out" <<'PY' || fail "10 Mbit/s"
+import json, math, sys
+auto = [json.loads(l) for l in open(sys.argv[1])]
+hand = [json.loads(l) for l in open(sys.argv[2])]
+hand_bytes = {e["dir"]: e["wire_bytes"] for e in hand[-1]["edges"]}
+decisions = 0
+for i, m in enumerate(auto[:-1]):
+    for e in m["edges"]:
+        if "auto_next" not in e:
+            continue
+        decisions += 1
+        nxt = [x for x in auto[i + 1]["edges"] if x["dir"] == e["dir"]][0]
+        assert nxt["codec"] == e["auto_next"], (e, nxt)
+        fits = e["auto_link_ms"] <= 0.9 * e["auto_compute_ms"]
+        assert fits or nxt["wire_bytes"] <= hand_bytes[e["dir"]], (e, nxt, hand_bytes)
+        assert e["auto_mbps"] == 10, e
+assert decisions == 2 * 3, decisions   # fwd and bwd after steps 2, 4 and 8 (the one after 12 is never applied)
+summ = lambda p: [json.loads(l) for l in open(p) if '"summary"' in l][0]
+la = [json.loads(l)["loss"] for l in open(sys.argv[3]) if '"loss"' in l]
+assert all(math.isfinite(x) for x in la), la
+sa, sh = summ(sys.argv[3]), summ(sys.argv[4])
+print("10 Mbit/s, 5 ms: auto ended with %s | %s, %.0f tok/s median, %d+%d wire bytes; fwd=q4,bwd=q8: %.0f tok/s, %d+%d"
+      % (auto[-1]["edges"][0]["codec"].split(":")[0], auto[-1]["edges"][1]["codec"].split(":")[0],
+         sa["tok_s_median"], sa["fwd_wire"], sa["bwd_wire"], sh["tok_s_median"], sh["fwd_wire"], sh["bwd_wire"]))
+PY
+else
+  tail -n 5 "$dir/auto10.err" "$dir/hand10.err"; fail "10 Mbit/s: a run failed"
+fi
+
+# 4. refused before any process starts
+refuse() {  # expected message part, then train flags
+  local want="$1"; shift
+  if "$pz" train "${common[@]}" --steps 1 "$@" > /dev/null 2> "$dir/ref.err"; then
+    fail "accepted: $*"
+  elif ! grep -qF "$want" "$dir/ref.err" || grep -q '^\[rank' "$dir/ref.err"; then
+    cat "$dir/ref.err"; fail "refusal of $* lacks '$want' or started ranks"
+  fi
+}
+refuse "candidate 2 'aq(q4)' keeps state" --stages 2 --compress 'fwd=auto:candidates=fp16/aq(q4)'
+refuse "every= expects a whole number of steps" --stages 2 --compress 'fwd=auto:every=0'
+refuse "not supported by the interleaved schedule" --stages 2 --schedule interleaved:v=2 --compress 'fwd=auto'
+
+[ "$fails" = 0 ] && echo "auto_policy: all passed"
+exit $((fails > 0))
