@@ -5,11 +5,14 @@
 #     candidate; the decisions are on stderr and in the metrics JSONL.
 #  2. A switch mid-run on 3 stages (every end of an edge switches, the middle
 #     rank's four too): a fast simulated link starts from the listed
-#     candidate with the fewest bytes (q4) and moves to fp16 after step 2.
-#     Steps 1-2 equal a run with q4 fixed, bit for bit (the same messages);
-#     a re-run gives the same losses (the decisions are the same); every
-#     loss is finite. A receiver decoding with another codec than its sender
-#     would fail the step (the message header names the codec).
+#     candidate with the fewest bytes (hadamard(q4)) and moves to fp16 after
+#     step 2. Steps 1-2 equal a run with hadamard(q4) fixed, bit for bit (the
+#     same messages); a re-run gives the same losses (the same decisions);
+#     every loss is finite. A receiver that decoded with another codec than
+#     its sender would fail the step: a hadamard() decoder refuses an fp16
+#     message and the other way round (messages of base codecs name their
+#     codec, and any base decoder follows the header, so a pair of base
+#     codecs could not tell).
 #  3. 10 Mbit/s and 5 ms: each decision picks a candidate whose link time
 #     per step fits 0.9 of the compute, or else one with no more wire bytes
 #     per step than the hand-picked fwd=q4,bwd=q8; both runs' tokens/s are
@@ -50,13 +53,13 @@ fi
 
 # 2. a switch mid-run, every end of every edge
 sw=(--stages 3 --steps 6 --link-mbps 100000)
-pol='both=auto:every=3,candidates=fp16/q4'
+pol='both=auto:every=3,candidates=fp16/hadamard(q4)'
 ok=1
 "$pz" train "${common[@]}" "${sw[@]}" --compress "$pol" --metrics "$dir/sw" > "$dir/sw.out" 2> "$dir/sw.err" || ok=0
 "$pz" train "${common[@]}" "${sw[@]}" --compress "$pol" > "$dir/sw2.out" 2> "$dir/sw2.err" || ok=0
-"$pz" train "${common[@]}" "${sw[@]}" --compress 'both=q4' > "$dir/q4.out" 2> "$dir/q4.err" || ok=0
+"$pz" train "${common[@]}" "${sw[@]}" --compress 'both=hadamard(q4)' > "$dir/q4.out" 2> "$dir/q4.err" || ok=0
 if [ $ok = 1 ]; then
-  n=$(grep -c 'auto after step 2: edge [01]-[12] [fb][wd][d] switches to fp16, was q4 ' "$dir/sw.err")
+  n=$(grep -c 'auto after step 2: edge [01]-[12] [fb][wd][d] switches to fp16, was hadamard(q4) ' "$dir/sw.err")
   [ "$n" = 4 ] || { grep 'auto after' "$dir/sw.err"; fail "switch: $n of 4 edge directions switched after step 2"; }
   "$py" - "$dir/sw.out" "$dir/sw2.out" "$dir/q4.out" "$dir/sw.jsonl" <<'PY' || fail "switch: losses or metrics"
 import json, math, sys
@@ -64,16 +67,16 @@ loss = lambda p: [json.loads(l)["loss"] for l in open(p) if '"loss"' in l]
 a, b, q = loss(sys.argv[1]), loss(sys.argv[2]), loss(sys.argv[3])
 assert len(a) == 6 and all(math.isfinite(x) for x in a), a
 assert a == b, ("a re-run differs", a, b)
-assert a[:2] == q[:2], ("steps 1-2 are not q4's", a, q)
-assert a[2:] != q[2:], ("fp16 after the switch gave q4's losses", a, q)
+assert a[:2] == q[:2], ("steps 1-2 are not hadamard(q4)'s", a, q)
+assert a[2:] != q[2:], ("fp16 after the switch gave hadamard(q4)'s losses", a, q)
 met = [json.loads(l) for l in open(sys.argv[4])]
 for i, m in enumerate(met):
     assert len(m["edges"]) == 4, m
     for e in m["edges"]:
-        want = "q4:" if i < 2 else "fp16"
+        want = "hadamard(q4:" if i < 2 else "fp16"
         assert e["codec"].startswith(want), (i + 1, e)
         assert e["rel_err"] < (0.2 if i < 2 else 1e-3), (i + 1, e)   # the sender's twin of the live codec
-print("switch after step 2, losses", ["%.6f" % x for x in a], "(q4 fixed:", ["%.6f" % x for x in q], ")")
+print("switch after step 2, losses", ["%.6f" % x for x in a], "(hadamard(q4) fixed:", ["%.6f" % x for x in q], ")")
 PY
 else
   tail -n 5 "$dir/sw.err" "$dir/sw2.err" "$dir/q4.err"; fail "switch: a run failed"
