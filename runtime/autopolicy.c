@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/file.h"
 #include "base/mem.h"
 
 pz_status pz_auto_init(pz_autopol *a, const pz_policy *pol, int micro) {
@@ -239,6 +240,58 @@ void pz_auto_apply(pz_autopol *a, const double *dec, int step, pz_metrics *m) {
         a->cur[k] = pick;
         for (int slot = 0; slot < 4; slot++)
             if (a->end[slot].live && 2 * a->end[slot].edge + a->end[slot].dir == k) switch_to(&a->end[slot], pick);
+    }
+}
+
+pz_status pz_auto_save(const pz_autopol *a, const char *path) {
+    pz_atomic_file af;
+    pz_status st = pz_atomic_open(&af, path);
+    if (st != PZ_OK) return st;
+    fprintf(af.f, "pipezip-auto 1 %d\n", a->edges);
+    for (int k = 0; k < 2 * a->edges; k++)
+        if (a->specs[k].n) fprintf(af.f, "%d %d %d\n", k, a->specs[k].n, a->cur[k]);
+    return pz_atomic_commit(&af);
+}
+
+pz_status pz_auto_load(pz_autopol *a, const char *path) {
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    pz_status st = pz_read_file_max(path, (size_t)1 << 20, &buf, &len);
+    if (st != PZ_OK) return st;
+    char *text = xmalloc(len + 1);
+    memcpy(text, buf, len);
+    text[len] = 0;
+    free(buf);
+    int *cur = xcalloc((size_t)2 * a->edges + 1, sizeof *cur), edges = -1, pos = 0, seen = 0;
+    memcpy(cur, a->cur, (size_t)2 * a->edges * sizeof *cur);
+    if (sscanf(text, "pipezip-auto 1 %d\n%n", &edges, &pos) != 1 || edges != a->edges)
+        st = pz_fail(PZ_ERR_FORMAT, "%s: not auto's decisions for %d edges", path, a->edges);
+    for (int k, n, c, used; st == PZ_OK && sscanf(text + pos, "%d %d %d\n%n", &k, &n, &c, &used) == 3; pos += used) {
+        if (k < 0 || k >= 2 * a->edges || n != a->specs[k].n || c < 0 || c >= n)
+            st = pz_fail(PZ_ERR_FORMAT, "%s: a decision of another policy (entry %d: %d of %d candidates)", path, k, c, n);
+        else cur[k] = c, seen++;
+    }
+    int want = 0;
+    for (int k = 0; k < 2 * a->edges; k++) want += a->specs[k].n > 0;
+    if (st == PZ_OK && (text[pos] || seen != want))
+        st = pz_fail(PZ_ERR_FORMAT, "%s: %d decisions for this policy's %d auto edge directions", path, seen, want);
+    for (int k = 0; st == PZ_OK && k < 2 * a->edges; k++) {
+        a->cur[k] = cur[k];
+        for (int slot = 0; slot < 4; slot++)
+            if (a->end[slot].live && 2 * a->end[slot].edge + a->end[slot].dir == k) switch_to(&a->end[slot], cur[k]);
+    }
+    free(cur);
+    free(text);
+    return st;
+}
+
+void pz_auto_metrics_sync(const pz_autopol *a, pz_metrics *m) {
+    for (int k = 0; k < 2 * a->edges; k++) {
+        if (!a->specs[k].n) continue;
+        free(m->codec[k]);
+        m->codec[k] = xstrdup(a->specs[k].canon[a->cur[k]]);
+        fprintf(stderr, "pipezip train: auto goes on with edge %d-%d %s %s\n", k / 2, k / 2 + 1, k % 2 ? "bwd" : "fwd",
+                a->specs[k].cand[a->cur[k]]);
     }
 }
 

@@ -14,8 +14,10 @@
  *    boundary, when no message is in flight. So a receiver always decodes
  *    with the codec the sender encoded with, and the decisions of rank 0's
  *    log and metrics are the senders' own.
- * Decisions are not checkpointed: a resumed run starts from the initial
- * candidate again and decides after its second step. */
+ * Checkpoints keep the decisions (pz_auto_save, one small file per rank),
+ * so a resumed run goes on with the candidates it stopped with; its window
+ * of measurements starts empty, and it decides at the next multiple of
+ * every. The candidates keep no state, so there is no codec state to keep. */
 #ifndef PZ_AUTOPOLICY_H
 #define PZ_AUTOPOLICY_H
 
@@ -84,6 +86,14 @@ void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, double *d
  * prints the decisions and hands them to the metrics. */
 void pz_auto_note_compute(pz_autopol *a, double compute_s);
 void pz_auto_apply(pz_autopol *a, const double *dec, int step, pz_metrics *m);
+/* Checkpoints: the live candidate of every auto (edge, direction), as text
+ * ("pipezip-auto 1 <edges>" then "<2*edge+dir> <candidates> <live>" lines).
+ * Loading switches this rank's ends; a file of another policy (other edges
+ * or candidate counts) is refused, before anything changes. */
+pz_status pz_auto_save(const pz_autopol *a, const char *path);
+pz_status pz_auto_load(pz_autopol *a, const char *path);
+/* Rank 0 after loading: the metrics' codecs are the loaded candidates (printed). */
+void pz_auto_metrics_sync(const pz_autopol *a, pz_metrics *m);
 /* The evaluation's cost, one line on stderr (ranks that evaluated). */
 void pz_auto_report(const pz_autopol *a, int rank, double run_s, int steps);
 

@@ -668,6 +668,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     exec_fault_arm(o->resume == NULL);
     if (o->resume && (st = exec_resume_from(&x, &first_step)) == PZ_OK && o->val_every > 0)
         val_round = (uint32_t)(first_step / o->val_every);   /* the validations the run had done */
+    if (o->resume && st == PZ_OK && first_step > 0 && x.au.any && rank == 0) pz_auto_metrics_sync(&x.au, &met);
     double t_run = pz_now();
     for (int step = first_step; step < o->steps && st == PZ_OK; step++) {
         double t0 = pz_now(), loss_sum = 0.0;

@@ -62,6 +62,7 @@ static int edge_codecs(exec *x, const char **names, pz_codec **cs) {
     pz_edge_end *ends[4] = {&x->fwd_tx, &x->bwd_rx, &x->fwd_rx, &x->bwd_tx};
     int n = 0;
     for (int k = 0; k < 4; k++) {
+        if (x->au.end[k].live) continue;   /* auto: stateless candidates, nothing to keep (autopolicy.h) */
         pz_codec *c[2] = {ends[k]->codec, ends[k]->shadow};
         for (int j = 0; j < 2; j++)
             if (c[j]) names[n] = tag[k][j], cs[n++] = c[j];
@@ -99,6 +100,14 @@ pz_status exec_resume_from(exec *x, int *start) {
         pz_codec *cs[8];
         int n = edge_codecs(x, names, cs);
         if (same) st = pz_resume_read_codecs(dir, *start, x->rank, names, cs, n);
+        if (st == PZ_OK && x->au.any) {   /* auto's decisions; none there (another policy): start over */
+            char *path = pz_resume_rank_path(dir, *start, x->rank, ".auto");
+            if (same && access(path, F_OK) == 0) st = pz_auto_load(&x->au, path);
+            else if (x->rank == 0)
+                fprintf(stderr, "pipezip train: the checkpoint holds no decisions of --compress auto for this "
+                        "layout: it starts from its initial candidates\n");
+            free(path);
+        }
         for (int i = 0; st == PZ_OK && !same && i < n; i++)
             if (pz_codec_has_state(cs[i]))
                 fprintf(stderr, "pipezip train: rank %d: warning: another layout than the checkpoint's: %s (%s) "
@@ -124,6 +133,11 @@ pz_status exec_checkpoint(exec *x, int step) {
     pz_status st = pz_resume_write_shard(x->o->checkpoint_dir, step, x->rank, x->world, &x->stage, &x->opt,
                                          &x->loader);
     if (st == PZ_OK) st = pz_resume_write_codecs(x->o->checkpoint_dir, step, x->rank, names, cs, n);
+    if (st == PZ_OK && x->au.any) {   /* the candidates auto goes on with */
+        char *path = pz_resume_rank_path(x->o->checkpoint_dir, step, x->rank, ".auto");
+        st = pz_auto_save(&x->au, path);
+        free(path);
+    }
     exec_fault_point("checkpoint", step, x->rank);
     double bad = st != PZ_OK;
     pz_status st2 = exec_allreduce(x, &bad, 1);

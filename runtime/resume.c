@@ -33,6 +33,7 @@ static char *rank_path(const char *dir, int step, int rank, const char *ext) {
 }
 
 static char *shard_path(const char *dir, int step, int rank) { return rank_path(dir, step, rank, ".safetensors"); }
+char *pz_resume_rank_path(const char *dir, int step, int rank, const char *ext) { return rank_path(dir, step, rank, ext); }
 
 static pz_status make_dir(const char *path) {
     if (mkdir(path, 0777) == 0 || errno == EEXIST) return PZ_OK;

@@ -58,6 +58,8 @@ pz_status pz_resume_read_shard(const char *dir, int step, int rank, int world, p
  * manifest. Reading loads each named blob into the codec of that name; a
  * stateful codec without one is an error; blobs of codecs this run lacks
  * are skipped. */
+/* "DIR/step-N/rank-R<ext>" (malloc'ed): a file of this rank's beside its shard */
+char *pz_resume_rank_path(const char *dir, int step, int rank, const char *ext);
 pz_status pz_resume_write_codecs(const char *dir, int step, int rank, const char *const *names, pz_codec *const *cs,
                                  int n);
 pz_status pz_resume_read_codecs(const char *dir, int step, int rank, const char *const *names, pz_codec *const *cs,

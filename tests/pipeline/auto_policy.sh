@@ -13,6 +13,8 @@
 #     message and the other way round (messages of base codecs name their
 #     codec, and any base decoder follows the header, so a pair of base
 #     codecs could not tell).
+#     Checkpoints keep the decisions: a run killed after step 4 and resumed
+#     goes on with fp16 and the same losses.
 #  3. 10 Mbit/s and 5 ms: each decision picks a candidate whose link time
 #     per step fits 0.9 of the compute, or else one with no more wire bytes
 #     per step than the hand-picked fwd=q4,bwd=q8; both runs' tokens/s are
@@ -80,6 +82,26 @@ print("switch after step 2, losses", ["%.6f" % x for x in a], "(hadamard(q4) fix
 PY
 else
   tail -n 5 "$dir/sw.err" "$dir/sw2.err" "$dir/q4.err"; fail "switch: a run failed"
+fi
+
+# 2b. checkpoints keep the decisions: killed after step 4 (fp16 since step 3),
+#     resumed, steps 5-6 equal the run above (without them it would go on
+#     with hadamard(q4), the initial candidate, until step 6)
+PIPEZIP_FAULT=step:4:1 "$pz" train "${common[@]}" "${sw[@]}" --compress "$pol" --checkpoint-dir "$dir/ck" \
+  --checkpoint-every 4 > /dev/null 2> "$dir/ck1.err"
+if [ -f "$dir/ck/step-00000004/rank-1.auto" ] && "$pz" train "${common[@]}" "${sw[@]}" --compress "$pol" \
+     --checkpoint-dir "$dir/ck" --checkpoint-every 4 --resume auto --metrics "$dir/res" > "$dir/res.out" 2> "$dir/res.err"; then
+  grep -q 'auto goes on with edge 1-2 bwd fp16' "$dir/res.err" || fail "resume: decisions not restored"
+  "$py" - "$dir/sw.out" "$dir/res.out" "$dir/res.jsonl" <<'PY' || fail "resume: losses or codecs"
+import json, sys
+loss = lambda p: [json.loads(l)["loss"] for l in open(p) if '"loss"' in l]
+a, r = loss(sys.argv[1]), loss(sys.argv[2])
+assert len(r) == 2 and r == a[4:], (a, r)
+assert all(e["codec"] == "fp16" for l in open(sys.argv[3]) for e in json.loads(l)["edges"])
+print("resumed after step 4 with fp16 on every edge: losses of steps 5-6 equal the uninterrupted run's")
+PY
+else
+  ls -R "$dir/ck" | head; tail -n 5 "$dir/ck1.err" "$dir/res.err" 2>/dev/null; fail "resume: a run failed"
 fi
 
 # 3. 10 Mbit/s and 5 ms one way
