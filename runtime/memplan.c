@@ -1,6 +1,8 @@
 /* memplan.c: see memplan.h. */
 #include "runtime/memplan.h"
 
+#include "runtime/autospec.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +104,13 @@ double pz_mem_codec_bound(const pz_policy *pol, int rank, int world, int B, int 
         for (int d = 0; d < 2; d++) {
             const char *spec = pz_policy_codec(pol, e, d);
             pz_codec *c = NULL;
+            pz_auto_spec as;
+            if (pz_auto_is(spec)) {   /* stateless candidates; the sender's scratch: n twins' outputs, one decoding, one message */
+                if (pz_auto_parse(spec, &as) == PZ_OK && (side == 0) == (d == 0))
+                    total += (double)(as.n + 2) * B * T * C * sizeof(float);
+                pz_auto_spec_free(&as);
+                continue;
+            }
             if (!spec || pz_codec_create(spec, &c) != PZ_OK) continue;   /* a bad spec fails later, named */
             total += (double)pz_codec_state_bound(c, &sh);
             pz_codec_free(c);
