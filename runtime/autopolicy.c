@@ -169,7 +169,7 @@ static void fold_link(pz_autopol *a, pz_auto_end *s) {
     }
 }
 
-void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, double *dec) {
+void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, double margin, double *dec) {
     for (int slot = 0; slot < 4; slot++) {
         pz_auto_end *s = &a->end[slot];
         if (!s->live || !s->sender) continue;
@@ -187,7 +187,7 @@ void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, double *d
         double mbps = pol->mbps[s->edge];
         double rate = mbps > 0 ? mbps * 1e6 / 8 : s->link_rate;
         double compute = s->compute_n > 0 ? s->compute_sum / s->compute_n : 0.0, link = 0.0;
-        int pick = pz_auto_choose(f, n, compute, rate, pol->latency_ms[s->edge] * 1e-3, PZ_AUTO_MARGIN, &link);
+        int pick = pz_auto_choose(f, n, compute, rate, pol->latency_ms[s->edge] * 1e-3, margin, &link);
         if (pick < 0) continue;   /* nothing sampled yet: keep the live codec */
         double *d = dec + (2 * s->edge + s->dir) * PZ_AUTO_RED;
         d[0] = pick + 1;
@@ -195,6 +195,7 @@ void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, double *d
         d[2] = link;
         d[3] = compute;
         d[4] = rate;
+        d[5] = margin;
         memset(s->err2, 0, (size_t)n * sizeof *s->err2);
         memset(s->norm2, 0, (size_t)n * sizeof *s->norm2);
         memset(s->bytes, 0, (size_t)n * sizeof *s->bytes);
@@ -232,10 +233,10 @@ void pz_auto_apply(pz_autopol *a, const double *dec, int step, pz_metrics *m) {
             if (d[4] > 0) snprintf(rate, sizeof rate, "%.4g Mbit/s", d[4] * 8 / 1e6);
             else snprintf(rate, sizeof rate, "an unlimited link");
             fprintf(stderr, "pipezip train: auto after step %d: edge %d-%d %s %s %s%s%s (rel err %.4g; link %.3g s "
-                    "per step at %s against compute %.3g s)\n", step, k / 2, k / 2 + 1, k % 2 ? "bwd" : "fwd",
+                    "per step at %s, allowed %.2g x compute %.3g s)\n", step, k / 2, k / 2 + 1, k % 2 ? "bwd" : "fwd",
                     pick == a->cur[k] ? "keeps" : "switches to", as->cand[pick], pick == a->cur[k] ? "" : ", was ",
-                    pick == a->cur[k] ? "" : as->cand[a->cur[k]], d[1], d[2], rate, d[3]);
-            pz_metrics_auto(m, k, as->canon[pick], d[1], d[2], d[3], d[4]);
+                    pick == a->cur[k] ? "" : as->cand[a->cur[k]], d[1], d[2], rate, d[5], d[3]);
+            pz_metrics_auto(m, k, as->canon[pick], d[1], d[2], d[3], d[4], d[5]);
         }
         a->cur[k] = pick;
         for (int slot = 0; slot < 4; slot++)

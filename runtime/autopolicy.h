@@ -30,8 +30,9 @@
 
 /* per (edge, direction) in the step's reduction: chosen candidate + 1 (0: no
  * decision this step), its relative error, link seconds per step, the
- * compute seconds it was held against, the link rate in bytes/s (0 = unlimited) */
-#define PZ_AUTO_RED 5
+ * compute seconds it was held against, the link rate in bytes/s (0 =
+ * unlimited), the share of compute the link could have (autospec.h) */
+#define PZ_AUTO_RED 6
 
 typedef struct {
     pz_edge_end *live;          /* the executor's end (NULL: this slot is not auto) */
@@ -79,8 +80,9 @@ void pz_auto_send_done(pz_autopol *a, const pz_edge_end *e, int micro, double t)
 
 /* Before the step's reduction (step 1-based): folds the step's sends into
  * the window and, at decision steps, writes this rank's picks into dec
+ * (margin: the share of compute the link may take, PZ_AUTO_MARGIN*)
  * ([2*edge + dir][PZ_AUTO_RED], zeroed by the caller). */
-void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, double *dec);
+void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, double margin, double *dec);
 /* After the reduction: the pipeline's compute seconds this step (the largest
  * of the ranks), then the switches every rank makes; rank 0 (m != NULL)
  * prints the decisions and hands them to the metrics. */

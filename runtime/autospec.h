@@ -20,9 +20,16 @@
 #define PZ_AUTO_MAX 16
 #define PZ_AUTO_DEFAULT "fp16/q8/hadamard(q4)/q4/q2"
 #define PZ_AUTO_EVERY 10
-/* a candidate fits when its link time per step is within this share of the
- * step's compute (the rest is slack for jitter and codec time) */
+/* A candidate fits when its link time per step is within a share of the
+ * step's compute. With micro-batches in flight beyond plain 1F1B's (gpipe,
+ * 1f1b:warmup=K > 0) the link runs beside compute and only its throughput
+ * counts: 0.9 (the rest is slack for jitter and codec time). In plain 1F1B
+ * and zb-h1 each micro-batch's activation and gradient are on its round
+ * trip's critical path, so every second of link time lengthens the step:
+ * only 0.05 of compute may go to each direction's link (at most ~10% per
+ * edge). */
 #define PZ_AUTO_MARGIN 0.9
+#define PZ_AUTO_MARGIN_EXPOSED 0.05
 
 typedef struct {
     int every;                   /* re-decide after every `every` steps */

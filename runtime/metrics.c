@@ -23,7 +23,7 @@ pz_status pz_metrics_init(pz_metrics *m, const pz_policy *p, const char *prefix,
     m->relerr_sum = xcalloc((size_t)n + 1, sizeof *m->relerr_sum);
     m->relerr_n = xcalloc((size_t)n + 1, sizeof *m->relerr_n);
     m->is_auto = xcalloc((size_t)n + 1, sizeof *m->is_auto);
-    m->next = xcalloc((size_t)4 * n + 1, sizeof *m->next);
+    m->next = xcalloc((size_t)5 * n + 1, sizeof *m->next);
     m->next_codec = xcalloc((size_t)n + 1, sizeof *m->next_codec);
     for (int k = 0; k < n; k++) {
         const char *spec = pz_policy_codec(p, k / 2, k % 2);
@@ -103,11 +103,11 @@ void pz_metrics_step(pz_metrics *m, int step, const double *es, double tok_s) {
         else fputs("null", f);
         fprintf(f, ",\"enc_ms\":%.3f,\"dec_ms\":%.3f", 1e3 * v[S_ENC], 1e3 * v[S_DEC]);
         if (m->next_codec[k]) {   /* auto decided after this step */
-            const double *d = m->next + 4 * k;
+            const double *d = m->next + 5 * k;
             fputs(",\"auto_next\":", f);
             json_str(f, m->next_codec[k]);
-            fprintf(f, ",\"auto_rel_err\":%.6g,\"auto_link_ms\":%.3f,\"auto_compute_ms\":%.3f,\"auto_mbps\":%.6g",
-                    d[0], 1e3 * d[1], 1e3 * d[2], d[3] * 8 / 1e6);
+            fprintf(f, ",\"auto_rel_err\":%.6g,\"auto_link_ms\":%.3f,\"auto_compute_ms\":%.3f,\"auto_mbps\":%.6g,"
+                    "\"auto_margin\":%.3g", d[0], 1e3 * d[1], 1e3 * d[2], d[3] * 8 / 1e6, d[4]);
         }
         fputc('}', f);
     }
@@ -126,11 +126,11 @@ static void take_next(pz_metrics *m) {
 }
 
 void pz_metrics_auto(pz_metrics *m, int k, const char *codec, double rel_err, double link_s, double compute_s,
-                     double rate) {
+                     double rate, double margin) {
     free(m->next_codec[k]);
     m->next_codec[k] = xstrdup(codec);
-    double *d = m->next + 4 * k;
-    d[0] = rel_err, d[1] = link_s, d[2] = compute_s, d[3] = rate;
+    double *d = m->next + 5 * k;
+    d[0] = rel_err, d[1] = link_s, d[2] = compute_s, d[3] = rate, d[4] = margin;
 }
 
 static int cmp_double(const void *a, const void *b) {

@@ -42,6 +42,12 @@ int main(void) {
     /* one-way delay is added to each candidate's link time: 30 ms pushes q8 out of 63 ms */
     choose(0.07, 10, 30, 2, 0.0508);
     choose(0.07, 10, 0, 1, 0.04);
+    /* plain 1F1B: only 0.05 of compute; 25 ms of 0.5 s fit hadamard(q4), not q8's 40 */
+    {
+        double link = 0;
+        int got = pz_auto_choose(figs, NF, 0.5, 1.25e6, 0, PZ_AUTO_MARGIN_EXPOSED, &link);
+        CHECK(got == 2, "exposed margin: candidate %d, want 2", got);
+    }
     /* unmeasured candidates are skipped; none measured: -1 */
     {
         pz_auto_fig f[NF];
