@@ -36,7 +36,7 @@ read -r base shards < <("$py" -c 'import json,sys; r = json.load(open(sys.argv[1
     > "$work/train.jsonl" 2> "$work/train.err" &
 pid=$!
 # the dump is complete when step 60's line is out (the senders write before they encode)
-while kill -0 "$pid" 2>/dev/null && ! grep -q '^{"step":60,' "$work/train.jsonl"; do sleep 2; done
+while kill -0 "$pid" 2>/dev/null && ! grep -q '^{"step":60,' "$work/train.jsonl" 2>/dev/null; do sleep 2; done
 kill "$pid" 2>/dev/null || true
 wait "$pid" 2>/dev/null || true
 for d in fwd bwd; do
