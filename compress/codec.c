@@ -29,7 +29,32 @@ struct pz_codec {
     char *spec;                    /* canonical */
     void *backend;                 /* state of another backend (the GPU path), or NULL */
     void (*backend_free)(void *);
+    pz_scratch scratch;            /* a base codec's encode scratch (impl->encode_scratch) */
 };
+
+/* ---------------------------------------------------------------- scratch */
+
+void *pz_scratch_get(pz_scratch *s, int slot, size_t n) {
+    if (s->buf[slot] && s->cap[slot] >= n) return s->buf[slot];
+    free(s->buf[slot]);
+    s->buf[slot] = NULL;
+    s->cap[slot] = 0;
+    void *p = pz_alloc_huge(n ? n : 1);
+    s->buf[slot] = p;
+    s->cap[slot] = n;
+    return p;
+}
+
+void pz_scratch_release(pz_scratch *s) {
+    for (int i = 0; i < PZ_SCRATCH_SLOTS; i++) free(s->buf[i]);
+    memset(s, 0, sizeof *s);
+}
+
+size_t pz_scratch_bytes(const pz_scratch *s) {
+    size_t b = 0;
+    for (int i = 0; i < PZ_SCRATCH_SLOTS; i++) b += s->cap[i];
+    return b;
+}
 
 /* ---------------------------------------------------------------- objects */
 
@@ -75,6 +100,7 @@ void pz_codec_free(pz_codec *c) {
     if (!c) return;
     if (c->backend && c->backend_free) c->backend_free(c->backend);
     if (c->wrap) c->wrap->free(c->w);
+    pz_scratch_release(&c->scratch);
     pz_zstd_stage_free(&c->z);
     free(c->spec);
     free(c);
@@ -82,15 +108,24 @@ void pz_codec_free(pz_codec *c) {
 
 const char *pz_codec_spec(const pz_codec *c) { return c->spec; }
 
+/* the encode scratch kept by c and the codecs it wraps */
+static size_t scratch_bytes(pz_codec *c) {
+    if (!c) return 0;
+    if (!c->wrap) return pz_scratch_bytes(&c->scratch);
+    return scratch_bytes(c->wrap->inner(c->w)) + (c->wrap->warmup ? scratch_bytes(c->wrap->warmup(c->w)) : 0);
+}
+
 size_t pz_codec_state_bytes(const pz_codec *c, size_t *file_bytes) {
     if (file_bytes) *file_bytes = 0;
-    if (c->wrap) return c->wrap->state_bytes(c->w, file_bytes) + c->z.cap;
-    return c->z.cap;
+    /* (inner and warmup are reached through the wrapper, which owns them) */
+    size_t sb = scratch_bytes((pz_codec *)c);
+    if (c->wrap) return c->wrap->state_bytes(c->w, file_bytes) + c->z.cap + sb;
+    return c->z.cap + sb;
 }
 
 size_t pz_codec_state_bound(const pz_codec *c, const pz_shape *s) {
     size_t b = c->zstd ? pz_codec_max_encoded_size(c, s) : 0;   /* the zstd stage's buffer */
-    if (!c->wrap) return b;
+    if (!c->wrap) return b + (c->impl->scratch_bound ? c->impl->scratch_bound(&c->p, s) : 0);
     if (c->wrap->state_bound) b += c->wrap->state_bound(c->w, s);
     b += pz_codec_state_bound(c->wrap->inner(c->w), s);
     const pz_codec *warm = c->wrap->warmup ? c->wrap->warmup(c->w) : NULL;
@@ -141,6 +176,7 @@ static pz_status cpu_payload(void *arg, pz_codec *c, const pz_shape *shape, cons
     const float *x = arg;
     *wflags = 0;
     if (c->wrap) return c->wrap->encode(c->w, x, shape, ctx, pl, cap, plen, wflags);
+    if (c->impl->encode_scratch) return c->impl->encode_scratch(&c->p, x, shape, ctx, pl, cap, plen, &c->scratch);
     return c->impl->encode(&c->p, x, shape, ctx, pl, cap, plen);
 }
 

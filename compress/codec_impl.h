@@ -47,6 +47,24 @@ typedef struct {
     float budget;         /* jointsq, tah: bits per element, everything on the wire counted */
 } pz_codec_params;
 
+/* Scratch a codec object keeps between encodes (codec.c): slot i holds one
+ * buffer that only grows. A pz_codec is used by one thread at a time, so
+ * its scratch needs no lock; a zeroed struct is empty. */
+#define PZ_SCRATCH_SLOTS 8
+typedef struct pz_scratch {
+    void *buf[PZ_SCRATCH_SLOTS];
+    size_t cap[PZ_SCRATCH_SLOTS];
+} pz_scratch;
+/* At least n bytes in slot i (i < PZ_SCRATCH_SLOTS): the buffer kept there
+ * when it is large enough, with whatever the last call left in it (callers
+ * initialise what they read), else a new one (pz_alloc_huge; the old one is
+ * freed). Aborts when out of memory, like xmalloc. */
+void *pz_scratch_get(pz_scratch *s, int slot, size_t n);
+/* Frees every buffer and leaves s empty (safe on an empty one). */
+void pz_scratch_release(pz_scratch *s);
+/* Bytes held. */
+size_t pz_scratch_bytes(const pz_scratch *s);
+
 typedef struct {
     const char *name;     /* spec name: "fp16", "q", "nuq", "topk", "sign", "jointsq", "tah" */
     uint16_t id;
@@ -66,6 +84,15 @@ typedef struct {
     /* payload is untrusted: every length and index is checked. */
     pz_status (*decode)(const pz_codec_params *p, const uint8_t *payload, size_t len,
                         const pz_shape *s, float *out);
+    /* Optional (NULL: encode above): encode with scratch buffers that the
+     * codec object keeps from one call to the next (pz_scratch above), for
+     * codecs whose scratch is megabytes: fresh pages cost the kernel's
+     * zeroing on every call. Same bytes as encode. */
+    pz_status (*encode_scratch)(const pz_codec_params *p, const float *x, const pz_shape *s,
+                                const pz_codec_ctx *ctx, uint8_t *payload, size_t cap, size_t *len,
+                                pz_scratch *scratch);
+    /* With encode_scratch: the most bytes of scratch it keeps for shape s. */
+    size_t (*scratch_bound)(const pz_codec_params *p, const pz_shape *s);
 } pz_codec_impl;
 
 /* The table of base codecs (compress/registry.c). */

@@ -120,8 +120,8 @@ static pz_status fp_decode(const pz_codec_params *p, const uint8_t *in, size_t l
 }
 
 const pz_codec_impl pz_codec_fp32 = {"fp32", PZ_CODEC_FP32, fp_parse, fp_format, fp_validate,
-                                     fp_max_payload, fp_encode, fp_decode};
+                                     fp_max_payload, fp_encode, fp_decode, NULL, NULL};
 const pz_codec_impl pz_codec_fp16 = {"fp16", PZ_CODEC_FP16, fp_parse, fp_format, fp_validate,
-                                     fp_max_payload, fp_encode, fp_decode};
+                                     fp_max_payload, fp_encode, fp_decode, NULL, NULL};
 const pz_codec_impl pz_codec_bf16 = {"bf16", PZ_CODEC_BF16, fp_parse, fp_format, fp_validate,
-                                     fp_max_payload, fp_encode, fp_decode};
+                                     fp_max_payload, fp_encode, fp_decode, NULL, NULL};

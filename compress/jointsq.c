@@ -191,8 +191,36 @@ static size_t jsq_max_payload(const pz_codec_params *p, const pz_shape *s) {
 }
 
 /* ---- encode ----
- * Scratch of megabytes comes from pz_alloc_huge (base/mem.h): transparent
- * huge pages where the kernel offers them, fewer page faults. */
+ * Scratch of megabytes comes from the codec object's pz_scratch
+ * (codec_impl.h), kept from one encode to the next: fresh pages, huge or
+ * not, cost the kernel's zeroing on every call (about 12 MB per 4M-element
+ * call, as much time as the pass over the groups). Its slots: */
+enum { JSQ_S_GM, JSQ_S_SX, JSQ_S_SGM, JSQ_S_SAMPLE, JSQ_S_CLS, JSQ_S_CAND, JSQ_S_CSIDE, JSQ_S_CCH };
+
+/* Groups sampled for the scale search when there are more than this. */
+static size_t jsq_sample_limit(size_t G) {
+    size_t lim = G == 1 ? pz_jsq_tune.sample : JSQ_SAMPLE_ELEMS / G;
+    if (lim < 4096) lim = 4096;
+    if (lim > pz_jsq_tune.sample) lim = pz_jsq_tune.sample;
+    return lim;
+}
+
+/* The scratch an encode keeps for this shape: the slots above at their
+ * sizes for the default candidate buffer (a retry that outgrows it takes
+ * memory of its own for that call). */
+static size_t jsq_scratch_bound(const pz_codec_params *p, const pz_shape *s) {
+    jsq_geom g;
+    if (pz_jsq_geom(p, s, &g) != PZ_OK) return 0;
+    size_t lim = jsq_sample_limit(g.G), ms = g.ng <= lim ? g.ng : lim;
+    size_t b = (g.G > 1 ? (g.ng + 16) * sizeof(float) : 0) + pz_jsq_soa_bytes(ms);
+    if (g.ng > lim) {
+        size_t ccap = g.ng / 32 + pz_jsq_tune.ccap_min;
+        if (ccap > g.ng) ccap = g.ng;
+        b += ms * g.G * sizeof(float) + ms * sizeof(float) + g.ng + pz_jsq_soa_bytes(ccap) +
+             pz_jsq_cside_bytes(ccap) + ccap;
+    }
+    return b;
+}
 
 
 /* Solves the sample items s (ms of them) at capacity cap: the exact solver
@@ -213,8 +241,8 @@ static double jsq_solve_sample(pz_mckp_soa *s, size_t ms, uint64_t cap, int exac
     return err;
 }
 
-static pz_status jsq_encode(const pz_codec_params *p, const float *x, const pz_shape *s,
-                            const pz_codec_ctx *ctx, uint8_t *payload, size_t cap, size_t *len) {
+static pz_status jsq_encode_s(const pz_codec_params *p, const float *x, const pz_shape *s,
+                              const pz_codec_ctx *ctx, uint8_t *payload, size_t cap, size_t *len, pz_scratch *scr) {
     jsq_geom g;
     pz_status st = pz_jsq_geom(p, s, &g);
     if (st != PZ_OK) return st;
@@ -232,7 +260,7 @@ static pz_status jsq_encode(const pz_codec_params *p, const float *x, const pz_s
             kmax = k > kmax ? k : kmax;
         }
     } else {
-        gm = xmalloc((ng + 16) * sizeof *gm);
+        gm = pz_scratch_get(scr, JSQ_S_GM, (ng + 16) * sizeof *gm);
         size_t gi = 0;
 #if defined(__AVX512F__)
         const __m512i absm = _mm512_set1_epi32(0x7fffffff);
@@ -276,14 +304,8 @@ static pz_status jsq_encode(const pz_codec_params *p, const float *x, const pz_s
             kmax = m > kmax ? m : kmax;
         }
     }
-    if (kmax >= 0x7f800000u) {
-        free(gm);
-        return pz_fail(PZ_ERR_ARG, "jointsq: non-finite input");
-    }
-    if (kmax == 0) {                                        /* all zeros */
-        free(gm);
-        return PZ_OK;
-    }
+    if (kmax >= 0x7f800000u) return pz_fail(PZ_ERR_ARG, "jointsq: non-finite input");
+    if (kmax == 0) return PZ_OK;                            /* all zeros */
     float M = pz_u2f(kmax);
     uint64_t room_bits = (uint64_t)g.pmax * 8 - JSQ_RESERVE;   /* map + values */
 
@@ -299,9 +321,7 @@ static pz_status jsq_encode(const pz_codec_params *p, const float *x, const pz_s
 
     /* the sample: every item when there are few, else ms evenly spaced full groups */
     size_t ms = ng;
-    size_t lim = G == 1 ? pz_jsq_tune.sample : JSQ_SAMPLE_ELEMS / G;
-    if (lim < 4096) lim = 4096;
-    if (lim > pz_jsq_tune.sample) lim = pz_jsq_tune.sample;
+    size_t lim = jsq_sample_limit(G);
     int exact = ng <= lim;
     if (!exact) ms = lim;
     const float *sx = x, *sgm = gm;
@@ -314,8 +334,8 @@ static pz_status jsq_encode(const pz_codec_params *p, const float *x, const pz_s
         size_t nfull = g.n / G;                             /* >= ms: ng > ms */
         size_t bl = G >= 16 ? 1 : 16 / G, nbl = ms / bl;
         ms = nbl * bl;
-        sxb = xmalloc(ms * G * sizeof *sxb);
-        if (gm) sgmb = xmalloc(ms * sizeof *sgmb);
+        sxb = pz_scratch_get(scr, JSQ_S_SX, ms * G * sizeof *sxb);
+        if (gm) sgmb = pz_scratch_get(scr, JSQ_S_SGM, ms * sizeof *sgmb);
         for (size_t j = 0; j < nbl; j++) {
             uint64_t a = (uint64_t)j * nfull / nbl, b = ((uint64_t)j + 1) * nfull / nbl;
             uint64_t span = b - a > bl ? b - a - bl + 1 : 1;
@@ -355,9 +375,8 @@ static pz_status jsq_encode(const pz_codec_params *p, const float *x, const pz_s
         }
     }
 
-    void *sblk;
     uint32_t ucost[4];
-    pz_mckp_soa ss = pz_jsq_soa_alloc(ms, &sblk);
+    pz_mckp_soa ss = pz_jsq_soa_at(pz_scratch_get(scr, JSQ_S_SAMPLE, pz_jsq_soa_bytes(ms)), ms);
     uint8_t *scls = xmalloc(ms), *scand = xmalloc(ms);
     double best_err = INFINITY;
     int best_k = k, next_k = k;
@@ -399,19 +418,19 @@ static pz_status jsq_encode(const pz_codec_params *p, const float *x, const pz_s
     free(scand);
     k = best_k;
 
-    uint8_t *cls;
+    uint8_t *cls, *cls_own = NULL;   /* cls_own: cls when it is not scratch */
     size_t gcount[4] = {0, 0, 0, 0}, mcount[4] = {0, 0, 0, 0};
     uint32_t cmax[4] = {0, 0, 0, 0};
     int have_stats = 0;
     if (exact) {
-        cls = scls;
+        cls = cls_own = scls;
         scls = NULL;
         if (!(best_err < INFINITY)) memset(cls, 0, ng);
     } else {
         /* the full assignment: bracket the critical multiplier on the sample,
          * one pass over all groups, then the exact solution among the
          * candidates (the groups whose pick changes inside the bracket) */
-        cls = pz_alloc_huge(ng);
+        cls = pz_scratch_get(scr, JSQ_S_CLS, ng);
         uint64_t capacity = room_bits > 1 + (uint64_t)k ? (room_bits - 1 - (uint64_t)k) << k : 0;
         pz_jsq_model(&md, M, best_sc);
         if ((uint64_t)ng > capacity) {                      /* even the all-dropped map is over */
@@ -425,9 +444,9 @@ static pz_status jsq_encode(const pz_codec_params *p, const float *x, const pz_s
                                           best_lam, NULL, NULL);
             size_t ccap = ng / 32 + pz_jsq_tune.ccap_min;
             if (ccap > ng) ccap = ng;
-            void *cblk;
-            pz_mckp_soa cand = pz_jsq_soa_alloc(ccap, &cblk);
-            jsq_cside cs = pz_jsq_cside_alloc(ccap);
+            void *cblk = NULL, *csblk = NULL;   /* the retry's own buffers, when it outgrows the scratch */
+            pz_mckp_soa cand = pz_jsq_soa_at(pz_scratch_get(scr, JSQ_S_CAND, pz_jsq_soa_bytes(ccap)), ccap);
+            jsq_cside cs = pz_jsq_cside_at(pz_scratch_get(scr, JSQ_S_CSIDE, pz_jsq_cside_bytes(ccap)), ccap);
             jsq_passb r;
             /* the passes so far bound the critical multiplier: cost > capacity
              * at lamL, <= capacity at lamU */
@@ -446,10 +465,11 @@ static pz_status jsq_encode(const pz_codec_params *p, const float *x, const pz_s
                         r.ncand = ng;
                     }
                     free(cblk);
-                    free(cs.blk);
+                    free(csblk);
                     ccap = r.ncand;
                     cand = pz_jsq_soa_alloc(ccap, &cblk);
                     cs = pz_jsq_cside_alloc(ccap);
+                    csblk = cs.blk;
                     pz_jsq_pass_b(x, &g, gm, &md, k, lam_lo, lam_hi < FLT_MAX ? lam_hi : FLT_MAX, cls, &cand, &cs,
                                 ccap, &r);
                     break;
@@ -492,7 +512,7 @@ static pz_status jsq_encode(const pz_codec_params *p, const float *x, const pz_s
             for (size_t j = 0; j < nc; j++) {
                 fixed_cost -= cand.ucost ? cand.ucost[cs.hi[j]] : cand.cost[cs.hi[j]][j];
             }
-            uint8_t *cch = xmalloc(nc ? nc : 1);
+            uint8_t *cch = pz_scratch_get(scr, JSQ_S_CCH, nc ? nc : 1);
             pz_mckp_info info;
             pz_mckp_solve_soa(&cand, nc, capacity - fixed_cost, lam_lo, lam_hi, 0, cch, &info);
             /* class counts and maxima: the pass's over the non-candidates,
@@ -509,15 +529,11 @@ static pz_status jsq_encode(const pz_codec_params *p, const float *x, const pz_s
                 cmax[c] = cs.key[j] > cmax[c] ? cs.key[j] : cmax[c];
             }
             have_stats = 1;
-            free(cch);
             free(cblk);
-            free(cs.blk);
+            free(csblk);
         }
     }
-    free(sblk);
     free(scls);
-    free(sxb);
-    free(sgmb);
 
     /* sizes and class maxima; the map is written with the solve's k (its
      * costs bound the map's bits) */
@@ -527,8 +543,7 @@ static pz_status jsq_encode(const pz_codec_params *p, const float *x, const pz_s
     for (int c = 1; c < 4; c++) mcount[c] = gcount[c] * G;
     if (g.n % G && cls[ng - 1]) mcount[cls[ng - 1]] -= G - g.n % G;
     if (kept == 0) {                                        /* nothing kept */
-        free(gm);
-        free(cls);
+        free(cls_own);
         return PZ_OK;
     }
     /* the map: straight into the payload when the buffer has room for the
@@ -554,11 +569,9 @@ static pz_status jsq_encode(const pz_codec_params *p, const float *x, const pz_s
         fail = pz_fail(PZ_ERR_ARG, "jointsq: payload buffer of %zu bytes too small (%zu needed)", cap, total);
     if (fail != PZ_OK) {
         free(mtmp);
-        free(gm);
-        free(cls);
+        free(cls_own);
         return fail;
     }
-    free(gm);
     payload[0] = (uint8_t)k;
     if (mtmp) {
         memcpy(payload + 1, mtmp, mapbytes);
@@ -607,10 +620,20 @@ static pz_status jsq_encode(const pz_codec_params *p, const float *x, const pz_s
     for (int c = 1; c < 4; c++) wo[c] += pz_jsq_pack(stg[c], ns[c], jsq_width[c], payload + wo[c]);
     free(stb);
     free(ecb);
-    free(cls);
+    free(cls_own);
     *len = total;
     return PZ_OK;
 }
 
+/* The table's stateless entry: scratch for this call only. */
+static pz_status jsq_encode(const pz_codec_params *p, const float *x, const pz_shape *s,
+                            const pz_codec_ctx *ctx, uint8_t *payload, size_t cap, size_t *len) {
+    pz_scratch sc = {{0}, {0}};
+    pz_status st = jsq_encode_s(p, x, s, ctx, payload, cap, len, &sc);
+    pz_scratch_release(&sc);
+    return st;
+}
+
 const pz_codec_impl pz_codec_jointsq = {"jointsq", PZ_CODEC_JOINTSQ, jsq_parse, jsq_format, jsq_validate,
-                                        jsq_max_payload, jsq_encode, pz_jsq_decode};
+                                        jsq_max_payload, jsq_encode, pz_jsq_decode, jsq_encode_s,
+                                        jsq_scratch_bound};

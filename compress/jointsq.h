@@ -111,8 +111,14 @@ pz_status pz_jsq_geom(const pz_codec_params *p, const pz_shape *s, jsq_geom *g);
 void pz_jsq_model(jsq_model *md, float M, const float s[4]);
 void pz_jsq_soa_fill(const float *x, size_t nel, size_t G, const float *gm, const jsq_model *md, int k,
                           pz_mckp_soa *s, uint32_t *ucost);
+/* items (candidates) of n (cap): the bytes, the arrays in a block of that
+ * size, or in a new one (*blk, or .blk, to free) */
+size_t pz_jsq_soa_bytes(size_t n);
+pz_mckp_soa pz_jsq_soa_at(void *blk, size_t n);
 pz_mckp_soa pz_jsq_soa_alloc(size_t n, void **blk);
 int pz_jsq_best_k(const uint8_t *cls, size_t ng);
+size_t pz_jsq_cside_bytes(size_t cap);
+jsq_cside pz_jsq_cside_at(void *blk, size_t cap);
 jsq_cside pz_jsq_cside_alloc(size_t cap);
 void pz_jsq_pass_b(const float *x, const jsq_geom *g, const float *gm, const jsq_model *md, int k,
                         float lam_lo, float lam_hi, uint8_t *cls, pz_mckp_soa *cand, jsq_cside *cs_,

@@ -186,17 +186,23 @@ void pz_jsq_soa_fill(const float *x, size_t nel, size_t G, const float *gm, cons
     }
 }
 
-pz_mckp_soa pz_jsq_soa_alloc(size_t n, void **blk) {
+size_t pz_jsq_soa_bytes(size_t n) { return (n + 16) * 32 + 64; }
+
+pz_mckp_soa pz_jsq_soa_at(void *blk, size_t n) {
     pz_mckp_soa s;
     s.ucost = NULL;
     n += 16;                                      /* slack for vector stores */
-    uint8_t *b = pz_alloc_huge(n * 32 + 64);
+    uint8_t *b = blk;
     for (int o = 0; o < 4; o++) {
         s.err[o] = (float *)(void *)(b + (size_t)o * n * 4);
         s.cost[o] = (uint32_t *)(void *)(b + (size_t)(4 + o) * n * 4);
     }
-    *blk = b;
     return s;
+}
+
+pz_mckp_soa pz_jsq_soa_alloc(size_t n, void **blk) {
+    *blk = pz_alloc_huge(pz_jsq_soa_bytes(n));
+    return pz_jsq_soa_at(*blk, n);
 }
 
 /* The Rice parameter that codes the map of cls[] in the fewest bits (the
@@ -237,10 +243,12 @@ int pz_jsq_best_k(const uint8_t *cls, size_t ng) {
  * of pz_mckp_pick); cls[] receives the pick at lam_hi; the groups whose picks
  * differ are the candidates (their items go to cand/cid, at most ccap). */
 
-jsq_cside pz_jsq_cside_alloc(size_t cap) {
+size_t pz_jsq_cside_bytes(size_t cap) { return 3 * (cap + 16) * sizeof(uint32_t); }
+
+jsq_cside pz_jsq_cside_at(void *blk, size_t cap) {
     jsq_cside c;
     cap += 16;
-    uint32_t *b = pz_alloc_huge(3 * cap * sizeof *b);
+    uint32_t *b = blk;
     c.id = b;
     c.hi = b + cap;
     c.key = b + 2 * cap;
@@ -248,6 +256,7 @@ jsq_cside pz_jsq_cside_alloc(size_t cap) {
     return c;
 }
 
+jsq_cside pz_jsq_cside_alloc(size_t cap) { return pz_jsq_cside_at(pz_alloc_huge(pz_jsq_cside_bytes(cap)), cap); }
 
 #if defined(__AVX512F__)
 /* The G = 1 model on 16 lanes: errors of |x| (key = its bits) and the pick

@@ -142,8 +142,12 @@ uint64_t pz_jsq_write_map(const uint8_t *cls, size_t ng, int k, uint8_t *out) {
             } else if (pl[j] != 255) {
                 w = mw_put(w, pv[j], (unsigned)pl[j]);
             } else {
+                /* the run in 32 bits, as in the vectors above: pos[0] is
+                 * 2^32 - 1 before the first kept group (last = 0), and in
+                 * 64 bits the first run came out near 2^64 (a write far
+                 * past the map when that run was a slow code) */
                 for (size_t e = 2 * j; e < 2 * j + 2 && e < cnt; e++)
-                    w = mw_run(w, (size_t)pos[1 + e] - ((size_t)pos[e] + 1), k, (int)cl[e]);
+                    w = mw_run(w, (uint32_t)(pos[1 + e] - pos[e] - 1u), k, (int)cl[e]);
             }
         }
         if (cnt) last = pos[cnt] + 1;

@@ -398,4 +398,4 @@ done:
 }
 
 const pz_codec_impl pz_codec_nuq = {"nuq", PZ_CODEC_NUQ, nuq_parse, nuq_format, nuq_validate,
-                                    nuq_max_payload, nuq_encode, nuq_decode};
+                                    nuq_max_payload, nuq_encode, nuq_decode, NULL, NULL};

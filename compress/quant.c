@@ -334,4 +334,5 @@ done:
     return st;
 }
 
-const pz_codec_impl pz_codec_q = {"q", PZ_CODEC_Q, q_parse, q_format, q_validate, q_max_payload, q_encode, q_decode};
+const pz_codec_impl pz_codec_q = {"q", PZ_CODEC_Q, q_parse, q_format, q_validate, q_max_payload, q_encode, q_decode,
+                                 NULL, NULL};

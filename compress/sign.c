@@ -230,4 +230,4 @@ static pz_status sign_decode(const pz_codec_params *p, const uint8_t *in, size_t
 }
 
 const pz_codec_impl pz_codec_sign = {"sign", PZ_CODEC_SIGN, sign_parse, sign_format, sign_validate,
-                                     sign_max_payload, sign_encode, sign_decode};
+                                     sign_max_payload, sign_encode, sign_decode, NULL, NULL};

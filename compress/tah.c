@@ -623,4 +623,4 @@ done:
 }
 
 const pz_codec_impl pz_codec_tah = {"tah", PZ_CODEC_TAH, tah_parse, tah_format, tah_validate,
-                                    tah_max_payload, tah_encode, tah_decode};
+                                    tah_max_payload, tah_encode, tah_decode, NULL, NULL};

@@ -701,4 +701,4 @@ static pz_status topk_decode(const pz_codec_params *p, const uint8_t *payload, s
 }
 
 const pz_codec_impl pz_codec_topk = {"topk", PZ_CODEC_TOPK, topk_parse, topk_format, topk_validate,
-                                     topk_max_payload, topk_encode, topk_decode};
+                                     topk_max_payload, topk_encode, topk_decode, NULL, NULL};

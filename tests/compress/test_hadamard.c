@@ -39,6 +39,7 @@
 #include "base/rng.h"
 #include "base/status.h"
 #include "tests/check.h"
+#include "tests/compress/heavy_tail.h"
 #include "tests/compress/rel_l2.h"
 
 static double norm2(const float *a, size_t n) {
@@ -477,17 +478,6 @@ static void test_nesting(void) {
 
 /* ---- heavy tails (issue 14's done-when) --------------------------------------------------------- */
 
-/* Student-t with 3 degrees of freedom: Z / sqrt(V / 3), V = chi-square(3) */
-static float student_t3(pz_rng *r) {
-    float z = pz_rng_normal(r);
-    float v = 0;
-    for (int i = 0; i < 3; i++) {
-        float g = pz_rng_normal(r);
-        v += g * g;
-    }
-    return z / sqrtf(v / 3.0f);
-}
-
 static double codec_error(const char *spec, const float *x, const pz_shape *s) {
     pz_codec *c = NULL;
     if (pz_codec_create(spec, &c) != PZ_OK) {
@@ -512,21 +502,8 @@ static void test_heavy_tails(void) {
     pz_shape s = shape3(8, 512, 1024);
     size_t n = pz_shape_numel(&s), C = 1024;
     float *x = xmalloc(n * 4);
-    pz_rng r;
-    pz_rng_seed(&r, 20261125);
-    for (size_t i = 0; i < n; i++) x[i] = student_t3(&r);
-    /* 12 distinct outlier channels, scaled by 40 */
-    size_t ch[12];
-    for (int k = 0; k < 12; k++) {
-        int fresh;
-        do {
-            ch[k] = (size_t)pz_rng_below(&r, C);
-            fresh = 1;
-            for (int j = 0; j < k; j++) fresh &= ch[j] != ch[k];
-        } while (!fresh);
-    }
-    for (size_t row = 0; row < n / C; row++)
-        for (int k = 0; k < 12; k++) x[row * C + ch[k]] *= 40.0f;
+    /* 12 distinct outlier channels drawn after the noise, scaled by 40 */
+    heavy_tail_fill(x, n / C, C, 3, HEAVY_HADAMARD_SEED, NULL, NULL);
     /* the inner q options this relies on, spelled out; every grid this build
      * knows (q's grid= option, where it exists) */
     static const char *const grids[] = {"", ",grid=midtread", ",grid=midrise", ",grid=uniform", ",grid=symmetric"};

@@ -26,6 +26,7 @@
 #include "base/rng.h"
 #include "base/status.h"
 #include "tests/check.h"
+#include "tests/compress/heavy_tail.h"
 #include "tests/compress/rel_l2.h"
 
 static const pz_codec_ctx CTX = {7, 3, 1, 0, 2, NULL};
@@ -74,19 +75,7 @@ static void heavy(int df, double mt[4], double mr[4]) {
     pz_shape s = {3, {8, 512, 1024, 0}};
     size_t n = pz_shape_numel(&s), C = 1024;
     float *x = xmalloc(n * 4), *y = xmalloc(n * 4);
-    pz_rng r;
-    pz_rng_seed(&r, 14);
-    for (size_t i = 0; i < n; i++) {
-        float z = pz_rng_normal(&r), q = 0.0f;
-        for (int k = 0; k < df; k++) {
-            float a = pz_rng_normal(&r);
-            q += a * a;
-        }
-        x[i] = z / sqrtf(q / (float)df);
-    }
-    static const size_t outliers[12] = {3, 77, 140, 255, 301, 402, 511, 600, 733, 850, 901, 1020};
-    for (size_t row = 0; row < n / C; row++)
-        for (int k = 0; k < 12; k++) x[row * C + outliers[k]] *= 40.0f;
+    heavy_tail_fill(x, n / C, C, df, HEAVY_QGRID_SEED, heavy_qgrid_channels, NULL);
     static const char *const specs[4] = {"q2:round=nearest", "q4", "q2:round=stochastic", "q4:round=stochastic"};
     for (int k = 0; k < 4; k++) {
         char sp[64];
