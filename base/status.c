@@ -36,6 +36,19 @@ pz_status pz_fail(pz_status s, const char *fmt, ...) {
 
 const char *pz_last_error(void) { return last_error[0] ? last_error : "(no message)"; }
 
+size_t pz_last_error_split(char *buf, size_t cap) {
+    snprintf(buf, cap, "%s", pz_last_error());
+    char *nl = strchr(buf, '\n');
+    if (nl) *nl = 0;
+    size_t off = 0;
+    char *at = strstr(buf, " at offset ");
+    if (at) {
+        off = strtoul(at + 11, NULL, 10);
+        *at = 0;
+    }
+    return off;
+}
+
 void pz_die(const char *fmt, ...) {
     va_list ap;
     fflush(stdout);

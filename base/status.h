@@ -10,6 +10,8 @@
 #ifndef PZ_BASE_STATUS_H
 #define PZ_BASE_STATUS_H
 
+#include <stddef.h>
+
 /* C11's _Noreturn; the CUDA files that include this are C++ */
 #ifdef __cplusplus
 #define PZ_NORETURN [[noreturn]]
@@ -37,6 +39,10 @@ const char *pz_status_name(pz_status s);
  * library code can write `return pz_fail(PZ_ERR_FORMAT, "%s: bad magic", p);` */
 pz_status pz_fail(pz_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *pz_last_error(void);
+/* Copies the first line of the last error into buf (cap bytes) and cuts a
+ * trailing " at offset N" from it, returning N (0 if there is none): for
+ * callers that move a parser's caret into their own, longer text. */
+size_t pz_last_error_split(char *buf, size_t cap);
 
 /* Print "pipezip: error: ..." and exit(1). */
 PZ_NORETURN void pz_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

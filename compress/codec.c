@@ -278,6 +278,11 @@ pz_wrapper *pz_codec_wrapper(pz_codec *c) { return c->wrap ? c->w : NULL; }
 
 int pz_codec_has_state(const pz_codec *c) { return c->wrap != NULL; }
 
+int pz_codec_keeps_state(const pz_codec *c) {
+    if (!c->wrap) return 0;
+    return c->wrap->kind != PZ_WRAP_HADAMARD || pz_codec_keeps_state(c->wrap->inner(c->w));
+}
+
 void *pz_codec_backend(const pz_codec *c) { return c->backend; }
 void pz_codec_set_backend(pz_codec *c, void *state, void (*free_fn)(void *)) {
     c->backend = state;

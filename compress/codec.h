@@ -72,8 +72,12 @@ size_t pz_codec_state_bytes(const pz_codec *c, size_t *file_bytes);
  * changes. Base codecs give a blob with no levels. */
 pz_status pz_codec_state_save(pz_codec *c, uint8_t **blob, size_t *len);
 pz_status pz_codec_state_load(pz_codec *c, const uint8_t *blob, size_t len);
-/* Whether c keeps state across messages (an ef, ef21 or aq wrapper). */
+/* Whether c has a wrapper level, whose blob pz_codec_state_save writes
+ * (hadamard()'s holds nothing, but has its level). */
 int pz_codec_has_state(const pz_codec *c);
+/* Whether one of c's levels keeps state across messages (ef, ef21, aq):
+ * what a codec that two ends must switch or share freely may not have. */
+int pz_codec_keeps_state(const pz_codec *c);
 
 /* Upper bound of an encoded message for this shape, for preallocation. */
 size_t pz_codec_max_encoded_size(const pz_codec *c, const pz_shape *shape);

@@ -42,23 +42,13 @@ static pz_status add_candidate(pz_auto_spec *a, const char *text, size_t len, si
     if (pz_codec_create(c, &codec) != PZ_OK) {
         /* the codec's reason, its offset moved into the auto value */
         char reason[512];
-        snprintf(reason, sizeof reason, "%s", pz_last_error());
-        char *nl = strchr(reason, '\n');
-        if (nl) *nl = 0;
-        size_t off = 0;
-        char *o = strstr(reason, " at offset ");
-        if (o) {
-            off = strtoul(o + 11, NULL, 10);
-            *o = 0;
-        }
+        size_t off = pz_last_error_split(reason, sizeof reason);
         a->canon[a->n++] = xstrdup("?");
         return pz_fail(PZ_ERR_ARG, "auto: candidate %d '%s': %s at offset %zu", a->n, c, reason, at + off);
     }
     const char *cs = pz_codec_spec(codec);
     a->canon[a->n++] = xstrdup(cs);
-    /* pz_codec_has_state counts every wrapper, hadamard() too, which keeps
-     * none: the canonical spec names the three that do */
-    int state = strstr(cs, "ef(") || strstr(cs, "ef21(") || strstr(cs, "aq(");
+    int state = pz_codec_keeps_state(codec);
     pz_codec_free(codec);
     if (state)
         return pz_fail(PZ_ERR_ARG, "auto: candidate %d '%s' keeps state across messages (ef, ef21, aq): auto switches "

@@ -105,15 +105,7 @@ static pz_status check_codec(const char *origin, const char *text, size_t pos, c
     }
     /* keep the codec's reason (first line) and move its caret into our text */
     char reason[512];
-    snprintf(reason, sizeof reason, "%s", pz_last_error());
-    char *nl = strchr(reason, '\n');
-    if (nl) *nl = 0;
-    size_t off = 0;
-    char *at = strstr(reason, " at offset ");
-    if (at) {
-        off = strtoul(at + 11, NULL, 10);
-        *at = 0;
-    }
+    size_t off = pz_last_error_split(reason, sizeof reason);
     return fail_at(origin, text, pos + off, "%s: %s", what, reason);
 }
 

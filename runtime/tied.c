@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/policy.h"
 #include "base/mem.h"
 #include "base/status.h"
 
@@ -16,16 +15,7 @@ pz_status pz_tied_init(pz_tied *t, const char *spec, int V, int C) {
     if (spec && strcmp(spec, "none") != 0) {
         pz_status st = pz_codec_create(spec, &t->codec);
         if (st != PZ_OK) return pz_fail(st, "--compress-tied: %s", pz_last_error());
-        /* the wrappers with training state (ef, ef21, aq) are those that
-         * evaluation leaves out (runtime/policy.h); hadamard() stays */
-        char ev[512];
-        int stateful = pz_policy_eval_spec(spec, ev, sizeof ev) != PZ_OK;
-        if (!stateful) {
-            pz_codec *e = NULL;
-            stateful = pz_codec_create(ev, &e) != PZ_OK || strcmp(pz_codec_spec(e), pz_codec_spec(t->codec)) != 0;
-            pz_codec_free(e);
-        }
-        if (stateful) {
+        if (pz_codec_keeps_state(t->codec)) {
             pz_tied_free(t);
             return pz_fail(PZ_ERR_ARG,
                            "--compress-tied %s: the tied exchange takes a codec without state (no ef, ef21 or aq): "
