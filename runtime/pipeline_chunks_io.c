@@ -109,25 +109,11 @@ pz_status ichunk_checkpoint(iexec *x, int step) {
 
 /* --resume: rank 0 finds the step, every chunk loads its part by tensor name. */
 pz_status ichunk_resume(iexec *x, int *start) {
-    const pz_train_opts *o = x->o;
-    int is_auto = strcmp(o->resume, "auto") == 0;
-    const char *dir = is_auto ? o->checkpoint_dir : o->resume;
-    double v = 0.0;
-    pz_status st = PZ_OK;
-    if (x->rank == 0) {
-        int step;
-        if ((st = pz_resume_find(dir, is_auto, &step)) != PZ_OK) return st;
-        if (step < 0 && !is_auto)
-            return pz_fail(PZ_ERR_ARG, "--resume %s: no complete checkpoint there (use --resume auto to start "
-                           "fresh when there is none)", dir);
-        v = step + 1.0;
-    }
-    if ((st = pz_transport_allreduce_sum_f64(x->tp, &v, 1)) != PZ_OK) return st;
-    *start = (int)v - 1;
-    if (*start < 0) {
-        if (x->rank == 0) fprintf(stderr, "pipezip train: --resume auto: no checkpoint in %s, starting fresh\n", dir);
+    const char *dir;
+    pz_status st = exec_resume_step(x->tp, x->o, x->rank, start, &dir);
+    if (st != PZ_OK || *start < 0) {
         *start = 0;
-        return PZ_OK;
+        return st;
     }
     for (int cc = 0; cc < x->V && st == PZ_OK; cc++) {
         chunk *c = &x->ch[cc];
@@ -138,7 +124,7 @@ pz_status ichunk_resume(iexec *x, int *start) {
         int n = chunk_codecs(c, names, cs);
         if (st == PZ_OK && same) st = pz_resume_read_codecs(dir, *start, c->g, names, cs, n);
         for (int i = 0; st == PZ_OK && !same && i < n; i++)
-            if (pz_codec_has_state(cs[i]))
+            if (pz_codec_keeps_state(cs[i]))
                 fprintf(stderr, "pipezip train: rank %d: warning: another layout than the checkpoint's: chunk %d's %s "
                         "(%s) starts with empty state (aq: its first epoch again)\n", x->rank, c->g, names[i],
                         pz_codec_spec(cs[i]));

@@ -70,28 +70,41 @@ static int edge_codecs(exec *x, const char **names, pz_codec **cs) {
     return n;
 }
 
+/* --resume: rank 0 finds the newest complete checkpoint in the --resume
+ * directory (or --checkpoint-dir for auto) and every rank gets its step:
+ * *start = the steps done, or -1: none (auto: start fresh); *dir = where.
+ * Both executors start with it. tp NULL: one process. */
+pz_status exec_resume_step(pz_transport *tp, const pz_train_opts *o, int rank, int *start, const char **dir) {
+    int is_auto = strcmp(o->resume, "auto") == 0;
+    *dir = is_auto ? o->checkpoint_dir : o->resume;
+    *start = -1;
+    double v = 0.0;
+    pz_status st = PZ_OK;
+    if (rank == 0) {
+        int step;
+        if ((st = pz_resume_find(*dir, is_auto, &step)) != PZ_OK) return st;
+        if (step < 0 && !is_auto)
+            return pz_fail(PZ_ERR_ARG, "--resume %s: no complete checkpoint there (use --resume auto to start "
+                           "fresh when there is none)", *dir);
+        v = step + 1.0;   /* 0: none */
+    }
+    if (tp && (st = pz_transport_allreduce_sum_f64(tp, &v, 1)) != PZ_OK) return st;
+    if (v < 1.0) {
+        if (rank == 0) fprintf(stderr, "pipezip train: --resume auto: no checkpoint in %s, starting fresh\n", *dir);
+        return PZ_OK;
+    }
+    *start = (int)v - 1;
+    return PZ_OK;
+}
+
 /* --resume: the newest complete checkpoint (rank 0 looks, every rank gets
  * its step), then each rank loads its shard. *start = steps already done. */
 pz_status exec_resume_from(exec *x, int *start) {
-    const pz_train_opts *o = x->o;
-    int is_auto = strcmp(o->resume, "auto") == 0;
-    const char *dir = is_auto ? o->checkpoint_dir : o->resume;
-    double v = 0.0;
-    pz_status st = PZ_OK;
-    if (x->rank == 0) {
-        int step;
-        if ((st = pz_resume_find(dir, is_auto, &step)) != PZ_OK) return st;
-        if (step < 0 && !is_auto)
-            return pz_fail(PZ_ERR_ARG, "--resume %s: no complete checkpoint there (use --resume auto to start "
-                           "fresh when there is none)", dir);
-        v = step + 1.0;   /* 0: none */
-    }
-    if ((st = exec_allreduce(x, &v, 1)) != PZ_OK) return st;
-    *start = (int)v - 1;
-    if (*start < 0) {
-        if (x->rank == 0) fprintf(stderr, "pipezip train: --resume auto: no checkpoint in %s, starting fresh\n", dir);
+    const char *dir;
+    pz_status st = exec_resume_step(x->tp, x->o, x->rank, start, &dir);
+    if (st != PZ_OK || *start < 0) {
         *start = 0;
-        return PZ_OK;
+        return st;
     }
     int same = 0;
     st = pz_resume_read_shard(dir, *start, x->rank, x->world, &x->stage, &x->opt, &x->loader, &same);
@@ -109,7 +122,7 @@ pz_status exec_resume_from(exec *x, int *start) {
             free(path);
         }
         for (int i = 0; st == PZ_OK && !same && i < n; i++)
-            if (pz_codec_has_state(cs[i]))
+            if (pz_codec_keeps_state(cs[i]))
                 fprintf(stderr, "pipezip train: rank %d: warning: another layout than the checkpoint's: %s (%s) "
                         "starts with empty state (aq: its first epoch again)\n", x->rank, names[i],
                         pz_codec_spec(cs[i]));

@@ -90,6 +90,7 @@ void exec_fault_arm(int armed);
 void exec_fault_point(const char *what, int step, int rank);
 void exec_fault_flip(exec *x, int armed);
 pz_status exec_resume_from(exec *x, int *start);
+pz_status exec_resume_step(pz_transport *tp, const pz_train_opts *o, int rank, int *start, const char **dir);
 pz_status exec_checkpoint(exec *x, int step);
 
 /* --dump-edge: the tensor src about to be encoded on edge end e (runtime/pipeline_dump.c) */
