@@ -42,6 +42,25 @@ void pz_edge_free(pz_edge_end *e) {
 
 size_t pz_edge_capacity(const pz_edge_end *e) { return e->cap; }
 
+pz_status pz_edge_init_val(pz_edge_end val[2], int edge, int sender, const char *fwd_spec, int B, int T, int C) {
+    char ev[512];
+    const char *evs = NULL;
+    pz_status st = PZ_OK;
+    if (fwd_spec) {
+        if ((st = pz_policy_eval_spec(fwd_spec, ev, sizeof ev)) != PZ_OK) return st;
+        evs = ev;
+    }
+    if ((st = pz_edge_init(&val[0], edge, PZ_FWD, sender, NULL, B, T, C, 0)) != PZ_OK) return st;
+    return pz_edge_init(&val[1], edge, PZ_FWD, sender, evs, B, T, C, 0);
+}
+
+size_t pz_edge_wire_cap(const pz_edge_end *live, const pz_edge_end val[2]) {
+    size_t cap = live->cap;
+    for (int k = 0; k < 2; k++)
+        if (val[k].cap > cap) cap = val[k].cap;
+    return cap;
+}
+
 const char *pz_edge_codec_name(const pz_edge_end *e) { return e->codec ? pz_codec_spec(e->codec) : "none"; }
 
 

@@ -49,6 +49,13 @@ pz_status pz_edge_init(pz_edge_end *e, int edge, int dir, int sender, const char
 void pz_edge_free(pz_edge_end *e);
 /* Bytes a wire buffer of this end needs. */
 size_t pz_edge_capacity(const pz_edge_end *e);
+/* Validation's two ends of edge e (forward only): [0] raw floats, [1] the
+ * training codec fwd_spec (NULL: none) as evaluation uses it, without the
+ * training state of its wrappers (pz_policy_eval_spec). */
+pz_status pz_edge_init_val(pz_edge_end val[2], int edge, int sender, const char *fwd_spec, int B, int T, int C);
+/* Bytes of a wire buffer that training's end live and validation's ends
+ * take turns in. */
+size_t pz_edge_wire_cap(const pz_edge_end *live, const pz_edge_end val[2]);
 
 /* Sender: x (B,T,C) and its micro-batch's ids (B; fwd only) -> wire[0..*len). */
 pz_status pz_edge_encode(pz_edge_end *e, const float *x, const uint64_t *ids, uint64_t seed, uint64_t step,

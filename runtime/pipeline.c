@@ -407,7 +407,7 @@ static pz_status setup_edges(exec *x) {
     const pz_train_opts *o = x->o;
     int B = o->batch, T = o->seq, C = x->stage.cfg.channels, r = x->rank;
     pz_status st = pz_auto_init(&x->au, &x->pol, o->micro);
-    char ev[512];
+    if (st != PZ_OK) return st;
     if (x->world > 1 && (is_first(x) || is_last(x)) &&
         (st = pz_tied_init(&x->tied, o->compress_tied, x->stage.cfg.padded_vocab_size, C)) != PZ_OK)
         return st;
@@ -415,34 +415,24 @@ static pz_status setup_edges(exec *x) {
         /* side 0: the out edge (we send fwd, receive bwd); side 1: the in edge */
         if (side == 0 ? is_last(x) : is_first(x)) continue;
         int e = side == 0 ? r : r - 1;
-        const char *fs = pz_policy_codec(&x->pol, e, PZ_FWD), *evs = NULL;
-        if (fs) {
-            if ((st = pz_policy_eval_spec(fs, ev, sizeof ev)) != PZ_OK) break;
-            evs = ev;
-        }
+        const char *fs = pz_policy_codec(&x->pol, e, PZ_FWD);
         /* pz_auto_edge_init reads the policy: plain ends, or auto's candidates */
         if (side == 0) {
             if ((st = pz_auto_edge_init(&x->au, &x->pol, 0, &x->fwd_tx, e, PZ_FWD, 1, B, T, C, o->error_metrics)) != PZ_OK)
                 break;
             if ((st = pz_auto_edge_init(&x->au, &x->pol, 1, &x->bwd_rx, e, PZ_BWD, 0, B, T, C, 0)) != PZ_OK) break;
-            if ((st = pz_edge_init(&x->val_tx[0], e, PZ_FWD, 1, NULL, B, T, C, 0)) != PZ_OK) break;
-            st = pz_edge_init(&x->val_tx[1], e, PZ_FWD, 1, evs, B, T, C, 0);
+            st = pz_edge_init_val(x->val_tx, e, 1, fs, B, T, C);
         } else {
             if ((st = pz_auto_edge_init(&x->au, &x->pol, 2, &x->fwd_rx, e, PZ_FWD, 0, B, T, C, 0)) != PZ_OK) break;
             if ((st = pz_auto_edge_init(&x->au, &x->pol, 3, &x->bwd_tx, e, PZ_BWD, 1, B, T, C, o->error_metrics)) != PZ_OK)
                 break;
-            if ((st = pz_edge_init(&x->val_rx[0], e, PZ_FWD, 0, NULL, B, T, C, 0)) != PZ_OK) break;
-            st = pz_edge_init(&x->val_rx[1], e, PZ_FWD, 0, evs, B, T, C, 0);
+            st = pz_edge_init_val(x->val_rx, e, 0, fs, B, T, C);
         }
     }
     if (st != PZ_OK) return st;
     /* wire buffers: validation messages reuse the first ones, so size for both */
-    x->cap_in = x->fwd_rx.cap;
-    x->cap_out = x->fwd_tx.cap;
-    for (int k = 0; k < 2; k++) {
-        if (x->val_rx[k].cap > x->cap_in) x->cap_in = x->val_rx[k].cap;
-        if (x->val_tx[k].cap > x->cap_out) x->cap_out = x->val_tx[k].cap;
-    }
+    x->cap_in = pz_edge_wire_cap(&x->fwd_rx, x->val_rx);
+    x->cap_out = pz_edge_wire_cap(&x->fwd_tx, x->val_tx);
     x->ids_tmp = xcalloc((size_t)B, sizeof *x->ids_tmp);
     return PZ_OK;
 }

@@ -178,35 +178,23 @@ static pz_status chunk_edges(iexec *x, chunk *c) {
     const pz_train_opts *o = x->o;
     int B = o->batch, T = o->seq, C = c->stage.cfg.channels;
     pz_status st = PZ_OK;
-    char ev[512];
     for (int side = 0; side < 2 && st == PZ_OK; side++) {
         if (side == 0 ? c->g == x->G - 1 : c->g == 0) continue;
         int e = side == 0 ? c->g : c->g - 1;
         const char *fs = pz_policy_codec(&x->pol, e, PZ_FWD), *bs = pz_policy_codec(&x->pol, e, PZ_BWD);
-        const char *evs = NULL;
-        if (fs) {
-            if ((st = pz_policy_eval_spec(fs, ev, sizeof ev)) != PZ_OK) break;
-            evs = ev;
-        }
         if (side == 0) {
             if ((st = pz_edge_init(&c->fwd_tx, e, PZ_FWD, 1, fs, B, T, C, o->error_metrics)) != PZ_OK) break;
             if ((st = pz_edge_init(&c->bwd_rx, e, PZ_BWD, 0, bs, B, T, C, 0)) != PZ_OK) break;
-            if ((st = pz_edge_init(&c->val_tx[0], e, PZ_FWD, 1, NULL, B, T, C, 0)) != PZ_OK) break;
-            st = pz_edge_init(&c->val_tx[1], e, PZ_FWD, 1, evs, B, T, C, 0);
+            st = pz_edge_init_val(c->val_tx, e, 1, fs, B, T, C);
         } else {
             if ((st = pz_edge_init(&c->fwd_rx, e, PZ_FWD, 0, fs, B, T, C, 0)) != PZ_OK) break;
             if ((st = pz_edge_init(&c->bwd_tx, e, PZ_BWD, 1, bs, B, T, C, o->error_metrics)) != PZ_OK) break;
-            if ((st = pz_edge_init(&c->val_rx[0], e, PZ_FWD, 0, NULL, B, T, C, 0)) != PZ_OK) break;
-            st = pz_edge_init(&c->val_rx[1], e, PZ_FWD, 0, evs, B, T, C, 0);
+            st = pz_edge_init_val(c->val_rx, e, 0, fs, B, T, C);
         }
     }
     if (st != PZ_OK) return st;
-    c->cap_in = c->fwd_rx.cap;
-    c->cap_out = c->fwd_tx.cap;
-    for (int k = 0; k < 2; k++) {
-        if (c->val_rx[k].cap > c->cap_in) c->cap_in = c->val_rx[k].cap;
-        if (c->val_tx[k].cap > c->cap_out) c->cap_out = c->val_tx[k].cap;
-    }
+    c->cap_in = pz_edge_wire_cap(&c->fwd_rx, c->val_rx);
+    c->cap_out = pz_edge_wire_cap(&c->fwd_tx, c->val_tx);
     return PZ_OK;
 }
 
