@@ -215,6 +215,11 @@ def build_args():
                     help="directory of the built-in corpora pydoc_*.bin, fortunes_*.bin (default data/)")
     ap.add_argument("--cache", help="cache of base models and training subsets (default runs/cache)")
     ap.add_argument("--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)")
+    ap.add_argument("--tables-only", action="store_true",
+                    help="run no fine-tuning (the base model is still found, or made when not cached): "
+                         "write the tables, plots and findings from the finished runs in --out "
+                         "(as --resume would reuse them); a policy's missing seeds are left out of its row "
+                         "(the seeds column says which it has) and a policy with none is left out")
     ap.add_argument("--resume", action="store_true",
                     help="reuse the finished runs of an earlier sweep into the same --out with the same "
                          "settings: only missing runs execute (a run is redone when its report is missing "
@@ -257,8 +262,9 @@ def main():
     if not os.access(a.pipezip, os.X_OK):
         die(f"pipezip binary not found at '{a.pipezip}' (build it: bash tools/setup.sh; or pass --pipezip)")
 
-    global RESUME, PORTABLE
-    RESUME = a.resume
+    global RESUME, PORTABLE, TABLES_ONLY
+    RESUME = a.resume or a.tables_only
+    TABLES_ONLY = a.tables_only
     # run arguments compared by --resume: paths under --out and the repository
     # spelled relative to them, the binary left out
     PORTABLE = [(a.out, "<out>"), (REPO, "<repo>")]
@@ -294,6 +300,8 @@ def main():
         policies += [x + (a.seeds[:1],) for x in others if not any(y[0] == x[0] for y in policies)]
     if not policies:
         die("no policies to run")
+    if a.tables_only and not os.path.exists(os.path.join(a.out, "settings.json")):
+        die(f"--tables-only: no sweep in {a.out}")
 
     os.makedirs(os.path.join(a.out, "runs"), exist_ok=True)
     t_start = time.time()
@@ -362,6 +370,9 @@ def main():
                                                "--val-batches", str(a.val_batches), "--val-every", str(a.steps),
                                                "--eval-compress", "on",
                                                "--out", os.path.join(d, f"seed-{seed}", "quality")])
+            if rep is None:   # --tables-only and this run is not there
+                log(f"[{i + 1}/{len(policies)}] {pol}, seed {seed}: no finished run, left out")
+                continue
             if before is None:
                 before = rep["val_loss_before"]
             vu, vc = rep["val_loss_after_uncompressed"], rep["val_loss_after_compressed"]
@@ -380,14 +391,17 @@ def main():
             row["per_seed"].append(sr)
             log(f"[{i + 1}/{len(policies)}] {pol}, seed {seed}: val loss {fnum(vc)} (compressed eval) / "
                 f"{fnum(vu)} (uncompressed)")
+        if not row["per_seed"]:
+            continue
         aggregate(row, before)
         for bw in a.bandwidths:   # the first seed only: tokens/s do not depend on it
             log(f"[{i + 1}/{len(policies)}] {pol}: speed run at {fmt_bw(bw)} Mbit/s")
             sd = os.path.join(d, f"speed-{fmt_bw(bw)}")
-            run_example(common + ["--seed", str(seeds[0]), "--init", base, "--compress", pol,
-                                  "--steps", str(2 + a.speed_steps),
-                                  "--train-tokens", str(speed_tokens), "--val-batches", "0",
-                                  "--link-mbps", fmt_bw(bw), "--error-metrics", "off", "--out", sd])
+            if run_example(common + ["--seed", str(seeds[0]), "--init", base, "--compress", pol,
+                                     "--steps", str(2 + a.speed_steps),
+                                     "--train-tokens", str(speed_tokens), "--val-batches", "0",
+                                     "--link-mbps", fmt_bw(bw), "--error-metrics", "off", "--out", sd]) is None:
+                continue
             steady = [r for r in read_steps(os.path.join(sd, "train.jsonl")) if r["step"] > 2]
             if not steady:
                 die(f"{pol}: speed run at {fmt_bw(bw)} Mbit/s logged no steps after the first epoch")
@@ -478,12 +492,12 @@ def load_matplotlib():
 
 
 RESUME = False
+TABLES_ONLY = False
 PORTABLE = []
 
 
 def run_example(args):
     out = args[args.index("--out") + 1]
-    os.makedirs(out, exist_ok=True)
     rpath = os.path.join(out, "report.json")
     key = portable([x for i, x in enumerate(args) if "--pipezip" not in args[max(i - 1, 0):i + 1]])
     if RESUME and os.path.exists(rpath) and os.path.exists(os.path.join(out, "args.json")):
@@ -492,6 +506,9 @@ def run_example(args):
                 log(f"  reusing {out}")
                 with open(rpath) as fh2:
                     return json.load(fh2)
+    if TABLES_ONLY:
+        return None
+    os.makedirs(out, exist_ok=True)
     if os.path.exists(rpath):
         os.remove(rpath)
     with open(os.path.join(out, "args.json"), "w") as fh:
