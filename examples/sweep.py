@@ -892,6 +892,7 @@ def make_plots(plt, out, results, a):
     if ref:
         R = ref["val_loss_uncompressed"]
         fig, ax = plt.subplots(figsize=(8, 0.38 * len(head) + 1.6))
+        labelled = set()
         for k, r in enumerate(head):
             y = len(head) - 1 - k
             for c, color, dy, lab in (("val_loss_uncompressed", "tab:blue", 0.12, "uncompressed evaluation"),
@@ -900,7 +901,8 @@ def make_plots(plt, out, results, a):
                     continue   # the same evaluation
                 m, sd = r[c], r.get(c + "_std")
                 ax.errorbar([100 * rel(m, R)], [y + dy], xerr=None if sd is None else [100 * sd / R], fmt="o",
-                            color=color, capsize=3, markersize=5, label=lab if k == 0 else None)
+                            color=color, capsize=3, markersize=5, label=None if lab in labelled else lab)
+                labelled.add(lab)
                 ax.plot([100 * rel(x[c], R) for x in r["per_seed"]], [y + dy] * r["n_seeds"], "x",
                         color=color, alpha=0.6, markersize=4)
         ax.axvline(0, color="gray", linestyle="--", linewidth=1)
