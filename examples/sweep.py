@@ -57,7 +57,7 @@ DEFAULT_EXTRA = ["fwd=topk:0.5", "fwd=topk:0.2", "fwd=topk:0.1", "fwd=topk:0.05"
 # grid or the extras hold, unless --headline names them).
 DEFAULT_HEADLINE = ["none", "fwd=q4", "fwd=q2", "fwd=hadamard(q4)", "fwd=hadamard(q2)", f"fwd={TAH}",
                     "bwd=q2", "fwd=aq(q4),bwd=q8", "fwd=aq(q2),bwd=q4", "fwd=q2,bwd=q4", "bwd=q4",
-                    "fwd=q4,bwd=q8"]
+                    "fwd=q4,bwd=q8"] + DEFAULT_EXTRA
 DEFAULT_SEEDS = [1337, 1338, 1339]
 QUICK_FWD = ["none", "aq(q4)"]
 QUICK_BWD = ["none", "q8"]
