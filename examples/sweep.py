@@ -906,8 +906,13 @@ def make_plots(plt, out, results, a):
                 ax.plot([100 * rel(x[c], R) for x in r["per_seed"]], [y + dy] * r["n_seeds"], "x",
                         color=color, alpha=0.6, markersize=4)
         ax.axvline(0, color="gray", linestyle="--", linewidth=1)
+        ax.set_xscale("symlog", linthresh=0.5, linscale=1.5)   # linear within +-0.5%, log beyond
+        xv = [100 * rel(x[c], R) for r in head for x in r["per_seed"]
+              for c in ("val_loss_uncompressed", "val_loss_compressed")]
+        ax.set_xlim(min(xv + [-0.2]) * 1.3, max(xv + [0.2]) * 1.5)
         ax.set_yticks(range(len(head)), labels=[r["policy"] for r in reversed(head)], fontsize=8)
-        ax.set_xlabel(f"validation loss vs none (%, none = {R:.4f}); bars: mean ± std, x: each seed")
+        ax.set_xlabel(f"val loss vs none (%, none = {R:.4f}; linear within ±0.5%, log beyond)\n"
+                      f"bars: mean ± std, x: each seed", fontsize=9)
         ax.set_title(f"Headline rows over seeds {', '.join(map(str, a.seeds))}")
         ax.legend(fontsize=7, loc="lower right")
         ax.grid(axis="x", alpha=0.3)
