@@ -3,22 +3,30 @@
 
 Runs a grid of forward codecs x backward codecs (plus extra policies: TopK
 fractions, error feedback) through examples/gpt_finetune.sh: the same base
-model (the example's cached demo model), data, seed and schedule for every
-policy. Each policy gets
+model (the example's cached demo model), data and schedule for every policy.
+The headline rows (--headline, --also) are repeated over every seed of
+--seeds and reported as mean +- sample standard deviation; the other rows run
+with the first seed only. Each policy gets
 
-  * a quality run: fine-tuning with no link limit, validated at the end with
-    the forward codecs and uncompressed (--eval-compress on);
-  * a speed run per bandwidth: a few steps with --link-mbps B on a training
-    set of two steps' worth of samples, tokens/s = median over the steps after
-    the first epoch (AQ-SGD sends a sample's first activation uncompressed, so
-    this is its steady state).
+  * a quality run per seed: fine-tuning with no link limit, validated at the
+    end with the forward codecs and uncompressed (--eval-compress on);
+  * a speed run per bandwidth (first seed only): a few steps with --link-mbps B
+    on a training set of two steps' worth of samples, tokens/s = median over
+    the steps after the first epoch (AQ-SGD sends a sample's first activation
+    uncompressed, so this is its steady state).
 
-Writes to --out: results.csv and results.md (one row per policy), findings.md,
-plots (loss_vs_bits.png, loss_curves.png, heatmap.png, speed.png) and
-runs/<policy>/ (each run's logs and report). Prints the table and a findings
-block computed from these numbers at the end.
+A finding comparing two rows "holds" only when the difference of their means
+exceeds the seed spread, the sum of their standard deviations (see
+compute_findings); with fewer than 2 seeds on either side it is not judged.
 
-Usage: python3 examples/sweep.py [--quick] [--out DIR] [--pipezip PATH] ...
+Writes to --out: results.csv and results.md (one row per policy, mean and std
+over its seeds), results_seeds.csv (one row per policy and seed), findings.md,
+plots (headline.png, loss_vs_bits.png, loss_curves.png, heatmap.png, and
+speed.png when there are speed runs) and runs/<policy>/ (each run's logs and
+report). Prints the table and a findings block computed from these numbers at
+the end.
+
+Usage: python3 examples/sweep.py [--quick] [--out DIR] [--seeds 1337,1338,1339] ...
 """
 import argparse
 import csv
@@ -35,21 +43,34 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(REPO, "examples", "gpt_finetune.sh")
 
-# The default grid. Forward: activations; backward: gradients.
-DEFAULT_FWD = ["none", "q8", "q4", "q2", "aq(q4)", "aq(q2)"]
+# The default grid. Forward: activations; backward: gradients. q<b> is q's
+# default (midtread grid, round to nearest); tah:3.5 needs tiles of 128 on the
+# demo model's shapes (64-element tiles cost 3.53 bits of overhead per element).
+TAH = "tah:3.5,tile=128"
+DEFAULT_FWD = ["none", "q8", "q4", "q2", "hadamard(q4)", "hadamard(q2)", TAH, "aq(q4)", "aq(q2)"]
 DEFAULT_BWD = ["none", "q8", "q4", "q2"]
 # Extra policies outside the cross grid: TopK on activations at several
 # fractions, error feedback on both directions.
 DEFAULT_EXTRA = ["fwd=topk:0.5", "fwd=topk:0.2", "fwd=topk:0.1", "fwd=topk:0.05",
                  "fwd=ef(q2)", "fwd=ef(topk:0.1)", "bwd=ef(q2)"]
+# Headline rows: repeated over every seed of --seeds (those of them that the
+# grid or the extras hold, unless --headline names them).
+DEFAULT_HEADLINE = ["none", "fwd=q4", "fwd=q2", "fwd=hadamard(q4)", "fwd=hadamard(q2)", f"fwd={TAH}",
+                    "bwd=q2", "fwd=aq(q4),bwd=q8", "fwd=aq(q2),bwd=q4", "fwd=q2,bwd=q4", "bwd=q4",
+                    "fwd=q4,bwd=q8"] + DEFAULT_EXTRA
+DEFAULT_SEEDS = [1337, 1338, 1339]
 QUICK_FWD = ["none", "aq(q4)"]
 QUICK_BWD = ["none", "q8"]
+QUICK_SEEDS = [1337, 1338]
 
-COLUMNS_HEAD = ["policy", "fwd", "bwd", "kind", "val_loss_compressed", "val_loss_uncompressed",
-                "val_loss_before", "train_loss_final", "tok_s_unlimited"]
+COLUMNS_HEAD = ["policy", "fwd", "bwd", "kind", "seeds", "val_loss_compressed", "val_loss_compressed_std",
+                "val_loss_uncompressed", "val_loss_uncompressed_std", "val_loss_before", "train_loss_final",
+                "train_loss_final_std", "tok_s_unlimited"]
 COLUMNS_TAIL = ["fwd_raw_bytes", "fwd_wire_bytes", "bwd_raw_bytes", "bwd_wire_bytes",
                 "fwd_bits_per_elem", "bwd_bits_per_elem", "fwd_bits_steady", "bwd_bits_steady",
                 "policy_canonical"]
+SEED_COLUMNS = ["policy", "seed", "val_loss_compressed", "val_loss_uncompressed", "train_loss_final",
+                "tok_s_unlimited", "fwd_bits_per_elem", "bwd_bits_per_elem"]
 
 
 def log(msg):
@@ -69,7 +90,20 @@ def split_list(text):
     return items
 
 
+def seed_list(text):
+    out = []
+    for x in text.split(","):
+        if not re.fullmatch(r"[0-9]+", x.strip()):
+            raise argparse.ArgumentTypeError(f"seed '{x}' is not a whole number")
+        if int(x) in out:
+            raise argparse.ArgumentTypeError(f"seed {int(x)} given twice")
+        out.append(int(x))
+    return out
+
+
 def bandwidth_list(text):
+    if text == "none":
+        return []
     out = []
     for x in text.split(","):
         try:
@@ -96,7 +130,8 @@ def policy_text(fwd, bwd):
 
 
 def parse_extra(p):
-    """fwd and bwd codec of a one-clause policy text like 'fwd=topk:0.1,bwd=q8'."""
+    """fwd and bwd codec of a policy text like 'fwd=topk:0.1,bwd=q8'; None for other
+    forms (e.g. 'auto')."""
     fwd = bwd = "none"
     if p == "none":
         return fwd, bwd
@@ -134,7 +169,8 @@ def build_args():
                "Every number in the outputs comes from the runs of this sweep.")
     ap.add_argument("--quick", action="store_true",
                     help="reduced form for CI: a 2x2 grid (fwd none,aq(q4) x bwd none,q8), no extra "
-                         "policies, a 20-step base model, few short steps, one bandwidth")
+                         "policies, seeds 1337,1338 (headline rows none and fwd=aq(q4),bwd=q8), a 20-step "
+                         "base model, few short steps, one bandwidth")
     ap.add_argument("--out", help="output directory (default runs/sweep, or runs/sweep-quick with --quick)")
     ap.add_argument("--pipezip", default=os.environ.get("PIPEZIP", os.path.join(REPO, "build", "pipezip")),
                     help="pipezip binary (default $PIPEZIP, else build/pipezip)")
@@ -145,8 +181,23 @@ def build_args():
     ap.add_argument("--extra", action="append", metavar="POLICY",
                     help="extra policy outside the grid (repeatable; 'none' for no extras; default: "
                          + " ".join(DEFAULT_EXTRA) + ")")
+    ap.add_argument("--seeds", type=seed_list,
+                    help="seeds, comma-separated: the headline rows run once per seed (mean +- std in the "
+                         "tables), the other rows with the first seed only (default "
+                         f"{','.join(map(str, DEFAULT_SEEDS))}; quick: {','.join(map(str, QUICK_SEEDS))})")
+    ap.add_argument("--seed", type=int, help="one seed for every run (the same as --seeds X)")
+    ap.add_argument("--headline", action="append", metavar="POLICY",
+                    help="headline policy, repeated over every seed; run even when outside the grid "
+                         "(repeatable; replaces the default list: " + " ".join(DEFAULT_HEADLINE)
+                         + ", of which only those in the grid or the extras are run)")
+    ap.add_argument("--also", action="append", metavar="POLICY",
+                    help="one more headline policy, added to the headline list (repeatable), e.g. "
+                         "--also auto")
+    ap.add_argument("--headline-only", action="store_true",
+                    help="run the headline policies only (skip the rest of the grid and the extras)")
     ap.add_argument("--bandwidths", type=bandwidth_list,
-                    help="link rates in Mbit/s for the speed runs, comma-separated (default 10,100; quick: 100)")
+                    help="link rates in Mbit/s for the speed runs (first seed only), comma-separated, or "
+                         "'none' for no speed runs (default 10,100; quick: 100)")
     ap.add_argument("--steps", type=int, help="fine-tuning steps of each quality run (default 40; quick: 6)")
     ap.add_argument("--speed-steps", type=int,
                     help="measured steps of each speed run, after a 2-step first epoch (default 3; quick: 2)")
@@ -158,16 +209,22 @@ def build_args():
     ap.add_argument("--lr", default="3e-4", help="peak learning rate (default 3e-4)")
     ap.add_argument("--val-batches", type=int, help="validation batches (default 32; quick: 4)")
     ap.add_argument("--stages", type=int, default=2, help="pipeline stages (default 2)")
-    ap.add_argument("--seed", type=int, default=1337, help="seed of every run (default 1337)")
     ap.add_argument("--base-steps", type=int, help="pre-training steps of the base model (default 300; quick: 20)")
     ap.add_argument("--init", help="start every run from this checkpoint instead of the example's base model")
     ap.add_argument("--data-dir", default=os.path.join(REPO, "data"),
                     help="directory of the built-in corpora pydoc_*.bin, fortunes_*.bin (default data/)")
     ap.add_argument("--cache", help="cache of base models and training subsets (default runs/cache)")
     ap.add_argument("--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)")
+    ap.add_argument("--tables-only", action="store_true",
+                    help="run no fine-tuning (the base model is still found, or made when not cached): "
+                         "write the tables, plots and findings from the finished runs in --out "
+                         "(as --resume would reuse them); a policy's missing seeds are left out of its row "
+                         "(the seeds column says which it has) and a policy with none is left out")
     ap.add_argument("--resume", action="store_true",
                     help="reuse the finished runs of an earlier sweep into the same --out with the same "
-                         "settings (a policy's run is redone when its report is missing)")
+                         "settings: only missing runs execute (a run is redone when its report is missing "
+                         "or its arguments differ; the pipezip binary, the repository and --out may have "
+                         "moved). Add seeds or policies this way, e.g. --resume --also auto")
     return ap
 
 
@@ -181,6 +238,9 @@ def main():
         a.extra = [] if q else list(DEFAULT_EXTRA)
     a.extra = [p for p in a.extra if p != "none"]
     a.bandwidths = ([100.0] if q else [10.0, 100.0]) if a.bandwidths is None else a.bandwidths
+    if a.seed is not None and a.seeds is not None:
+        ap.error("give --seeds or --seed, not both")
+    a.seeds = [a.seed] if a.seed is not None else (QUICK_SEEDS if q else DEFAULT_SEEDS) if a.seeds is None else a.seeds
     a.steps = (6 if q else 40) if a.steps is None else a.steps
     a.speed_steps = (2 if q else 3) if a.speed_steps is None else a.speed_steps
     a.batch = (2 if q else 4) if a.batch is None else a.batch
@@ -192,6 +252,7 @@ def main():
     a.base_steps = (20 if q else 300) if a.base_steps is None else a.base_steps
     a.out = os.path.abspath(a.out or os.path.join(REPO, "runs", "sweep-quick" if q else "sweep"))
     a.cache = os.path.abspath(a.cache) if a.cache else None
+    a.data_dir = os.path.abspath(a.data_dir)
     for name in ("steps", "speed_steps", "train_tokens", "batch", "micro_batches", "seq", "val_batches",
                  "stages", "base_steps"):
         if getattr(a, name) < 1:
@@ -201,31 +262,54 @@ def main():
     if not os.access(a.pipezip, os.X_OK):
         die(f"pipezip binary not found at '{a.pipezip}' (build it: bash tools/setup.sh; or pass --pipezip)")
 
-    global RESUME
-    RESUME = a.resume
+    global RESUME, PORTABLE, TABLES_ONLY
+    RESUME = a.resume or a.tables_only
+    TABLES_ONLY = a.tables_only
+    # run arguments compared by --resume: paths under --out and the repository
+    # spelled relative to them, the binary left out
+    PORTABLE = [(a.out, "<out>"), (REPO, "<repo>")]
     plt = None
     if not a.no_plots:
         plt = load_matplotlib()
 
-    # policies: the cross grid, then the extras
-    policies = []   # (policy text, fwd, bwd, kind)
+    # policies: the headline rows (every seed), then the rest of the cross grid
+    # and the extras (first seed only)
+    others = []   # (policy text, fwd, bwd, kind)
     for f in a.fwd:
         for b in a.bwd:
-            policies.append((policy_text(f, b), f, b, "grid"))
+            others.append((policy_text(f, b), f, b, "grid"))
     for p in a.extra:
-        fb = parse_extra(p)
-        if fb is None:
-            fb = ("?", "?")
+        if any(x[0] == p for x in others):
+            continue
+        fb = parse_extra(p) or (p, p)
+        others.append((p, fb[0], fb[1], "extra"))
+    known = {x[0]: x for x in others}
+    if a.headline is None:
+        head = [p for p in DEFAULT_HEADLINE if p in known]
+    else:
+        head = list(a.headline)
+    head += a.also or []
+    policies = []   # (policy text, fwd, bwd, kind, seeds)
+    for p in head:
         if any(x[0] == p for x in policies):
             continue
-        policies.append((p, fb[0], fb[1], "extra"))
+        fb = parse_extra(p) or (p, p)
+        kind = known[p][3] if p in known else "extra"
+        policies.append((p, fb[0], fb[1], kind, list(a.seeds)))
+    if not a.headline_only:
+        policies += [x + (a.seeds[:1],) for x in others if not any(y[0] == x[0] for y in policies)]
+    if not policies:
+        die("no policies to run")
+    if a.tables_only and not os.path.exists(os.path.join(a.out, "settings.json")):
+        die(f"--tables-only: no sweep in {a.out}")
 
     os.makedirs(os.path.join(a.out, "runs"), exist_ok=True)
     t_start = time.time()
     # what every run depends on; --resume reuses runs only when these match
-    settings = {k: getattr(a, k) for k in ("steps", "speed_steps", "train_tokens", "batch", "micro_batches",
-                                           "seq", "lr", "val_batches", "stages", "seed", "base_steps", "init",
-                                           "data_dir")}
+    # (the seeds and bandwidths are part of each run's own arguments)
+    settings = {k: portable(getattr(a, k)) for k in ("steps", "speed_steps", "train_tokens", "batch",
+                                                     "micro_batches", "seq", "lr", "val_batches", "stages",
+                                                     "base_steps", "init", "data_dir")}
     spath = os.path.join(a.out, "settings.json")
     if a.resume and os.path.exists(spath):
         with open(spath) as fh:
@@ -237,7 +321,7 @@ def main():
         json.dump(settings, fh, indent=1)
     common = ["--pipezip", a.pipezip, "--stages", str(a.stages), "--batch", str(a.batch),
               "--micro-batches", str(a.micro_batches), "--seq", str(a.seq), "--lr", a.lr,
-              "--seed", str(a.seed), "--quiet", "--no-save",
+              "--quiet", "--no-save",
               "--data", os.path.join(a.data_dir, "fortunes_train.bin"),
               "--val-data", os.path.join(a.data_dir, "fortunes_val.bin")]
     base_flags = ["--base-steps", str(a.base_steps),
@@ -259,45 +343,65 @@ def main():
             die("making the base model failed (see above)")
         base = r.stdout.strip().splitlines()[-1]
     log(f"base model {base}")
-    log(f"{len(policies)} policies x (1 quality run of {a.steps} steps + {len(a.bandwidths)} speed runs "
-        f"at {', '.join(fmt_bw(b) for b in a.bandwidths)} Mbit/s); output in {a.out}")
+    nq = sum(len(x[4]) for x in policies)
+    log(f"{len(policies)} policies ({sum(1 for x in policies if len(x[4]) > 1)} over seeds "
+        f"{','.join(map(str, a.seeds))}): {nq} quality runs of {a.steps} steps + "
+        f"{len(policies) * len(a.bandwidths)} speed runs"
+        + (f" at {', '.join(fmt_bw(b) for b in a.bandwidths)} Mbit/s" if a.bandwidths else "")
+        + f"; output in {a.out}")
 
     # the speed runs' training set: two steps' worth of samples, so that step 3 on is steady state
     speed_tokens = 2 * a.batch * a.micro_batches * a.seq + 1
 
     columns = COLUMNS_HEAD + [f"tok_s_{fmt_bw(b)}mbps" for b in a.bandwidths] + COLUMNS_TAIL
     results = []
-    for i, (pol, fwd, bwd, kind) in enumerate(policies):
+    before = None
+    for i, (pol, fwd, bwd, kind, seeds) in enumerate(policies):
         d = os.path.join(a.out, "runs", slug(pol))
         t0 = time.time()
-        log(f"[{i + 1}/{len(policies)}] {pol}: quality run")
-        # the starting model's validation loss is the same for every policy: evaluated once
-        once = ["--no-before-eval"] if results else []
-        rep = run_example(common + once + ["--init", base, "--compress", pol, "--steps", str(a.steps),
-                                    "--train-tokens", str(a.train_tokens), "--val-batches", str(a.val_batches),
-                                    "--val-every", str(a.steps), "--eval-compress", "on",
-                                    "--out", os.path.join(d, "quality")])
-        row = {"policy": pol, "fwd": fwd, "bwd": bwd, "kind": kind}
-        row["policy_canonical"] = rep["policy"]
-        vu, vc = rep["val_loss_after_uncompressed"], rep["val_loss_after_compressed"]
-        if vc is None:   # no forward codec: evaluation is the same either way
-            vc = vu
-        before = rep["val_loss_before"] if not results else results[0]["val_loss_before"]
-        row.update(val_loss_compressed=vc, val_loss_uncompressed=vu, val_loss_before=before,
-                   train_loss_final=rep["final_train_loss"], tok_s_unlimited=rep["tok_s_median"])
-        for dname in ("fwd", "bwd"):
-            dd = rep["direction"][dname]
-            row[f"{dname}_raw_bytes"] = dd["raw_bytes"]
-            row[f"{dname}_wire_bytes"] = dd["wire_bytes"]
-            row[f"{dname}_bits_per_elem"] = dd["bits_per_elem"]
-        row["curve"] = read_curve(os.path.join(d, "quality", "train.jsonl"))
-        row["val_curve"] = rep["val_curve"]
-        for bw in a.bandwidths:
+        row = {"policy": pol, "fwd": fwd, "bwd": bwd, "kind": kind, "per_seed": []}
+        for seed in seeds:
+            log(f"[{i + 1}/{len(policies)}] {pol}: quality run, seed {seed}")
+            # the starting model's validation loss is the same for every policy and
+            # seed: evaluated once, in the first run
+            once = ["--no-before-eval"] if before is not None else []
+            rep = run_example(common + once + ["--seed", str(seed), "--init", base, "--compress", pol,
+                                               "--steps", str(a.steps), "--train-tokens", str(a.train_tokens),
+                                               "--val-batches", str(a.val_batches), "--val-every", str(a.steps),
+                                               "--eval-compress", "on",
+                                               "--out", os.path.join(d, f"seed-{seed}", "quality")])
+            if rep is None:   # --tables-only and this run is not there
+                log(f"[{i + 1}/{len(policies)}] {pol}, seed {seed}: no finished run, left out")
+                continue
+            if before is None:
+                before = rep["val_loss_before"]
+            vu, vc = rep["val_loss_after_uncompressed"], rep["val_loss_after_compressed"]
+            if vc is None:   # no forward codec: evaluation is the same either way
+                vc = vu
+            sr = {"seed": seed, "val_loss_compressed": vc, "val_loss_uncompressed": vu,
+                  "train_loss_final": rep["final_train_loss"], "tok_s_unlimited": rep["tok_s_median"],
+                  "policy_canonical": rep["policy"],
+                  "curve": read_curve(os.path.join(d, f"seed-{seed}", "quality", "train.jsonl")),
+                  "val_curve": rep["val_curve"]}
+            for dname in ("fwd", "bwd"):
+                dd = rep["direction"][dname]
+                sr[f"{dname}_raw_bytes"] = dd["raw_bytes"]
+                sr[f"{dname}_wire_bytes"] = dd["wire_bytes"]
+                sr[f"{dname}_bits_per_elem"] = dd["bits_per_elem"]
+            row["per_seed"].append(sr)
+            log(f"[{i + 1}/{len(policies)}] {pol}, seed {seed}: val loss {fnum(vc)} (compressed eval) / "
+                f"{fnum(vu)} (uncompressed)")
+        if not row["per_seed"]:
+            continue
+        aggregate(row, before)
+        for bw in a.bandwidths:   # the first seed only: tokens/s do not depend on it
             log(f"[{i + 1}/{len(policies)}] {pol}: speed run at {fmt_bw(bw)} Mbit/s")
             sd = os.path.join(d, f"speed-{fmt_bw(bw)}")
-            run_example(common + ["--init", base, "--compress", pol, "--steps", str(2 + a.speed_steps),
-                                  "--train-tokens", str(speed_tokens), "--val-batches", "0",
-                                  "--link-mbps", fmt_bw(bw), "--error-metrics", "off", "--out", sd])
+            if run_example(common + ["--seed", str(seeds[0]), "--init", base, "--compress", pol,
+                                     "--steps", str(2 + a.speed_steps),
+                                     "--train-tokens", str(speed_tokens), "--val-batches", "0",
+                                     "--link-mbps", fmt_bw(bw), "--error-metrics", "off", "--out", sd]) is None:
+                continue
             steady = [r for r in read_steps(os.path.join(sd, "train.jsonl")) if r["step"] > 2]
             if not steady:
                 die(f"{pol}: speed run at {fmt_bw(bw)} Mbit/s logged no steps after the first epoch")
@@ -309,9 +413,9 @@ def main():
                     row[f"{dname}_bits_steady"] = 32.0 * wire / raw if raw else None
         results.append(row)
         write_tables(a.out, results, columns)   # after every policy: a stopped sweep keeps its rows
-        log(f"[{i + 1}/{len(policies)}] {pol}: val loss {fnum(vc)} (compressed eval) / {fnum(vu)} "
-            f"(uncompressed), {fnum(row['tok_s_unlimited'], 0)} tok/s unlimited, "
-            f"{time.time() - t0:.0f} s")
+        log(f"[{i + 1}/{len(policies)}] {pol}: val loss {fmt_ms(row, 'val_loss_compressed')} (compressed eval) / "
+            f"{fmt_ms(row, 'val_loss_uncompressed')} (uncompressed) over {len(seeds)} seed(s), "
+            f"{fnum(row['tok_s_unlimited'], 0)} tok/s unlimited, {time.time() - t0:.0f} s")
 
     plots = []
     if plt is not None:
@@ -326,6 +430,48 @@ def main():
         print(f"plot: {p}")
     print(f"sweep: {len(results)} policies in {(time.time() - t_start) / 60:.1f} min; "
           f"tables {a.out}/results.csv, {a.out}/results.md; findings {a.out}/findings.md")
+
+
+def portable(v):
+    """v with the paths under --out and the repository spelled relative to them."""
+    if isinstance(v, list):
+        return [portable(x) for x in v]
+    if isinstance(v, str):
+        for prefix, name in PORTABLE:
+            if v == prefix or v.startswith(prefix + os.sep):
+                return name + v[len(prefix):]
+    return v
+
+
+def mean_std(xs):
+    """Mean and sample standard deviation (n - 1) of the numbers in xs; std None for n < 2."""
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return None, None
+    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else None)
+
+
+def aggregate(row, before):
+    """Fill a policy's row from its per-seed runs: mean and std of the losses, mean of the rest."""
+    ps = row["per_seed"]
+    row["seeds"] = " ".join(str(r["seed"]) for r in ps)
+    row["n_seeds"] = len(ps)
+    row["val_loss_before"] = before
+    for c in ("val_loss_compressed", "val_loss_uncompressed", "train_loss_final"):
+        row[c], row[c + "_std"] = mean_std([r[c] for r in ps])
+    for c in ("tok_s_unlimited", "fwd_raw_bytes", "fwd_wire_bytes", "bwd_raw_bytes", "bwd_wire_bytes",
+              "fwd_bits_per_elem", "bwd_bits_per_elem"):
+        row[c] = mean_std([r[c] for r in ps])[0]
+    row["policy_canonical"] = ps[0]["policy_canonical"]
+
+
+def fmt_ms(row, c="val_loss_uncompressed", nd=4):
+    """'2.5301 +- 0.0012' (mean +- std over seeds), or the single value."""
+    if row.get(c) is None:
+        return "n/a"
+    if row.get(c + "_std") is None:
+        return fnum(row[c], nd)
+    return f"{row[c]:.{nd}f} ± {row[c + '_std']:.{nd}f}"
 
 
 def load_matplotlib():
@@ -346,22 +492,27 @@ def load_matplotlib():
 
 
 RESUME = False
+TABLES_ONLY = False
+PORTABLE = []
 
 
 def run_example(args):
     out = args[args.index("--out") + 1]
-    os.makedirs(out, exist_ok=True)
     rpath = os.path.join(out, "report.json")
-    if RESUME and os.path.exists(rpath):
+    key = portable([x for i, x in enumerate(args) if "--pipezip" not in args[max(i - 1, 0):i + 1]])
+    if RESUME and os.path.exists(rpath) and os.path.exists(os.path.join(out, "args.json")):
         with open(os.path.join(out, "args.json")) as fh:
-            if json.load(fh) == args:
+            if json.load(fh) == key:
                 log(f"  reusing {out}")
                 with open(rpath) as fh2:
                     return json.load(fh2)
+    if TABLES_ONLY:
+        return None
+    os.makedirs(out, exist_ok=True)
     if os.path.exists(rpath):
         os.remove(rpath)
     with open(os.path.join(out, "args.json"), "w") as fh:
-        json.dump(args, fh)
+        json.dump(key, fh)
     r = subprocess.run(["bash", EXAMPLE] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0:
         sys.stderr.write(r.stderr[-4000:])
@@ -398,7 +549,7 @@ def cell(col, v):
         return ""
     if isinstance(v, str):
         return v
-    if col.endswith("_bytes"):
+    if col == "seed" or col.endswith("_bytes"):
         return str(int(v))
     if col.startswith("tok_s"):
         return f"{v:.1f}"
@@ -413,11 +564,19 @@ def write_tables(out, results, columns):
         w.writerow(columns)
         for r in results:
             w.writerow([cell(c, r.get(c)) for c in columns])
-    md_cols = ["policy", "val_loss_compressed", "val_loss_uncompressed"] + \
+    with open(os.path.join(out, "results_seeds.csv"), "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(SEED_COLUMNS)
+        for r in results:
+            for sr in r["per_seed"]:
+                w.writerow([cell(c, r["policy"] if c == "policy" else sr.get(c)) for c in SEED_COLUMNS])
+    ref = find(results, "none", "none")
+    md_cols = ["policy", "n_seeds", "val_loss_compressed", "val_loss_uncompressed", "vs_none"] + \
         [c for c in columns if c.startswith("tok_s")] + \
         ["fwd_wire_bytes", "bwd_wire_bytes", "fwd_bits_per_elem", "bwd_bits_per_elem",
          "fwd_bits_steady", "bwd_bits_steady"]
-    heads = {"val_loss_compressed": "val loss (eval compressed)", "val_loss_uncompressed": "val loss (uncompressed)",
+    heads = {"n_seeds": "seeds", "val_loss_compressed": "val loss (eval compressed)",
+             "val_loss_uncompressed": "val loss (uncompressed)", "vs_none": "vs none",
              "tok_s_unlimited": "tok/s (no limit)", "fwd_wire_bytes": "fwd MB sent", "bwd_wire_bytes": "bwd MB sent",
              "fwd_bits_per_elem": "fwd bits/elem", "bwd_bits_per_elem": "bwd bits/elem",
              "fwd_bits_steady": "fwd bits/elem steady", "bwd_bits_steady": "bwd bits/elem steady"}
@@ -431,6 +590,11 @@ def write_tables(out, results, columns):
                 v = r.get(c)
                 if c == "policy":
                     vals.append(f"`{v}`")
+                elif c == "n_seeds":
+                    vals.append(str(v))
+                elif c == "vs_none":
+                    vals.append("" if ref is None else pct(rel(r["val_loss_uncompressed"],
+                                                                ref["val_loss_uncompressed"])))
                 elif c.endswith("_bytes"):
                     vals.append("" if v is None else f"{v / 1e6:.1f}")
                 elif c.startswith("tok_s"):
@@ -438,7 +602,7 @@ def write_tables(out, results, columns):
                 elif "bits" in c:
                     vals.append("" if v is None else f"{v:.2f}")
                 else:
-                    vals.append(fnum(v))
+                    vals.append(fmt_ms(r, c))
             fh.write("| " + " | ".join(vals) + " |\n")
 
 
@@ -461,33 +625,124 @@ def pct(x):
     return f"{100 * x:+.2f}%"
 
 
+SPREAD_RULE = ("A claim that row A's validation loss is lower than row B's (times 1 + m for a claim "
+               "'within m of B') holds when d = (1 + m) * mean_B - mean_A exceeds the seed spread "
+               "s = std_A + (1 + m) * std_B (std: sample standard deviation over the row's seeds), does "
+               "not hold when d < -s, and is within the seed spread otherwise; rows with fewer than 2 "
+               "seeds are not judged.")
+
+
+def judge_lower(ra, rb, c="val_loss_uncompressed", margin=0.0):
+    """Verdict of the claim 'row ra's mean of c is lower than (1 + margin) x row rb's' by the
+    seed-spread rule (SPREAD_RULE). Returns (verdict, d, s)."""
+    k = 1.0 + margin
+    d = k * rb[c] - ra[c]
+    if ra["n_seeds"] < 2 or rb["n_seeds"] < 2:
+        return "not judged (1 seed)", d, None
+    s = ra[c + "_std"] + k * rb[c + "_std"]
+    if d > s:
+        return "holds", d, s
+    if d < -s:
+        return "does not hold", d, s
+    return "within the seed spread", d, s
+
+
+def both(v1, v2):
+    """Verdict of a claim made of two parts."""
+    for v in ("not measured", "not judged (1 seed)"):
+        if v in (v1, v2):
+            return v
+    if "does not hold" in (v1, v2):
+        return "does not hold"
+    return "holds" if v1 == v2 == "holds" else "within the seed spread"
+
+
+def majority(vs):
+    n = len(vs)
+    for v in ("holds", "does not hold"):
+        if sum(1 for x in vs if x == v) > n / 2:
+            return v
+    if all(v == "not judged (1 seed)" for v in vs):
+        return "not judged (1 seed)"
+    return "within the seed spread"
+
+
+def ds(d, s):
+    return f"d = {d:+.4f}" + ("" if s is None else f", s = {s:.4f}")
+
+
 def compute_findings(results, a):
-    """List of (title, verdict, detail); verdict 'holds', 'does not hold' or 'not measured'."""
+    """List of (title, verdict, detail); verdict 'holds', 'does not hold', 'within the seed
+    spread', 'not judged (1 seed)' or 'not measured' (SPREAD_RULE)."""
     F = []
     ref = find(results, "none", "none")
     if ref is None:
         return [("all findings", "not measured", "the grid has no fwd=none,bwd=none row to compare with")]
     base_u = ref["val_loss_uncompressed"]
+    U = "val_loss_uncompressed"
 
-    # 1. gradients need milder compression than activations
+    def ms(r, c=U):
+        return f"{r['policy']} {fmt_ms(r, c)}"
+
+    # gradients need milder compression than activations: the same codec on one direction only
     pairs = []
     for c in sorted(set(r["fwd"] for r in results) & set(r["bwd"] for r in results) - {"none"}):
         rf, rb = find(results, c, "none"), find(results, "none", c)
         if rf and rb:
-            pairs.append((c, rel(rf["val_loss_uncompressed"], base_u), rel(rb["val_loss_uncompressed"], base_u),
-                          rf["fwd_bits_per_elem"], rb["bwd_bits_per_elem"]))
+            pairs.append((c, rf, rb))
     if pairs:
-        # judged on the most aggressive common codec (fewest bits): there the gap shows
-        c, df, db, bf, bb = min(pairs, key=lambda p: p[3])
-        verdict = "holds" if db > df else "does not hold"
-        det = "; ".join(f"{c_}: activations only {pct(f_)}, gradients only {pct(b_)}"
-                        for c_, f_, b_, _, _ in pairs)
-        F.append(("Gradients need milder compression than activations", verdict,
-                  f"val loss vs uncompressed ({fnum(base_u)}) when only one direction is compressed: {det}. "
-                  f"Judged at {c}: gradients {'lose more' if db > df else 'lose no more'} than activations."))
+        # judged on the most aggressive common codec (fewest bits) that has seeds on both sides
+        judged = [p for p in pairs if p[1]["n_seeds"] > 1 and p[2]["n_seeds"] > 1] or pairs
+        c, rf, rb = min(judged, key=lambda p: p[1]["fwd_bits_per_elem"])
+        v, d, s = judge_lower(rf, rb)
+        det = "; ".join(f"{c_}: activations only {fmt_ms(f_, U)} ({pct(rel(f_[U], base_u))}), gradients only "
+                        f"{fmt_ms(b_, U)} ({pct(rel(b_[U], base_u))})" for c_, f_, b_ in pairs)
+        F.append(("Gradients need milder compression than activations", v,
+                  f"val loss (uncompressed evaluation; none {fmt_ms(ref)}) with one direction compressed: {det}. "
+                  f"Judged at {c}: claim fwd-only lower than bwd-only, {ds(d, s)}."))
     else:
         F.append(("Gradients need milder compression than activations", "not measured",
                   "needs the same codec as fwd-only and bwd-only rows"))
+
+    # hadamard() before q<b> on activations
+    for r in results:
+        m = re.fullmatch(r"hadamard\((.+)\)", r["fwd"]) if r["bwd"] == "none" else None
+        plain = find(results, m.group(1), "none") if m else None
+        if not m:
+            continue
+        title = f"hadamard() lowers the loss of {m.group(1)} on activations"
+        if not plain:
+            F.append((title, "not measured", f"needs a fwd={m.group(1)} row"))
+            continue
+        v, d, s = judge_lower(r, plain)
+        F.append((title, v, f"{ms(r)} vs {ms(plain)} (uncompressed evaluation; none {fmt_ms(ref)}); "
+                            f"through the codec at evaluation {fmt_ms(r, 'val_loss_compressed')} vs "
+                            f"{fmt_ms(plain, 'val_loss_compressed')}; {ds(d, s)}."))
+
+    # TAH-Quant against q4 on activations
+    q4 = find(results, "q4", "none")
+    for r in results:
+        m = re.fullmatch(r"tah:([0-9.]+).*", r["fwd"]) if r["bwd"] == "none" else None
+        if not m:
+            continue
+        title = f"{r['fwd']} on activations beats q4 with fewer bits"
+        if not q4:
+            F.append((title, "not measured", "needs a fwd=q4 row"))
+            continue
+        v, d, s = judge_lower(r, q4)
+        F.append((title, v, f"{ms(r)} at {r['fwd_bits_per_elem']:.2f} bits/elem vs {ms(q4)} at "
+                            f"{q4['fwd_bits_per_elem']:.2f} (uncompressed evaluation; none {fmt_ms(ref)}); "
+                            f"{ds(d, s)}."))
+
+    # AQ-SGD against the plain quantizer (gradients at q8)
+    for inner in ("q4",):
+        ra, rp = find(results, f"aq({inner})", "q8"), find(results, inner, "q8")
+        title = f"aq({inner}) beats plain {inner} on activations (gradients q8)"
+        if ra and rp:
+            v, d, s = judge_lower(ra, rp)
+            F.append((title, v, f"{ms(ra)} vs {ms(rp)}; {ds(d, s)}."))
+        else:
+            F.append((title, "not measured", f"needs fwd=aq({inner}),bwd=q8 and fwd={inner},bwd=q8"))
 
     # TopK rows (activations only)
     topk = []
@@ -496,32 +751,33 @@ def compute_findings(results, a):
         if m:
             topk.append((float(m.group(1)), r))
     topk.sort(key=lambda t: t[0])
-    # 2. TopK below 10-20% hurts
+    C = "val_loss_compressed"
     low = [(f, r) for f, r in topk if f <= 0.1]
     high = [(f, r) for f, r in topk if f >= 0.2]
     if low and high:
-        dl = max(rel(r["val_loss_compressed"], base_u) for _, r in low)
-        dh = min(rel(r["val_loss_compressed"], base_u) for _, r in high)
-        verdict = "holds" if dl > 0.01 and dl > 2 * max(dh, 0) else "does not hold"
-        det = "; ".join(f"topk:{f:g} {pct(rel(r['val_loss_compressed'], base_u))}" for f, r in topk)
-        F.append(("TopK below 10-20% hurts", verdict,
-                  f"val loss (evaluated with the same TopK) vs uncompressed: {det}. Rule: the worst fraction "
-                  f"<= 0.1 is > 1% worse and more than twice the best fraction >= 0.2."))
+        fl, rl = max(low, key=lambda t: t[1][C])
+        fh_, rh = min(high, key=lambda t: t[1][C])
+        v, d, s = judge_lower(rh, rl, C)
+        det = "; ".join(f"topk:{f:g} {fmt_ms(r, C)} ({pct(rel(r[C], base_u))})" for f, r in topk)
+        F.append(("TopK below 10-20% hurts", v,
+                  f"val loss (evaluated with the same TopK) vs uncompressed {fmt_ms(ref)}: {det}. Claim: the "
+                  f"best fraction >= 0.2 (topk:{fh_:g}) is lower than the worst <= 0.1 (topk:{fl:g}), {ds(d, s)}."))
     else:
         F.append(("TopK below 10-20% hurts", "not measured", "needs fwd=topk rows at fractions <= 0.1 and >= 0.2"))
-
-    # 3. TopK needs compression at evaluation
     if topk:
-        gaps = [(f, r["val_loss_uncompressed"] - r["val_loss_compressed"], r) for f, r in topk]
-        holds = sum(1 for _, g, _ in gaps if g > 0) > len(gaps) / 2
-        det = "; ".join(f"topk:{f:g} {fnum(r['val_loss_compressed'])} with TopK at evaluation vs "
-                        f"{fnum(r['val_loss_uncompressed'])} without" for f, g, r in gaps)
-        F.append(("TopK needs compression at evaluation", "holds" if holds else "does not hold",
-                  f"{det}. Rule: evaluation without TopK is worse for most fractions."))
+        vs = []
+        for f, r in topk:
+            rc = dict(r, **{U: r[C], U + "_std": r.get(C + "_std")})
+            vs.append(judge_lower(rc, r)[0])
+        det = "; ".join(f"topk:{f:g} {fmt_ms(r, C)} with TopK at evaluation vs {fmt_ms(r, U)} without"
+                        for f, r in topk)
+        F.append(("TopK needs compression at evaluation", majority(vs),
+                  f"{det}. Claim per fraction: evaluation through TopK is lower; verdicts {', '.join(vs)}; "
+                  f"the finding takes the majority."))
     else:
         F.append(("TopK needs compression at evaluation", "not measured", "needs fwd=topk rows"))
 
-    # 4. error feedback does not help training
+    # error feedback does not help training: the plain codec's loss is lower than EF's
     ef = []
     for r in results:
         for dname in ("fwd", "bwd"):
@@ -530,41 +786,55 @@ def compute_findings(results, a):
             if m:
                 plain = find(results, **{dname: m.group(1), other: r[other]})
                 if plain:
-                    ef.append((r, plain, rel(r["val_loss_uncompressed"], plain["val_loss_uncompressed"])))
+                    ef.append((r, plain, judge_lower(plain, r)))
     if ef:
-        helps = [e for e in ef if e[2] < -0.005]
-        det = "; ".join(f"{r['policy']} {fnum(r['val_loss_uncompressed'])} vs {p['policy']} "
-                        f"{fnum(p['val_loss_uncompressed'])} ({pct(d)})" for r, p, d in ef)
-        F.append(("Error feedback does not help training", "does not hold" if helps else "holds",
-                  f"{det}. Rule: holds unless EF lowers the val loss by more than 0.5%."))
+        det = "; ".join(f"{ms(r)} vs {ms(p)} ({pct(rel(r[U], p[U]))}, {ds(j[1], j[2])}: {j[0]})"
+                        for r, p, j in ef)
+        F.append(("Error feedback does not help training", majority([j[0] for _, _, j in ef]),
+                  f"{det}. Claim per pair: the plain codec is lower than ef(codec); the finding takes the "
+                  f"majority."))
     else:
         F.append(("Error feedback does not help training", "not measured",
                   "needs ef(C) rows next to rows with C alone"))
 
-    # 5, 6. targets
+    # targets
     t1 = find(results, "aq(q4)", "q8")
     if t1:
-        d_u = rel(t1["val_loss_uncompressed"], base_u)
-        d_c = rel(t1["val_loss_compressed"], base_u)
-        F.append(("Target: fwd=aq(q4),bwd=q8 within 1% of uncompressed val loss",
-                  "holds" if d_u <= 0.01 else "does not hold",
-                  f"{fnum(t1['val_loss_uncompressed'])} vs {fnum(base_u)} ({pct(d_u)}); evaluated with q4 "
-                  f"activations {fnum(t1['val_loss_compressed'])} ({pct(d_c)})"))
+        v, d, s = judge_lower(t1, ref, margin=0.01)
+        F.append(("Target: fwd=aq(q4),bwd=q8 within 1% of uncompressed val loss", v,
+                  f"{fmt_ms(t1)} vs {fmt_ms(ref)} ({pct(rel(t1[U], base_u))}); evaluated with q4 activations "
+                  f"{fmt_ms(t1, C)} ({pct(rel(t1[C], base_u))}); {ds(d, s)}."))
     else:
         F.append(("Target: fwd=aq(q4),bwd=q8 within 1% of uncompressed val loss", "not measured", "no such row"))
     t2, t3 = find(results, "aq(q2)", "q4"), find(results, "q2", "q4")
     if t2 and t3:
-        d2 = rel(t2["val_loss_uncompressed"], base_u)
-        ok = d2 <= 0.02 and t2["val_loss_uncompressed"] < t3["val_loss_uncompressed"]
-        F.append(("Target: fwd=aq(q2),bwd=q4 within 2% and better than fwd=q2,bwd=q4",
-                  "holds" if ok else "does not hold",
-                  f"aq(q2)/q4 {fnum(t2['val_loss_uncompressed'])} ({pct(d2)} vs uncompressed {fnum(base_u)}); "
-                  f"q2/q4 {fnum(t3['val_loss_uncompressed'])} ({pct(rel(t3['val_loss_uncompressed'], base_u))})"))
+        v1, d1, s1 = judge_lower(t2, ref, margin=0.02)
+        v2, d2, s2 = judge_lower(t2, t3)
+        F.append(("Target: fwd=aq(q2),bwd=q4 within 2% and better than fwd=q2,bwd=q4", both(v1, v2),
+                  f"aq(q2)/q4 {fmt_ms(t2)} ({pct(rel(t2[U], base_u))} vs uncompressed {fmt_ms(ref)}); "
+                  f"q2/q4 {fmt_ms(t3)} ({pct(rel(t3[U], base_u))}). Within 2%: {ds(d1, s1)}, {v1}; better "
+                  f"than q2/q4: {ds(d2, s2)}, {v2}."))
     else:
         F.append(("Target: fwd=aq(q2),bwd=q4 within 2% and better than fwd=q2,bwd=q4", "not measured",
                   "needs both rows"))
+    ra = find(results, policy="auto")
+    if ra:
+        v, d, s = judge_lower(ra, ref, margin=0.01)
+        det = f"auto ({ra['policy_canonical']}) {fmt_ms(ra)} vs none {fmt_ms(ref)} ({pct(rel(ra[U], base_u))})"
+        if t1:
+            det += f", fwd=aq(q4),bwd=q8 {fmt_ms(t1)}"
+        F.append(("Target: --compress auto within 1% of uncompressed val loss", v,
+                  f"{det}; wire bits/elem fwd {ra['fwd_bits_per_elem']:.2f}, bwd {ra['bwd_bits_per_elem']:.2f}; "
+                  f"{ds(d, s)}."))
+    else:
+        F.append(("Target: --compress auto within 1% of uncompressed val loss", "not measured",
+                  "no auto row (add it with --resume --also auto)"))
 
-    # 7. communication-bound speedup vs wire bytes (steady state; both policies have the same raw bytes)
+    # communication-bound speedup vs wire bytes (steady state; both policies have the same raw bytes);
+    # one speed run per bandwidth (first seed): not judged against a seed spread
+    if t1 and not a.bandwidths:
+        F.append(("Target: speedup of fwd=aq(q4),bwd=q8 over none on a slow link", "not measured",
+                  "no speed runs (--bandwidths none)"))
     if t1:
         for bw in a.bandwidths:
             k = f"tok_s_{fmt_bw(bw)}mbps"
@@ -584,12 +854,13 @@ def compute_findings(results, a):
                       f"the uncompressed tied-embedding gradient exchange also crosses the link). "
                       f"Without a link limit: {fnum(t1['tok_s_unlimited'], 0)} vs {fnum(ref['tok_s_unlimited'], 0)} "
                       f"tok/s. Speedup = {100 * speed / ratio:.0f}% of the byte ratio, {100 * speed / bound:.0f}% "
-                      f"of the full-duplex bound. Rule: holds if the speedup is at least 80% of the byte ratio."))
+                      f"of the full-duplex bound. Rule: holds if the speedup is at least 80% of the byte ratio "
+                      f"(one speed run per policy and bandwidth, seed {a.seeds[0]})."))
     return F
 
 
 def findings_text(F):
-    lines = ["", "== findings (from this sweep's runs) =="]
+    lines = ["", "== findings (from this sweep's runs) ==", f"rule: {SPREAD_RULE}"]
     for title, verdict, det in F:
         lines.append(f"- {title}: {verdict.upper()}")
         lines.append(f"    {det}")
@@ -599,9 +870,12 @@ def findings_text(F):
 def findings_markdown(F, a, base, secs):
     s = [f"# Sweep findings\n",
          f"Base model `{base}`; {a.stages} stages, {a.micro_batches} micro-batches of {a.batch} x {a.seq} "
-         f"tokens per step, {a.steps} fine-tuning steps on {a.train_tokens} tokens of fortunes, seed {a.seed}; "
-         f"speed runs at {', '.join(fmt_bw(b) for b in a.bandwidths)} Mbit/s; {secs / 60:.1f} min in all.\n",
-         "Val losses are relative to `none` (uncompressed both ways, uncompressed evaluation).\n"]
+         f"tokens per step, {a.steps} fine-tuning steps on {a.train_tokens} tokens of fortunes; headline rows "
+         f"over seeds {', '.join(map(str, a.seeds))}, the other rows seed {a.seeds[0]}; "
+         + (f"speed runs at {', '.join(fmt_bw(b) for b in a.bandwidths)} Mbit/s" if a.bandwidths
+            else "no speed runs") + f"; {secs / 60:.1f} min in all (this invocation).\n",
+         "Val losses are mean ± sample std over the seeds, relative to `none` (uncompressed both ways, "
+         "uncompressed evaluation).\n", f"Rule: {SPREAD_RULE}\n"]
     for title, verdict, det in F:
         s.append(f"- **{title}: {verdict}.** {det}")
     return "\n".join(s) + "\n"
@@ -612,6 +886,40 @@ def findings_markdown(F, a, base, secs):
 def make_plots(plt, out, results, a):
     paths = []
     ref = find(results, "none", "none")
+
+    # headline rows: val loss relative to none, mean +- std over the seeds, each seed a dot
+    head = [r for r in results if r["n_seeds"] > 1] or results
+    if ref:
+        R = ref["val_loss_uncompressed"]
+        fig, ax = plt.subplots(figsize=(8, 0.38 * len(head) + 1.6))
+        labelled = set()
+        for k, r in enumerate(head):
+            y = len(head) - 1 - k
+            for c, color, dy, lab in (("val_loss_uncompressed", "tab:blue", 0.12, "uncompressed evaluation"),
+                                      ("val_loss_compressed", "tab:orange", -0.12, "evaluation through the fwd codec")):
+                if c == "val_loss_compressed" and r["fwd"] == "none":
+                    continue   # the same evaluation
+                m, sd = r[c], r.get(c + "_std")
+                ax.errorbar([100 * rel(m, R)], [y + dy], xerr=None if sd is None else [100 * sd / R], fmt="o",
+                            color=color, capsize=3, markersize=5, label=None if lab in labelled else lab)
+                labelled.add(lab)
+                ax.plot([100 * rel(x[c], R) for x in r["per_seed"]], [y + dy] * r["n_seeds"], "x",
+                        color=color, alpha=0.6, markersize=4)
+        ax.axvline(0, color="gray", linestyle="--", linewidth=1)
+        ax.set_xscale("symlog", linthresh=0.5, linscale=1.5)   # linear within +-0.5%, log beyond
+        xv = [100 * rel(x[c], R) for r in head for x in r["per_seed"]
+              for c in ("val_loss_uncompressed", "val_loss_compressed")]
+        ax.set_xlim(min(xv + [-0.2]) * 1.3, max(xv + [0.2]) * 1.5)
+        ax.set_yticks(range(len(head)), labels=[r["policy"] for r in reversed(head)], fontsize=8)
+        ax.set_xlabel(f"val loss vs none (%, none = {R:.4f}; linear within ±0.5%, log beyond)\n"
+                      f"bars: mean ± std, x: each seed", fontsize=9)
+        ax.set_title(f"Headline rows over seeds {', '.join(map(str, a.seeds))}")
+        ax.legend(fontsize=7, loc="lower right")
+        ax.grid(axis="x", alpha=0.3)
+        fig.tight_layout()
+        paths.append(os.path.join(out, "headline.png"))
+        fig.savefig(paths[-1], dpi=110)
+        plt.close(fig)
 
     # loss vs bits per element, one direction compressed at a time; one line per codec
     # family (q<b>, aq(q<b>), topk:<f>, ...), solid = uncompressed evaluation,
@@ -628,11 +936,13 @@ def make_plots(plt, out, results, a):
             xs = [r[f"{dname}_bits_per_elem"] for r in rs]
             color = plt.cm.tab10((color_base + k) % 10)
             mk = markers[k % len(markers)]
-            ax.plot(xs, [r["val_loss_uncompressed"] for r in rs], marker=mk, color=color,
-                    label=f"{label} {fam}")
+            ax.errorbar(xs, [r["val_loss_uncompressed"] for r in rs],
+                        yerr=[r.get("val_loss_uncompressed_std") or 0 for r in rs], marker=mk, color=color,
+                        capsize=3, label=f"{label} {fam}")
             if dname == "fwd":
-                ax.plot(xs, [r["val_loss_compressed"] for r in rs], marker=mk, color=color, linestyle=":",
-                        alpha=0.6, label=f"{label} {fam}, eval through it")
+                ax.errorbar(xs, [r["val_loss_compressed"] for r in rs],
+                            yerr=[r.get("val_loss_compressed_std") or 0 for r in rs], marker=mk, color=color,
+                            linestyle=":", capsize=2, alpha=0.6, label=f"{label} {fam}, eval through it")
             for r, x in zip(rs, xs):
                 ax.annotate(r[dname], (x, r["val_loss_uncompressed"]), fontsize=7, xytext=(3, 3),
                             textcoords="offset points")
@@ -644,24 +954,30 @@ def make_plots(plt, out, results, a):
     ax.set_xlim(0.2, 40)
     ax.set_xlabel("bits per element sent (average over the run, log scale)")
     ax.set_ylabel("validation loss after fine-tuning")
-    ax.set_title("Validation loss vs compression, one direction at a time (the other uncompressed)")
+    ax.set_title("Validation loss vs compression, one direction at a time (the other uncompressed)\n"
+                 "error bars: std over seeds where a row has several", fontsize=10)
     ax.legend(fontsize=6)
     fig.tight_layout()
     paths.append(os.path.join(out, "loss_vs_bits.png"))
     fig.savefig(paths[-1], dpi=110)
     plt.close(fig)
 
-    # loss curves (training loss, smoothed) per policy
+    # loss curves (training loss, smoothed, mean over the seeds) per policy
     fig, ax = plt.subplots(figsize=(9, 5))
     for r in results:
-        steps = [s for s, _ in r["curve"]]
+        by_step = {}
+        for sr in r["per_seed"]:
+            for st, l in sr["curve"]:
+                by_step.setdefault(st, []).append(l)
+        steps = sorted(by_step)
         ema, sm = None, []
-        for _, l in r["curve"]:
+        for st in steps:
+            l = statistics.fmean(by_step[st])
             ema = l if ema is None else 0.8 * ema + 0.2 * l
             sm.append(ema)
         ax.plot(steps, sm, linewidth=1, label=r["policy"])
     ax.set_xlabel("step")
-    ax.set_ylabel("training loss (EMA 0.8)")
+    ax.set_ylabel("training loss (mean over seeds, EMA 0.8)")
     ax.set_title("Fine-tuning loss per policy")
     ax.legend(fontsize=6, ncol=2, loc="upper right")
     fig.tight_layout()
@@ -675,11 +991,14 @@ def make_plots(plt, out, results, a):
     bl = [b for b in a.bwd if any(r["bwd"] == b for r in grid)]
     if fl and bl:
         m = [[None] * len(bl) for _ in fl]
+        sd = [[None] * len(bl) for _ in fl]
         for i, f in enumerate(fl):
             for j, b in enumerate(bl):
                 r = find(grid, f, b)
                 if r and ref:
                     m[i][j] = 100 * rel(r["val_loss_uncompressed"], ref["val_loss_uncompressed"])
+                    if r.get("val_loss_uncompressed_std") is not None:
+                        sd[i][j] = 100 * r["val_loss_uncompressed_std"] / ref["val_loss_uncompressed"]
         vals = [v for row in m for v in row if v is not None]
         lim = max([abs(v) for v in vals] + [0.1])
         fig, ax = plt.subplots(figsize=(1.4 * len(bl) + 2.5, 0.7 * len(fl) + 2))
@@ -688,12 +1007,14 @@ def make_plots(plt, out, results, a):
         for i in range(len(fl)):
             for j in range(len(bl)):
                 if m[i][j] is not None:
-                    ax.text(j, i, f"{m[i][j]:+.2f}%", ha="center", va="center", fontsize=8)
+                    t = f"{m[i][j]:+.2f}%" + ("" if sd[i][j] is None else f"\n±{sd[i][j]:.2f}")
+                    ax.text(j, i, t, ha="center", va="center", fontsize=7)
         ax.set_xticks(range(len(bl)), labels=bl)
         ax.set_yticks(range(len(fl)), labels=fl)
         ax.set_xlabel("backward codec (gradients)")
         ax.set_ylabel("forward codec (activations)")
-        ax.set_title("Val loss vs uncompressed (uncompressed evaluation)")
+        ax.set_title("Val loss vs uncompressed (uncompressed evaluation;\n± std over seeds where a row has several)",
+                     fontsize=9)
         fig.colorbar(im, ax=ax, label="%")
         fig.tight_layout()
         paths.append(os.path.join(out, "heatmap.png"))
@@ -701,6 +1022,8 @@ def make_plots(plt, out, results, a):
         plt.close(fig)
 
     # tokens/s per bandwidth
+    if not a.bandwidths:
+        return paths
     fig, ax = plt.subplots(figsize=(7, 4.5))
     xs = list(a.bandwidths)
     for r in results:

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Smoke test of the compression sweep (examples/sweep.py --quick): builds the
 # built-in corpora into a temporary directory, runs the quick sweep there (a
-# 2x2 grid of fwd x bwd codecs on a 20-step base model, one bandwidth) and
-# checks its outputs: the CSV has one row per grid cell and the expected
-# columns, every number in it is finite and positive, the Markdown table and
-# the findings exist, and every plot is a non-empty PNG.
+# 2x2 grid of fwd x bwd codecs on a 20-step base model, one bandwidth; the
+# headline rows none and fwd=aq(q4),bwd=q8 over seeds 1337,1338) and checks its
+# outputs: the CSV has one row per grid cell and the expected columns, every
+# number in it is finite and positive, the headline rows have 2 seeds and a
+# standard deviation (the others 1 seed and none), results_seeds.csv has one
+# row per run, the Markdown table and the findings exist, and every plot is a
+# non-empty PNG.
 #   usage: sweep_smoke.sh [--pipezip] PATH/TO/pipezip
 # Exit 77 (skipped) when the corpus packages or matplotlib are missing.
 set -u
@@ -48,8 +51,9 @@ ok = True
 def fail(msg):
     global ok
     print("FAIL:", msg); ok = False
-expected = ["policy", "fwd", "bwd", "kind", "val_loss_compressed", "val_loss_uncompressed", "val_loss_before",
-            "train_loss_final", "tok_s_unlimited", "tok_s_100mbps", "fwd_raw_bytes", "fwd_wire_bytes",
+expected = ["policy", "fwd", "bwd", "kind", "seeds", "val_loss_compressed", "val_loss_compressed_std",
+            "val_loss_uncompressed", "val_loss_uncompressed_std", "val_loss_before", "train_loss_final",
+            "train_loss_final_std", "tok_s_unlimited", "tok_s_100mbps", "fwd_raw_bytes", "fwd_wire_bytes",
             "bwd_raw_bytes", "bwd_wire_bytes", "fwd_bits_per_elem", "bwd_bits_per_elem",
             "fwd_bits_steady", "bwd_bits_steady", "policy_canonical"]
 cols = list(rows[0].keys()) if rows else []
@@ -60,8 +64,23 @@ if len(rows) != 4:
 cells = {(r["fwd"], r["bwd"]) for r in rows}
 if cells != {(f, b) for f in ("none", "aq(q4)") for b in ("none", "q8")}:
     fail(f"grid cells {sorted(cells)}")
-numeric = [c for c in expected if c not in ("policy", "fwd", "bwd", "kind", "policy_canonical")]
+stds = [c for c in expected if c.endswith("_std")]
+numeric = [c for c in expected if c not in ["policy", "fwd", "bwd", "kind", "seeds", "policy_canonical"] + stds]
+headline = {"none", "fwd=aq(q4),bwd=q8"}
 for r in rows:
+    want = "1337 1338" if r["policy"] in headline else "1337"
+    if r["seeds"] != want:
+        fail(f"{r['policy']}: seeds '{r['seeds']}', expected '{want}'")
+    for c in stds:
+        if r["policy"] in headline:
+            try:
+                v = float(r[c])
+            except ValueError:
+                fail(f"{r['policy']}: {c} = '{r[c]}' is not a number"); continue
+            if not (math.isfinite(v) and v >= 0):
+                fail(f"{r['policy']}: {c} = {v} is not finite and >= 0")
+        elif r[c] != "":
+            fail(f"{r['policy']}: {c} = '{r[c]}' for a single seed (expected empty)")
     for c in numeric:
         try:
             v = float(r[c])
@@ -77,12 +96,19 @@ for r in rows:
             fail(f"{r['policy']}: {d} uncompressed but wire {wire} vs raw {raw}")
         if r[d] != "none" and not wire < raw:
             fail(f"{r['policy']}: {d} compressed with {r[d]} but wire {wire} >= raw {raw}")
+per_seed = list(csv.DictReader(open(os.path.join(out, "results_seeds.csv"))))
+if sorted((r["policy"], r["seed"]) for r in per_seed) != sorted(
+        (r["policy"], s) for r in rows for s in r["seeds"].split()):
+    fail(f"results_seeds.csv rows {[(r['policy'], r['seed']) for r in per_seed]} do not match the seeds column")
 md = open(os.path.join(out, "results.md")).read().strip().splitlines()
 if len(md) != 2 + len(rows):
     fail(f"results.md has {len(md)} lines, expected {2 + len(rows)}")
-if "holds" not in open(os.path.join(out, "findings.md")).read():
+fm = open(os.path.join(out, "findings.md")).read()
+if "holds" not in fm and "seed spread" not in fm:
     fail("findings.md has no verdicts")
-for p in ("loss_vs_bits.png", "loss_curves.png", "heatmap.png", "speed.png"):
+if "Rule: A claim" not in fm:
+    fail("findings.md does not state the seed-spread rule")
+for p in ("headline.png", "loss_vs_bits.png", "loss_curves.png", "heatmap.png", "speed.png"):
     path = os.path.join(out, p)
     if not os.path.isfile(path) or os.path.getsize(path) < 1000:
         fail(f"{p} missing or tiny"); continue
