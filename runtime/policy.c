@@ -129,6 +129,22 @@ pz_status pz_policy_parse(pz_policy *p, const char *text, const char *origin) {
             if (cend == len) break;
             continue;
         }
+        if (tail - pos >= 4 && strncmp(text + pos, "auto", 4) == 0 && (tail - pos == 4 || text[pos + 4] == ':')) {
+            /* "auto[:...]" alone: both directions of every edge (--compress auto) */
+            char *spec = xmalloc(tail - pos + 1);
+            memcpy(spec, text + pos, tail - pos);
+            spec[tail - pos] = 0;
+            pz_status st = check_codec(origin, text, pos, spec, "auto");
+            if (st == PZ_OK) {
+                set_spec(p, -1, PZ_FWD, spec, 1);
+                set_spec(p, -1, PZ_BWD, spec, 1);
+            }
+            free(spec);
+            if (st != PZ_OK) return st;
+            pos = cend + 1;
+            if (cend == len) break;
+            continue;
+        }
         if (!is_dir_start(text + pos)) {
             size_t colon = pos;
             while (colon < cend && text[colon] != ':' && text[colon] != '=') colon++;

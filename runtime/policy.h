@@ -8,7 +8,8 @@
  *
  * Grammar (the text of --compress, or one line of a policy file):
  *   policy  := clause (';' clause)*
- *   clause  := [edges ':'] assign (',' assign)* | 'none'
+ *   clause  := [edges ':'] assign (',' assign)* | 'none' | auto
+ *              ('none' and 'auto[:...]' alone: both directions of every edge)
  *   edges   := '*' | I '-' J          (J = I + 1, an existing edge)
  *   assign  := ('fwd' | 'bwd' | 'both') '=' codec
  *   codec   := 'none' | a codec spec (compress/README.md)

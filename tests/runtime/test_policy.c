@@ -57,7 +57,8 @@ static const struct { int S; const char *text, *want; } parses[] = {
     {4, "1-2:both=sign ; 2-3:bwd=nuq4+zstd", "none|none;sign|sign;none|nuq4+zstd"},
     {3, "none", "none|none;none|none"}, {3, "none;1-2:fwd=q4", "none|none;q4|none"},
     /* auto (runtime/autospec.h): its options' commas and candidates' commas stay in the value */
-    {2, "fwd=auto,bwd=q8", "auto|q8"}, {3, "0-1:fwd=auto:every=5;*:bwd=auto", "auto:every=5|auto;none|auto"},
+    {2, "fwd=auto,bwd=q8", "auto|q8"}, {3, "auto", "auto|auto;auto|auto"}, {2, "auto:every=4;bwd=q8", "auto:every=4|q8"},
+    {3, "0-1:fwd=q4;auto", "q4|auto;auto|auto"}, {3, "0-1:fwd=auto:every=5;*:bwd=auto", "auto:every=5|auto;none|auto"},
     {2, "both=auto:candidates=none/q8:group=row,round=nearest/q4,every=3",
      "auto:candidates=none/q8:group=row,round=nearest/q4,every=3|auto:candidates=none/q8:group=row,round=nearest/q4,every=3"},
     {2, "fwd=auto:every=2,candidates=hadamard(q4,block=64)/q2+zstd,bwd=q4",
@@ -80,7 +81,7 @@ static const struct { int S; const char *text, *want; int col; } refused[] = {
     {2, "fwd=auto:candidates=fp16/q9", "candidate 2 'q9'", 26}, {2, "fwd=auto:candidates=fp16//q4", "empty candidate", 25},
     {2, "fwd=auto:candidates=q8/aq(q4)", "candidate 2 'aq(q4)' keeps state", 23},
     {2, "fwd=auto:candidates=ef(q4)", "keeps state", 20}, {2, "fwd=auto:candidates=q8/auto", "cannot be a candidate", 23},
-    {2, "fwd=auto:every=2,every=3", "every= given twice", 17}, {2, "fwd=autoq4", "unknown codec", 4},
+    {2, "fwd=auto:every=2,every=3", "every= given twice", 17}, {2, "auto:every=0", "every= expects a whole number", 11}, {2, "fwd=autoq4", "unknown codec", 4},
 };
 
 int main(void) {
