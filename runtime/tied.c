@@ -23,6 +23,7 @@ pz_status pz_tied_init(pz_tied *t, const char *spec, int V, int C) {
                            spec);
         }
         t->cap = pz_codec_max_encoded_size(t->codec, &t->shape);
+        t->dec = xaligned_alloc(t->n * sizeof(float));   /* once, not per step: V*C can be 154 MB */
     }
     t->out = xaligned_alloc(t->cap);
     t->in = xaligned_alloc(t->cap);
@@ -33,6 +34,7 @@ void pz_tied_free(pz_tied *t) {
     pz_codec_free(t->codec);
     free(t->out);
     free(t->in);
+    free(t->dec);
     memset(t, 0, sizeof *t);
 }
 
@@ -65,7 +67,7 @@ pz_status pz_tied_add(pz_tied *t, size_t len, uint64_t seed, uint64_t step, int 
         for (size_t k = 0; k < t->n; k++) g[k] += in[k];
         return PZ_OK;
     }
-    float *d = xaligned_alloc(t->n * sizeof(float));
+    float *d = t->dec;
     pz_codec_ctx c = ctx_of(seed, step, peer);
     pz_shape s;
     pz_status st = pz_codec_decode(t->codec, t->in, len, &c, d, t->n, &s);
@@ -79,7 +81,6 @@ pz_status pz_tied_add(pz_tied *t, size_t len, uint64_t seed, uint64_t step, int 
     }
     if (st == PZ_OK)
         for (size_t k = 0; k < t->n; k++) g[k] += d[k];
-    free(d);
     return st;
 }
 

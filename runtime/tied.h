@@ -28,6 +28,7 @@ typedef struct {
     size_t cap;        /* bytes of a message */
     uint8_t *out;      /* this end's message (kept until its send completes) */
     uint8_t *in;       /* the peer's message */
+    float *dec;        /* with a codec: the peer's decoded gradient (V*C) */
 } pz_tied;
 
 /* spec NULL or "none": raw. Refuses codecs with state. A zeroed pz_tied is
