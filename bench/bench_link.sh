@@ -25,7 +25,9 @@
 #   1f1b,1f1b:warmup=auto,zb-h1,gpipe  'none;fwd=aq(q4),bwd=q8;fwd=q4,bwd=q8'  3  5
 #   runs/bench_link.png. TIED: a --compress-tied codec for every policy but
 #   the first (default none: the exact exchange). BENCH_LINK_DIR=DIR keeps
-#   the runs' step lines in DIR.
+#   the runs' step lines in DIR; a run whose file there already holds all
+#   STEPS step lines is not run again (resume a matrix, or reuse the baseline
+#   policy's runs for another TIED).
 # The data is 64 samples of the fortunes corpus, two steps per epoch: aq()
 # sends each sample at full precision the first time it sees it, so the timed
 # steps (3..) are all in its delta epochs.
@@ -55,17 +57,21 @@ args=(--preset demo --data "$data" --batch 4 --seq 128 --micro-batches 8 --stage
       --val-every 0 --seed 3 --error-metrics off --peer-timeout 600)
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs" >&2
 IFS=';' read -r -a pols <<<"$policies"
+# complete FILE: it holds all $steps step lines (a kept run, not run again)
+complete() { [ -f "$1" ] && [ "$(grep -c '"loss"' "$1")" -ge "$steps" ]; }
 n=0
 for pi in "${!pols[@]}"; do
   pol=${pols[$pi]}
   tflag=(); [ "$pi" -gt 0 ] && [ "$tied" != none ] && tflag=(--compress-tied "$tied")
   for k in $(seq 1 "$runs"); do   # compute only: no link limit
+    complete "$tmp/c-$pi-$k.jsonl" && continue
     "$pz" train "${args[@]}" --compress "$pol" "${tflag[@]}" > "$tmp/c-$pi-$k.jsonl" 2>/dev/null; n=$((n + 1))
   done
   for r in ${rates//,/ }; do
     for l in ${lats//,/ }; do
       for s in ${scheds//,/ }; do
         for k in $(seq 1 "$runs"); do
+          complete "$tmp/l-$pi-$r-$l-$s-$k.jsonl" && continue
           "$pz" train "${args[@]}" --compress "$pol" "${tflag[@]}" --link-mbps "$r" --link-latency-ms "$l" --schedule "$s" \
             > "$tmp/l-$pi-$r-$l-$s-$k.jsonl" 2>/dev/null
           n=$((n + 1))
