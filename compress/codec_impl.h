@@ -24,6 +24,10 @@ enum pz_codec_id {
 enum pz_scale_mode { PZ_SCALE_ABSMAX = 0, PZ_SCALE_MINMAX };
 enum pz_group_mode { PZ_GROUP_CHANNEL = 0, PZ_GROUP_ROW, PZ_GROUP_BLOCK, PZ_GROUP_TENSOR };
 enum pz_round_mode { PZ_ROUND_STOCHASTIC = 0, PZ_ROUND_NEAREST };
+/* q's parser when the spec names no round=: the framework (spec.c) puts in
+ * the default of what the codec carries (pz_codec_create_for); never in a
+ * message or a built codec */
+#define PZ_ROUND_UNSET 0xff
 /* q's grid; 0 (midrise) is what messages from before grid= hold */
 enum pz_grid_mode { PZ_GRID_MIDRISE = 0, PZ_GRID_MIDTREAD };
 enum pz_value_mode { PZ_VALUES_FP32 = 0, PZ_VALUES_FP16, PZ_VALUES_Q8 };

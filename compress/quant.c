@@ -46,7 +46,7 @@
 static pz_status q_parse(pz_codec_params *p, const char *args, const char *spec, size_t where) {
     p->scale_mode = PZ_SCALE_ABSMAX;
     p->group_mode = PZ_GROUP_CHANNEL;
-    p->round_mode = PZ_ROUND_NEAREST;   /* the lower error; stochastic is asked for */
+    p->round_mode = PZ_ROUND_UNSET;   /* the default of the codec's use (spec.c, pz_codec_create_for) */
     p->scale_fp32 = 1;
     p->grid = PZ_GRID_MIDTREAD;
     size_t i;

@@ -208,7 +208,7 @@ size_t pz_group_count(const pz_codec_params *p, const pz_shape *s) {
 /* ---------------------------------------------------------------- grammar */
 
 /* Base codec from spec[b..e): a name, then the codec's own arguments. */
-static pz_status parse_base(const char *spec, size_t b, size_t e, pz_codec **out) {
+static pz_status parse_base(const char *spec, size_t b, size_t e, int use, pz_codec **out) {
     if (b >= e) return pz_spec_fail(spec, b, "codec name expected");
     for (size_t i = b; i < e; i++)
         if (spec[i] == '(' || spec[i] == ')' || isspace((unsigned char)spec[i]))
@@ -236,6 +236,9 @@ static pz_status parse_base(const char *spec, size_t b, size_t e, pz_codec **out
     free(args);
     if (st != PZ_OK) return st;
     p.id = impl->id;
+    /* q left round= to us: the default of what the codec carries */
+    if (p.round_mode == PZ_ROUND_UNSET)
+        p.round_mode = use == PZ_USE_GRADIENT ? PZ_ROUND_STOCHASTIC : PZ_ROUND_NEAREST;
     if (impl->validate(&p) != PZ_OK)
         return pz_spec_fail(spec, b, "invalid parameters: %s", pz_last_error());
     *out = pz_codec_make_base(impl, &p);
@@ -271,7 +274,7 @@ size_t pz_spec_find_opt(const char *s, size_t b, size_t e, const char *const *ke
 
 /* "name(inner[,options])" in spec[b..e) with the '(' at open: the options
  * first (the wrapper parses them), then the inner codec, then the wrapper. */
-static pz_status parse_wrapper(const char *spec, size_t b, size_t e, int depth, const pz_wrap_impl *wrap,
+static pz_status parse_wrapper(const char *spec, size_t b, size_t e, int depth, int use, const pz_wrap_impl *wrap,
                                size_t open, pz_codec **out) {
     size_t close = match_paren(spec, open, e);
     if (close == SIZE_MAX) return pz_spec_fail(spec, e, "missing ')'");
@@ -283,7 +286,7 @@ static pz_status parse_wrapper(const char *spec, size_t b, size_t e, int depth, 
     pz_status st = opts < ie ? wrap->parse_opts(spec, opts, ie, &o) : PZ_OK;
     if (st != PZ_OK) return st;
     pz_codec *inner = NULL;
-    st = pz_spec_parse_codec(spec, ib, opts, depth + 1, &inner);
+    st = pz_spec_parse_codec(spec, ib, opts, depth + 1, use, &inner);
     if (st != PZ_OK) {
         if (o) wrap->free_opts(o);
         return st;
@@ -292,24 +295,29 @@ static pz_status parse_wrapper(const char *spec, size_t b, size_t e, int depth, 
     return PZ_OK;
 }
 
-pz_status pz_spec_parse_codec(const char *spec, size_t b, size_t e, int depth, pz_codec **out) {
+pz_status pz_spec_parse_codec(const char *spec, size_t b, size_t e, int depth, int use, pz_codec **out) {
     if (b >= e) return pz_spec_fail(spec, b, "codec expected");
     size_t t = b;
     while (t < e && (isalnum((unsigned char)spec[t]) || spec[t] == '_')) t++;
     if (t < e && spec[t] == '(') {   /* a wrapper: "name(" */
         const pz_wrap_impl *w = pz_wrap_impl_by_name(spec + b, t - b);
-        if (w) return parse_wrapper(spec, b, e, depth, w, t, out);
+        if (w) return parse_wrapper(spec, b, e, depth, use, w, t, out);
         char names[64];
         size_t n = 0;
         for (size_t i = 0; (w = pz_wrap_impl_at(i)) && n < sizeof names; i++)
             n += (size_t)snprintf(names + n, sizeof names - n, i ? ", %s" : "%s", w->name);
         return pz_spec_fail(spec, b, "unknown wrapper '%.*s' (%s)", (int)(t - b), spec + b, names);
     }
-    return parse_base(spec, b, e, out);
+    return parse_base(spec, b, e, use, out);
 }
 
 pz_status pz_codec_create(const char *spec, pz_codec **out) {
+    return pz_codec_create_for(spec, PZ_USE_ACTIVATION, out);
+}
+
+pz_status pz_codec_create_for(const char *spec, int use, pz_codec **out) {
     *out = NULL;
+    if (use != PZ_USE_ACTIVATION && use != PZ_USE_GRADIENT) return pz_fail(PZ_ERR_ARG, "codec use %d unknown", use);
     if (!spec) return pz_fail(PZ_ERR_ARG, "no codec spec");
     size_t n = strlen(spec);
     if (n > 4096) return pz_fail(PZ_ERR_ARG, "codec spec longer than 4096 characters");
@@ -325,7 +333,7 @@ pz_status pz_codec_create(const char *spec, pz_codec **out) {
     if (zstd) return pz_spec_fail(spec, n, "+zstd: this binary was built without libzstd");
 #endif
     pz_codec *c = NULL;
-    pz_status st = pz_spec_parse_codec(spec, 0, n, 0, &c);
+    pz_status st = pz_spec_parse_codec(spec, 0, n, 0, use, &c);
     if (st != PZ_OK) return st;
     if (zstd) pz_codec_add_zstd(c);
     *out = c;

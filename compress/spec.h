@@ -72,8 +72,9 @@ void pz_spec_format_float(float v, char out[64]);
 
 /* The grammar, for wrappers whose options hold a codec spec (aq's warmup=):
  * the codec spelled by spec[b..e) (no "+zstd") at wrapper nesting level
- * depth (PZ_WRAP_MAX_DEPTH: no wrapper allowed); errors point into spec. */
-pz_status pz_spec_parse_codec(const char *spec, size_t b, size_t e, int depth, pz_codec **out);
+ * depth (PZ_WRAP_MAX_DEPTH: no wrapper allowed), with the defaults of use
+ * (enum pz_codec_use); errors point into spec. */
+pz_status pz_spec_parse_codec(const char *spec, size_t b, size_t e, int depth, int use, pz_codec **out);
 /* The first ',' in s[b..e) outside parentheses that is followed by one of
  * keys (NULL-terminated), else e: where a wrapper's options begin, or where
  * one option's value ends. */

@@ -661,7 +661,7 @@ static pz_status aq_parse_opts(const char *spec, size_t b, size_t e, void **out)
             /* parse it here, so that errors point into the whole spec; at
              * the deepest level, so that a wrapper is refused */
             pz_codec *tmp = NULL;
-            st = pz_spec_parse_codec(spec, vb, ve, PZ_WRAP_MAX_DEPTH, &tmp);
+            st = pz_spec_parse_codec(spec, vb, ve, PZ_WRAP_MAX_DEPTH, PZ_USE_ACTIVATION, &tmp);
             if (st != PZ_OK) break;
             pz_codec_free(tmp);
             free(a->warmup);

@@ -22,7 +22,7 @@ void pz_auto_spec_free(pz_auto_spec *a) {
 }
 
 /* one candidate: text[0..len) at offset `at` of the auto value */
-static pz_status add_candidate(pz_auto_spec *a, const char *text, size_t len, size_t at) {
+static pz_status add_candidate(pz_auto_spec *a, const char *text, size_t len, size_t at, int use) {
     if (a->n == PZ_AUTO_MAX)
         return pz_fail(PZ_ERR_ARG, "auto: more than %d candidates at offset %zu", PZ_AUTO_MAX, at);
     if (len == 0) return pz_fail(PZ_ERR_ARG, "auto: empty candidate (candidates are separated by '/') at offset %zu", at);
@@ -39,7 +39,7 @@ static pz_status add_candidate(pz_auto_spec *a, const char *text, size_t len, si
         return pz_fail(PZ_ERR_ARG, "auto: candidate %d 'auto' cannot be a candidate of auto at offset %zu", a->n, at);
     }
     pz_codec *codec = NULL;
-    if (pz_codec_create(c, &codec) != PZ_OK) {
+    if (pz_codec_create_for(c, use, &codec) != PZ_OK) {
         /* the codec's reason, its offset moved into the auto value */
         char reason[512];
         size_t off = pz_last_error_split(reason, sizeof reason);
@@ -58,18 +58,20 @@ static pz_status add_candidate(pz_auto_spec *a, const char *text, size_t len, si
 
 static int opt_at(const char *s) { return strncmp(s, "every=", 6) == 0 || strncmp(s, "candidates=", 11) == 0; }
 
-static pz_status parse_candidates(pz_auto_spec *a, const char *text, size_t from, size_t to) {
+static pz_status parse_candidates(pz_auto_spec *a, const char *text, size_t from, size_t to, int use) {
     size_t s = from;
     for (size_t k = from; k <= to; k++) {
         if (k < to && text[k] != '/') continue;
-        pz_status st = add_candidate(a, text + s, k - s, s);
+        pz_status st = add_candidate(a, text + s, k - s, s, use);
         if (st != PZ_OK) return st;
         s = k + 1;
     }
     return PZ_OK;
 }
 
-pz_status pz_auto_parse(const char *text, pz_auto_spec *a) {
+pz_status pz_auto_parse(const char *text, pz_auto_spec *a) { return pz_auto_parse_for(text, PZ_USE_ACTIVATION, a); }
+
+pz_status pz_auto_parse_for(const char *text, int use, pz_auto_spec *a) {
     memset(a, 0, sizeof *a);
     a->every = PZ_AUTO_EVERY;
     if (!pz_auto_is(text)) return pz_fail(PZ_ERR_ARG, "expected auto or auto:OPTIONS at offset 0");
@@ -99,7 +101,7 @@ pz_status pz_auto_parse(const char *text, pz_auto_spec *a) {
                 a->every = (int)v;
             } else if (strncmp(text + pos, "candidates=", 11) == 0) {
                 if (have_cand++) return pz_fail(PZ_ERR_ARG, "auto: candidates= given twice at offset %zu", pos);
-                st = parse_candidates(a, text, pos + 11, end);
+                st = parse_candidates(a, text, pos + 11, end, use);
             } else {
                 return pz_fail(PZ_ERR_ARG, "auto: unknown option (expected every=N or candidates=A/B/...) at offset %zu", pos);
             }
@@ -108,7 +110,7 @@ pz_status pz_auto_parse(const char *text, pz_auto_spec *a) {
         }
     }
     if (!have_cand) {   /* the defaults are checked like written ones (their offsets mean nothing) */
-        pz_status st = parse_candidates(a, PZ_AUTO_DEFAULT, 0, strlen(PZ_AUTO_DEFAULT));
+        pz_status st = parse_candidates(a, PZ_AUTO_DEFAULT, 0, strlen(PZ_AUTO_DEFAULT), use);
         if (st != PZ_OK) return st;
     }
     return PZ_OK;
@@ -128,12 +130,19 @@ void pz_auto_describe(const pz_auto_spec *a, char *buf, size_t cap) {
     if (k >= 0 && (n += (size_t)k) < cap) snprintf(buf + n, cap - n, ")");
 }
 
+double pz_auto_step_bytes(double msg_bytes, int micro, int overlapped) {
+    return msg_bytes * (micro + (overlapped ? 1 : 0));
+}
+
 int pz_auto_choose(const pz_auto_fig *f, int n, double compute_s, double rate, double latency_s, double margin,
                    double *link_s) {
-    int best = -1, cheapest = -1;
+    int best = -1, cheapest = -1, useful = 0;
     double best_t = 0.0, cheap_t = 0.0;
+    /* a relative error of 1 or more is worse than sending zeros: such a
+     * candidate is weighed only when every measured one is that bad */
+    for (int k = 0; k < n; k++) useful |= f[k].measured && f[k].rel_err < 1.0;
     for (int k = 0; k < n; k++) {
-        if (!f[k].measured) continue;
+        if (!f[k].measured || (useful && f[k].rel_err >= 1.0)) continue;
         double t = (rate > 0 ? f[k].bytes / rate : 0.0) + latency_s;
         if (cheapest < 0 || t < cheap_t) cheapest = k, cheap_t = t;
         if (t <= margin * compute_s && (best < 0 || f[k].rel_err < f[best].rel_err)) best = k, best_t = t;

@@ -44,6 +44,9 @@ int pz_auto_is(const char *spec);
  * in " at offset N" (N into text), as codec spec errors do, so the policy
  * parser can put its caret there. a is zeroed first; free it either way. */
 pz_status pz_auto_parse(const char *text, pz_auto_spec *a);
+/* The same with the codec defaults of use (enum pz_codec_use): the
+ * candidates of a bwd value are gradient codecs (pz_codec_create_for). */
+pz_status pz_auto_parse_for(const char *text, int use, pz_auto_spec *a);
 void pz_auto_spec_free(pz_auto_spec *a);
 /* The candidate both ends start with: the first (most precise), or the last
  * (fewest bytes, as listed) when the edge has a simulated rate, so a slow
@@ -60,10 +63,21 @@ void pz_auto_describe(const pz_auto_spec *a, char *buf, size_t cap);
 typedef struct {
     int measured;      /* 0: no sample yet (never chosen) */
     double rel_err;    /* ||x - x'|| / ||x|| over the sampled micro-batches */
-    double bytes;      /* wire bytes per step (per message x micro-batches) */
+    double bytes;      /* wire bytes per step the rule weighs (pz_auto_step_bytes) */
 } pz_auto_fig;
 
-/* The decision: among measured candidates, the lowest rel_err whose link
+/* Wire bytes per step that the rule weighs for a candidate sending
+ * msg_bytes per message, micro messages per step. Where the link runs beside
+ * compute (overlapped: gpipe, 1f1b:warmup=K), one message more: the step's
+ * first activation crosses before the next stage can start and its last
+ * gradient after the last backward, outside any overlap (fill and drain),
+ * so with few micro-batches a codec whose micro messages just fit the share
+ * of compute still stretches the step by a message's time. Where each
+ * message is on the critical path anyway (plain 1F1B, zb-h1), micro. */
+double pz_auto_step_bytes(double msg_bytes, int micro, int overlapped);
+
+/* The decision (candidates with rel_err >= 1, worse than zeros, left out
+ * unless all are): among measured candidates, the lowest rel_err whose link
  * time per step, bytes / rate + latency_s (rate in bytes/s; 0 = unlimited),
  * is at most margin * compute_s; if none fits, the one with the least link
  * time. Ties go to the earlier candidate. Returns the index and its link

@@ -22,9 +22,11 @@ pz_status pz_edge_init(pz_edge_end *e, int edge, int dir, int sender, const char
     e->ids_bytes = dir == PZ_FWD ? (size_t)B * 8 : 0;
     pz_status st = PZ_OK;
     if (spec && strcmp(spec, "none") != 0) {
-        if ((st = pz_codec_create(spec, &e->codec)) != PZ_OK) return st;
+        /* q's rounding defaults to stochastic for gradients (compress/codec.h) */
+        int use = dir == PZ_BWD ? PZ_USE_GRADIENT : PZ_USE_ACTIVATION;
+        if ((st = pz_codec_create_for(spec, use, &e->codec)) != PZ_OK) return st;
         if (sender && measure_error) {
-            if ((st = pz_codec_create(spec, &e->shadow)) != PZ_OK) { pz_edge_free(e); return st; }
+            if ((st = pz_codec_create_for(spec, use, &e->shadow)) != PZ_OK) { pz_edge_free(e); return st; }
             e->scratch = xaligned_alloc(e->numel * sizeof(float));
         }
     }

@@ -355,10 +355,11 @@ void pz_policy_print_edge(FILE *f, const pz_policy *p, int e) {
         char *out = d ? bc : fc;
         pz_codec *c;
         pz_auto_spec a;
+        int use = d ? PZ_USE_GRADIENT : PZ_USE_ACTIVATION;
         if (pz_auto_is(s)) {
-            if (pz_auto_parse(s, &a) == PZ_OK) pz_auto_describe(&a, out, sizeof fc);
+            if (pz_auto_parse_for(s, use, &a) == PZ_OK) pz_auto_describe(&a, out, sizeof fc);
             pz_auto_spec_free(&a);
-        } else if (s && pz_codec_create(s, &c) == PZ_OK) {
+        } else if (s && pz_codec_create_for(s, use, &c) == PZ_OK) {
             snprintf(out, sizeof fc, "%s", pz_codec_spec(c));
             pz_codec_free(c);
         }

@@ -373,6 +373,49 @@ static void expect_spec(const char *spec, const char *canonical) {
     pz_codec_free(c);
 }
 
+/* spec built for use (enum pz_codec_use): its canonical form contains want */
+static void expect_use(const char *spec, int use, const char *want) {
+    pz_codec *c = NULL;
+    pz_status st = pz_codec_create_for(spec, use, &c);
+    CHECK(st == PZ_OK, "'%s' (use %d) should parse: %s", spec, use, pz_last_error());
+    if (st == PZ_OK) {
+        CHECK(strstr(pz_codec_spec(c), want) != NULL, "'%s' (use %d): canonical '%s' lacks '%s'", spec, use,
+              pz_codec_spec(c), want);
+        /* the canonical spec names round=, so it is the same codec for either use */
+        pz_codec *c2 = NULL;
+        CHECK(pz_codec_create_for(pz_codec_spec(c), !use, &c2) == PZ_OK && !strcmp(pz_codec_spec(c2), pz_codec_spec(c)),
+              "'%s': canonical '%s' changes with the use", spec, pz_codec_spec(c));
+        pz_codec_free(c2);
+    }
+    pz_codec_free(c);
+}
+
+/* q's rounding defaults by what it carries: nearest for activations,
+ * stochastic for gradients; a named round= wins; inside wrappers too. */
+static void test_spec_use(void) {
+    expect_use("q4", PZ_USE_ACTIVATION, "q4:scale=absmax,group=channel,round=nearest,");
+    expect_use("q4", PZ_USE_GRADIENT, "q4:scale=absmax,group=channel,round=stochastic,");
+    expect_use("q2:round=nearest", PZ_USE_GRADIENT, "round=nearest");
+    expect_use("q2:round=stochastic", PZ_USE_ACTIVATION, "round=stochastic");
+    expect_use("q8:group=row+zstd", PZ_USE_GRADIENT, "group=row,round=stochastic,");
+    expect_use("hadamard(q4:group=row)", PZ_USE_GRADIENT, "round=stochastic");
+    expect_use("ef(q2)", PZ_USE_GRADIENT, "round=stochastic");
+    expect_use("ef(hadamard(q2))", PZ_USE_ACTIVATION, "round=nearest");
+    expect_use("nuq4", PZ_USE_GRADIENT, "nuq4:bucket=8192,code=fixed");   /* no round= to default */
+    /* the gradient default changes the bytes only through rounding: same size */
+    pz_codec *a = NULL, *g = NULL;
+    CHECK(pz_codec_create_for("q4", PZ_USE_ACTIVATION, &a) == PZ_OK && pz_codec_create_for("q4", PZ_USE_GRADIENT, &g) == PZ_OK,
+          "q4 for both uses");
+    if (a && g) {
+        pz_shape s = {2, {8, 64}};
+        CHECK(pz_codec_max_encoded_size(a, &s) == pz_codec_max_encoded_size(g, &s), "q4's size depends on its use");
+    }
+    pz_codec_free(a);
+    pz_codec_free(g);
+    pz_codec *bad = NULL;
+    CHECK(pz_codec_create_for("q4", 7, &bad) == PZ_ERR_ARG && bad == NULL, "an unknown use is refused");
+}
+
 static void expect_spec_error(const char *spec, size_t off, const char *needle) {
     pz_codec *c = NULL;
     pz_status st = pz_codec_create(spec, &c);
@@ -1162,6 +1205,7 @@ int main(void) {
     test_crc();
     test_bitpack();
     test_spec();
+    test_spec_use();
     test_spec_errors();
     test_sizes();
     test_q_bounds();

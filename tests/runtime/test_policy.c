@@ -95,6 +95,34 @@ int main(void) {
         pz_policy_free(&p);
     }
 
+    /* what a run prints for an edge: q rounds activations to nearest and
+     * gradients stochastically, auto's bwd candidates too */
+    {
+        pz_policy p;
+        pz_policy_init(&p, 3);
+        CHECK(pz_policy_parse(&p, "0-1:fwd=q4,bwd=q4;1-2:fwd=auto:candidates=q8/q2:round=nearest,bwd=auto:candidates=q8/q2",
+                              "--compress") == PZ_OK, "%s", pz_last_error());
+        char buf[4096] = "";
+        FILE *f = tmpfile();
+        CHECK(f != NULL, "tmpfile");
+        if (f) {
+            pz_policy_print_edge(f, &p, 0);
+            pz_policy_print_edge(f, &p, 1);
+            rewind(f);
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            buf[n] = 0;
+            fclose(f);
+        }
+        const char *want[] = {"edge 0-1: fwd q4:scale=absmax,group=channel,round=nearest,sdtype=fp32,grid=midtread | "
+                              "bwd q4:scale=absmax,group=channel,round=stochastic,sdtype=fp32,grid=midtread\n",
+                              "q8:scale=absmax,group=channel,round=nearest,", "q2:scale=absmax,group=channel,round=nearest,",
+                              "| bwd auto(", "q8:scale=absmax,group=channel,round=stochastic,",
+                              "q2:scale=absmax,group=channel,round=stochastic,"};
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+            CHECK(strstr(buf, want[i]) != NULL, "the printed policy lacks '%s':\n%s", want[i], buf);
+        pz_policy_free(&p);
+    }
+
     /* link rates */
     {
         pz_policy p;
