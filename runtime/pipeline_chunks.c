@@ -267,7 +267,7 @@ static pz_status tied_finish(iexec *x, uint32_t step) {
     double t0 = pz_now();
     pz_status st = iwait(x, &x->tied_recv, -1, &len);
     if (st == PZ_OK)
-        st = pz_tied_add(&x->tied, len, (uint64_t)x->o->seed, step, holds_first(x) ? x->S - 1 : 0, x->tied_view);
+        st = pz_tied_add(&x->tied, len, (uint64_t)x->o->seed, step, holds_first(x) ? 1 : 0, x->tied_view);
     pz_staging_view_done(&c->stg, c->stage.grads.wte, x->tied_view, n);
     x->tied_view = NULL;
     itrace(x, "tied", -1, t0, pz_now());
@@ -369,7 +369,7 @@ static pz_status run_instr(iexec *x, const pz_instr *in, uint32_t step, double *
         if ((st = iwait(x, &x->tied_send, -1, NULL)) != PZ_OK) return st;
         float *g = pz_staging_view(&t->stg, t->stage.grads.wte, n);
         x->tied_view = g;   /* given back by tied_finish, on error by iexec_free */
-        if ((st = pz_tied_encode(&x->tied, g, (uint64_t)o->seed, step, x->rank, &len)) != PZ_OK) return st;
+        if ((st = pz_tied_encode(&x->tied, g, (uint64_t)o->seed, step, holds_first(x) ? 0 : 1, &len)) != PZ_OK) return st;
         x->tied_wire = (double)len;
         char w[64];
         snprintf(w, sizeof w, "tied embedding gradient step %u", step);

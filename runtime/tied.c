@@ -13,7 +13,8 @@ pz_status pz_tied_init(pz_tied *t, const char *spec, int V, int C) {
     t->n = (size_t)V * (size_t)C;
     t->cap = t->n * sizeof(float);
     if (spec && strcmp(spec, "none") != 0) {
-        pz_status st = pz_codec_create(spec, &t->codec);
+        /* a gradient: q rounds stochastically unless the spec says otherwise */
+        pz_status st = pz_codec_create_for(spec, PZ_USE_GRADIENT, &t->codec);
         if (st != PZ_OK) return pz_fail(st, "--compress-tied: %s", pz_last_error());
         if (pz_codec_keeps_state(t->codec)) {
             pz_tied_free(t);
@@ -38,17 +39,17 @@ void pz_tied_free(pz_tied *t) {
     memset(t, 0, sizeof *t);
 }
 
-static pz_codec_ctx ctx_of(uint64_t seed, uint64_t step, int rank) {
-    return (pz_codec_ctx){seed, step, PZ_TIED_EDGE, 0, (uint32_t)rank, NULL};
+static pz_codec_ctx ctx_of(uint64_t seed, uint64_t step, int end) {
+    return (pz_codec_ctx){seed, step, PZ_TIED_EDGE, 0, (uint32_t)end, NULL};
 }
 
-pz_status pz_tied_encode(pz_tied *t, float *g, uint64_t seed, uint64_t step, int rank, size_t *len) {
+pz_status pz_tied_encode(pz_tied *t, float *g, uint64_t seed, uint64_t step, int end, size_t *len) {
     if (!t->codec) {
         memcpy(t->out, g, t->n * sizeof(float));   /* g changes before the send completes */
         *len = t->n * sizeof(float);
         return PZ_OK;
     }
-    pz_codec_ctx c = ctx_of(seed, step, rank);
+    pz_codec_ctx c = ctx_of(seed, step, end);
     pz_status st = pz_codec_encode(t->codec, g, &t->shape, &c, t->out, t->cap, len);
     if (st != PZ_OK) return st;
     pz_shape s;
@@ -58,26 +59,27 @@ pz_status pz_tied_encode(pz_tied *t, float *g, uint64_t seed, uint64_t step, int
     return st;
 }
 
-pz_status pz_tied_add(pz_tied *t, size_t len, uint64_t seed, uint64_t step, int peer, float *g) {
+pz_status pz_tied_add(pz_tied *t, size_t len, uint64_t seed, uint64_t step, int peer_end, float *g) {
+    const char *from = peer_end ? "the last stage" : "the first stage";
     if (!t->codec) {
         if (len != t->n * sizeof(float))
-            return pz_fail(PZ_ERR_PEER, "tied embedding gradient from rank %d: %zu bytes, expected %zu", peer, len,
+            return pz_fail(PZ_ERR_PEER, "tied embedding gradient from %s: %zu bytes, expected %zu", from, len,
                            t->n * sizeof(float));
         const float *in = (const float *)(const void *)t->in;
         for (size_t k = 0; k < t->n; k++) g[k] += in[k];
         return PZ_OK;
     }
     float *d = t->dec;
-    pz_codec_ctx c = ctx_of(seed, step, peer);
+    pz_codec_ctx c = ctx_of(seed, step, peer_end);
     pz_shape s;
     pz_status st = pz_codec_decode(t->codec, t->in, len, &c, d, t->n, &s);
     if (st == PZ_OK && !pz_shape_equal(&s, &t->shape)) {
         char a[64], b[64];
         pz_shape_format(&s, a, sizeof a);
         pz_shape_format(&t->shape, b, sizeof b);
-        st = pz_fail(PZ_ERR_PEER, "tied embedding gradient from rank %d: shape %s, expected %s", peer, a, b);
+        st = pz_fail(PZ_ERR_PEER, "tied embedding gradient from %s: shape %s, expected %s", from, a, b);
     } else if (st != PZ_OK) {
-        st = pz_fail(PZ_ERR_PEER, "tied embedding gradient from rank %d: %s", peer, pz_last_error());
+        st = pz_fail(PZ_ERR_PEER, "tied embedding gradient from %s: %s", from, pz_last_error());
     }
     if (st == PZ_OK)
         for (size_t k = 0; k < t->n; k++) g[k] += d[k];

@@ -37,10 +37,13 @@ pz_status pz_tied_init(pz_tied *t, const char *spec, int V, int C);
 void pz_tied_free(pz_tied *t);
 
 /* Encodes g (V*C floats) into t->out (*len bytes) and, with a codec, replaces
- * g by its decoded message. */
-pz_status pz_tied_encode(pz_tied *t, float *g, uint64_t seed, uint64_t step, int rank, size_t *len);
-/* Adds the peer's message (t->in, len bytes) to g. */
-pz_status pz_tied_add(pz_tied *t, size_t len, uint64_t seed, uint64_t step, int peer, float *g);
+ * g by its decoded message. end: 0 at the stage with the embedding (the
+ * first), 1 at the one with the head (the last); it, not the rank, seeds the
+ * codec's context, so stochastic rounding draws the same numbers whatever
+ * the ranks are called (interleaved on S ranks = 1F1B on S*V stages). */
+pz_status pz_tied_encode(pz_tied *t, float *g, uint64_t seed, uint64_t step, int end, size_t *len);
+/* Adds the peer's message (t->in, len bytes; peer_end: the sender's end) to g. */
+pz_status pz_tied_add(pz_tied *t, size_t len, uint64_t seed, uint64_t step, int peer_end, float *g);
 
 /* "none" or the codec's canonical spec */
 const char *pz_tied_codec_name(const pz_tied *t);

@@ -41,11 +41,11 @@ static double exchange(const char *spec, size_t *msg_len) {
     CHECK_STATUS(pz_tied_init(&b, spec, V, C), PZ_OK, NULL);
     if (!a.out || !b.out) goto out;
     CHECK_STATUS(pz_tied_encode(&a, g0, 9, 4, 0, &l0), PZ_OK, NULL);
-    CHECK_STATUS(pz_tied_encode(&b, g1, 9, 4, 3, &l1), PZ_OK, NULL);
+    CHECK_STATUS(pz_tied_encode(&b, g1, 9, 4, 1, &l1), PZ_OK, NULL);
     CHECK(l0 <= a.cap && l1 <= b.cap, "%s: message longer than the capacity", spec);
     memcpy(b.in, a.out, l0);   /* the transport */
     memcpy(a.in, b.out, l1);
-    CHECK_STATUS(pz_tied_add(&a, l1, 9, 4, 3, g0), PZ_OK, NULL);
+    CHECK_STATUS(pz_tied_add(&a, l1, 9, 4, 1, g0), PZ_OK, NULL);
     CHECK_STATUS(pz_tied_add(&b, l0, 9, 4, 0, g1), PZ_OK, NULL);
     CHECK(!memcmp(g0, g1, n * 4), "%s: the two ends' sums differ", spec);
     double m = 0.0, d = 0.0;
@@ -92,6 +92,15 @@ static void test_refused(void) {
         pz_tied_free(&t);
     }
     pz_tied t = {0};
+    /* a gradient: q rounds stochastically unless told otherwise */
+    CHECK_STATUS(pz_tied_init(&t, "q8", V, C), PZ_OK, "");
+    CHECK(t.codec && strstr(pz_codec_spec(t.codec), "round=stochastic"), "--compress-tied q8 is %s",
+          t.codec ? pz_codec_spec(t.codec) : "(none)");
+    pz_tied_free(&t);
+    CHECK_STATUS(pz_tied_init(&t, "q8:round=nearest", V, C), PZ_OK, "");
+    CHECK(t.codec && strstr(pz_codec_spec(t.codec), "round=nearest"), "q8:round=nearest became %s",
+          t.codec ? pz_codec_spec(t.codec) : "(none)");
+    pz_tied_free(&t);
     CHECK_STATUS(pz_tied_init(&t, "q9", V, C), PZ_ERR_ARG, "--compress-tied");
     pz_tied_free(&t);
     pz_tied_free(&t);   /* twice, and on a zeroed struct: safe */
@@ -102,7 +111,7 @@ static void test_bad_messages(void) {
     float *g = xcalloc(n, 4);
     pz_tied raw = {0}, q = {0}, other = {0};
     CHECK_STATUS(pz_tied_init(&raw, NULL, V, C), PZ_OK, NULL);
-    CHECK_STATUS(pz_tied_add(&raw, n * 4 - 4, 1, 1, 2, g), PZ_ERR_PEER, "from rank 2");
+    CHECK_STATUS(pz_tied_add(&raw, n * 4 - 4, 1, 1, 1, g), PZ_ERR_PEER, "from the last stage");
     CHECK_STATUS(pz_tied_init(&q, "q8", V, C), PZ_OK, NULL);
     CHECK_STATUS(pz_tied_init(&other, "q8", V + 1, C), PZ_OK, NULL);
     float *g2 = xcalloc(n + C, 4);
@@ -115,7 +124,7 @@ static void test_bad_messages(void) {
     CHECK_STATUS(pz_tied_encode(&q, g, 1, 1, 0, &len), PZ_OK, NULL);
     q.in[0] ^= 0x5a;   /* damaged header */
     memcpy(q.in + 1, q.out + 1, len - 1);
-    CHECK_STATUS(pz_tied_add(&q, len, 1, 1, 0, g), PZ_ERR_PEER, "from rank 0");
+    CHECK_STATUS(pz_tied_add(&q, len, 1, 1, 0, g), PZ_ERR_PEER, "from the first stage");
     pz_tied_free(&raw);
     pz_tied_free(&q);
     pz_tied_free(&other);
