@@ -28,7 +28,8 @@ pz_status pz_auto_init(pz_autopol *a, const pz_policy *pol, int micro) {
     a->cur = xcalloc((size_t)2 * a->edges + 1, sizeof *a->cur);
     for (int k = 0; k < 2 * a->edges; k++) {
         if (!pz_auto_is(pol->spec[k])) continue;
-        pz_status st = pz_auto_parse(pol->spec[k], &a->specs[k]);
+        pz_status st = pz_auto_parse_for(pol->spec[k], k % 2 == PZ_BWD ? PZ_USE_GRADIENT : PZ_USE_ACTIVATION,
+                                         &a->specs[k]);
         if (st != PZ_OK) return st;
         a->cur[k] = pz_auto_initial(&a->specs[k], pol->mbps[k / 2]);
         a->any = 1;
@@ -83,7 +84,8 @@ pz_status pz_auto_edge_init(pz_autopol *a, const pz_policy *pol, int slot, pz_ed
     if (!sender) return PZ_OK;
     x->eval = xcalloc((size_t)n, sizeof *x->eval);
     for (int k = 0; k < n && st == PZ_OK; k++)
-        if (strcmp(as->cand[k], "none") != 0) st = pz_codec_create(as->cand[k], &x->eval[k]);
+        if (strcmp(as->cand[k], "none") != 0)
+            st = pz_codec_create_for(as->cand[k], dir == PZ_BWD ? PZ_USE_GRADIENT : PZ_USE_ACTIVATION, &x->eval[k]);
     x->wire = xaligned_alloc(cap);
     x->out = xaligned_alloc(e->numel * sizeof(float));
     x->err2 = xcalloc((size_t)n, sizeof *x->err2);
@@ -169,7 +171,7 @@ static void fold_link(pz_autopol *a, pz_auto_end *s) {
     }
 }
 
-void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, double margin, double *dec) {
+void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, double margin, double tied_bytes, double *dec) {
     for (int slot = 0; slot < 4; slot++) {
         pz_auto_end *s = &a->end[slot];
         if (!s->live || !s->sender) continue;
@@ -180,7 +182,10 @@ void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, double ma
         for (int k = 0; k < n; k++) {
             f[k].measured = s->samples[k] > 0;
             f[k].rel_err = s->norm2[k] > 0 ? sqrt(s->err2[k] / s->norm2[k]) : 0.0;
-            f[k].bytes = s->samples[k] > 0 ? s->bytes[k] / s->samples[k] * a->micro : 0.0;
+            f[k].bytes = s->samples[k] > 0 ? pz_auto_step_bytes(s->bytes[k] / s->samples[k], a->micro,
+                                                                margin == PZ_AUTO_MARGIN) : 0.0;
+            /* with 2 stages the tied exchange shares the edge's link, each way */
+            if (f[k].measured && a->edges == 1) f[k].bytes += tied_bytes;
         }
         /* a simulated rate is known; otherwise what the sends took (none
          * measured: taken as unlimited). Delay only from --link-latency-ms. */

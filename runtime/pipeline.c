@@ -180,8 +180,7 @@ static pz_status tied_finish(exec *x, uint32_t step) {
     double t0 = pz_now();
     pz_status st = wait_req_at(x, &x->tied_recv, -1, &len, NULL);
     float *g = x->tied_view;
-    int peer = is_first(x) ? x->world - 1 : 0;
-    if (st == PZ_OK) st = pz_tied_add(&x->tied, len, (uint64_t)x->o->seed, step, peer, g);
+    if (st == PZ_OK) st = pz_tied_add(&x->tied, len, (uint64_t)x->o->seed, step, is_first(x) ? 1 : 0, g);
     pz_staging_view_done(&x->stg, x->stage.grads.wte, g, n);
     x->tied_view = NULL;
     trace(x, "tied", -1, t0, pz_now());
@@ -282,7 +281,7 @@ static pz_status run_instr(exec *x, const pz_instr *in, uint32_t step, double *l
         if ((st = wait_req(x, &x->tied_send, -1)) != PZ_OK) return st;   /* last step's, long gone */
         float *g = pz_staging_view(&x->stg, x->stage.grads.wte, n);   /* host copy on a device */
         x->tied_view = g;   /* given back by tied_finish, on error too */
-        if ((st = pz_tied_encode(&x->tied, g, (uint64_t)o->seed, step, x->rank, &len)) != PZ_OK) return st;
+        if ((st = pz_tied_encode(&x->tied, g, (uint64_t)o->seed, step, is_first(x) ? 0 : 1, &len)) != PZ_OK) return st;
         x->tied_wire = (double)len;
         char w[96];
         snprintf(w, sizeof w, "tied embedding gradient, ranks 0 and %d, step %u", x->world - 1, step);
@@ -690,7 +689,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         /* how much of compute the link may take: the schedule says whether it runs beside (autospec.h) */
         pz_auto_contribute(&x.au, &x.pol, step + 1,
                            x.spec.kind == PZ_SCHED_GPIPE || x.spec.warmup_extra > 0 ? PZ_AUTO_MARGIN : PZ_AUTO_MARGIN_EXPOSED,
-                           red + ab);
+                           x.tied_wire, red + ab);
         if ((st = allreduce(&x, red, nred)) != PZ_OK) break;
         if (x.au.any) {   /* every rank switches here, between steps: no message is in flight */
             double cmax = 0.0;

@@ -1,6 +1,7 @@
 /* test_autospec: --compress auto's pure parts (runtime/autospec.c): the
  * decision rule on given compute, link and error figures, the candidate
  * list and its defaults, the initial candidate and the decision steps. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,6 +37,36 @@ int main(void) {
     choose(0.025, 10, 0, 2, 0.0208);   /* 22.5 ms: hadamard(q4) fits and errs less than q4 */
     choose(0.0115, 10, 0, 4, 0.01);    /* only q2 fits 10.35 ms */
     choose(0.001, 10, 0, 4, 0.01);     /* nothing fits: the fewest bytes */
+    /* fill and drain: where the link runs beside compute, one message more
+     * per step. The demo preset's case at 10 Mbit/s, 4 micro-batches of
+     * 4 x 128 x 384, compute 1.65 s: fp16's 4 messages of 393216 bytes take
+     * 1.26 s, within 0.9 x 1.65 = 1.485 s, but with the fifth 1.57 s, not:
+     * q8 (0.79 s) is chosen; where every message is on the critical path,
+     * no extra message */
+    CHECK(pz_auto_step_bytes(393216, 4, 1) == 5 * 393216.0, "overlapped: micro + 1 messages");
+    CHECK(pz_auto_step_bytes(393216, 4, 0) == 4 * 393216.0, "exposed: micro messages");
+    {
+        pz_auto_fig f[2] = {{1, 2e-4, 0}, {1, 4e-3, 0}};
+        double link = -1;
+        f[0].bytes = pz_auto_step_bytes(393216, 4, 0);
+        f[1].bytes = pz_auto_step_bytes(196864, 4, 0);
+        CHECK(pz_auto_choose(f, 2, 1.65, 1.25e6, 0, PZ_AUTO_MARGIN, &link) == 0, "fp16 without the fill message");
+        f[0].bytes = pz_auto_step_bytes(393216, 4, 1);
+        f[1].bytes = pz_auto_step_bytes(196864, 4, 1);
+        CHECK(pz_auto_choose(f, 2, 1.65, 1.25e6, 0, PZ_AUTO_MARGIN, &link) == 1 && fabs(link - 0.787456) < 1e-6,
+              "q8 with it: %g s", link);
+    }
+    /* a candidate worse than zeros (rel err >= 1) is never the pick while
+     * another one is useful: q2 at rel err 1.16 on gradients (measured on
+     * the demo preset) loses to q4 even where only q2 fits the compute */
+    {
+        pz_auto_fig f[3] = {{1, 4e-3, 1e6}, {1, 0.155, 5e5}, {1, 1.16, 2.6e5}};
+        double link = -1;
+        CHECK(pz_auto_choose(f, 3, 0.3, 1.25e6, 0, PZ_AUTO_MARGIN, &link) == 1, "q2 worse than zeros was picked");
+        f[1].rel_err = 1.0;
+        f[0].rel_err = 1.5;
+        CHECK(pz_auto_choose(f, 3, 0.3, 1.25e6, 0, PZ_AUTO_MARGIN, &link) == 2, "all bad: the fewest bytes");
+    }
     /* the margin: just within 0.9 of compute fits, just over does not */
     choose(0.08 / 0.9 * 1.001, 10, 0, 0, 0.08);
     choose(0.08 / 0.9 * 0.999, 10, 0, 1, 0.04);
