@@ -113,8 +113,8 @@ int main(void) {
             buf[n] = 0;
             fclose(f);
         }
-        const char *want[] = {"edge 0-1: fwd q4:scale=absmax,group=channel,round=nearest,sdtype=fp32,grid=midtread | "
-                              "bwd q4:scale=absmax,group=channel,round=stochastic,sdtype=fp32,grid=midtread\n",
+        const char *want[] = {("edge 0-1: fwd q4:scale=absmax,group=channel,round=nearest,sdtype=fp32,grid=midtread | "
+                               "bwd q4:scale=absmax,group=channel,round=stochastic,sdtype=fp32,grid=midtread\n"),
                               "q8:scale=absmax,group=channel,round=nearest,", "q2:scale=absmax,group=channel,round=nearest,",
                               "| bwd auto(", "q8:scale=absmax,group=channel,round=stochastic,",
                               "q2:scale=absmax,group=channel,round=stochastic,"};
