@@ -171,7 +171,9 @@ static void fold_link(pz_autopol *a, pz_auto_end *s) {
     }
 }
 
-void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, double margin, double tied_bytes, double *dec) {
+void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, int overlapped, double tied_bytes, double *dec) {
+    /* how much of compute the link may take: the schedule says whether it runs beside (autospec.h) */
+    double margin = overlapped ? PZ_AUTO_MARGIN : PZ_AUTO_MARGIN_EXPOSED;
     for (int slot = 0; slot < 4; slot++) {
         pz_auto_end *s = &a->end[slot];
         if (!s->live || !s->sender) continue;
@@ -183,7 +185,7 @@ void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, double ma
             f[k].measured = s->samples[k] > 0;
             f[k].rel_err = s->norm2[k] > 0 ? sqrt(s->err2[k] / s->norm2[k]) : 0.0;
             f[k].bytes = s->samples[k] > 0 ? pz_auto_step_bytes(s->bytes[k] / s->samples[k], a->micro,
-                                                                margin == PZ_AUTO_MARGIN) : 0.0;
+                                                                overlapped) : 0.0;
             /* with 2 stages the tied exchange shares the edge's link, each way */
             if (f[k].measured && a->edges == 1) f[k].bytes += tied_bytes;
         }

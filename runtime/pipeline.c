@@ -686,9 +686,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         red[kb + rank] = x.kfit;   /* warmup=auto: what each rank's host can hold */
         contribute_edges(&x, red + eb);
         red[4 + 3 * rank + 2] = x.codec_s;
-        /* how much of compute the link may take: the schedule says whether it runs beside (autospec.h) */
-        pz_auto_contribute(&x.au, &x.pol, step + 1,
-                           x.spec.kind == PZ_SCHED_GPIPE || x.spec.warmup_extra > 0 ? PZ_AUTO_MARGIN : PZ_AUTO_MARGIN_EXPOSED,
+        /* the link runs beside compute with gpipe and extra warm-up (autospec.h) */
+        pz_auto_contribute(&x.au, &x.pol, step + 1, x.spec.kind == PZ_SCHED_GPIPE || x.spec.warmup_extra > 0,
                            x.tied_wire, red + ab);
         if ((st = allreduce(&x, red, nred)) != PZ_OK) break;
         if (x.au.any) {   /* every rank switches here, between steps: no message is in flight */
