@@ -521,13 +521,20 @@ static pz_status jsq_encode_s(const pz_codec_params *p, const float *x, const pz
                 gcount[c] = (size_t)r.nh[c];
                 cmax[c] = r.nmax[c];
             }
+            /* (counts and maxima in vector loops: a loop that updates
+             * gcount[c] element by element waits on its own stores) */
+            size_t w1 = 0, w2 = 0, w3 = 0, now_[4] = {0, 0, 0, 0};
+#pragma omp simd reduction(+ : w1, w2, w3)
             for (size_t j = 0; j < nc; j++) {
-                int c = cch[j];
-                gcount[cs.hi[j]]--;
-                gcount[c]++;
-                cls[cs.id[j]] = (uint8_t)c;
-                cmax[c] = cs.key[j] > cmax[c] ? cs.key[j] : cmax[c];
+                w1 += cs.hi[j] == 1;
+                w2 += cs.hi[j] == 2;
+                w3 += cs.hi[j] == 3;
             }
+            pz_jsq_class_stats(cch, nc, (const float *)(const void *)cs.key, now_, cmax);
+            gcount[1] = gcount[1] - w1 + now_[1];
+            gcount[2] = gcount[2] - w2 + now_[2];
+            gcount[3] = gcount[3] - w3 + now_[3];
+            for (size_t j = 0; j < nc; j++) cls[cs.id[j]] = cch[j];
             have_stats = 1;
             free(cblk);
             free(csblk);

@@ -78,11 +78,51 @@ static inline mapw_ mw_run(mapw_ w, uint64_t r, int k, int c) {
     return mw_put(w, v, nb);
 }
 
+/* The map when k = 0, the usual case when most groups are kept: a run of r
+ * dropped groups is then r one bits and a zero, so the map is one code per
+ * group (dropped: the bit 1; kept: the bit 0, then its class code) and a
+ * final zero bit: the same bits as the run-by-run writer below. Codes of 4
+ * groups come from a table, 16 groups (at most 48 bits) go in one put. */
+static uint64_t jsq_write_map_k0(const uint8_t *cls, size_t ng, uint8_t *out) {
+    uint32_t tab[256];                           /* bits (low 16) and length (high 16) of 4 groups */
+    for (uint32_t t = 0; t < 256; t++) {
+        uint32_t v = 0, len = 0;
+        for (int g = 0; g < 4; g++) {
+            int c = (int)(t >> (2 * g)) & 3;
+            v |= (c ? jsq_ccode[c] << 1 : 1u) << len;
+            len += c ? 1u + (uint32_t)jsq_clen[c] : 1u;
+        }
+        tab[t] = v | len << 16;
+    }
+    mapw_ w = {out, 0, 0};
+    size_t i = 0;
+    for (; i + 16 <= ng; i += 16) {
+        uint64_t a, b;
+        memcpy(&a, cls + i, 8);
+        memcpy(&b, cls + i + 8, 8);
+        /* the 2-bit classes of 4 bytes side by side: the table's index */
+        a |= a >> 6 | a >> 12 | a >> 18;
+        b |= b >> 6 | b >> 12 | b >> 18;
+        uint32_t t0 = tab[a & 255], t1 = tab[(a >> 32) & 255], t2 = tab[b & 255], t3 = tab[(b >> 32) & 255];
+        unsigned l0 = t0 >> 16, l1 = t1 >> 16, l2 = t2 >> 16, l3 = t3 >> 16;
+        uint64_t v = (uint64_t)(t0 & 0xffff) | (uint64_t)(t1 & 0xffff) << l0 |
+                     (uint64_t)(t2 & 0xffff) << (l0 + l1) | (uint64_t)(t3 & 0xffff) << (l0 + l1 + l2);
+        w = mw_put(w, v, l0 + l1 + l2 + l3);
+    }
+    for (; i < ng; i++) {
+        int c = cls[i];
+        w = mw_put(w, c ? jsq_ccode[c] << 1 : 1u, c ? 1u + (unsigned)jsq_clen[c] : 1u);
+    }
+    w = mw_put(w, 0, 1);                         /* the final run's zero */
+    return (uint64_t)(w.p - out) * 8 + w.n;
+}
+
 /* Writes the map of cls[0..ng) with Rice parameter k at out (8 bytes of
  * slack past its end); returns its length in bits. With AVX-512 the kept
  * groups of 1024 at a time are gathered and their codes (value, length)
  * computed 16 at a time; the serial part only appends them. */
 uint64_t pz_jsq_write_map(const uint8_t *cls, size_t ng, int k, uint8_t *out) {
+    if (k == 0) return jsq_write_map_k0(cls, ng, out);
     mapw_ w = {out, 0, 0};
     size_t last = 0, i0 = 0;
 #if defined(JSQ_VEC)

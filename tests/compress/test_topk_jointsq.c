@@ -479,6 +479,63 @@ static int parse_jsq(const uint8_t *pl, size_t len, size_t n, size_t G, jsq_pars
     return 1;
 }
 
+/* The map writer (pz_jsq_write_map; k = 0 has a path of its own, a table
+ * of 4 groups' codes) against the format written out bit by bit here, on
+ * random maps of every density, lengths around its 16-group steps, and
+ * several Rice parameters. */
+static void putbit_(uint8_t *o, size_t *bit, int v) {
+    if (v) o[*bit / 8] |= (uint8_t)(1u << (*bit % 8));
+    (*bit)++;
+}
+
+static size_t ref_map(const uint8_t *cls, size_t ng, int k, uint8_t *o) {
+    size_t bit = 0, last = 0;
+    for (size_t i = 0; i <= ng; i++) {
+        if (i < ng && !cls[i]) continue;
+        size_t r = i - last;
+        for (size_t q = 0; q < (r >> k); q++) putbit_(o, &bit, 1);
+        putbit_(o, &bit, 0);
+        for (int j = 0; j < k; j++) putbit_(o, &bit, (int)(r >> j) & 1);
+        if (i == ng) break;
+        putbit_(o, &bit, cls[i] > 1);
+        if (cls[i] > 1) putbit_(o, &bit, cls[i] > 2);
+        last = i + 1;
+    }
+    return bit;
+}
+
+static void test_jointsq_map_writer(void) {
+    static const size_t lens[] = {1, 15, 16, 17, 31, 33, 1000, 1024, 1025, 5000};
+    static const double dens[] = {0.0, 0.05, 0.5, 0.9, 1.0};
+    static const int ks[] = {0, 1, 3, 12};
+    int cases = 0, bad = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        size_t ng = lens[li], cap = 3 * ng + 64 + 16;
+        uint8_t *cls = malloc(ng), *a = malloc(cap), *b = malloc(cap);
+        for (size_t di = 0; di < sizeof dens / sizeof dens[0]; di++) {
+            for (size_t i = 0; i < ng; i++)
+                cls[i] = pz_rng_uniform(&rng) < dens[di] ? (uint8_t)(1 + pz_rng_next(&rng) % 3) : 0;
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+                memset(a, 0, cap);
+                memset(b, 0, cap);
+                size_t want = ref_map(cls, ng, ks[ki], b);
+                uint64_t got = pz_jsq_write_map(cls, ng, ks[ki], a);
+                size_t nb = (want + 7) / 8;
+                if (nb && want % 8) a[nb - 1] &= (uint8_t)((1u << (want % 8)) - 1);   /* (bytes past the map may hold anything) */
+                int ok = got == want && !memcmp(a, b, nb);
+                CHECK(ok, "map of %zu groups, density %g, k %d: %llu bits vs %zu%s", ng, dens[di], ks[ki],
+                      (unsigned long long)got, want, got == want ? ", bits differ" : "");
+                bad += !ok;
+                cases++;
+            }
+        }
+        free(cls);
+        free(a);
+        free(b);
+    }
+    printf("jointsq map writer vs the format bit by bit: %d cases, %d differ\n", cases, bad);
+}
+
 /* Encodes x (n = numel(s), groups of G) with im into pl (cap bytes) and
  * checks the message: within the budget and max_payload, it decodes (into
  * y), kept groups decode within one step and dropped ones to 0, and the same
@@ -988,6 +1045,7 @@ int main(int argc, char **argv) {
     test_mckp_brute();
     test_jointsq_budget();
     test_jointsq_corrupt();
+    test_jointsq_map_writer();
     test_jointsq_unbiased();
     test_jointsq_vs_others();
     test_topk_large();
