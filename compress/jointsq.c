@@ -406,12 +406,10 @@ static pz_status jsq_encode_s(const pz_codec_params *p, const float *x, const pz
         memcpy(scls, scand, ms);
         /* class maxima as the next scales (not s_8 on a sample: the tensor's
          * max must stay codable); the Rice parameter these runs want */
-        float nm[4] = {0, 0, 0, 0};
-        for (size_t j = 0; j < ms; j++) {
-            float mg = sgm ? sgm[j] : fabsf(sx[j]);
-            nm[scls[j]] = mg > nm[scls[j]] ? mg : nm[scls[j]];
-        }
-        for (int c = 1; c < 4; c++) next_sc[c] = nm[c] > 0 ? nm[c] : trial[c];
+        size_t ncl[4] = {0, 0, 0, 0};
+        uint32_t nm[4] = {0, 0, 0, 0};
+        pz_jsq_class_stats(scls, ms, sgm ? sgm : sx, ncl, nm);
+        for (int c = 1; c < 4; c++) next_sc[c] = nm[c] > 0 ? pz_u2f(nm[c]) : trial[c];
         if (!exact) next_sc[3] = trial[3];
         next_k = pz_jsq_best_k(scls, ms);
     }

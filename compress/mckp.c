@@ -32,58 +32,87 @@ static float u2f(uint32_t u) {
 #endif
 
 /* Picks at lam of items [0, n) (per-item costs c, or the same costs cu for
- * every item when c is NULL); writes them to ch, returns the sum of picked
- * costs. The vector loop computes exactly what pz_mckp_pick does. */
+ * every item when c is NULL); writes them to ch (unless NULL), returns the
+ * sum of picked costs. The vector loops compute exactly what pz_mckp_pick
+ * does. */
 static uint64_t eval(float *const *e, uint32_t *const *c, const uint32_t *cu, size_t n, float lam, uint8_t *ch) {
     const float *e0 = e[0], *e1 = e[1], *e2 = e[2], *e3 = e[3];
     uint64_t cost = 0;
     size_t i = 0;
 #if defined(__AVX512F__)
     const __m512 lv = _mm512_set1_ps(lam);
-    __m512i acc = _mm512_setzero_si512();
-    __m512i u0 = _mm512_setzero_si512(), u1 = u0, u2 = u0, u3 = u0;
-    if (!c) {
-        u0 = _mm512_set1_epi32((int)cu[0]);
-        u1 = _mm512_set1_epi32((int)cu[1]);
-        u2 = _mm512_set1_epi32((int)cu[2]);
-        u3 = _mm512_set1_epi32((int)cu[3]);
-    }
     const __m512i one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2), three = _mm512_set1_epi32(3);
-    for (; i + 16 <= n; i += 16) {
-        __m512i k0 = u0, k1 = u1, k2 = u2, k3 = u3;
-        if (c) {
-            k0 = _mm512_loadu_si512((const void *)(c[0] + i));
-            k1 = _mm512_loadu_si512((const void *)(c[1] + i));
-            k2 = _mm512_loadu_si512((const void *)(c[2] + i));
-            k3 = _mm512_loadu_si512((const void *)(c[3] + i));
+    if (!c) {
+        /* the same costs for all: count the picks per class, 10 bits per
+         * class in each lane (emptied every 1023 vectors), and sum the
+         * costs once at the end */
+        const __m512 h0 = _mm512_mul_ps(lv, _mm512_cvtepu32_ps(_mm512_set1_epi32((int)cu[0]))),
+                     h1 = _mm512_mul_ps(lv, _mm512_cvtepu32_ps(_mm512_set1_epi32((int)cu[1]))),
+                     h2 = _mm512_mul_ps(lv, _mm512_cvtepu32_ps(_mm512_set1_epi32((int)cu[2]))),
+                     h3 = _mm512_mul_ps(lv, _mm512_cvtepu32_ps(_mm512_set1_epi32((int)cu[3])));
+        const __m512i ctab = _mm512_setr_epi32(0, 1, 1 << 10, 1 << 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+                      f10 = _mm512_set1_epi32(0x3ff);
+        __m512i cnt = _mm512_setzero_si512();
+        uint64_t nc[4] = {0, 0, 0, 0};
+        size_t it = 0;
+        for (; i + 16 <= n; i += 16) {
+            __m512 b = _mm512_add_ps(_mm512_loadu_ps(e0 + i), h0);
+            __m512 v1 = _mm512_add_ps(_mm512_loadu_ps(e1 + i), h1), v2 = _mm512_add_ps(_mm512_loadu_ps(e2 + i), h2),
+                   v3 = _mm512_add_ps(_mm512_loadu_ps(e3 + i), h3);
+            __mmask16 m = _mm512_cmp_ps_mask(v1, b, _CMP_LT_OQ);
+            __m512i a = _mm512_maskz_mov_epi32(m, one);
+            b = _mm512_mask_mov_ps(b, m, v1);
+            m = _mm512_cmp_ps_mask(v2, b, _CMP_LT_OQ);
+            a = _mm512_mask_mov_epi32(a, m, two);
+            b = _mm512_mask_mov_ps(b, m, v2);
+            m = _mm512_cmp_ps_mask(v3, b, _CMP_LT_OQ);
+            a = _mm512_mask_mov_epi32(a, m, three);
+            if (ch) _mm_storeu_si128((__m128i *)(void *)(ch + i), _mm512_cvtepi32_epi8(a));
+            cnt = _mm512_add_epi32(cnt, _mm512_permutexvar_epi32(a, ctab));
+            if (++it == 1023 || i + 32 > n) {
+                nc[1] += (uint64_t)_mm512_reduce_add_epi32(_mm512_and_si512(cnt, f10));
+                nc[2] += (uint64_t)_mm512_reduce_add_epi32(_mm512_and_si512(_mm512_srli_epi32(cnt, 10), f10));
+                nc[3] += (uint64_t)_mm512_reduce_add_epi32(_mm512_srli_epi32(cnt, 20));
+                cnt = _mm512_setzero_si512();
+                it = 0;
+            }
         }
-        __m512 v0 = _mm512_add_ps(_mm512_loadu_ps(e0 + i), _mm512_mul_ps(lv, _mm512_cvtepu32_ps(k0)));
-        __m512 v1 = _mm512_add_ps(_mm512_loadu_ps(e1 + i), _mm512_mul_ps(lv, _mm512_cvtepu32_ps(k1)));
-        __m512 v2 = _mm512_add_ps(_mm512_loadu_ps(e2 + i), _mm512_mul_ps(lv, _mm512_cvtepu32_ps(k2)));
-        __m512 v3 = _mm512_add_ps(_mm512_loadu_ps(e3 + i), _mm512_mul_ps(lv, _mm512_cvtepu32_ps(k3)));
-        __m512 b = v0;
-        __m512i a = _mm512_setzero_si512(), cc = k0;
-        __mmask16 m = _mm512_cmp_ps_mask(v1, b, _CMP_LT_OQ);
-        a = _mm512_mask_mov_epi32(a, m, one);
-        cc = _mm512_mask_mov_epi32(cc, m, k1);
-        b = _mm512_mask_mov_ps(b, m, v1);
-        m = _mm512_cmp_ps_mask(v2, b, _CMP_LT_OQ);
-        a = _mm512_mask_mov_epi32(a, m, two);
-        cc = _mm512_mask_mov_epi32(cc, m, k2);
-        b = _mm512_mask_mov_ps(b, m, v2);
-        m = _mm512_cmp_ps_mask(v3, b, _CMP_LT_OQ);
-        a = _mm512_mask_mov_epi32(a, m, three);
-        cc = _mm512_mask_mov_epi32(cc, m, k3);
-        _mm_storeu_si128((__m128i *)(void *)(ch + i), _mm512_cvtepi32_epi8(a));
-        acc = _mm512_add_epi64(acc, _mm512_cvtepu32_epi64(_mm512_castsi512_si256(cc)));
-        acc = _mm512_add_epi64(acc, _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(cc, 1)));
+        cost = ((uint64_t)i - nc[1] - nc[2] - nc[3]) * cu[0] + nc[1] * cu[1] + nc[2] * cu[2] + nc[3] * cu[3];
+    } else {
+        __m512i acc = _mm512_setzero_si512();
+        for (; i + 16 <= n; i += 16) {
+            __m512i k0 = _mm512_loadu_si512((const void *)(c[0] + i));
+            __m512i k1 = _mm512_loadu_si512((const void *)(c[1] + i));
+            __m512i k2 = _mm512_loadu_si512((const void *)(c[2] + i));
+            __m512i k3 = _mm512_loadu_si512((const void *)(c[3] + i));
+            __m512 v0 = _mm512_add_ps(_mm512_loadu_ps(e0 + i), _mm512_mul_ps(lv, _mm512_cvtepu32_ps(k0)));
+            __m512 v1 = _mm512_add_ps(_mm512_loadu_ps(e1 + i), _mm512_mul_ps(lv, _mm512_cvtepu32_ps(k1)));
+            __m512 v2 = _mm512_add_ps(_mm512_loadu_ps(e2 + i), _mm512_mul_ps(lv, _mm512_cvtepu32_ps(k2)));
+            __m512 v3 = _mm512_add_ps(_mm512_loadu_ps(e3 + i), _mm512_mul_ps(lv, _mm512_cvtepu32_ps(k3)));
+            __m512 b = v0;
+            __m512i a = _mm512_setzero_si512(), cc = k0;
+            __mmask16 m = _mm512_cmp_ps_mask(v1, b, _CMP_LT_OQ);
+            a = _mm512_mask_mov_epi32(a, m, one);
+            cc = _mm512_mask_mov_epi32(cc, m, k1);
+            b = _mm512_mask_mov_ps(b, m, v1);
+            m = _mm512_cmp_ps_mask(v2, b, _CMP_LT_OQ);
+            a = _mm512_mask_mov_epi32(a, m, two);
+            cc = _mm512_mask_mov_epi32(cc, m, k2);
+            b = _mm512_mask_mov_ps(b, m, v2);
+            m = _mm512_cmp_ps_mask(v3, b, _CMP_LT_OQ);
+            a = _mm512_mask_mov_epi32(a, m, three);
+            cc = _mm512_mask_mov_epi32(cc, m, k3);
+            if (ch) _mm_storeu_si128((__m128i *)(void *)(ch + i), _mm512_cvtepi32_epi8(a));
+            acc = _mm512_add_epi64(acc, _mm512_cvtepu32_epi64(_mm512_castsi512_si256(cc)));
+            acc = _mm512_add_epi64(acc, _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(cc, 1)));
+        }
+        cost = (uint64_t)_mm512_reduce_add_epi64(acc);
     }
-    cost = (uint64_t)_mm512_reduce_add_epi64(acc);
 #endif
     for (; i < n; i++) {
         uint32_t k0 = c ? c[0][i] : cu[0], k1 = c ? c[1][i] : cu[1], k2 = c ? c[2][i] : cu[2], k3 = c ? c[3][i] : cu[3];
         int a = pz_mckp_pick(e0[i], e1[i], e2[i], e3[i], (float)k0, (float)k1, (float)k2, (float)k3, lam);
-        ch[i] = (uint8_t)a;
+        if (ch) ch[i] = (uint8_t)a;
         cost += a == 0 ? k0 : a == 1 ? k1 : a == 2 ? k2 : k3;
     }
     return cost;
@@ -108,10 +137,10 @@ uint64_t pz_mckp_cost_at(const pz_mckp_soa *s, size_t n, float lam, uint8_t *cho
 
 float pz_mckp_lambda(const pz_mckp_soa *s, size_t n, uint64_t capacity, int rel_bits, float guess,
                      uint64_t *cost, double *err) {
-    uint8_t *ch = xmalloc(n ? n : 1);
     uint32_t lo = 0, hi = KEY_MAX;
     uint64_t chi;
-    uint64_t c0 = eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, 0.0f, ch);
+    /* (the picks are wanted only for the error at the end) */
+    uint64_t c0 = eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, 0.0f, NULL);
     if (c0 <= capacity) {
         hi = 0;
         chi = c0;
@@ -120,7 +149,7 @@ float pz_mckp_lambda(const pz_mckp_soa *s, size_t n, uint64_t capacity, int rel_
         if (guess > 0 && guess < FLT_MAX / 16) {     /* bracket around the guess */
             uint32_t a = f2u(guess * 0.5f), b = f2u(guess * 2.0f);
             for (int t = 0; t < 8; t++) {
-                uint64_t cb = eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f(b), ch);
+                uint64_t cb = eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f(b), NULL);
                 if (cb <= capacity) {
                     hi = b;
                     chi = cb;
@@ -132,7 +161,7 @@ float pz_mckp_lambda(const pz_mckp_soa *s, size_t n, uint64_t capacity, int rel_
             }
             if (chi != UINT64_MAX) {
                 for (int t = 0; t < 8 && a > lo; t++) {
-                    uint64_t ca = eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f(a), ch);
+                    uint64_t ca = eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f(a), NULL);
                     if (ca > capacity) {
                         lo = a;
                         break;
@@ -143,11 +172,11 @@ float pz_mckp_lambda(const pz_mckp_soa *s, size_t n, uint64_t capacity, int rel_
                 }
             }
         }
-        if (chi == UINT64_MAX) chi = eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f(hi), ch);
+        if (chi == UINT64_MAX) chi = eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f(hi), NULL);
         uint32_t tol = rel_bits >= 23 ? 1 : 1u << (23 - (rel_bits < 0 ? 0 : rel_bits));
         while (hi - lo > tol) {
             uint32_t mid = lo + (hi - lo) / 2;
-            uint64_t cm = eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f(mid), ch);
+            uint64_t cm = eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, u2f(mid), NULL);
             if (cm <= capacity) {
                 hi = mid;
                 chi = cm;
@@ -159,12 +188,13 @@ float pz_mckp_lambda(const pz_mckp_soa *s, size_t n, uint64_t capacity, int rel_
     float lam = u2f(hi);
     if (cost) *cost = chi;
     if (err) {
+        uint8_t *ch = xmalloc(n ? n : 1);
         eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, lam, ch);
         double e = 0;
         for (size_t i = 0; i < n; i++) e += s->err[ch[i]][i];
         *err = e;
+        free(ch);
     }
-    free(ch);
     return lam;
 }
 
