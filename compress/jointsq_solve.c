@@ -280,36 +280,67 @@ static inline jsq_vmodel jsq_vmodel_of(const jsq_model *md) {
     return K;
 }
 
-static inline void jsq_verrs(const jsq_vmodel *K, __m512i key, __m512 e[4]) {
-    const __m512 inf = _mm512_set1_ps(INFINITY);
-    __m512 xa = _mm512_castsi512_ps(key), xh = _mm512_mul_ps(xa, K->vM);
-    /* no clamp of y here: lanes where it would matter are not allowed (INFINITY) */
-    __m512 y1 = _mm512_mul_ps(xh, K->i1), y2 = _mm512_mul_ps(xh, K->i2), y3 = _mm512_mul_ps(xh, K->i3);
-    __m512 f1 = _mm512_sub_ps(y1, _mm512_roundscale_ps(y1, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-    __m512 f2 = _mm512_sub_ps(y2, _mm512_roundscale_ps(y2, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-    __m512 f3 = _mm512_sub_ps(y3, _mm512_roundscale_ps(y3, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-    e[0] = _mm512_mul_ps(xh, xh);
-    e[1] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(xa, K->s1, _CMP_LE_OQ), inf,
-                                _mm512_mul_ps(K->d1, _mm512_sub_ps(f1, _mm512_mul_ps(f1, f1))));
-    e[2] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(xa, K->s2, _CMP_LE_OQ), inf,
-                                _mm512_mul_ps(K->d2, _mm512_sub_ps(f2, _mm512_mul_ps(f2, f2))));
-    e[3] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(xa, K->s3, _CMP_LE_OQ), inf,
-                                _mm512_mul_ps(K->d3, _mm512_sub_ps(f3, _mm512_mul_ps(f3, f3))));
+/* frac(y) = y - trunc(y) for y >= 0, exactly (one instruction with AVX-512DQ) */
+static inline __m512 jsq_vfrac(__m512 y) {
+#if defined(__AVX512DQ__)
+    return _mm512_reduce_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+#else
+    return _mm512_sub_ps(y, _mm512_roundscale_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+#endif
 }
 
-static inline __m512i jsq_vpick(const __m512 e[4], __m512 h0, __m512 h1, __m512 h2, __m512 h3) {
+/* The errors of |x| (key = its bits) per width before the no-clipping rule:
+ * e[c] for c = 1..3 is finite everywhere, ok[c] says where it is allowed
+ * (elsewhere the error is INFINITY). */
+static inline void jsq_verrs_raw(const jsq_vmodel *K, __m512i key, __m512 e[4], __mmask16 ok[4]) {
+    __m512 xa = _mm512_castsi512_ps(key), xh = _mm512_mul_ps(xa, K->vM);
+    /* no clamp of y here: lanes where it would matter are not allowed */
+    __m512 f1 = jsq_vfrac(_mm512_mul_ps(xh, K->i1)), f2 = jsq_vfrac(_mm512_mul_ps(xh, K->i2)),
+           f3 = jsq_vfrac(_mm512_mul_ps(xh, K->i3));
+    e[0] = _mm512_mul_ps(xh, xh);
+    e[1] = _mm512_mul_ps(K->d1, _mm512_sub_ps(f1, _mm512_mul_ps(f1, f1)));
+    e[2] = _mm512_mul_ps(K->d2, _mm512_sub_ps(f2, _mm512_mul_ps(f2, f2)));
+    e[3] = _mm512_mul_ps(K->d3, _mm512_sub_ps(f3, _mm512_mul_ps(f3, f3)));
+    ok[0] = 0xffff;
+    ok[1] = _mm512_cmp_ps_mask(xa, K->s1, _CMP_LE_OQ);
+    ok[2] = _mm512_cmp_ps_mask(xa, K->s2, _CMP_LE_OQ);
+    ok[3] = _mm512_cmp_ps_mask(xa, K->s3, _CMP_LE_OQ);
+}
+
+static inline void jsq_verrs(const jsq_vmodel *K, __m512i key, __m512 e[4]) {
+    const __m512 inf = _mm512_set1_ps(INFINITY);
+    __mmask16 ok[4];
+    jsq_verrs_raw(K, key, e, ok);
+    for (int c = 1; c < 4; c++) e[c] = _mm512_mask_blend_ps(ok[c], inf, e[c]);
+}
+
+/* The pick for per-class offsets h[c] = lam * cost[c]: pz_mckp_pick's rule
+ * (the first strictly smaller e + h wins) on the raw errors, a width that is
+ * not allowed never winning (as its INFINITY would not: e[0] + h[0] is finite). */
+static inline __m512i jsq_vpick(const __m512 e[4], const __mmask16 ok[4], __m512 h0, __m512 h1, __m512 h2,
+                                __m512 h3) {
     const __m512i one = _mm512_set1_epi32(1);
     __m512 b = _mm512_add_ps(e[0], h0), v1 = _mm512_add_ps(e[1], h1), v2 = _mm512_add_ps(e[2], h2),
            v3 = _mm512_add_ps(e[3], h3);
     __m512i a = _mm512_setzero_si512();
-    __mmask16 m = _mm512_cmp_ps_mask(v1, b, _CMP_LT_OQ);
+    __mmask16 m = _mm512_mask_cmp_ps_mask(ok[1], v1, b, _CMP_LT_OQ);
     b = _mm512_mask_mov_ps(b, m, v1);
     a = _mm512_mask_mov_epi32(a, m, one);
-    m = _mm512_cmp_ps_mask(v2, b, _CMP_LT_OQ);
+    m = _mm512_mask_cmp_ps_mask(ok[2], v2, b, _CMP_LT_OQ);
     b = _mm512_mask_mov_ps(b, m, v2);
     a = _mm512_mask_mov_epi32(a, m, _mm512_add_epi32(one, one));
-    m = _mm512_cmp_ps_mask(v3, b, _CMP_LT_OQ);
+    m = _mm512_mask_cmp_ps_mask(ok[3], v3, b, _CMP_LT_OQ);
     return _mm512_mask_mov_epi32(a, m, _mm512_add_epi32(one, _mm512_add_epi32(one, one)));
+}
+
+/* Adds the three 10-bit class counts of every lane of *v to n[1..3] and
+ * empties *v. */
+static inline void jsq_flush_counts(__m512i *v, uint64_t n[4]) {
+    const __m512i f = _mm512_set1_epi32(0x3ff);
+    n[1] += (uint64_t)_mm512_reduce_add_epi32(_mm512_and_si512(*v, f));
+    n[2] += (uint64_t)_mm512_reduce_add_epi32(_mm512_and_si512(_mm512_srli_epi32(*v, 10), f));
+    n[3] += (uint64_t)_mm512_reduce_add_epi32(_mm512_srli_epi32(*v, 20));
+    *v = _mm512_setzero_si512();
 }
 
 /* The same pass for G = 1 in one sweep: errors, both picks and the
@@ -324,48 +355,47 @@ static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uin
                  l2 = _mm512_set1_ps(lam_lo * (float)cf[2]), l3 = _mm512_set1_ps(lam_lo * (float)cf[3]);
     const __m512i absm = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(1), step = _mm512_set1_epi32(16);
     const __m512i two = _mm512_add_epi32(one, one);
-    /* costs by class, for the lo - hi cost difference of the candidates */
-    const __m512i ctab = _mm512_setr_epi32((int)cf[0], (int)cf[1], (int)cf[2], (int)cf[3], 0, 0, 0, 0, 0, 0, 0, 0,
-                                           0, 0, 0, 0);
+    /* picks counted per class in 10-bit fields of each lane (class c >= 1
+     * adds 1 << 10 (c - 1)), emptied every 1023 vectors */
+    const __m512i ctab = _mm512_setr_epi32(0, 1, 1 << 10, 1 << 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     __m512i iv = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     __m512i mx1 = _mm512_setzero_si512(), mx2 = mx1, mx3 = mx1;
-    __m512i n1 = _mm512_setzero_si512(), n2 = n1, n3 = n1;
-    __m512i dlo = _mm512_setzero_si512();          /* cost(lo) - cost(hi), per lane */
-    int64_t dsum = 0;
+    __m512i nhv = _mm512_setzero_si512(), nlv = nhv;   /* packed counts of the picks at lam_hi, lam_lo */
+    uint64_t nh[4] = {0, 0, 0, 0}, nl[4] = {0, 0, 0, 0};
     size_t nc = 0, i = 0, it = 0;
     for (; i + 16 <= n; i += 16, iv = _mm512_add_epi32(iv, step)) {
         __m512i key = _mm512_and_si512(_mm512_loadu_si512((const void *)(x + i)), absm);
         __m512 e[4];
-        jsq_verrs(&K, key, e);
-        __m512i a = jsq_vpick(e, h0, h1, h2, h3), bq = jsq_vpick(e, l0, l1, l2, l3);
+        __mmask16 ok[4];
+        jsq_verrs_raw(&K, key, e, ok);
+        __m512i a = jsq_vpick(e, ok, h0, h1, h2, h3), bq = jsq_vpick(e, ok, l0, l1, l2, l3);
         _mm_storeu_si128((__m128i *)(void *)(cls + i), _mm512_cvtepi32_epi8(a));
-        __mmask16 k1 = _mm512_cmpeq_epi32_mask(a, one), k2 = _mm512_cmpeq_epi32_mask(a, two);
-        __mmask16 k3 = _mm512_cmpgt_epi32_mask(a, two);
-        n1 = _mm512_mask_add_epi32(n1, k1, n1, one);
-        n2 = _mm512_mask_add_epi32(n2, k2, n2, one);
-        n3 = _mm512_mask_add_epi32(n3, k3, n3, one);
+        nhv = _mm512_add_epi32(nhv, _mm512_permutexvar_epi32(a, ctab));
+        nlv = _mm512_add_epi32(nlv, _mm512_permutexvar_epi32(bq, ctab));
+        if (++it == 1023) {
+            jsq_flush_counts(&nhv, nh);
+            jsq_flush_counts(&nlv, nl);
+            it = 0;
+        }
         __mmask16 dif = _mm512_cmpneq_epi32_mask(a, bq), keep = (__mmask16)~dif;
-        mx1 = _mm512_mask_max_epu32(mx1, k1 & keep, mx1, key);
-        mx2 = _mm512_mask_max_epu32(mx2, k2 & keep, mx2, key);
-        mx3 = _mm512_mask_max_epu32(mx3, k3 & keep, mx3, key);
+        mx1 = _mm512_mask_max_epu32(mx1, _mm512_mask_cmpeq_epi32_mask(keep, a, one), mx1, key);
+        mx2 = _mm512_mask_max_epu32(mx2, _mm512_mask_cmpeq_epi32_mask(keep, a, two), mx2, key);
+        mx3 = _mm512_mask_max_epu32(mx3, _mm512_mask_cmpgt_epi32_mask(keep, a, two), mx3, key);
         /* no branch on dif (set in about half the vectors: a branch would
          * mispredict); the candidates' ids, picks and keys are stored here,
          * their errors after the loop; the stores past the candidates are
          * overwritten or, at ccap, land in the 16 slots of slack */
-        dlo = _mm512_add_epi32(dlo, _mm512_maskz_sub_epi32(dif, _mm512_permutexvar_epi32(bq, ctab),
-                                                          _mm512_permutexvar_epi32(a, ctab)));
-        if (++it == 4096) {                          /* flush before the 32-bit lanes could overflow */
-            dsum += _mm512_reduce_add_epi32(dlo);
-            dlo = _mm512_setzero_si512();
-            it = 0;
-        }
         size_t at = nc < ccap ? nc : ccap;
         _mm512_storeu_si512((void *)(cid + at), _mm512_maskz_compress_epi32(dif, iv));
         _mm512_storeu_si512((void *)(cs_->hi + at), _mm512_maskz_compress_epi32(dif, a));
         _mm512_storeu_si512((void *)(cs_->key + at), _mm512_maskz_compress_epi32(dif, key));
         nc += (size_t)__builtin_popcount(dif);
     }
-    dsum += _mm512_reduce_add_epi32(dlo);
+    jsq_flush_counts(&nhv, nh);
+    jsq_flush_counts(&nlv, nl);
+    /* cost(lo) - cost(hi) over the vectors: class 0 takes the rest */
+    int64_t dsum = 0;
+    for (int c = 1; c < 4; c++) dsum += ((int64_t)nl[c] - (int64_t)nh[c]) * ((int64_t)cf[c] - (int64_t)cf[0]);
     {   /* the candidates' errors: the same vector arithmetic as above, so
          * the same bits */
         size_t nv = nc < ccap ? nc : ccap;
@@ -375,18 +405,6 @@ static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uin
             __m512 e[4];
             jsq_verrs(&K, key, e);
             for (int o = 0; o < 4; o++) _mm512_mask_storeu_ps(cand->err[o] + j, live, e[o]);
-        }
-    }
-    uint64_t nh[4] = {0, 0, 0, 0};
-    {
-        uint32_t t1[16], t2[16], t3[16];
-        _mm512_storeu_si512((void *)t1, n1);
-        _mm512_storeu_si512((void *)t2, n2);
-        _mm512_storeu_si512((void *)t3, n3);
-        for (int j = 0; j < 16; j++) {
-            nh[1] += t1[j];
-            nh[2] += t2[j];
-            nh[3] += t3[j];
         }
     }
     r->nmax[1] = _mm512_reduce_max_epu32(mx1);
