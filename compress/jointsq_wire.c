@@ -361,32 +361,47 @@ static inline uint32_t mr_take(mapr_ *r, int nb) {    /* nb <= n, nb < 32 */
     return v;
 }
 
-#define JSQ_TBITS 12
+/* k = 0: a dropped group is the bit 1, a kept one the bit 0 and its class
+ * code (see jsq_write_map_k0), so the map can be read group by group. The
+ * table maps the next JSQ_TBITS bits to the classes of the whole group
+ * codes they hold (at most 8: one byte each, written with one 8-byte
+ * store), how many, the bits they take and their count per class. */
+#define JSQ_TBITS 10
 
-/* The decoding table of JSQ_TBITS-bit windows for Rice parameter k. */
-static uint64_t *jsq_map_table(int k) {
-    uint64_t *tab = xmalloc(sizeof *tab << JSQ_TBITS);
+typedef struct {
+    uint64_t cls;     /* classes of the groups, byte j = group j (0 past them) */
+    uint32_t meta;    /* groups (bits 0-3), bits used (4-7), kept of class 1, 2, 3 (8-11, 12-15, 16-19) */
+    uint32_t pad;
+} jsq_k0ent;
+
+static jsq_k0ent *jsq_map_table_k0(void) {
+    jsq_k0ent *tab = xmalloc(sizeof *tab << JSQ_TBITS);
     for (uint32_t w = 0; w < (1u << JSQ_TBITS); w++) {
-        uint64_t e = 0;
-        unsigned bits = 0, cnt = 0;
-        while (cnt < 4) {
-            unsigned ones = 0;
-            while (bits + ones < JSQ_TBITS && ((w >> (bits + ones)) & 1)) ones++;
-            unsigned cpos = bits + ones + 1 + (unsigned)k;
-            if (cpos + 1 > JSQ_TBITS) break;
-            uint32_t run = (ones << k) | ((w >> (bits + ones + 1)) & ((1u << k) - 1));
-            unsigned cls = 1, clen = 1;
-            if ((w >> cpos) & 1) {
-                if (cpos + 2 > JSQ_TBITS) break;
-                cls = 2 + ((w >> (cpos + 1)) & 1);
-                clen = 2;
+        uint64_t cls = 0;
+        unsigned bits = 0, g = 0, cnt[4] = {0, 0, 0, 0};
+        while (g < 8) {
+            unsigned c, len;
+            if ((w >> bits) & 1) {
+                c = 0;
+                len = 1;
+            } else if (bits + 2 <= JSQ_TBITS && !((w >> (bits + 1)) & 1)) {
+                c = 1;
+                len = 2;
+            } else if (bits + 3 <= JSQ_TBITS) {
+                c = 2 + ((w >> (bits + 2)) & 1);
+                len = 3;
+            } else {
+                break;
             }
-            if (run >= 1024) break;
-            e |= (uint64_t)(run | cls << 10) << (7 + 12 * cnt);
-            cnt++;
-            bits = cpos + clen;
+            if (bits + len > JSQ_TBITS) break;
+            cls |= (uint64_t)c << (8 * g);
+            cnt[c]++;
+            bits += len;
+            g++;
         }
-        tab[w] = e | cnt | (uint64_t)bits << 3;
+        tab[w].cls = cls;
+        tab[w].meta = g | bits << 4 | cnt[1] << 8 | cnt[2] << 12 | cnt[3] << 16;
+        tab[w].pad = 0;
     }
     return tab;
 }
@@ -415,45 +430,38 @@ static __attribute__((noinline)) int jsq_read_map(mapr_ *state, size_t ng, int k
     uint64_t maxq = (uint64_t)(mr.end - mr.start + 1) * 8;
     const uint64_t kmask = ((uint64_t)1 << k) - 1;
     size_t cnt3[3] = {0, 0, 0};   /* kept groups; of them 4- or 8-bit; 8-bit */
-    /* table path (k = 0, the short codes of large budgets; with longer codes
-     * it does not pay): the codes held in the next JSQ_TBITS bits, up to 4
-     * at a time (entry: count, bits used, then run (10 bits) and class (2)
-     * each); far from the end of the map only, so that no run in a window
-     * can reach the last group */
-    uint64_t *tab = ng >= 16384 && k == 0 ? jsq_map_table(k) : NULL;
-    while (tab) {
-        if (mr.n < 48) mr_refill(&mr);
-        if (ng - pos <= 4 * 1024 + 8 || mr.n < JSQ_TBITS) break;
-        uint64_t e = tab[mr.acc & ((1u << JSQ_TBITS) - 1)];
-        unsigned cnt = (unsigned)e & 7u;
-        if (!cnt) {                                          /* a longer code: one by the per-code path */
-            int ones = ones_run(mr.acc);
-            if (ones + 3 + k > mr.n) break;
-            uint64_t r = ((uint64_t)ones << k) | ((mr.acc >> (ones + 1)) & kmask);
-            int used = ones + 1 + k;
-            if (r >= ng - pos) break;
-            pos += (size_t)r;
-            mr_kept(&mr, used, &cls[pos], cnt3);
-            pos++;
-            continue;
+    /* table path (k = 0, the short codes of large budgets): up to 8 groups
+     * per look-up, while at least JSQ_TBITS bits of data are left and the
+     * map is more than 8 groups from its end (the end and the final run go
+     * the per-code way below, which may start in the middle of a run: with
+     * k = 0 each 1 bit of a run is one dropped group) */
+    if (ng >= 16384 && k == 0) {
+        jsq_k0ent *tab = jsq_map_table_k0();
+        uint64_t packed = 0;                        /* kept per class, 16 bits each, emptied every 4096 look-ups */
+        unsigned since = 0;
+        for (;;) {
+            if (mr.n < 48) mr_refill(&mr);
+            if (ng - pos <= 8 || mr.n < JSQ_TBITS) break;
+            const jsq_k0ent *e = &tab[mr.acc & ((1u << JSQ_TBITS) - 1)];
+            uint32_t m = e->meta;
+            memcpy(cls + pos, &e->cls, 8);
+            pos += m & 15u;
+            mr.acc >>= (m >> 4) & 15u;
+            mr.n -= (int)((m >> 4) & 15u);
+            packed += (uint64_t)(m >> 8 & 15u) | (uint64_t)(m >> 12 & 15u) << 16 | (uint64_t)(m >> 16 & 15u) << 32;
+            if (++since == 4096) {
+                cnt3[0] += (packed & 0xffff) + (packed >> 16 & 0xffff) + (packed >> 32 & 0xffff);
+                cnt3[1] += (packed >> 16 & 0xffff) + (packed >> 32 & 0xffff);
+                cnt3[2] += packed >> 32 & 0xffff;
+                packed = 0;
+                since = 0;
+            }
         }
-        unsigned used = (unsigned)(e >> 3) & 15u;
-        mr.acc >>= used;
-        mr.n -= (int)used;
-        e >>= 7;
-        /* four slots, the unused ones (run 0, class 0) write a 0 where the
-         * next code starts, which that code overwrites or leaves dropped */
-        for (int t = 0; t < 4; t++, e >>= 12) {
-            unsigned c = (unsigned)(e >> 10) & 3u;
-            pos += (size_t)(e & 1023u);
-            cls[pos] = (uint8_t)c;
-            pos += c != 0;
-            cnt3[0] += c != 0;
-            cnt3[1] += c >= 2;
-            cnt3[2] += c == 3;
-        }
+        cnt3[0] += (packed & 0xffff) + (packed >> 16 & 0xffff) + (packed >> 32 & 0xffff);
+        cnt3[1] += (packed >> 16 & 0xffff) + (packed >> 32 & 0xffff);
+        cnt3[2] += packed >> 32 & 0xffff;
+        free(tab);
     }
-    free(tab);
     for (;;) {
         /* fast path: the whole code is in the bit buffer */
         if (mr.n < 48) mr_refill(&mr);
