@@ -28,7 +28,7 @@ pz_status pz_auto_init(pz_autopol *a, const pz_policy *pol, int micro) {
     a->cur = xcalloc((size_t)2 * a->edges + 1, sizeof *a->cur);
     for (int k = 0; k < 2 * a->edges; k++) {
         if (!pz_auto_is(pol->spec[k])) continue;
-        pz_status st = pz_auto_parse_for(pol->spec[k], k % 2 == PZ_BWD ? PZ_USE_GRADIENT : PZ_USE_ACTIVATION,
+        pz_status st = pz_auto_parse_for(pol->spec[k], pz_dir_use(k % 2),
                                          &a->specs[k]);
         if (st != PZ_OK) return st;
         a->cur[k] = pz_auto_initial(&a->specs[k], pol->mbps[k / 2]);
@@ -85,7 +85,7 @@ pz_status pz_auto_edge_init(pz_autopol *a, const pz_policy *pol, int slot, pz_ed
     x->eval = xcalloc((size_t)n, sizeof *x->eval);
     for (int k = 0; k < n && st == PZ_OK; k++)
         if (strcmp(as->cand[k], "none") != 0)
-            st = pz_codec_create_for(as->cand[k], dir == PZ_BWD ? PZ_USE_GRADIENT : PZ_USE_ACTIVATION, &x->eval[k]);
+            st = pz_codec_create_for(as->cand[k], pz_dir_use(dir), &x->eval[k]);
     x->wire = xaligned_alloc(cap);
     x->out = xaligned_alloc(e->numel * sizeof(float));
     x->err2 = xcalloc((size_t)n, sizeof *x->err2);

@@ -23,7 +23,7 @@ pz_status pz_edge_init(pz_edge_end *e, int edge, int dir, int sender, const char
     pz_status st = PZ_OK;
     if (spec && strcmp(spec, "none") != 0) {
         /* q's rounding defaults to stochastic for gradients (compress/codec.h) */
-        int use = dir == PZ_BWD ? PZ_USE_GRADIENT : PZ_USE_ACTIVATION;
+        int use = pz_dir_use(dir);
         if ((st = pz_codec_create_for(spec, use, &e->codec)) != PZ_OK) return st;
         if (sender && measure_error) {
             if ((st = pz_codec_create_for(spec, use, &e->shadow)) != PZ_OK) { pz_edge_free(e); return st; }

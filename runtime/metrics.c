@@ -31,10 +31,10 @@ pz_status pz_metrics_init(pz_metrics *m, const pz_policy *p, const char *prefix,
         pz_auto_spec as;
         if (pz_auto_is(spec)) {   /* the candidate every rank starts with */
             m->is_auto[k] = 1;
-            pz_status st = pz_auto_parse_for(spec, k % 2 ? PZ_USE_GRADIENT : PZ_USE_ACTIVATION, &as);
+            pz_status st = pz_auto_parse_for(spec, pz_dir_use(k % 2), &as);
             m->codec[k] = xstrdup(st == PZ_OK ? as.canon[pz_auto_initial(&as, p->mbps[k / 2])] : "none");
             pz_auto_spec_free(&as);
-        } else if (spec && pz_codec_create_for(spec, k % 2 ? PZ_USE_GRADIENT : PZ_USE_ACTIVATION, &c) == PZ_OK) {
+        } else if (spec && pz_codec_create_for(spec, pz_dir_use(k % 2), &c) == PZ_OK) {
             m->codec[k] = xstrdup(pz_codec_spec(c));
             pz_codec_free(c);
         } else {

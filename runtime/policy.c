@@ -355,7 +355,7 @@ void pz_policy_print_edge(FILE *f, const pz_policy *p, int e) {
         char *out = d ? bc : fc;
         pz_codec *c;
         pz_auto_spec a;
-        int use = d ? PZ_USE_GRADIENT : PZ_USE_ACTIVATION;
+        int use = pz_dir_use(d);
         if (pz_auto_is(s)) {
             if (pz_auto_parse_for(s, use, &a) == PZ_OK) pz_auto_describe(&a, out, sizeof fc);
             pz_auto_spec_free(&a);

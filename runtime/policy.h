@@ -28,8 +28,13 @@
 #define PZ_POLICY_H
 
 #include "base/status.h"
+#include "compress/codec.h"
 
 enum { PZ_FWD = 0, PZ_BWD = 1 };
+
+/* What a direction's codec carries: activations forward, gradients
+ * backward (pz_codec_create_for: q<b> rounds by it). */
+static inline int pz_dir_use(int dir) { return dir == PZ_BWD ? PZ_USE_GRADIENT : PZ_USE_ACTIVATION; }
 
 typedef struct {
     int stages;             /* edges = stages - 1 */
