@@ -54,7 +54,7 @@ typedef struct {
 /* Scratch a codec object keeps between encodes (codec.c): slot i holds one
  * buffer that only grows. A pz_codec is used by one thread at a time, so
  * its scratch needs no lock; a zeroed struct is empty. */
-#define PZ_SCRATCH_SLOTS 8
+#define PZ_SCRATCH_SLOTS 9
 typedef struct pz_scratch {
     void *buf[PZ_SCRATCH_SLOTS];
     size_t cap[PZ_SCRATCH_SLOTS];

@@ -55,6 +55,7 @@
 #define pz_mckp_pick_uniform PZ_ISA_NAME(pz_mckp_pick_uniform)
 #define pz_mckp_solve PZ_ISA_NAME(pz_mckp_solve)
 #define pz_mckp_solve_soa PZ_ISA_NAME(pz_mckp_solve_soa)
+#define pz_mckp_work_bytes PZ_ISA_NAME(pz_mckp_work_bytes)
 /* bitpack.c */
 #define pz_bitr_get PZ_ISA_NAME(pz_bitr_get)
 #define pz_bitr_init PZ_ISA_NAME(pz_bitr_init)

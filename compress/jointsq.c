@@ -195,7 +195,7 @@ static size_t jsq_max_payload(const pz_codec_params *p, const pz_shape *s) {
  * (codec_impl.h), kept from one encode to the next: fresh pages, huge or
  * not, cost the kernel's zeroing on every call (about 12 MB per 4M-element
  * call, as much time as the pass over the groups). Its slots: */
-enum { JSQ_S_GM, JSQ_S_SX, JSQ_S_SGM, JSQ_S_SAMPLE, JSQ_S_CLS, JSQ_S_CAND, JSQ_S_CSIDE, JSQ_S_CCH };
+enum { JSQ_S_GM, JSQ_S_SX, JSQ_S_SGM, JSQ_S_SAMPLE, JSQ_S_CLS, JSQ_S_CAND, JSQ_S_CSIDE, JSQ_S_CCH, JSQ_S_MCKP };
 
 /* Groups sampled for the scale search when there are more than this. */
 static size_t jsq_sample_limit(size_t G) {
@@ -217,7 +217,7 @@ static size_t jsq_scratch_bound(const pz_codec_params *p, const pz_shape *s) {
         size_t ccap = g.ng / 32 + pz_jsq_tune.ccap_min;
         if (ccap > g.ng) ccap = g.ng;
         b += ms * g.G * sizeof(float) + ms * sizeof(float) + g.ng + pz_jsq_soa_bytes(ccap) +
-             pz_jsq_cside_bytes(ccap) + ccap;
+             pz_jsq_cside_bytes(ccap) + ccap + pz_mckp_work_bytes(ccap);
     }
     return b;
 }
@@ -230,7 +230,7 @@ static double jsq_solve_sample(pz_mckp_soa *s, size_t ms, uint64_t cap, int exac
                                uint8_t *choice) {
     if (exact) {
         pz_mckp_info info;
-        pz_mckp_solve_soa(s, ms, cap, 0.0f, INFINITY, 0, choice, &info);
+        pz_mckp_solve_soa(s, ms, cap, 0.0f, INFINITY, 0, choice, &info, NULL);
         *lam = info.lambda;
         return info.base_fits ? info.err : INFINITY;
     }
@@ -512,7 +512,11 @@ static pz_status jsq_encode_s(const pz_codec_params *p, const float *x, const pz
             }
             uint8_t *cch = pz_scratch_get(scr, JSQ_S_CCH, nc ? nc : 1);
             pz_mckp_info info;
-            pz_mckp_solve_soa(&cand, nc, capacity - fixed_cost, lam_lo, lam_hi, 0, cch, &info);
+            /* the solver's work memory: kept in the scratch for the default
+             * candidate buffer, its own beyond that */
+            size_t ccap0 = ng / 32 + pz_jsq_tune.ccap_min < ng ? ng / 32 + pz_jsq_tune.ccap_min : ng;
+            void *mw = nc <= ccap0 ? pz_scratch_get(scr, JSQ_S_MCKP, pz_mckp_work_bytes(ccap0)) : NULL;
+            pz_mckp_solve_soa(&cand, nc, capacity - fixed_cost, lam_lo, lam_hi, 0, cch, &info, mw);
             /* class counts and maxima: the pass's over the non-candidates,
              * plus the candidates' */
             for (int c = 0; c < 4; c++) {

@@ -207,6 +207,7 @@ typedef struct {
     uint32_t *id;          /* original positions; NULL: identity (not compacted yet) */
     size_t m;
     const uint32_t *cu;    /* the same costs for every item (c[] unused), or NULL */
+    uint32_t *idbuf;       /* room for the ids once compacted (m + 16) */
 } active_;
 
 static inline uint32_t acost(const active_ *A, int o, size_t j) { return A->cu ? A->cu[o] : A->c[o][j]; }
@@ -222,7 +223,7 @@ static void compact(active_ *A, uint8_t *ch_lo, uint8_t *ch_hi, uint8_t *choice,
     float *e0 = A->e[0], *e1 = A->e[1], *e2 = A->e[2], *e3 = A->e[3];
     uint32_t *c0 = A->c[0], *c1 = A->c[1], *c2 = A->c[2], *c3 = A->c[3], *id = A->id;
     const uint32_t *cu = A->cu;
-    uint32_t *nid = id ? id : xmalloc((keep + 16) * sizeof *nid);
+    uint32_t *nid = id ? id : A->idbuf;
     size_t k = 0, j = 0;
     uint64_t fc = 0;
     double fe = 0;
@@ -360,11 +361,18 @@ static double lower_bound(const pz_mckp_soa *s, size_t n, uint64_t capacity, dou
     return lb - lam * (double)capacity;
 }
 
-/* The solver proper on work arrays w (overwritten). */
+/* The solver's work memory for n items: three pick arrays and the ids of
+ * the active set. */
+static size_t picks_bytes(size_t n) { return (3 * (n + 64) + 63) / 64 * 64; }
+size_t pz_mckp_work_bytes(size_t n) { return picks_bytes(n) + (n + 16) * sizeof(uint32_t); }
+
+/* The solver proper on work arrays w (overwritten), with work memory (NULL:
+ * its own). */
 static void solve(pz_mckp_soa *w, size_t n, uint64_t capacity, float lam_lo, float lam_hi, uint8_t *choice,
-                  pz_mckp_info *info, uint32_t *lo_key) {
-    uint8_t *ch_lo = xmalloc(n), *ch_hi = xmalloc(n), *ch_mid = xmalloc(n);
-    active_ A = {.m = n, .cu = w->ucost};
+                  pz_mckp_info *info, uint32_t *lo_key, void *work) {
+    uint8_t *own = work ? NULL : xmalloc(pz_mckp_work_bytes(n)), *wb = work ? work : own;
+    uint8_t *ch_lo = wb, *ch_hi = wb + n + 64, *ch_mid = wb + 2 * (n + 64);
+    active_ A = {.m = n, .cu = w->ucost, .idbuf = (uint32_t *)(void *)(wb + picks_bytes(n))};
     for (int o = 0; o < PZ_MCKP_OPTS; o++) {
         A.e[o] = w->err[o];
         A.c[o] = w->cost[o];
@@ -487,11 +495,8 @@ static void solve(pz_mckp_soa *w, size_t n, uint64_t capacity, float lam_lo, flo
             choice[F.id[bf]] = (uint8_t)bo;
         }
         cost = capacity - room;
-        if (A.id != NULL) free(A.id);
     }
-    free(ch_lo);
-    free(ch_hi);
-    free(ch_mid);
+    free(own);
     info->cost = cost;
     info->err = err;
     info->lambda = u2f(hi);
@@ -499,20 +504,26 @@ static void solve(pz_mckp_soa *w, size_t n, uint64_t capacity, float lam_lo, flo
 }
 
 void pz_mckp_solve_soa(pz_mckp_soa *s, size_t n, uint64_t capacity, float lam_lo, float lam_hi, int want_gap,
-                       uint8_t *choice, pz_mckp_info *info) {
+                       uint8_t *choice, pz_mckp_info *info, void *work) {
     memset(info, 0, sizeof *info);
     uint64_t base = 0;
-    double err0 = 0;
-    for (size_t i = 0; i < n; i++) {
-        base += s->ucost ? s->ucost[0] : s->cost[0][i];
-        err0 += s->err[0][i];
+    if (s->ucost) {
+        base = (uint64_t)n * s->ucost[0];
+    } else {
+        for (size_t i = 0; i < n; i++) base += s->cost[0][i];
     }
     memset(choice, 0, n);
     info->cost = base;
-    info->err = err0;
     info->base_fits = base <= capacity;
     info->gap = want_gap ? 0.0 : NAN;
-    if (base > capacity || n == 0) return;
+    if (base > capacity || n == 0) {
+        /* (the error of the all-zero choice is wanted only here: the
+         * solver computes its own) */
+        double err0 = 0;
+        for (size_t i = 0; i < n; i++) err0 += s->err[0][i];
+        info->err = err0;
+        return;
+    }
 
     /* work arrays: the caller's unless the gap (which needs every item at
      * the end) is wanted */
@@ -528,7 +539,7 @@ void pz_mckp_solve_soa(pz_mckp_soa *s, size_t n, uint64_t capacity, float lam_lo
         }
     }
     uint32_t lo;
-    solve(&w, n, capacity, lam_lo, lam_hi, choice, info, &lo);
+    solve(&w, n, capacity, lam_lo, lam_hi, choice, info, &lo, want_gap ? NULL : work);
     free(blk);
     size_t up = 0;
     for (size_t i = 0; i < n; i++) up += choice[i] != 0;
@@ -555,7 +566,7 @@ void pz_mckp_solve(const pz_mckp_item *items, size_t n, uint64_t capacity,
             s.err[o][i] = items[i].err[o];
             s.cost[o][i] = items[i].cost[o];
         }
-    pz_mckp_solve_soa(&s, n, capacity, 0.0f, INFINITY, 1, choice, info);
+    pz_mckp_solve_soa(&s, n, capacity, 0.0f, INFINITY, 1, choice, info, NULL);
     free(blk);
 }
 

@@ -98,7 +98,12 @@ void pz_mckp_solve(const pz_mckp_item *items, size_t n, uint64_t capacity,
  * scratch (their contents are lost); want_gap = 1 leaves
  * them as they were. */
 void pz_mckp_solve_soa(pz_mckp_soa *s, size_t n, uint64_t capacity, float lam_lo, float lam_hi,
-                       int want_gap, uint8_t *choice, pz_mckp_info *info);
+                       int want_gap, uint8_t *choice, pz_mckp_info *info, void *work);
+
+/* work: NULL, or pz_mckp_work_bytes(n) bytes (or more) the solver may use
+ * (a caller that solves often keeps them: fresh pages cost their zeroing
+ * on every call); unused when want_gap = 1. */
+size_t pz_mckp_work_bytes(size_t n);
 
 /* Cost of pick(lam) over the items; writes the picks to choice when not
  * NULL, and the sum of picked errors to *err when not NULL. */
