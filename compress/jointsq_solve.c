@@ -314,33 +314,13 @@ static inline void jsq_verrs(const jsq_vmodel *K, __m512i key, __m512 e[4]) {
     for (int c = 1; c < 4; c++) e[c] = _mm512_mask_blend_ps(ok[c], inf, e[c]);
 }
 
-/* The pick for per-class offsets h[c] = lam * cost[c]: pz_mckp_pick's rule
- * (the first strictly smaller e + h wins) on the raw errors, a width that is
- * not allowed never winning (as its INFINITY would not: e[0] + h[0] is finite). */
-static inline __m512i jsq_vpick(const __m512 e[4], const __mmask16 ok[4], __m512 h0, __m512 h1, __m512 h2,
-                                __m512 h3) {
-    const __m512i one = _mm512_set1_epi32(1);
-    __m512 b = _mm512_add_ps(e[0], h0), v1 = _mm512_add_ps(e[1], h1), v2 = _mm512_add_ps(e[2], h2),
-           v3 = _mm512_add_ps(e[3], h3);
-    __m512i a = _mm512_setzero_si512();
-    __mmask16 m = _mm512_mask_cmp_ps_mask(ok[1], v1, b, _CMP_LT_OQ);
-    b = _mm512_mask_mov_ps(b, m, v1);
-    a = _mm512_mask_mov_epi32(a, m, one);
-    m = _mm512_mask_cmp_ps_mask(ok[2], v2, b, _CMP_LT_OQ);
-    b = _mm512_mask_mov_ps(b, m, v2);
-    a = _mm512_mask_mov_epi32(a, m, _mm512_add_epi32(one, one));
-    m = _mm512_mask_cmp_ps_mask(ok[3], v3, b, _CMP_LT_OQ);
-    return _mm512_mask_mov_epi32(a, m, _mm512_add_epi32(one, _mm512_add_epi32(one, one)));
-}
-
-/* Adds the three 10-bit class counts of every lane of *v to n[1..3] and
- * empties *v. */
-static inline void jsq_flush_counts(__m512i *v, uint64_t n[4]) {
-    const __m512i f = _mm512_set1_epi32(0x3ff);
-    n[1] += (uint64_t)_mm512_reduce_add_epi32(_mm512_and_si512(*v, f));
-    n[2] += (uint64_t)_mm512_reduce_add_epi32(_mm512_and_si512(_mm512_srli_epi32(*v, 10), f));
-    n[3] += (uint64_t)_mm512_reduce_add_epi32(_mm512_srli_epi32(*v, 20));
-    *v = _mm512_setzero_si512();
+/* The pick for per-class offsets h[c] = lam * cost[c] (pz_mckp_vpick on the
+ * raw errors: a width not allowed never wins). */
+static inline __m512i jsq_vpick(const __m512 e[4], const __mmask16 ok[4], const __m512 h[4]) {
+    __m512 v[4];
+    __mmask16 m[3];
+    for (int c = 0; c < 4; c++) v[c] = _mm512_add_ps(e[c], h[c]);
+    return pz_mckp_vpick(v, ok, m);
 }
 
 /* The same pass for G = 1 in one sweep: errors, both picks and the
@@ -349,15 +329,13 @@ static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uin
                         float lam_hi, uint8_t *cls, pz_mckp_soa *cand, jsq_cside *cs_, size_t ccap, jsq_passb *r) {
     uint32_t *cid = cs_->id;
     const jsq_vmodel K = jsq_vmodel_of(md);
-    const __m512 h0 = _mm512_set1_ps(lam_hi * (float)cf[0]), h1 = _mm512_set1_ps(lam_hi * (float)cf[1]),
-                 h2 = _mm512_set1_ps(lam_hi * (float)cf[2]), h3 = _mm512_set1_ps(lam_hi * (float)cf[3]);
-    const __m512 l0 = _mm512_set1_ps(lam_lo * (float)cf[0]), l1 = _mm512_set1_ps(lam_lo * (float)cf[1]),
-                 l2 = _mm512_set1_ps(lam_lo * (float)cf[2]), l3 = _mm512_set1_ps(lam_lo * (float)cf[3]);
+    __m512 hh[4], hl[4];
+    for (int c = 0; c < 4; c++) {
+        hh[c] = _mm512_set1_ps(lam_hi * (float)cf[c]);
+        hl[c] = _mm512_set1_ps(lam_lo * (float)cf[c]);
+    }
     const __m512i absm = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(1), step = _mm512_set1_epi32(16);
     const __m512i two = _mm512_add_epi32(one, one);
-    /* picks counted per class in 10-bit fields of each lane (class c >= 1
-     * adds 1 << 10 (c - 1)), emptied every 1023 vectors */
-    const __m512i ctab = _mm512_setr_epi32(0, 1, 1 << 10, 1 << 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     __m512i iv = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     __m512i mx1 = _mm512_setzero_si512(), mx2 = mx1, mx3 = mx1;
     __m512i nhv = _mm512_setzero_si512(), nlv = nhv;   /* packed counts of the picks at lam_hi, lam_lo */
@@ -368,13 +346,13 @@ static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uin
         __m512 e[4];
         __mmask16 ok[4];
         jsq_verrs_raw(&K, key, e, ok);
-        __m512i a = jsq_vpick(e, ok, h0, h1, h2, h3), bq = jsq_vpick(e, ok, l0, l1, l2, l3);
+        __m512i a = jsq_vpick(e, ok, hh), bq = jsq_vpick(e, ok, hl);
         _mm_storeu_si128((__m128i *)(void *)(cls + i), _mm512_cvtepi32_epi8(a));
-        nhv = _mm512_add_epi32(nhv, _mm512_permutexvar_epi32(a, ctab));
-        nlv = _mm512_add_epi32(nlv, _mm512_permutexvar_epi32(bq, ctab));
+        nhv = pz_mckp_vcount(nhv, a);             /* picks per class at both ends */
+        nlv = pz_mckp_vcount(nlv, bq);
         if (++it == 1023) {
-            jsq_flush_counts(&nhv, nh);
-            jsq_flush_counts(&nlv, nl);
+            pz_mckp_vcount_flush(&nhv, nh);
+            pz_mckp_vcount_flush(&nlv, nl);
             it = 0;
         }
         __mmask16 dif = _mm512_cmpneq_epi32_mask(a, bq), keep = (__mmask16)~dif;
@@ -391,8 +369,8 @@ static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uin
         _mm512_storeu_si512((void *)(cs_->key + at), _mm512_maskz_compress_epi32(dif, key));
         nc += (size_t)__builtin_popcount(dif);
     }
-    jsq_flush_counts(&nhv, nh);
-    jsq_flush_counts(&nlv, nl);
+    pz_mckp_vcount_flush(&nhv, nh);
+    pz_mckp_vcount_flush(&nlv, nl);
     /* cost(lo) - cost(hi) over the vectors: class 0 takes the rest */
     int64_t dsum = 0;
     for (int c = 1; c < 4; c++) dsum += ((int64_t)nl[c] - (int64_t)nh[c]) * ((int64_t)cf[c] - (int64_t)cf[0]);

@@ -41,67 +41,41 @@ static uint64_t eval(float *const *e, uint32_t *const *c, const uint32_t *cu, si
     size_t i = 0;
 #if defined(__AVX512F__)
     const __m512 lv = _mm512_set1_ps(lam);
-    const __m512i one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2), three = _mm512_set1_epi32(3);
+    const __mmask16 all[PZ_MCKP_OPTS] = {0xffff, 0xffff, 0xffff, 0xffff};
+    __mmask16 m[PZ_MCKP_OPTS - 1];
     if (!c) {
-        /* the same costs for all: count the picks per class, 10 bits per
-         * class in each lane (emptied every 1023 vectors), and sum the
+        /* the same costs for all: count the picks per option and sum the
          * costs once at the end */
-        const __m512 h0 = _mm512_mul_ps(lv, _mm512_cvtepu32_ps(_mm512_set1_epi32((int)cu[0]))),
-                     h1 = _mm512_mul_ps(lv, _mm512_cvtepu32_ps(_mm512_set1_epi32((int)cu[1]))),
-                     h2 = _mm512_mul_ps(lv, _mm512_cvtepu32_ps(_mm512_set1_epi32((int)cu[2]))),
-                     h3 = _mm512_mul_ps(lv, _mm512_cvtepu32_ps(_mm512_set1_epi32((int)cu[3])));
-        const __m512i ctab = _mm512_setr_epi32(0, 1, 1 << 10, 1 << 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
-                      f10 = _mm512_set1_epi32(0x3ff);
+        __m512 h[PZ_MCKP_OPTS];
+        for (int o = 0; o < PZ_MCKP_OPTS; o++) h[o] = _mm512_mul_ps(lv, _mm512_cvtepu32_ps(_mm512_set1_epi32((int)cu[o])));
         __m512i cnt = _mm512_setzero_si512();
-        uint64_t nc[4] = {0, 0, 0, 0};
+        uint64_t nc[PZ_MCKP_OPTS] = {0, 0, 0, 0};
         size_t it = 0;
         for (; i + 16 <= n; i += 16) {
-            __m512 b = _mm512_add_ps(_mm512_loadu_ps(e0 + i), h0);
-            __m512 v1 = _mm512_add_ps(_mm512_loadu_ps(e1 + i), h1), v2 = _mm512_add_ps(_mm512_loadu_ps(e2 + i), h2),
-                   v3 = _mm512_add_ps(_mm512_loadu_ps(e3 + i), h3);
-            __mmask16 m = _mm512_cmp_ps_mask(v1, b, _CMP_LT_OQ);
-            __m512i a = _mm512_maskz_mov_epi32(m, one);
-            b = _mm512_mask_mov_ps(b, m, v1);
-            m = _mm512_cmp_ps_mask(v2, b, _CMP_LT_OQ);
-            a = _mm512_mask_mov_epi32(a, m, two);
-            b = _mm512_mask_mov_ps(b, m, v2);
-            m = _mm512_cmp_ps_mask(v3, b, _CMP_LT_OQ);
-            a = _mm512_mask_mov_epi32(a, m, three);
+            __m512 v[PZ_MCKP_OPTS];
+            for (int o = 0; o < PZ_MCKP_OPTS; o++) v[o] = _mm512_add_ps(_mm512_loadu_ps(e[o] + i), h[o]);
+            __m512i a = pz_mckp_vpick(v, all, m);
             if (ch) _mm_storeu_si128((__m128i *)(void *)(ch + i), _mm512_cvtepi32_epi8(a));
-            cnt = _mm512_add_epi32(cnt, _mm512_permutexvar_epi32(a, ctab));
-            if (++it == 1023 || i + 32 > n) {
-                nc[1] += (uint64_t)_mm512_reduce_add_epi32(_mm512_and_si512(cnt, f10));
-                nc[2] += (uint64_t)_mm512_reduce_add_epi32(_mm512_and_si512(_mm512_srli_epi32(cnt, 10), f10));
-                nc[3] += (uint64_t)_mm512_reduce_add_epi32(_mm512_srli_epi32(cnt, 20));
-                cnt = _mm512_setzero_si512();
+            cnt = pz_mckp_vcount(cnt, a);
+            if (++it == 1023) {
+                pz_mckp_vcount_flush(&cnt, nc);
                 it = 0;
             }
         }
+        pz_mckp_vcount_flush(&cnt, nc);
         cost = ((uint64_t)i - nc[1] - nc[2] - nc[3]) * cu[0] + nc[1] * cu[1] + nc[2] * cu[2] + nc[3] * cu[3];
     } else {
         __m512i acc = _mm512_setzero_si512();
         for (; i + 16 <= n; i += 16) {
-            __m512i k0 = _mm512_loadu_si512((const void *)(c[0] + i));
-            __m512i k1 = _mm512_loadu_si512((const void *)(c[1] + i));
-            __m512i k2 = _mm512_loadu_si512((const void *)(c[2] + i));
-            __m512i k3 = _mm512_loadu_si512((const void *)(c[3] + i));
-            __m512 v0 = _mm512_add_ps(_mm512_loadu_ps(e0 + i), _mm512_mul_ps(lv, _mm512_cvtepu32_ps(k0)));
-            __m512 v1 = _mm512_add_ps(_mm512_loadu_ps(e1 + i), _mm512_mul_ps(lv, _mm512_cvtepu32_ps(k1)));
-            __m512 v2 = _mm512_add_ps(_mm512_loadu_ps(e2 + i), _mm512_mul_ps(lv, _mm512_cvtepu32_ps(k2)));
-            __m512 v3 = _mm512_add_ps(_mm512_loadu_ps(e3 + i), _mm512_mul_ps(lv, _mm512_cvtepu32_ps(k3)));
-            __m512 b = v0;
-            __m512i a = _mm512_setzero_si512(), cc = k0;
-            __mmask16 m = _mm512_cmp_ps_mask(v1, b, _CMP_LT_OQ);
-            a = _mm512_mask_mov_epi32(a, m, one);
-            cc = _mm512_mask_mov_epi32(cc, m, k1);
-            b = _mm512_mask_mov_ps(b, m, v1);
-            m = _mm512_cmp_ps_mask(v2, b, _CMP_LT_OQ);
-            a = _mm512_mask_mov_epi32(a, m, two);
-            cc = _mm512_mask_mov_epi32(cc, m, k2);
-            b = _mm512_mask_mov_ps(b, m, v2);
-            m = _mm512_cmp_ps_mask(v3, b, _CMP_LT_OQ);
-            a = _mm512_mask_mov_epi32(a, m, three);
-            cc = _mm512_mask_mov_epi32(cc, m, k3);
+            __m512i k[PZ_MCKP_OPTS];
+            __m512 v[PZ_MCKP_OPTS];
+            for (int o = 0; o < PZ_MCKP_OPTS; o++) {
+                k[o] = _mm512_loadu_si512((const void *)(c[o] + i));
+                v[o] = _mm512_add_ps(_mm512_loadu_ps(e[o] + i), _mm512_mul_ps(lv, _mm512_cvtepu32_ps(k[o])));
+            }
+            __m512i a = pz_mckp_vpick(v, all, m);
+            __m512i cc = k[0];
+            for (int o = 1; o < PZ_MCKP_OPTS; o++) cc = _mm512_mask_mov_epi32(cc, m[o - 1], k[o]);
             if (ch) _mm_storeu_si128((__m128i *)(void *)(ch + i), _mm512_cvtepi32_epi8(a));
             acc = _mm512_add_epi64(acc, _mm512_cvtepu32_epi64(_mm512_castsi512_si256(cc)));
             acc = _mm512_add_epi64(acc, _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(cc, 1)));

@@ -85,6 +85,40 @@ static inline int pz_mckp_pick(float e0, float e1, float e2, float e3, float c0,
     return a;
 }
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+/* The same rule on 16 items: v[c] = e_c + lam * c_c; option c >= 1 may win
+ * only where ok[c] (where it may not, its error is INFINITY: it never would).
+ * m[c - 1] receives where option c took over from the best so far. */
+static inline __m512i pz_mckp_vpick(const __m512 v[PZ_MCKP_OPTS], const __mmask16 ok[PZ_MCKP_OPTS],
+                                    __mmask16 m[PZ_MCKP_OPTS - 1]) {
+    __m512 b = v[0];
+    __m512i a = _mm512_setzero_si512();
+    for (int c = 1; c < PZ_MCKP_OPTS; c++) {
+        m[c - 1] = _mm512_mask_cmp_ps_mask(ok[c], v[c], b, _CMP_LT_OQ);
+        b = _mm512_mask_mov_ps(b, m[c - 1], v[c]);
+        a = _mm512_mask_mov_epi32(a, m[c - 1], _mm512_set1_epi32(c));
+    }
+    return a;
+}
+
+/* Picks counted per option in each lane, 10 bits per option c >= 1 (option c
+ * adds 1 << 10 (c - 1)): add at most 1023 vectors, then empty the counts
+ * into n[1..3] with pz_mckp_vcount_flush. */
+static inline __m512i pz_mckp_vcount(__m512i cnt, __m512i a) {
+    const __m512i tab = _mm512_setr_epi32(0, 1, 1 << 10, 1 << 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_add_epi32(cnt, _mm512_permutexvar_epi32(a, tab));
+}
+
+static inline void pz_mckp_vcount_flush(__m512i *cnt, uint64_t n[PZ_MCKP_OPTS]) {
+    const __m512i f = _mm512_set1_epi32(0x3ff);
+    n[1] += (uint64_t)_mm512_reduce_add_epi32(_mm512_and_si512(*cnt, f));
+    n[2] += (uint64_t)_mm512_reduce_add_epi32(_mm512_and_si512(_mm512_srli_epi32(*cnt, 10), f));
+    n[3] += (uint64_t)_mm512_reduce_add_epi32(_mm512_srli_epi32(*cnt, 20));
+    *cnt = _mm512_setzero_si512();
+}
+#endif
+
 /* Solves the problem; choice[i] receives the option index of item i. When the
  * options 0 alone exceed the capacity, all items get option 0 and
  * info->base_fits = 0. Allocates O(n) scratch (aborts on out of memory). */
