@@ -391,9 +391,8 @@ static jsq_k0ent *jsq_map_table_k0(void) {
                 c = 2 + ((w >> (bits + 2)) & 1);
                 len = 3;
             } else {
-                break;
+                break;                               /* the next code does not fit */
             }
-            if (bits + len > JSQ_TBITS) break;
             cls |= (uint64_t)c << (8 * g);
             cnt[c]++;
             bits += len;
