@@ -513,7 +513,7 @@ void pz_mckp_solve_soa(pz_mckp_soa *s, size_t n, uint64_t capacity, float lam_lo
         }
     }
     uint32_t lo;
-    solve(&w, n, capacity, lam_lo, lam_hi, choice, info, &lo, want_gap ? NULL : work);
+    solve(&w, n, capacity, lam_lo, lam_hi, choice, info, &lo, work);
     free(blk);
     size_t up = 0;
     for (size_t i = 0; i < n; i++) up += choice[i] != 0;

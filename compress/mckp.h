@@ -136,7 +136,7 @@ void pz_mckp_solve_soa(pz_mckp_soa *s, size_t n, uint64_t capacity, float lam_lo
 
 /* work: NULL, or pz_mckp_work_bytes(n) bytes (or more) the solver may use
  * (a caller that solves often keeps them: fresh pages cost their zeroing
- * on every call); unused when want_gap = 1. */
+ * on every call). */
 size_t pz_mckp_work_bytes(size_t n);
 
 /* Cost of pick(lam) over the items; writes the picks to choice when not
