@@ -3,6 +3,51 @@
 
 #include <string.h>
 
+#ifdef PZ_HAVE_CUDA
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+
+/* The CUDA backend lives in a module (meson.build: pipezip-cuda.so) so that
+ * pipezip starts without the CUDA libraries and a CPU run never maps them.
+ * It is looked for next to the executable (the build tree), then in the
+ * install directory. Returns pz_backend_cuda_init from it, or NULL with the
+ * loader's reasons in err. */
+typedef const pz_backend *(*cuda_init_fn)(int ordinal, int tf32, char *err, size_t errlen);
+
+static cuda_init_fn load_cuda_module(char *err, size_t errlen) {
+    static cuda_init_fn init;   /* one device per process: loaded once */
+    if (init) return init;
+    char dir[PATH_MAX], path[PATH_MAX + 32];
+    ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+    dir[n > 0 ? n : 0] = 0;
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    const char *dirs[2] = {slash ? dir : ".", PZ_CUDA_MODULE_DIR};
+    size_t used = (size_t)snprintf(err, errlen, "cannot load the CUDA backend module");
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/pipezip-cuda.so", dirs[i]);
+        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        const char *why = NULL;
+        int opened = h != NULL;
+        if (opened) {
+            init = (cuda_init_fn)(uintptr_t)dlsym(h, "pz_backend_cuda_init");
+            if (init) return init;
+            why = "it has no pz_backend_cuda_init";
+            dlclose(h);
+        } else {
+            why = dlerror();
+        }
+        if (used < errlen)   /* dlerror names the file; ours does not */
+            used += (size_t)snprintf(err + used, errlen - used, "%s %s%s%s", i ? ";" : ":",
+                                     opened ? path : "", opened ? ": " : "", why ? why : "dlopen failed");
+    }
+    return NULL;
+}
+#endif
+
 /* Copies entry `rank` of the comma list (or its only entry) into out;
  * returns the number of entries, or -1 if out is too small. */
 static int entry_of(const char *spec, int rank, char *out, size_t outlen) {
@@ -56,8 +101,9 @@ const pz_backend *pz_backend_for(const char *device, int rank, int threads, pz_s
     pz_backend_cpu_set_threads(threads);
     if (strcmp(name, "cpu") == 0) return pz_backend_cpu();
 #ifdef PZ_HAVE_CUDA
-    char err[512];
-    const pz_backend *be = pz_backend_cuda_init(rank, strcmp(name, "cuda:tf32") == 0, err, sizeof err);
+    char err[1024];
+    cuda_init_fn init = load_cuda_module(err, sizeof err);
+    const pz_backend *be = init ? init(rank, strcmp(name, "cuda:tf32") == 0, err, sizeof err) : NULL;
     if (!be) *st = pz_fail(PZ_ERR_ARG, "--device %s: %s", name, err);
     return be;
 #else

@@ -6,6 +6,18 @@
 #   device_error.sh PIPEZIP
 set -uo pipefail
 PZ="$1"
+# pipezip loads the CUDA backend module only when --device asks for it: the
+# executable itself needs none of the CUDA libraries (before, every process,
+# even `pipezip --help`, mapped cuBLAS: 220 MB and 0.1 s per start)
+needed=$(readelf -d "$PZ" | grep NEEDED) || { echo "FAIL: readelf -d $PZ"; exit 1; }
+if grep -E "libcu(dart|blas|blasLt)" <<<"$needed"; then echo "FAIL: pipezip links the CUDA libraries"; exit 1; fi
+# without its module next to it (or installed), --device cuda says so
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+cp "$PZ" "$tmp/pipezip"
+out=$("$tmp/pipezip" train --device cuda --preset tiny --data /nonexistent 2>&1); rc=$?
+echo "$out"
+[ "$rc" = 1 ] && grep -q "^pipezip train: error: --device cuda: \(cannot load the CUDA backend module: $tmp/pipezip-cuda.so: \|this pipezip was built without\|no usable CUDA GPU\)" <<<"$out" \
+  || { echo "FAIL: --device cuda without the module: rc $rc"; exit 1; }
 out=$("$PZ" train --device cuda --preset tiny --data /nonexistent 2>&1); rc=$?
 echo "$out"
 if ! grep -q "no usable CUDA GPU\|built without the CUDA backend\|cannot use CUDA device" <<<"$out"; then
@@ -15,7 +27,6 @@ fi
 [ "$rc" = 1 ] || { echo "FAIL: exit status $rc, want 1"; exit 1; }
 grep -q "^pipezip train: error: --device cuda: " <<<"$out" || { echo "FAIL: message format"; exit 1; }
 # real data, so that rank 0 (cpu) cannot fail first and have rank 1 stopped before it reports
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 "$PZ" tokenize --out "$tmp/t.bin" "$0" "$0" "$0" >/dev/null || { echo "FAIL: tokenize"; exit 1; }
 out=$(timeout 60 "$PZ" train --device cpu,cuda --stages 2 --preset tiny --data "$tmp/t.bin" --batch 2 --seq 16 2>&1); rc=$?
 echo "$out"
