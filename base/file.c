@@ -213,6 +213,14 @@ int pz_is_regular_file(const char *path) {
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
+int pz_self_exe(char *out, size_t cap) {
+    if (cap < 2) return -1;
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+    if (n <= 0 || (size_t)n >= cap - 1) return -1;   /* cap - 1 bytes: maybe cut short */
+    out[n] = 0;
+    return 0;
+}
+
 int pz_ends_with(const char *s, const char *tail) {
     size_t a = strlen(s), b = strlen(tail);
     return a >= b && strcmp(s + a - b, tail) == 0;

@@ -46,6 +46,9 @@ int pz_same_file(const char *a, const char *b);
 char *pz_path_join(const char *dir, const char *name);
 /* 1 if path names a regular file (after symlinks). */
 int pz_is_regular_file(const char *path);
+/* This process's executable (/proc/self/exe, links resolved) into out;
+ * 0, or -1 when it cannot be read or does not fit. */
+int pz_self_exe(char *out, size_t cap);
 /* 1 if the string s ends with tail. */
 int pz_ends_with(const char *s, const char *tail);
 

@@ -8,7 +8,8 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <unistd.h>
+
+#include "base/file.h"
 
 /* The CUDA backend lives in a module (meson.build: pipezip-cuda.so) so that
  * pipezip starts without the CUDA libraries and a CPU run never maps them.
@@ -21,9 +22,7 @@ static cuda_init_fn load_cuda_module(char *err, size_t errlen) {
     static cuda_init_fn init;   /* one device per process: loaded once */
     if (init) return init;
     char dir[PATH_MAX], path[PATH_MAX + 32];
-    ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
-    dir[n > 0 ? n : 0] = 0;
-    char *slash = strrchr(dir, '/');
+    char *slash = pz_self_exe(dir, sizeof dir) == 0 ? strrchr(dir, '/') : NULL;
     if (slash) *slash = 0;
     const char *dirs[2] = {slash ? dir : ".", PZ_CUDA_MODULE_DIR};
     size_t used = (size_t)snprintf(err, errlen, "cannot load the CUDA backend module");

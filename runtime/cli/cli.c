@@ -567,9 +567,10 @@ static int cmd_codec(int argc, char **argv) {
 static int cmd_sweep(int argc, char **argv) {
     char script[4096], self[4096];
     snprintf(script, sizeof script, "%s/examples/sweep.py", PZ_SOURCE_ROOT);
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) { fprintf(stderr, "pipezip sweep: error: cannot find this executable (/proc/self/exe)\n"); return 1; }
-    self[n] = 0;
+    if (pz_self_exe(self, sizeof self) != 0) {
+        fprintf(stderr, "pipezip sweep: error: cannot find this executable (/proc/self/exe)\n");
+        return 1;
+    }
     if (access(script, R_OK) != 0) {
         fprintf(stderr, "pipezip sweep: error: %s: %s (the sweep script lives in the source tree this pipezip "
                 "was built from)\n", script, strerror(errno));
