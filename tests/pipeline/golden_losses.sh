@@ -2,8 +2,8 @@
 # golden_losses.sh PIPEZIP GOLDEN [--write]: the per-step losses, validation
 # losses and wire bytes of fixed training runs (one process, and a compressed
 # 2-stage pipeline) against a committed golden file, character for character.
-# Written before the code was reorganised (issue 11); a refactor leaves it
-# unchanged.
+# Written before the code was reorganised (issue 11; the zb-h1 and interleaved
+# runs before the executors became one, issue 23); a refactor leaves it unchanged.
 #
 # The runs must give the same floats on any x86-64 CPU, so the per-CPU choices
 # are pinned: pipezip's baseline code (PIPEZIP_ISA), OpenBLAS's Prescott sgemm
@@ -28,6 +28,18 @@ common=(--preset tiny --data "$dir/train.bin" --val-data "$dir/train.bin" --batc
   "$pz" train "${common[@]}" --stages 2 --compress 'fwd=ef(q4:round=stochastic,grid=midrise),bwd=topk:0.1' 2>"$dir/err2" |
     grep -o '"step":[0-9]*,"\(loss\|val_loss\)":[0-9.]*\|"fwd_wire":[0-9]*\|"bwd_wire":[0-9]*' ||
     { echo "pipeline run failed:" >&2; cat "$dir/err2" >&2; exit 1; }
+  # issue 23 (one executor for every schedule): zb-h1 on 3 stages and
+  # interleaved:v=2 on 2 ranks, each with codecs on every boundary
+  echo "# stages=3 zb-h1 fwd=q8 bwd=topk:0.1"
+  "$pz" train "${common[@]}" --stages 3 --micro-batches 4 --split 0,1,1 --schedule zb-h1 \
+      --compress 'fwd=q8,bwd=topk:0.1' 2>"$dir/err3" |
+    grep -o '"step":[0-9]*,"\(loss\|val_loss\)":[0-9.]*\|"fwd_wire":[0-9]*\|"bwd_wire":[0-9]*' ||
+    { echo "zb-h1 run failed:" >&2; cat "$dir/err3" >&2; exit 1; }
+  echo "# stages=2 interleaved:v=2 fwd=q8 bwd=topk:0.1 tied=q8"
+  "$pz" train "${common[@]}" --stages 2 --micro-batches 4 --schedule interleaved:v=2 --split 0,1,1,0 \
+      --compress 'fwd=q8,bwd=topk:0.1' --compress-tied q8 2>"$dir/err4" |
+    grep -o '"step":[0-9]*,"\(loss\|val_loss\)":[0-9.]*\|"fwd_wire":[0-9]*\|"bwd_wire":[0-9]*\|"tied_wire":[0-9]*' ||
+    { echo "interleaved run failed:" >&2; cat "$dir/err4" >&2; exit 1; }
 } > "$dir/got.txt"
 if [ "$3" = --write ]; then
   cp "$dir/got.txt" "$golden" && echo "wrote $golden ($(wc -l < "$golden") lines)"
