@@ -26,6 +26,18 @@ void pz_frame_put(uint8_t hdr[PZ_FRAME_HDR], const pz_frame_id *id, const void *
     pz_put_u32(hdr + PZ_FRAME_CRC_AT, pz_frame_crc(hdr, payload, len));
 }
 
+uint64_t pz_frame_job_id(int world, const uint8_t *const *blobs, const size_t *lens) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    const uint64_t prime = 0x100000001b3ull;
+    uint8_t w[4] = {(uint8_t)world, (uint8_t)(world >> 8), 0, 0};
+    for (int i = 0; i < 4; i++) h = (h ^ w[i]) * prime;
+    for (int r = 0; r < world; r++) {
+        for (int i = 0; i < 8; i++) h = (h ^ (uint8_t)((uint64_t)lens[r] >> (8 * i))) * prime;
+        for (size_t i = 0; i < lens[r]; i++) h = (h ^ blobs[r][i]) * prime;
+    }
+    return h;
+}
+
 const char *pz_frame_result_name(pz_frame_result r) {
     switch (r) {
     case PZ_FRAME_OK: return "ok";

@@ -69,4 +69,11 @@ pz_frame_result pz_frame_check(const uint8_t *hdr, size_t hdr_len, const pz_fram
 /* A name for a result ("CRC mismatch", ...). */
 const char *pz_frame_result_name(pz_frame_result r);
 
+/* The job id of a bootstrap table: a 64-bit FNV-1a hash of the world size
+ * and, for every rank, its address length and every byte of its address
+ * (blobs[r][0..lens[r])). Each address holds its worker's random UUID, so
+ * two jobs (or a restart of one) get different ids and every rank of a job
+ * the same one (runtime/transport_frame.c). */
+uint64_t pz_frame_job_id(int world, const uint8_t *const *blobs, const size_t *lens);
+
 #endif

@@ -2,9 +2,10 @@
  * transport (runtime/frame.h has the header): the job id, the header of a
  * send, the check of an arrival, and the fault injection that tests it.
  *
- * The job id is a 64-bit hash (FNV-1a) of the bootstrap's table: the world
- * size and every rank's UCX worker address, which rank 0 sends to every rank
- * over the authenticated bootstrap connection. Each address holds its
+ * The job id is a 64-bit hash (FNV-1a, pz_frame_job_id) of the bootstrap's
+ * table: the world size and every rank's UCX worker address, which rank 0
+ * sends to every rank over the authenticated bootstrap connection. Each
+ * address holds its
  * worker's random 64-bit UUID and its listening ports, so two jobs (or a
  * restart of one) get different ids, and every rank of one job the same one
  * without another message.
@@ -23,15 +24,7 @@
 #include "base/mem.h"
 
 uint64_t tp_job_id(const pz_bootstrap *b) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    const uint64_t prime = 0x100000001b3ull;
-    uint8_t w[4] = {(uint8_t)b->world, (uint8_t)(b->world >> 8), 0, 0};
-    for (int i = 0; i < 4; i++) h = (h ^ w[i]) * prime;
-    for (int r = 0; r < b->world; r++) {
-        for (int i = 0; i < 8; i++) h = (h ^ (uint8_t)((uint64_t)b->lens[r] >> (8 * i))) * prime;
-        for (size_t i = 0; i < b->lens[r]; i++) h = (h ^ b->blobs[r][i]) * prime;
-    }
-    return h;
+    return pz_frame_job_id(b->world, (const uint8_t *const *)b->blobs, b->lens);
 }
 
 void tp_frame_seal(const pz_transport *t, int peer, uint64_t tag, const void *buf, size_t len,

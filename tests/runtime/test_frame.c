@@ -2,7 +2,8 @@
  * (runtime/frame.c): its byte layout, round trips, every kind of mismatch
  * (short, magic, version, length, CRC, job, edge, direction, step, micro,
  * reserved) with a message that gives the numbers, and that every single-bit
- * flip of a frame (header or payload) is refused. */
+ * flip of a frame (header or payload) is refused; and that the job id
+ * (pz_frame_job_id) changes with any one byte of the bootstrap table. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,7 +133,53 @@ static void every_bit(void) {
     CHECK(pz_frame_check(frame, PZ_FRAME_HDR, &base_id, frame + PZ_FRAME_HDR, N, NULL, 0) == PZ_FRAME_OK, "unflipped");
 }
 
+/* The job id covers the world size and every address length and byte: two
+ * tables that differ in any one of them get different ids (a hash that left
+ * the address bytes out survived the release suite once). */
+static void job_ids(void) {
+    enum { W = 3, L = 24 };
+    uint8_t a[W][L], b[W][L];
+    const uint8_t *pa[W] = {a[0], a[1], a[2]}, *pb[W] = {b[0], b[1], b[2]};
+    size_t la[W] = {L, L - 4, L}, lb[W];
+    for (int r = 0; r < W; r++)
+        for (int i = 0; i < L; i++) a[r][i] = (uint8_t)(r * 41 + i * 7 + 1);
+    uint64_t id = pz_frame_job_id(W, pa, la);
+    CHECK(id == pz_frame_job_id(W, pa, la), "the same table gives the same id");
+    int same = 0, tried = 0;
+    for (int r = 0; r < W; r++)
+        for (size_t i = 0; i < la[r]; i++)
+            for (int bit = 0; bit < 8; bit += 3) {
+                memcpy(b, a, sizeof a);
+                memcpy(lb, la, sizeof la);
+                b[r][i] ^= (uint8_t)(1u << bit);
+                tried++;
+                if (pz_frame_job_id(W, pb, lb) == id) {
+                    same++;
+                    CHECK(0, "rank %d address byte %zu bit %d flipped: same job id %016llx", r, i, bit,
+                          (unsigned long long)id);
+                }
+            }
+    CHECK(same == 0 && tried > 100, "%d of %d one-byte changes kept the job id", same, tried);
+    /* bytes past an address's length are not part of it */
+    memcpy(b, a, sizeof a);
+    b[1][L - 1] ^= 1;
+    CHECK(pz_frame_job_id(W, pb, la) == id, "a byte past rank 1's address changed the id");
+    /* one byte moved from one address to the next: same bytes, other table */
+    memcpy(lb, la, sizeof la);
+    lb[0]--;
+    lb[1]++;
+    memcpy(b, a, sizeof a);
+    memmove(b[1] + 1, b[1], la[1]);
+    b[1][0] = a[0][L - 1];
+    CHECK(pz_frame_job_id(W, pb, lb) != pz_frame_job_id(W, pa, la), "a byte moved between addresses kept the id");
+    CHECK(pz_frame_job_id(W - 1, pa, la) != id, "another world size kept the id");
+    memcpy(lb, la, sizeof la);
+    lb[2]--;
+    CHECK(pz_frame_job_id(W, pa, lb) != id, "a shorter address kept the id");
+}
+
 int main(void) {
+    job_ids();
     layout();
     mismatches();
     every_bit();
