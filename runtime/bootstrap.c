@@ -25,11 +25,22 @@
 enum { F_HELLO = PZ_F_HELLO, F_TABLE = PZ_F_TABLE, F_REJECT = PZ_F_REJECT, F_BYE = PZ_F_BYE, F_ACK = PZ_F_ACK,
        F_AUTH = PZ_F_AUTH, F_CHALLENGE = PZ_F_CHALLENGE, F_PROOF = PZ_F_PROOF, F_ACCEPT = PZ_F_ACCEPT };
 
-/* A connection to rank 0 has this long to finish its handshake (slow-loris
- * connections lose their slot), and at most this many wait at once. */
-#define HANDSHAKE_S 10.0
-#define WAIT_NOTE_S 3.0   /* start-up says what it waits for after this long, then every 4x */
+/* What strangers who reach rank 0's port can hold (issue 24: 150 threads
+ * reconnecting, or 200 held connections, kept a job from starting). A
+ * connection that has not joined yet ("half-open") has HANDSHAKE_S to finish
+ * its handshake (a real rank needs two round trips; a slow loris loses its
+ * slot). At most MAX_PENDING wait at once and at most PER_SOURCE from one
+ * source address; a newcomer beyond either takes the slot of the oldest,
+ * least advanced connection of the address that holds the most (its own
+ * when that is the busiest), so a flood from a few addresses cannot keep
+ * ranks on other addresses out. The accept queue is long enough that a
+ * real rank's SYN is not dropped behind a storm's. */
+#define HANDSHAKE_S 5.0
 #define MAX_PENDING 64
+#define PER_SOURCE 16
+#define LISTEN_BACKLOG 1024
+#define ACCEPT_BATCH (MAX_PENDING / 2)
+#define WAIT_NOTE_S 3.0   /* start-up says what it waits for after this long, then every 4x */
 /* rank 0 prints at most this many refusals (then counts them) */
 #define MAX_LOGGED 20
 
@@ -155,7 +166,9 @@ enum { S_AUTH, S_PROOF, S_HELLO }; /* what a pending connection is to send next 
 typedef struct {
     int fd;
     int state;
+    double since;      /* when it was accepted */
     double until;      /* its handshake deadline */
+    uint8_t src[16];   /* its source address (IPv4 as ::ffff:a.b.c.d), without the port */
     char peer[96];     /* where it connects from, for messages */
     uint8_t hdr[HDR_LEN];
     size_t have;       /* bytes of header + payload of the current frame read so far */
@@ -170,7 +183,7 @@ typedef struct {
     pending_conn pend[MAX_PENDING];
     int lfd;
     int refused;          /* connections refused so far */
-    int flooded;          /* of them, dropped because every slot was taken */
+    int flooded;          /* of them, dropped for a newcomer (every slot, or its address's share, taken) */
     char last_drop[400];  /* the latest refusal, for the deadline message */
 } rank0;
 
@@ -416,7 +429,114 @@ static void peer_name(const struct sockaddr_storage *ss, socklen_t sl, char *out
         snprintf(out, cap, "%s:%s", host, serv);
 }
 
-static pz_status run_rank0(pz_bootstrap *b, const char *host, int port, double deadline) {
+/* The source address of a connection without its port: what one sender is
+ * counted by. IPv4 is kept as ::ffff:a.b.c.d, as an IPv6 socket sees it. */
+static void source_key(const struct sockaddr_storage *ss, uint8_t key[16]) {
+    memset(key, 0, 16);
+    if (ss->ss_family == AF_INET) {
+        key[10] = key[11] = 0xff;
+        memcpy(key + 12, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+    } else if (ss->ss_family == AF_INET6) {
+        memcpy(key, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+    }
+}
+
+/* how many waiting connections come from src */
+static int count_source(const rank0 *z, const uint8_t *src) {
+    int n = 0;
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (z->pend[i].fd >= 0 && memcmp(z->pend[i].src, src, 16) == 0) n++;
+    return n;
+}
+
+/* The slot for a newcomer from src: a free one, or that of the connection
+ * dropped for it: when src holds PER_SOURCE already, one of src's; when
+ * every slot is taken, any. The least advanced goes first (one that has
+ * proven nothing yet), then the oldest: a real rank has its AUTH read as it
+ * is accepted and is through its handshake in a few milliseconds. */
+static int take_slot(rank0 *z, const uint8_t *src) {
+    int own = count_source(z, src) >= PER_SOURCE, victim = -1;
+    for (int i = 0; i < MAX_PENDING && !own; i++)
+        if (z->pend[i].fd < 0) return i;
+    for (int i = 0; i < MAX_PENDING; i++) {
+        const pending_conn *pc = &z->pend[i], *v = victim >= 0 ? &z->pend[victim] : NULL;
+        if (pc->fd < 0 || (own && memcmp(pc->src, src, 16) != 0)) continue;
+        if (!v || pc->state < v->state || (pc->state == v->state && pc->since < v->since)) victim = i;
+    }
+    if (victim < 0) return -1;
+    pending_conn *v = &z->pend[victim];
+    snprintf(z->last_drop, sizeof z->last_drop, "%s: dropped for a newer connection (%d waiting from its address)",
+             v->peer, count_source(z, v->src));
+    if (z->flooded++ == 0)
+        fprintf(stderr, "pipezip: rank 0: %s; while strangers flood the port, the oldest, least advanced connection "
+                "makes room (at most %d from one address, %d in all; the real ranks retry)\n", z->last_drop,
+                PER_SOURCE, MAX_PENDING);
+    z->refused++;
+    drop_pending(v);
+    return victim;
+}
+
+/* Reads and acts on what a waiting connection sent: 1 = it joined, 0 = not
+ * yet (or it was refused), 2 = a fatal error (message in msg). */
+static int serve(rank0 *z, pending_conn *pc, char *msg, size_t cap) {
+    int joined = 0;
+    /* every complete frame that is there (a peer may send several at once) */
+    while (pc->fd >= 0) {
+        unsigned type = 0;
+        int r = read_frame_nb(z, pc, &type);
+        if (r <= 0) break;
+        r = on_frame(z, pc, msg, cap);
+        if (r == 1) joined = 1;
+        if (r == 2) return 2;
+        if (r != 0) break;
+    }
+    return joined;
+}
+
+/* Accepts the connections waiting in the listen queue, at most
+ * ACCEPT_BATCH (a storm that reconnects as fast as rank 0 drops it never
+ * empties the queue, and the connections that wait must be served between
+ * batches), and reads what each sent already (a real rank's AUTH is there:
+ * it is then ahead of a silent stranger's connection). Returns how many
+ * joined, or -1 on a fatal error (message in msg). */
+static int accept_some(rank0 *z, double deadline, char *msg, size_t cap) {
+    int joined = 0;
+    for (int k = 0; k < ACCEPT_BATCH; k++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(z->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) break;
+        uint8_t src[16];
+        source_key(&ss, src);
+        int slot = take_slot(z, src);
+        if (slot < 0) { /* cannot happen: a newcomer always finds or makes a slot */
+            close(fd);
+            continue;
+        }
+        set_socket_options(fd);
+        pending_conn *pc = &z->pend[slot];
+        pc->fd = fd;
+        pc->state = S_AUTH;
+        pc->since = pz_now();
+        pc->until = pc->since + HANDSHAKE_S;
+        if (pc->until > deadline) pc->until = deadline;
+        memcpy(pc->src, src, 16);
+        peer_name(&ss, sl, pc->peer, sizeof pc->peer);
+        int r = serve(z, pc, msg, cap);
+        if (r == 2) return -1;
+        joined += r;
+    }
+    return joined;
+}
+
+/* "waiting for ranks 2 5 ..." (the first 16 missing ones) into msg */
+static int list_missing(const pz_bootstrap *b, char *msg, size_t cap, int n) {
+    for (int r = 1, shown = 0; r < b->world && n < (int)cap - 16; r++)
+        if (b->fds[r] < 0 && shown++ < 16) n += snprintf(msg + n, cap - (size_t)n, " %d", r);
+    return n;
+}
+
+static pz_status open_listener(const char *host, int port, int *lfd_out) {
     struct addrinfo *res;
     pz_status st = resolve(host, port, 1, &res, "rank 0");
     if (st != PZ_OK) return st;
@@ -426,34 +546,29 @@ static pz_status run_rank0(pz_bootstrap *b, const char *host, int port, double d
         if (lfd < 0) { err = errno; continue; }
         int one = 1;
         setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(lfd, a->ai_addr, a->ai_addrlen) != 0 || listen(lfd, b->world + 16) != 0) {
+        if (bind(lfd, a->ai_addr, a->ai_addrlen) != 0 || listen(lfd, LISTEN_BACKLOG) != 0) {
             err = errno;
             close_fd(&lfd);
         }
     }
     freeaddrinfo(res);
-    if (lfd < 0)
-        return pz_fail(PZ_ERR_IO, "rank 0: cannot listen on %s:%d: %s", host, port, strerror(err));
-    if (b->secret_len == 0)
-        fprintf(stderr, "pipezip: warning: rank 0: no job secret (" PZ_JOB_SECRET_ENV " or --job-secret-file): "
-                "any process that can reach %s:%d may join this job as a rank and read or change its "
-                "activations\n", host, port);
+    if (lfd < 0) return pz_fail(PZ_ERR_IO, "rank 0: cannot listen on %s:%d: %s", host, port, strerror(err));
+    *lfd_out = lfd;
+    return PZ_OK;
+}
 
-    rank0 *z = xcalloc(1, sizeof *z);
-    z->b = b;
-    z->lfd = lfd;
-    for (int i = 0; i < MAX_PENDING; i++) z->pend[i].fd = -1;
+/* Waits for every rank's HELLO: PZ_OK, or everything closed and a message. */
+static pz_status gather_hellos(rank0 *z, const char *host, int port, double deadline) {
+    pz_bootstrap *b = z->b;
     int joined = 1;
     char msg[1024];
-
     const double start = pz_now();
     double note = start + WAIT_NOTE_S;
     while (joined < b->world) {
         double now = pz_now(), left = deadline - now;
         if (now >= note) {   /* say what start-up is waiting for */
             int n = snprintf(msg, sizeof msg, "pipezip: rank 0: waiting for rank%s", b->world - joined > 1 ? "s" : "");
-            for (int r = 1, shown = 0; r < b->world && n < (int)sizeof msg - 16; r++)
-                if (b->fds[r] < 0 && shown++ < 16) n += snprintf(msg + n, sizeof msg - (size_t)n, " %d", r);
+            list_missing(b, msg, sizeof msg, n);
             fprintf(stderr, "%s to join at %s:%d (%.0f s so far; giving up after %.0f s, --peer-timeout)\n", msg, host,
                     port, now - start, deadline - start);
             note = now + 4 * WAIT_NOTE_S;
@@ -461,14 +576,11 @@ static pz_status run_rank0(pz_bootstrap *b, const char *host, int port, double d
         if (left <= 0) {
             int n = snprintf(msg, sizeof msg, "rank 0: only %d of %d ranks joined within the bootstrap deadline;"
                              " missing:", joined, b->world);
-            for (int r = 1, shown = 0; r < b->world && n < (int)sizeof msg - 16; r++)
-                if (b->fds[r] < 0 && shown++ < 16) n += snprintf(msg + n, sizeof msg - (size_t)n, " %d", r);
+            n = list_missing(b, msg, sizeof msg, n);
             if (z->refused && n < (int)sizeof msg)
                 snprintf(msg + n, sizeof msg - (size_t)n, " (%d connection%s refused, the last: %s)", z->refused,
                          z->refused == 1 ? "" : "s", z->last_drop);
-            st = fail_all(z, msg);
-            free(z);
-            return st;
+            return fail_all(z, msg);
         }
         for (int i = 0; i < MAX_PENDING; i++)
             if (z->pend[i].fd >= 0 && now > z->pend[i].until)
@@ -476,73 +588,32 @@ static pz_status run_rank0(pz_bootstrap *b, const char *host, int port, double d
                        HANDSHAKE_S);
         struct pollfd pfd[MAX_PENDING + 1];
         int idx[MAX_PENDING + 1], np = 0;
-        pfd[np] = (struct pollfd){lfd, POLLIN, 0};
+        pfd[np] = (struct pollfd){z->lfd, POLLIN, 0};
         idx[np++] = -1;
         for (int i = 0; i < MAX_PENDING; i++)
             if (z->pend[i].fd >= 0) { pfd[np] = (struct pollfd){z->pend[i].fd, POLLIN, 0}; idx[np++] = i; }
         int ms = left > 0.5 ? 500 : (int)(left * 1000) + 1;
         int pr = poll(pfd, (nfds_t)np, ms);
-        if (pr < 0 && errno != EINTR) {
-            st = fail_all(z, "rank 0: poll failed during bootstrap");
-            free(z);
-            return st;
-        }
+        if (pr < 0 && errno != EINTR) return fail_all(z, "rank 0: poll failed during bootstrap");
         if (pr <= 0) continue;
-        if (pfd[0].revents & POLLIN) {
-            for (;;) {
-                struct sockaddr_storage ss;
-                socklen_t sl = sizeof ss;
-                int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
-                if (fd < 0) break;
-                int slot = -1;
-                for (int i = 0; i < MAX_PENDING && slot < 0; i++)
-                    if (z->pend[i].fd < 0) slot = i;
-                if (slot < 0) { /* flooded: the real ranks retry */
-                    close(fd);
-                    if (z->flooded++ == 0)
-                        fprintf(stderr, "pipezip: rank 0: %d connections are waiting for their handshake; dropping "
-                                "new ones until a slot frees (the real ranks retry)\n", MAX_PENDING);
-                    z->refused++;
-                    snprintf(z->last_drop, sizeof z->last_drop, "%d connections were waiting already", MAX_PENDING);
-                    continue;
-                }
-                set_socket_options(fd);
-                pending_conn *pc = &z->pend[slot];
-                pc->fd = fd;
-                pc->state = S_AUTH;
-                pc->until = pz_now() + HANDSHAKE_S;
-                if (pc->until > deadline) pc->until = deadline;
-                peer_name(&ss, sl, pc->peer, sizeof pc->peer);
-            }
-        }
+        /* the waiting ones first: a newcomer may take the slot of one whose answer is already there */
         for (int k = 1; k < np; k++) {
             if (!pfd[k].revents) continue;
-            pending_conn *pc = &z->pend[idx[k]];
-            /* every complete frame that is there (a peer may send several at once) */
-            while (pc->fd >= 0) {
-                unsigned type = 0;
-                int r = read_frame_nb(z, pc, &type);
-                if (r <= 0) break;
-                r = on_frame(z, pc, msg, sizeof msg);
-                if (r == 1) joined++;
-                if (r == 2) {
-                    st = fail_all(z, msg);
-                    free(z);
-                    return st;
-                }
-                if (r != 0) break;
-            }
+            int r = serve(z, &z->pend[idx[k]], msg, sizeof msg);
+            if (r == 2) return fail_all(z, msg);
+            joined += r;
+        }
+        if (pfd[0].revents & POLLIN) {
+            int r = accept_some(z, deadline, msg, sizeof msg);
+            if (r < 0) return fail_all(z, msg);
+            joined += r;
         }
     }
-    for (int i = 0; i < MAX_PENDING; i++)
-        if (z->pend[i].fd >= 0) drop_pending(&z->pend[i]);
-    if (z->refused > MAX_LOGGED || z->flooded)
-        fprintf(stderr, "pipezip: rank 0: refused %d connections in all (%d while every slot was taken)\n", z->refused,
-                z->flooded);
-    free(z);
-    close(lfd);
+    return PZ_OK;
+}
 
-    /* everyone is here: send the table */
+/* Sends the table of every rank's address to every rank. */
+static pz_status send_table(pz_bootstrap *b, double deadline) {
     size_t tlen = 4;
     for (int r = 0; r < b->world; r++) tlen += 4 + b->lens[r];
     uint8_t *tab = xmalloc(tlen), *q = tab;
@@ -553,19 +624,45 @@ static pz_status run_rank0(pz_bootstrap *b, const char *host, int port, double d
         memcpy(q + 4, b->blobs[r], b->lens[r]);
         q += 4 + b->lens[r];
     }
-    for (int r = 1; r < b->world; r++) {
+    pz_status st = PZ_OK;
+    for (int r = 1; r < b->world && st == PZ_OK; r++) {
         char who[64];
         snprintf(who, sizeof who, "rank 0 (sending the address table to rank %d)", r);
         st = send_frame(b->fds[r], F_TABLE, tab, tlen, deadline, who);
-        if (st != PZ_OK) {
-            free(tab);
-            snprintf(msg, sizeof msg, "%s", pz_last_error());
-            pz_bootstrap_close(b);
-            return pz_fail(st, "%s", msg);
-        }
     }
     free(tab);
-    return PZ_OK;
+    if (st == PZ_OK) return PZ_OK;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", pz_last_error());
+    pz_bootstrap_close(b);
+    return pz_fail(st, "%s", msg);
+}
+
+static pz_status run_rank0(pz_bootstrap *b, const char *host, int port, double deadline) {
+    int lfd = -1;
+    pz_status st = open_listener(host, port, &lfd);
+    if (st != PZ_OK) return st;
+    if (b->secret_len == 0)
+        fprintf(stderr, "pipezip: warning: rank 0: no job secret (" PZ_JOB_SECRET_ENV " or --job-secret-file): "
+                "any process that can reach %s:%d may join this job as a rank and read or change its "
+                "activations\n", host, port);
+    rank0 *z = xcalloc(1, sizeof *z);
+    z->b = b;
+    z->lfd = lfd;
+    for (int i = 0; i < MAX_PENDING; i++) z->pend[i].fd = -1;
+    st = gather_hellos(z, host, port, deadline);
+    if (st != PZ_OK) { /* fail_all closed everything */
+        free(z);
+        return st;
+    }
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (z->pend[i].fd >= 0) drop_pending(&z->pend[i]);
+    if (z->refused > MAX_LOGGED || z->flooded)
+        fprintf(stderr, "pipezip: rank 0: refused %d connections in all (%d dropped for newer ones)\n", z->refused,
+                z->flooded);
+    close_fd(&z->lfd);
+    free(z);
+    return send_table(b, deadline);
 }
 
 /* ---- ranks 1.. ---------------------------------------------------------- */
@@ -591,18 +688,29 @@ static void client_refuses(int fd, const char *who, const char *why) {
     send_frame(fd, F_REJECT, m, strlen(m), pz_now() + 0.5, who);
 }
 
+/* Whether the last failure was the connection's, not the protocol's: rank 0
+ * closed it before the table (flooded by strangers, it dropped this one for
+ * a newer connection; or a restart): try again. A REJECT or a malformed
+ * answer is final. */
+static int connection_lost(void) {
+    const char *e = pz_last_error();
+    return strstr(e, "closed by the other side") || strstr(e, "connection failed");
+}
+
+/* A send of the handshake failed with st: may it be tried again? */
+static pz_status failed_send(pz_status st, int *retry) {
+    *retry = connection_lost();
+    return st;
+}
+
 /* Receives the answer to a handshake step: PZ_OK with *pl (freed by the
- * caller) when it is of type `want`. *retry = 1 when rank 0 closed the
- * connection before answering (it may have been flooded: try again). */
+ * caller) when it is of type `want`; *retry set as connection_lost says. */
 static pz_status client_recv(pz_bootstrap *b, unsigned want, uint8_t **pl, size_t *len, double deadline,
                              const char *who, const char *where, int *retry) {
     unsigned type;
-    int may_retry = *retry;
-    *retry = 0;
     pz_status st = recv_frame(b->fds[0], b->world, &type, pl, len, deadline, who);
     if (st != PZ_OK) {
-        *retry = may_retry &&
-                 (strstr(pz_last_error(), "closed by the other side") || strstr(pz_last_error(), "connection failed"));
+        *retry = connection_lost();
         return st;
     }
     if (type == F_REJECT) {
@@ -629,13 +737,11 @@ static pz_status client_handshake(pz_bootstrap *b, const void *blob, size_t blen
     pz_boot_random(a.nonce, PZ_BOOT_NONCE);
     uint8_t buf[PZ_BOOT_AUTH_LEN], mac[PZ_BOOT_MAC];
     pz_boot_auth_put(buf, &a);
-    *retry = 1; /* until rank 0 answers, a failure may be a flooded rank 0 */
     pz_status st = send_frame(fd, F_AUTH, buf, sizeof buf, deadline, who);
-    if (st != PZ_OK) return st;
+    if (st != PZ_OK) return failed_send(st, retry);
     uint8_t *pl;
     size_t len;
     if ((st = client_recv(b, F_CHALLENGE, &pl, &len, deadline, who, where, retry)) != PZ_OK) return st;
-    *retry = 0;
     pz_boot_challenge c;
     st = pz_boot_challenge_get(pl, len, &c);
     free(pl);
@@ -653,9 +759,8 @@ static pz_status client_handshake(pz_bootstrap *b, const void *blob, size_t blen
     memset(mac, 0, sizeof mac);
     if (secret)
         pz_boot_mac(b->secret, b->secret_len, PZ_BOOT_ROLE_JOINING, a.nonce, c.nonce, a.rank, a.world, c.world, mac);
-    if ((st = send_frame(fd, F_PROOF, mac, sizeof mac, deadline, who)) != PZ_OK) return st;
+    if ((st = send_frame(fd, F_PROOF, mac, sizeof mac, deadline, who)) != PZ_OK) return failed_send(st, retry);
     if ((st = client_recv(b, F_ACCEPT, &pl, &len, deadline, who, where, retry)) != PZ_OK) return st;
-    *retry = 0;
     int proven = len == PZ_BOOT_MAC;
     if (proven && secret) {
         pz_boot_mac(b->secret, b->secret_len, PZ_BOOT_ROLE_RANK0, a.nonce, c.nonce, a.rank, a.world, c.world, mac);
@@ -677,9 +782,10 @@ static pz_status client_handshake(pz_bootstrap *b, const void *blob, size_t blen
     memcpy(hello + PZ_BOOT_HELLO_FIXED, blob, blen);
     st = send_frame(fd, F_HELLO, hello, hlen, deadline, who);
     free(hello);
-    if (st != PZ_OK) return st;
-    if ((st = client_recv(b, F_TABLE, &pl, &len, deadline, who, where, retry)) != PZ_OK) return st;
-    *retry = 0;
+    if (st != PZ_OK) return failed_send(st, retry);
+    /* rank 0 holds this rank as joined now, and drops it only with a REJECT: a close is final */
+    int final = 0;
+    if ((st = client_recv(b, F_TABLE, &pl, &len, deadline, who, where, &final)) != PZ_OK) return st;
     st = pz_boot_table_get(pl, len, b->world, b->blobs, b->lens);
     free(pl);
     if (st != PZ_OK) return pz_fail(PZ_ERR_PEER, "%s: from rank 0: %s", who, pz_last_error());
@@ -726,7 +832,7 @@ static pz_status run_client(pz_bootstrap *b, const char *host, int port, const v
         if (st == PZ_OK) break;
         double left = deadline - pz_now();
         if (!retry || left <= backoff) break;
-        /* rank 0 dropped us before answering: flooded by strangers, or a restart; try again */
+        /* rank 0 dropped us before the table: flooded by strangers, or a restart; try again */
         close_fd(&b->fds[0]);
         sleep_s(backoff);
         backoff = backoff < 1.0 ? backoff * 2 : 1.0;

@@ -14,9 +14,14 @@
  * A connection that fails the handshake (no or a wrong secret, garbage, a
  * frame over its size bound, silence past its own deadline) is refused with
  * a message on rank 0's stderr and on the other side, and takes no rank:
- * rank 0 keeps listening for the real one until the bootstrap deadline. At
- * most 64 connections wait at once. Without a secret anyone who reaches the
- * port may join; rank 0 warns once. Everything received is untrusted. */
+ * rank 0 keeps listening for the real one until the bootstrap deadline.
+ * Strangers who flood the port cannot keep ranks on other addresses out: a
+ * connection has 5 s for its handshake, at most 64 wait at once and at most
+ * 16 from one source address, and a newcomer beyond either takes the slot of
+ * the least advanced, oldest one (of its own address, when that holds 16);
+ * joining ranks retry when rank 0 drops them before the table. Without a
+ * secret anyone who reaches the port may join; rank 0 warns once.
+ * Everything received is untrusted. */
 #ifndef PZ_BOOTSTRAP_H
 #define PZ_BOOTSTRAP_H
 
