@@ -1,0 +1,280 @@
+/* group.c: see group.h. */
+#include "runtime/dp/group.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/mem.h"
+
+/* ring segments per chunk at most: the micro field (16 bits) holds
+ * step x RING_MAXSEG + segment for 2(D-1) <= 510 steps */
+#define RING_MAXSEG 64
+
+pz_status pz_dp_group_init(pz_dp_group *g, pz_transport *t, int my_rank, const int *ranks, int n) {
+    if (!g || !t || !ranks) return pz_fail(PZ_ERR_ARG, "dp group: NULL argument");
+    memset(g, 0, sizeof *g);
+    if (n < 1 || n > PZ_DP_MAX) return pz_fail(PZ_ERR_ARG, "dp group: %d members (1..%d)", n, PZ_DP_MAX);
+    g->me = -1;
+    for (int i = 0; i < n; i++) {
+        if (ranks[i] < 0 || ranks[i] > 255)
+            return pz_fail(PZ_ERR_ARG, "dp group: member %d is rank %d (ranks are 0..255)", i, ranks[i]);
+        for (int j = 0; j < i; j++)
+            if (ranks[j] == ranks[i]) return pz_fail(PZ_ERR_ARG, "dp group: rank %d listed twice", ranks[i]);
+        if (ranks[i] == my_rank) g->me = i;
+    }
+    if (g->me < 0) return pz_fail(PZ_ERR_ARG, "dp group: this rank (%d) is not a member", my_rank);
+    g->t = t;
+    g->n = n;
+    g->ranks = xmalloc((size_t)n * sizeof *g->ranks);
+    memcpy(g->ranks, ranks, (size_t)n * sizeof *ranks);
+    g->small_bytes = PZ_DP_SMALL_BYTES;
+    g->seg_bytes = PZ_DP_SEG_BYTES;
+    return PZ_OK;
+}
+
+void pz_dp_group_free(pz_dp_group *g) {
+    if (!g) return;
+    free(g->ranks);
+    free(g->scratch);
+    memset(g, 0, sizeof *g);
+}
+
+void pz_dp_layout_ranks(int stage, int D, int *ranks) {
+    for (int r = 0; r < D; r++) ranks[r] = stage * D + r;
+}
+
+float *pz_dp_scratch(pz_dp_group *g, size_t n) {
+    if (n > g->scratch_n) {
+        free(g->scratch);
+        g->scratch = xmalloc((n ? n : 1) * sizeof(float));
+        g->scratch_n = n;
+    }
+    return g->scratch;
+}
+
+void pz_dp_chunk(size_t n, int parts, int j, size_t *lo, size_t *hi) {
+    size_t q = n / (size_t)parts, r = n % (size_t)parts, uj = (size_t)j;
+    *lo = uj * q + (uj < r ? uj : r);
+    *hi = *lo + q + (uj < r ? 1 : 0);
+}
+
+/* ---- messages ---------------------------------------------------------------- */
+
+static pz_status post(pz_dp_group *g, int is_send, int peer, unsigned kind, uint32_t k, void *buf, size_t bytes,
+                      pz_request **req) {
+    char what[96];
+    int src = is_send ? g->ranks[g->me] : g->ranks[peer];
+    snprintf(what, sizeof what, "dp %s #%u message %u (kind 0x%x) %s rank %d", is_send ? "send" : "receive",
+             g->seq, k, kind, is_send ? "to" : "from", g->ranks[peer]);
+    uint64_t tag = pz_tag(src, g->seq, k, kind);
+    if (is_send) {
+        g->bytes_sent += bytes;
+        return pz_transport_send(g->t, g->ranks[peer], tag, buf, bytes, what, req);
+    }
+    return pz_transport_recv(g->t, g->ranks[peer], tag, buf, bytes, what, req);
+}
+
+/* Waits for a receive of exactly `bytes` (a peer that sends another size has
+ * another idea of the vector: mismatched calls). */
+static pz_status wait_exact(pz_dp_group *g, pz_request *r, int peer, size_t bytes) {
+    size_t got = 0;
+    pz_status st = pz_transport_wait(g->t, r, &got);
+    if (st != PZ_OK) return st;
+    g->bytes_recv += got;
+    if (got != bytes)
+        return pz_fail(PZ_ERR_PEER, "rank %d: dp all-reduce #%u: rank %d sent %zu bytes, expected %zu (mismatched calls?)",
+                       g->ranks[g->me], g->seq, g->ranks[peer], got, bytes);
+    return PZ_OK;
+}
+
+static void add_into(float *restrict dst, const float *restrict src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+/* ---- ring ------------------------------------------------------------------ */
+
+typedef struct {
+    pz_dp_group *g;
+    float *buf, *scr;
+    size_t n, maxchunk;
+    int D, steps;
+    pz_request **sends;   /* [steps][RING_MAXSEG] */
+    pz_request *recvs[RING_MAXSEG];
+} ring;
+
+static int mod(int a, int D) { return ((a % D) + D) % D; }
+
+/* the chunk rank me sends at step s (reduce-scatter s < D-1, then all-gather) */
+static int send_chunk(const ring *R, int s) {
+    int me = R->g->me, D = R->D;
+    return s < D - 1 ? mod(me - s, D) : mod(me + 1 - (s - (D - 1)), D);
+}
+static int recv_chunk(const ring *R, int s) { return send_chunk(R, s + 1); }
+
+/* segments of chunk c: count and element length of all but the last */
+static int seg_count(const ring *R, int c, size_t *lo, size_t *hi, size_t *seglen) {
+    pz_dp_chunk(R->n, R->D, c, lo, hi);
+    size_t len = *hi - *lo, per = R->g->seg_bytes / sizeof(float);
+    if (per == 0) per = 1;
+    size_t ns = (len + per - 1) / per;
+    if (ns > RING_MAXSEG) ns = RING_MAXSEG;
+    *seglen = ns ? (len + ns - 1) / ns : 0;
+    return (int)ns;
+}
+
+static void seg_range(size_t lo, size_t hi, size_t seglen, int s, size_t *a, size_t *b) {
+    *a = lo + (size_t)s * seglen;
+    *b = *a + seglen < hi ? *a + seglen : hi;
+}
+
+static pz_status ring_post_recvs(ring *R, int s) {
+    size_t lo, hi, sl;
+    int c = recv_chunk(R, s), ns = seg_count(R, c, &lo, &hi, &sl), left = mod(R->g->me - 1, R->D);
+    float *dst = s < R->D - 1 ? R->scr + (size_t)(s % 2) * R->maxchunk - lo : R->buf;
+    for (int i = 0; i < ns; i++) {
+        size_t a, b;
+        seg_range(lo, hi, sl, i, &a, &b);
+        pz_status st = post(R->g, 0, left, PZ_DP_KIND_RING, (uint32_t)(s * RING_MAXSEG + i), dst + a,
+                            (b - a) * sizeof(float), &R->recvs[i]);
+        if (st != PZ_OK) return st;
+    }
+    return PZ_OK;
+}
+
+static pz_status ring_send(ring *R, int s, int i) {
+    size_t lo, hi, sl, a, b;
+    seg_count(R, send_chunk(R, s), &lo, &hi, &sl);
+    seg_range(lo, hi, sl, i, &a, &b);
+    return post(R->g, 1, mod(R->g->me + 1, R->D), PZ_DP_KIND_RING, (uint32_t)(s * RING_MAXSEG + i), R->buf + a,
+                (b - a) * sizeof(float), &R->sends[(size_t)s * RING_MAXSEG + i]);
+}
+
+static pz_status wait_sends(ring *R, int s) {
+    pz_status st = PZ_OK;
+    for (int i = 0; i < RING_MAXSEG; i++) {
+        pz_request **r = &R->sends[(size_t)s * RING_MAXSEG + i];
+        if (*r && st == PZ_OK) st = pz_transport_wait(R->g->t, *r, NULL);
+        if (st == PZ_OK) *r = NULL;
+    }
+    return st;
+}
+
+/* Step s: receive chunk recv_chunk(s) segment by segment; in the
+ * reduce-scatter add it into buf, and pass each finished segment on as the
+ * next step's send at once. */
+static pz_status ring_step(ring *R, int s) {
+    size_t lo, hi, sl;
+    int c = recv_chunk(R, s), ns = seg_count(R, c, &lo, &hi, &sl), left = mod(R->g->me - 1, R->D);
+    int rs = s < R->D - 1;
+    pz_status st = PZ_OK;
+    for (int i = 0; i < ns && st == PZ_OK; i++) {
+        size_t a, b;
+        seg_range(lo, hi, sl, i, &a, &b);
+        st = wait_exact(R->g, R->recvs[i], left, (b - a) * sizeof(float));
+        R->recvs[i] = NULL;
+        if (st != PZ_OK) break;
+        if (rs) add_into(R->buf + a, R->scr + (size_t)(s % 2) * R->maxchunk + (a - lo), b - a);
+        if (s + 1 < R->steps) st = ring_send(R, s + 1, i);
+    }
+    return st;
+}
+
+static pz_status ring_allreduce(pz_dp_group *g, float *buf, size_t n) {
+    ring R;
+    memset(&R, 0, sizeof R);
+    R.g = g;
+    R.buf = buf;
+    R.n = n;
+    R.D = g->n;
+    R.steps = 2 * (g->n - 1);
+    R.maxchunk = (n + (size_t)g->n - 1) / (size_t)g->n;
+    R.scr = pz_dp_scratch(g, 2 * R.maxchunk);
+    R.sends = xcalloc((size_t)R.steps * RING_MAXSEG, sizeof *R.sends);
+    size_t lo, hi, sl;
+    int ns0 = seg_count(&R, send_chunk(&R, 0), &lo, &hi, &sl);
+    pz_status st = ring_post_recvs(&R, 0);
+    for (int i = 0; i < ns0 && st == PZ_OK; i++) st = ring_send(&R, 0, i);
+    for (int s = 0; s < R.steps && st == PZ_OK; s++) {
+        if (s > 0) {
+            /* the all-gather receives chunk recv_chunk(s) into buf: the
+             * reduce-scatter's sends from it (step s - (D-1)) must be done */
+            if (s >= R.D - 1) st = wait_sends(&R, s - (R.D - 1));
+            if (st == PZ_OK) st = ring_post_recvs(&R, s);
+        }
+        if (st == PZ_OK) st = ring_step(&R, s);
+    }
+    for (int s = 0; s < R.steps && st == PZ_OK; s++) st = wait_sends(&R, s);
+    /* after an error, requests still posted are the transport's to free on close */
+    free(R.sends);
+    return st;
+}
+
+/* ---- recursive doubling ------------------------------------------------------ */
+
+static pz_status exchange(pz_dp_group *g, int peer, uint32_t k, float *out, float *in, size_t n) {
+    pz_request *rr = NULL, *sr = NULL;
+    size_t bytes = n * sizeof(float);
+    pz_status st = post(g, 0, peer, PZ_DP_KIND_RD, k, in, bytes, &rr);
+    if (st == PZ_OK) st = post(g, 1, peer, PZ_DP_KIND_RD, k, out, bytes, &sr);
+    if (st == PZ_OK) st = wait_exact(g, rr, peer, bytes);
+    if (st == PZ_OK) st = pz_transport_wait(g->t, sr, NULL);
+    return st;
+}
+
+static pz_status send_only(pz_dp_group *g, int peer, uint32_t k, float *buf, size_t n) {
+    pz_request *sr = NULL;
+    pz_status st = post(g, 1, peer, PZ_DP_KIND_RD, k, buf, n * sizeof(float), &sr);
+    return st == PZ_OK ? pz_transport_wait(g->t, sr, NULL) : st;
+}
+
+static pz_status recv_only(pz_dp_group *g, int peer, uint32_t k, float *buf, size_t n) {
+    pz_request *rr = NULL;
+    pz_status st = post(g, 0, peer, PZ_DP_KIND_RD, k, buf, n * sizeof(float), &rr);
+    return st == PZ_OK ? wait_exact(g, rr, peer, n * sizeof(float)) : st;
+}
+
+static pz_status rd_allreduce(pz_dp_group *g, float *buf, size_t n) {
+    int D = g->n, me = g->me, P = 1;
+    while (P * 2 <= D) P *= 2;
+    int rem = D - P;
+    float *scr = pz_dp_scratch(g, n);
+    pz_status st = PZ_OK;
+    /* fold: of ranks 0..2rem-1 the even ones hand their vector to the odd
+     * neighbour and wait for the result */
+    if (me < 2 * rem) {
+        if (me % 2 == 0) {
+            st = send_only(g, me + 1, 0, buf, n);
+            return st == PZ_OK ? recv_only(g, me + 1, 1000, buf, n) : st;
+        }
+        st = recv_only(g, me - 1, 0, scr, n);
+        if (st != PZ_OK) return st;
+        add_into(buf, scr, n);
+    }
+    int vr = me < 2 * rem ? me / 2 : me - rem;
+    uint32_t round = 1;
+    for (int mask = 1; mask < P && st == PZ_OK; mask <<= 1, round++) {
+        int pv = vr ^ mask, peer = pv < rem ? 2 * pv + 1 : pv + rem;
+        st = exchange(g, peer, round, buf, scr, n);
+        /* a + b on one side, b + a on the other: the same bits */
+        if (st == PZ_OK) add_into(buf, scr, n);
+    }
+    if (st == PZ_OK && me < 2 * rem) st = send_only(g, me - 1, 1000, buf, n);
+    return st;
+}
+
+pz_status pz_dp_allreduce(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_algo algo) {
+    if (!g || !g->ranks) return pz_fail(PZ_ERR_ARG, "dp all-reduce: no group");
+    if (!buf && n) return pz_fail(PZ_ERR_ARG, "dp all-reduce: NULL buffer of %zu floats", n);
+    if (algo != PZ_DP_AUTO && algo != PZ_DP_RING && algo != PZ_DP_RDOUBLING)
+        return pz_fail(PZ_ERR_ARG, "dp all-reduce: unknown algorithm %d", (int)algo);
+    pz_status st = PZ_OK;
+    if (g->n > 1 && n > 0) {
+        if (algo == PZ_DP_AUTO) algo = n * sizeof(float) <= g->small_bytes ? PZ_DP_RDOUBLING : PZ_DP_RING;
+        st = algo == PZ_DP_RING ? ring_allreduce(g, buf, n) : rd_allreduce(g, buf, n);
+    }
+    g->seq++;
+    if (st == PZ_OK && mean && g->n > 1)
+        for (size_t i = 0; i < n; i++) buf[i] /= (float)g->n;
+    return st;
+}

@@ -1,0 +1,94 @@
+/* group.h: a data-parallel group (the D replicas of one pipeline stage) and
+ * its uncompressed all-reduce over pipezip's transport (runtime/transport.h).
+ *
+ * A library, not yet reachable from `pipezip train`: the executor does not
+ * create groups yet (no --replicas flag).
+ *
+ * A group is a list of world ranks; the default layout puts replicas of a
+ * stage on contiguous ranks, rank = stage x D + replica (Megatron's order:
+ * pipeline outermost). Messages go over the transport's endpoints, which
+ * connect every pair of ranks (init creates them eagerly), in its checked
+ * frames (job id, source and destination rank, kind, step, micro, CRC), so
+ * authentication and integrity are the transport's; nothing here opens a
+ * connection of its own.
+ *
+ * Tags: kinds PZ_DP_KIND_* (below the transport's reserved range and apart
+ * from the pipeline's kinds 1..5); step = the group's collective number
+ * (every member counts its calls, so all members must call the group's
+ * collectives in the same order); micro = the message's index within the
+ * collective. Two groups running at once must not share a pair of ranks
+ * (the layout's groups are disjoint).
+ *
+ * All-reduce algorithms (every member ends with the same bits: each element
+ * is summed in one place and the result copied, or summed pairwise with a
+ * commutative add):
+ *  - ring: reduce-scatter then all-gather over D chunks, each step's chunk
+ *    sent in segments, so a segment reduced at one step leaves for the next
+ *    while later segments still arrive. Each rank sends and receives
+ *    2(D-1)/D x N x 4 bytes: bandwidth-optimal.
+ *  - recursive doubling: log2(P) exchanges of the whole vector with partner
+ *    i xor 2^k (P = the largest power of two <= D; the other D - P ranks fold
+ *    their vector into a neighbour first and get the result back after):
+ *    latency-optimal, for small messages.
+ * PZ_DP_AUTO picks recursive doubling up to small_bytes, the ring above.
+ *
+ * After an error the transport must be closed (pz_transport_close(t, 1)):
+ * receives may still be posted into the caller's buffer. */
+#ifndef PZ_DP_GROUP_H
+#define PZ_DP_GROUP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/transport.h"
+
+/* tag kinds of the data-parallel messages (runtime/pipeline_exec.h uses 1..5) */
+enum {
+    PZ_DP_KIND_RING = 0x20,     /* ring reduce-scatter / all-gather segments */
+    PZ_DP_KIND_RD = 0x21,       /* recursive doubling rounds */
+    PZ_DP_KIND_CGATHER = 0x22,  /* compressed all-gather messages */
+    PZ_DP_KIND_CPHASE1 = 0x23,  /* two-phase: chunks to their owners */
+    PZ_DP_KIND_CPHASE2 = 0x24,  /* two-phase: re-encoded chunks from their owners */
+    PZ_DP_KIND_HINTRA = 0x25,   /* hierarchical: inside a host */
+};
+
+#define PZ_DP_MAX 256           /* members of a group (the tag's source field) */
+
+typedef enum { PZ_DP_AUTO = 0, PZ_DP_RING = 1, PZ_DP_RDOUBLING = 2 } pz_dp_algo;
+
+typedef struct {
+    pz_transport *t;
+    int n;                /* members (D) */
+    int me;               /* this rank's index in ranks[] */
+    int *ranks;           /* world ranks, in group order */
+    uint32_t seq;         /* collectives called so far (the tags' step) */
+    size_t small_bytes;   /* PZ_DP_AUTO: recursive doubling up to this size */
+    size_t seg_bytes;     /* ring segment size */
+    float *scratch;       /* receive space (grown on demand) */
+    size_t scratch_n;
+    uint64_t bytes_sent, bytes_recv;  /* payload bytes, for reports and tests */
+} pz_dp_group;
+
+/* Defaults: 64 KiB (one exchange beats the ring's 2(D-1) latencies below it,
+ * bench/bench_allreduce) and 1 MiB segments. */
+#define PZ_DP_SMALL_BYTES ((size_t)64 << 10)
+#define PZ_DP_SEG_BYTES ((size_t)1 << 20)
+
+/* ranks: n distinct world ranks (0..255), my_rank one of them. The group
+ * keeps a copy. Zero g before init; free is safe on a zeroed group. */
+pz_status pz_dp_group_init(pz_dp_group *g, pz_transport *t, int my_rank, const int *ranks, int n);
+void pz_dp_group_free(pz_dp_group *g);
+/* The default layout: the world ranks of stage `stage`'s group,
+ * stage x D + 0 .. stage x D + D - 1, into ranks[D]. */
+void pz_dp_layout_ranks(int stage, int D, int *ranks);
+
+/* In-place sum (mean = 1: then divided by D) of buf[0..n) over the group. */
+pz_status pz_dp_allreduce(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_algo algo);
+
+/* Grows g->scratch to at least n floats. */
+float *pz_dp_scratch(pz_dp_group *g, size_t n);
+/* The element range [*lo, *hi) of chunk j when n elements are split into
+ * parts chunks as evenly as possible (the first n % parts chunks one longer). */
+void pz_dp_chunk(size_t n, int parts, int j, size_t *lo, size_t *hi);
+
+#endif

@@ -1,0 +1,143 @@
+/* test_dp_allreduce.c: the data-parallel group's uncompressed all-reduce
+ * (runtime/dp/group.c) between forked ranks on 127.0.0.1.
+ *
+ *  - layouts: S=2 x D=2 (two groups at once, rank = stage x D + replica),
+ *    D=3 (recursive doubling's fold), D=4;
+ *  - both algorithms and the automatic choice, sizes 0 .. 1.2 M floats, tiny
+ *    ring segments (the 64-segment cap), chunks shorter than D;
+ *  - sums exact (integer-valued inputs), means, and every member holding
+ *    the same bits on random inputs (a digest summed over the group);
+ *  - a member that passes another length: every member fails with an error
+ *    naming the mismatch or the lost peer, nobody hangs. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/mem.h"
+#include "runtime/dp/group.h"
+#include "tests/check.h"
+#include "tests/runtime/dp/dp_fork.h"
+
+#define OK(expr)                                                                         \
+    do {                                                                                 \
+        pz_status s_ = (expr);                                                           \
+        CHECK(s_ == PZ_OK, "%s -> %s: %s", #expr, pz_status_name(s_), pz_last_error()); \
+    } while (0)
+
+typedef struct {
+    int D;
+    int mismatch;
+} scen;
+
+static uint64_t mix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* integer-valued inputs: any summation order gives the exact sum */
+static float ival(int replica, size_t i, int round) { return (float)((int)(mix(i * 31 + (size_t)round) % 201) - 100 + replica); }
+
+static void check_sums(pz_dp_group *g, size_t n, pz_dp_algo algo, int round, int mean) {
+    float *x = xmalloc((n ? n : 1) * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = ival(g->me, i, round);
+    OK(pz_dp_allreduce(g, x, n, mean, algo));
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double want = 0;
+        for (int r = 0; r < g->n; r++) want += ival(r, i, round);
+        float w = mean ? (float)want / (float)g->n : (float)want;
+        if (x[i] != w && bad++ < 3)
+            CHECK(0, "n=%zu algo=%d mean=%d: element %zu is %g, want %g", n, (int)algo, mean, i, x[i], w);
+    }
+    CHECK(bad == 0, "n=%zu algo=%d: %zu wrong elements", n, (int)algo, bad);
+    free(x);
+}
+
+/* random inputs: every member must end with the same bits */
+static void check_identical(pz_dp_group *g, pz_transport *t, size_t n, pz_dp_algo algo) {
+    float *x = xmalloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = (float)((double)(mix(i ^ ((uint64_t)g->me << 40)) >> 11) * 0x1p-53 - 0.5);
+    OK(pz_dp_allreduce(g, x, n, 1, algo));
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &x[i], 4);
+        h = mix(h ^ b);
+    }
+    /* every rank of the world adds its digest's halves; the groups' members
+     * agree when each sum is D x its own halves (checked per group below) */
+    double v[2 * 8] = {0};
+    int grp = g->ranks[0] / g->n;
+    v[2 * grp] = (double)(h & 0xffffffffu);
+    v[2 * grp + 1] = (double)(h >> 32);
+    OK(pz_transport_allreduce_sum_f64(t, v, 16));
+    CHECK(v[2 * grp] == g->n * (double)(h & 0xffffffffu) && v[2 * grp + 1] == g->n * (double)(h >> 32),
+          "n=%zu algo=%d: members of the group hold different results", n, (int)algo);
+    free(x);
+}
+
+static int child(int rank, int world, int port, void *arg) {
+    const scen *s = arg;
+    static char tag[32];
+    snprintf(tag, sizeof tag, "[rank %d] ", rank);
+    check_tag = tag;
+    check_fatal = 1;
+    pz_transport *t = NULL;
+    OK(dp_transport(&t, rank, world, port, s->mismatch ? 3.0 : 20.0));
+    int ranks[PZ_DP_MAX];
+    pz_dp_layout_ranks(rank / s->D, s->D, ranks);
+    pz_dp_group g = {0};
+    OK(pz_dp_group_init(&g, t, rank, ranks, s->D));
+    if (s->mismatch) {
+        /* the last member sums one element more than the others */
+        size_t n = 100000 + (g.me == s->D - 1);
+        float *x = xcalloc(n, sizeof *x);
+        pz_status st = pz_dp_allreduce(&g, x, n, 0, PZ_DP_RING);
+        CHECK(st == PZ_ERR_PEER, "mismatched lengths: %s (%s)", pz_status_name(st), pz_last_error());
+        const char *e = pz_last_error();
+        CHECK(strstr(e, "expected") || strstr(e, "larger than the receive buffer") || strstr(e, "lost rank") ||
+                  strstr(e, "no answer"),
+              "mismatch message names the problem: %s", e);
+        fprintf(stderr, "[rank %d] expected error: %s\n", rank, e);
+        free(x);
+        pz_dp_group_free(&g);
+        pz_transport_close(t, 1);
+        return check_summary("dp-mismatch");
+    }
+    static const size_t sizes[] = {0, 1, 2, 3, 5, 1000, 16389, 300001};
+    int round = 0;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+        for (int a = 0; a <= 2; a++)
+            check_sums(&g, sizes[k], (pz_dp_algo)a, round++, k % 2);
+    /* the 64-segment cap and segments of uneven length */
+    g.seg_bytes = 4096;
+    check_sums(&g, 1234567, PZ_DP_RING, round++, 0);
+    check_sums(&g, 40000, PZ_DP_RING, round++, 1);
+    g.seg_bytes = PZ_DP_SEG_BYTES;
+    check_identical(&g, t, 100003, PZ_DP_RING);
+    check_identical(&g, t, 5001, PZ_DP_RDOUBLING);
+    CHECK(g.seq == (uint32_t)round + 2, "collective count %u", g.seq);
+    pz_dp_group_free(&g);
+    /* argument errors */
+    int dup[2] = {rank, rank}, other[1] = {(rank + 1) % world};
+    CHECK_STATUS(pz_dp_group_init(&g, t, rank, dup, 2), PZ_ERR_ARG, "twice");
+    CHECK_STATUS(pz_dp_group_init(&g, t, rank, other, 1), PZ_ERR_ARG, "not a member");
+    CHECK_STATUS(pz_dp_group_init(&g, t, rank, ranks, 0), PZ_ERR_ARG, "members");
+    pz_dp_group_free(&g);
+    pz_transport_close(t, 0);
+    return check_summary("dp-allreduce");
+}
+
+int main(void) {
+    int ok = 1;
+    scen s22 = {2, 0}, s3 = {3, 0}, s4 = {4, 0}, bad = {2, 1};
+    ok &= dp_fork_run("all-reduce, S=2 x D=2", 4, 60, child, &s22);
+    ok &= dp_fork_run("all-reduce, D=3", 3, 60, child, &s3);
+    ok &= dp_fork_run("all-reduce, D=4", 4, 60, child, &s4);
+    ok &= dp_fork_run("all-reduce, mismatched lengths fail", 2, 30, child, &bad);
+    printf("test_dp_allreduce: %s\n", ok ? "ok" : "FAILED");
+    return ok ? 0 : 1;
+}
