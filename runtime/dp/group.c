@@ -61,8 +61,8 @@ void pz_dp_chunk(size_t n, int parts, int j, size_t *lo, size_t *hi) {
 
 /* ---- messages ---------------------------------------------------------------- */
 
-static pz_status post(pz_dp_group *g, int is_send, int peer, unsigned kind, uint32_t k, void *buf, size_t bytes,
-                      pz_request **req) {
+pz_status pz_dp_post(pz_dp_group *g, int is_send, int peer, unsigned kind, uint32_t k, void *buf, size_t bytes,
+                     pz_request **req) {
     char what[96];
     int src = is_send ? g->ranks[g->me] : g->ranks[peer];
     snprintf(what, sizeof what, "dp %s #%u message %u (kind 0x%x) %s rank %d", is_send ? "send" : "receive",
@@ -75,13 +75,19 @@ static pz_status post(pz_dp_group *g, int is_send, int peer, unsigned kind, uint
     return pz_transport_recv(g->t, g->ranks[peer], tag, buf, bytes, what, req);
 }
 
+pz_status pz_dp_wait_recv(pz_dp_group *g, pz_request *r, size_t *got) {
+    *got = 0;
+    pz_status st = pz_transport_wait(g->t, r, got);
+    if (st == PZ_OK) g->bytes_recv += *got;
+    return st;
+}
+
 /* Waits for a receive of exactly `bytes` (a peer that sends another size has
  * another idea of the vector: mismatched calls). */
 static pz_status wait_exact(pz_dp_group *g, pz_request *r, int peer, size_t bytes) {
     size_t got = 0;
-    pz_status st = pz_transport_wait(g->t, r, &got);
+    pz_status st = pz_dp_wait_recv(g, r, &got);
     if (st != PZ_OK) return st;
-    g->bytes_recv += got;
     if (got != bytes)
         return pz_fail(PZ_ERR_PEER, "rank %d: dp all-reduce #%u: rank %d sent %zu bytes, expected %zu (mismatched calls?)",
                        g->ranks[g->me], g->seq, g->ranks[peer], got, bytes);
@@ -135,7 +141,7 @@ static pz_status ring_post_recvs(ring *R, int s) {
     for (int i = 0; i < ns; i++) {
         size_t a, b;
         seg_range(lo, hi, sl, i, &a, &b);
-        pz_status st = post(R->g, 0, left, PZ_DP_KIND_RING, (uint32_t)(s * RING_MAXSEG + i), dst + a,
+        pz_status st = pz_dp_post(R->g, 0, left, PZ_DP_KIND_RING, (uint32_t)(s * RING_MAXSEG + i), dst + a,
                             (b - a) * sizeof(float), &R->recvs[i]);
         if (st != PZ_OK) return st;
     }
@@ -146,7 +152,7 @@ static pz_status ring_send(ring *R, int s, int i) {
     size_t lo, hi, sl, a, b;
     seg_count(R, send_chunk(R, s), &lo, &hi, &sl);
     seg_range(lo, hi, sl, i, &a, &b);
-    return post(R->g, 1, mod(R->g->me + 1, R->D), PZ_DP_KIND_RING, (uint32_t)(s * RING_MAXSEG + i), R->buf + a,
+    return pz_dp_post(R->g, 1, mod(R->g->me + 1, R->D), PZ_DP_KIND_RING, (uint32_t)(s * RING_MAXSEG + i), R->buf + a,
                 (b - a) * sizeof(float), &R->sends[(size_t)s * RING_MAXSEG + i]);
 }
 
@@ -215,8 +221,8 @@ static pz_status ring_allreduce(pz_dp_group *g, float *buf, size_t n) {
 static pz_status exchange(pz_dp_group *g, int peer, uint32_t k, float *out, float *in, size_t n) {
     pz_request *rr = NULL, *sr = NULL;
     size_t bytes = n * sizeof(float);
-    pz_status st = post(g, 0, peer, PZ_DP_KIND_RD, k, in, bytes, &rr);
-    if (st == PZ_OK) st = post(g, 1, peer, PZ_DP_KIND_RD, k, out, bytes, &sr);
+    pz_status st = pz_dp_post(g, 0, peer, PZ_DP_KIND_RD, k, in, bytes, &rr);
+    if (st == PZ_OK) st = pz_dp_post(g, 1, peer, PZ_DP_KIND_RD, k, out, bytes, &sr);
     if (st == PZ_OK) st = wait_exact(g, rr, peer, bytes);
     if (st == PZ_OK) st = pz_transport_wait(g->t, sr, NULL);
     return st;
@@ -224,13 +230,13 @@ static pz_status exchange(pz_dp_group *g, int peer, uint32_t k, float *out, floa
 
 static pz_status send_only(pz_dp_group *g, int peer, uint32_t k, float *buf, size_t n) {
     pz_request *sr = NULL;
-    pz_status st = post(g, 1, peer, PZ_DP_KIND_RD, k, buf, n * sizeof(float), &sr);
+    pz_status st = pz_dp_post(g, 1, peer, PZ_DP_KIND_RD, k, buf, n * sizeof(float), &sr);
     return st == PZ_OK ? pz_transport_wait(g->t, sr, NULL) : st;
 }
 
 static pz_status recv_only(pz_dp_group *g, int peer, uint32_t k, float *buf, size_t n) {
     pz_request *rr = NULL;
-    pz_status st = post(g, 0, peer, PZ_DP_KIND_RD, k, buf, n * sizeof(float), &rr);
+    pz_status st = pz_dp_post(g, 0, peer, PZ_DP_KIND_RD, k, buf, n * sizeof(float), &rr);
     return st == PZ_OK ? wait_exact(g, rr, peer, n * sizeof(float)) : st;
 }
 

@@ -85,6 +85,14 @@ void pz_dp_layout_ranks(int stage, int D, int *ranks);
 /* In-place sum (mean = 1: then divided by D) of buf[0..n) over the group. */
 pz_status pz_dp_allreduce(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_algo algo);
 
+/* One message of the group's collectives: a send to or a receive from
+ * member `peer` (group index) of kind `kind` and index k (the tag's micro)
+ * in the current collective (g->seq); the request as the transport's.
+ * pz_dp_wait_recv waits for a receive and returns its length in *got. */
+pz_status pz_dp_post(pz_dp_group *g, int is_send, int peer, unsigned kind, uint32_t k, void *buf, size_t bytes,
+                     pz_request **req);
+pz_status pz_dp_wait_recv(pz_dp_group *g, pz_request *r, size_t *got);
+
 /* Grows g->scratch to at least n floats. */
 float *pz_dp_scratch(pz_dp_group *g, size_t n);
 /* The element range [*lo, *hi) of chunk j when n elements are split into

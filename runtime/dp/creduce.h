@@ -1,0 +1,93 @@
+/* creduce.h: compressed data-parallel reductions over the codec messages of
+ * compress/ (any stateless codec spec: sign, q4, nuq4:code=elias,
+ * topk:0.01, jointsq:2, ...). A library, not yet reachable from
+ * `pipezip train` (no --dp-compress flag yet).
+ *
+ * Every replica passes its gradient g (n floats) and gets back the same
+ * estimate of the group's mean, bit for bit on every member (everyone decodes
+ * the same messages and sums them in group order). Modes:
+ *
+ *  allgather (NUQSGD/QSGD, JointSQ's script, PyTorch's quantization hooks):
+ *    x = g + e_w (e_w = 0 without error feedback); send msg = C(x) to every
+ *    other member; e_w = x - dec(msg); out = (sum over members in group order
+ *    of dec(msg_i)) / D. Messages have variable length (receives are posted
+ *    with the codec's bound; the transport reports the real length).
+ *
+ *  twophase (DeepSpeed 1-bit Adam, AC-SGD): x = g + e_w, split into D chunks
+ *    (pz_dp_chunk); msg_j = C(x_j) goes to chunk j's owner (member j);
+ *    e_w[j] = x_j - dec(msg_j). The owner averages the D decoded chunks in
+ *    group order, y; z = y + e_s; sends C(z) to every member and keeps
+ *    e_s = z - dec(C(z)) (n / D floats); everyone decodes the D owners'
+ *    messages into out.
+ *
+ *  hierarchical (BinSGDM/Birder's reading, see docs): the D members form H
+ *    simulated hosts of D / H consecutive members. Each host averages its
+ *    members' gradients uncompressed (pz_dp_allreduce within the host); the
+ *    first member of every host (its leader) runs twophase with the other
+ *    leaders on the host mean; the leader then hands the result to its host
+ *    (the same all-reduce, the others adding zeros). Only the leaders' twophase
+ *    crosses hosts: about 2(H-1)/H x |C(n)| per leader instead of every
+ *    member's 2(D-1)/D.
+ *
+ * Error feedback (ef = 1) is this module's own (the codec must keep no
+ * state: ef() and friends are refused) because the worker error spans the
+ * whole vector across chunks and the owner's covers its chunk; both are
+ * saved and restored bit for bit with pz_dp_creduce_save/load. The identity
+ * sum over steps of out = sum of the true means - mean over members of e_w -
+ * the concatenated e_s holds (twophase; allgather without the e_s term).
+ *
+ * Every message carries runtime/dp/dpmsg.h's header inside the transport's
+ * frame; a message whose header, codec or shape differs from what this
+ * member expects fails the call with PZ_ERR_PEER naming the sender and the
+ * difference. After an error close the transport (group.h). */
+#ifndef PZ_DP_CREDUCE_H
+#define PZ_DP_CREDUCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compress/codec.h"
+#include "runtime/dp/group.h"
+
+typedef enum { PZ_DP_ALLGATHER = 1, PZ_DP_TWOPHASE = 2, PZ_DP_HIERARCHICAL = 3 } pz_dp_mode;
+
+typedef struct {
+    pz_dp_mode mode;
+    int ef;           /* error feedback on the workers (and owners, twophase) */
+    uint64_t seed;    /* the codecs' random streams (stochastic rounding) */
+    int hosts;        /* hierarchical: H, dividing D (0 = 1 for other modes) */
+} pz_dp_copts;
+
+typedef struct pz_dp_creduce pz_dp_creduce;
+
+/* A reduction of n-float vectors over g (kept by reference). Refuses a codec
+ * that keeps state, n < D (empty chunks), a host count that does not divide
+ * D, a mode it does not know. */
+pz_status pz_dp_creduce_create(pz_dp_creduce **out, pz_dp_group *g, const char *spec, const pz_dp_copts *o,
+                               size_t n);
+void pz_dp_creduce_free(pz_dp_creduce *c);
+/* The mean estimate of the members' grad into out (both n floats; they may
+ * be the same buffer). `step` feeds the codecs' random streams. */
+pz_status pz_dp_creduce_run(pz_dp_creduce *c, const float *grad, float *out, uint64_t step);
+
+/* Error-feedback state as one self-checking blob (malloc'ed): the mode,
+ * spec, group size, position, n, and e_w / e_s; load refuses a blob of
+ * another configuration or a damaged one before anything changes. */
+pz_status pz_dp_creduce_save(const pz_dp_creduce *c, uint8_t **blob, size_t *len);
+pz_status pz_dp_creduce_load(pz_dp_creduce *c, const uint8_t *blob, size_t len);
+
+/* The residuals (NULL, 0 when the mode keeps none): e_w (n floats) and
+ * e_s with its element range [*lo, *lo + *len). */
+const float *pz_dp_creduce_worker_error(const pz_dp_creduce *c, size_t *len);
+const float *pz_dp_creduce_server_error(const pz_dp_creduce *c, size_t *lo, size_t *len);
+
+/* Bytes this member sent so far (headers included) to each group member
+ * (D entries, index = group index); for reports and tests. */
+const uint64_t *pz_dp_creduce_sent_to(const pz_dp_creduce *c);
+
+/* Tests: called with every message this member sends (after its header),
+ * before it leaves: phase (dpmsg.h), chunk, the codec message. */
+typedef void (*pz_dp_tap)(void *user, int phase, int chunk, const uint8_t *msg, size_t len);
+void pz_dp_creduce_set_tap(pz_dp_creduce *c, pz_dp_tap fn, void *user);
+
+#endif

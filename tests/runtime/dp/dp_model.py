@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""dp_model.py TEST_DP_COMPRESS: the compressed data-parallel reductions
+(runtime/dp/creduce.c) against an independent NumPy model.
+
+Runs TEST_DP_COMPRESS into a temporary folder (it forks the ranks, checks
+save/load, refusals and bytes in C, and writes every rank's gradients,
+outputs, decoded messages and residuals as .npy), then for every
+configuration replays the algorithm in NumPy from the gradients:
+
+  allgather     x_i = g_i + e_i; e_i = x_i - q_i; out = (sum_i q_i) / D
+  twophase      x_i = g_i + e_i split into D chunks; e_i = x_i - q_i;
+                owner j: z = (sum_i q_ij) / D + s_j; s_j = z - qs_j; out_j = qs_j
+  hierarchical  host means (uncompressed), then twophase over the hosts'
+                leaders; every member gets the leaders' result
+
+where q are the real codec messages as a separate codec object decoded them
+(the tap in test_dp_compress.c). For fp16 and sign (deterministic codecs)
+the model also encodes x (resp. z) itself and requires the same decoded
+values, so it checks what went into each message, not only what came out.
+Outputs and residuals must equal the model's bit for bit (the same float32
+operations in the same order); the error-feedback identity
+sum_t out_t = sum_t mean_i g_i,t - mean_i e_i - s  must hold over the 50
+steps in float64 to 1e-4.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+F32 = np.float32
+failures = []
+
+
+def fail(cfg, msg):
+    failures.append(f"{cfg}: {msg}")
+    print(f"FAIL {cfg}: {msg}")
+
+
+def chunk(n, parts, j):
+    q, r = divmod(n, parts)
+    lo = j * q + min(j, r)
+    return lo, lo + q + (1 if j < r else 0)
+
+
+def codec_model(spec, x):
+    """The decoded message of the deterministic codecs, or None."""
+    if spec == "fp16":
+        return x.astype(np.float16).astype(F32)
+    if spec == "sign":  # sign:scaled, one group (a 1-D tensor is one row): mean |x|
+        s = F32(np.abs(x.astype(np.float64)).sum() / x.size)
+        return np.where(x >= 0, s, -s).astype(F32)
+    return None
+
+
+def check_message(cfg, spec, x, q, what):
+    """q must be the codec's output for x: equal to the model's for the
+    deterministic codecs, and closer to x than zero for all."""
+    want = codec_model(spec, x)
+    if want is not None:
+        rtol = 0 if spec == "fp16" else 1e-6
+        if not np.allclose(q, want, rtol=rtol, atol=0):
+            fail(cfg, f"{what}: message is not {spec}(x): max diff {np.abs(q - want).max():g}")
+            return False
+    if np.linalg.norm(x - q) > np.linalg.norm(x) * (1 + 1e-6):
+        fail(cfg, f"{what}: decoded message farther from x than zero")
+        return False
+    return True
+
+
+def same(cfg, what, got, want):
+    if got.shape != want.shape or not np.array_equal(got, want):
+        d = np.abs(got.astype(np.float64) - want).max() if got.shape == want.shape else "shape"
+        fail(cfg, f"{what} differs from the model (max diff {d})")
+        return False
+    return True
+
+
+def twophase(cfg, spec, gs, q1, q2, D, n, steps):
+    """gs, q1: per member (steps, n); q2: per member (steps, m_j)."""
+    ew = [np.zeros(n, F32) for _ in range(D)]
+    es = [np.zeros(chunk(n, D, j)[1] - chunk(n, D, j)[0], F32) for j in range(D)]
+    out = np.zeros((steps, n), F32)
+    for t in range(steps):
+        xs = [gs[i][t] + ew[i] for i in range(D)]
+        for i in range(D):
+            for j in range(D):
+                lo, hi = chunk(n, D, j)
+                if not check_message(cfg, spec, xs[i][lo:hi], q1[i][t][lo:hi], f"step {t} member {i} chunk {j}"):
+                    return None
+            ew[i] = xs[i] - q1[i][t]
+        for j in range(D):
+            lo, hi = chunk(n, D, j)
+            acc = np.zeros(hi - lo, F32)
+            for i in range(D):
+                acc = acc + q1[i][t][lo:hi]
+            z = acc / F32(D) + es[j]
+            if not check_message(cfg, spec, z, q2[j][t], f"step {t} owner {j}"):
+                return None
+            es[j] = z - q2[j][t]
+            out[t, lo:hi] = q2[j][t]
+    return out, ew, np.concatenate(es)
+
+
+def allgather(cfg, spec, gs, q1, D, n, steps):
+    ew = [np.zeros(n, F32) for _ in range(D)]
+    out = np.zeros((steps, n), F32)
+    for t in range(steps):
+        acc = np.zeros(n, F32)
+        for i in range(D):
+            x = gs[i][t] + ew[i]
+            if not check_message(cfg, spec, x, q1[i][t], f"step {t} member {i}"):
+                return None
+            ew[i] = x - q1[i][t]
+            acc = acc + q1[i][t]
+        out[t] = acc / F32(D)
+    return out, ew, None
+
+
+def identity(cfg, out, inputs, ew, es):
+    """sum of applied updates = sum of true means - residuals (float64)"""
+    lhs = out.astype(np.float64).sum(axis=0)
+    rhs = np.mean([g.astype(np.float64) for g in inputs], axis=0).sum(axis=0)
+    rhs -= np.mean([e.astype(np.float64) for e in ew], axis=0)
+    if es is not None:
+        rhs -= es.astype(np.float64)
+    err = np.abs(lhs - rhs).max()
+    if err > 1e-4 * (1 + np.abs(lhs).max()):
+        fail(cfg, f"error-feedback identity off by {err:g}")
+
+
+def check_config(root, cfg):
+    d = os.path.join(root, cfg)
+    with open(os.path.join(d, "meta.txt")) as f:
+        mode, D, H, n, steps, spec = f.read().split()
+    D, H, n, steps = int(D), int(H), int(n), int(steps)
+
+    def load(r, what):
+        return np.load(os.path.join(d, f"r{r}_{what}.npy"))
+
+    gs = [load(r, "g") for r in range(D)]
+    outs = [load(r, "out") for r in range(D)]
+    if mode == "hierarchical":
+        L = D // H
+        leaders = [h * L for h in range(H)]
+        # host means: the members' sum (L = 2: one commutative add), then / L
+        inputs = []
+        for h in range(H):
+            acc = gs[h * L].copy()
+            for i in range(h * L + 1, (h + 1) * L):
+                acc = acc + gs[i]
+            inputs.append(acc / F32(L))
+        res = twophase(cfg, spec, inputs, [load(r, "q1") for r in leaders], [load(r, "q2") for r in leaders], H, n,
+                       steps)
+        ew_dump = [load(r, "ew") for r in leaders]
+        es_dump = np.concatenate([load(r, "es") for r in leaders])
+    elif mode == "twophase":
+        inputs = gs
+        res = twophase(cfg, spec, gs, [load(r, "q1") for r in range(D)], [load(r, "q2") for r in range(D)], D, n,
+                       steps)
+        ew_dump = [load(r, "ew") for r in range(D)]
+        es_dump = np.concatenate([load(r, "es") for r in range(D)])
+    else:
+        inputs = gs
+        res = allgather(cfg, spec, gs, [load(r, "q1") for r in range(D)], D, n, steps)
+        ew_dump = [load(r, "ew") for r in range(D)]
+        es_dump = None
+    if res is None:
+        return
+    out, ew, es = res
+    ok = all(same(cfg, f"rank {r}'s outputs", outs[r], out) for r in range(D))
+    ok &= all(same(cfg, f"worker residual {i}", ew_dump[i], ew[i]) for i in range(len(ew)))
+    if es is not None:
+        ok &= same(cfg, "owner residuals", es_dump, es)
+    identity(cfg, out, inputs, ew, es)
+    if mode == "hierarchical":
+        # and against the members' own gradients: the host means are exact up to rounding
+        identity(cfg + " (members' gradients)", out, gs, ew, es)
+    print(f"{'ok' if ok else 'FAIL'} - model {cfg}: {mode} D={D} H={H} {spec}, {steps} steps")
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="dp_model_") as root:
+        r = subprocess.run([sys.argv[1], root], timeout=110)
+        if r.returncode != 0:
+            print(f"FAIL: {sys.argv[1]} exited {r.returncode}")
+            return 1
+        cfgs = sorted(c for c in os.listdir(root) if os.path.isdir(os.path.join(root, c)))
+        if not cfgs:
+            print("FAIL: no configuration written")
+            return 1
+        for cfg in cfgs:
+            check_config(root, cfg)
+    print(f"dp_model: {len(cfgs)} configurations, {len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,312 @@
+/* test_dp_compress.c: the compressed data-parallel reductions
+ * (runtime/dp/creduce.c) between forked ranks, with what an independent
+ * NumPy model needs (tests/runtime/dp/dp_model.py runs this and checks).
+ *
+ *   test_dp_compress OUTDIR
+ *
+ * For each configuration (mode, D, hosts, codec spec) every rank runs 50
+ * steps on fixed pseudo-random gradients and writes to OUTDIR/<config>/:
+ *   meta.txt                      mode D H n steps spec
+ *   r<rank>_g.npy   (steps, n)    its gradients
+ *   r<rank>_out.npy (steps, n)    what the reduction returned
+ *   r<rank>_q1.npy  (steps, n)    its all-gather / to-owner messages, decoded
+ *                                 by a separate codec object (tap)
+ *   r<rank>_q2.npy  (steps, m)    its from-owner messages, decoded (twophase)
+ *   r<rank>_ew.npy, r<rank>_es.npy  the residuals after the last step
+ * (hierarchical: only the hosts' leaders send compressed messages; their q
+ * files hold the leader reduction's messages.)
+ * Checked here, in C: the error-feedback state saved after step 25 and
+ * loaded into a fresh object gives the same outputs and residuals bit for
+ * bit for the remaining steps; blobs of another configuration or damaged
+ * ones are refused; stateful codecs, hosts not dividing D and vectors
+ * shorter than D are refused; a replica with another vector length makes the
+ * others fail with an error; hierarchical (2 hosts x 2) sends at most half
+ * of twophase's bytes between hosts at the same codec. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/mem.h"
+#include "compress/npy.h"
+#include "runtime/dp/creduce.h"
+#include "runtime/dp/dpmsg.h"
+#include "tests/check.h"
+#include "tests/runtime/dp/dp_fork.h"
+
+#define OK(expr)                                                                         \
+    do {                                                                                 \
+        pz_status s_ = (expr);                                                           \
+        CHECK(s_ == PZ_OK, "%s -> %s: %s", #expr, pz_status_name(s_), pz_last_error()); \
+    } while (0)
+
+#define N 1001
+#define STEPS 50
+#define SAVE_AT 25
+
+typedef struct {
+    const char *name;
+    pz_dp_mode mode;
+    int D, H;
+    const char *spec;
+} config;
+
+static const config configs[] = {
+    {"twophase-fp16-d2", PZ_DP_TWOPHASE, 2, 0, "fp16"},
+    {"twophase-fp16-d3", PZ_DP_TWOPHASE, 3, 0, "fp16"},
+    {"twophase-sign-d3", PZ_DP_TWOPHASE, 3, 0, "sign"},
+    {"twophase-q4-d3", PZ_DP_TWOPHASE, 3, 0, "q4"},
+    {"twophase-topk-d2", PZ_DP_TWOPHASE, 2, 0, "topk:0.01"},
+    {"twophase-jointsq-d3", PZ_DP_TWOPHASE, 3, 0, "jointsq:2"},
+    {"allgather-fp16-d2", PZ_DP_ALLGATHER, 2, 0, "fp16"},
+    {"allgather-sign-d3", PZ_DP_ALLGATHER, 3, 0, "sign"},
+    {"allgather-nuq4-d3", PZ_DP_ALLGATHER, 3, 0, "nuq4:code=elias"},
+    {"allgather-jointsq-d2", PZ_DP_ALLGATHER, 2, 0, "jointsq:2"},
+    {"hierarchical-sign-d4h2", PZ_DP_HIERARCHICAL, 4, 2, "sign"},
+    {"hierarchical-fp16-d4h2", PZ_DP_HIERARCHICAL, 4, 2, "fp16"},
+};
+
+static const char *g_out;
+
+static uint64_t mix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* a gradient: uniform in [-1, 1) plus a per-replica bias and a slow drift */
+static void gradient(float *g, int rank, int step) {
+    for (size_t i = 0; i < N; i++) {
+        double u = (double)(mix(((uint64_t)rank << 48) ^ ((uint64_t)step << 24) ^ i) >> 11) * 0x1p-53;
+        g[i] = (float)(2 * u - 1 + 0.1 * rank - 0.05 * ((i % 7) == 0) + 0.01 * step / STEPS);
+    }
+}
+
+/* the tap: decodes this rank's messages with a codec object of its own */
+typedef struct {
+    pz_codec *dec;
+    int D;        /* the size of the group whose chunks these are */
+    float *q1, *q2;
+    int step;
+    size_t m;     /* from-owner chunk length */
+} tap_ctx;
+
+static void tap(void *user, int phase, int chunk, const uint8_t *msg, size_t len) {
+    tap_ctx *tc = user;
+    size_t lo = 0, hi = N;
+    if (phase == PZ_DPMSG_TO_OWNER) pz_dp_chunk(N, tc->D, chunk, &lo, &hi);
+    float *dst = phase == PZ_DPMSG_FROM_OWNER ? tc->q2 + (size_t)tc->step * tc->m
+                                              : tc->q1 + (size_t)tc->step * N + lo;
+    size_t cap = phase == PZ_DPMSG_FROM_OWNER ? tc->m : hi - lo;
+    pz_codec_ctx ctx = {0};
+    pz_shape s;
+    OK(pz_codec_decode(tc->dec, msg, len, &ctx, dst, cap, &s));
+}
+
+static void write_npy(const char *dir, int rank, const char *what, int rows, size_t cols, const float *v) {
+    char path[640];
+    snprintf(path, sizeof path, "%s/r%d_%s.npy", dir, rank, what);
+    pz_shape s = rows ? (pz_shape){2, {rows, (int64_t)cols}} : (pz_shape){1, {(int64_t)cols}};
+    OK(pz_npy_write(path, &s, v));
+}
+
+static void check_refusals(pz_dp_group *g, pz_dp_creduce *a, const config *cf, const uint8_t *blob, size_t len) {
+    pz_dp_copts o = {cf->mode, 1, 7, cf->H};
+    pz_dp_creduce *other = NULL;
+    /* another codec */
+    OK(pz_dp_creduce_create(&other, g, strcmp(cf->spec, "fp16") ? "fp16" : "sign", &o, N));
+    CHECK_STATUS(pz_dp_creduce_load(other, blob, len), PZ_ERR_FORMAT, "another codec");
+    pz_dp_creduce_free(other);
+    /* another length */
+    OK(pz_dp_creduce_create(&other, g, cf->spec, &o, N + 1));
+    CHECK_STATUS(pz_dp_creduce_load(other, blob, len), PZ_ERR_FORMAT, "vector length");
+    pz_dp_creduce_free(other);
+    /* damaged: one flipped bit anywhere is caught by the CRC */
+    uint8_t *bad = xmalloc(len);
+    memcpy(bad, blob, len);
+    bad[len / 2] ^= 4;
+    CHECK_STATUS(pz_dp_creduce_load(a, bad, len), PZ_ERR_FORMAT, "CRC");
+    CHECK_STATUS(pz_dp_creduce_load(a, bad, len - 1), PZ_ERR_FORMAT, NULL);
+    free(bad);
+}
+
+static int child(int rank, int world, int port, void *arg) {
+    const config *cf = arg;
+    static char tagbuf[32];
+    snprintf(tagbuf, sizeof tagbuf, "[%s rank %d] ", cf->name, rank);
+    check_tag = tagbuf;
+    check_fatal = 1;
+    pz_transport *t = NULL;
+    OK(dp_transport(&t, rank, world, port, 20.0));
+    int ranks[PZ_DP_MAX];
+    pz_dp_layout_ranks(0, cf->D, ranks);
+    pz_dp_group g = {0};
+    OK(pz_dp_group_init(&g, t, rank, ranks, cf->D));
+    pz_dp_copts o = {cf->mode, 1, 7, cf->H};
+    pz_dp_creduce *a = NULL, *b = NULL;
+    OK(pz_dp_creduce_create(&a, &g, cf->spec, &o, N));
+    int inner_D = cf->mode == PZ_DP_HIERARCHICAL ? cf->H : cf->D;
+    int sends = cf->mode != PZ_DP_HIERARCHICAL || rank % (cf->D / cf->H) == 0;
+    int inner_me = cf->mode == PZ_DP_HIERARCHICAL ? rank / (cf->D / cf->H) : rank;
+    size_t lo, hi;
+    pz_dp_chunk(N, inner_D, inner_me, &lo, &hi);
+    tap_ctx tc = {NULL, inner_D, xcalloc((size_t)STEPS * N, 4), xcalloc((size_t)STEPS * (hi - lo), 4), 0, hi - lo};
+    OK(pz_codec_create_for(cf->spec, PZ_USE_GRADIENT, &tc.dec));
+    pz_dp_creduce_set_tap(a, tap, &tc);
+    float *gs = xmalloc((size_t)STEPS * N * 4), *outs = xmalloc((size_t)STEPS * N * 4), *ob = xmalloc(N * 4);
+    uint8_t *blob = NULL;
+    size_t blen = 0;
+    for (int s = 0; s < STEPS; s++) {
+        float *gr = gs + (size_t)s * N, *out = outs + (size_t)s * N;
+        gradient(gr, rank, s);
+        tc.step = s;
+        OK(pz_dp_creduce_run(a, gr, out, (uint64_t)s));
+        if (s + 1 == SAVE_AT) {
+            OK(pz_dp_creduce_save(a, &blob, &blen));
+            OK(pz_dp_creduce_create(&b, &g, cf->spec, &o, N));
+            OK(pz_dp_creduce_load(b, blob, blen));
+            check_refusals(&g, a, cf, blob, blen);
+        } else if (b) {
+            /* the restored object, in lockstep: the same bits */
+            OK(pz_dp_creduce_run(b, gr, ob, (uint64_t)s));
+            CHECK(memcmp(ob, out, N * 4) == 0, "step %d: the restored state gives other outputs", s);
+        }
+    }
+    size_t nw, ns, slo, nw2, ns2, slo2;
+    const float *ew = pz_dp_creduce_worker_error(a, &nw), *es = pz_dp_creduce_server_error(a, &slo, &ns);
+    const float *ew2 = pz_dp_creduce_worker_error(b, &nw2), *es2 = pz_dp_creduce_server_error(b, &slo2, &ns2);
+    CHECK(nw == nw2 && ns == ns2 && (!nw || memcmp(ew, ew2, nw * 4) == 0) && (!ns || memcmp(es, es2, ns * 4) == 0),
+          "the restored object's residuals differ");
+    size_t want_ns = sends && cf->mode != PZ_DP_ALLGATHER ? hi - lo : 0;
+    CHECK(nw == (sends ? (size_t)N : 0) && ns == want_ns && (!ns || slo == lo),
+          "residual sizes %zu, %zu at %zu", nw, ns, slo);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", g_out, cf->name);
+    write_npy(dir, rank, "g", STEPS, N, gs);
+    write_npy(dir, rank, "out", STEPS, N, outs);
+    if (sends) {
+        write_npy(dir, rank, "q1", STEPS, N, tc.q1);
+        if (cf->mode != PZ_DP_ALLGATHER) write_npy(dir, rank, "q2", STEPS, hi - lo, tc.q2);
+        write_npy(dir, rank, "ew", 0, nw, ew);
+        if (ns) write_npy(dir, rank, "es", 0, ns, es);
+    }
+    free(blob);
+    free(gs);
+    free(outs);
+    free(ob);
+    free(tc.q1);
+    free(tc.q2);
+    pz_codec_free(tc.dec);
+    pz_dp_creduce_free(a);
+    pz_dp_creduce_free(b);
+    pz_dp_group_free(&g);
+    pz_transport_close(t, 0);
+    return check_summary(cf->name);
+}
+
+/* hierarchical (2 hosts x 2) against twophase over the same 4 ranks and
+ * codec: bytes that leave a host, summed over ranks and steps */
+static int child_bytes(int rank, int world, int port, void *arg) {
+    const char *spec = arg;
+    static char tagbuf[32];
+    snprintf(tagbuf, sizeof tagbuf, "[bytes rank %d] ", rank);
+    check_tag = tagbuf;
+    check_fatal = 1;
+    pz_transport *t = NULL;
+    OK(dp_transport(&t, rank, world, port, 20.0));
+    int ranks[4] = {0, 1, 2, 3};
+    pz_dp_group g = {0};
+    OK(pz_dp_group_init(&g, t, rank, ranks, 4));
+    pz_dp_copts flat = {PZ_DP_TWOPHASE, 1, 7, 0}, hier = {PZ_DP_HIERARCHICAL, 1, 7, 2};
+    pz_dp_creduce *f = NULL, *h = NULL;
+    OK(pz_dp_creduce_create(&f, &g, spec, &flat, N));
+    OK(pz_dp_creduce_create(&h, &g, spec, &hier, N));
+    float *gr = xmalloc(N * 4), *out = xmalloc(N * 4);
+    for (int s = 0; s < 5; s++) {
+        gradient(gr, rank, s);
+        OK(pz_dp_creduce_run(f, gr, out, (uint64_t)s));
+        OK(pz_dp_creduce_run(h, gr, out, (uint64_t)s));
+    }
+    double v[2] = {0, 0};
+    for (int j = 0; j < 4; j++)
+        if (j / 2 != rank / 2) v[0] += (double)pz_dp_creduce_sent_to(f)[j], v[1] += (double)pz_dp_creduce_sent_to(h)[j];
+    OK(pz_transport_allreduce_sum_f64(t, v, 2));
+    if (rank == 0) printf("inter-host bytes over 5 steps (%s): twophase %.0f, hierarchical %.0f (%.2fx)\n", spec, v[0],
+                          v[1], v[1] / v[0]);
+    CHECK(v[1] > 0 && v[1] <= 0.5 * v[0], "hierarchical sends %.0f bytes between hosts, twophase %.0f", v[1], v[0]);
+    free(gr);
+    free(out);
+    pz_dp_creduce_free(f);
+    pz_dp_creduce_free(h);
+    pz_dp_group_free(&g);
+    pz_transport_close(t, 0);
+    return check_summary("dp-bytes");
+}
+
+/* argument errors, and a replica with another vector length */
+static int child_errors(int rank, int world, int port, void *arg) {
+    (void)arg;
+    static char tagbuf[32];
+    snprintf(tagbuf, sizeof tagbuf, "[errors rank %d] ", rank);
+    check_tag = tagbuf;
+    check_fatal = 1;
+    pz_transport *t = NULL;
+    OK(dp_transport(&t, rank, world, port, 3.0));
+    int ranks[2] = {0, 1};
+    pz_dp_group g = {0};
+    OK(pz_dp_group_init(&g, t, rank, ranks, 2));
+    pz_dp_copts o = {PZ_DP_TWOPHASE, 1, 7, 0}, h3 = {PZ_DP_HIERARCHICAL, 1, 7, 3}, bad = {(pz_dp_mode)9, 1, 7, 0};
+    pz_dp_creduce *c = NULL;
+    CHECK_STATUS(pz_dp_creduce_create(&c, &g, "ef(sign)", &o, N), PZ_ERR_ARG, "keeps state");
+    CHECK_STATUS(pz_dp_creduce_create(&c, &g, "sign", &h3, N), PZ_ERR_ARG, "do not divide");
+    CHECK_STATUS(pz_dp_creduce_create(&c, &g, "sign", &bad, N), PZ_ERR_ARG, "unknown mode");
+    CHECK_STATUS(pz_dp_creduce_create(&c, &g, "sign", &o, 1), PZ_ERR_ARG, "at least one per replica");
+    CHECK_STATUS(pz_dp_creduce_create(&c, &g, "nosuchcodec", &o, N), PZ_ERR_ARG, NULL);
+    size_t n = N + (size_t)rank * 10;
+    OK(pz_dp_creduce_create(&c, &g, "q4", &o, n));
+    float *x = xcalloc(n, 4);
+    pz_status st = pz_dp_creduce_run(c, x, x, 0);
+    CHECK(st == PZ_ERR_PEER, "another vector length: %s %s", pz_status_name(st), pz_last_error());
+    fprintf(stderr, "[rank %d] expected error: %s\n", rank, pz_last_error());
+    free(x);
+    pz_dp_creduce_free(c);
+    pz_dp_group_free(&g);
+    pz_transport_close(t, 1);
+    return check_summary("dp-errors");
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_dp_compress OUTDIR\n");
+        return 2;
+    }
+    g_out = argv[1];
+    int ok = 1;
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+        const config *cf = &configs[i];
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/%s", g_out, cf->name);
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+            perror(dir);
+            return 1;
+        }
+        snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/meta.txt");
+        FILE *f = fopen(dir, "w");
+        if (!f) {
+            perror(dir);
+            return 1;
+        }
+        fprintf(f, "%s %d %d %d %d %s\n",
+                cf->mode == PZ_DP_TWOPHASE ? "twophase" : cf->mode == PZ_DP_ALLGATHER ? "allgather" : "hierarchical",
+                cf->D, cf->H ? cf->H : 1, N, STEPS, cf->spec);
+        fclose(f);
+        ok &= dp_fork_run(cf->name, cf->D, 60, child, (void *)cf);
+    }
+    ok &= dp_fork_run("hierarchical vs twophase bytes between hosts", 4, 60, child_bytes, "sign");
+    ok &= dp_fork_run("hierarchical vs twophase bytes between hosts", 4, 60, child_bytes, "q4");
+    ok &= dp_fork_run("errors", 2, 30, child_errors, NULL);
+    printf("test_dp_compress: %s\n", ok ? "ok" : "FAILED");
+    return ok ? 0 : 1;
+}
