@@ -25,8 +25,9 @@ pkgs+=(python3.11-doc fortunes)
 # the fine-tuning example and the sweep's table and plots (examples/)
 pkgs+=(python3 python3-matplotlib)
 if [ "$want_tests" = 1 ]; then
-  # PyTorch reference checks; clang's sanitizer/fuzzer runtimes; mpirun (launch tests)
-  pkgs+=(python3-torch python3-numpy clang libclang-rt-14-dev openmpi-bin)
+  # PyTorch reference checks; clang's sanitizer/fuzzer runtimes; mpirun (launch tests); MPI's headers
+  # (bench/bench_allreduce against MPI_Allreduce, built only when meson finds MPI)
+  pkgs+=(python3-torch python3-numpy clang libclang-rt-14-dev openmpi-bin libopenmpi-dev)
   # pip, for HF tokenizers below
   pkgs+=(python3-pip)
 fi

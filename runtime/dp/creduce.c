@@ -223,7 +223,7 @@ static pz_status wait_sends(pz_dp_creduce *c, int count) {
     pz_status st = PZ_OK;
     for (int i = 0; i < count; i++)
         if (c->sreq[i] && st == PZ_OK) {
-            st = pz_transport_wait(c->g->t, c->sreq[i], NULL);
+            st = pz_dp_wait(c->g, c->sreq[i], NULL);
             c->sreq[i] = NULL;
         }
     return st;

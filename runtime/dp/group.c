@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/mem.h"
 
 /* ring segments per chunk at most: the micro field (16 bits) holds
@@ -75,9 +76,22 @@ pz_status pz_dp_post(pz_dp_group *g, int is_send, int peer, unsigned kind, uint3
     return pz_transport_recv(g->t, g->ranks[peer], tag, buf, bytes, what, req);
 }
 
+
+pz_status pz_dp_wait(pz_dp_group *g, pz_request *r, size_t *len) {
+    if (g->spin_s > 0) {
+        double until = pz_now() + g->spin_s;
+        do {
+            int done = 0;
+            pz_status st = pz_transport_test(g->t, r, &done, len);
+            if (st != PZ_OK || done) return st;   /* r is freed either way */
+        } while (pz_now() < until);
+    }
+    return pz_transport_wait(g->t, r, len);
+}
+
 pz_status pz_dp_wait_recv(pz_dp_group *g, pz_request *r, size_t *got) {
     *got = 0;
-    pz_status st = pz_transport_wait(g->t, r, got);
+    pz_status st = pz_dp_wait(g, r, got);
     if (st == PZ_OK) g->bytes_recv += *got;
     return st;
 }
@@ -160,7 +174,7 @@ static pz_status wait_sends(ring *R, int s) {
     pz_status st = PZ_OK;
     for (int i = 0; i < RING_MAXSEG; i++) {
         pz_request **r = &R->sends[(size_t)s * RING_MAXSEG + i];
-        if (*r && st == PZ_OK) st = pz_transport_wait(R->g->t, *r, NULL);
+        if (*r && st == PZ_OK) st = pz_dp_wait(R->g, *r, NULL);
         if (st == PZ_OK) *r = NULL;
     }
     return st;
@@ -224,14 +238,14 @@ static pz_status exchange(pz_dp_group *g, int peer, uint32_t k, float *out, floa
     pz_status st = pz_dp_post(g, 0, peer, PZ_DP_KIND_RD, k, in, bytes, &rr);
     if (st == PZ_OK) st = pz_dp_post(g, 1, peer, PZ_DP_KIND_RD, k, out, bytes, &sr);
     if (st == PZ_OK) st = wait_exact(g, rr, peer, bytes);
-    if (st == PZ_OK) st = pz_transport_wait(g->t, sr, NULL);
+    if (st == PZ_OK) st = pz_dp_wait(g, sr, NULL);
     return st;
 }
 
 static pz_status send_only(pz_dp_group *g, int peer, uint32_t k, float *buf, size_t n) {
     pz_request *sr = NULL;
     pz_status st = pz_dp_post(g, 1, peer, PZ_DP_KIND_RD, k, buf, n * sizeof(float), &sr);
-    return st == PZ_OK ? pz_transport_wait(g->t, sr, NULL) : st;
+    return st == PZ_OK ? pz_dp_wait(g, sr, NULL) : st;
 }
 
 static pz_status recv_only(pz_dp_group *g, int peer, uint32_t k, float *buf, size_t n) {

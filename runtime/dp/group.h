@@ -64,6 +64,11 @@ typedef struct {
     uint32_t seq;         /* collectives called so far (the tags' step) */
     size_t small_bytes;   /* PZ_DP_AUTO: recursive doubling up to this size */
     size_t seg_bytes;     /* ring segment size */
+    double spin_s;        /* each wait first polls this long without yielding
+                           * the core (as MPI libraries do), then waits as the
+                           * transport does (it spins 200 us, then yields and
+                           * sleeps, so ranks that share cores let each other
+                           * run); 0 = the transport's wait only */
     float *scratch;       /* receive space (grown on demand) */
     size_t scratch_n;
     uint64_t bytes_sent, bytes_recv;  /* payload bytes, for reports and tests */
@@ -84,6 +89,9 @@ void pz_dp_layout_ranks(int stage, int D, int *ranks);
 
 /* In-place sum (mean = 1: then divided by D) of buf[0..n) over the group. */
 pz_status pz_dp_allreduce(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_algo algo);
+
+/* Waits for r as the group's spin_s says (the transport's wait; r freed). */
+pz_status pz_dp_wait(pz_dp_group *g, pz_request *r, size_t *len);
 
 /* One message of the group's collectives: a send to or a receive from
  * member `peer` (group index) of kind `kind` and index k (the tag's micro)

@@ -117,6 +117,11 @@ static int child(int rank, int world, int port, void *arg) {
     check_sums(&g, 1234567, PZ_DP_RING, round++, 0);
     check_sums(&g, 40000, PZ_DP_RING, round++, 1);
     g.seg_bytes = PZ_DP_SEG_BYTES;
+    /* waits that poll before they wait */
+    g.spin_s = 1e-3;
+    check_sums(&g, 70000, PZ_DP_RING, round++, 0);
+    check_sums(&g, 700, PZ_DP_RDOUBLING, round++, 1);
+    g.spin_s = 0;
     check_identical(&g, t, 100003, PZ_DP_RING);
     check_identical(&g, t, 5001, PZ_DP_RDOUBLING);
     CHECK(g.seq == (uint32_t)round + 2, "collective count %u", g.seq);

@@ -1,0 +1,185 @@
+/* bench_allreduce.c: bus bandwidth of the data-parallel all-reduce
+ * (runtime/dp/group.c, over pipezip's transport) against Open MPI's
+ * MPI_Allreduce, on the same processes, buffers and sizes, in the same run.
+ * A printout, not an assertion.
+ *
+ *   mpirun --allow-run-as-root -np 2 bench_allreduce [--runs N] [--algo auto|ring|rd]
+ *          [--seg BYTES] [--small BYTES] [--spin SECONDS] [--min BYTES] [--max BYTES]
+ *
+ * For every size (x4 from --min 4 KiB to --max 64 MiB) and run, each side
+ * does a timed batch of all-reduces (enough for ~50 ms, at least 3) after a
+ * warm-up, the two alternating run by run so that both see the same load;
+ * a batch's time is the slowest rank's (MPI_MAX). Reported: medians over the
+ * runs of busbw = size x 2(D-1)/D / time (the OSU and nccl-tests
+ * convention), and ours / MPI. Each size's result is also compared with
+ * MPI's (bit for bit at D = 2, where both add the same two numbers).
+ * Rank 0 picks the transport's port and broadcasts it with MPI. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "base/clock.h"
+#include "base/mem.h"
+#include "runtime/dp/group.h"
+#include "runtime/launcher.h"
+
+#define MAX_RUNS 64
+
+static int g_rank;
+
+static void die_on(pz_status st) {
+    if (st == PZ_OK) return;
+    fprintf(stderr, "rank %d: %s\n", g_rank, pz_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static float *big_alloc(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 2u << 20, n * sizeof(float) + 64) != 0) { perror("posix_memalign"); exit(1); }
+    madvise(p, n * sizeof(float) + 64, MADV_HUGEPAGE);
+    memset(p, 0, n * sizeof(float) + 64);
+    return p;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void fill(float *x, size_t n, int rank, int it) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)((i * 7 + (size_t)rank * 13 + (size_t)it) % 1000) * 0.001f - 0.5f;
+}
+
+/* seconds per all-reduce over `iters` calls, the slowest rank's */
+static double time_batch(int ours, pz_dp_group *g, float *x, size_t n, int iters, pz_dp_algo algo) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = pz_now();
+    for (int i = 0; i < iters; i++) {
+        if (ours) die_on(pz_dp_allreduce(g, x, n, 0, algo));
+        else MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
+    double dt = (pz_now() - t0) / iters, mx;
+    MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return mx;
+}
+
+static size_t parse_size(const char *s) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*end == 'K' || *end == 'k') v *= 1024;
+    else if (*end == 'M' || *end == 'm') v *= 1024 * 1024;
+    return v > 0 ? (size_t)v : 0;
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    int runs = 7;
+    pz_dp_algo algo = PZ_DP_AUTO;
+    double spin = 0;
+    size_t seg = PZ_DP_SEG_BYTES, small = PZ_DP_SMALL_BYTES, lo = 4 << 10, hi = 64 << 20;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--runs") && v) runs = atoi(argv[++i]);
+        else if (!strcmp(a, "--algo") && v) {
+            algo = !strcmp(v, "ring") ? PZ_DP_RING : !strcmp(v, "rd") ? PZ_DP_RDOUBLING : PZ_DP_AUTO;
+            if (algo == PZ_DP_AUTO && strcmp(v, "auto")) { fprintf(stderr, "--algo auto|ring|rd\n"); return 2; }
+            i++;
+        } else if (!strcmp(a, "--seg") && v) seg = parse_size(argv[++i]);
+        else if (!strcmp(a, "--small") && v) small = parse_size(argv[++i]);
+        else if (!strcmp(a, "--spin") && v) spin = atof(argv[++i]);
+        else if (!strcmp(a, "--min") && v) lo = parse_size(argv[++i]);
+        else if (!strcmp(a, "--max") && v) hi = parse_size(argv[++i]);
+        else {
+            if (g_rank == 0) fprintf(stderr, "bench_allreduce: unknown or incomplete option %s\n", a);
+            MPI_Finalize();
+            return 2;
+        }
+    }
+    if (runs < 1 || runs > MAX_RUNS || seg < 4 || lo < 4 || hi < lo || world > PZ_DP_MAX) {
+        if (g_rank == 0) fprintf(stderr, "bench_allreduce: bad option values (runs 1..%d, sizes >= 4 bytes)\n", MAX_RUNS);
+        MPI_Finalize();
+        return 2;
+    }
+    int port = g_rank == 0 ? pz_pick_port() : 0;
+    MPI_Bcast(&port, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (port < 0) { fprintf(stderr, "no free port\n"); MPI_Abort(MPI_COMM_WORLD, 1); }
+    /* a job secret of rank 0's, handed to the others over MPI */
+    uint8_t secret[32] = {0};
+    if (g_rank == 0) {
+        FILE *f = fopen("/dev/urandom", "rb");
+        if (!f || fread(secret, 1, sizeof secret, f) != sizeof secret) { perror("/dev/urandom"); MPI_Abort(MPI_COMM_WORLD, 1); }
+        fclose(f);
+    }
+    MPI_Bcast(secret, (int)sizeof secret, MPI_BYTE, 0, MPI_COMM_WORLD);
+    pz_transport_opts o = {g_rank, world, "127.0.0.1", port, 60.0, 60.0, 0, secret, sizeof secret};
+    pz_transport *t = NULL;
+    die_on(pz_transport_init(&t, &o));
+    int *ranks = xmalloc((size_t)world * sizeof *ranks);
+    for (int r = 0; r < world; r++) ranks[r] = r;
+    pz_dp_group g = {0};
+    die_on(pz_dp_group_init(&g, t, g_rank, ranks, world));
+    g.seg_bytes = seg;
+    g.small_bytes = small;
+    g.spin_s = spin;
+    size_t maxn = hi / sizeof(float);
+    float *x = big_alloc(maxn), *y = big_alloc(maxn);
+    if (g_rank == 0) {
+        printf("bench_allreduce: D = %d ranks, %d runs per size (medians), algo %s, segments %zu B, recursive doubling up to %zu B, spin %g s\n",
+               world, runs, algo == PZ_DP_RING ? "ring" : algo == PZ_DP_RDOUBLING ? "rd" : "auto", seg, small, spin);
+        printf("%10s %12s %12s %12s %7s %s\n", "bytes", "ours busbw", "MPI busbw", "ours algbw", "ratio", "check");
+    }
+    double factor = world > 1 ? 2.0 * (world - 1) / world : 1.0;
+    for (size_t bytes = lo; bytes <= hi; bytes *= 4) {
+        size_t n = bytes / sizeof(float);
+        /* correctness: the same inputs through both */
+        fill(x, n, g_rank, 0);
+        memcpy(y, x, n * sizeof *x);
+        die_on(pz_dp_allreduce(&g, x, n, 0, algo));
+        MPI_Allreduce(MPI_IN_PLACE, y, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        double maxdiff = 0;
+        for (size_t i = 0; i < n; i++) {
+            double d = x[i] > y[i] ? x[i] - y[i] : y[i] - x[i];
+            if (d > maxdiff) maxdiff = d;
+        }
+        double md;
+        MPI_Allreduce(&maxdiff, &md, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        /* batch size: ~50 ms of MPI at this size, at least 3 */
+        double one = time_batch(0, &g, y, n, 2, algo);
+        int iters = one > 0 ? (int)(0.05 / one) : 1000;
+        if (iters < 3) iters = 3;
+        if (iters > 2000) iters = 2000;
+        MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        time_batch(1, &g, x, n, 2, algo); /* warm-up */
+        double ours[MAX_RUNS], mpi[MAX_RUNS];
+        for (int r = 0; r < runs; r++) {
+            ours[r] = time_batch(1, &g, x, n, iters, algo);
+            mpi[r] = time_batch(0, &g, y, n, iters, algo);
+        }
+        double to = median(ours, runs), tm = median(mpi, runs);
+        double bo = (double)bytes * factor / to / 1e9, bm = (double)bytes * factor / tm / 1e9;
+        if (g_rank == 0) {
+            printf("%10zu %9.3f GB/s %9.3f GB/s %9.3f GB/s %6.2fx %s\n", bytes, bo, bm, (double)bytes / to / 1e9,
+                   bo / bm, md == 0 ? "same bits as MPI" : "");
+            if (md != 0) printf("%10s max |ours - MPI| = %g\n", "", md);
+            fflush(stdout);
+        }
+    }
+    pz_dp_group_free(&g);
+    free(ranks);
+    free(x);
+    free(y);
+    MPI_Barrier(MPI_COMM_WORLD);
+    pz_transport_close(t, 0);
+    MPI_Finalize();
+    return 0;
+}
