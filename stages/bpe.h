@@ -38,12 +38,18 @@ typedef struct pz_bpe_enc pz_bpe_enc;
 
 #define PZ_BPE_MAX_ID ((1u << 24) - 1)
 
-/* Loads a tokenizer.json, a vocab.json (merges.txt beside it) or a directory
- * holding either. A file is taken as vocab.json when its name ends in
- * "vocab.json" (its merges: NAMEmerges.txt for NAMEvocab.json, such as
- * gpt2-merges.txt beside gpt2-vocab.json, else merges.txt), else as
- * tokenizer.json. */
+/* Loads a tokenizer.json, a vocab.json (merges.txt beside it), a merges.txt
+ * (vocab.json beside it) or a directory holding tokenizer.json or vocab.json
+ * and merges.txt. A file is recognised by its content, whatever its name: a
+ * JSON object mapping tokens to numbers is a vocab.json, another JSON object
+ * a tokenizer.json, a text of "a b" lines a merges.txt. The file beside it:
+ * PREFIXmerges.txt for PREFIXvocab.json (gpt2-merges.txt beside
+ * gpt2-vocab.json) when there, else merges.txt (and the same the other way). */
 pz_status pz_bpe_load(const char *path, pz_bpe **out);
+/* The files pz_bpe_load(path) reads: either *json, or *vocab and *merges
+ * (malloc'ed; the others NULL). A directory without them fails; a file
+ * whose partner is missing is listed anyway (the loader reports it). */
+pz_status pz_bpe_files(const char *path, char **json, char **vocab, char **merges);
 /* The same from memory: a tokenizer.json text, or a vocab.json and a
  * merges.txt text; `what` (and `what_merges`) name them in messages. */
 pz_status pz_bpe_from_tokenizer_json(const char *text, size_t len, const char *what, pz_bpe **out);

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_FILE (256u << 20)     /* GPT-2's tokenizer.json is 1.4 MB */
 #define MAX_TOKEN 1000            /* bytes of one token (GPT-2's longest is 128) */
 
 /* GPT-2's pattern with \s written as Unicode's White_Space property: that is
@@ -562,87 +561,5 @@ pz_status pz_bpe_from_vocab_merges(const char *vocab, size_t vlen, const char *w
         }
     if (!st) st = build(&B, out);
     builder_free(&B);
-    return st;
-}
-
-static pz_status read_text(const char *path, uint8_t **text, size_t *len) {
-    struct stat sb;
-    if (stat(path, &sb) != 0) return pz_fail(PZ_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) return pz_fail(PZ_ERR_IO, "%s: not a regular file", path);
-    if ((uint64_t)sb.st_size > MAX_FILE)
-        return pz_fail(PZ_ERR_FORMAT, "%s: %llu bytes, more than a tokenizer file can be (%u)", path,
-                       (unsigned long long)sb.st_size, MAX_FILE);
-    pz_status st = pz_read_file_max(path, (size_t)256 << 20, text, len);
-    if (!st && *len > MAX_FILE) {
-        free(*text);
-        *text = NULL;
-        return pz_fail(PZ_ERR_FORMAT, "%s: more than %u bytes", path, MAX_FILE);
-    }
-    return st;
-}
-
-static pz_status load_vocab(const char *vocab_path, const char *merges_path, pz_bpe **out) {
-    uint8_t *v = NULL, *m = NULL;
-    size_t vl = 0, ml = 0;
-    if (!pz_is_regular_file(merges_path))
-        return pz_fail(PZ_ERR_IO, "%s: no merges.txt beside it (looked for %s)", vocab_path, merges_path);
-    pz_status st = read_text(vocab_path, &v, &vl);
-    if (!st) st = read_text(merges_path, &m, &ml);
-    if (!st) st = pz_bpe_from_vocab_merges((const char *)v, vl, vocab_path, (const char *)m, ml, merges_path, out);
-    free(v);
-    free(m);
-    return st;
-}
-
-pz_status pz_bpe_load(const char *path, pz_bpe **out) {
-    *out = NULL;
-    struct stat sb;
-    if (stat(path, &sb) != 0) return pz_fail(PZ_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-    pz_status st;
-    if (S_ISDIR(sb.st_mode)) {
-        char *tj = pz_path_join(path, "tokenizer.json"), *vj = pz_path_join(path, "vocab.json");
-        char *mt = pz_path_join(path, "merges.txt");
-        if (pz_is_regular_file(tj)) {
-            uint8_t *t = NULL;
-            size_t n = 0;
-            st = read_text(tj, &t, &n);
-            if (!st) st = pz_bpe_from_tokenizer_json((const char *)t, n, tj, out);
-            free(t);
-        } else if (pz_is_regular_file(vj)) {
-            st = load_vocab(vj, mt, out);
-        } else {
-            st = pz_fail(PZ_ERR_IO, "%s: no tokenizer.json, nor vocab.json with merges.txt, in this directory", path);
-        }
-        free(tj);
-        free(vj);
-        free(mt);
-        return st;
-    }
-    if (pz_ends_with(path, "vocab.json")) {
-        const char *slash = strrchr(path, '/');
-        char *dir = slash ? strndup(path, (size_t)(slash - path)) : xstrdup(".");
-        if (!dir) pz_die("out of memory");
-        char *mt = pz_path_join(dir[0] ? dir : "/", "merges.txt");
-        /* NAMEvocab.json with NAMEmerges.txt (Megatron's gpt2-vocab.json, gpt2-merges.txt), else merges.txt */
-        size_t pl = strlen(path) - strlen("vocab.json");
-        char *named = xmalloc(pl + sizeof "merges.txt");
-        memcpy(named, path, pl);
-        memcpy(named + pl, "merges.txt", sizeof "merges.txt");
-        if (pz_is_regular_file(named)) {
-            free(mt);
-            mt = named;
-        } else {
-            free(named);
-        }
-        st = load_vocab(path, mt, out);
-        free(mt);
-        free(dir);
-        return st;
-    }
-    uint8_t *t = NULL;
-    size_t n = 0;
-    st = read_text(path, &t, &n);
-    if (!st) st = pz_bpe_from_tokenizer_json((const char *)t, n, path, out);
-    free(t);
     return st;
 }

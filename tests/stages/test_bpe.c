@@ -362,6 +362,34 @@ static void test_files(void) {
     CHECK_STATUS(pz_bpe_load(dir, &b), PZ_OK, NULL);
     pz_bpe_free(b);
     b = NULL;
+    /* files are told by content, not by name (issue 24): a tokenizer.json
+     * named gpt2_vocab.json, a vocab.json named vocab-copy.json, merges.txt
+     * itself (vocab.json beside it) */
+    char other[256];
+    snprintf(other, sizeof other, "%s/gpt2_vocab.json", dir);
+    CHECK(rename(tp, other) == 0, "rename");
+    CHECK_STATUS(pz_bpe_load(other, &b), PZ_OK, NULL);
+    if (b) CHECK(pz_bpe_added_id(b, "<|endoftext|>") >= 0, "the tokenizer.json's added token");
+    pz_bpe_free(b);
+    b = NULL;
+    CHECK(rename(other, tp) == 0, "rename back");
+    write_text(mp, "w", "#version: 0.2\n");
+    for (size_t m = 0; m < NSMALL; m++) {
+        char line[64];
+        snprintf(line, sizeof line, "%s %s\n", small_merges[m][0], small_merges[m][1]);
+        write_text(mp, "a", line);
+    }
+    snprintf(other, sizeof other, "%s/vocab-copy.json", dir);
+    write_text(other, "w", v.s);
+    CHECK_STATUS(pz_bpe_load(other, &b), PZ_OK, NULL);
+    if (b) EXPECT_IDS(b, " the", 258);
+    pz_bpe_free(b);
+    b = NULL;
+    CHECK_STATUS(pz_bpe_load(mp, &b), PZ_OK, NULL);   /* merges.txt: vocab.json beside it */
+    if (b) EXPECT_IDS(b, " the", 258);
+    pz_bpe_free(b);
+    b = NULL;
+    remove(other);
     write_text(tp, "w", "{\"model\": {\"vocab\": {\"a\": 0");
     CHECK_STATUS(pz_bpe_load(dir, &b), PZ_ERR_FORMAT, "tokenizer.json: bad JSON at byte");
     remove(vp);
