@@ -110,6 +110,15 @@ static pz_status expand_spec(strlist *out, const char *spec) {
     return PZ_OK;
 }
 
+pz_status pz_dataset_paths(const char *spec, char ***paths, size_t *n) {
+    strlist l = {0};
+    pz_status st = expand_spec(&l, spec);
+    if (st != PZ_OK) strlist_free(&l);
+    *paths = l.v;
+    *n = l.n;
+    return st;
+}
+
 /* ---- dataset ----------------------------------------------------------- */
 
 static int32_t header_int(const void *base, int slot) {

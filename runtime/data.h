@@ -42,6 +42,9 @@ pz_status pz_shard_check(const void *base, size_t len, const char *path, int voc
  * Fails with a message naming the file and what is wrong. */
 pz_status pz_dataset_open(pz_dataset *d, const char *spec, int T, int vocab_size);
 void pz_dataset_close(pz_dataset *d);
+/* The shard files of a spec, as pz_dataset_open takes them (sorted; each
+ * and the array malloc'ed), without opening them. */
+pz_status pz_dataset_paths(const char *spec, char ***paths, size_t *n);
 size_t pz_dataset_num_samples(const pz_dataset *d);
 /* inp and tgt get T ints each; id < num_samples (asserted). */
 void pz_dataset_sample(const pz_dataset *d, size_t id, int *inp, int *tgt);

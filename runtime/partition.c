@@ -49,10 +49,16 @@ static int fits(const pz_gpt2_config *c, int T, int S, double cap, pz_stage_rang
     return l == L;
 }
 
-pz_status pz_partition(const pz_gpt2_config *c, int T, int S, const char *spec,
-                       pz_stage_range *ranges) {
+/* S pieces: the stages, or with V > 1 the chunks of the interleaved
+ * schedule (V per stage, S / V stages), which the messages name as the user
+ * gave them */
+static pz_status cut(const pz_gpt2_config *c, int T, int S, int V, const char *spec, pz_stage_range *ranges) {
     int L = c->num_layers;
     if (S < 1) return pz_fail(PZ_ERR_ARG, "--stages %d: need at least 1 stage", S);
+    const char *unit = V > 1 ? "chunk" : "stage";
+    char who[96];
+    if (V > 1) snprintf(who, sizeof who, "--stages %d with %d model chunks per stage (%d chunks)", S / V, V, S);
+    else snprintf(who, sizeof who, "--stages %d", S);
     if (spec) {
         const char *p = spec;
         int s = 0, l = 0;
@@ -62,7 +68,7 @@ pz_status pz_partition(const pz_gpt2_config *c, int T, int S, const char *spec,
             if (end == p || n < 0 || n > L)
                 return pz_fail(PZ_ERR_ARG, "--split '%s': expected block counts like 3,3,3,3 at '%s'", spec, p);
             if (s >= S)
-                return pz_fail(PZ_ERR_ARG, "--split '%s' names more than %d stages", spec, S);
+                return pz_fail(PZ_ERR_ARG, "--split '%s' names more than %d %ss", spec, S, unit);
             pz_stage_range r = {l, l + (int)n, s == 0, s == S - 1};
             if (r.l1 > L)
                 return pz_fail(PZ_ERR_ARG, "--split '%s' gives more than the model's %d blocks", spec, L);
@@ -72,15 +78,15 @@ pz_status pz_partition(const pz_gpt2_config *c, int T, int S, const char *spec,
             else if (*end) return pz_fail(PZ_ERR_ARG, "--split '%s': unexpected '%c'", spec, *end);
             p = end;
         }
-        if (s != S) return pz_fail(PZ_ERR_ARG, "--split '%s' names %d stages, --stages is %d", spec, s, S);
+        if (s != S) return pz_fail(PZ_ERR_ARG, "--split '%s' names %d %ss, %s needs %d", spec, s, unit, who, S);
         if (l != L) return pz_fail(PZ_ERR_ARG, "--split '%s' covers %d of the model's %d blocks", spec, l, L);
         for (int i = 0; i < S; i++)
             if (ranges[i].l0 == ranges[i].l1 && !ranges[i].has_embed && !ranges[i].has_head)
-                return pz_fail(PZ_ERR_ARG, "--split '%s': stage %d would own nothing", spec, i);
+                return pz_fail(PZ_ERR_ARG, "--split '%s': %s %d would own nothing", spec, unit, i);
         return PZ_OK;
     }
     if (S > L + 2)
-        return pz_fail(PZ_ERR_ARG, "--stages %d: a model of %d blocks can be cut into at most %d stages", S, L, L + 2);
+        return pz_fail(PZ_ERR_ARG, "%s: a model of %d blocks can be cut into at most %d %ss", who, L, L + 2, unit);
     /* binary search the smallest bottleneck the greedy fill achieves */
     pz_stage_range all = {0, L, 1, 1};
     double lo = 0.0, hi = stage_cost(c, T, &all);
@@ -89,11 +95,19 @@ pz_status pz_partition(const pz_gpt2_config *c, int T, int S, const char *spec,
         if (fits(c, T, S, mid, NULL)) hi = mid; else lo = mid;
     }
     if (!fits(c, T, S, hi, ranges))
-        return pz_fail(PZ_ERR_ARG, "--stages %d: no balanced split of %d blocks found", S, L);
+        return pz_fail(PZ_ERR_ARG, "%s: no balanced split of %d blocks found", who, L);
     for (int i = 0; i < S; i++)
         if (ranges[i].l0 == ranges[i].l1 && !ranges[i].has_embed && !ranges[i].has_head)
-            return pz_fail(PZ_ERR_ARG, "--stages %d: a model of %d blocks leaves stage %d empty", S, L, i);
+            return pz_fail(PZ_ERR_ARG, "%s: a model of %d blocks leaves %s %d empty", who, L, unit, i);
     return PZ_OK;
+}
+
+pz_status pz_partition(const pz_gpt2_config *c, int T, int S, const char *spec, pz_stage_range *ranges) {
+    return cut(c, T, S, 1, spec, ranges);
+}
+
+pz_status pz_partition_chunks(const pz_gpt2_config *c, int T, int S, int V, const char *spec, pz_stage_range *ranges) {
+    return cut(c, T, S * V, V, spec, ranges);
 }
 
 void pz_partition_print(FILE *f, const pz_gpt2_config *c, int T, int S, const pz_stage_range *ranges) {

@@ -22,6 +22,11 @@ double pz_embed_cost(const pz_gpt2_config *c);
  * the embedding or the head, i.e. it is first or last). */
 pz_status pz_partition(const pz_gpt2_config *c, int T, int S, const char *spec,
                        pz_stage_range *ranges);
+/* The same for the interleaved schedule: S stages of V chunks each, S * V
+ * ranges in chunk order; messages name --stages S and the V chunks per
+ * stage (V = 1 is pz_partition). */
+pz_status pz_partition_chunks(const pz_gpt2_config *c, int T, int S, int V, const char *spec,
+                              pz_stage_range *ranges);
 /* One line per stage: blocks, extras and share of the cost. */
 void pz_partition_print(FILE *f, const pz_gpt2_config *c, int T, int S, const pz_stage_range *ranges);
 

@@ -134,7 +134,7 @@ pz_status pz_policy_parse(pz_policy *p, const char *text, const char *origin) {
             char *spec = xmalloc(tail - pos + 1);
             memcpy(spec, text + pos, tail - pos);
             spec[tail - pos] = 0;
-            pz_status st = check_codec(origin, text, pos, spec, "auto");
+            pz_status st = check_codec(origin, text, pos, spec, "every edge");
             if (st == PZ_OK) {
                 set_spec(p, -1, PZ_FWD, spec, 1);
                 set_spec(p, -1, PZ_BWD, spec, 1);
@@ -372,4 +372,19 @@ void pz_policy_print_edge(FILE *f, const pz_policy *p, int e) {
     else if (p->latency_ms[e] > 0)
         fprintf(f, " | link %g ms one way (simulated)", p->latency_ms[e]);
     fputc('\n', f);
+}
+
+pz_status pz_policy_check_latency(const pz_policy *p, int ranks, double peer_timeout_s) {
+    double sum_ms = 0.0;
+    for (int l = 0; l < ranks - 1; l++) {
+        double lat = 0.0;
+        for (int b = l; b < p->stages - 1; b += ranks)
+            if (p->latency_ms[b] > lat) lat = p->latency_ms[b];
+        sum_ms += lat;
+    }
+    if (2.0 * sum_ms * 1e-3 < peer_timeout_s) return PZ_OK;
+    return pz_fail(PZ_ERR_ARG, "--link-latency-ms: rank 0 waits at least %g ms for its first gradient (its activation "
+                   "crosses %d simulated link%s to rank %d and the gradient comes back, %g ms each way), not less than "
+                   "--peer-timeout %g s, after which it would give its peer up: lower --link-latency-ms or raise "
+                   "--peer-timeout", 2.0 * sum_ms, ranks - 1, ranks > 2 ? "s" : "", ranks - 1, sum_ms, peer_timeout_s);
 }

@@ -59,6 +59,17 @@ pz_status pz_policy_parse_mbps(pz_policy *p, const char *text, const char *origi
 /* --link-latency-ms */
 pz_status pz_policy_parse_latency(pz_policy *p, const char *text, const char *origin);
 
+/* Refuses simulated delays a rank cannot wait for. Ranks are joined in
+ * order by their links (a boundary b of the policy crosses link b mod ranks,
+ * as the interleaved schedule maps chunk boundaries to ranks; link l, from
+ * rank l to l + 1, has the longest delay of its boundaries). Rank 0's first
+ * gradient comes back after its activation crossed every link to the last
+ * rank and the gradient every link back: twice the sum of the delays, with
+ * no compute counted. If that is not below --peer-timeout, rank 0 would
+ * give its peer up as frozen: the error names --link-latency-ms and
+ * --peer-timeout. (A rate's transfer time depends on the message, which
+ * the ranks check per edge once their codecs are built.) */
+pz_status pz_policy_check_latency(const pz_policy *p, int ranks, double peer_timeout_s);
 /* Codec spec of (edge, dir), or NULL for none. */
 const char *pz_policy_codec(const pz_policy *p, int edge, int dir);
 /* Whether some (edge, direction) is auto (runtime/autospec.h). */

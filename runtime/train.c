@@ -4,6 +4,7 @@
  * stage as for many. */
 #include "runtime/train.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,28 +18,78 @@
 #include "runtime/device.h"
 #include "runtime/nvtx.h"
 #include "base/clock.h"
+#include "base/file.h"
+#include "base/iocheck.h"
 #include "base/mem.h"
 
-/* Fails early, before hours of training, if `path`'s directory cannot take a
- * file (for a directory save: the directory itself, or its parent). */
-pz_status pz_check_writable_dir(const char *flag, const char *path) {
-    char *dir = xstrdup(path);
-    size_t len = strlen(dir);
-    while (len > 1 && dir[len - 1] == '/') dir[--len] = 0;   /* "out/" saves into out */
-    struct stat sb;
-    if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        pz_status st = access(dir, W_OK | X_OK) == 0
-                           ? PZ_OK
-                           : pz_fail(PZ_ERR_IO, "%s %s: directory %s is not writable: %s", flag, path, dir, strerror(errno));
-        free(dir);
-        return st;
+/* --save's places: a directory save writes DIR/model.safetensors and
+ * DIR/config.json (pz_params_save), else the file itself */
+static void add_save(pz_io_set *io, const char *save) {
+    if (!pz_save_is_dir(save)) {
+        pz_io_add(io, PZ_IO_OUT_FILE, "--save", save);
+        return;
     }
-    char *slash = strrchr(dir, '/');
-    const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
-    pz_status st = access(d, W_OK | X_OK) == 0
-                       ? PZ_OK
-                       : pz_fail(PZ_ERR_IO, "%s %s: directory %s is not writable: %s", flag, path, d, strerror(errno));
-    free(dir);
+    pz_io_add(io, PZ_IO_OUT_DIR, "--save", save);
+    static const char *const names[] = {"model.safetensors", "config.json"};
+    for (int i = 0; i < 2; i++) {
+        char *p = pz_path_join(save, names[i]);
+        pz_io_add(io, PZ_IO_OUT_FILE, "--save", p);
+        free(p);
+    }
+}
+
+pz_status pz_check_writable_dir(const char *flag, const char *path) {
+    pz_io_set io = {0};
+    if (strcmp(flag, "--save") == 0) add_save(&io, path);
+    else pz_io_add(&io, PZ_IO_OUT_FILE, flag, path);
+    pz_status st = pz_io_check(&io);
+    pz_io_free(&io);
+    return st;
+}
+
+/* a flag's input: a file, or an HF model directory and the files in it */
+static void add_input(pz_io_set *io, const char *flag, const char *path) {
+    pz_io_add(io, PZ_IO_IN, flag, path);
+    DIR *d = path ? opendir(path) : NULL;
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.') continue;
+        char *p = pz_path_join(path, e->d_name);
+        pz_io_add(io, PZ_IO_IN, flag, p);
+        free(p);
+    }
+    closedir(d);
+}
+
+static void add_shards(pz_io_set *io, const char *flag, const char *spec) {
+    char **paths = NULL;
+    size_t n = 0;
+    if (!spec || pz_dataset_paths(spec, &paths, &n) != PZ_OK) return;   /* the loader reports a bad spec */
+    for (size_t i = 0; i < n; i++) {
+        pz_io_add(io, PZ_IO_IN, flag, paths[i]);
+        free(paths[i]);
+    }
+    free(paths);
+}
+
+pz_status pz_train_check_io(const pz_train_opts *o, int writes_rank0) {
+    pz_io_set io = {0};
+    add_shards(&io, "--data", o->data);
+    add_shards(&io, "--val-data", o->val_data);
+    add_input(&io, "--init", o->init);
+    pz_io_add(&io, PZ_IO_IN, "--policy-file", o->policy_file);
+    pz_io_add(&io, PZ_IO_IN, "--job-secret-file", o->job_secret_file);
+    pz_io_add(&io, PZ_IO_OUT_DIR, "--checkpoint-dir", o->checkpoint_dir);
+    if (o->dump_edge) pz_io_add(&io, PZ_IO_OUT_DIR, "--dump-dir", o->dump_dir);
+    if (writes_rank0 && o->save) add_save(&io, o->save);
+    if (writes_rank0) pz_io_add(&io, PZ_IO_OUT_FILE, "--trace", o->trace);
+    for (int i = 0; writes_rank0 && o->metrics && i < 2; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s.%s", o->metrics, i ? "csv" : "jsonl");
+        pz_io_add(&io, PZ_IO_OUT_FILE, "--metrics", path);
+    }
+    pz_status st = pz_io_check(&io);
+    pz_io_free(&io);
     return st;
 }
 

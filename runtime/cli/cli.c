@@ -16,16 +16,19 @@
 #include "runtime/jobsecret.h"
 #include "runtime/launcher.h"
 #include "runtime/partition.h"
+#include "runtime/policy.h"
 #include "runtime/pipeline.h"
 #include "runtime/tied.h"
 #include "runtime/trace.h"
 #include "runtime/train.h"
 #include "schedules/schedule.h"
+#include "stages/bpe.h"
 #include "runtime/cli/schedule_cmd.h"
 #include "runtime/cli/tokenize_cmd.h"
 #include "runtime/cli/generate_cmd.h"
 #include "base/mem.h"
 #include "base/file.h"
+#include "base/iocheck.h"
 #include "base/parse.h"
 
 typedef enum { FLAG_INT, FLAG_LONG, FLAG_FLOAT, FLAG_STR, FLAG_BOOL } flag_kind;
@@ -145,6 +148,30 @@ static int on_off(const char *flag, const char *v, int *out) {
         return 1;
     }
     return 0;
+}
+
+/* What a pipeline's flags must satisfy, checked once before any process
+ * starts (and by each rank under mpirun): the policy (a bad one with its
+ * pointer), links a rank can wait for, the tied codec, the model and its cut
+ * into stages (or chunks). */
+static pz_status pipeline_check(const pz_train_opts *o) {
+    pz_policy pol;
+    pz_status st = pz_pipeline_policy(o, &pol);
+    if (st != PZ_OK) return st;
+    st = pz_policy_check_latency(&pol, o->stages, o->peer_timeout);
+    pz_policy_free(&pol);
+    if (st != PZ_OK) return st;
+    pz_tied tied = {0};
+    st = pz_tied_init(&tied, o->compress_tied, 1, 1);   /* the spec only */
+    pz_tied_free(&tied);
+    if (st != PZ_OK) return st;
+    pz_gpt2_config cfg;
+    if ((st = pz_model_config(o->preset, o->init, o->heads, &cfg)) != PZ_OK) return st;
+    int V = pz_pipeline_nchunks(o) / o->stages;   /* interleaved: chunks per stage */
+    pz_stage_range *ranges = xcalloc((size_t)o->stages * (size_t)V, sizeof *ranges);
+    st = pz_partition_chunks(&cfg, o->seq, o->stages, V, o->split, ranges);
+    free(ranges);
+    return st;
 }
 
 static int cmd_train(int argc, char **argv) {
@@ -274,10 +301,25 @@ static int cmd_train(int argc, char **argv) {
         fprintf(stderr, "pipezip train: error: --dump-edge %d: the run has only %d steps\n", o.dump_edge, o.steps);
         return 1;
     }
+    const char *pipeline_only = o.stages > 1 ? NULL : o.trace ? "--trace" : o.split ? "--split"
+                              : o.compress ? "--compress" : o.policy_file ? "--policy-file"
+                              : o.link_mbps ? "--link-mbps" : o.link_latency ? "--link-latency-ms"
+                              : o.compress_tied ? "--compress-tied" : o.metrics ? "--metrics"
+                              : o.job_secret_file ? "--job-secret-file" : NULL;
+    if (pipeline_only) {
+        fprintf(stderr, "pipezip train: error: %s needs --stages 2 or more (it acts on what crosses stage boundaries)\n",
+                pipeline_only);
+        return 1;
+    }
     int rank, world, port;
     const char *addr;
-    pz_status st;
-    if (pz_env_rank(&rank, &world, &addr, &port)) {
+    int is_rank = pz_env_rank(&rank, &world, &addr, &port);
+    /* every output writable and none an input, before any process starts
+     * (the ranks check again: under mpirun they may be on other hosts) */
+    pz_status st = pz_train_check_io(&o, !is_rank || rank == 0);
+    if (st != PZ_OK) return fail("train", st);
+    if (o.stages > 1 && (st = pipeline_check(&o)) != PZ_OK) return fail("train", st);
+    if (is_rank) {
         /* one rank of a pipeline started by us, torchrun-style variables, mpirun or srun */
         pz_name_process(rank);
         if (max_restarts > 0 && rank == 0 && !getenv("PZ_LAUNCHED"))
@@ -298,7 +340,6 @@ static int cmd_train(int argc, char **argv) {
         return st == PZ_OK ? 0 : fail("train", st);
     }
     if (o.stages > 1) {
-        if (o.save && (st = pz_check_writable_dir("--save", o.save)) != PZ_OK) return fail("train", st);
         if (o.job_secret_file) { /* a bad file fails here once; the ranks read it themselves */
             pz_job_secret *sec = xcalloc(1, sizeof *sec);
             st = pz_job_secret_read_file(o.job_secret_file, sec);
@@ -306,42 +347,12 @@ static int cmd_train(int argc, char **argv) {
             free(sec);
             if (st != PZ_OK) return fail("train", st);
         }
-        if (o.metrics) {
-            char path[4200];
-            snprintf(path, sizeof path, "%s.jsonl", o.metrics);
-            if ((st = pz_check_writable_dir("--metrics", path)) != PZ_OK) return fail("train", st);
-        }
-        /* a bad policy fails here once, with its pointer, before any process starts */
-        pz_policy pol;
-        if ((st = pz_pipeline_policy(&o, &pol)) != PZ_OK) return fail("train", st);
-        pz_policy_free(&pol);
-        pz_tied tied = {0};
-        st = pz_tied_init(&tied, o.compress_tied, 1, 1);   /* the spec only */
-        pz_tied_free(&tied);
-        if (st != PZ_OK) return fail("train", st);
-        /* check the model and the split here, so a bad one fails once, before any process starts */
-        pz_gpt2_config cfg;
-        if ((st = pz_model_config(o.preset, o.init, o.heads, &cfg)) != PZ_OK) return fail("train", st);
-        int pieces = pz_pipeline_nchunks(&o);   /* interleaved: stages x chunks */
-        pz_stage_range *ranges = xcalloc((size_t)pieces, sizeof *ranges);
-        st = pz_partition(&cfg, o.seq, pieces, o.split, ranges);
-        free(ranges);
-        if (st != PZ_OK) return fail("train", st);
         int rc = pz_launch_local(o.stages, full_argc, full_argv, max_restarts);
         if (rc == 0 && o.trace) {
             if ((st = pz_trace_merge(o.trace, o.stages)) != PZ_OK) return fail("train", st);
             fprintf(stderr, "pipezip train: wrote trace %s\n", o.trace);
         }
         return rc;
-    }
-    const char *pipeline_only = o.trace ? "--trace" : o.split ? "--split" : o.compress ? "--compress"
-                              : o.policy_file ? "--policy-file" : o.link_mbps ? "--link-mbps"
-                              : o.link_latency ? "--link-latency-ms" : o.compress_tied ? "--compress-tied"
-                              : o.metrics ? "--metrics" : o.job_secret_file ? "--job-secret-file" : NULL;
-    if (pipeline_only) {
-        fprintf(stderr, "pipezip train: error: %s needs --stages 2 or more (it acts on what crosses stage boundaries)\n",
-                pipeline_only);
-        return 1;
     }
     /* one process is a pipeline of one stage: the same loop, no transport */
     st = pz_pipeline_run_rank(&o, 0, 1, NULL, 0);
@@ -472,13 +483,32 @@ static int cmd_generate(int argc, char **argv) {
         free(sec);
         return st == PZ_OK ? 0 : fail("generate", st);
     }
-    if (o.stages > 1) return pz_launch_local(o.stages, full_argc, full_argv, 0);
+    if (o.stages > 1) {
+        if ((st = pz_generate_check(&o)) != PZ_OK) return fail("generate", st);
+        return pz_launch_local(o.stages, full_argc, full_argv, 0);
+    }
     if (o.split || o.compress) {
         fprintf(stderr, "pipezip generate: error: %s needs --stages 2 or more\n", o.split ? "--split" : "--compress");
         return 1;
     }
     st = pz_generate(&o);
     return st == PZ_OK ? 0 : fail("generate", st);
+}
+
+/* the shards written are neither an input nor the tokenizer's files, and can be written */
+static int tokenize_check_io(const char *out, const char *val_out, const char *tokenizer, char **inputs, int n) {
+    pz_io_set io = {0};
+    for (int i = 0; i < n; i++) pz_io_add(&io, PZ_IO_IN, "input", inputs[i]);
+    pz_io_add(&io, PZ_IO_IN, "--tokenizer", tokenizer);
+    char *files[3] = {NULL, NULL, NULL};
+    if (tokenizer && pz_bpe_files(tokenizer, &files[0], &files[1], &files[2]) == PZ_OK)
+        for (int i = 0; i < 3; i++) pz_io_add(&io, PZ_IO_IN, "--tokenizer", files[i]);
+    for (int i = 0; i < 3; i++) free(files[i]);
+    pz_io_add(&io, PZ_IO_OUT_FILE, "--out", out);
+    pz_io_add(&io, PZ_IO_OUT_FILE, "--val-out", val_out);
+    pz_status st = pz_io_check(&io);
+    pz_io_free(&io);
+    return st == PZ_OK ? 0 : fail("tokenize", st);
 }
 
 static int cmd_tokenize(int argc, char **argv) {
@@ -511,6 +541,7 @@ static int cmd_tokenize(int argc, char **argv) {
         fprintf(stderr, "pipezip tokenize: error: --out and at least one input file are required\n");
         return 1;
     }
+    if ((r = tokenize_check_io(out, val_out, tokenizer, argv + rest, argc - rest)) != 0) return r;
     if (tokenizer) {
         if (val_out || val_fraction > 0.0f) {
             fprintf(stderr, "pipezip tokenize: error: --val-out and --val-fraction are for the byte-level tokenizer; with "
@@ -523,11 +554,6 @@ static int cmd_tokenize(int argc, char **argv) {
     }
     if (eot || threads) {
         fprintf(stderr, "pipezip tokenize: error: %s needs --tokenizer\n", eot ? "--eot-between-files" : "--threads");
-        return 1;
-    }
-    if (val_out && pz_same_file(out, val_out)) {
-        fprintf(stderr, "pipezip tokenize: error: --out and --val-out name the same file (%s): the validation shard "
-                "would replace the training shard\n", val_out);
         return 1;
     }
     if ((val_out != NULL) != (val_fraction > 0.0f)) {
@@ -559,7 +585,13 @@ static int cmd_codec(int argc, char **argv) {
                         "message of a codec without receiver state back into an .npy file.",
                         argc, argv, fs, NFLAGS(fs), NULL);
     if (r) return r == 2 ? 0 : 1;
-    return pz_codec_cmd(&o);
+    pz_io_set io = {0};   /* the output is no input */
+    pz_io_add(&io, PZ_IO_IN, "--in", o.in);
+    pz_io_add(&io, PZ_IO_IN, "--decode", o.decode);
+    pz_io_add(&io, PZ_IO_OUT_FILE, "--out", o.out);
+    pz_status st = pz_io_check(&io);
+    pz_io_free(&io);
+    return st == PZ_OK ? pz_codec_cmd(&o) : fail("codec", st);
 }
 
 /* `pipezip sweep` runs examples/sweep.py (python3; plots need matplotlib)

@@ -177,6 +177,14 @@ static int do_encode(const pz_codec_cmd_opts *o) {
     pz_status st = read_input(o, &shape, &x);
     if (st != PZ_OK) goto out;
     size_t n = pz_shape_numel(&shape);
+    /* every codec the same: some would refuse, others carry the value and
+     * report an error of nan (fp16, bf16, fp32, topk kept it) */
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) {
+            st = pz_fail(PZ_ERR_ARG, "%s: element %zu is %s: codecs take finite values", o->in, i,
+                         isnan(x[i]) ? "nan" : "inf");
+            goto out;
+        }
     size_t cap = pz_codec_max_encoded_size(enc, &shape), len = 0;
     msg = xmalloc(cap);
     y = xmalloc(n * sizeof(float));

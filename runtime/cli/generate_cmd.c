@@ -220,6 +220,29 @@ static pz_status generate_pipelined(const pz_generate_opts *o, pz_gen *g, int *i
 
 pz_status pz_generate(const pz_generate_opts *o) { return pz_generate_rank(o, 0, 1, NULL, 0); }
 
+/* A rank's part of the model: the whole of it, or its stage (print: the
+ * partition table to stderr). */
+static pz_status model_range(const pz_generate_opts *o, const pz_gpt2_config *cfg, int rank, int world, int print,
+                             pz_stage_range *range) {
+    *range = pz_whole_model(cfg);
+    if (world == 1) return PZ_OK;
+    if (o->no_kv_cache) return pz_fail(PZ_ERR_ARG, "--no-kv-cache is for one process only");
+    pz_stage_range *ranges = xcalloc((size_t)world, sizeof *ranges);
+    pz_status st = pz_partition(cfg, cfg->max_seq_len, world, o->split, ranges);
+    if (st == PZ_OK) *range = ranges[rank];
+    if (st == PZ_OK && print) pz_partition_print(stderr, cfg, cfg->max_seq_len, world, ranges);
+    free(ranges);
+    return st;
+}
+
+pz_status pz_generate_check(const pz_generate_opts *o) {
+    pz_gpt2_config cfg;
+    pz_ckpt_format fmt;
+    pz_stage_range range;
+    pz_status st = pz_ckpt_read_config_heads(o->model, o->heads, &cfg, &fmt);
+    return st == PZ_OK ? model_range(o, &cfg, 0, o->stages, 0, &range) : st;
+}
+
 pz_status pz_generate_rank(const pz_generate_opts *o, int rank, int world, const char *addr, int port) {
     if ((o->prompt == NULL) == (o->prompt_ids == NULL))
         return pz_fail(PZ_ERR_ARG, "give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
@@ -272,19 +295,11 @@ pz_status pz_generate_rank(const pz_generate_opts *o, int rank, int world, const
     }
 
     /* the model, on the host: the whole of it, or this rank's stage */
-    pz_stage_range range = pz_whole_model(&cfg);
-    if (st == PZ_OK && world > 1) {
-        if (o->no_kv_cache) st = pz_fail(PZ_ERR_ARG, "--no-kv-cache is for one process only");
-        pz_stage_range *ranges = xcalloc((size_t)world, sizeof *ranges);
-        if (st == PZ_OK) st = pz_partition(&cfg, maxT, world, o->split, ranges);
-        if (st == PZ_OK) range = ranges[rank];
-        if (st == PZ_OK && rank == 0) pz_partition_print(stderr, &cfg, maxT, world, ranges);
-        free(ranges);
-        if (st) {
-            free(ids);
-            pz_bpe_free(bpe);
-            return st;
-        }
+    pz_stage_range range;
+    if ((st = model_range(o, &cfg, rank, world, rank == 0, &range)) != PZ_OK) {
+        free(ids);
+        pz_bpe_free(bpe);
+        return st;
     }
     const pz_backend *be = pz_backend_for(o->device ? o->device : "cpu", rank, o->threads, &st);
     if (!be) {

@@ -45,6 +45,10 @@ typedef struct {
  * state (the prompt's at first) to the next through the edge's fwd codec,
  * and the last rank samples and sends the token back to rank 0. */
 pz_status pz_generate(const pz_generate_opts *o);
+/* What the launcher checks before it starts --stages processes: the model's
+ * config and its cut into the stages (a bad --stages or --split fails once,
+ * not in every rank). */
+pz_status pz_generate_check(const pz_generate_opts *o);
 pz_status pz_generate_rank(const pz_generate_opts *o, int rank, int world, const char *addr, int port);
 
 #endif

@@ -48,6 +48,8 @@ x = [random.gauss(0, 1) for _ in range(n)]
 npy(f"{d}/x.npy", shape, x)
 npy(f"{d}/x_v2.npy", shape, x, ver=(2, 0))
 npy(f"{d}/x_v3.npy", shape, x, ver=(3, 0))
+npy(f"{d}/nan.npy", (2, 4), [1, 2, float("nan"), 3, 4, 5, 6, 7])
+npy(f"{d}/inf.npy", (2, 4), [1, 2, 3, 4, 5, float("-inf"), 6, 7])
 npy(f"{d}/x_1d.npy", (n,), x)
 with open(f"{d}/x.f32", "wb") as f: f.write(struct.pack("<%df" % n, *x))
 npy(f"{d}/f8.npy", shape, x, descr="<f8")
@@ -224,6 +226,20 @@ else bad "hadamard() --decode --seed"; fi
 # atomic writes: an unwritable destination fails and leaves nothing behind
 expect_fail "encode into a missing directory" "no/such" "$pz" codec --spec q4 --in "$dir/x.npy" --out "$dir/no/such/m.bin"
 expect_fail "decode into a missing directory" "no/such" "$pz" codec --decode "$dir/m.bin" --out "$dir/no/such/y.npy"
+# non-finite input is refused by every codec alike (issue 24: fp16, bf16,
+# fp32, topk and ef(topk) reported rel_l2_error nan with exit 0)
+for c in fp16:nan bf16:inf fp32:nan topk:0.5:inf 'ef(topk:0.5):nan'; do
+  expect_fail "$c input to ${c%:*}" "${c##*:}.npy: element [25] is (nan|inf): codecs take finite values" \
+    "$pz" codec --spec "${c%:*}" --in "$dir/${c##*:}.npy" --out "$dir/nf.bin"
+done
+[ ! -e "$dir/nf.bin" ] && ok "no message written for non-finite input" || bad "non-finite input wrote nf.bin"
+# the output is no input, also through a symbolic or a hard link (issue 24)
+cp "$dir/x.npy" "$dir/keep.npy"; ln -s keep.npy "$dir/sym.npy"; ln "$dir/keep.npy" "$dir/hard.npy"
+expect_fail "--out onto --in" "--out .*sym.npy is the same file as --in .*keep.npy" \
+  "$pz" codec --spec q4 --in "$dir/keep.npy" --out "$dir/sym.npy"
+expect_fail "--out onto --decode" "--out .*hard.npy is the same file as --decode" \
+  "$pz" codec --decode "$dir/keep.npy" --out "$dir/hard.npy"
+cmp -s "$dir/x.npy" "$dir/keep.npy" && ok "the input is unchanged" || bad "the input was changed"
 [ -n "$(find "$dir" -name '*.tmp.*')" ] && bad "temporary files left behind" || ok "no temporary files left"
 
 echo "$((n - fails)) of $n codec cli checks passed"

@@ -54,7 +54,7 @@ expect_fail "unknown schedule" "1f1b" "$pz" train --preset tiny --data "$dir/tok
 expect_fail "trace without stages" "--trace needs --stages" "$pz" train --preset tiny --data "$dir/tok.bin" --trace t.json
 # probing findings (issue 13): outputs that are not regular files are not
 # replaced, the same file twice, readers that would never end, NaN weights
-expect_fail "--save onto a device" "not a regular file \(a device\): refusing to replace it" \
+expect_fail "--save onto a device" "--save /dev/null is a device, not a regular file" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --steps 1 --save /dev/null
 [ -c /dev/null ] || { echo "FAIL: /dev/null is no longer a character device"; fails=$((fails + 1)); }
 expect_fail "--out and --val-out the same file" "name the same file" \
@@ -149,6 +149,46 @@ else
 fi
 # a tokenize into a missing directory leaves nothing either
 expect_fail "tokenize into a missing directory" "no/such" "$pz" tokenize --out "$dir/no/such/x.bin" "$dir/text.txt"
+
+# issue 24: an output never replaces an input (also through a symbolic or a
+# hard link), and every output place is checked before step 1: each refusal
+# comes from the check at the start, and nothing is written
+printf '{"model": {"type": "BPE", "vocab": {"h": 0, "e": 1, "l": 2, "o": 3, "Ġ": 4, "Ċ": 5, "w": 6, "r": 7, "d": 8, ",": 9, "t": 10, "i": 11, "s": 12, "a": 13, "m": 14, "f": 15, "x": 16, "c": 17, "p": 18, "u": 19, ".": 20}, "merges": []}}' > "$dir/tok.json"
+cp "$dir/text.txt" "$dir/same.txt"; cp "$dir/tok.bin" "$dir/data.bin"; ln -s data.bin "$dir/data-link.bin"
+ln "$dir/text.txt" "$dir/text-hard.txt"
+sums() { md5sum "$dir/same.txt" "$dir/tok.json" "$dir/text.txt" "$dir/data.bin"; }
+before=$(sums)
+expect_fail "tokenize --out onto its input" "--out .*same.txt is the same file as input .*same.txt" \
+  "$pz" tokenize --tokenizer "$dir/tok.json" --out "$dir/same.txt" "$dir/same.txt"
+expect_fail "tokenize --out onto the tokenizer" "--out .*tok.json is the same file as --tokenizer" \
+  "$pz" tokenize --tokenizer "$dir/tok.json" --out "$dir/tok.json" "$dir/same.txt"
+expect_fail "byte-level --val-out onto a hard link of the input" "--val-out .*text-hard.txt is the same file as input" \
+  "$pz" tokenize --out "$dir/o.bin" --val-out "$dir/text-hard.txt" --val-fraction 0.1 "$dir/text.txt"
+expect_fail "train --save onto --data through a link" "--save .*data-link.bin is the same file as --data" \
+  "$pz" train --preset tiny --data "$dir/data.bin" --steps 1 --save "$dir/data-link.bin"
+expect_fail "train --trace onto --data" "--trace .*data.bin is the same file as --data" \
+  "$pz" train --preset tiny --data "$dir/data.bin" --stages 2 --steps 1 --trace "$dir/data.bin"
+n=$((n + 1))
+[ "$before" = "$(sums)" ] && [ ! -e "$dir/o.bin" ] && echo "ok: no input touched" || { echo "FAIL: an input changed"; fails=$((fails + 1)); }
+expect_fail "--checkpoint-dir on a regular file" "--checkpoint-dir .*text.txt is a regular file, not a directory" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --steps 1 --checkpoint-dir "$dir/text.txt"
+expect_fail "--checkpoint-dir /dev/null" "--checkpoint-dir /dev/null is a device, not a directory" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --steps 1 --checkpoint-dir /dev/null
+expect_fail "--checkpoint-dir under a regular file" "--checkpoint-dir .*text.txt/ck: cannot be written" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --steps 1 --checkpoint-dir "$dir/text.txt/ck" --checkpoint-every 1
+expect_fail "--trace into a missing directory" "--trace /missing/t.json: cannot be written: directory /missing" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --steps 1 --trace /missing/t.json
+expect_fail "--dump-dir in a missing directory" "--dump-dir /missing/sub: cannot be created" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --steps 1 --dump-edge 1 --dump-dir /missing/sub
+expect_fail "--link-latency-ms against --peer-timeout" "--link-latency-ms: rank 0 waits at least 70000 ms .* --peer-timeout 60 s" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --steps 1 --link-latency-ms 35000
+expect_fail "auto's message prefixed once" "error: --compress: every edge: auto: unknown option" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --compress auto:bogus
+expect_fail "interleaved names the user's --stages" "--stages 2 with 3 model chunks per stage \(6 chunks\): .* at most 4 chunks" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --micro-batches 2 --schedule interleaved:v=3
+expect_fail "generate --stages 100 before any rank starts" "^pipezip generate: error: --stages 100: .* at most 4 stages$" \
+  "$pz" generate --model "$dir/m.safetensors" --prompt-ids 1,2 --max-new-tokens 1 --stages 100
+[ -z "$(ls "$dir" | grep -E '^(ck|edge-dump)')" ] || { echo "FAIL: a refused run left files: $(ls "$dir")"; fails=$((fails + 1)); }
 
 echo "$((n - fails)) of $n cli error checks passed"
 [ "$fails" = 0 ]
