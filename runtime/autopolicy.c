@@ -20,8 +20,10 @@
 #include "base/file.h"
 #include "base/mem.h"
 
-pz_status pz_auto_init(pz_autopol *a, const pz_policy *pol, int micro) {
+pz_status pz_auto_init(pz_autopol *a, const pz_policy *pol, int micro, int nend) {
     memset(a, 0, sizeof *a);
+    a->end = xcalloc((size_t)nend, sizeof *a->end);
+    a->nend = nend;
     a->edges = pol->stages > 1 ? pol->stages - 1 : 0;
     a->micro = micro;
     a->specs = xcalloc((size_t)2 * a->edges + 1, sizeof *a->specs);
@@ -49,7 +51,8 @@ static void end_free(pz_auto_end *x) {
 }
 
 void pz_auto_free(pz_autopol *a) {
-    for (int s = 0; s < 4; s++) end_free(&a->end[s]);
+    for (int s = 0; a->end && s < a->nend; s++) end_free(&a->end[s]);
+    free(a->end);
     for (int k = 0; a->specs && k < 2 * a->edges; k++) pz_auto_spec_free(&a->specs[k]);
     free(a->specs);
     free(a->cur);
@@ -99,7 +102,7 @@ pz_status pz_auto_edge_init(pz_autopol *a, const pz_policy *pol, int slot, pz_ed
 }
 
 static pz_auto_end *sender_end(pz_autopol *a, const pz_edge_end *e) {
-    for (int s = 0; s < 4; s++)
+    for (int s = 0; s < a->nend; s++)
         if (a->end[s].live == e && a->end[s].sender) return &a->end[s];
     return NULL;
 }
@@ -174,7 +177,7 @@ static void fold_link(pz_autopol *a, pz_auto_end *s) {
 void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, int overlapped, double tied_bytes, double *dec) {
     /* how much of compute the link may take: the schedule says whether it runs beside (autospec.h) */
     double margin = overlapped ? PZ_AUTO_MARGIN : PZ_AUTO_MARGIN_EXPOSED;
-    for (int slot = 0; slot < 4; slot++) {
+    for (int slot = 0; slot < a->nend; slot++) {
         pz_auto_end *s = &a->end[slot];
         if (!s->live || !s->sender) continue;
         fold_link(a, s);
@@ -213,7 +216,7 @@ void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, int overl
 }
 
 void pz_auto_note_compute(pz_autopol *a, double compute_s) {
-    for (int slot = 0; slot < 4; slot++) {
+    for (int slot = 0; slot < a->nend; slot++) {
         a->end[slot].compute_sum += compute_s;
         a->end[slot].compute_n++;
     }
@@ -246,7 +249,7 @@ void pz_auto_apply(pz_autopol *a, const double *dec, int step, pz_metrics *m) {
             pz_metrics_auto(m, k, as->canon[pick], d[1], d[2], d[3], d[4], d[5]);
         }
         a->cur[k] = pick;
-        for (int slot = 0; slot < 4; slot++)
+        for (int slot = 0; slot < a->nend; slot++)
             if (a->end[slot].live && 2 * a->end[slot].edge + a->end[slot].dir == k) switch_to(&a->end[slot], pick);
     }
 }
@@ -285,7 +288,7 @@ pz_status pz_auto_load(pz_autopol *a, const char *path) {
         st = pz_fail(PZ_ERR_FORMAT, "%s: %d decisions for this policy's %d auto edge directions", path, seen, want);
     for (int k = 0; st == PZ_OK && k < 2 * a->edges; k++) {
         a->cur[k] = cur[k];
-        for (int slot = 0; slot < 4; slot++)
+        for (int slot = 0; slot < a->nend; slot++)
             if (a->end[slot].live && 2 * a->end[slot].edge + a->end[slot].dir == k) switch_to(&a->end[slot], cur[k]);
     }
     free(cur);

@@ -1,4 +1,4 @@
-/* autopolicy.h: `--compress auto` in the pipeline executor (runtime/pipeline.c).
+/* autopolicy.h: `--compress auto` in the pipeline executor (runtime/pipeline*.c).
  *
  * For each (edge, direction) whose policy value is auto (runtime/autospec.h):
  *  - both ends build an edge end per candidate codec; the executor's end
@@ -55,17 +55,19 @@ typedef struct {
     int edges, micro, any;
     pz_auto_spec *specs;        /* [2*edge + dir]: n = 0 where not auto */
     int *cur;                   /* [2*edge + dir]: every rank's view of the live candidate */
-    pz_auto_end end[4];         /* this rank's ends, as the executor's slots */
+    pz_auto_end *end;           /* [nend]: this rank's ends, as the executor's slots (4 per chunk) */
+    int nend;
     double eval_s;              /* time spent evaluating candidates */
     int eval_n;                 /* sampled messages evaluated */
 } pz_autopol;
 
-/* Parses the policy's auto values (already checked by the policy parser). */
-pz_status pz_auto_init(pz_autopol *a, const pz_policy *pol, int micro);
+/* Parses the policy's auto values (already checked by the policy parser);
+ * nend: the executor's edge-end slots. */
+pz_status pz_auto_init(pz_autopol *a, const pz_policy *pol, int micro, int nend);
 /* Frees everything; safe on a zeroed struct and twice. Frees the candidates'
  * ends, not the executor's live ends. */
 void pz_auto_free(pz_autopol *a);
-/* pz_edge_init for slot 0..3 (fwd_tx, bwd_rx, fwd_rx, bwd_tx), or, where the
+/* pz_edge_init for slot 0..nend-1 (per chunk: fwd_tx, bwd_rx, fwd_rx, bwd_tx), or, where the
  * policy says auto, the candidates' ends with the initial one in *e. */
 pz_status pz_auto_edge_init(pz_autopol *a, const pz_policy *pol, int slot, pz_edge_end *e, int edge, int dir,
                             int sender, int B, int T, int C, int measure_error);

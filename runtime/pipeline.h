@@ -1,6 +1,6 @@
-/* pipeline.h: one rank of a pipeline: a stage of the model in this process,
- * running its schedule's instruction list every step and exchanging
- * activations and gradients with its neighbours over the transport. */
+/* pipeline.h: one rank of a pipeline: V >= 1 chunks of the model in this
+ * process, running its schedule's instruction list every step and
+ * exchanging activations and gradients with its peers over the transport. */
 #ifndef PZ_PIPELINE_H
 #define PZ_PIPELINE_H
 
@@ -27,7 +27,8 @@ pz_status pz_pipeline_sched(const pz_train_opts *o, pz_sched_spec *sp);
 /* Pieces the model is cut into: o->stages, or stages x V for interleaved
  * (the policy's edges and --split count these). */
 int pz_pipeline_nchunks(const pz_train_opts *o);
-/* Refuses what the interleaved executor (V > 1) does not run (yet). */
-pz_status pz_pipeline_interleaved_check(const pz_train_opts *o, const pz_sched_spec *sp);
+/* The one place that refuses a combination of the schedule and the train
+ * flags the executor cannot run, with the reason. */
+pz_status pz_pipeline_check(const pz_train_opts *o, const pz_sched_spec *sp);
 
 #endif

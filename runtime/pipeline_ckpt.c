@@ -1,15 +1,25 @@
-/* pipeline_ckpt.c: a rank's checkpoints and --resume (runtime/resume.h for
- * the files), and the fault injection the tests kill ranks with (see
- * runtime/pipeline_exec.h). */
+/* pipeline_ckpt.c: what a rank reads and writes: checkpoints and --resume
+ * (runtime/resume.h for the files), --save, --dump-edge, and the fault
+ * injection the tests kill ranks with (see runtime/pipeline_exec.h).
+ *
+ * Checkpoints are written as if each global chunk were a stage of a
+ * G-stage pipeline: shard g holds chunk g (parameters, AdamW moments, the
+ * loader position, codec state of its boundaries g-1 and g) and the
+ * manifest says G stages. By tensor name, any other layout resumes from it,
+ * and it from any other. */
 #include "runtime/pipeline_exec.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/mem.h"
 #include "compress/codec.h"
+#include "compress/npy.h"
 #include "runtime/resume.h"
 
 /* Fault injection for the tests (PIPEZIP_FAULT=WHAT:STEP:RANK): this rank
@@ -54,33 +64,41 @@ void exec_fault_flip(exec *x, int armed) {
         if (!strcmp(w, names[k])) pz_transport_fault_flip(x->tp, kinds[k], (uint32_t)s, off);
 }
 
-/* The codecs this rank holds on its edges (and their error-metric twins),
- * named by edge, direction and role, for the checkpoint's codec state. */
-static int edge_codecs(exec *x, const char **names, pz_codec **cs) {
+/* The codecs of chunk c's edge ends (and their error-metric twins), named
+ * by edge, direction and role, for the checkpoint's codec state. */
+static int chunk_codecs(exec *x, pz_chunk *c, const char **names, pz_codec **cs) {
     static const char *const tag[4][2] = {{"out.fwd.send", "out.fwd.send.twin"}, {"out.bwd.recv", "out.bwd.recv.twin"},
                                           {"in.fwd.recv", "in.fwd.recv.twin"},   {"in.bwd.send", "in.bwd.send.twin"}};
-    pz_edge_end *ends[4] = {&x->fwd_tx, &x->bwd_rx, &x->fwd_rx, &x->bwd_tx};
-    int n = 0;
+    int n = 0, at = 4 * (int)(c - x->ch);
     for (int k = 0; k < 4; k++) {
-        if (x->au.end[k].live) continue;   /* auto: stateless candidates, nothing to keep (autopolicy.h) */
-        pz_codec *c[2] = {ends[k]->codec, ends[k]->shadow};
+        if (x->au.end[at + k].live) continue;   /* auto: stateless candidates, nothing to keep (autopolicy.h) */
+        pz_codec *e[2] = {c->end[k].codec, c->end[k].shadow};
         for (int j = 0; j < 2; j++)
-            if (c[j]) names[n] = tag[k][j], cs[n++] = c[j];
+            if (e[j]) names[n] = tag[k][j], cs[n++] = e[j];
     }
     return n;
 }
 
+/* Every rank's outcome: a failure anywhere fails all, each naming itself. */
+static pz_status agree(exec *x, pz_status st, pz_status code, const char *what) {
+    double bad = st != PZ_OK;
+    pz_status st2 = exec_allreduce(x, &bad, 1);
+    if (st != PZ_OK) return st;
+    if (st2 != PZ_OK) return st2;
+    if (bad > 0) return pz_fail(code, "rank %d: another rank could not %s", x->rank, what);
+    return PZ_OK;
+}
+
 /* --resume: rank 0 finds the newest complete checkpoint in the --resume
- * directory (or --checkpoint-dir for auto) and every rank gets its step:
- * *start = the steps done, or -1: none (auto: start fresh); *dir = where.
- * Both executors start with it. tp NULL: one process. */
-pz_status exec_resume_step(pz_transport *tp, const pz_train_opts *o, int rank, int *start, const char **dir) {
+ * directory (or --checkpoint-dir for auto), every rank gets its step, then
+ * each chunk loads its part by tensor name. *start = steps already done. */
+static pz_status resume_step(exec *x, int *start, const char **dir) {
+    const pz_train_opts *o = x->o;
     int is_auto = strcmp(o->resume, "auto") == 0;
     *dir = is_auto ? o->checkpoint_dir : o->resume;
-    *start = -1;
     double v = 0.0;
     pz_status st = PZ_OK;
-    if (rank == 0) {
+    if (x->rank == 0) {
         int step;
         if ((st = pz_resume_find(*dir, is_auto, &step)) != PZ_OK) return st;
         if (step < 0 && !is_auto)
@@ -88,79 +106,152 @@ pz_status exec_resume_step(pz_transport *tp, const pz_train_opts *o, int rank, i
                            "fresh when there is none)", *dir);
         v = step + 1.0;   /* 0: none */
     }
-    if (tp && (st = pz_transport_allreduce_sum_f64(tp, &v, 1)) != PZ_OK) return st;
-    if (v < 1.0) {
-        if (rank == 0) fprintf(stderr, "pipezip train: --resume auto: no checkpoint in %s, starting fresh\n", *dir);
-        return PZ_OK;
-    }
-    *start = (int)v - 1;
+    if ((st = exec_allreduce(x, &v, 1)) != PZ_OK) return st;
+    if (v < 1.0 && x->rank == 0) fprintf(stderr, "pipezip train: --resume auto: no checkpoint in %s, starting fresh\n", *dir);
+    *start = v < 1.0 ? -1 : (int)v - 1;
     return PZ_OK;
 }
 
-/* --resume: the newest complete checkpoint (rank 0 looks, every rank gets
- * its step), then each rank loads its shard. *start = steps already done. */
-pz_status exec_resume_from(exec *x, int *start) {
+pz_status exec_resume(exec *x, int *start) {
     const char *dir;
-    pz_status st = exec_resume_step(x->tp, x->o, x->rank, start, &dir);
+    pz_status st = resume_step(x, start, &dir);
     if (st != PZ_OK || *start < 0) {
         *start = 0;
         return st;
     }
-    int same = 0;
-    st = pz_resume_read_shard(dir, *start, x->rank, x->world, &x->stage, &x->opt, &x->loader, &same);
-    if (st == PZ_OK) {
+    int same = 1;
+    for (int cc = 0; cc < x->V && st == PZ_OK; cc++) {
+        pz_chunk *c = &x->ch[cc];
+        int same_c = 0;
         const char *names[8];
         pz_codec *cs[8];
-        int n = edge_codecs(x, names, cs);
-        if (same) st = pz_resume_read_codecs(dir, *start, x->rank, names, cs, n);
-        if (st == PZ_OK && x->au.any) {   /* auto's decisions; none there (another policy): start over */
-            char *path = pz_resume_rank_path(dir, *start, x->rank, ".auto");
-            if (same && access(path, F_OK) == 0) st = pz_auto_load(&x->au, path);
-            else if (x->rank == 0)
-                fprintf(stderr, "pipezip train: the checkpoint holds no decisions of --compress auto for this "
-                        "layout: it starts from its initial candidates\n");
-            free(path);
-        }
-        for (int i = 0; st == PZ_OK && !same && i < n; i++)
+        int n = chunk_codecs(x, c, names, cs);
+        st = pz_resume_read_shard(dir, *start, c->g, x->G, &c->stage, &c->opt, &x->loader, &same_c);
+        if (st == PZ_OK && same_c) st = pz_resume_read_codecs(dir, *start, c->g, names, cs, n);
+        for (int i = 0; st == PZ_OK && !same_c && i < n; i++)
             if (pz_codec_keeps_state(cs[i]))
-                fprintf(stderr, "pipezip train: rank %d: warning: another layout than the checkpoint's: %s (%s) "
-                        "starts with empty state (aq: its first epoch again)\n", x->rank, names[i],
+                fprintf(stderr, "pipezip train: rank %d: warning: another layout than the checkpoint's: chunk %d's %s "
+                        "(%s) starts with empty state (aq: its first epoch again)\n", x->rank, c->g, names[i],
                         pz_codec_spec(cs[i]));
+        same = same && same_c;
+    }
+    if (st == PZ_OK && x->au.any) {   /* auto's decisions; none there (another policy): start over */
+        char *path = pz_resume_rank_path(dir, *start, x->rank, ".auto");
+        if (same && access(path, F_OK) == 0) st = pz_auto_load(&x->au, path);
+        else if (x->rank == 0)
+            fprintf(stderr, "pipezip train: the checkpoint holds no decisions of --compress auto for this "
+                    "layout: it starts from its initial candidates\n");
+        free(path);
     }
     /* every rank must have loaded before any trains on */
-    double bad = st != PZ_OK;
-    pz_status st2 = exec_allreduce(x, &bad, 1);
-    if (st == PZ_OK && st2 == PZ_OK && bad > 0)
-        st = pz_fail(PZ_ERR_PEER, "rank %d: another rank could not load its shard of the checkpoint", x->rank);
-    if (st == PZ_OK && x->rank == 0)
+    if ((st = agree(x, st, PZ_ERR_PEER, "load its shards of the checkpoint")) == PZ_OK && x->rank == 0)
         fprintf(stderr, "pipezip train: resumed from %s, step %d\n", dir, *start);
-    return st == PZ_OK ? st2 : st;
+    return st;
 }
 
-/* Writes this step's checkpoint: every rank its shard, then, once all are
+/* Writes this step's checkpoint: every chunk its shard, then, once all are
  * durable (a collective carrying each rank's outcome), rank 0 the manifest. */
 pz_status exec_checkpoint(exec *x, int step) {
-    const char *names[8];
-    pz_codec *cs[8];
-    int n = edge_codecs(x, names, cs);
-    pz_status st = pz_resume_write_shard(x->o->checkpoint_dir, step, x->rank, x->world, &x->stage, &x->opt,
-                                         &x->loader);
-    if (st == PZ_OK) st = pz_resume_write_codecs(x->o->checkpoint_dir, step, x->rank, names, cs, n);
+    const char *dir = x->o->checkpoint_dir;
+    pz_status st = PZ_OK;
+    for (int cc = 0; cc < x->V && st == PZ_OK; cc++) {
+        pz_chunk *c = &x->ch[cc];
+        const char *names[8];
+        pz_codec *cs[8];
+        int n = chunk_codecs(x, c, names, cs);
+        st = pz_resume_write_shard(dir, step, c->g, x->G, &c->stage, &c->opt, &x->loader);
+        if (st == PZ_OK) st = pz_resume_write_codecs(dir, step, c->g, names, cs, n);
+    }
     if (st == PZ_OK && x->au.any) {   /* the candidates auto goes on with */
-        char *path = pz_resume_rank_path(x->o->checkpoint_dir, step, x->rank, ".auto");
+        char *path = pz_resume_rank_path(dir, step, x->rank, ".auto");
         st = pz_auto_save(&x->au, path);
         free(path);
     }
     exec_fault_point("checkpoint", step, x->rank);
-    double bad = st != PZ_OK;
-    pz_status st2 = exec_allreduce(x, &bad, 1);
-    if (st != PZ_OK) return st;
-    if (st2 != PZ_OK) return st2;
-    if (bad > 0)
-        return pz_fail(PZ_ERR_IO, "rank %d: another rank could not write its checkpoint shard of step %d (the "
-                       "previous checkpoint stays the newest)", x->rank, step);
-    if (x->rank == 0 && (st = pz_resume_commit(x->o->checkpoint_dir, step, x->world, x->o->keep_checkpoints)) == PZ_OK)
-        fprintf(stderr, "pipezip train: checkpoint of step %d in %s\n", step, x->o->checkpoint_dir);
+    char what[96];
+    snprintf(what, sizeof what, "write its checkpoint shards of step %d (the previous checkpoint stays the newest)",
+             step);
+    if ((st = agree(x, st, PZ_ERR_IO, what)) != PZ_OK) return st;
+    if (x->rank == 0 && (st = pz_resume_commit(dir, step, x->G, x->o->keep_checkpoints)) == PZ_OK)
+        fprintf(stderr, "pipezip train: checkpoint of step %d in %s\n", step, dir);
     return st;
 }
 
+/* Copies every tensor of `from` into the tensor of the same name in `to`. */
+static void copy_by_name(pz_gpt2_params *to, const pz_gpt2_params *from) {
+    int nt = pz_gpt2_params_tensors(to, NULL), nf = pz_gpt2_params_tensors(from, NULL);
+    pz_tensor_info *tt = xcalloc((size_t)nt, sizeof *tt), *tf = xcalloc((size_t)nf, sizeof *tf);
+    pz_gpt2_params_tensors(to, tt);
+    pz_gpt2_params_tensors(from, tf);
+    for (int i = 0; i < nf; i++)
+        for (int j = 0; j < nt; j++)
+            if (strcmp(tf[i].name, tt[j].name) == 0) memcpy(tt[j].data, tf[i].data, tf[i].numel * sizeof(float));
+    free(tt);
+    free(tf);
+}
+
+/* --save: every rank sends its chunks' parameters to rank 0, which
+ * assembles them by tensor name, whatever the split, and saves them
+ * (stages/gpt2_checkpoint.h formats). */
+pz_status exec_gather_save(exec *x, const pz_stage_range *all, const char *path) {
+    const pz_gpt2_config *cfg = &x->ch[0].stage.cfg;
+    pz_status st = PZ_OK;
+    const char *w = "parameters for --save, to rank 0";
+    for (int cc = 0; x->rank != 0 && cc < x->V && st == PZ_OK; cc++) {
+        pz_stage *s = &x->ch[cc].stage;
+        size_t bytes = s->params.numel * sizeof(float);
+        float *host = xmalloc(bytes);
+        x->be->to_host(host, s->param_mem, bytes);
+        pz_request *r = NULL;
+        st = pz_transport_send(x->tp, 0, pz_tag(x->rank, 0, (uint32_t)cc, KIND_SAVE), host, bytes, w, &r);
+        if (st == PZ_OK) st = pz_transport_wait(x->tp, r, NULL);
+        free(host);
+    }
+    if (x->rank != 0) return st;
+    pz_stage_range whole = pz_whole_model(cfg);
+    float *mem = xmalloc(pz_stage_numel(cfg, &whole) * sizeof(float));
+    pz_gpt2_params full;
+    pz_gpt2_params_bind(&full, cfg, &whole, mem);
+    for (int g = 0; g < x->G && st == PZ_OK; g++) {
+        int r = g % x->S, cc = g / x->S;
+        size_t n = pz_stage_numel(cfg, &all[g]);
+        float *part = xmalloc(n * sizeof(float));
+        if (r == 0) x->be->to_host(part, x->ch[cc].stage.param_mem, n * sizeof(float));
+        else {
+            pz_request *req = NULL;
+            st = pz_transport_recv(x->tp, r, pz_tag(r, 0, (uint32_t)cc, KIND_SAVE), part, n * sizeof(float), w, &req);
+            if (st == PZ_OK) st = pz_transport_wait(x->tp, req, NULL);
+        }
+        if (st == PZ_OK) {
+            pz_gpt2_params p;
+            pz_gpt2_params_bind(&p, cfg, &all[g], part);
+            copy_by_name(&full, &p);
+            pz_gpt2_params_unbind(&p);
+        }
+        free(part);
+    }
+    if (st == PZ_OK && (st = pz_params_save(&full, path)) == PZ_OK) fprintf(stderr, "pipezip train: saved %s\n", path);
+    pz_gpt2_params_unbind(&full);
+    free(mem);
+    return st;
+}
+
+/* --dump-edge STEP. At that step (1-based, as the step lines count), each
+ * sender writes the tensor it is about to encode, before any codec touches
+ * it, as float32 .npy of shape (B, T, C):
+ *   DIR/step<S>-edge<e>-<e+1>-fwd-micro<m>.npy   activations, by chunk e
+ *   DIR/step<S>-edge<e>-<e+1>-bwd-micro<m>.npy   their gradients, by chunk e+1
+ * so codecs can be studied on real tensors (`pipezip codec --in`, the sweep). */
+pz_status exec_dump_edge(exec *x, const pz_edge_end *e, int kind, uint64_t step, int micro, const float *src) {
+    const pz_train_opts *o = x->o;
+    if (!o->dump_edge || step + 1 != (uint64_t)o->dump_edge || (kind != KIND_ACT && kind != KIND_GRAD)) return PZ_OK;
+    if (mkdir(o->dump_dir, 0755) != 0 && errno != EEXIST)
+        return pz_fail(PZ_ERR_IO, "--dump-dir %s: %s", o->dump_dir, strerror(errno));
+    char path[4200];
+    snprintf(path, sizeof path, "%s/step%llu-edge%d-%d-%s-micro%d.npy", o->dump_dir, (unsigned long long)step + 1,
+             e->edge, e->edge + 1, kind == KIND_ACT ? "fwd" : "bwd", micro);
+    pz_shape sh = {3, {(size_t)o->batch, (size_t)o->seq, (size_t)x->ch[0].stage.cfg.channels}};
+    pz_status st = pz_npy_write(path, &sh, src);
+    if (st != PZ_OK) return pz_fail(st, "--dump-edge: %s", pz_last_error());
+    return PZ_OK;
+}

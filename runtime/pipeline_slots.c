@@ -1,5 +1,5 @@
-/* pipeline_slots.c: a rank's buffers for the micro-batches in flight, and
- * warmup=auto, which resizes them (see runtime/pipeline_exec.h). */
+/* pipeline_slots.c: a rank's edge ends and its buffers for the micro-batches
+ * in flight, and warmup=auto, which resizes them (see runtime/pipeline_exec.h). */
 #include "runtime/pipeline_exec.h"
 
 #include <math.h>
@@ -9,84 +9,145 @@
 
 #include "base/mem.h"
 
-/* Frees what slots_alloc made; safe on a zeroed exec and twice. */
-void exec_slots_free(exec *x) {
-    for (int k = 0; x->slots && k < x->bound; k++) {
-        pz_acts_free(&x->slots[k], &x->stage);
-        pz_host_buffer_free(x->stage.be, x->act_in[k]);
-        pz_host_buffer_free(x->stage.be, x->grad_in[k]);
-        pz_host_buffer_free(x->stage.be, x->grad_out[k]);
-        free(x->act_wire_in[k]);
-        free(x->grad_wire_in[k]);
-        free(x->ids[k]);
+/* Chunk c's edge ends: the out edge (boundary g: we send fwd, receive bwd)
+ * unless c is last, the in edge (boundary g-1) unless c is first.
+ * pz_auto_edge_init reads the policy: plain ends, or auto's candidates. */
+pz_status exec_edges(exec *x, pz_chunk *c) {
+    const pz_train_opts *o = x->o;
+    int B = o->batch, T = o->seq, C = c->stage.cfg.channels, at = 4 * (int)(c - x->ch);
+    pz_status st = PZ_OK;
+    for (int side = 0; side < 2 && st == PZ_OK; side++) {
+        if (side == 0 ? is_last(x, c) : is_first(c)) continue;
+        int e = side == 0 ? c->g : c->g - 1, k = 2 * side;   /* k: FWD_TX or FWD_RX */
+        const char *fs = pz_policy_codec(&x->pol, e, PZ_FWD);
+        if ((st = pz_auto_edge_init(&x->au, &x->pol, at + k, &c->end[k], e, PZ_FWD, side == 0, B, T, C,
+                                    side == 0 && o->error_metrics)) != PZ_OK ||
+            (st = pz_auto_edge_init(&x->au, &x->pol, at + k + 1, &c->end[k + 1], e, PZ_BWD, side == 1, B, T, C,
+                                    side == 1 && o->error_metrics)) != PZ_OK)
+            break;
+        st = pz_edge_init_val(side == 0 ? c->val_tx : c->val_rx, e, side == 0, fs, B, T, C);
     }
-    for (int k = 0; x->act_wire_out && k < x->nwire; k++) {
-        free(x->act_wire_out[k]);
-        free(x->grad_wire_out[k]);
-    }
-    free(x->slots); free(x->act_in); free(x->grad_in); free(x->grad_out);
-    free(x->act_wire_in); free(x->grad_wire_in); free(x->ids);
-    free(x->act_recv); free(x->grad_recv);
-    free(x->act_wire_out); free(x->grad_wire_out); free(x->act_send); free(x->grad_send);
-    x->slots = NULL;
-    x->act_in = x->grad_in = x->grad_out = NULL;
-    x->act_wire_in = x->grad_wire_in = x->act_wire_out = x->grad_wire_out = NULL;
-    x->ids = NULL;
-    x->act_recv = x->grad_recv = x->act_send = x->grad_send = NULL;
-    pz_staging_free(&x->stg);
+    if (st != PZ_OK) return st;
+    /* wire buffers: validation messages reuse the first ones, so size for both */
+    c->cap_in = pz_edge_wire_cap(&c->end[FWD_RX], c->val_rx);
+    c->cap_out = pz_edge_wire_cap(&c->end[FWD_TX], c->val_tx);
+    return PZ_OK;
 }
 
-/* Buffers for x->bound activations in flight (the stage's saved activations,
- * received tensors and messages, d(input), sample ids) and a ring of
- * x->nwire send buffers. Needs the edges (setup_edges) for the sizes. */
-void exec_slots_alloc(exec *x) {
-    const pz_backend *be = x->stage.be;
-    int n = x->bound, B = x->o->batch;
-    x->nwire = x->bound + 2 < x->o->micro ? x->bound + 2 : x->o->micro;
-    x->slots = xcalloc((size_t)n, sizeof *x->slots);
-    x->act_in = xcalloc((size_t)n, sizeof *x->act_in);
-    x->grad_in = xcalloc((size_t)n, sizeof *x->grad_in);
-    x->grad_out = xcalloc((size_t)n, sizeof *x->grad_out);
-    x->act_wire_in = xcalloc((size_t)n, sizeof *x->act_wire_in);
-    x->grad_wire_in = xcalloc((size_t)n, sizeof *x->grad_wire_in);
-    x->ids = xcalloc((size_t)n, sizeof *x->ids);
-    x->act_recv = xcalloc((size_t)n, sizeof *x->act_recv);
-    x->grad_recv = xcalloc((size_t)n, sizeof *x->grad_recv);
+/* The receive rings: the most receives of a chunk posted and not yet
+ * consumed (by its FORWARD or BACKWARD) at once while the list runs. */
+static void ring_sizes(exec *x) {
+    int *pa = xcalloc((size_t)x->V, sizeof *pa), *pg = xcalloc((size_t)x->V, sizeof *pg);
+    for (int c = 0; c < x->V; c++) x->ch[c].nact = x->ch[c].ngrad = 1;
+    for (int k = 0; k < x->sched.n; k++) {
+        const pz_instr *in = &x->sched.ins[k];
+        pz_chunk *c = &x->ch[in->chunk];
+        int *a = &pa[in->chunk], *g = &pg[in->chunk];
+        switch (in->op) {
+        case PZ_OP_RECV_ACT: if (++*a > c->nact) c->nact = *a; break;
+        case PZ_OP_RECV_GRAD: if (++*g > c->ngrad) c->ngrad = *g; break;
+        case PZ_OP_FORWARD: if (!is_first(c)) --*a; break;
+        case PZ_OP_BACKWARD: if (!is_last(x, c)) --*g; break;
+        default: break;
+        }
+    }
+    free(pa);
+    free(pg);
+}
+
+static void chunk_alloc(exec *x, pz_chunk *c) {
+    const pz_backend *be = x->be;
+    const int first = is_first(c), last = is_last(x, c), B = x->o->batch, n = c->bound;
+    c->nwire = n + 2 < x->o->micro ? n + 2 : x->o->micro;
+    c->slots = xcalloc((size_t)n, sizeof *c->slots);
+    c->ids = xcalloc((size_t)n, sizeof *c->ids);
+    c->grad_out = xcalloc((size_t)n, sizeof *c->grad_out);
     for (int k = 0; k < n; k++) {
-        pz_acts_init(&x->slots[k], &x->stage);
-        x->ids[k] = xcalloc((size_t)B, sizeof **x->ids);
-        if (!is_first(x)) {
-            x->act_in[k] = pz_host_buffer(be, x->act_bytes);
-            x->grad_out[k] = pz_host_buffer(be, x->act_bytes);
-            x->act_wire_in[k] = xaligned_alloc(x->cap_in);
-        }
-        if (!is_last(x)) {
-            x->grad_in[k] = pz_host_buffer(be, x->act_bytes);
-            x->grad_wire_in[k] = xaligned_alloc(x->bwd_rx.cap);
-        }
+        pz_acts_init(&c->slots[k], &c->stage);
+        c->ids[k] = xcalloc((size_t)B, sizeof **c->ids);
+        if (!first) c->grad_out[k] = pz_host_buffer(be, x->act_bytes);
     }
-    x->act_wire_out = xcalloc((size_t)x->nwire, sizeof *x->act_wire_out);
-    x->grad_wire_out = xcalloc((size_t)x->nwire, sizeof *x->grad_wire_out);
-    x->act_send = xcalloc((size_t)x->nwire, sizeof *x->act_send);
-    x->grad_send = xcalloc((size_t)x->nwire, sizeof *x->grad_send);
-    for (int k = 0; k < x->nwire; k++) {
-        if (!is_last(x)) x->act_wire_out[k] = xaligned_alloc(x->cap_out);
-        if (!is_first(x)) x->grad_wire_out[k] = xaligned_alloc(x->bwd_tx.cap);
+    if (!first) c->act_in = pz_host_buffer(be, x->act_bytes);
+    if (!last) c->grad_in = pz_host_buffer(be, x->act_bytes);
+    c->act_wire_in = xcalloc((size_t)c->nact, sizeof *c->act_wire_in);
+    c->act_recv = xcalloc((size_t)c->nact, sizeof *c->act_recv);
+    for (int k = 0; k < c->nact && !first; k++) c->act_wire_in[k] = xaligned_alloc(c->cap_in);
+    c->grad_wire_in = xcalloc((size_t)c->ngrad, sizeof *c->grad_wire_in);
+    c->grad_recv = xcalloc((size_t)c->ngrad, sizeof *c->grad_recv);
+    for (int k = 0; k < c->ngrad && !last; k++) c->grad_wire_in[k] = xaligned_alloc(c->end[BWD_RX].cap);
+    c->act_wire_out = xcalloc((size_t)c->nwire, sizeof *c->act_wire_out);
+    c->grad_wire_out = xcalloc((size_t)c->nwire, sizeof *c->grad_wire_out);
+    c->act_send = xcalloc((size_t)c->nwire, sizeof *c->act_send);
+    c->grad_send = xcalloc((size_t)c->nwire, sizeof *c->grad_send);
+    for (int k = 0; k < c->nwire; k++) {
+        if (!last) c->act_wire_out[k] = xaligned_alloc(c->cap_out);
+        if (!first) c->grad_wire_out[k] = xaligned_alloc(c->end[BWD_TX].cap);
     }
-    pz_staging_init(&x->stg, be, x->act_bytes, n);
+    pz_staging_init(&c->stg, be, x->act_bytes, n);
 }
 
-/* warmup=auto: from the step just reduced (red: per-rank compute seconds at
- * red[4 + 3r], edge statistics at es), the extra warm-up that lets the
- * pipeline's round trip hide behind compute; when it differs from the one
- * in use, the schedule and the activation slots are rebuilt (at a step
- * boundary nothing is in flight). Every rank computes it from the same
- * reduced bits, so all ranks agree. */
-pz_status exec_auto_warmup(exec *x, const double *red, const double *es, const double *rtt, const double *kfit) {
-    const int S = x->world, m = x->o->micro;
+/* Frees what chunk_alloc made; safe on a zeroed chunk and twice. */
+static void chunk_slots_free(exec *x, pz_chunk *c) {
+    for (int k = 0; c->slots && k < c->bound; k++) {
+        pz_acts_free(&c->slots[k], &c->stage);
+        free(c->ids[k]);
+        pz_host_buffer_free(x->be, c->grad_out[k]);
+    }
+    if (c->slots) {
+        pz_host_buffer_free(x->be, c->act_in);
+        pz_host_buffer_free(x->be, c->grad_in);
+        pz_staging_free(&c->stg);
+    }
+    for (int k = 0; c->act_wire_in && k < c->nact; k++) free(c->act_wire_in[k]);
+    for (int k = 0; c->grad_wire_in && k < c->ngrad; k++) free(c->grad_wire_in[k]);
+    for (int k = 0; c->act_wire_out && k < c->nwire; k++) {
+        free(c->act_wire_out[k]);
+        free(c->grad_wire_out[k]);
+    }
+    free(c->slots); free(c->ids); free(c->grad_out);
+    free(c->act_wire_in); free(c->act_recv); free(c->grad_wire_in); free(c->grad_recv);
+    free(c->act_wire_out); free(c->grad_wire_out); free(c->act_send); free(c->grad_send);
+    c->slots = NULL;
+    c->ids = NULL;
+    c->grad_out = NULL;
+    c->act_in = c->grad_in = NULL;
+    c->act_wire_in = c->grad_wire_in = c->act_wire_out = c->grad_wire_out = NULL;
+    c->act_recv = c->grad_recv = c->act_send = c->grad_send = NULL;
+}
+
+/* Buffers of every chunk for the schedule built in x->sched. Needs the
+ * edges (exec_edges) for the sizes. */
+void exec_slots_alloc(exec *x) {
+    ring_sizes(x);
+    for (int c = 0; c < x->V; c++) {
+        x->ch[c].bound = pz_schedule_chunk_peak(&x->sched, c);
+        chunk_alloc(x, &x->ch[c]);
+    }
+}
+
+void exec_slots_free(exec *x) {
+    for (int c = 0; x->ch && c < x->V; c++) chunk_slots_free(x, &x->ch[c]);
+}
+
+void exec_chunk_free(exec *x, pz_chunk *c) {
+    chunk_slots_free(x, c);
+    for (int k = 0; k < 4; k++) pz_edge_free(&c->end[k]);
+    for (int k = 0; k < 2; k++) { pz_edge_free(&c->val_tx[k]); pz_edge_free(&c->val_rx[k]); }
+    pz_optim_free(&c->opt, &c->stage);
+    pz_stage_free(&c->stage);
+}
+
+/* warmup=auto (V = 1 only): from the step just reduced, the extra warm-up
+ * that lets the pipeline's round trip hide behind compute; when it differs
+ * from the one in use, the schedule and the activation slots are rebuilt (at
+ * a step boundary nothing is in flight). Every rank computes it from the
+ * same reduced bits, so all ranks agree. */
+pz_status exec_auto_warmup(exec *x, const double *red) {
+    const int S = x->S, m = x->o->micro;
+    const double *es = red + x->red.edges, *rtt = red + x->red.rtt, *kfit = red + x->red.kfit;
     double *c = xcalloc((size_t)S, sizeof *c), *link_rtt = xcalloc((size_t)S, sizeof *link_rtt);
     double *period = xcalloc((size_t)S, sizeof *period);
-    for (int q = 0; q < S; q++) c[q] = red[4 + 3 * q] / m;
+    for (int q = 0; q < S; q++) c[q] = red[x->red.ranks + 3 * q] / m;
     for (int e = 0; e + 1 < S; e++) {
         /* micro-batch 0 found every link and stage idle, so its round trip
          * from stage e is: edge e down and up, plus stage e+1's compute and
@@ -113,21 +174,21 @@ pz_status exec_auto_warmup(exec *x, const double *red, const double *es, const d
     free(link_rtt);
     free(period);
     if (k == x->spec.warmup_extra) return PZ_OK;
-    int old_bound = x->bound;
+    pz_chunk *ch = &x->ch[0];
+    int old_bound = ch->bound;
     exec_slots_free(x);
     pz_schedule_free(&x->sched);
     x->spec.warmup_extra = k;
     pz_status st = pz_schedule_build(&x->sched, &x->spec, x->rank, S, m);
     if (st != PZ_OK) return st;
-    x->bound = pz_schedule_in_flight_bound(&x->spec, x->rank, S, m);
     exec_slots_alloc(x);
-    /* what one more activation slot costs on this rank */
-    double slot_mib = ((double)x->slots[0].numel * sizeof(float) + 3.0 * (double)x->act_bytes +
-                       (double)x->cap_in + (double)x->bwd_rx.cap) / (1 << 20);
-    if (x->bound != old_bound)
+    /* what one more activation slot costs on this rank: the saved
+     * activations, d(input) to send, the output staged on the host */
+    double slot_mib = ((double)ch->slots[0].numel * sizeof(float) + (is_first(ch) ? 0.0 : (double)x->act_bytes) +
+                       (ch->stg.on_device ? (double)x->act_bytes : 0.0)) / (1 << 20);
+    if (ch->bound != old_bound)
         fprintf(stderr, "pipezip train: rank %d: warmup=auto: K = %d extra warm-up micro-batches per downstream stage "
                 "(edge 0-1's round trip measured %.0f ms), %d in flight (was %d), %+.1f MiB of activations\n",
-                x->rank, k, 1e3 * rtt01, x->bound, old_bound, (x->bound - old_bound) * slot_mib);
+                x->rank, k, 1e3 * rtt01, ch->bound, old_bound, (ch->bound - old_bound) * slot_mib);
     return PZ_OK;
 }
-

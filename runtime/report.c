@@ -4,13 +4,14 @@
 #include "runtime/metrics.h"
 #include "runtime/policy.h"
 
-void pz_report_step(FILE *f, const pz_step_line *s, int world, const double *edge_stats, const double *rank_s) {
+void pz_report_step(FILE *f, const pz_step_line *s, int world, int edges, const double *edge_stats,
+                    const double *rank_s) {
     fprintf(f, "{\"step\":%d,\"loss\":%.8f,\"lr\":%.6g,\"norm\":%.4f,\"ms\":%.1f,\"tok_s\":%.1f", s->step, s->loss,
             s->lr, s->norm, s->ms, s->tok_s);
     if (world > 1 && edge_stats) {
         double fr, fw, br, bw;
-        pz_metrics_dir_bytes(edge_stats, world - 1, PZ_FWD, &fr, &fw);
-        pz_metrics_dir_bytes(edge_stats, world - 1, PZ_BWD, &br, &bw);
+        pz_metrics_dir_bytes(edge_stats, edges, PZ_FWD, &fr, &fw);
+        pz_metrics_dir_bytes(edge_stats, edges, PZ_BWD, &br, &bw);
         fprintf(f, ",\"fwd_raw\":%.0f,\"fwd_wire\":%.0f,\"bwd_raw\":%.0f,\"bwd_wire\":%.0f,\"tied_wire\":%.0f,\"stages\":[",
                 fr, fw, br, bw, s->tied_wire);
         for (int r = 0; r < world; r++)

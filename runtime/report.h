@@ -14,10 +14,11 @@ typedef struct {
     double tied_wire;       /* bytes of one end's tied-embedding message (pipelines) */
 } pz_step_line;
 
-/* edge_stats: the step's summed pz_edge_stats per (edge, direction) (NULL
+/* edge_stats: the step's summed pz_edge_stats per (edge, direction), `edges` of them (NULL
  * or world 1: the short form); rank_s: per rank compute, wait and codec
  * seconds, 3 values each. */
-void pz_report_step(FILE *f, const pz_step_line *s, int world, const double *edge_stats, const double *rank_s);
+void pz_report_step(FILE *f, const pz_step_line *s, int world, int edges, const double *edge_stats,
+                    const double *rank_s);
 
 /* compressed < 0: one stage (no "compressed" field). */
 void pz_report_val(FILE *f, int step, double loss, int batches, int compressed);

@@ -289,7 +289,7 @@ static int cmd_train(int argc, char **argv) {
         return 1;
     }
     pz_sched_spec sched;
-    if (pz_pipeline_sched(&o, &sched) != PZ_OK || pz_pipeline_interleaved_check(&o, &sched) != PZ_OK)
+    if (pz_pipeline_sched(&o, &sched) != PZ_OK || pz_pipeline_check(&o, &sched) != PZ_OK)
         return fail("train", PZ_ERR_ARG);
     if (pz_device_check(o.device, o.stages) != PZ_OK) return fail("train", PZ_ERR_ARG);
     if (o.dump_edge && o.stages < 2) {

@@ -22,8 +22,10 @@
 #     link time per step fits 0.05 of the compute, or else one with no more wire bytes
 #     per step than the hand-picked fwd=q4,bwd=q8; both runs' tokens/s are
 #     printed (not asserted: timing on a shared host).
-#  4. Refusals before any process starts: a stateful candidate, every=0,
-#     and the interleaved schedule.
+#  4. interleaved:v=2 on 2 ranks (3 boundaries): every boundary and direction
+#     switches after step 2 as in case 2; steps 1-2 equal interleaved with
+#     hadamard(q4) fixed, bit for bit; its checkpoint keeps the decisions.
+#  5. Refusals before any process starts: a stateful candidate, every=0.
 #   usage: auto_policy.sh PATH/TO/pipezip
 set -u
 source "$(dirname "$0")/../lib.sh"
@@ -143,7 +145,28 @@ else
   tail -n 5 "$dir/auto10.err" "$dir/hand10.err"; fail "10 Mbit/s: a run failed"
 fi
 
-# 4. refused before any process starts
+# 4. interleaved: the same switch on every boundary (4 chunks, 3 boundaries, each direction)
+il=(--stages 2 --steps 6 --schedule interleaved:v=2 --split 0,1,1,0 --link-mbps 100000)
+ok=1
+"$pz" train "${common[@]}" "${il[@]}" --compress "$pol" --checkpoint-dir "$dir/ilck" > "$dir/il.out" 2> "$dir/il.err" || ok=0
+"$pz" train "${common[@]}" "${il[@]}" --compress 'both=hadamard(q4)' > "$dir/ilq4.out" 2> "$dir/ilq4.err" || ok=0
+if [ $ok = 1 ]; then
+  n=$(grep -c 'auto after step 2: edge [012]-[123] [fb][wd][d] switches to fp16, was hadamard(q4) ' "$dir/il.err")
+  [ "$n" = 6 ] || { grep 'auto after' "$dir/il.err"; fail "interleaved: $n of 6 boundary directions switched after step 2"; }
+  [ -f "$dir/ilck/step-00000006/rank-0.auto" ] || fail "interleaved: the checkpoint holds no decisions"
+  "$py" - "$dir/il.out" "$dir/ilq4.out" <<'PY' || fail "interleaved: losses"
+import json, math, sys
+loss = lambda p: [json.loads(l)["loss"] for l in open(p) if '"loss"' in l]
+a, q = loss(sys.argv[1]), loss(sys.argv[2])
+assert len(a) == 6 and all(math.isfinite(x) for x in a), a
+assert a[:2] == q[:2] and a[2:] != q[2:], (a, q)
+print("interleaved:v=2: every boundary switched to fp16 after step 2; steps 1-2 are hadamard(q4)'s bit for bit")
+PY
+else
+  tail -n 5 "$dir/il.err" "$dir/ilq4.err"; fail "interleaved: a run failed"
+fi
+
+# 5. refused before any process starts
 refuse() {  # expected message part, then train flags
   local want="$1"; shift
   if "$pz" train "${common[@]}" --steps 1 "$@" > /dev/null 2> "$dir/ref.err"; then
@@ -154,7 +177,6 @@ refuse() {  # expected message part, then train flags
 }
 refuse "candidate 2 'aq(q4)' keeps state" --stages 2 --compress 'fwd=auto:candidates=fp16/aq(q4)'
 refuse "every= expects a whole number of steps" --stages 2 --compress 'fwd=auto:every=0'
-refuse "not supported by the interleaved schedule" --stages 2 --schedule interleaved:v=2 --compress 'fwd=auto'
 
 [ "$fails" = 0 ] && echo "auto_policy: all passed"
 exit $((fails > 0))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Interleaved 1F1B (--schedule interleaved:v=V, runtime/pipeline_chunks.c):
+# Interleaved 1F1B (--schedule interleaved:v=V, the executor of runtime/pipeline.c with V chunks per rank):
 #  1. S = 2 ranks x V = 2 chunks (the tiny preset's 2 blocks as 0,1,1,0:
 #     embedding | block 0 | block 1 | head), m = 4: per-step and validation
 #     losses within 1e-5 relative of the single process and of 1F1B on 2
@@ -7,7 +7,8 @@
 #     compare_ckpt.py) as close as pipeline_equiv.sh asks of 1F1B; the saved
 #     model evaluates the same; v=1 is 1F1B bit for bit. --virtual-stages 2 runs the same schedule
 #     (the same losses, bit for bit), and so does it behind simulated links
-#     (--link-latency-ms, --link-mbps); one slower than --peer-timeout is refused.
+#     (--link-latency-ms, --link-mbps); one slower than --peer-timeout is refused;
+#     --trace has every chunk's forwards and backwards from both ranks.
 #  2. Compressed: with a policy per boundary (edge I-J = the boundary between
 #     global chunks I and J), interleaved on 2 ranks gives the losses of plain
 #     1F1B on 4 stages cut the same way (the same boundaries, codec contexts
@@ -68,7 +69,7 @@ PY
 # 1. uncompressed: against the single process and 1F1B
 run ref --save "$dir/ref.safetensors" || exit 1
 run p1f1b --stages 2 --schedule 1f1b
-run il --stages 2 --schedule interleaved:v=2 --split 0,1,1,0 --save "$dir/il.safetensors"
+run il --stages 2 --schedule interleaved:v=2 --split 0,1,1,0 --save "$dir/il.safetensors" --trace "$dir/il-trace.json"
 run ilv --stages 2 --schedule interleaved --virtual-stages 2
 losses ref il 1e-5 || fails=$((fails + 1))
 losses p1f1b il 1e-5 || fails=$((fails + 1))
@@ -79,9 +80,20 @@ run il1 --stages 2 --schedule interleaved:v=1 && { losses p1f1b il1 0 || fails=$
 run ilink --stages 2 --schedule interleaved:v=2 --link-latency-ms 5 --link-mbps 1000 && { losses il ilink 0 || fails=$((fails + 1)); }
 if out=$(timeout 60 "$pz" train "${common[@]}" --stages 2 --schedule interleaved:v=2 --link-mbps 0.01 --peer-timeout 1 2>&1); then
   fail "interleaved: a link slower than --peer-timeout was not refused"
-elif grep -q "on the link carrying boundary .* longer than --peer-timeout" <<<"$out"; then
+elif grep -q "on the link carrying edge .* longer than --peer-timeout" <<<"$out"; then
   echo "ok: interleaved: a link slower than --peer-timeout is refused"
 else echo "$out" | tail -3; fail "interleaved: slow link: unexpected message"; fi
+# --trace: both ranks, every chunk's forward and backward of every micro-batch
+if "$py" - "$dir/il-trace.json" <<'PY'
+import collections, json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+n = collections.Counter((e["pid"], e["cat"]) for e in ev)
+for r in (0, 1):
+    assert n[(r, "forward")] == n[(r, "backward")] == 20 * 4 * 2, n   # steps x micro-batches x chunks
+    assert n[(r, "send")] > 0 and n[(r, "tied")] > 0 and n[(r, "optimizer")] == 20, n
+print(f"ok: interleaved --trace: {len(ev)} events, 160 forwards and backwards per rank")
+PY
+then :; else fail "interleaved --trace"; fi
 grep -q "2 stages x 2 chunks" "$dir/il.err" || fail "il: no '2 stages x 2 chunks' line: $(head -c 2000 "$dir/il.err")"
 if out=$("$py" "$cmp_ckpt" "$dir/ck-ref" "$dir/ck-il" 1e-3 1e-5); then
   echo "$out" | sed "s/^ok:/ok: interleaved v=2 vs single process: parameters and moments:/"

@@ -83,6 +83,9 @@ else
 fi
 expect_fail "training from non-finite weights names the tensor" "weights are not finite: h.1.mlp.c_fc.bias" \
   "$pz" train --init "$dir/nan.safetensors" --data "$dir/tok.bin" --steps 1
+expect_fail "interleaved from non-finite weights names the rank" "rank [01]'s weights are not finite" \
+  "$pz" train --init "$dir/nan.safetensors" --data "$dir/tok.bin" --steps 1 --stages 2 --schedule interleaved:v=2 \
+  --micro-batches 2 --split 0,1,1,0
 expect_fail "--metrics into a missing directory names --metrics" "^pipezip train: error: --metrics " \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --metrics "$dir/no/such/m"
 expect_fail "aq mem=0" "mem=0 would mean the default" "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 \
@@ -120,8 +123,6 @@ expect_fail "train --virtual-stages without interleaved" "needs --schedule inter
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --virtual-stages 2
 expect_fail "train --virtual-stages contradicting v=" "contradicts --schedule" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --schedule interleaved:v=2 --virtual-stages 3
-expect_fail "interleaved in train with --dump-edge" "--dump-edge is not supported with interleaved" \
-  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --micro-batches 2 --schedule interleaved:v=2 --dump-edge 1
 expect_fail "interleaved: --split counts chunks" "cuts the model into 4 chunks" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --micro-batches 2 --schedule interleaved:v=2 --split 1,1
 expect_fail "interleaved without V" "needs the model chunks per stage" \
