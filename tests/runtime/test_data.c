@@ -190,6 +190,48 @@ static void test_unshuffled(void) {
     free(tok);
 }
 
+/* B divides the sample count (issue 24: a wrap that dropped the last batch
+ * of each epoch survived, because the other tests leave a tail): every
+ * epoch serves all n / B batches, the last one too, then wraps. */
+static void test_batch_divides(void) {
+    const int T = 4, B = 4;
+    const size_t n = 12 * T + 1;   /* 12 samples, 3 batches, no tail */
+    uint16_t *tok = ramp(n, 0, 50000);
+    CHECK_STATUS(pz_shard_write(tpath("div.bin"), tok, n), PZ_OK, NULL);
+    pz_dataset d;
+    CHECK_STATUS(pz_dataset_open(&d, tpath("div.bin"), T, 50000), PZ_OK, NULL);
+    CHECK(pz_dataset_num_samples(&d) == 12, "%zu samples, want 12", pz_dataset_num_samples(&d));
+    for (int shuffle = 0; shuffle < 2; shuffle++) {
+        pz_loader l;
+        CHECK_STATUS(pz_loader_init(&l, &d, B, shuffle, 7), PZ_OK, NULL);
+        CHECK(pz_loader_batches_per_epoch(&l) == 3, "%zu batches per epoch, want 3", pz_loader_batches_per_epoch(&l));
+        int inp[16], tgt[16];
+        size_t ids[4];
+        for (int epoch = 0; epoch < 3; epoch++) {
+            int seen[12] = {0};
+            for (size_t k = 0; k < 3; k++) {
+                CHECK(l.epoch == epoch && l.pos == k * B, "shuffle %d: before batch %zu of epoch %d: epoch %d pos %zu",
+                      shuffle, k, epoch, l.epoch, l.pos);
+                pz_loader_next(&l, inp, tgt, ids);
+                for (int b = 0; b < B; b++) {
+                    if (ids[b] < 12) seen[ids[b]]++;
+                    if (!shuffle) CHECK(ids[b] == k * B + (size_t)b, "batch %zu: id %zu at %d", k, ids[b], b);
+                }
+            }
+            for (int i = 0; i < 12; i++)
+                CHECK(seen[i] == 1, "shuffle %d epoch %d: sample %d served %d times", shuffle, epoch, i, seen[i]);
+        }
+        /* resume at the last batch of an epoch: it is served, then the next epoch */
+        CHECK_STATUS(pz_loader_seek(&l, 1, 2), PZ_OK, NULL);
+        pz_loader_next(&l, inp, tgt, ids);
+        CHECK(l.epoch == 2 && l.pos == 0, "after the last batch of epoch 1: epoch %d pos %zu", l.epoch, l.pos);
+        if (!shuffle) CHECK(ids[0] == 8 && ids[3] == 11, "the last batch holds ids %zu..%zu, want 8..11", ids[0], ids[3]);
+        pz_loader_free(&l);
+    }
+    pz_dataset_close(&d);
+    free(tok);
+}
+
 /* Collects the ids of one epoch from a shuffled loader, checking that every
  * batch's tokens are the tokens of the ids it reports. */
 static void epoch_ids(pz_loader *l, size_t *out) {
@@ -488,6 +530,7 @@ int main(void) {
     test_round_trip();
     test_sample_ids();
     test_unshuffled();
+    test_batch_divides();
     test_shuffle();
     test_shuffle_uniform();
     test_malformed();
