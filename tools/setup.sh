@@ -3,15 +3,19 @@
 # otherwise prints the exact apt-get command and stops) and builds into build/.
 #   bash tools/setup.sh            packages for building and the main job, then build
 #   bash tools/setup.sh --tests    also the packages the test suite needs
+#   bash tools/setup.sh --tests --python-only
+#                                  only the pip packages of the tests, for the interpreter they run
+#                                  ($PZ_TORCH_PYTHON, else /usr/bin/python3; not the first python3 on PATH)
 # Idempotent: a second run installs nothing and rebuilds only what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-want_tests=0
+want_tests=0 python_only=0
 for a in "$@"; do
   case "$a" in
     --tests) want_tests=1 ;;
-    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    --python-only) python_only=1 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$a'" >&2; exit 2 ;;
   esac
 done
@@ -32,6 +36,33 @@ if [ "$want_tests" = 1 ]; then
   pkgs+=(python3-pip)
 fi
 
+# HF `tokenizers` (PyPI only; no Debian package): the reference of the BPE
+# tokenizer test (tests/stages/bpe_vs_hf.sh) and finetune-hf's tokenizer
+# trainer, which skip without it. Installed for the interpreter the tests run
+# (the torch tests' $PZ_TORCH_PYTHON, else Debian's /usr/bin/python3, which
+# has python3-torch), not the first python3 on PATH (pyenv, a venv), which
+# the tests never use for them.
+python_packages() {
+  local py="${PZ_TORCH_PYTHON:-/usr/bin/python3}"
+  if [ ! -x "$py" ]; then
+    echo "setup: $py (the tests' Python) is missing: apt-get install python3, or set PZ_TORCH_PYTHON" >&2
+    return 1
+  fi
+  if "$py" -c 'import tokenizers' 2>/dev/null; then
+    echo "setup: $py has tokenizers" >&2
+    return 0
+  fi
+  echo "setup: pip installing tokenizers for $py" >&2
+  [ "${PZ_SETUP_DRY_RUN:-0}" = 1 ] && return 0   # tests/tools/setup_python.sh: say it, install nothing
+  "$py" -m pip install -q --break-system-packages tokenizers ||
+    echo "setup: could not install tokenizers ($py -m pip install tokenizers); bpe-vs-hf and finetune-hf will skip" >&2
+}
+if [ "$python_only" = 1 ]; then
+  [ "$want_tests" = 1 ] || { echo "setup.sh: --python-only goes with --tests" >&2; exit 2; }
+  python_packages
+  exit
+fi
+
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -49,13 +80,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 
-# HF `tokenizers` (PyPI only; no Debian package): the reference of the BPE
-# tokenizer test (tests/stages/bpe_vs_hf.sh, which skips without it)
-if [ "$want_tests" = 1 ] && ! python3 -c 'import tokenizers' 2>/dev/null; then
-  echo "setup: pip installing tokenizers" >&2
-  python3 -m pip install -q --break-system-packages tokenizers ||
-    echo "setup: could not install tokenizers (pip install tokenizers); the test bpe-vs-hf will skip" >&2
-fi
+if [ "$want_tests" = 1 ]; then python_packages || true; fi
 
 # the CUDA toolkit's usual home; meson finds nvcc only on PATH
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi

@@ -8,14 +8,16 @@
 #    vocab.json + merges.txt and from the directory; decode(encode(text)) == text;
 #  - `pipezip tokenize` writes those ids as an llm.c shard, with 1 and 2
 #    threads, and --eot-between-files puts <|endoftext|> between files.
-# Skips (77) when python3 cannot import tokenizers (bash tools/setup.sh --tests).
+# Skips (77) when the tests' Python ($PZ_TORCH_PYTHON, else /usr/bin/python3,
+# as for the torch tests) cannot import tokenizers (bash tools/setup.sh --tests).
 #   usage: bpe_vs_hf.sh PATH/TO/pipezip PATH/TO/test_bpe
 set -u
 pz="$1"; tb="$2"
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-python3 "$here/make_bpe_case.py" "$dir/case" 4; rc=$?
+py="${PZ_TORCH_PYTHON:-/usr/bin/python3}"
+"$py" "$here/make_bpe_case.py" "$dir/case" 4; rc=$?
 [ "$rc" = 77 ] && exit 77
 [ "$rc" = 0 ] || { echo "FAIL: make_bpe_case.py"; exit 1; }
 fails=0
