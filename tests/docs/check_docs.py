@@ -11,6 +11,7 @@ For README.md and docs/*.md of the source tree:
     its parent's.
   - every repository path (base/..., runtime/..., compress/..., tools/...,
     tests/..., bench/..., docs/..., ...) must exist, a glob must match a file,
+    a source file named alone (pipeline_slots.c, sweep.py) must be somewhere,
     and every relative Markdown link must reach a file (and, with #anchor, a
     heading of that file).
 
@@ -71,6 +72,10 @@ PROG_RE = (r"(?P<pz>\bpipezip\s+(?P<sub>" + "|".join(SUBCOMMANDS) + r")\b)"
 TOKEN_RE = re.compile(PROG_RE + "|(?P<flag>" + FLAG_RE + ")")
 PATH_RE = re.compile(r"(?<![\w./~$<>-])((?:" + "|".join(re.escape(d) for d in REPO_DIRS) +
                      r")/[A-Za-z0-9_./*+-]*)")
+# Names that look like a source file but are something else.
+NOT_FILES = {"llm.c": "Karpathy's llm.c, the project whose token shards and checkpoints pipezip reads"}
+# a source file named without its folder ("pipeline_slots.c"): some file of the tree has that name
+BARE_RE = re.compile(r"(?<![\w./-])([A-Za-z0-9_][\w+-]*\.(?:c|h|cu|cuh|py|sh))(?!\w|\.\w)")
 LINK_RE = re.compile(r"\]\(([^)\s]+)\)")
 CODE_SPAN_RE = re.compile(r"`([^`]+)`")
 
@@ -88,6 +93,7 @@ class Checker:
         self.pipezip = pipezip
         self.helps = {}
         self.errors = []
+        self.names = None
 
     # ---------------------------------------------------------------- flags of a command
     def flags_of(self, prog):
@@ -176,6 +182,9 @@ class Checker:
                 heads = [slug(h) for h in re.findall(r"^#+ (.*)$", open(full, encoding="utf-8").read(), re.M)]
                 if anchor not in heads:
                     self.errors.append("%s:%d: link to %s: %s has no heading with that anchor" % (rel, line, target, dest))
+        for m in BARE_RE.finditer(LINK_RE.sub("]", unit)):
+            if m.group(1) not in self.tree_names() and m.group(1) not in NOT_FILES:
+                self.errors.append("%s:%d: %s: no file of that name in the tree" % (rel, line, m.group(1)))
         for m in PATH_RE.finditer(LINK_RE.sub("]", unit)):
             p = m.group(1).rstrip(".,:;")
             if "*" in p:
@@ -183,6 +192,15 @@ class Checker:
                     self.errors.append("%s:%d: %s matches no file" % (rel, line, p))
             elif not os.path.exists(os.path.join(self.root, p)):
                 self.errors.append("%s:%d: %s: no such file or folder" % (rel, line, p))
+
+
+    def tree_names(self):
+        if self.names is None:
+            self.names = set()
+            for d, dirs, files in os.walk(self.root):
+                dirs[:] = [x for x in dirs if not x.startswith((".git", "build")) and x not in ("runs", "data")]
+                self.names.update(files)
+        return self.names
 
 
 def prog_of(m):
@@ -273,12 +291,14 @@ def self_test(root, pipezip):
     good = ("# t\n\n    pipezip train --stages 2 --compress none\n\n"
             "## `pipezip generate`\n\nSee `runtime/` and [the CLI](docs/cli.md), `--max-new-tokens`.\n")
     bad = ("# t\n\n    pipezip train --stages 2 --no-such-flag 3\n\n"
-           "## `pipezip generate`\n\n`--compress-tied` and runtime/no_such_file.c and [x](docs/nope.md).\n")
+           "## `pipezip generate`\n\n`--compress-tied` and runtime/no_such_file.c and [x](docs/nope.md),\n"
+           "no_such_file_either.c.\n")
     ok = True
     for text, want in ((good, []), (bad, ["--no-such-flag is not a flag of pipezip train",
                                           "--compress-tied is not a flag of pipezip generate",
                                           "runtime/no_such_file.c: no such file",
-                                          "link to docs/nope.md: no such file"])):
+                                          "link to docs/nope.md: no such file",
+                                          "no_such_file_either.c: no file of that name"])):
         c = Checker(root, pipezip)
         c.check_file("README.md", text)
         for w in want:
