@@ -120,6 +120,7 @@ char *pz_fingerprint_build(const pz_train_opts *o, const pz_gpt2_config *c, cons
     add(&l, "--stages", "%d", o->stages);
     add(&l, "--split", "%s", o->split ? o->split : "(balanced)");
     add(&l, "--schedule", "%s", o->schedule);
+    add(&l, "--virtual-stages", "%d", o->virtual_stages);
     add(&l, "--device", "%s", o->device);
     for (int e = 0; e < pol->stages - 1; e++) {
         char key[64];

@@ -32,7 +32,7 @@
 #include "base/mem.h"
 #include "runtime/cores.h"
 #include "runtime/device.h"
-#include "runtime/fingerprint.h"
+#include "runtime/resume.h"
 #include "runtime/memplan.h"
 #include "runtime/nvtx.h"
 #include "runtime/partition.h"
@@ -304,6 +304,7 @@ static pz_status finish_run(exec *x, double t_run) {
 }
 
 static void exec_free(exec *x) {
+    pz_ckpt_job_free(&x->job);
     pz_chunk *t = tied_chunk(x);
     if (x->tied_view && t)   /* a failed step left the last rank's view open */
         pz_staging_view_done(&t->stg, t->stage.grads.wte, x->tied_view,
@@ -396,11 +397,8 @@ static pz_status setup_transport(exec *x, const pz_gpt2_config *cfg, const char 
                             !o->progress_inline, o->job_secret, o->job_secret_len};
     pz_status st = pz_transport_init(&x->tp, &to);
     if (st != PZ_OK) return st;
-    /* authenticated: now the ranks must agree on what they compute (runtime/fingerprint.h) */
-    char *fp = pz_fingerprint_build(o, cfg, &x->pol, x->train.paths ? &x->train : NULL, x->val.paths ? &x->val : NULL);
-    st = pz_fingerprint_agree(x->tp, x->rank, x->S, fp);
-    free(fp);
-    if (st != PZ_OK) return st;   /* every rank has the verdict: the caller closes the transport */
+    /* authenticated: now the ranks must agree on what they compute, and on the job */
+    if ((st = exec_job_start(x, cfg)) != PZ_OK) return st;   /* every rank has the verdict: the caller closes the transport */
     set_links(x);
     exec_fault_flip(x, o->resume == NULL);
     pz_staging_report(&x->ch[0].stg, x->tp, x->rank);
@@ -503,6 +501,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     if (o->save && rank == 0 && (st = pz_check_writable_dir("--save", o->save)) != PZ_OK) goto cleanup;
     if ((st = setup_model(&x, &cfg, all, &cores)) != PZ_OK) goto cleanup;
     if (world > 1 && (st = setup_transport(&x, &cfg, master_addr, master_port)) != PZ_OK) goto cleanup;
+    if (world == 1 && (st = exec_job_start(&x, &cfg)) != PZ_OK) goto cleanup;   /* its checkpoints name the job */
     print_start(&x, &cfg, &cores);
     sigaction(SIGTERM, &sa, &old_term);
     sigaction(SIGINT, &sa, &old_int);
@@ -513,7 +512,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
      * asked for, holds where it stopped) */
     if (st == PZ_OK && o->save && stopped && rank == 0)
         fprintf(stderr, "pipezip train: stopped early: %s not written\n", o->save);
-    if (st == PZ_OK && o->save && !stopped) st = exec_gather_save(&x, all, o->save);
+    if (st == PZ_OK && o->save && !stopped)
+        st = pz_resume_note_last_good(exec_gather_save(&x, all, o->save), o->checkpoint_dir, &x.job);
     if (st == PZ_OK && o->trace) st = pz_trace_write_fragment(&x.trace, o->trace, rank);
     /* a failed close skips the shutdown barrier, the one step that could
      * replace the message of st */

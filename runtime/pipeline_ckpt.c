@@ -20,6 +20,7 @@
 #include "base/mem.h"
 #include "compress/codec.h"
 #include "compress/npy.h"
+#include "runtime/fingerprint.h"
 #include "runtime/resume.h"
 
 /* Fault injection for the tests (PIPEZIP_FAULT=WHAT:STEP:RANK): this rank
@@ -79,46 +80,20 @@ static int chunk_codecs(exec *x, pz_chunk *c, const char **names, pz_codec **cs)
     return n;
 }
 
-/* Every rank's outcome: a failure anywhere fails all, each naming itself. */
-static pz_status agree(exec *x, pz_status st, pz_status code, const char *what) {
-    double bad = st != PZ_OK;
-    pz_status st2 = exec_allreduce(x, &bad, 1);
-    if (st != PZ_OK) return st;
-    if (st2 != PZ_OK) return st2;
-    if (bad > 0) return pz_fail(code, "rank %d: another rank could not %s", x->rank, what);
-    return PZ_OK;
-}
-
-/* --resume: rank 0 finds the newest complete checkpoint in the --resume
- * directory (or --checkpoint-dir for auto), every rank gets its step, then
- * each chunk loads its part by tensor name. *start = steps already done. */
-static pz_status resume_step(exec *x, int *start, const char **dir) {
+pz_status exec_job_start(exec *x, const pz_gpt2_config *cfg) {
     const pz_train_opts *o = x->o;
-    int is_auto = strcmp(o->resume, "auto") == 0;
-    *dir = is_auto ? o->checkpoint_dir : o->resume;
-    double v = 0.0;
-    pz_status st = PZ_OK;
-    if (x->rank == 0) {
-        int step;
-        if ((st = pz_resume_find(*dir, is_auto, &step)) != PZ_OK) return st;
-        if (step < 0 && !is_auto)
-            return pz_fail(PZ_ERR_ARG, "--resume %s: no complete checkpoint there (use --resume auto to start "
-                           "fresh when there is none)", *dir);
-        v = step + 1.0;   /* 0: none */
-    }
-    if ((st = exec_allreduce(x, &v, 1)) != PZ_OK) return st;
-    if (v < 1.0 && x->rank == 0) fprintf(stderr, "pipezip train: --resume auto: no checkpoint in %s, starting fresh\n", *dir);
-    *start = v < 1.0 ? -1 : (int)v - 1;
-    return PZ_OK;
+    char *fp = pz_fingerprint_build(o, cfg, &x->pol, x->train.paths ? &x->train : NULL, x->val.paths ? &x->val : NULL);
+    pz_status st = pz_fingerprint_agree(x->tp, x->rank, x->S, fp);
+    if (st == PZ_OK) st = pz_ckpt_job_start(x->tp, o, x->rank, fp, &x->job);
+    free(fp);
+    return st;
 }
 
-pz_status exec_resume(exec *x, int *start) {
-    const char *dir;
-    pz_status st = resume_step(x, start, &dir);
-    if (st != PZ_OK || *start < 0) {
-        *start = 0;
-        return st;
-    }
+/* one rank's load of a checkpoint (pz_resume_start's callback): every
+ * chunk's part by tensor name, its codecs' state, auto's decisions */
+static pz_status load_step(void *ctx, const char *dir, int step) {
+    exec *x = ctx;
+    pz_status st = PZ_OK;
     int same = 1;
     for (int cc = 0; cc < x->V && st == PZ_OK; cc++) {
         pz_chunk *c = &x->ch[cc];
@@ -126,8 +101,8 @@ pz_status exec_resume(exec *x, int *start) {
         const char *names[8];
         pz_codec *cs[8];
         int n = chunk_codecs(x, c, names, cs);
-        st = pz_resume_read_shard(dir, *start, c->g, x->G, &c->stage, &c->opt, &x->loader, &same_c);
-        if (st == PZ_OK && same_c) st = pz_resume_read_codecs(dir, *start, c->g, names, cs, n);
+        st = pz_resume_read_shard(dir, step, c->g, x->G, &c->stage, &c->opt, &x->loader, &same_c);
+        if (st == PZ_OK && same_c) st = pz_resume_read_codecs(dir, step, c->g, names, cs, n);
         for (int i = 0; st == PZ_OK && !same_c && i < n; i++)
             if (pz_codec_keeps_state(cs[i]))
                 fprintf(stderr, "pipezip train: rank %d: warning: another layout than the checkpoint's: chunk %d's %s "
@@ -136,17 +111,27 @@ pz_status exec_resume(exec *x, int *start) {
         same = same && same_c;
     }
     if (st == PZ_OK && x->au.any) {   /* auto's decisions; none there (another policy): start over */
-        char *path = pz_resume_rank_path(dir, *start, x->rank, ".auto");
+        char *path = pz_resume_rank_path(dir, step, x->rank, ".auto");
         if (same && access(path, F_OK) == 0) st = pz_auto_load(&x->au, path);
         else if (x->rank == 0)
             fprintf(stderr, "pipezip train: the checkpoint holds no decisions of --compress auto for this "
                     "layout: it starts from its initial candidates\n");
         free(path);
     }
-    /* every rank must have loaded before any trains on */
-    if ((st = agree(x, st, PZ_ERR_PEER, "load its shards of the checkpoint")) == PZ_OK && x->rank == 0)
-        fprintf(stderr, "pipezip train: resumed from %s, step %d\n", dir, *start);
     return st;
+}
+
+/* --resume: the newest checkpoint of this job that loads on every rank
+ * (runtime/resume.h, pz_resume_start). *start = steps already done. */
+pz_status exec_resume(exec *x, int *start) {
+    const char *dir;
+    pz_status st = pz_resume_start(x->tp, x->o, x->rank, &x->job, load_step, x, start, &dir);
+    if (st != PZ_OK || *start < 0) {
+        *start = 0;
+        return st;
+    }
+    if (x->rank == 0) fprintf(stderr, "pipezip train: resumed from %s, step %d\n", dir, *start);
+    return PZ_OK;
 }
 
 /* Writes this step's checkpoint: every chunk its shard, then, once all are
@@ -159,7 +144,7 @@ pz_status exec_checkpoint(exec *x, int step) {
         const char *names[8];
         pz_codec *cs[8];
         int n = chunk_codecs(x, c, names, cs);
-        st = pz_resume_write_shard(dir, step, c->g, x->G, &c->stage, &c->opt, &x->loader);
+        st = pz_resume_write_shard(dir, step, c->g, x->G, &c->stage, &c->opt, &x->loader, &x->job);
         if (st == PZ_OK) st = pz_resume_write_codecs(dir, step, c->g, names, cs, n);
     }
     if (st == PZ_OK && x->au.any) {   /* the candidates auto goes on with */
@@ -168,12 +153,17 @@ pz_status exec_checkpoint(exec *x, int step) {
         free(path);
     }
     exec_fault_point("checkpoint", step, x->rank);
-    char what[96];
-    snprintf(what, sizeof what, "write its checkpoint shards of step %d (the previous checkpoint stays the newest)",
-             step);
-    if ((st = agree(x, st, PZ_ERR_IO, what)) != PZ_OK) return st;
-    if (x->rank == 0 && (st = pz_resume_commit(dir, step, x->G, x->o->keep_checkpoints)) == PZ_OK)
+    double bad = st != PZ_OK;
+    pz_status st2 = exec_allreduce(x, &bad, 1);
+    if (st2 != PZ_OK) return st2;
+    /* a shard that could not be written (a full disk): none of it stays, the run goes on */
+    if (bad > 0) {
+        for (int cc = 0; cc < x->V; cc++) pz_resume_abandon(dir, step, x->ch[cc].g, &x->job, cc ? PZ_OK : st);
+        return PZ_OK;
+    }
+    if (x->rank == 0 && (st = pz_resume_commit(dir, step, x->G, x->o->keep_checkpoints, &x->job)) == PZ_OK)
         fprintf(stderr, "pipezip train: checkpoint of step %d in %s\n", step, dir);
+    else if (x->rank == 0) st = pz_resume_abandon(dir, step, -1, &x->job, st);
     return st;
 }
 

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "runtime/autopolicy.h"
+#include "runtime/ckpt/job.h"
 #include "runtime/data.h"
 #include "runtime/edge.h"
 #include "runtime/metrics.h"
@@ -90,6 +91,7 @@ typedef struct {
     float *tied_view;          /* last rank: host view of grads.wte until the add */
     pz_metrics met;            /* rank 0: per-boundary metrics and the summary */
     pz_red_layout red;
+    pz_ckpt_job job;           /* what its checkpoints name, the directory's lock (runtime/ckpt/job.h) */
 } exec;
 
 static inline int holds_first(const exec *x) { return x->rank == 0; }
@@ -132,6 +134,9 @@ pz_status exec_resume(exec *x, int *start);
 pz_status exec_checkpoint(exec *x, int step);
 /* --save: rank 0 gathers every chunk by tensor name (all: the G ranges) */
 pz_status exec_gather_save(exec *x, const pz_stage_range *all, const char *path);
+/* The ranks agree on what they compute (runtime/fingerprint.h; S > 1), and
+ * rank 0 takes the checkpoint directory for this job (runtime/ckpt/job.h). */
+pz_status exec_job_start(exec *x, const pz_gpt2_config *cfg);
 /* --dump-edge: the tensor src about to be encoded on edge end e */
 pz_status exec_dump_edge(exec *x, const pz_edge_end *e, int kind, uint64_t step, int micro, const float *src);
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/bytes.h"
+#include "base/crc32c.h"
 #include "base/file.h"
 #include "base/mem.h"
 #include "base/safetensors.h"
@@ -48,16 +49,31 @@ static void sync_dir(const char *path) {
     closedir(d);
 }
 
+/* PIPEZIP_FAULT=nospace:STEP:RANK (tests): this rank's shard of STEP fails
+ * as a full disk would fail it, after its step directory was made. */
+static pz_status fault_nospace(const char *sd, int step, int rank) {
+    const char *f = getenv("PIPEZIP_FAULT");
+    int s, r;
+    if (f && sscanf(f, "nospace:%d:%d", &s, &r) == 2 && s == step && r == rank)
+        return pz_fail(PZ_ERR_IO, "checkpoint: cannot write into %s: %s (PIPEZIP_FAULT=%s)", sd, strerror(ENOSPC), f);
+    return PZ_OK;
+}
+
 pz_status pz_resume_write_shard(const char *dir, int step, int rank, int world, const pz_stage *s,
-                                const pz_optim *o, const pz_loader *l) {
+                                const pz_optim *o, const pz_loader *l, const pz_ckpt_job *job) {
     if (step < 0 || step > PZ_RESUME_STEP_MAX) return pz_fail(PZ_ERR_ARG, "checkpoint: step %d out of range", step);
-    pz_status st = make_dir(dir);
+    /* the directory must still be this run's (job.h: the lock) */
+    pz_status st = job->token ? pz_ckpt_lock_check(dir, job) : PZ_OK;
+    if (st == PZ_OK) st = make_dir(dir);
     char *sd = step_dir(dir, step), *path = shard_path(dir, step, rank);
     if (st == PZ_OK) st = make_dir(sd);
+    if (st == PZ_OK) st = fault_nospace(sd, step, rank);
     size_t n = s->params.numel;
     float *host = NULL;
     pz_st_write_tensor *ts = NULL;
     char(*names)[80] = NULL;
+    char(*crcs)[2][96] = NULL;   /* "crc32c:NAME" and its value, per tensor */
+    pz_st_meta *meta = NULL;
     if (st == PZ_OK) {
         /* parameters and moments live in backend memory: one host copy of each */
         host = xmalloc(3 * n * sizeof(float) + 1);
@@ -80,6 +96,15 @@ pz_status pz_resume_write_shard(const char *dir, int step, int rank, int world, 
             }
         free(ti);
         char v_step[24], v_rank[16], v_world[16], v_l0[16], v_l1[16], v_numel[32], v_t[16], v_epoch[16], v_batch[32];
+        /* each tensor's CRC-32C, so that resume names a damaged one */
+        crcs = xcalloc((size_t)(3 * nt) + 1, sizeof *crcs);
+        meta = xcalloc((size_t)(3 * nt) + 16, sizeof *meta);
+        for (int j = 0; j < 3 * nt; j++) {
+            snprintf(crcs[j][0], sizeof crcs[j][0], "%s%s", PZ_SHARD_CRC_PREFIX, names[j]);
+            snprintf(crcs[j][1], sizeof crcs[j][1], "%08x",
+                     (unsigned)pz_crc32c(0, ts[j].data, (size_t)ts[j].shape[0] * sizeof(float)));
+            meta[11 + j] = (pz_st_meta){crcs[j][0], crcs[j][1]};
+        }
         snprintf(v_step, sizeof v_step, "%d", step);
         snprintf(v_rank, sizeof v_rank, "%d", rank);
         snprintf(v_world, sizeof v_world, "%d", world);
@@ -93,14 +118,17 @@ pz_status pz_resume_write_shard(const char *dir, int step, int rank, int world, 
         if (l && l->d && batch >= pz_loader_batches_per_epoch(l)) epoch++, batch = 0;
         snprintf(v_epoch, sizeof v_epoch, "%d", epoch);
         snprintf(v_batch, sizeof v_batch, "%zu", batch);
-        pz_st_meta meta[] = {
+        const pz_st_meta head[11] = {
             {"format", PZ_RESUME_FORMAT}, {"step", v_step},   {"rank", v_rank},   {"stages", v_world},
             {"block_first", v_l0},        {"block_end", v_l1}, {"numel", v_numel}, {"optim_t", v_t},
-            {"loader_epoch", v_epoch},    {"loader_batch", v_batch},
+            {"loader_epoch", v_epoch},    {"loader_batch", v_batch}, {"job", job->hex},
         };
-        st = pz_st_write(path, ts, 3 * nt, meta, (int)(sizeof meta / sizeof meta[0]));
+        memcpy(meta, head, sizeof head);
+        st = pz_st_write(path, ts, 3 * nt, meta, 11 + 3 * nt);
         if (st == PZ_OK) sync_dir(sd);
     }
+    free(crcs);
+    free(meta);
     free(ts);
     free(names);
     free(host);
@@ -129,20 +157,52 @@ static int is_complete(const char *dir, int step) {
     return ok;
 }
 
-/* Removes a step directory and the files in it (shards, manifest, temporaries). */
-static void remove_step(const char *dir, int step) {
+/* Whether name is one of the files pipezip writes into a step directory:
+ * manifest.json, rank-N.safetensors, rank-N.codecs, rank-N.auto, or the
+ * temporary of one of them (NAME.tmp.PID, base/file.h). */
+int pz_resume_is_own_file(const char *name) {
+    char base[64];
+    size_t n = strlen(name);
+    const char *tmp = strstr(name, ".tmp.");
+    if (tmp) {   /* only digits after ".tmp." */
+        if (!tmp[5] || strspn(tmp + 5, "0123456789") != strlen(tmp + 5)) return 0;
+        n = (size_t)(tmp - name);
+    }
+    if (n >= sizeof base) return 0;
+    memcpy(base, name, n);
+    base[n] = 0;
+    if (strcmp(base, "manifest.json") == 0) return 1;
+    if (strncmp(base, "rank-", 5) != 0) return 0;
+    size_t d = strspn(base + 5, "0123456789");
+    if (d == 0 || d > 4) return 0;
+    const char *ext = base + 5 + d;
+    return !strcmp(ext, ".safetensors") || !strcmp(ext, ".codecs") || !strcmp(ext, ".auto");
+}
+
+/* Removes what pipezip wrote into a step directory, and the directory when
+ * nothing else is left in it (a user's file keeps it, and is named). */
+void pz_resume_remove_step(const char *dir, int step) {
     char *sd = step_dir(dir, step);
     DIR *d = opendir(sd);
+    int others = 0;
+    char other[256] = "";
     if (d) {
         for (struct dirent *e; (e = readdir(d)) != NULL;) {
             if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            if (!pz_resume_is_own_file(e->d_name)) {
+                if (!others++) snprintf(other, sizeof other, "%s", e->d_name);
+                continue;
+            }
             char *p = pz_path_join(sd, e->d_name);
             unlink(p);
             free(p);
         }
         closedir(d);
     }
-    rmdir(sd);
+    if (others)
+        fprintf(stderr, "pipezip train: note: %s holds %d file%s pipezip did not write (%s): its checkpoint files "
+                "were removed, the directory and those left\n", sd, others, others == 1 ? "" : "s", other);
+    else rmdir(sd);
     free(sd);
 }
 
@@ -177,35 +237,34 @@ static int *list_steps(const char *dir, int *n, pz_status *st) {
     return v;
 }
 
-pz_status pz_resume_commit(const char *dir, int step, int world, int keep) {
-    char *sd = step_dir(dir, step), *mpath = pz_path_join(sd, "manifest.json");
-    pz_atomic_file af;
-    pz_status st = pz_atomic_open(&af, mpath);
-    if (st == PZ_OK) {
-        fprintf(af.f, "{\"format\": \"%s\", \"step\": %d, \"stages\": %d}\n", PZ_RESUME_FORMAT, step, world);
-        st = pz_atomic_commit(&af);
+/* a JSON string of s (no control bytes in job descriptions: job.c) */
+static void json_str(FILE *f, const char *s, size_t n) {
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '"' || s[i] == '\\') fputc('\\', f);
+        fputc(s[i], f);
     }
-    if (st == PZ_OK) sync_dir(sd);
-    free(sd);
-    free(mpath);
-    if (st != PZ_OK) return st;
-    /* keep the newest `keep` complete checkpoints; drop older ones and any
-     * incomplete directory older than this one (a run killed mid-write) */
-    int n;
-    int *steps = list_steps(dir, &n, &st);
-    if (!steps) return st;
-    int kept = 0;
-    for (int i = n - 1; i >= 0; i--) {
-        if (steps[i] > step) continue;   /* not ours to judge */
-        if (is_complete(dir, steps[i]) && kept < keep) {
-            kept++;
-            continue;
+    fputc('"', f);
+}
+
+/* {"format": ..., "step": N, "stages": S, "job": "...", "job_flags": {...}} */
+static void write_manifest(FILE *f, int step, int world, const pz_ckpt_job *job) {
+    fprintf(f, "{\"format\": \"%s\", \"step\": %d, \"stages\": %d, \"job\": \"%s\",\n \"job_flags\": {",
+            PZ_RESUME_FORMAT, step, world, job->hex);
+    int first = 1;
+    for (const char *p = job->desc ? job->desc : ""; *p;) {
+        const char *nl = strchr(p, '\n'), *tab = strchr(p, '\t');
+        if (!nl) nl = p + strlen(p);
+        if (tab && tab < nl) {
+            fputs(first ? "\n  " : ",\n  ", f);
+            json_str(f, p, (size_t)(tab - p));
+            fputs(": ", f);
+            json_str(f, tab + 1, (size_t)(nl - tab - 1));
+            first = 0;
         }
-        remove_step(dir, steps[i]);
+        p = *nl ? nl + 1 : nl;
     }
-    free(steps);
-    sync_dir(dir);
-    return PZ_OK;
+    fputs("}}\n", f);
 }
 
 /* A complete checkpoint's manifest, which must name `step`. */
@@ -215,34 +274,163 @@ static pz_status read_manifest(const char *dir, int step, pz_manifest *m) {
     size_t len = 0;
     pz_status st = pz_read_file_max(mpath, PZ_RESUME_MANIFEST_MAX, &text, &len);
     if (st == PZ_OK) st = pz_manifest_parse((const char *)text, len, mpath, m);
-    if (st == PZ_OK && m->step != step)   /* a renamed directory is not trusted */
+    if (st == PZ_OK && m->step != step) {   /* a renamed directory is not trusted */
         st = pz_fail(PZ_ERR_FORMAT, "%s: says step %d, in the directory of step %d", mpath, m->step, step);
+        pz_manifest_free(m);
+    }
     free(text);
     free(sd);
     free(mpath);
     return st;
 }
 
-pz_status pz_resume_find(const char *dir, int allow_missing, int *step) {
-    *step = -1;
+/* Whether step's directory is this job's to prune: a complete checkpoint of
+ * the job, or an incomplete one whose shards (if any) are the job's. */
+static int is_ours(const char *dir, int step, uint64_t job, int *complete) {
+    *complete = is_complete(dir, step);
+    if (*complete) {
+        pz_manifest m;
+        memset(&m, 0, sizeof m);
+        int ours = read_manifest(dir, step, &m) == PZ_OK && m.version == 2 && m.job == job;
+        pz_manifest_free(&m);
+        return ours;
+    }
+    for (int r = 0; r < 4096; r++) {   /* a torn one: its shards tell */
+        char *p = shard_path(dir, step, r);
+        pz_st_file f;
+        memset(&f, 0, sizeof f);
+        int exists = access(p, F_OK) == 0, ok = 1;
+        if (exists) {
+            pz_shard_meta sm;
+            ok = pz_st_open(&f, p) == PZ_OK && pz_shard_meta_get(&f, p, &sm) == PZ_OK && sm.job == job;
+            pz_st_close(&f);
+        }
+        free(p);
+        if (!exists) break;
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+pz_status pz_resume_commit(const char *dir, int step, int world, int keep, const pz_ckpt_job *job) {
+    char *sd = step_dir(dir, step), *mpath = pz_path_join(sd, "manifest.json");
+    pz_atomic_file af;
+    pz_status st = pz_atomic_open(&af, mpath);
+    if (st == PZ_OK) {
+        write_manifest(af.f, step, world, job);
+        st = pz_atomic_commit(&af);
+    }
+    if (st == PZ_OK) sync_dir(sd);
+    free(sd);
+    free(mpath);
+    if (st != PZ_OK) return st;
+    /* keep the newest `keep` complete checkpoints of this job; drop its older
+     * ones and any incomplete directory of it older than this one (a run
+     * killed mid-write); other jobs' are not ours to judge */
+    int n;
+    int *steps = list_steps(dir, &n, &st);
+    if (!steps) return st;
+    int kept = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        int complete;
+        if (steps[i] > step || !is_ours(dir, steps[i], job->id, &complete)) continue;
+        if (complete && kept < keep) {
+            kept++;
+            continue;
+        }
+        pz_resume_remove_step(dir, steps[i]);
+    }
+    free(steps);
+    sync_dir(dir);
+    return PZ_OK;
+}
+
+/* "DIR/step-N" of this job's newest complete checkpoint into out, or "" */
+static void last_good(const char *dir, const pz_ckpt_job *job, char *out, size_t cap) {
+    pz_ckpt_entry *es = NULL;
+    int n = 0;
+    out[0] = 0;
+    if (pz_resume_scan(dir, 1, &es, &n) != PZ_OK) return;
+    for (int i = 0; i < n && !out[0]; i++)
+        if (es[i].version == 2 && es[i].job == job->id) {
+            char *sd = step_dir(dir, es[i].step);
+            snprintf(out, cap, "%s", sd);
+            free(sd);
+        }
+    pz_resume_scan_free(es, n);
+}
+
+pz_status pz_resume_abandon(const char *dir, int step, int rank, const pz_ckpt_job *job, pz_status why) {
+    if (why != PZ_OK)
+        fprintf(stderr, "pipezip train: rank %d: warning: %s\n", rank < 0 ? 0 : rank, pz_last_error());
+    char *sd = step_dir(dir, step);
+    if (rank < 0) pz_resume_remove_step(dir, step);
+    else {
+        DIR *d = opendir(sd);
+        char mine[32];
+        int ml = snprintf(mine, sizeof mine, "rank-%d.", rank);
+        for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+            /* this rank's files (and, on rank 0, the manifest's temporary) */
+            int ours = pz_resume_is_own_file(e->d_name) &&
+                       (strncmp(e->d_name, mine, (size_t)ml) == 0 || (rank == 0 && !strncmp(e->d_name, "manifest", 8)));
+            if (!ours) continue;
+            char *p = pz_path_join(sd, e->d_name);
+            unlink(p);
+            free(p);
+        }
+        if (d) closedir(d);
+        rmdir(sd);   /* the last rank out removes it; a user's file keeps it */
+    }
+    if (rank <= 0) {
+        char good[4200];
+        last_good(dir, job, good, sizeof good);
+        fprintf(stderr, "pipezip train: warning: no checkpoint of step %d (what was written of it is removed); the run "
+                "goes on, --save at the end; the last good checkpoint is %s\n", step, good[0] ? good : "none yet");
+    }
+    free(sd);
+    return PZ_OK;
+}
+
+pz_status pz_resume_note_last_good(pz_status st, const char *dir, const pz_ckpt_job *job) {
+    if (st == PZ_OK || !dir) return st;
+    char msg[1024], good[4200];
+    snprintf(msg, sizeof msg, "%s", pz_last_error());
+    last_good(dir, job, good, sizeof good);
+    return pz_fail(st, "%s; the last good checkpoint is %s", msg, good[0] ? good : "none (nothing to resume from)");
+}
+
+pz_status pz_resume_scan(const char *dir, int allow_missing, pz_ckpt_entry **out, int *count) {
+    *out = NULL;
+    *count = 0;
     struct stat sb;
     if (stat(dir, &sb) != 0) {
         if (errno == ENOENT && allow_missing) return PZ_OK;
-        return pz_fail(PZ_ERR_IO, "--resume %s: %s", dir, strerror(errno));
+        return pz_fail(PZ_ERR_IO, "checkpoint directory %s: %s", dir, strerror(errno));
     }
-    if (!S_ISDIR(sb.st_mode)) return pz_fail(PZ_ERR_ARG, "--resume %s: not a directory", dir);
+    if (!S_ISDIR(sb.st_mode)) return pz_fail(PZ_ERR_ARG, "checkpoint directory %s: not a directory", dir);
     int n;
     pz_status st;
     int *steps = list_steps(dir, &n, &st);
     if (!steps) return st;
-    for (int i = n - 1; i >= 0 && *step < 0; i--) {
+    pz_ckpt_entry *es = xcalloc((size_t)n + 1, sizeof *es);
+    for (int i = n - 1; i >= 0; i--) {
         if (!is_complete(dir, steps[i])) continue;
         pz_manifest m;
-        if (read_manifest(dir, steps[i], &m) == PZ_OK) *step = steps[i];
-        else fprintf(stderr, "pipezip: warning: skipping the checkpoint of step %d: %s\n", steps[i], pz_last_error());
+        if (read_manifest(dir, steps[i], &m) != PZ_OK) {
+            fprintf(stderr, "pipezip: warning: skipping the checkpoint of step %d: %s\n", steps[i], pz_last_error());
+            continue;
+        }
+        es[*count] = (pz_ckpt_entry){steps[i], m.version, m.job, m.desc};
+        (*count)++;
     }
     free(steps);
+    *out = es;
     return PZ_OK;
+}
+
+void pz_resume_scan_free(pz_ckpt_entry *es, int n) {
+    for (int i = 0; i < n; i++) free(es[i].desc);
+    free(es);
 }
 
 pz_status pz_resume_read_shard(const char *dir, int step, int rank, int world, pz_stage *s, pz_optim *o,
@@ -252,6 +440,12 @@ pz_status pz_resume_read_shard(const char *dir, int step, int rank, int world, p
     pz_status st = read_manifest(dir, step, &man);
     if (st != PZ_OK) return st;
     const int old = man.stages;
+    const uint64_t job = man.job;
+    pz_manifest_free(&man);
+    if (man.version != 2)
+        return pz_fail(PZ_ERR_FORMAT, "checkpoint %s of step %d: format '%s', written by an older pipezip (no job id, "
+                       "no checksums); this one reads '%s' only: resume it with the pipezip that wrote it", dir, step,
+                       PZ_RESUME_FORMAT_OLD, PZ_RESUME_FORMAT);
     /* every shard of the checkpoint (mapped, read on demand): with another
      * stage count or split, this stage's tensors come from several */
     pz_st_file *f = xcalloc((size_t)old, sizeof *f);
@@ -267,6 +461,11 @@ pz_status pz_resume_read_shard(const char *dir, int step, int rank, int world, p
         if ((st = pz_shard_meta_get(&f[r], paths[r], &sm)) != PZ_OK) break;
         const long v_step = sm.step, v_rank = sm.rank, v_world = sm.stages, l0 = sm.block_first,
                    l1 = sm.block_end, v_t = sm.optim_t, v_epoch = sm.loader_epoch, v_batch = sm.loader_batch;
+        if (sm.job != job) {   /* a step directory of two jobs' shards */
+            st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s is of job %016llx, its manifest of job %016llx: not one job's "
+                         "checkpoint", paths[r], (unsigned long long)sm.job, (unsigned long long)job);
+            break;
+        }
         if (v_step != step || v_rank != r || v_world != old || (t >= 0 && v_t != t)) {
             st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s says step %ld, rank %ld of %ld, optimizer step %ld: not shard "
                          "%d of the %d-stage checkpoint of step %d", paths[r], v_step, v_rank, v_world, v_t, r, old,
@@ -303,6 +502,13 @@ pz_status pz_resume_read_shard(const char *dir, int step, int rank, int world, p
             if (x->dtype != PZ_ST_F32 || x->numel != ti[i].numel || x->end - x->begin != ti[i].numel * sizeof(float)) {
                 st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s: tensor \"%s\" has %llu elements, this model's has %zu "
                              "(another model?)", paths[from], name, (unsigned long long)x->numel, ti[i].numel);
+                break;
+            }
+            uint32_t want, got = pz_crc32c(0, x->data, ti[i].numel * sizeof(float));
+            if ((st = pz_shard_tensor_crc(&f[from], paths[from], name, &want)) != PZ_OK) break;
+            if (got != want) {
+                st = pz_fail(PZ_ERR_FORMAT, "checkpoint %s: tensor \"%s\" is damaged: its CRC-32C is %08x, the shard "
+                             "recorded %08x", paths[from], name, (unsigned)got, (unsigned)want);
                 break;
             }
             memcpy(host + (size_t)k * n + ti[i].offset, x->data, ti[i].numel * sizeof(float));

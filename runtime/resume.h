@@ -30,21 +30,62 @@
 #define PZ_RESUME_H
 
 #include "compress/codec.h"
+#include "runtime/ckpt/job.h"
 #include "runtime/data.h"
 #include "runtime/optim.h"
 #include "runtime/resume_meta.h"
 #include "stages/stage.h"
 
 
-/* Writes this rank's shard of `step` (steps done) under dir. */
+/* Writes this rank's shard of `step` (steps done) under dir, with the job's
+ * id and each tensor's CRC-32C; first checks that the directory's lock is
+ * still this run's (job.h). */
 pz_status pz_resume_write_shard(const char *dir, int step, int rank, int world, const pz_stage *s,
-                                const pz_optim *o, const pz_loader *l);
-/* Rank 0, once every shard of `step` is durable: the manifest, then pruning
- * down to `keep` complete checkpoints. */
-pz_status pz_resume_commit(const char *dir, int step, int world, int keep);
-/* The newest complete checkpoint in dir: *step = its step, or -1 when dir
- * holds none (dir missing is an error unless allow_missing). */
-pz_status pz_resume_find(const char *dir, int allow_missing, int *step);
+                                const pz_optim *o, const pz_loader *l, const pz_ckpt_job *job);
+/* Rank 0, once every shard of `step` is durable: the manifest (naming the
+ * job), then pruning down to `keep` complete checkpoints of this job. Other
+ * jobs' checkpoints are left alone, and only files pipezip writes are
+ * removed (pz_resume_remove_step). */
+pz_status pz_resume_commit(const char *dir, int step, int world, int keep, const pz_ckpt_job *job);
+
+/* A checkpoint of step that failed to be written (why: this rank's error,
+ * or PZ_OK when another rank's failed), once every rank knows: each rank
+ * removes its files of it (rank -1: rank 0 alone, every file pipezip wrote
+ * there, after the manifest failed), and the step directory goes when
+ * nothing else is in it; rank 0 names the last good checkpoint. The run
+ * goes on (a full disk must not cost the --save at the end): PZ_OK. */
+pz_status pz_resume_abandon(const char *dir, int step, int rank, const pz_ckpt_job *job, pz_status why);
+/* st (an error) with "; the last good checkpoint is DIR/step-N" added. */
+pz_status pz_resume_note_last_good(pz_status st, const char *dir, const pz_ckpt_job *job);
+
+/* The complete checkpoints in dir, newest first: step, format version, job
+ * and its description (version 2). A manifest that cannot be read is warned
+ * about and skipped; dir missing is an error unless allow_missing. */
+typedef struct {
+    int step, version;
+    uint64_t job;
+    char *desc;
+} pz_ckpt_entry;
+pz_status pz_resume_scan(const char *dir, int allow_missing, pz_ckpt_entry **out, int *n);
+void pz_resume_scan_free(pz_ckpt_entry *es, int n);
+
+/* Whether a file name in a step directory is one pipezip writes. */
+int pz_resume_is_own_file(const char *name);
+/* Removes pipezip's files of step's directory, and the directory when
+ * nothing else is in it. */
+void pz_resume_remove_step(const char *dir, int step);
+
+/* --resume, on every rank (the collective of the executors): rank 0 picks
+ * the checkpoints to try, newest first (--resume auto: this job's in
+ * --checkpoint-dir; --resume DIR: the newest one's job, which may differ
+ * from this run's only in layout, steps or learning rate, said on stderr),
+ * and every rank loads each with load(ctx, dir, step) until one loads on
+ * every rank; a damaged one is named and the next older tried. *start =
+ * the steps done (-1: none, --resume auto starts fresh); *dir where. */
+typedef pz_status (*pz_resume_load_fn)(void *ctx, const char *dir, int step);
+pz_status pz_resume_start(pz_transport *tp, const pz_train_opts *o, int rank, const pz_ckpt_job *job,
+                          pz_resume_load_fn load, void *ctx, int *start, const char **dir);
+
 /* Loads this rank's part of the checkpoint of `step` into the stage, the
  * optimizer and the loader: by tensor name from the checkpoint's shards, of
  * any stage count or split; a missing tensor or another size (another

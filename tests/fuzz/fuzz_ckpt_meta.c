@@ -3,8 +3,10 @@
  * metadata, both read back from a directory that may hold anything.
  *
  * Input: one byte (even: the rest is a manifest; odd: the rest is a whole
- * safetensors image whose metadata is checked as a shard's). Aborts when a
- * parse succeeds with a value outside the ranges resume_meta.h promises.
+ * safetensors image whose metadata is checked as a shard's, with each
+ * tensor's recorded CRC-32C). Aborts when a parse succeeds with a value
+ * outside the ranges resume_meta.h promises, or a format-2 manifest whose
+ * job is not the id of its description.
  *
  * clang: built as fuzz_ckpt_meta with -fsanitize=fuzzer (tests/meson.build).
  * With FUZZ_REPLAY_MAIN (any compiler) this file is also the replay program
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/ckpt/job.h"
 #include "runtime/resume_meta.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -21,9 +24,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     if (!(data[0] & 1)) {
         pz_manifest m;
-        if (pz_manifest_parse((const char *)data + 1, size - 1, "fuzz", &m) == PZ_OK &&
-            (m.step < 0 || m.step > PZ_RESUME_STEP_MAX || m.stages < 1 || m.stages > 4096))
-            abort();
+        if (pz_manifest_parse((const char *)data + 1, size - 1, "fuzz", &m) == PZ_OK) {
+            if (m.step < 0 || m.step > PZ_RESUME_STEP_MAX || m.stages < 1 || m.stages > 4096) abort();
+            if (m.version == 2 && (!m.desc || pz_job_id(m.desc) != m.job || strlen(m.desc) >= PZ_JOB_DESC_MAX)) abort();
+            if (m.version != 2 && (m.version != 1 || m.desc)) abort();
+            pz_manifest_free(&m);
+        } else if (m.desc) {
+            abort();   /* a failed parse frees what it made */
+        }
         return 0;
     }
     pz_st_file f;
@@ -33,6 +41,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             (sm.rank < 0 || sm.rank >= sm.stages || sm.block_first > sm.block_end || sm.loader_epoch < -1 ||
              sm.step < 0 || sm.optim_t < 0 || sm.loader_batch < 0))
             abort();
+        for (int i = 0; i < f.ntensors; i++) {
+            uint32_t crc = 0;
+            (void)pz_shard_tensor_crc(&f, "fuzz", f.tensors[i].name, &crc);
+        }
     }
     pz_st_close(&f);
     return 0;
@@ -65,11 +77,12 @@ static fuzz_image shard_seed(const char *rank, const char *epoch) {
     pz_st_meta meta[] = {
         {"format", PZ_RESUME_FORMAT}, {"step", "12"},        {"rank", rank},   {"stages", "2"},
         {"block_first", "0"},         {"block_end", "3"},     {"numel", "4"},  {"optim_t", "12"},
-        {"loader_epoch", epoch},      {"loader_batch", "5"},
+        {"loader_epoch", epoch},      {"loader_batch", "5"},  {"job", "0123456789abcdef"},
+        {"crc32c:params/wte", "1a2b3c4d"},
     };
     uint8_t *bytes = NULL;
     size_t len = 0;
-    if (pz_st_write(path, &t, 1, meta, 10) != PZ_OK || pz_read_file(path, &bytes, &len) != PZ_OK)
+    if (pz_st_write(path, &t, 1, meta, 12) != PZ_OK || pz_read_file(path, &bytes, &len) != PZ_OK)
         pz_die("fuzz_ckpt_meta: %s", pz_last_error());
     unlink(path);
     uint8_t *b = xmalloc(len + 1);
@@ -79,8 +92,20 @@ static fuzz_image shard_seed(const char *rank, const char *epoch) {
     return (fuzz_image){b, len + 1};
 }
 
+/* a format-2 manifest as pz_resume_commit writes it */
+static fuzz_image manifest2_seed(void) {
+    const char *desc = "model\tL=2 NH=4 C=96 V=256 maxT=64\n--seed\t1\n--lr\t0.0003\n--compress\tedge 0-1 fwd=q4,bwd=q8\n";
+    char hex[17], text[1024];
+    pz_job_hex(pz_job_id(desc), hex);
+    snprintf(text, sizeof text, "{\"format\": \"%s\", \"step\": 4, \"stages\": 2, \"job\": \"%s\",\n \"job_flags\": {\n"
+             "  \"model\": \"L=2 NH=4 C=96 V=256 maxT=64\",\n  \"--seed\": \"1\",\n  \"--lr\": \"0.0003\",\n"
+             "  \"--compress\": \"edge 0-1 fwd=q4,bwd=q8\"}}\n", PZ_RESUME_FORMAT, hex);
+    return text_seed(text);
+}
+
 static int make_seeds(fuzz_image *s) {
     int n = 0;
+    s[n++] = manifest2_seed();
     s[n++] = text_seed("{\"format\": \"pipezip-checkpoint-1\", \"step\": 40, \"stages\": 2}\n");
     s[n++] = text_seed("{\"stages\": 4096, \"format\": \"pipezip-checkpoint-1\", \"step\": 0, \"x\": [1, {\"y\": null}]}");
     s[n++] = shard_seed("1", "0");
@@ -89,6 +114,7 @@ static int make_seeds(fuzz_image *s) {
 }
 
 static const char *const words[] = {"\"format\"", "\"step\"", "\"stages\"", "\"rank\"", "\"loader_epoch\"", ": ", ", ",
+                                    "\"job\"", "\"job_flags\"", "crc32c:", "\"pipezip-checkpoint-2\"", "\\t", "ffffffff",
                                     "{", "}", "[", "]", "\"", "\\u0000", "-1", "1e9", "99999999", "0.5", "null"};
 
 static void mutate(pz_rng *r, uint8_t *b, size_t *len, size_t cap) {
