@@ -156,12 +156,14 @@ assert la == lb and len(la) == 10, (la, lb)
 print("ok: interleaved resumed at step 10 (compressed, codec state per boundary): steps 11-20 bit for bit")
 PY
   else cat "$dir/r-res.err"; fail "interleaved resume run failed"; fi
-  # another layout (1F1B, 2 stages) from the interleaved checkpoint of step 10
+  # another layout (1F1B, 2 stages) from the interleaved checkpoint of step 10: another job
+  # (runtime/ckpt/job.h), which --resume DIR continues (--resume auto takes this job's only)
   rm -rf "$dir/ck-x" && mkdir -p "$dir/ck-x" && cp -r "$dir/ck-r/step-00000010" "$dir/ck-x/"
-  if timeout 300 "$pz" train "${common[@]}" --stages 2 --schedule 1f1b --checkpoint-dir "$dir/ck-x" --resume auto \
+  if timeout 300 "$pz" train "${common[@]}" --stages 2 --schedule 1f1b --checkpoint-dir "$dir/ck-x" --resume "$dir/ck-x" \
        > "$dir/x.jsonl" 2>"$dir/x.err"; then
-    grep -q "re-partitioned by block" "$dir/x.err" && echo "ok: 1F1B on 2 stages resumed from the interleaved checkpoint" \
-      || fail "1F1B from the interleaved checkpoint: no re-partition line"
+    grep -q "re-partitioned by block" "$dir/x.err" && grep -q "continuing job [0-9a-f]* (step 10) as job" "$dir/x.err" &&
+      echo "ok: 1F1B on 2 stages resumed from the interleaved checkpoint (another layout, said on stderr)" \
+      || fail "1F1B from the interleaved checkpoint: no re-partition or continuing-job line"
   else cat "$dir/x.err"; fail "1F1B could not resume from the interleaved checkpoint"; fi
 else
   cat "$dir/r-full.err"; fail "interleaved run with checkpoints failed"

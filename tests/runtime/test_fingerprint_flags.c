@@ -6,7 +6,6 @@
  * `pipezip train --help` (the parser's own table), so a flag added later
  * without a fingerprint entry, or without a line here, fails this test.
  *   usage: test_fingerprint_flags PATH/TO/pipezip */
-#define _DEFAULT_SOURCE   /* realpath */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
