@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "base/mem.h"
@@ -68,6 +69,24 @@ static double time_batch(int ours, pz_dp_group *g, float *x, size_t n, int iters
     double dt = (pz_now() - t0) / iters, mx;
     MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return mx;
+}
+
+/* "model name" of /proc/cpuinfo, for the printout */
+static void cpu_name(char *buf, size_t cap) {
+    snprintf(buf, cap, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        char *c = strchr(line, ':');
+        if (!strncmp(line, "model name", 10) && c) {
+            c += 1 + (c[1] == ' ');
+            c[strcspn(c, "\n")] = 0;
+            snprintf(buf, cap, "%s", c);
+            break;
+        }
+    }
+    fclose(f);
 }
 
 static size_t parse_size(const char *s) {
@@ -134,6 +153,9 @@ int main(int argc, char **argv) {
     size_t maxn = hi / sizeof(float);
     float *x = big_alloc(maxn), *y = big_alloc(maxn);
     if (g_rank == 0) {
+        char cpu[128];
+        cpu_name(cpu, sizeof cpu);
+        printf("CPU: %s, %ld online\n", cpu, sysconf(_SC_NPROCESSORS_ONLN));
         printf("bench_allreduce: D = %d ranks, %d runs per size (medians), algo %s, segments %zu B, recursive doubling up to %zu B, spin %g s\n",
                world, runs, algo == PZ_DP_RING ? "ring" : algo == PZ_DP_RDOUBLING ? "rd" : "auto", seg, small, spin);
         printf("%10s %12s %12s %12s %7s %s\n", "bytes", "ours busbw", "MPI busbw", "ours algbw", "ratio", "check");

@@ -118,6 +118,9 @@ pz_status pz_dp_creduce_create(pz_dp_creduce **out, pz_dp_group *g, const char *
     c->o.hosts = H;
     c->n = n;
     snprintf(c->spec, sizeof c->spec, "%s", pz_codec_spec(codec));
+    snprintf(c->base_spec, sizeof c->base_spec, "%s", c->spec);
+    char *z = strstr(c->base_spec, "+zstd");   /* a message says +zstd only where it paid */
+    if (z) *z = 0;
     st = o->mode == PZ_DP_HIERARCHICAL ? hier_create(c, spec) : flat_create(c);
     if (st != PZ_OK) {
         pz_dp_creduce_free(c);
@@ -195,9 +198,20 @@ static pz_status take(pz_dp_creduce *c, pz_request *r, int src, uint8_t *buf, co
     if (res != PZ_DPMSG_OK)
         return pz_fail(PZ_ERR_PEER, "rank %d: dp reduction #%u: message from rank %d refused: %s", me_rank, want->seq,
                        src_rank, why);
+    /* a base codec decodes any base codec's message (they describe
+     * themselves): a replica that runs another codec is refused here */
     pz_shape s;
+    char spec[600];
+    st = pz_codec_peek(buf + PZ_DPMSG_HDR, got - PZ_DPMSG_HDR, spec, sizeof spec, &s);
+    if (st == PZ_OK) {
+        char *z = strstr(spec, "+zstd");
+        if (z) *z = 0;
+        if (strcmp(spec, c->base_spec) != 0)
+            return pz_fail(PZ_ERR_PEER, "rank %d: dp reduction #%u: rank %d's message was written by codec '%s', this "
+                           "replica runs '%s'", me_rank, want->seq, src_rank, spec, c->base_spec);
+    }
     pz_codec_ctx ctx = codec_ctx(c, step, want->phase, want->chunk);
-    st = pz_codec_decode(c->codec, buf + PZ_DPMSG_HDR, got - PZ_DPMSG_HDR, &ctx, out, want->count, &s);
+    if (st == PZ_OK) st = pz_codec_decode(c->codec, buf + PZ_DPMSG_HDR, got - PZ_DPMSG_HDR, &ctx, out, want->count, &s);
     if (st != PZ_OK)
         return pz_fail(PZ_ERR_PEER, "rank %d: dp reduction #%u: codec message from rank %d refused: %s", me_rank,
                        want->seq, src_rank, pz_last_error());

@@ -3,6 +3,12 @@
  * topk:0.01, jointsq:2, ...). A library, not yet reachable from
  * `pipezip train` (no --dp-compress flag yet).
  *
+ * The codec sees each message as a 1-D tensor: one row of its elements. So
+ * group=row or tensor means one scale per message (sign's default, as in
+ * 1-bit Adam), and q's default group=channel one scale per element (more
+ * bytes than fp32): give q a block size, e.g. q4:group=512 (AC-SGD's
+ * buckets of 512 values).
+ *
  * Every replica passes its gradient g (n floats) and gets back the same
  * estimate of the group's mean, bit for bit on every member (everyone decodes
  * the same messages and sums them in group order). Modes:
@@ -81,8 +87,10 @@ pz_status pz_dp_creduce_load(pz_dp_creduce *c, const uint8_t *blob, size_t len);
 const float *pz_dp_creduce_worker_error(const pz_dp_creduce *c, size_t *len);
 const float *pz_dp_creduce_server_error(const pz_dp_creduce *c, size_t *lo, size_t *len);
 
-/* Bytes this member sent so far (headers included) to each group member
- * (D entries, index = group index); for reports and tests. */
+/* Bytes of compressed messages this member sent so far (headers included)
+ * to each group member (D entries, index = group index); for reports and
+ * tests. Hierarchical: the leaders' compressed exchange only (the host's
+ * uncompressed all-reduce counts in its group's bytes_sent). */
 const uint64_t *pz_dp_creduce_sent_to(const pz_dp_creduce *c);
 
 /* Tests: called with every message this member sends (after its header),

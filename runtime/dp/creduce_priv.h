@@ -12,6 +12,7 @@ struct pz_dp_creduce {
     pz_dp_copts o;
     size_t n;
     char spec[256];            /* the codec's canonical spec */
+    char base_spec[256];       /* ... without +zstd, as messages name it */
     float *x, *q, *tmp, *acc;  /* n floats each: input + e_w, decoded own messages, scratch */
     float *ew;                 /* worker error, n floats (ef) */
     float *es;                 /* owner's error for chunk [es_lo, es_lo + es_len) (twophase, ef) */

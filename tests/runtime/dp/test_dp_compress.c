@@ -19,8 +19,8 @@
  * loaded into a fresh object gives the same outputs and residuals bit for
  * bit for the remaining steps; blobs of another configuration or damaged
  * ones are refused; stateful codecs, hosts not dividing D and vectors
- * shorter than D are refused; a replica with another vector length makes the
- * others fail with an error; hierarchical (2 hosts x 2) sends at most half
+ * shorter than D are refused; a replica with another vector length or
+ * codec makes the others fail with an error; hierarchical (2 hosts x 2) sends at most half
  * of twophase's bytes between hosts at the same codec. */
 #include <errno.h>
 #include <stdio.h>
@@ -56,7 +56,7 @@ static const config configs[] = {
     {"twophase-fp16-d2", PZ_DP_TWOPHASE, 2, 0, "fp16"},
     {"twophase-fp16-d3", PZ_DP_TWOPHASE, 3, 0, "fp16"},
     {"twophase-sign-d3", PZ_DP_TWOPHASE, 3, 0, "sign"},
-    {"twophase-q4-d3", PZ_DP_TWOPHASE, 3, 0, "q4"},
+    {"twophase-q4-d3", PZ_DP_TWOPHASE, 3, 0, "q4:group=512"},
     {"twophase-topk-d2", PZ_DP_TWOPHASE, 2, 0, "topk:0.01"},
     {"twophase-jointsq-d3", PZ_DP_TWOPHASE, 3, 0, "jointsq:2"},
     {"allgather-fp16-d2", PZ_DP_ALLGATHER, 2, 0, "fp16"},
@@ -132,14 +132,11 @@ static void check_refusals(pz_dp_group *g, pz_dp_creduce *a, const config *cf, c
     free(bad);
 }
 
-static int child(int rank, int world, int port, void *arg) {
-    const config *cf = arg;
-    static char tagbuf[32];
+/* one configuration on this rank's transport */
+static void run_config(pz_transport *t, int rank, const config *cf) {
+    static char tagbuf[64];
     snprintf(tagbuf, sizeof tagbuf, "[%s rank %d] ", cf->name, rank);
     check_tag = tagbuf;
-    check_fatal = 1;
-    pz_transport *t = NULL;
-    OK(dp_transport(&t, rank, world, port, 20.0));
     int ranks[PZ_DP_MAX];
     pz_dp_layout_ranks(0, cf->D, ranks);
     pz_dp_group g = {0};
@@ -202,20 +199,14 @@ static int child(int rank, int world, int port, void *arg) {
     pz_dp_creduce_free(a);
     pz_dp_creduce_free(b);
     pz_dp_group_free(&g);
-    pz_transport_close(t, 0);
-    return check_summary(cf->name);
 }
 
 /* hierarchical (2 hosts x 2) against twophase over the same 4 ranks and
  * codec: bytes that leave a host, summed over ranks and steps */
-static int child_bytes(int rank, int world, int port, void *arg) {
-    const char *spec = arg;
-    static char tagbuf[32];
-    snprintf(tagbuf, sizeof tagbuf, "[bytes rank %d] ", rank);
+static void run_bytes(pz_transport *t, int rank, const char *spec) {
+    static char tagbuf[64];
+    snprintf(tagbuf, sizeof tagbuf, "[bytes %s rank %d] ", spec, rank);
     check_tag = tagbuf;
-    check_fatal = 1;
-    pz_transport *t = NULL;
-    OK(dp_transport(&t, rank, world, port, 20.0));
     int ranks[4] = {0, 1, 2, 3};
     pz_dp_group g = {0};
     OK(pz_dp_group_init(&g, t, rank, ranks, 4));
@@ -241,13 +232,28 @@ static int child_bytes(int rank, int world, int port, void *arg) {
     pz_dp_creduce_free(f);
     pz_dp_creduce_free(h);
     pz_dp_group_free(&g);
+}
+
+/* every configuration of group size `world` (a fork per group size: the
+ * transport's start-up is most of a configuration's time) */
+static int child(int rank, int world, int port, void *arg) {
+    (void)arg;
+    check_fatal = 1;
+    pz_transport *t = NULL;
+    OK(dp_transport(&t, rank, world, port, 20.0));
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
+        if (configs[i].D == world) run_config(t, rank, &configs[i]);
+    if (world == 4) {
+        run_bytes(t, rank, "sign");
+        run_bytes(t, rank, "q4:group=512");
+    }
     pz_transport_close(t, 0);
-    return check_summary("dp-bytes");
+    return check_summary("dp-compress");
 }
 
 /* argument errors, and a replica with another vector length */
 static int child_errors(int rank, int world, int port, void *arg) {
-    (void)arg;
+    int codec_differs = arg != NULL;
     static char tagbuf[32];
     snprintf(tagbuf, sizeof tagbuf, "[errors rank %d] ", rank);
     check_tag = tagbuf;
@@ -264,17 +270,45 @@ static int child_errors(int rank, int world, int port, void *arg) {
     CHECK_STATUS(pz_dp_creduce_create(&c, &g, "sign", &bad, N), PZ_ERR_ARG, "unknown mode");
     CHECK_STATUS(pz_dp_creduce_create(&c, &g, "sign", &o, 1), PZ_ERR_ARG, "at least one per replica");
     CHECK_STATUS(pz_dp_creduce_create(&c, &g, "nosuchcodec", &o, N), PZ_ERR_ARG, NULL);
-    size_t n = N + (size_t)rank * 10;
-    OK(pz_dp_creduce_create(&c, &g, "q4", &o, n));
+    /* rank 1 runs with a longer vector, or another codec */
+    size_t n = N + (codec_differs ? 0 : (size_t)rank * 10);
+    OK(pz_dp_creduce_create(&c, &g, codec_differs && rank == 1 ? "sign" : "q4", &o, n));
     float *x = xcalloc(n, 4);
     pz_status st = pz_dp_creduce_run(c, x, x, 0);
-    CHECK(st == PZ_ERR_PEER, "another vector length: %s %s", pz_status_name(st), pz_last_error());
+    CHECK(st == PZ_ERR_PEER, "another %s: %s %s", codec_differs ? "codec" : "vector length", pz_status_name(st),
+          pz_last_error());
+    if (codec_differs) CHECK(strstr(pz_last_error(), "written by codec") || strstr(pz_last_error(), "lost rank") ||
+                             strstr(pz_last_error(), "larger than"), "names the codec: %s", pz_last_error());
     fprintf(stderr, "[rank %d] expected error: %s\n", rank, pz_last_error());
     free(x);
     pz_dp_creduce_free(c);
     pz_dp_group_free(&g);
     pz_transport_close(t, 1);
     return check_summary("dp-errors");
+}
+
+/* the header check names each field that differs (runtime/dp/dpmsg.c) */
+static void check_header(void) {
+    pz_dpmsg h = {PZ_DPMSG_TO_OWNER, 3, 2, 1, 9, 334, 333, 5};
+    uint8_t b[PZ_DPMSG_HDR + 5] = {0};
+    char why[160];
+    pz_dpmsg_put(b, &h);
+    CHECK(pz_dpmsg_check(b, sizeof b, &h, why, sizeof why) == PZ_DPMSG_OK && !why[0], "valid header refused: %s", why);
+    CHECK(pz_dpmsg_check(b, PZ_DPMSG_HDR - 1, &h, why, sizeof why) == PZ_DPMSG_SHORT, "short");
+    CHECK(pz_dpmsg_check(b, sizeof b - 1, &h, why, sizeof why) == PZ_DPMSG_LENGTH, "length");
+    static const struct { size_t at; pz_dpmsg_result r; const char *needle; } cases[] = {
+        {0, PZ_DPMSG_MAGIC_BAD, "magic"}, {4, PZ_DPMSG_MAGIC_BAD, "version"}, {5, PZ_DPMSG_PHASE, "phase"},
+        {6, PZ_DPMSG_GROUP, "group size"}, {8, PZ_DPMSG_SRC, "sender"}, {10, PZ_DPMSG_CHUNK, "chunk"},
+        {12, PZ_DPMSG_SEQ, "collective"}, {16, PZ_DPMSG_RANGE, "first element"}, {24, PZ_DPMSG_RANGE, "elements 332"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint8_t c[sizeof b];
+        memcpy(c, b, sizeof b);
+        c[cases[i].at] ^= 1;
+        pz_dpmsg_result r = pz_dpmsg_check(c, sizeof c, &h, why, sizeof why);
+        CHECK(r == cases[i].r && strstr(why, cases[i].needle), "byte %zu changed: %s (%s)", cases[i].at,
+              pz_dpmsg_result_name(r), why);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -302,11 +336,14 @@ int main(int argc, char **argv) {
                 cf->mode == PZ_DP_TWOPHASE ? "twophase" : cf->mode == PZ_DP_ALLGATHER ? "allgather" : "hierarchical",
                 cf->D, cf->H ? cf->H : 1, N, STEPS, cf->spec);
         fclose(f);
-        ok &= dp_fork_run(cf->name, cf->D, 60, child, (void *)cf);
     }
-    ok &= dp_fork_run("hierarchical vs twophase bytes between hosts", 4, 60, child_bytes, "sign");
-    ok &= dp_fork_run("hierarchical vs twophase bytes between hosts", 4, 60, child_bytes, "q4");
-    ok &= dp_fork_run("errors", 2, 30, child_errors, NULL);
+    ok &= dp_fork_run("D=2: twophase, allgather", 2, 60, child, NULL);
+    ok &= dp_fork_run("D=3: twophase, allgather", 3, 60, child, NULL);
+    ok &= dp_fork_run("D=4: hierarchical, bytes between hosts", 4, 60, child, NULL);
+    ok &= dp_fork_run("errors, another vector length", 2, 30, child_errors, NULL);
+    ok &= dp_fork_run("another codec", 2, 30, child_errors, "codec");
+    check_header();   /* after the forks: the children must not inherit its counts */
+    ok &= check_summary("dp-header") == 0;
     printf("test_dp_compress: %s\n", ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
 }
