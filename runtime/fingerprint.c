@@ -11,9 +11,6 @@
 #include "base/mem.h"
 #include "stages/hf_dir.h"
 
-/* message kinds of the exchange (beside pipeline_exec.h's 1..5 and generation's 6, 7) */
-enum { KIND_FINGERPRINT = 8, KIND_VERDICT = 9 };
-
 typedef struct {
     char *s;
     size_t n, cap;
@@ -191,7 +188,7 @@ pz_status pz_fingerprint_agree(pz_transport *t, int rank, int world, const char 
     if (rank == 0) {
         for (int q = 1; q < world && st == PZ_OK; q++) {
             size_t n = 0;
-            st = pz_transport_recv(t, q, pz_tag(q, 0, 0, KIND_FINGERPRINT), buf, PZ_FINGERPRINT_MAX,
+            st = pz_transport_recv(t, q, pz_tag(q, 0, 0, PZ_KIND_FINGERPRINT), buf, PZ_FINGERPRINT_MAX,
                                    "the job's fingerprint", &r);
             if (st == PZ_OK) st = pz_transport_wait(t, r, &n);
             if (st != PZ_OK) break;
@@ -200,16 +197,16 @@ pz_status pz_fingerprint_agree(pz_transport *t, int rank, int world, const char 
             if (!verdict[0]) pz_fingerprint_differ(mine, buf, q, verdict, sizeof verdict);
         }
         for (int q = 1; q < world && st == PZ_OK; q++) {
-            st = pz_transport_send(t, q, pz_tag(0, 0, 0, KIND_VERDICT), verdict, strlen(verdict) + 1,
+            st = pz_transport_send(t, q, pz_tag(0, 0, 0, PZ_KIND_VERDICT), verdict, strlen(verdict) + 1,
                                    "the fingerprint verdict", &r);
             if (st == PZ_OK) st = pz_transport_wait(t, r, NULL);
         }
     } else {
-        st = pz_transport_send(t, 0, pz_tag(rank, 0, 0, KIND_FINGERPRINT), mine, len, "the job's fingerprint", &r);
+        st = pz_transport_send(t, 0, pz_tag(rank, 0, 0, PZ_KIND_FINGERPRINT), mine, len, "the job's fingerprint", &r);
         if (st == PZ_OK) st = pz_transport_wait(t, r, NULL);
         size_t n = 0;
         if (st == PZ_OK)
-            st = pz_transport_recv(t, 0, pz_tag(0, 0, 0, KIND_VERDICT), verdict, sizeof verdict,
+            st = pz_transport_recv(t, 0, pz_tag(0, 0, 0, PZ_KIND_VERDICT), verdict, sizeof verdict,
                                    "the fingerprint verdict", &r);
         if (st == PZ_OK) st = pz_transport_wait(t, r, &n);
         if (st == PZ_OK && (n == 0 || verdict[n - 1] != 0))

@@ -59,7 +59,7 @@ void exec_fault_flip(exec *x, int armed) {
     int s, r;
     if (!f || !x->tp || sscanf(f, "%31[a-z]:%d:%d:%31s", w, &s, &r, at) < 3 || r != x->rank || s < 0) return;
     static const char *const names[] = {"activation", "gradient", "tied"};
-    static const unsigned kinds[] = {KIND_ACT, KIND_GRAD, KIND_TIED};
+    static const unsigned kinds[] = {PZ_KIND_ACT, PZ_KIND_GRAD, PZ_KIND_TIED};
     long off = !strcmp(at, "payload") ? -1 : !strcmp(at, "header") ? 16 : strtol(at, NULL, 10);
     for (int k = 0; k < 3; k++)
         if (!strcmp(w, names[k])) pz_transport_fault_flip(x->tp, kinds[k], (uint32_t)s, off);
@@ -193,7 +193,7 @@ pz_status exec_gather_save(exec *x, const pz_stage_range *all, const char *path)
         float *host = xmalloc(bytes);
         x->be->to_host(host, s->param_mem, bytes);
         pz_request *r = NULL;
-        st = pz_transport_send(x->tp, 0, pz_tag(x->rank, 0, (uint32_t)cc, KIND_SAVE), host, bytes, w, &r);
+        st = pz_transport_send(x->tp, 0, pz_tag(x->rank, 0, (uint32_t)cc, PZ_KIND_SAVE), host, bytes, w, &r);
         if (st == PZ_OK) st = pz_transport_wait(x->tp, r, NULL);
         free(host);
     }
@@ -209,7 +209,7 @@ pz_status exec_gather_save(exec *x, const pz_stage_range *all, const char *path)
         if (r == 0) x->be->to_host(part, x->ch[cc].stage.param_mem, n * sizeof(float));
         else {
             pz_request *req = NULL;
-            st = pz_transport_recv(x->tp, r, pz_tag(r, 0, (uint32_t)cc, KIND_SAVE), part, n * sizeof(float), w, &req);
+            st = pz_transport_recv(x->tp, r, pz_tag(r, 0, (uint32_t)cc, PZ_KIND_SAVE), part, n * sizeof(float), w, &req);
             if (st == PZ_OK) st = pz_transport_wait(x->tp, req, NULL);
         }
         if (st == PZ_OK) {
@@ -234,12 +234,12 @@ pz_status exec_gather_save(exec *x, const pz_stage_range *all, const char *path)
  * so codecs can be studied on real tensors (`pipezip codec --in`, the sweep). */
 pz_status exec_dump_edge(exec *x, const pz_edge_end *e, int kind, uint64_t step, int micro, const float *src) {
     const pz_train_opts *o = x->o;
-    if (!o->dump_edge || step + 1 != (uint64_t)o->dump_edge || (kind != KIND_ACT && kind != KIND_GRAD)) return PZ_OK;
+    if (!o->dump_edge || step + 1 != (uint64_t)o->dump_edge || (kind != PZ_KIND_ACT && kind != PZ_KIND_GRAD)) return PZ_OK;
     if (mkdir(o->dump_dir, 0755) != 0 && errno != EEXIST)
         return pz_fail(PZ_ERR_IO, "--dump-dir %s: %s", o->dump_dir, strerror(errno));
     char path[4200];
     snprintf(path, sizeof path, "%s/step%llu-edge%d-%d-%s-micro%d.npy", o->dump_dir, (unsigned long long)step + 1,
-             e->edge, e->edge + 1, kind == KIND_ACT ? "fwd" : "bwd", micro);
+             e->edge, e->edge + 1, kind == PZ_KIND_ACT ? "fwd" : "bwd", micro);
     pz_shape sh = {3, {(size_t)o->batch, (size_t)o->seq, (size_t)x->ch[0].stage.cfg.channels}};
     pz_status st = pz_npy_write(path, &sh, src);
     if (st != PZ_OK) return pz_fail(st, "--dump-edge: %s", pz_last_error());

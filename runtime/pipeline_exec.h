@@ -31,8 +31,6 @@
 #include "schedules/schedule.h"
 #include "stages/stage.h"
 
-enum { KIND_ACT = 1, KIND_GRAD = 2, KIND_TIED = 3, KIND_VAL = 4, KIND_SAVE = 5 };
-
 /* One model chunk of this rank and its buffers:
  *   slots        micro % bound (each chunk's forwards and backwards run in
  *                micro-batch order, so two live micro-batches never share one)

@@ -48,7 +48,7 @@ static pz_status post(exec *x, int recv, int peer, int b, int kind, uint32_t ste
                       uint8_t *buf, size_t len, pz_request **req, const char *what) {
     char w[96];
     snprintf(w, sizeof w, "%s, edge %d-%d %s, step %u micro %d", what, b, b + 1,
-             kind == KIND_GRAD ? "backward" : "forward", step, micro);
+             kind == PZ_KIND_GRAD ? "backward" : "forward", step, micro);
     PZ_RANGE_PUSH("%s", w);
     pz_status st = recv ? pz_transport_recv(x->tp, peer, pz_tag(peer, step, fld, (uint32_t)kind), buf, len, w, req)
                         : pz_transport_send(x->tp, peer, pz_tag(x->rank, step, fld, (uint32_t)kind), buf, len, w, req);
@@ -156,9 +156,9 @@ static pz_status reduce_tied(exec *x, int peer, uint32_t step) {
     x->tied_wire = (double)len;
     char w[96];
     snprintf(w, sizeof w, "tied embedding gradient, ranks 0 and %d, step %u", x->S - 1, step);
-    st = pz_transport_recv(x->tp, peer, pz_tag(peer, step, 0, KIND_TIED), x->tied.in, x->tied.cap, w, &x->tied_recv);
+    st = pz_transport_recv(x->tp, peer, pz_tag(peer, step, 0, PZ_KIND_TIED), x->tied.in, x->tied.cap, w, &x->tied_recv);
     if (st == PZ_OK)
-        st = pz_transport_send(x->tp, peer, pz_tag(x->rank, step, 0, KIND_TIED), x->tied.out, len, w, &x->tied_send);
+        st = pz_transport_send(x->tp, peer, pz_tag(x->rank, step, 0, PZ_KIND_TIED), x->tied.out, len, w, &x->tied_send);
     exec_trace(x, "tied", -1, t0, pz_now());
     if (st != PZ_OK || !holds_first(x)) return st;
     return exec_tied_finish(x, step);
@@ -210,10 +210,10 @@ pz_status exec_run_instr(exec *x, const pz_instr *in, uint32_t step, double *los
     double t0 = pz_now(), arrived = 0.0;
     switch (in->op) {
     case PZ_OP_RECV_ACT:
-        return post(x, 1, p.rank, p.boundary, KIND_ACT, step, i, field(x, i, p.chunk), c->act_wire_in[ra],
+        return post(x, 1, p.rank, p.boundary, PZ_KIND_ACT, step, i, field(x, i, p.chunk), c->act_wire_in[ra],
                     c->end[FWD_RX].cap, &c->act_recv[ra], "recv activation");
     case PZ_OP_RECV_GRAD:
-        return post(x, 1, p.rank, p.boundary, KIND_GRAD, step, i, field(x, i, p.chunk), c->grad_wire_in[rg],
+        return post(x, 1, p.rank, p.boundary, PZ_KIND_GRAD, step, i, field(x, i, p.chunk), c->grad_wire_in[rg],
                     c->end[BWD_RX].cap, &c->grad_recv[rg], "recv gradient");
     case PZ_OP_FORWARD:
         if (is_first(c) || is_last(x, c)) pz_loader_next(&x->loader, x->tok, x->tgt, x->ids_tmp);
@@ -224,7 +224,7 @@ pz_status exec_run_instr(exec *x, const pz_instr *in, uint32_t step, double *los
     case PZ_OP_SEND_ACT:
         if ((st = wait_send(x, &c->end[FWD_TX], &c->act_send[w], i - c->nwire)) != PZ_OK) return st;
         t0 = pz_now();
-        st = encode_send(x, &c->end[FWD_TX], p.rank, KIND_ACT, step, i, field(x, i, cc), chunk_output(c, slot),
+        st = encode_send(x, &c->end[FWD_TX], p.rank, PZ_KIND_ACT, step, i, field(x, i, cc), chunk_output(c, slot),
                          c->ids[slot], c->act_wire_out[w], &c->act_send[w], "send activation");
         if (i == 0 && cc == 0) x->rtt_sent = pz_now();
         exec_trace(x, "send", i, t0, pz_now());
@@ -240,7 +240,7 @@ pz_status exec_run_instr(exec *x, const pz_instr *in, uint32_t step, double *los
     case PZ_OP_SEND_GRAD:
         if ((st = wait_send(x, &c->end[BWD_TX], &c->grad_send[w], i - c->nwire)) != PZ_OK) return st;
         t0 = pz_now();
-        st = encode_send(x, &c->end[BWD_TX], p.rank, KIND_GRAD, step, i, field(x, i, cc), c->grad_out[slot],
+        st = encode_send(x, &c->end[BWD_TX], p.rank, PZ_KIND_GRAD, step, i, field(x, i, cc), c->grad_out[slot],
                          c->ids[slot], c->grad_wire_out[w], &c->grad_send[w], "send gradient");
         exec_trace(x, "send", i, t0, pz_now());
         return st;
@@ -277,14 +277,14 @@ static pz_status validate_batch(exec *x, int k, uint32_t val_round, int comp, do
         pz_request *r = NULL;
         if (!is_first(c)) {
             int g = c->g - 1;
-            if ((st = post(x, 1, g % x->S, g, KIND_VAL, val_round, k, field(x, k, g / x->S) & 0xffffu,
+            if ((st = post(x, 1, g % x->S, g, PZ_KIND_VAL, val_round, k, field(x, k, g / x->S) & 0xffffu,
                            c->act_wire_in[0], c->val_rx[comp].cap, &r, "recv validation activation")) != PZ_OK ||
                 (st = recv_decode(x, &c->val_rx[comp], &r, cstep, k, c->act_wire_in[0], c->act_in, c->ids[0],
                                   NULL)) != PZ_OK)
                 break;
         }
         if ((st = forward(x, c, 0, val_round, k, 0.0f, sum)) != PZ_OK || is_last(x, c)) break;
-        if ((st = encode_send(x, &c->val_tx[comp], (c->g + 1) % x->S, KIND_VAL, cstep, k,
+        if ((st = encode_send(x, &c->val_tx[comp], (c->g + 1) % x->S, PZ_KIND_VAL, cstep, k,
                               field(x, k, cc) & 0xffffu, chunk_output(c, 0), c->ids[0], c->act_wire_out[0], &r,
                               "send validation activation")) == PZ_OK)
             st = wait_req(x, &r, k, NULL, NULL);

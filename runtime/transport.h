@@ -63,6 +63,18 @@ typedef struct pz_request pz_request;
  * PZ_TAG_KIND_RESERVED belong to the transport (hello, collectives):
  * send/recv refuse them, and refuse a tag whose src is not the sender. */
 #define PZ_TAG_KIND_RESERVED 0xF0u
+/* The kinds of the messages above the transport, in one list so that no two
+ * users share one by accident (data-parallel groups use 0x20.., dp/group.h). */
+enum {
+    PZ_KIND_ACT = 1,          /* an activation across a boundary, forward: training, and generation's hidden rows */
+    PZ_KIND_GRAD = 2,         /* its gradient, backward */
+    PZ_KIND_TIED = 3,         /* the tied-embedding gradient, first and last rank */
+    PZ_KIND_VAL = 4,          /* a validation activation */
+    PZ_KIND_SAVE = 5,         /* parameters to rank 0 for --save */
+    PZ_KIND_TOKEN = 6,        /* generation: the token the last rank drew, to rank 0 */
+    PZ_KIND_FINGERPRINT = 8,  /* what a rank computes, to rank 0 (runtime/fingerprint.h) */
+    PZ_KIND_VERDICT = 9,      /* rank 0's verdict on the fingerprints */
+};
 uint64_t pz_tag(int src_rank, uint32_t step, uint32_t micro, uint32_t kind);
 
 pz_status pz_transport_init(pz_transport **t, const pz_transport_opts *o);

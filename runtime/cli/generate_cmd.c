@@ -19,8 +19,6 @@
 #include "stages/bpe.h"
 #include "stages/gpt2_checkpoint.h"
 
-enum { KIND_GEN_HIDDEN = 6, KIND_GEN_TOKEN = 7 };
-
 /* "1,2,3" -> ids (malloc'ed), each in [0, V) */
 static pz_status parse_ids(const char *s, int V, int **ids, int *n) {
     size_t cap = 1;
@@ -112,7 +110,7 @@ static pz_status pipe_step(gen_pipe *gp, pz_gen *g, const int *tokens, int n, in
         pz_request *r = NULL;
         char w[64];
         snprintf(w, sizeof w, "generation hidden state, edge %d-%d forward, step %d", gp->rank - 1, gp->rank, k);
-        st = pz_transport_recv(gp->tp, gp->rank - 1, pz_tag(gp->rank - 1, (uint32_t)k, 0, KIND_GEN_HIDDEN), gp->wire,
+        st = pz_transport_recv(gp->tp, gp->rank - 1, pz_tag(gp->rank - 1, (uint32_t)k, 0, PZ_KIND_ACT), gp->wire,
                                gp->cap, w, &r);
         if (st == PZ_OK) st = pz_transport_wait(gp->tp, r, &len);
         if (st == PZ_OK) st = pz_edge_decode(&gp->rx[e], gp->wire, len, seed, (uint64_t)k, 0, gp->rows, &id);
@@ -126,7 +124,7 @@ static pz_status pipe_step(gen_pipe *gp, pz_gen *g, const int *tokens, int n, in
     pz_gen_hidden(g, gp->rows, n);   /* the received rows are used up: their buffer takes the output */
     st = pz_edge_encode(&gp->tx[e], gp->rows, &id, seed, (uint64_t)k, 0, gp->wire, &len);
     if (st == PZ_OK)
-        st = pz_transport_send(gp->tp, gp->rank + 1, pz_tag(gp->rank, (uint32_t)k, 0, KIND_GEN_HIDDEN), gp->wire, len, w,
+        st = pz_transport_send(gp->tp, gp->rank + 1, pz_tag(gp->rank, (uint32_t)k, 0, PZ_KIND_ACT), gp->wire, len, w,
                                &r);
     if (st == PZ_OK) st = pz_transport_wait(gp->tp, r, NULL);
     return st;
@@ -141,11 +139,11 @@ static pz_status pipe_token(gen_pipe *gp, int *tok, int k) {
     pz_status st = PZ_OK;
     int32_t v = *tok;
     if (gp->rank == last) {
-        st = pz_transport_send(gp->tp, 0, pz_tag(last, (uint32_t)k, 0, KIND_GEN_TOKEN), &v, 4, w, &r);
+        st = pz_transport_send(gp->tp, 0, pz_tag(last, (uint32_t)k, 0, PZ_KIND_TOKEN), &v, 4, w, &r);
         if (st == PZ_OK) st = pz_transport_wait(gp->tp, r, NULL);
     } else if (gp->rank == 0) {
         size_t len = 0;
-        st = pz_transport_recv(gp->tp, last, pz_tag(last, (uint32_t)k, 0, KIND_GEN_TOKEN), &v, 4, w, &r);
+        st = pz_transport_recv(gp->tp, last, pz_tag(last, (uint32_t)k, 0, PZ_KIND_TOKEN), &v, 4, w, &r);
         if (st == PZ_OK) st = pz_transport_wait(gp->tp, r, &len);
         if (st == PZ_OK && (len != 4 || v < 0 || v >= gp->vocab))
             st = pz_fail(PZ_ERR_PEER, "generation step %d: rank %d sent a token of %zu bytes, id %d", k, last, len, v);
