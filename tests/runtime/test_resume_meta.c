@@ -168,10 +168,44 @@ static void test_own_files(void) {
     for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) CHECK(!pz_resume_is_own_file(other[i]), "%s", other[i]);
 }
 
+/* the checkpoint directory's lock (runtime/ckpt/lock.c): a second holder is
+ * refused, naming the first; a rank whose run does not hold it is refused */
+static void test_lock(void) {
+    char dir[] = "/tmp/test_resume_lock_XXXXXX";
+    if (!mkdtemp(dir)) return;
+    pz_ckpt_job a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    a.lock_fd = b.lock_fd = -1;
+    a.token = 0x1111;
+    b.token = 0x2222;
+    pz_job_hex(0xaaaa, a.hex);
+    pz_job_hex(0xbbbb, b.hex);
+    CHECK_STATUS(pz_ckpt_lock(dir, &a), PZ_OK, NULL);
+    CHECK_STATUS(pz_ckpt_lock_check(dir, &a), PZ_OK, NULL);
+    CHECK_STATUS(pz_ckpt_lock_check(dir, &b), PZ_ERR_ARG, "is not held by this run's rank 0");
+    char want[64];
+    snprintf(want, sizeof want, "pid %ld on host", (long)getpid());
+    CHECK_STATUS(pz_ckpt_lock(dir, &b), PZ_ERR_ARG, want);   /* flock: another open file, the same process */
+    CHECK_STATUS(pz_ckpt_lock(dir, &b), PZ_ERR_ARG, "job 000000000000aaaa");
+    pz_ckpt_job_free(&a);   /* released */
+    CHECK_STATUS(pz_ckpt_lock(dir, &b), PZ_OK, NULL);
+    CHECK_STATUS(pz_ckpt_lock_check(dir, &b), PZ_OK, NULL);
+    pz_ckpt_job_free(&b);
+    pz_ckpt_job z;   /* free is safe on a zeroed one */
+    memset(&z, 0, sizeof z);
+    pz_ckpt_job_free(&z);
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, PZ_JOB_LOCK_NAME);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     test_manifest();
     test_shard_meta();
     test_job();
     test_own_files();
+    test_lock();
     return check_summary("resume_meta");
 }
