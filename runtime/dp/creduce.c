@@ -399,6 +399,19 @@ const float *pz_dp_creduce_server_error(const pz_dp_creduce *c, size_t *lo, size
     return c->es;
 }
 
+size_t pz_dp_creduce_bytes(const pz_dp_creduce *c) {
+    if (!c) return 0;
+    size_t f = sizeof(float), D = (size_t)c->g->n, b = sizeof *c;
+    b += ((c->x != NULL) + (c->q != NULL) + (c->tmp != NULL) + (c->acc != NULL) + (c->ew != NULL)) * c->n * f;
+    b += c->es ? c->es_len * f : 0;
+    if (c->off) b += c->off[c->o.mode == PZ_DP_ALLGATHER ? D : 2 * D];   /* receive slots */
+    if (c->soff) b += c->soff[c->o.mode == PZ_DP_ALLGATHER ? 1 : D + 1]; /* send slots */
+    b += D * sizeof *c->sent_to;
+    b += c->host.scratch_n * f;
+    if (c->inner) b += pz_dp_creduce_bytes(c->inner) + c->leaders->scratch_n * f;
+    return b;
+}
+
 const uint64_t *pz_dp_creduce_sent_to(const pz_dp_creduce *c) { return c->sent_to; }
 
 void pz_dp_creduce_set_tap(pz_dp_creduce *c, pz_dp_tap fn, void *user) {

@@ -93,6 +93,11 @@ const float *pz_dp_creduce_server_error(const pz_dp_creduce *c, size_t *lo, size
  * uncompressed all-reduce counts in its group's bytes_sent). */
 const uint64_t *pz_dp_creduce_sent_to(const pz_dp_creduce *c);
 
+/* Bytes of memory c holds (error feedback, scratch vectors, message slots,
+ * a hierarchical member's host group scratch and leader reduction): what a
+ * memory plan counts for it. */
+size_t pz_dp_creduce_bytes(const pz_dp_creduce *c);
+
 /* Tests: called with every message this member sends (after its header),
  * before it leaves: phase (dpmsg.h), chunk, the codec message. */
 typedef void (*pz_dp_tap)(void *user, int phase, int chunk, const uint8_t *msg, size_t len);

@@ -33,7 +33,13 @@
  * PZ_DP_AUTO picks recursive doubling up to small_bytes, the ring above.
  *
  * After an error the transport must be closed (pz_transport_close(t, 1)):
- * receives may still be posted into the caller's buffer. */
+ * receives may still be posted into the caller's buffer.
+ *
+ * Failures are the transport's to detect: a killed member within a few
+ * seconds, a frozen one after the peer timeout. The member that receives from
+ * it names it; in a ring the members further along wait on a neighbour that
+ * itself waits, and may time out on that neighbour at about the same moment
+ * and name it instead: the earliest error names the culprit. */
 #ifndef PZ_DP_GROUP_H
 #define PZ_DP_GROUP_H
 

@@ -22,6 +22,10 @@ pz_status dp_transport(pz_transport **t, int rank, int world, int port, double p
 }
 
 int dp_fork_run(const char *name, int world, double limit_s, dp_child_fn fn, void *arg) {
+    return dp_fork_run_victim(name, world, limit_s, fn, arg, -1);
+}
+
+int dp_fork_run_victim(const char *name, int world, double limit_s, dp_child_fn fn, void *arg, int victim) {
     pid_t kids[MAXW];
     int status[MAXW], reaped[MAXW] = {0};
     if (world < 1 || world > MAXW) return 0;
@@ -44,6 +48,7 @@ int dp_fork_run(const char *name, int world, double limit_s, dp_child_fn fn, voi
     }
     int left = world, timed_out = 0;
     while (left > 0) {
+        if (victim >= 0 && !reaped[victim] && left == 1) kill(kids[victim], SIGKILL);
         if (pz_now() - t0 > limit_s && !timed_out) {
             timed_out = 1;
             for (int i = 0; i < world; i++)
@@ -57,7 +62,12 @@ int dp_fork_run(const char *name, int world, double limit_s, dp_child_fn fn, voi
     }
     int ok = !timed_out;
     for (int i = 0; i < world; i++)
-        if (!WIFEXITED(status[i]) || WEXITSTATUS(status[i]) != 0) {
+        if (i == victim) {
+            if (!WIFSIGNALED(status[i]) || WTERMSIG(status[i]) != SIGKILL) {
+                fprintf(stderr, "  rank %d (victim) ended with status 0x%x\n", i, status[i]);
+                ok = 0;
+            }
+        } else if (!WIFEXITED(status[i]) || WEXITSTATUS(status[i]) != 0) {
             fprintf(stderr, "  rank %d ended with %s %d\n", i, WIFEXITED(status[i]) ? "exit code" : "signal",
                     WIFEXITED(status[i]) ? WEXITSTATUS(status[i]) : WTERMSIG(status[i]));
             ok = 0;

@@ -12,6 +12,9 @@ typedef int (*dp_child_fn)(int rank, int world, int port, void *arg);
 
 /* 1 when every rank exited 0 within limit_s; prints "ok/FAIL - name". */
 int dp_fork_run(const char *name, int world, double limit_s, dp_child_fn fn, void *arg);
+/* The same with one rank, `victim`, that kills or stops itself: it is
+ * SIGKILLed once the others are done, and must end by SIGKILL. */
+int dp_fork_run_victim(const char *name, int world, double limit_s, dp_child_fn fn, void *arg, int victim);
 
 /* A transport for rank of world on port (UCX over shared memory or tcp as
  * the environment says), with a job secret and peer timeout. */

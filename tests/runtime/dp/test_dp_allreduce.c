@@ -8,12 +8,17 @@
  *  - sums exact (integer-valued inputs), means, and every member holding
  *    the same bits on random inputs (a digest summed over the group);
  *  - a member that passes another length: every member fails with an error
- *    naming the mismatch or the lost peer, nobody hangs. */
+ *    naming the mismatch or the lost peer, nobody hangs;
+ *  - a member killed or frozen (SIGSTOP) mid-call: the others fail naming it
+ *    (the transport's failure detection and peer timeout). */
 #include <math.h>
+#include <signal.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/mem.h"
 #include "runtime/dp/group.h"
 #include "tests/check.h"
@@ -28,6 +33,7 @@
 typedef struct {
     int D;
     int mismatch;
+    int victim_signal;   /* SIGKILL or SIGSTOP: the last member sends it to itself mid-call */
 } scen;
 
 static uint64_t mix(uint64_t x) {
@@ -86,11 +92,40 @@ static int child(int rank, int world, int port, void *arg) {
     check_tag = tag;
     check_fatal = 1;
     pz_transport *t = NULL;
-    OK(dp_transport(&t, rank, world, port, s->mismatch ? 3.0 : 20.0));
+    OK(dp_transport(&t, rank, world, port, s->mismatch || s->victim_signal ? 2.0 : 20.0));
     int ranks[PZ_DP_MAX];
     pz_dp_layout_ranks(rank / s->D, s->D, ranks);
     pz_dp_group g = {0};
     OK(pz_dp_group_init(&g, t, rank, ranks, s->D));
+    if (s->victim_signal) {
+        /* the last member dies (or freezes) after its first sends; the others
+         * must fail naming it: within a few seconds when killed, after the
+         * 2 s peer timeout when frozen */
+        size_t n = 4u << 20;
+        float *x = xcalloc(n, sizeof *x);
+        if (g.me == s->D - 1) {
+            pz_request *r = NULL;
+            pz_dp_post(&g, 1, 0, PZ_DP_KIND_RING, 0, x, (n / (size_t)s->D) * sizeof(float), &r);
+            raise(s->victim_signal);
+            for (;;) pause();   /* SIGSTOP: until the parent kills it */
+        }
+        double t0 = pz_now();
+        pz_status st = pz_dp_allreduce(&g, x, n, 0, PZ_DP_RING);
+        char want[32];
+        snprintf(want, sizeof want, "rank %d", ranks[s->D - 1]);
+        const char *e = pz_last_error();
+        /* member 0 receives from the victim (its left neighbour in the ring)
+         * and names it; the others wait on a member that itself waits on the
+         * victim, and may lose it or time out on it first (see group.h) */
+        CHECK(st == PZ_ERR_PEER && (g.me != 0 || strstr(e, want) != NULL),
+              "%s: %s (%s)", s->victim_signal == SIGKILL ? "killed member" : "frozen member", pz_status_name(st), e);
+        CHECK(pz_now() - t0 < 15, "detected after %.1f s", pz_now() - t0);
+        fprintf(stderr, "[rank %d] expected error after %.1f s: %s\n", rank, pz_now() - t0, e);
+        free(x);
+        pz_dp_group_free(&g);
+        pz_transport_close(t, 1);
+        return check_summary("dp-victim");
+    }
     if (s->mismatch) {
         /* the last member sums one element more than the others */
         size_t n = 100000 + (g.me == s->D - 1);
@@ -138,11 +173,14 @@ static int child(int rank, int world, int port, void *arg) {
 
 int main(void) {
     int ok = 1;
-    scen s22 = {2, 0}, s3 = {3, 0}, s4 = {4, 0}, bad = {2, 1};
+    scen s22 = {2, 0, 0}, s3 = {3, 0, 0}, s4 = {4, 0, 0}, bad = {2, 1, 0}, killed = {3, 0, SIGKILL},
+         frozen = {3, 0, SIGSTOP};
     ok &= dp_fork_run("all-reduce, S=2 x D=2", 4, 60, child, &s22);
     ok &= dp_fork_run("all-reduce, D=3", 3, 60, child, &s3);
     ok &= dp_fork_run("all-reduce, D=4", 4, 60, child, &s4);
     ok &= dp_fork_run("all-reduce, mismatched lengths fail", 2, 30, child, &bad);
+    ok &= dp_fork_run_victim("all-reduce, a killed member is named", 3, 30, child, &killed, 2);
+    ok &= dp_fork_run_victim("all-reduce, a frozen member is named", 3, 30, child, &frozen, 2);
     printf("test_dp_allreduce: %s\n", ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
 }

@@ -174,6 +174,8 @@ static void run_config(pz_transport *t, int rank, const config *cf) {
     size_t nw, ns, slo, nw2, ns2, slo2;
     const float *ew = pz_dp_creduce_worker_error(a, &nw), *es = pz_dp_creduce_server_error(a, &slo, &ns);
     const float *ew2 = pz_dp_creduce_worker_error(b, &nw2), *es2 = pz_dp_creduce_server_error(b, &slo2, &ns2);
+    size_t held = pz_dp_creduce_bytes(a);
+    CHECK(held >= 4 * (nw + ns) && held < (size_t)64 * N * (size_t)cf->D + (1u << 16), "%zu bytes held", held);
     CHECK(nw == nw2 && ns == ns2 && (!nw || memcmp(ew, ew2, nw * 4) == 0) && (!ns || memcmp(es, es2, ns * 4) == 0),
           "the restored object's residuals differ");
     size_t want_ns = sends && cf->mode != PZ_DP_ALLGATHER ? hi - lo : 0;
