@@ -48,7 +48,7 @@
 
 #include "runtime/transport.h"
 
-/* tag kinds of the data-parallel messages (runtime/pipeline_exec.h uses 1..5) */
+/* tag kinds of the data-parallel messages (the others: PZ_KIND_* in transport.h) */
 enum {
     PZ_DP_KIND_RING = 0x20,     /* ring reduce-scatter / all-gather segments */
     PZ_DP_KIND_RD = 0x21,       /* recursive doubling rounds */
