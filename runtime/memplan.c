@@ -21,12 +21,14 @@ pz_mem_need pz_mem_need_of(const pz_gpt2_config *cfg, const pz_stage_range *r, i
     n.scratch = ((double)pz_stage_fixed_numel(cfg, r, B, T) - 2 * numel) * f;
     n.slots = slots;
     n.acts = (double)slots * (double)pz_acts_slot_numel(cfg, r, B, T, defer_weights) * f;
-    /* per slot: received activation, d(input) and its message (not on the
-     * first stage), received gradient and its message (not on the last);
-     * a message is at most the raw tensor and its header */
-    const double per_slot = (first ? 0 : 3 * act) + (last ? 0 : 2 * act);
+    /* the executor's (runtime/pipeline_slots.c): per slot d(input) (not on
+     * the first stage); receive rings of at most one message per slot, an
+     * activation (not on the first) and a gradient (not on the last), and
+     * one decoded tensor of each; a send ring of min(slots + 2, micro)
+     * messages each way. A message is at most the raw tensor and its header */
+    const double per_slot = (first ? 0 : 2 * act) + (last ? 0 : act);
     const int ring = slots + 2 < micro ? slots + 2 : micro;
-    n.buffers = slots * per_slot + ring * ((first ? 0 : act) + (last ? 0 : act));
+    n.buffers = slots * per_slot + (ring + 1) * ((first ? 0 : act) + (last ? 0 : act));
     n.codec = codec_bytes;
     n.total = n.model + n.optim + n.scratch + n.acts + n.buffers + n.codec;
     return n;

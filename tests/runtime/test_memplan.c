@@ -51,11 +51,12 @@ static void check_stage(const pz_gpt2_config *cfg, pz_stage_range r, int B, int 
     want = slots * ((double)a.numel + 2 * BT) * F;
     CHECK(n.slots == slots && n.acts == want, "blocks [%d, %d): %d slots of activations %.0f, allocated %.0f", r.l0,
           r.l1, n.slots, n.acts, want);
-    /* buffers: per slot the received activation, d(input) and its message
-     * (not on the first stage), the received gradient and its message (not
-     * on the last); a send ring of min(slots + 2, micro) messages each way */
+    /* buffers: per slot d(input) and a received activation's message (not
+     * on the first stage) and a received gradient's message (not on the
+     * last); one decoded activation and gradient; a send ring of
+     * min(slots + 2, micro) messages each way */
     int ring = slots + 2 < micro ? slots + 2 : micro;
-    want = slots * ((first ? 0 : 3) + (last ? 0 : 2)) * act + ring * ((first ? 0 : 1) + (last ? 0 : 1)) * act;
+    want = slots * ((first ? 0 : 2) + (last ? 0 : 1)) * act + (ring + 1) * ((first ? 0 : 1) + (last ? 0 : 1)) * act;
     CHECK(n.buffers == want, "blocks [%d, %d): buffers %.0f, formula %.0f", r.l0, r.l1, n.buffers, want);
     CHECK(n.codec == codec, "codec state %.0f, given %.0f", n.codec, codec);
     want = n.model + n.optim + n.scratch + n.acts + n.buffers + n.codec;
