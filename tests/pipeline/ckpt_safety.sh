@@ -9,6 +9,7 @@
 #  - pruning removes only pipezip's files: a user's file and its directory stay;
 #  - a tensor multiplied by 1e6 in the newest checkpoint is named, and resume
 #    falls back to the one before it (bit for bit with the uninterrupted run);
+#  - checkpoints of the previous format are refused by name;
 #  - a full disk during a checkpoint (a small tmpfs when mount works, else an
 #    injected ENOSPC): the run goes on and saves its model, no step directory
 #    of the failed checkpoint is left; when --save fails too, the error names
@@ -144,6 +145,22 @@ if "$pz" "${B[@]}" --checkpoint-dir "$ckD" --resume auto --save "$dir/d.safetens
 else
   cat "$dir/err"; fail "a damaged tensor"
 fi
+
+# checkpoints of the previous format (pipezip-checkpoint-1: no job, no
+# checksums) are refused by name, as --resume DIR and in --checkpoint-dir
+ckO="$dir/ckO"
+cp -r "$ckD" "$ckO"
+for m in "$ckO"/step-*/manifest.json; do
+  s=$(basename "$(dirname "$m")"); s=$((10#${s#step-}))
+  printf '{"format": "pipezip-checkpoint-1", "step": %d, "stages": 2}\n' "$s" > "$m"
+done
+out=$("$pz" "${base[@]}" --steps 10 --seed 1 --resume "$ckO" 2>&1 >/dev/null)
+[ $? != 0 ] && grep -q "format 'pipezip-checkpoint-1', written by an older pipezip" <<<"$out" &&
+  echo "ok: --resume of an older format's checkpoint is refused by name" || { echo "$out"; fail "--resume of format 1"; }
+out=$("$pz" "${B[@]}" --checkpoint-dir "$ckO" 2>&1 >/dev/null)
+[ $? != 0 ] && grep -q "in an older format (pipezip-checkpoint-1, without a job id)" <<<"$out" &&
+  echo "ok: a fresh run into a directory of an older format's checkpoints is refused" ||
+  { echo "$out"; fail "--checkpoint-dir of format 1"; }
 
 # 6. a full disk during a checkpoint. A tmpfs of 8 MiB holds two
 # checkpoints of 3.3 MB: steps 2 and 4 fit, 6 and 8 do not.
