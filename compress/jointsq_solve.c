@@ -258,6 +258,40 @@ jsq_cside pz_jsq_cside_at(void *blk, size_t cap) {
 
 jsq_cside pz_jsq_cside_alloc(size_t cap) { return pz_jsq_cside_at(pz_alloc_huge(pz_jsq_cside_bytes(cap)), cap); }
 
+#if defined(__AVX512F__) || defined(__AVX2__)
+/* The vector passes' last elements [i, n) (fewer than a vector), with the
+ * scalar forms: picks, counts, candidates and maxima. */
+static void jsq_pass_b1_tail(const float *x, size_t i, size_t n, const jsq_model *md, const uint32_t cf[4],
+                             float lam_lo, float lam_hi, uint8_t *cls, pz_mckp_soa *cand, jsq_cside *cs_,
+                             size_t ccap, uint64_t nh[4], int64_t *dsum, size_t *ncp, jsq_passb *r) {
+    float E[4][16];
+    size_t t = n - i, nc = *ncp;
+    if (!t) return;
+    jsq_errs(x + i, t, 1, NULL, md, E[0], E[1], E[2], E[3]);
+    for (size_t j = 0; j < t; j++) {
+        float fc[4] = {(float)cf[0], (float)cf[1], (float)cf[2], (float)cf[3]};
+        int a = pz_mckp_pick(E[0][j], E[1][j], E[2][j], E[3][j], fc[0], fc[1], fc[2], fc[3], lam_hi);
+        int bb = pz_mckp_pick(E[0][j], E[1][j], E[2][j], E[3][j], fc[0], fc[1], fc[2], fc[3], lam_lo);
+        cls[i + j] = (uint8_t)a;
+        nh[a]++;
+        if (a != bb) {
+            *dsum += (int64_t)cf[bb] - (int64_t)cf[a];
+            if (nc < ccap) {
+                cs_->id[nc] = (uint32_t)(i + j);
+                cs_->hi[nc] = (uint32_t)a;
+                cs_->key[nc] = pz_abs_key(x[i + j]);
+                for (int o = 0; o < 4; o++) cand->err[o][nc] = E[o][j];
+            }
+            nc++;
+        } else if (a) {
+            uint32_t k = pz_abs_key(x[i + j]);
+            r->nmax[a] = k > r->nmax[a] ? k : r->nmax[a];
+        }
+    }
+    *ncp = nc;
+}
+#endif
+
 #if defined(__AVX512F__)
 /* The G = 1 model on 16 lanes: errors of |x| (key = its bits) and the pick
  * for per-class offsets h[c] = lam * cost[c]. */
@@ -389,31 +423,7 @@ static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uin
     r->nmax[2] = _mm512_reduce_max_epu32(mx2);
     r->nmax[3] = _mm512_reduce_max_epu32(mx3);
     r->nmax[0] = 0;
-    if (i < n) {                                 /* the tail, with the scalar forms */
-        float E[4][16];
-        size_t t = n - i;
-        jsq_errs(x + i, t, 1, NULL, md, E[0], E[1], E[2], E[3]);
-        for (size_t j = 0; j < t; j++) {
-            float fc[4] = {(float)cf[0], (float)cf[1], (float)cf[2], (float)cf[3]};
-            int a = pz_mckp_pick(E[0][j], E[1][j], E[2][j], E[3][j], fc[0], fc[1], fc[2], fc[3], lam_hi);
-            int bb = pz_mckp_pick(E[0][j], E[1][j], E[2][j], E[3][j], fc[0], fc[1], fc[2], fc[3], lam_lo);
-            cls[i + j] = (uint8_t)a;
-            nh[a]++;
-            if (a != bb) {
-                dsum += (int64_t)cf[bb] - (int64_t)cf[a];
-                if (nc < ccap) {
-                    cid[nc] = (uint32_t)(i + j);
-                    cs_->hi[nc] = (uint32_t)a;
-                    cs_->key[nc] = pz_abs_key(x[i + j]);
-                    for (int o = 0; o < 4; o++) cand->err[o][nc] = E[o][j];
-                }
-                nc++;
-            } else if (a) {
-                uint32_t k = pz_abs_key(x[i + j]);
-                r->nmax[a] = k > r->nmax[a] ? k : r->nmax[a];
-            }
-        }
-    }
+    jsq_pass_b1_tail(x, i, n, md, cf, lam_lo, lam_hi, cls, cand, cs_, ccap, nh, &dsum, &nc, r);
     nh[0] = n - nh[1] - nh[2] - nh[3];
     r->cost_hi = 0;
     for (int o = 0; o < 4; o++) {
@@ -424,6 +434,119 @@ static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uin
     r->ncand = nc;
     memcpy(r->ucost, cf, sizeof r->ucost);
     cand->ucost = r->ucost;                      /* every candidate a full group */
+}
+#elif defined(__AVX2__)
+/* x86-64-v3: the same pass 8 elements at a time, the same arithmetic (a
+ * truncation and a subtraction for frac, compare vectors for the masks, the
+ * table compress of compress/vec8.h for the candidates' stores). */
+typedef struct {
+    __m256 vM, i[4], d[4], s[4];
+} jsq_vmodel8;
+
+static inline jsq_vmodel8 jsq_vmodel8_of(const jsq_model *md) {
+    jsq_vmodel8 K;
+    K.vM = _mm256_set1_ps(md->invM);
+    for (int c = 1; c < 4; c++) {
+        K.i[c] = _mm256_set1_ps(md->invD[c]);
+        K.d[c] = _mm256_set1_ps(md->D2[c]);
+        K.s[c] = _mm256_set1_ps(md->s[c]);
+    }
+    return K;
+}
+
+/* errors of |x| (key) before the no-clipping rule, and where each width is
+ * allowed (all-ones lanes), as jsq_verrs_raw */
+static inline void jsq_verrs8_raw(const jsq_vmodel8 *K, __m256i key, __m256 e[4], __m256 ok[4]) {
+    __m256 xa = _mm256_castsi256_ps(key), xh = _mm256_mul_ps(xa, K->vM);
+    e[0] = _mm256_mul_ps(xh, xh);
+    for (int c = 1; c < 4; c++) {
+        __m256 y = _mm256_mul_ps(xh, K->i[c]);
+        __m256 f = _mm256_sub_ps(y, _mm256_round_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+        e[c] = _mm256_mul_ps(K->d[c], _mm256_sub_ps(f, _mm256_mul_ps(f, f)));
+        ok[c] = _mm256_cmp_ps(xa, K->s[c], _CMP_LE_OQ);
+    }
+    ok[0] = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+}
+
+static inline __m256i jsq_vpick8(const __m256 e[4], const __m256 ok[4], const __m256 h[4]) {
+    __m256 v[4], m[3];
+    for (int c = 0; c < 4; c++) v[c] = _mm256_add_ps(e[c], h[c]);
+    return pz_mckp_vpick8(v, ok, m);
+}
+
+static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uint32_t cf[4], float lam_lo,
+                        float lam_hi, uint8_t *cls, pz_mckp_soa *cand, jsq_cside *cs_, size_t ccap, jsq_passb *r) {
+    uint32_t *cid = cs_->id;
+    const jsq_vmodel8 K = jsq_vmodel8_of(md);
+    __m256 hh[4], hl[4];
+    for (int c = 0; c < 4; c++) {
+        hh[c] = _mm256_set1_ps(lam_hi * (float)cf[c]);
+        hl[c] = _mm256_set1_ps(lam_lo * (float)cf[c]);
+    }
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2),
+                  three = _mm256_set1_epi32(3), step = _mm256_set1_epi32(8);
+    __m256i iv = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i mx1 = _mm256_setzero_si256(), mx2 = mx1, mx3 = mx1, nhv = mx1, nlv = mx1;
+    uint64_t nh[4] = {0, 0, 0, 0}, nl[4] = {0, 0, 0, 0};
+    size_t nc = 0, i = 0, it = 0;
+    for (; i + 8 <= n; i += 8, iv = _mm256_add_epi32(iv, step)) {
+        __m256i key = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(x + i)), absm);
+        __m256 e[4], ok[4];
+        jsq_verrs8_raw(&K, key, e, ok);
+        __m256i a = jsq_vpick8(e, ok, hh), bq = jsq_vpick8(e, ok, hl);
+        pz_v8_store_bytes(cls + i, a);
+        nhv = pz_mckp_vcount8(nhv, a);
+        nlv = pz_mckp_vcount8(nlv, bq);
+        if (++it == 1023) {
+            pz_mckp_vcount8_flush(&nhv, nh);
+            pz_mckp_vcount8_flush(&nlv, nl);
+            it = 0;
+        }
+        __m256i same = _mm256_cmpeq_epi32(a, bq);
+        __m256i kk = _mm256_and_si256(key, same);      /* keys of the kept lanes (0 does not raise a max) */
+        mx1 = _mm256_max_epu32(mx1, _mm256_and_si256(kk, _mm256_cmpeq_epi32(a, one)));
+        mx2 = _mm256_max_epu32(mx2, _mm256_and_si256(kk, _mm256_cmpeq_epi32(a, two)));
+        mx3 = _mm256_max_epu32(mx3, _mm256_and_si256(kk, _mm256_cmpeq_epi32(a, three)));
+        /* no branch on the candidates (see the AVX-512 pass) */
+        unsigned dif = ~pz_v8_mask(same) & 0xffu;
+        size_t at = nc < ccap ? nc : ccap;
+        _mm256_storeu_si256((__m256i *)(void *)(cid + at), pz_v8_compress(dif, iv));
+        _mm256_storeu_si256((__m256i *)(void *)(cs_->hi + at), pz_v8_compress(dif, a));
+        _mm256_storeu_si256((__m256i *)(void *)(cs_->key + at), pz_v8_compress(dif, key));
+        nc += (size_t)__builtin_popcount(dif);
+    }
+    pz_mckp_vcount8_flush(&nhv, nh);
+    pz_mckp_vcount8_flush(&nlv, nl);
+    int64_t dsum = 0;
+    for (int c = 1; c < 4; c++) dsum += ((int64_t)nl[c] - (int64_t)nh[c]) * ((int64_t)cf[c] - (int64_t)cf[0]);
+    {   /* the candidates' errors, by the same arithmetic */
+        const __m256 inf = _mm256_set1_ps(INFINITY);
+        size_t nv = nc < ccap ? nc : ccap;
+        for (size_t j = 0; j < nv; j += 8) {
+            size_t l = nv - j < 8 ? nv - j : 8;
+            __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)l), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            __m256i key = _mm256_maskload_epi32((const int *)(const void *)(cs_->key + j), live);
+            __m256 e[4], ok[4];
+            jsq_verrs8_raw(&K, key, e, ok);
+            for (int c = 1; c < 4; c++) e[c] = _mm256_blendv_ps(inf, e[c], ok[c]);
+            for (int o = 0; o < 4; o++) _mm256_maskstore_ps(cand->err[o] + j, live, e[o]);
+        }
+    }
+    r->nmax[1] = pz_v8_hmax_epu32(mx1);
+    r->nmax[2] = pz_v8_hmax_epu32(mx2);
+    r->nmax[3] = pz_v8_hmax_epu32(mx3);
+    r->nmax[0] = 0;
+    jsq_pass_b1_tail(x, i, n, md, cf, lam_lo, lam_hi, cls, cand, cs_, ccap, nh, &dsum, &nc, r);
+    nh[0] = n - nh[1] - nh[2] - nh[3];
+    r->cost_hi = 0;
+    for (int o = 0; o < 4; o++) {
+        r->nh[o] = nh[o];
+        r->cost_hi += nh[o] * cf[o];
+    }
+    r->cost_lo = (uint64_t)((int64_t)r->cost_hi + dsum);
+    r->ncand = nc;
+    memcpy(r->ucost, cf, sizeof r->ucost);
+    cand->ucost = r->ucost;
 }
 #endif
 
@@ -438,7 +561,7 @@ void pz_jsq_pass_b(const float *x, const jsq_geom *g, const float *gm, const jsq
     jsq_costs(k, (uint32_t)g->G, cf);
     size_t last_short = g->n % g->G ? g->ng - 1 : SIZE_MAX;
     if (last_short != SIZE_MAX) jsq_costs(k, (uint32_t)(g->n % g->G), cs);
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
     if (g->G == 1) {
         free(E);
         jsq_pass_b1(x, g->n, md, cf, lam_lo, lam_hi, cls, cand, cs_, ccap, r);

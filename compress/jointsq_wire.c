@@ -301,6 +301,41 @@ void pz_jsq_codes(const float *x, const uint8_t *ec, size_t cnt, uint32_t i0, pz
             ns[c] += (size_t)__builtin_popcountll(m);
         }
     }
+#elif defined(__AVX2__)
+    /* x86-64-v3: the same arithmetic 8 elements at a time; each class's
+     * codes of 8 elements leave through one byte shuffle (compress/vec8.h) */
+    const __m256 invt = _mm256_setr_ps(inv[0], inv[1], inv[2], inv[3], 0, 0, 0, 0);
+    const __m256 Lt = _mm256_setr_ps(0.0f, 1.0f, 7.0f, 127.0f, 0, 0, 0, 0);
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i klo = _mm256_set1_epi32((int)uk.lo), khi = _mm256_set1_epi32((int)uk.hi);
+    const __m256i m1 = _mm256_set1_epi32(0x7feb352d), m2 = _mm256_set1_epi32((int)0x846ca68bu);
+    const __m256 one = _mm256_set1_ps(1.0f), u24 = _mm256_set1_ps(0x1p-24f);
+    for (; j + 8 <= cnt; j += 8) {
+        __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(ec + j));
+        __m256i c32 = _mm256_cvtepu8_epi32(c8);
+        __m256 iv = _mm256_permutevar8x32_ps(invt, c32), Lf = _mm256_permutevar8x32_ps(Lt, c32);
+        __m256 y = _mm256_mul_ps(_mm256_loadu_ps(x + j), iv);
+        __m256 f = _mm256_round_ps(y, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+        __m256i h = _mm256_xor_si256(_mm256_add_epi32(_mm256_set1_epi32((int)(i0 + (uint32_t)j)), iota), klo);
+        h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
+        h = _mm256_mullo_epi32(h, m1);
+        h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 15));
+        h = _mm256_mullo_epi32(h, m2);
+        h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
+        h = _mm256_xor_si256(h, khi);
+        __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), u24);
+        __m256 up = _mm256_cmp_ps(u, _mm256_sub_ps(y, f), _CMP_LT_OQ);
+        __m256 qv = _mm256_add_ps(f, _mm256_and_ps(up, one));
+        qv = _mm256_min_ps(_mm256_max_ps(qv, _mm256_sub_ps(_mm256_setzero_ps(), Lf)), Lf);
+        __m256i code = _mm256_cvtps_epi32(_mm256_add_ps(qv, Lf));
+        __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(code), _mm256_extracti128_si256(code, 1));
+        __m128i cb = _mm_packus_epi16(w, w);
+        for (int c = 1; c < 4; c++) {
+            unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_set1_epi8((char)c))) & 0xffu;
+            _mm_storel_epi64((__m128i *)(void *)(st[c] + ns[c]), pz_v8_compress_b(m, cb));
+            ns[c] += (size_t)__builtin_popcount(m);
+        }
+    }
 #endif
     static const float Lt_s[4] = {0.0f, 1.0f, 7.0f, 127.0f};
     for (; j < cnt; j++) {
@@ -603,6 +638,9 @@ pz_status pz_jsq_decode(const pz_codec_params *p, const uint8_t *payload, size_t
 #if defined(JSQ_VEC)
     const __m512i Lt = _mm512_setr_epi32(0, 1, 7, 127, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512 St = _mm512_setr_ps(step[0], step[1], step[2], step[3], 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+#elif defined(__AVX2__)
+    const __m256i Lt = _mm256_setr_epi32(0, 1, 7, 127, 0, 0, 0, 0);
+    const __m256 St = _mm256_setr_ps(step[0], step[1], step[2], step[3], 0, 0, 0, 0);
 #endif
     for (size_t i0 = 0; i0 < g.n && !err; i0 += JSQ_CH) {
         size_t cnt = g.n - i0 < JSQ_CH ? g.n - i0 : JSQ_CH;
@@ -641,6 +679,19 @@ pz_status pz_jsq_decode(const pz_codec_params *p, const uint8_t *payload, size_t
                 __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(v32, _mm512_permutexvar_epi32(c32, Lt)));
                 _mm512_storeu_ps(out + i0 + j + 16 * q, _mm512_mul_ps(v, _mm512_permutexvar_ps(c32, St)));
             }
+        }
+#elif defined(__AVX2__)
+        for (; j + 8 <= cnt; j += 8) {
+            __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(ec + j)), codes = _mm_setzero_si128();
+            for (int c = 1; c < 4; c++) {
+                unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_set1_epi8((char)c))) & 0xffu;
+                __m128i src = _mm_loadl_epi64((const __m128i *)(const void *)(stg[c] + sp[c]));
+                codes = _mm_or_si128(codes, pz_v8_expand_b(m, src));
+                sp[c] += (size_t)__builtin_popcount(m);
+            }
+            __m256i c32 = _mm256_cvtepu8_epi32(c8), v32 = _mm256_cvtepu8_epi32(codes);
+            __m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(v32, _mm256_permutevar8x32_epi32(Lt, c32)));
+            _mm256_storeu_ps(out + i0 + j, _mm256_mul_ps(v, _mm256_permutevar8x32_ps(St, c32)));
         }
 #endif
         for (; j < cnt; j++) {

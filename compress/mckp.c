@@ -27,7 +27,7 @@ static float u2f(uint32_t u) {
     return f;
 }
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -81,6 +81,49 @@ static uint64_t eval(float *const *e, uint32_t *const *c, const uint32_t *cu, si
             acc = _mm512_add_epi64(acc, _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(cc, 1)));
         }
         cost = (uint64_t)_mm512_reduce_add_epi64(acc);
+    }
+#elif defined(__AVX2__)
+    const __m256 lv = _mm256_set1_ps(lam);
+    __m256 m[PZ_MCKP_OPTS - 1];
+    if (!c) {
+        __m256 h[PZ_MCKP_OPTS];
+        for (int o = 0; o < PZ_MCKP_OPTS; o++) h[o] = _mm256_mul_ps(lv, pz_v8_cvtepu32_ps(_mm256_set1_epi32((int)cu[o])));
+        __m256i cnt = _mm256_setzero_si256();
+        uint64_t nc[PZ_MCKP_OPTS] = {0, 0, 0, 0};
+        size_t it = 0;
+        for (; i + 8 <= n; i += 8) {
+            __m256 v[PZ_MCKP_OPTS];
+            for (int o = 0; o < PZ_MCKP_OPTS; o++) v[o] = _mm256_add_ps(_mm256_loadu_ps(e[o] + i), h[o]);
+            __m256i a = pz_mckp_vpick8(v, NULL, m);
+            if (ch) pz_v8_store_bytes(ch + i, a);
+            cnt = pz_mckp_vcount8(cnt, a);
+            if (++it == 1023) {
+                pz_mckp_vcount8_flush(&cnt, nc);
+                it = 0;
+            }
+        }
+        pz_mckp_vcount8_flush(&cnt, nc);
+        cost = ((uint64_t)i - nc[1] - nc[2] - nc[3]) * cu[0] + nc[1] * cu[1] + nc[2] * cu[2] + nc[3] * cu[3];
+    } else {
+        __m256i acc = _mm256_setzero_si256();
+        for (; i + 8 <= n; i += 8) {
+            __m256i k[PZ_MCKP_OPTS];
+            __m256 v[PZ_MCKP_OPTS];
+            for (int o = 0; o < PZ_MCKP_OPTS; o++) {
+                k[o] = _mm256_loadu_si256((const __m256i *)(const void *)(c[o] + i));
+                v[o] = _mm256_add_ps(_mm256_loadu_ps(e[o] + i), _mm256_mul_ps(lv, pz_v8_cvtepu32_ps(k[o])));
+            }
+            __m256i a = pz_mckp_vpick8(v, NULL, m);
+            __m256 cc = _mm256_castsi256_ps(k[0]);
+            for (int o = 1; o < PZ_MCKP_OPTS; o++) cc = _mm256_blendv_ps(cc, _mm256_castsi256_ps(k[o]), m[o - 1]);
+            if (ch) pz_v8_store_bytes(ch + i, a);
+            __m256i ci = _mm256_castps_si256(cc);
+            acc = _mm256_add_epi64(acc, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(ci)));
+            acc = _mm256_add_epi64(acc, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(ci, 1)));
+        }
+        uint64_t a4[4];
+        _mm256_storeu_si256((__m256i *)(void *)a4, acc);
+        cost = a4[0] + a4[1] + a4[2] + a4[3];
     }
 #endif
     for (; i < n; i++) {

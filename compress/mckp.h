@@ -117,6 +117,36 @@ static inline void pz_mckp_vcount_flush(__m512i *cnt, uint64_t n[PZ_MCKP_OPTS]) 
     n[3] += (uint64_t)_mm512_reduce_add_epi32(_mm512_srli_epi32(*cnt, 20));
     *cnt = _mm512_setzero_si512();
 }
+#elif defined(__AVX2__)
+#include "compress/vec8.h"
+/* The same rule on 8 items (x86-64-v3): ok[c] all-ones lanes where option c
+ * may win (NULL: everywhere); m[c - 1] as above, as all-ones lanes. */
+static inline __m256i pz_mckp_vpick8(const __m256 v[PZ_MCKP_OPTS], const __m256 *ok, __m256 m[PZ_MCKP_OPTS - 1]) {
+    __m256 b = v[0];
+    __m256i a = _mm256_setzero_si256();
+    for (int c = 1; c < PZ_MCKP_OPTS; c++) {
+        __m256 lt = _mm256_cmp_ps(v[c], b, _CMP_LT_OQ);
+        m[c - 1] = ok ? _mm256_and_ps(lt, ok[c]) : lt;
+        b = _mm256_blendv_ps(b, v[c], m[c - 1]);
+        a = _mm256_castps_si256(
+            _mm256_blendv_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(_mm256_set1_epi32(c)), m[c - 1]));
+    }
+    return a;
+}
+
+/* pz_mckp_vcount on 8 lanes: at most 1023 vectors between flushes */
+static inline __m256i pz_mckp_vcount8(__m256i cnt, __m256i a) {
+    const __m256i tab = _mm256_setr_epi32(0, 1, 1 << 10, 1 << 20, 0, 0, 0, 0);
+    return _mm256_add_epi32(cnt, _mm256_permutevar8x32_epi32(tab, a));
+}
+
+static inline void pz_mckp_vcount8_flush(__m256i *cnt, uint64_t n[PZ_MCKP_OPTS]) {
+    const __m256i f = _mm256_set1_epi32(0x3ff);
+    n[1] += pz_v8_hsum_epi32(_mm256_and_si256(*cnt, f));
+    n[2] += pz_v8_hsum_epi32(_mm256_and_si256(_mm256_srli_epi32(*cnt, 10), f));
+    n[3] += pz_v8_hsum_epi32(_mm256_srli_epi32(*cnt, 20));
+    *cnt = _mm256_setzero_si256();
+}
 #endif
 
 /* Solves the problem; choice[i] receives the option index of item i. When the
