@@ -23,7 +23,7 @@
 #define pz_codec_tah PZ_ISA_NAME(pz_codec_tah)
 #define pz_nuq_elias_stream PZ_ISA_NAME(pz_nuq_elias_stream)
 #define pz_topk_geometry PZ_ISA_NAME(pz_topk_geometry)
-/* jointsq.c, jointsq_solve.c, jointsq_wire.c (compress/jointsq.h) */
+/* jointsq.c, jointsq_solve.c, jointsq_wire.c, jointsq_read.c (compress/jointsq.h) */
 #define pz_jsq_geom PZ_ISA_NAME(pz_jsq_geom)
 #define pz_jsq_model PZ_ISA_NAME(pz_jsq_model)
 #define pz_jsq_soa_fill PZ_ISA_NAME(pz_jsq_soa_fill)

@@ -1,7 +1,7 @@
 /* jointsq.h: what the JointSQ files share (compress/jointsq.c: spec, geometry,
  * encode; jointsq_solve.c: item errors and the assignment pass over all
- * groups; jointsq_wire.c: the map, the value streams and decode). The format
- * and the algorithm are described at the top of jointsq.c. Private to these
+ * groups; jointsq_wire.c: the map and the value streams; jointsq_read.c:
+ * decode). The format and the algorithm are described at the top of jointsq.c. Private to these
  * files (and the tests); the codec is reached through its table. */
 #ifndef PZ_COMPRESS_JOINTSQ_H
 #define PZ_COMPRESS_JOINTSQ_H
@@ -124,7 +124,7 @@ void pz_jsq_pass_b(const float *x, const jsq_geom *g, const float *gm, const jsq
                         float lam_lo, float lam_hi, uint8_t *cls, pz_mckp_soa *cand, jsq_cside *cs_,
                         size_t ccap, jsq_passb *r);
 
-/* jointsq_wire.c */
+/* jointsq_wire.c, jointsq_read.c */
 void pz_jsq_class_stats(const uint8_t *cls, size_t ng, const float *mag, size_t cnt[4], uint32_t mx[4]);
 uint64_t pz_jsq_write_map(const uint8_t *cls, size_t ng, int k, uint8_t *out);
 size_t pz_jsq_pack(const uint8_t *c, size_t cnt, int w, uint8_t *out);
