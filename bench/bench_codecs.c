@@ -14,15 +14,24 @@
  * is met (both ways: encode and decode). Exit status 0 (a benchmark reports).
  * --clock cpu times with the thread's CPU clock instead of the wall clock: on
  * a machine shared with other jobs it leaves out the time the thread waits
- * for a core (both memcpy and the codecs are timed the same way). */
+ * for a core (both memcpy and the codecs are timed the same way).
+ * One table per instruction-set level this CPU and build can run (base/isa.h:
+ * x86-64-v4+vbmi2, x86-64-v3, x86-64-v2, x86-64), best first, each from a
+ * child process started with PIPEZIP_ISA set (the level is chosen once per
+ * process), so an AVX-512 machine measures the AVX2 paths too; with
+ * PIPEZIP_ISA set, only that level's table. The targets hold at x86-64-v3
+ * and above (issue 26); the lower levels' tables say what speed they reach. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "base/file.h"
 #include "base/isa.h"
 #include "compress/codec.h"
 #include "base/clock.h"
@@ -88,6 +97,31 @@ int main(int argc, char **argv) {
             break;
         }
     }
+    const char *env = getenv("PIPEZIP_ISA");
+    if (!(env && *env) && pz_isa_built() > PZ_ISA_BASELINE) {
+        /* every level this CPU runs, best first: this program again with PIPEZIP_ISA */
+        char self[4096];
+        if (pz_self_exe(self, sizeof self) != 0) pz_die("bench_codecs: cannot find its own executable");
+        pz_isa top = pz_isa_cpu() < pz_isa_built() ? pz_isa_cpu() : pz_isa_built();
+        int bad = 0;
+        for (int l = (int)top; l >= 0; l--) {
+            printf("%s== PIPEZIP_ISA=%s ==\n", l == (int)top ? "" : "\n", pz_isa_name((pz_isa)l));
+            fflush(stdout);
+            pid_t pid = fork();
+            if (pid < 0) pz_die("bench_codecs: fork failed");
+            if (pid == 0) {
+                setenv("PIPEZIP_ISA", pz_isa_name((pz_isa)l), 1);
+                execv(self, argv);
+                _exit(127);
+            }
+            int wst = 0;
+            if (waitpid(pid, &wst, 0) != pid || !WIFEXITED(wst) || WEXITSTATUS(wst) != 0) {
+                fprintf(stderr, "bench_codecs: the run at %s failed\n", pz_isa_name((pz_isa)l));
+                bad = 1;
+            }
+        }
+        return bad;
+    }
     omp_set_num_threads(1);
     const char *const *specs = default_specs;
     int nspecs = (int)(sizeof default_specs / sizeof default_specs[0]);
@@ -122,7 +156,10 @@ int main(int argc, char **argv) {
            runs, use_cpu_clock ? "thread CPU" : "wall");
     printf("memcpy at start: %.2f GB/s; each line's ratios use memcpy timed in the same runs (cpy GB/s)\n",
            memcpy_gbps);
-    printf("codecs compiled for: %s\n\n", pz_isa_describe());
+    printf("codecs compiled for: %s\n", pz_isa_describe());
+    if (pz_isa_level() < PZ_ISA_AVX2 && pz_isa_built() > PZ_ISA_BASELINE)
+        printf("(the targets are set for x86-64-v3 and above: below, this table says what speed the level reaches)\n");
+    printf("\n");
     printf("%-52s %8s %9s %8s %9s %8s %8s %9s %7s  %s\n", "codec", "ratio", "enc GB/s", "enc/cpy", "dec GB/s", "dec/cpy",
            "cpy GB/s", "rel err", "target", "met");
     int misses = 0;

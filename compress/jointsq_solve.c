@@ -52,6 +52,22 @@ static void jsq_errs(const float *x, size_t nel, size_t G, const float *gm, cons
             _mm512_storeu_ps(e2 + i, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(xa, vs2, _CMP_LE_OQ), inf, r2));
             _mm512_storeu_ps(e3 + i, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(xa, vs3, _CMP_LE_OQ), inf, r3));
         }
+#elif defined(__AVX2__)
+        const __m256 vM = _mm256_set1_ps(invM), ymax = _mm256_set1_ps(JSQ_YMAX), inf = _mm256_set1_ps(INFINITY);
+        const __m256i absm = _mm256_set1_epi32(0x7fffffff);
+        const float iv[4] = {0, i1, i2, i3}, dv[4] = {0, d1, d2, d3}, sv[4] = {0, s1, s2, s3};
+        float *eo[4] = {e0, e1, e2, e3};
+        for (; i + 8 <= nel; i += 8) {
+            __m256 xa = _mm256_castsi256_ps(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(x + i)), absm));
+            __m256 xh = _mm256_mul_ps(xa, vM);
+            _mm256_storeu_ps(e0 + i, _mm256_mul_ps(xh, xh));
+            for (int c = 1; c < 4; c++) {
+                __m256 y = _mm256_min_ps(_mm256_mul_ps(xh, _mm256_set1_ps(iv[c])), ymax);
+                __m256 f = _mm256_sub_ps(y, _mm256_round_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+                __m256 r = _mm256_mul_ps(_mm256_set1_ps(dv[c]), _mm256_sub_ps(f, _mm256_mul_ps(f, f)));
+                _mm256_storeu_ps(eo[c] + i, _mm256_blendv_ps(inf, r, _mm256_cmp_ps(xa, _mm256_set1_ps(sv[c]), _CMP_LE_OQ)));
+            }
+        }
 #endif
         for (; i < nel; i++) {
             float xa = fabsf(x[i]), xh = xa * invM;
@@ -454,24 +470,25 @@ static inline jsq_vmodel8 jsq_vmodel8_of(const jsq_model *md) {
     return K;
 }
 
-/* errors of |x| (key) before the no-clipping rule, and where each width is
- * allowed (all-ones lanes), as jsq_verrs_raw */
-static inline void jsq_verrs8_raw(const jsq_vmodel8 *K, __m256i key, __m256 e[4], __m256 ok[4]) {
+/* errors of |x| (key), INFINITY where the width is not allowed, as
+ * jsq_verrs (blended once here: the picks then need no masks, and 16
+ * registers hold less than AVX-512's 32) */
+static inline void jsq_verrs8(const jsq_vmodel8 *K, __m256i key, __m256 e[4]) {
+    const __m256 inf = _mm256_set1_ps(INFINITY);
     __m256 xa = _mm256_castsi256_ps(key), xh = _mm256_mul_ps(xa, K->vM);
     e[0] = _mm256_mul_ps(xh, xh);
     for (int c = 1; c < 4; c++) {
         __m256 y = _mm256_mul_ps(xh, K->i[c]);
         __m256 f = _mm256_sub_ps(y, _mm256_round_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-        e[c] = _mm256_mul_ps(K->d[c], _mm256_sub_ps(f, _mm256_mul_ps(f, f)));
-        ok[c] = _mm256_cmp_ps(xa, K->s[c], _CMP_LE_OQ);
+        __m256 ec = _mm256_mul_ps(K->d[c], _mm256_sub_ps(f, _mm256_mul_ps(f, f)));
+        e[c] = _mm256_blendv_ps(inf, ec, _mm256_cmp_ps(xa, K->s[c], _CMP_LE_OQ));
     }
-    ok[0] = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
 }
 
-static inline __m256i jsq_vpick8(const __m256 e[4], const __m256 ok[4], const __m256 h[4]) {
+static inline __m256i jsq_vpick8(const __m256 e[4], const __m256 h[4]) {
     __m256 v[4], m[3];
     for (int c = 0; c < 4; c++) v[c] = _mm256_add_ps(e[c], h[c]);
-    return pz_mckp_vpick8(v, ok, m);
+    return pz_mckp_vpick8(v, NULL, m);
 }
 
 static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uint32_t cf[4], float lam_lo,
@@ -484,16 +501,17 @@ static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uin
         hl[c] = _mm256_set1_ps(lam_lo * (float)cf[c]);
     }
     const __m256i absm = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2),
-                  three = _mm256_set1_epi32(3), step = _mm256_set1_epi32(8);
-    __m256i iv = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+                  three = _mm256_set1_epi32(3);
     __m256i mx1 = _mm256_setzero_si256(), mx2 = mx1, mx3 = mx1, nhv = mx1, nlv = mx1;
     uint64_t nh[4] = {0, 0, 0, 0}, nl[4] = {0, 0, 0, 0};
     size_t nc = 0, i = 0, it = 0;
+    const __m256i step = _mm256_set1_epi32(8);
+    __m256i iv = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (; i + 8 <= n; i += 8, iv = _mm256_add_epi32(iv, step)) {
         __m256i key = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(x + i)), absm);
-        __m256 e[4], ok[4];
-        jsq_verrs8_raw(&K, key, e, ok);
-        __m256i a = jsq_vpick8(e, ok, hh), bq = jsq_vpick8(e, ok, hl);
+        __m256 e[4];
+        jsq_verrs8(&K, key, e);
+        __m256i a = jsq_vpick8(e, hh), bq = jsq_vpick8(e, hl);
         pz_v8_store_bytes(cls + i, a);
         nhv = pz_mckp_vcount8(nhv, a);
         nlv = pz_mckp_vcount8(nlv, bq);
@@ -520,15 +538,13 @@ static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uin
     int64_t dsum = 0;
     for (int c = 1; c < 4; c++) dsum += ((int64_t)nl[c] - (int64_t)nh[c]) * ((int64_t)cf[c] - (int64_t)cf[0]);
     {   /* the candidates' errors, by the same arithmetic */
-        const __m256 inf = _mm256_set1_ps(INFINITY);
         size_t nv = nc < ccap ? nc : ccap;
         for (size_t j = 0; j < nv; j += 8) {
             size_t l = nv - j < 8 ? nv - j : 8;
             __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)l), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
             __m256i key = _mm256_maskload_epi32((const int *)(const void *)(cs_->key + j), live);
-            __m256 e[4], ok[4];
-            jsq_verrs8_raw(&K, key, e, ok);
-            for (int c = 1; c < 4; c++) e[c] = _mm256_blendv_ps(inf, e[c], ok[c]);
+            __m256 e[4];
+            jsq_verrs8(&K, key, e);
             for (int o = 0; o < 4; o++) _mm256_maskstore_ps(cand->err[o] + j, live, e[o]);
         }
     }

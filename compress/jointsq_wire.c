@@ -48,6 +48,34 @@ void pz_jsq_class_stats(const uint8_t *cls, size_t ng, const float *mag, size_t 
     mx[1] = r1 > mx[1] ? r1 : mx[1];
     mx[2] = r2 > mx[2] ? r2 : mx[2];
     mx[3] = r3 > mx[3] ? r3 : mx[3];
+#elif defined(__AVX2__)
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff);
+    __m256i m1 = _mm256_setzero_si256(), m2 = m1, m3 = m1, n1 = m1, n2 = m1, n3 = m1;
+    const __m256i c1 = _mm256_set1_epi32(1), c2 = _mm256_set1_epi32(2), c3 = _mm256_set1_epi32(3);
+    for (; i + 8 <= ng; i += 8) {
+        __m256i cv = pz_v8_load_bytes(cls + i);
+        __m256i key = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(mag + i)), absm);
+        __m256i k1 = _mm256_cmpeq_epi32(cv, c1), k2 = _mm256_cmpeq_epi32(cv, c2), k3 = _mm256_cmpeq_epi32(cv, c3);
+        m1 = _mm256_max_epu32(m1, _mm256_and_si256(k1, key));
+        m2 = _mm256_max_epu32(m2, _mm256_and_si256(k2, key));
+        m3 = _mm256_max_epu32(m3, _mm256_and_si256(k3, key));
+        n1 = _mm256_sub_epi32(n1, k1);                /* (-1 per lane of the class; < 2^31 / 8 vectors per call) */
+        n2 = _mm256_sub_epi32(n2, k2);
+        n3 = _mm256_sub_epi32(n3, k3);
+        if ((i & ((1u << 28) - 8)) == (1u << 28) - 8) {
+            cnt[1] += pz_v8_hsum_epi32(n1);
+            cnt[2] += pz_v8_hsum_epi32(n2);
+            cnt[3] += pz_v8_hsum_epi32(n3);
+            n1 = n2 = n3 = _mm256_setzero_si256();
+        }
+    }
+    cnt[1] += pz_v8_hsum_epi32(n1);
+    cnt[2] += pz_v8_hsum_epi32(n2);
+    cnt[3] += pz_v8_hsum_epi32(n3);
+    uint32_t r1 = pz_v8_hmax_epu32(m1), r2 = pz_v8_hmax_epu32(m2), r3 = pz_v8_hmax_epu32(m3);
+    mx[1] = r1 > mx[1] ? r1 : mx[1];
+    mx[2] = r2 > mx[2] ? r2 : mx[2];
+    mx[3] = r3 > mx[3] ? r3 : mx[3];
 #endif
     for (; i < ng; i++) {
         int c = cls[i];

@@ -310,6 +310,81 @@ static void compact(active_ *A, uint8_t *ch_lo, uint8_t *ch_hi, uint8_t *choice,
         fc += (uint64_t)_mm512_reduce_add_epi64(fcv);
         fe += _mm512_reduce_add_pd(fev);
     }
+#elif defined(__AVX2__)
+    {   /* the same 8 items at a time (compress/vec8.h's table compress) */
+        const __m256i one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2), three = _mm256_set1_epi32(3);
+        const __m256i iv = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        __m256i fcv = _mm256_setzero_si256();
+        __m256d fev = _mm256_setzero_pd();
+        uint32_t ids[8], as[8];
+        for (; j + 8 <= m; j += 8) {
+            __m128i lo8 = _mm_loadl_epi64((const __m128i *)(const void *)(ch_lo + j));
+            __m128i hi8 = _mm_loadl_epi64((const __m128i *)(const void *)(ch_hi + j));
+            unsigned act = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(lo8, hi8)) & 0xffu, fix = ~act & 0xffu;
+            __m256i a = _mm256_cvtepu8_epi32(hi8);
+            __m256 v0 = _mm256_loadu_ps(e0 + j), v1 = _mm256_loadu_ps(e1 + j), v2 = _mm256_loadu_ps(e2 + j),
+                   v3 = _mm256_loadu_ps(e3 + j);
+            __m256i u0, u1, u2, u3;
+            if (cu) {
+                u0 = _mm256_set1_epi32((int)cu[0]);
+                u1 = _mm256_set1_epi32((int)cu[1]);
+                u2 = _mm256_set1_epi32((int)cu[2]);
+                u3 = _mm256_set1_epi32((int)cu[3]);
+            } else {
+                u0 = _mm256_loadu_si256((const __m256i *)(const void *)(c0 + j));
+                u1 = _mm256_loadu_si256((const __m256i *)(const void *)(c1 + j));
+                u2 = _mm256_loadu_si256((const __m256i *)(const void *)(c2 + j));
+                u3 = _mm256_loadu_si256((const __m256i *)(const void *)(c3 + j));
+            }
+            __m256i idv = id ? _mm256_loadu_si256((const __m256i *)(const void *)(id + j))
+                             : _mm256_add_epi32(iv, _mm256_set1_epi32((int)j));
+            if (fix) {
+                __m256 k1 = _mm256_castsi256_ps(_mm256_cmpeq_epi32(a, one)),
+                       k2 = _mm256_castsi256_ps(_mm256_cmpeq_epi32(a, two)),
+                       k3 = _mm256_castsi256_ps(_mm256_cmpeq_epi32(a, three));
+                __m256 fx = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(lo8), a));
+                __m256 ca = _mm256_blendv_ps(
+                    _mm256_blendv_ps(_mm256_blendv_ps(_mm256_castsi256_ps(u0), _mm256_castsi256_ps(u1), k1),
+                                     _mm256_castsi256_ps(u2), k2),
+                    _mm256_castsi256_ps(u3), k3);
+                __m256 ea = _mm256_blendv_ps(_mm256_blendv_ps(_mm256_blendv_ps(v0, v1, k1), v2, k2), v3, k3);
+                __m256i cai = _mm256_castps_si256(_mm256_and_ps(ca, fx));
+                ea = _mm256_and_ps(ea, fx);
+                fcv = _mm256_add_epi64(fcv, _mm256_cvtepu32_epi64(_mm256_castsi256_si128(cai)));
+                fcv = _mm256_add_epi64(fcv, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(cai, 1)));
+                fev = _mm256_add_pd(fev, _mm256_cvtps_pd(_mm256_castps256_ps128(ea)));
+                fev = _mm256_add_pd(fev, _mm256_cvtps_pd(_mm256_extractf128_ps(ea, 1)));
+                _mm256_storeu_si256((__m256i *)(void *)ids, idv);
+                _mm256_storeu_si256((__m256i *)(void *)as, a);
+                unsigned f = fix;
+                while (f) {
+                    int l = __builtin_ctz(f);
+                    f &= f - 1;
+                    choice[ids[l]] = (uint8_t)as[l];
+                }
+            }
+            _mm256_storeu_ps(e0 + k, _mm256_castsi256_ps(pz_v8_compress(act, _mm256_castps_si256(v0))));
+            _mm256_storeu_ps(e1 + k, _mm256_castsi256_ps(pz_v8_compress(act, _mm256_castps_si256(v1))));
+            _mm256_storeu_ps(e2 + k, _mm256_castsi256_ps(pz_v8_compress(act, _mm256_castps_si256(v2))));
+            _mm256_storeu_ps(e3 + k, _mm256_castsi256_ps(pz_v8_compress(act, _mm256_castps_si256(v3))));
+            if (!cu) {
+                _mm256_storeu_si256((__m256i *)(void *)(c0 + k), pz_v8_compress(act, u0));
+                _mm256_storeu_si256((__m256i *)(void *)(c1 + k), pz_v8_compress(act, u1));
+                _mm256_storeu_si256((__m256i *)(void *)(c2 + k), pz_v8_compress(act, u2));
+                _mm256_storeu_si256((__m256i *)(void *)(c3 + k), pz_v8_compress(act, u3));
+            }
+            _mm256_storeu_si256((__m256i *)(void *)(nid + k), pz_v8_compress(act, idv));
+            _mm_storel_epi64((__m128i *)(void *)(ch_lo + k), pz_v8_compress_b(act, lo8));
+            _mm_storel_epi64((__m128i *)(void *)(ch_hi + k), pz_v8_compress_b(act, hi8));
+            k += (size_t)__builtin_popcount(act);
+        }
+        uint64_t f4[4];
+        double d4[4];
+        _mm256_storeu_si256((__m256i *)(void *)f4, fcv);
+        _mm256_storeu_pd(d4, fev);
+        fc += f4[0] + f4[1] + f4[2] + f4[3];
+        fe += (d4[0] + d4[1]) + (d4[2] + d4[3]);
+    }
 #endif
     for (; j < m; j++) {
         int a = ch_hi[j], lo = ch_lo[j];

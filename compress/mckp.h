@@ -127,7 +127,7 @@ static inline __m256i pz_mckp_vpick8(const __m256 v[PZ_MCKP_OPTS], const __m256 
     for (int c = 1; c < PZ_MCKP_OPTS; c++) {
         __m256 lt = _mm256_cmp_ps(v[c], b, _CMP_LT_OQ);
         m[c - 1] = ok ? _mm256_and_ps(lt, ok[c]) : lt;
-        b = _mm256_blendv_ps(b, v[c], m[c - 1]);
+        b = ok ? _mm256_blendv_ps(b, v[c], m[c - 1]) : _mm256_min_ps(v[c], b);   /* (min: v[c] < b ? v[c] : b) */
         a = _mm256_castps_si256(
             _mm256_blendv_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(_mm256_set1_epi32(c)), m[c - 1]));
     }
