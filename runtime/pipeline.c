@@ -36,62 +36,11 @@
 #include "runtime/memplan.h"
 #include "runtime/nvtx.h"
 #include "runtime/partition.h"
+#include "runtime/plan/options.h"
 #include "runtime/report.h"
 
-pz_status pz_pipeline_sched(const pz_train_opts *o, pz_sched_spec *sp) {
-    pz_status st = pz_sched_parse(o->schedule, sp);
-    if (st != PZ_OK) return st;
-    if (o->virtual_stages) {
-        if (sp->kind != PZ_SCHED_INTERLEAVED)
-            return pz_fail(PZ_ERR_ARG, "--virtual-stages %d needs --schedule interleaved, not %s", o->virtual_stages,
-                           o->schedule);
-        if (sp->virtual_stages && sp->virtual_stages != o->virtual_stages)
-            return pz_fail(PZ_ERR_ARG, "--virtual-stages %d contradicts --schedule %s", o->virtual_stages,
-                           o->schedule);
-        sp->virtual_stages = o->virtual_stages;
-    }
-    if (sp->kind == PZ_SCHED_INTERLEAVED && !sp->virtual_stages)
-        return pz_fail(PZ_ERR_ARG, "--schedule interleaved needs the model chunks per stage: interleaved:v=V or "
-                       "--virtual-stages V");
-    return PZ_OK;
-}
-
-static int chunks_per_rank(const pz_sched_spec *sp) {
-    return sp->kind == PZ_SCHED_INTERLEAVED && sp->virtual_stages > 1 ? sp->virtual_stages : 1;
-}
-
-int pz_pipeline_nchunks(const pz_train_opts *o) {
-    pz_sched_spec sp;
-    return pz_pipeline_sched(o, &sp) != PZ_OK ? o->stages : o->stages * chunks_per_rank(&sp);
-}
-
-pz_status pz_pipeline_check(const pz_train_opts *o, const pz_sched_spec *sp) {
-    const int V = chunks_per_rank(sp);
-    const char *v = o->schedule;
-    if (!o->data) return pz_fail(PZ_ERR_ARG, "--data is required (token shards; see 'pipezip tokenize')");
-    if (V == 1) return PZ_OK;
-    if (o->stages < 2)
-        return pz_fail(PZ_ERR_ARG, "--schedule %s: interleaving needs --stages 2 or more (one process would hold "
-                       "all %d chunks: train it with the default schedule)", v, V);
-    if ((long)o->micro * V > 65536)
-        return pz_fail(PZ_ERR_ARG, "--schedule %s: --micro-batches %d x %d chunks is over 65536 (the message tags)",
-                       v, o->micro, V);
-    if (o->micro % o->stages != 0)
-        return pz_fail(PZ_ERR_ARG, "--schedule %s: --micro-batches %d must be a multiple of --stages %d", v, o->micro,
-                       o->stages);
-    if (o->split) {
-        int n = 1;
-        for (const char *q = o->split; *q; q++) n += *q == ',';
-        if (n != o->stages * V)
-            return pz_fail(PZ_ERR_ARG, "--split '%s' names %d pieces; --schedule %s with --stages %d cuts the model "
-                           "into %d chunks: give blocks per chunk, in model order (rank r holds chunks r, r+%d, ...)",
-                           o->split, n, v, o->stages, o->stages * V, o->stages);
-    }
-    return PZ_OK;
-}
-
 pz_status pz_pipeline_policy(const pz_train_opts *o, pz_policy *p) {
-    pz_policy_init(p, pz_pipeline_nchunks(o));
+    pz_policy_init(p, pz_train_nchunks(o));
     pz_status st = PZ_OK;
     if (o->policy_file) st = pz_policy_parse_file(p, o->policy_file);
     if (st == PZ_OK && o->compress) st = pz_policy_parse(p, o->compress, "--compress");
@@ -481,8 +430,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     x.rank = rank;
     x.S = world;
     pz_status st;
-    if ((st = pz_pipeline_sched(o, &x.spec)) != PZ_OK || (st = pz_pipeline_check(o, &x.spec)) != PZ_OK) return st;
-    x.V = chunks_per_rank(&x.spec);
+    if ((st = pz_train_sched(o, &x.spec)) != PZ_OK || (st = pz_train_check(o, &x.spec)) != PZ_OK) return st;
+    x.V = pz_sched_chunks(&x.spec);
     x.G = world * x.V;
     if (world != o->stages) return pz_fail(PZ_ERR_ARG, "WORLD_SIZE %d does not match --stages %d", world, o->stages);
     if (o->trace) pz_trace_start(&x.trace, pz_now());

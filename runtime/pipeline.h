@@ -21,14 +21,6 @@ int pz_pipeline_stopped_by(void);
  * stages (validated; also used by the launcher to fail once, early). */
 pz_status pz_pipeline_policy(const pz_train_opts *o, pz_policy *p);
 
-/* The schedule of --schedule and --virtual-stages (interleaved: V from
- * either, and they must agree). */
-pz_status pz_pipeline_sched(const pz_train_opts *o, pz_sched_spec *sp);
-/* Pieces the model is cut into: o->stages, or stages x V for interleaved
- * (the policy's edges and --split count these). */
-int pz_pipeline_nchunks(const pz_train_opts *o);
-/* The one place that refuses a combination of the schedule and the train
- * flags the executor cannot run, with the reason. */
-pz_status pz_pipeline_check(const pz_train_opts *o, const pz_sched_spec *sp);
+/* The schedule, the pieces and the checks of the flags: runtime/plan/options.h. */
 
 #endif

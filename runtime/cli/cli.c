@@ -16,6 +16,7 @@
 #include "runtime/jobsecret.h"
 #include "runtime/launcher.h"
 #include "runtime/partition.h"
+#include "runtime/plan/options.h"
 #include "runtime/policy.h"
 #include "runtime/pipeline.h"
 #include "runtime/tied.h"
@@ -140,16 +141,6 @@ static int fail(const char *cmd, pz_status st) {
 
 #define NFLAGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static int on_off(const char *flag, const char *v, int *out) {
-    if (strcmp(v, "on") == 0) *out = 1;
-    else if (strcmp(v, "off") == 0) *out = 0;
-    else {
-        fprintf(stderr, "pipezip train: error: %s: expected on or off, got '%s'\n", flag, v);
-        return 1;
-    }
-    return 0;
-}
-
 /* What a pipeline's flags must satisfy, checked once before any process
  * starts (and by each rank under mpirun): the policy (a bad one with its
  * pointer), links a rank can wait for, the tied codec, the model and its cut
@@ -167,18 +158,70 @@ static pz_status pipeline_check(const pz_train_opts *o) {
     if (st != PZ_OK) return st;
     pz_gpt2_config cfg;
     if ((st = pz_model_config(o->preset, o->init, o->heads, &cfg)) != PZ_OK) return st;
-    int V = pz_pipeline_nchunks(o) / o->stages;   /* interleaved: chunks per stage */
+    int V = pz_train_nchunks(o) / o->stages;   /* interleaved: chunks per stage */
     pz_stage_range *ranges = xcalloc((size_t)o->stages * (size_t)V, sizeof *ranges);
     st = pz_partition_chunks(&cfg, o->seq, o->stages, V, o->split, ranges);
     free(ranges);
     return st;
 }
 
+/* A checked training run: one rank of a pipeline (its variables are set),
+ * the local launcher of --stages ranks, or one process. */
+static int train_run(pz_train_opts *o, const pz_train_words *w) {
+    int rank, world, port;
+    const char *addr;
+    int is_rank = pz_env_rank(&rank, &world, &addr, &port);
+    /* every output writable and none an input, before any process starts
+     * (the ranks check again: under mpirun they may be on other hosts) */
+    pz_status st = pz_train_check_io(o, !is_rank || rank == 0);
+    if (st != PZ_OK) return fail("train", st);
+    if (o->stages > 1 && (st = pipeline_check(o)) != PZ_OK) return fail("train", st);
+    if (is_rank) {
+        /* one rank of a pipeline started by us, torchrun-style variables, mpirun or srun */
+        pz_name_process(rank);
+        if (w->max_restarts > 0 && rank == 0 && !getenv("PZ_LAUNCHED"))
+            fprintf(stderr, "pipezip train: note: --max-restarts is the local launcher's; under mpirun, srun or a "
+                    "manual launch, restarting is the scheduler's: resubmit the job with --resume auto\n");
+        pz_job_secret *sec = xcalloc(1, sizeof *sec);
+        if ((st = pz_job_secret_load(o->job_secret_file, sec)) != PZ_OK) {
+            free(sec);
+            return fail("train", st);
+        }
+        unsetenv(PZ_JOB_SECRET_ENV); /* loaded: no process this one starts needs to see it */
+        o->job_secret = sec->len ? sec->key : NULL;
+        o->job_secret_len = sec->len;
+        st = pz_pipeline_run_rank(o, rank, world, addr, port);
+        pz_job_secret_clear(sec);
+        free(sec);
+        if (st == PZ_OK && pz_pipeline_stopped_by()) return 128 + pz_pipeline_stopped_by();
+        return st == PZ_OK ? 0 : fail("train", st);
+    }
+    if (o->stages > 1) {
+        if (o->job_secret_file) { /* a bad file fails here once; the ranks read it themselves */
+            pz_job_secret *sec = xcalloc(1, sizeof *sec);
+            st = pz_job_secret_read_file(o->job_secret_file, sec);
+            pz_job_secret_clear(sec);
+            free(sec);
+            if (st != PZ_OK) return fail("train", st);
+        }
+        int rc = pz_launch_local(o->stages, full_argc, full_argv, w->max_restarts);
+        if (rc == 0 && o->trace) {
+            if ((st = pz_trace_merge(o->trace, o->stages)) != PZ_OK) return fail("train", st);
+            fprintf(stderr, "pipezip train: wrote trace %s\n", o->trace);
+        }
+        return rc;
+    }
+    /* one process is a pipeline of one stage: the same loop, no transport */
+    st = pz_pipeline_run_rank(o, 0, 1, NULL, 0);
+    if (st == PZ_OK && pz_pipeline_stopped_by()) return 128 + pz_pipeline_stopped_by();
+    return st == PZ_OK ? 0 : fail("train", st);
+}
+
 static int cmd_train(int argc, char **argv) {
     pz_train_opts o;
     pz_train_opts_default(&o);
-    const char *eval_compress = "on", *error_metrics = "on", *bind = "cores", *progress = "thread";
-    int max_restarts = 0;
+    pz_train_words w;
+    pz_train_words_default(&w);
     const flag_spec fs[] = {
         {"--preset", FLAG_STR, &o.preset, "start from random weights of a preset: gpt2, demo, tiny", 0, 0, NULL},
         {"--init", FLAG_STR, &o.init, "start from a checkpoint: HF safetensors or llm.c .bin, or an HF model directory", 0, 0, NULL},
@@ -201,7 +244,7 @@ static int cmd_train(int argc, char **argv) {
         {"--val-batches", FLAG_INT, &o.val_batches, "validation batches, read in file order", 1, 100000000, NULL},
         {"--save", FLAG_STR, &o.save, "write the trained model at the end: DIR/ = HF directory (model.safetensors + config.json), .bin = llm.c v3, else safetensors", 0, 0, NULL},
         {"--threads", FLAG_INT, &o.threads, "CPU threads per process (0 = the CPUs it may use / stages on this host)", 0, 1024, NULL},
-        {"--bind", FLAG_STR, &bind, "cores: pin each stage on this host to its own CPUs when they divide evenly; none", 0, 0, NULL},
+        {"--bind", FLAG_STR, &w.bind, "cores: pin each stage on this host to its own CPUs when they divide evenly; none", 0, 0, NULL},
         {"--device", FLAG_STR, &o.device, "cpu, cuda or cuda:tf32; or one per stage, e.g. cpu,cuda", 0, 0, NULL},
         {"--stages", FLAG_INT, &o.stages, "pipeline stages, one process each (1 = this process alone)", 1, 255, NULL},
         {"--split", FLAG_STR, &o.split, "blocks per stage, e.g. 3,3,3,3 (interleaved: per chunk; default: balanced by a cost model)", 0, 0, NULL},
@@ -212,20 +255,20 @@ static int cmd_train(int argc, char **argv) {
         {"--trace", FLAG_STR, &o.trace, "write a Chrome/Perfetto trace JSON of all stages (pipeline only)", 0, 0, NULL},
         {"--compress", FLAG_STR, &o.compress, "compression policy per edge and direction (grammar below)", 0, 0, NULL},
         {"--policy-file", FLAG_STR, &o.policy_file, "policy clauses, one per line, # comments (before --compress)", 0, 0, NULL},
-        {"--eval-compress", FLAG_STR, &eval_compress, "on: validate through the fwd codecs; off: uncompressed", 0, 0, NULL},
+        {"--eval-compress", FLAG_STR, &w.eval_compress, "on: validate through the fwd codecs; off: uncompressed", 0, 0, NULL},
         {"--link-mbps", FLAG_STR, &o.link_mbps, "simulated link rate, Mbit/s: N, or per edge 0-1=N;*=M (0 = unlimited)", 0, 0, NULL},
         {"--link-latency-ms", FLAG_STR, &o.link_latency, "simulated one-way link delay, ms: N, or per edge 0-1=N;*=M", 0, 0, NULL},
         {"--compress-tied", FLAG_STR, &o.compress_tied, "codec of the tied-embedding gradient exchange between the first and last stage, e.g. q8 (stateless codecs; both copies stay equal; default none = exact)", 0, 0, NULL},
         {"--checkpoint-dir", FLAG_STR, &o.checkpoint_dir, "write checkpoints to resume from here (each rank its shard, then a manifest)", 0, 0, NULL},
         {"--checkpoint-every", FLAG_INT, &o.checkpoint_every, "steps between checkpoints (0 = after the last step only)", 0, 100000000, NULL},
         {"--keep-checkpoints", FLAG_INT, &o.keep_checkpoints, "complete checkpoints to keep, newest first", 1, 1000000, NULL},
-        {"--max-restarts", FLAG_INT, &max_restarts, "when a rank dies, restart all from the newest checkpoint up to K times (local launcher)", 0, 1000, NULL},
+        {"--max-restarts", FLAG_INT, &w.max_restarts, "when a rank dies, restart all from the newest checkpoint up to K times (local launcher)", 0, 1000, NULL},
         {"--resume", FLAG_STR, &o.resume, "continue from the newest complete checkpoint in DIR; auto: in --checkpoint-dir, if any", 0, 0, NULL},
-        {"--progress", FLAG_STR, &progress, "thread: a thread per stage moves messages while it computes; inline: only between blocks", 0, 0, NULL},
+        {"--progress", FLAG_STR, &w.progress, "thread: a thread per stage moves messages while it computes; inline: only between blocks", 0, 0, NULL},
         {"--metrics", FLAG_STR, &o.metrics, "write per-edge metrics to PREFIX.jsonl (per step) and PREFIX.csv", 0, 0, NULL},
         {"--dump-edge", FLAG_INT, &o.dump_edge, "at step N, write every tensor a stage encodes (activations, gradients) as .npy (pipeline only)", 0, 1 << 30, NULL},
         {"--dump-dir", FLAG_STR, &o.dump_dir, "directory for --dump-edge (created; default edge-dump)", 0, 0, NULL},
-        {"--error-metrics", FLAG_STR, &error_metrics, "on: senders decode their own messages to report ||x-x'||/||x||", 0, 0, NULL},
+        {"--error-metrics", FLAG_STR, &w.error_metrics, "on: senders decode their own messages to report ||x-x'||/||x||", 0, 0, NULL},
     };
     int r = parse_flags("train", "usage: pipezip train (--preset NAME | --init FILE) --data SHARDS [flags]\n\n"
                         "Trains a GPT-2. With --stages S > 1 the model is cut into S stages, each in its\n"
@@ -268,96 +311,10 @@ static int cmd_train(int argc, char **argv) {
                         "S*V counts, and --compress's edge I-J is the boundary between chunks I and J.",
                         argc, argv, fs, NFLAGS(fs), NULL);
     if (r) return r == 2 ? 0 : 1;
-    if (on_off("--eval-compress", eval_compress, &o.eval_compress) || on_off("--error-metrics", error_metrics, &o.error_metrics))
-        return 1;
-    if (pz_cores_parse_bind(bind, &o.bind) != PZ_OK) return fail("train", PZ_ERR_ARG);
-    if (strcmp(progress, "thread") != 0 && strcmp(progress, "inline") != 0) {
-        fprintf(stderr, "pipezip train: error: --progress must be thread or inline, not '%s'\n", progress);
-        return 1;
-    }
-    o.progress_inline = strcmp(progress, "inline") == 0;
-    if (!o.checkpoint_dir && o.checkpoint_every > 0) {
-        fprintf(stderr, "pipezip train: error: --checkpoint-every needs --checkpoint-dir\n");
-        return 1;
-    }
-    if (max_restarts > 0 && !o.checkpoint_dir) {
-        fprintf(stderr, "pipezip train: error: --max-restarts needs --checkpoint-dir (restarts resume from there)\n");
-        return 1;
-    }
-    if (o.resume && strcmp(o.resume, "auto") == 0 && !o.checkpoint_dir) {
-        fprintf(stderr, "pipezip train: error: --resume auto looks in --checkpoint-dir, which is not given\n");
-        return 1;
-    }
-    pz_sched_spec sched;
-    if (pz_pipeline_sched(&o, &sched) != PZ_OK || pz_pipeline_check(&o, &sched) != PZ_OK)
-        return fail("train", PZ_ERR_ARG);
-    if (pz_device_check(o.device, o.stages) != PZ_OK) return fail("train", PZ_ERR_ARG);
-    if (o.dump_edge && o.stages < 2) {
-        fprintf(stderr, "pipezip train: error: --dump-edge writes what crosses the pipeline's edges: it needs "
-                "--stages 2 or more\n");
-        return 1;
-    }
-    if (o.dump_edge > o.steps) {
-        fprintf(stderr, "pipezip train: error: --dump-edge %d: the run has only %d steps\n", o.dump_edge, o.steps);
-        return 1;
-    }
-    const char *pipeline_only = o.stages > 1 ? NULL : o.trace ? "--trace" : o.split ? "--split"
-                              : o.compress ? "--compress" : o.policy_file ? "--policy-file"
-                              : o.link_mbps ? "--link-mbps" : o.link_latency ? "--link-latency-ms"
-                              : o.compress_tied ? "--compress-tied" : o.metrics ? "--metrics"
-                              : o.job_secret_file ? "--job-secret-file" : NULL;
-    if (pipeline_only) {
-        fprintf(stderr, "pipezip train: error: %s needs --stages 2 or more (it acts on what crosses stage boundaries)\n",
-                pipeline_only);
-        return 1;
-    }
-    int rank, world, port;
-    const char *addr;
-    int is_rank = pz_env_rank(&rank, &world, &addr, &port);
-    /* every output writable and none an input, before any process starts
-     * (the ranks check again: under mpirun they may be on other hosts) */
-    pz_status st = pz_train_check_io(&o, !is_rank || rank == 0);
+    /* every check that reads no file, once (runtime/plan/options.c) */
+    pz_status st = pz_train_opts_check(&o, &w, NULL);
     if (st != PZ_OK) return fail("train", st);
-    if (o.stages > 1 && (st = pipeline_check(&o)) != PZ_OK) return fail("train", st);
-    if (is_rank) {
-        /* one rank of a pipeline started by us, torchrun-style variables, mpirun or srun */
-        pz_name_process(rank);
-        if (max_restarts > 0 && rank == 0 && !getenv("PZ_LAUNCHED"))
-            fprintf(stderr, "pipezip train: note: --max-restarts is the local launcher's; under mpirun, srun or a "
-                    "manual launch, restarting is the scheduler's: resubmit the job with --resume auto\n");
-        pz_job_secret *sec = xcalloc(1, sizeof *sec);
-        if ((st = pz_job_secret_load(o.job_secret_file, sec)) != PZ_OK) {
-            free(sec);
-            return fail("train", st);
-        }
-        unsetenv(PZ_JOB_SECRET_ENV); /* loaded: no process this one starts needs to see it */
-        o.job_secret = sec->len ? sec->key : NULL;
-        o.job_secret_len = sec->len;
-        st = pz_pipeline_run_rank(&o, rank, world, addr, port);
-        pz_job_secret_clear(sec);
-        free(sec);
-        if (st == PZ_OK && pz_pipeline_stopped_by()) return 128 + pz_pipeline_stopped_by();
-        return st == PZ_OK ? 0 : fail("train", st);
-    }
-    if (o.stages > 1) {
-        if (o.job_secret_file) { /* a bad file fails here once; the ranks read it themselves */
-            pz_job_secret *sec = xcalloc(1, sizeof *sec);
-            st = pz_job_secret_read_file(o.job_secret_file, sec);
-            pz_job_secret_clear(sec);
-            free(sec);
-            if (st != PZ_OK) return fail("train", st);
-        }
-        int rc = pz_launch_local(o.stages, full_argc, full_argv, max_restarts);
-        if (rc == 0 && o.trace) {
-            if ((st = pz_trace_merge(o.trace, o.stages)) != PZ_OK) return fail("train", st);
-            fprintf(stderr, "pipezip train: wrote trace %s\n", o.trace);
-        }
-        return rc;
-    }
-    /* one process is a pipeline of one stage: the same loop, no transport */
-    st = pz_pipeline_run_rank(&o, 0, 1, NULL, 0);
-    if (st == PZ_OK && pz_pipeline_stopped_by()) return 128 + pz_pipeline_stopped_by();
-    return st == PZ_OK ? 0 : fail("train", st);
+    return train_run(&o, &w);
 }
 
 static int cmd_eval(int argc, char **argv) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "runtime/plan/options.h"
 #include "schedules/schedule.h"
 #include "base/parse.h"
 
@@ -73,29 +74,19 @@ int pz_cmd_schedule(int argc, char **argv) {
     }
     if (!stages_s) return err("--stages is required (see --help)");
     if (!micro_s) return err("--micro-batches is required (see --help)");
-    long stages, micro, stage = -1;
+    long stages, micro, stage = -1, v = 0;
     pz_sched_spec sp;
+    /* the schedule's flags as `pipezip train` checks them (runtime/plan/options.c) */
     if (pz_parse_int(stages_s, 1, PZ_SCHED_MAX_STAGES, &stages, "--stages") != PZ_OK ||
         pz_parse_int(micro_s, 1, PZ_SCHED_MAX_MICRO, &micro, "--micro-batches") != PZ_OK ||
-        pz_sched_parse(sched_s, &sp) != PZ_OK)
+        (virt_s && pz_parse_int(virt_s, 1, PZ_SCHED_MAX_VIRTUAL, &v, "--virtual-stages") != PZ_OK) ||
+        pz_sched_of_flags(sched_s, (int)v, &sp) != PZ_OK)
         return err("%s", pz_last_error());
     if (sp.warmup_auto)
         return err("--schedule %s: 'auto' is chosen by 'pipezip train' from the compute and link times it "
                    "measures; give warmup=K here", sched_s);
     if (stage_s && pz_parse_int(stage_s, 0, stages - 1, &stage, "--stage") != PZ_OK)
         return err("%s", pz_last_error());
-    if (virt_s) {
-        long v;
-        if (pz_parse_int(virt_s, 1, PZ_SCHED_MAX_VIRTUAL, &v, "--virtual-stages") != PZ_OK)
-            return err("%s", pz_last_error());
-        if (sp.kind != PZ_SCHED_INTERLEAVED)
-            return err("--virtual-stages %ld needs --schedule interleaved, not %s", v, sched_s);
-        if (sp.virtual_stages && sp.virtual_stages != v)
-            return err("--virtual-stages %ld contradicts --schedule %s", v, sched_s);
-        sp.virtual_stages = (int)v;
-    }
-    if (sp.kind == PZ_SCHED_INTERLEAVED && !sp.virtual_stages)
-        return err("--schedule interleaved needs the model chunks per stage: interleaved:v=V or --virtual-stages V");
 
     pz_status st;
     if (stage >= 0) {

@@ -1,0 +1,54 @@
+/* options.h: the train flags, checked once (issue 23).
+ *
+ * The command line's table (runtime/cli/cli.c) turns each flag's text into
+ * its field of pz_train_opts with the flag's own range; everything that
+ * needs more than one flag, or a word turned into a setting, is checked
+ * here, once, in pz_train_opts_check: `pipezip train` calls it before
+ * anything starts, `pipezip schedule` shares the schedule's part
+ * (pz_sched_of_flags), and the executor reads the checked result
+ * (pz_train_sched, pz_train_nchunks, pz_train_check) instead of checking
+ * again. What needs files (the model, the policy file, the outputs) is
+ * checked by the launcher's pre-flight (runtime/cli/cli.c) and
+ * pz_train_check_io (runtime/train.h). */
+#ifndef PZ_RUNTIME_PLAN_OPTIONS_H
+#define PZ_RUNTIME_PLAN_OPTIONS_H
+
+#include "runtime/train.h"
+#include "schedules/schedule.h"
+
+/* The train flags the command line keeps as words, and the launcher's own. */
+typedef struct {
+    const char *eval_compress;   /* --eval-compress on|off */
+    const char *error_metrics;   /* --error-metrics on|off */
+    const char *bind;            /* --bind cores|none */
+    const char *progress;        /* --progress thread|inline */
+    int max_restarts;            /* --max-restarts K (the local launcher's) */
+} pz_train_words;
+
+void pz_train_words_default(pz_train_words *w);
+
+/* Every check of the train flags that reads no file: the words into o's
+ * fields, flags that need another (--checkpoint-every, --max-restarts and
+ * --resume auto need --checkpoint-dir; --dump-edge needs a pipeline and a
+ * step that comes), flags only a pipeline uses, the schedule with
+ * --virtual-stages, --stages, --micro-batches and --split, the devices.
+ * *sched (may be NULL) gets the schedule. The message names the flags. */
+pz_status pz_train_opts_check(pz_train_opts *o, const pz_train_words *w, pz_sched_spec *sched);
+
+/* The schedule of --schedule NAME and --virtual-stages V (0: not given):
+ * interleaved takes V from either, and they must agree; V without
+ * interleaved is refused. `pipezip train` and `pipezip schedule` both. */
+pz_status pz_sched_of_flags(const char *schedule, int virtual_stages, pz_sched_spec *sp);
+
+/* Model chunks per rank: V for interleaved:v=V, else 1. */
+int pz_sched_chunks(const pz_sched_spec *sp);
+/* pz_sched_of_flags for o. */
+pz_status pz_train_sched(const pz_train_opts *o, pz_sched_spec *sp);
+/* Pieces the model is cut into: o->stages, or stages x V for interleaved
+ * (the policy's edges and --split count these). */
+int pz_train_nchunks(const pz_train_opts *o);
+/* The combinations of the schedule and the train flags the executor cannot
+ * run, refused with the reason (the executor calls it too). */
+pz_status pz_train_check(const pz_train_opts *o, const pz_sched_spec *sp);
+
+#endif

@@ -1,0 +1,106 @@
+/* test_options.c: the train flags' checks in one place
+ * (runtime/plan/options.c): each combination the command line refuses, by
+ * the message that names its flags, and what a good set turns into. */
+#include <string.h>
+
+#include "runtime/plan/options.h"
+#include "tests/check.h"
+
+typedef struct {
+    const char *what;
+    void (*set)(pz_train_opts *o, pz_train_words *w);
+    const char *needle;   /* NULL: accepted */
+} opt_case;
+
+static void none(pz_train_opts *o, pz_train_words *w) { (void)o, (void)w; }
+static void ev_bad(pz_train_opts *o, pz_train_words *w) { (void)o, w->eval_compress = "yes"; }
+static void em_bad(pz_train_opts *o, pz_train_words *w) { (void)o, w->error_metrics = "maybe"; }
+static void bind_bad(pz_train_opts *o, pz_train_words *w) { (void)o, w->bind = "sockets"; }
+static void prog_bad(pz_train_opts *o, pz_train_words *w) { (void)o, w->progress = "poll"; }
+static void ck_every(pz_train_opts *o, pz_train_words *w) { (void)w, o->checkpoint_every = 5; }
+static void restarts(pz_train_opts *o, pz_train_words *w) { (void)o, w->max_restarts = 2; }
+static void resume_auto(pz_train_opts *o, pz_train_words *w) { (void)w, o->resume = "auto"; }
+static void no_data(pz_train_opts *o, pz_train_words *w) { (void)w, o->data = NULL; }
+static void sched_bad(pz_train_opts *o, pz_train_words *w) { (void)w, o->stages = 2, o->schedule = "zigzag"; }
+static void virt_plain(pz_train_opts *o, pz_train_words *w) { (void)w, o->stages = 2, o->virtual_stages = 2; }
+static void virt_contra(pz_train_opts *o, pz_train_words *w) {
+    (void)w, o->stages = 2, o->micro = 2, o->schedule = "interleaved:v=2", o->virtual_stages = 3;
+}
+static void inter_no_v(pz_train_opts *o, pz_train_words *w) { (void)w, o->stages = 2, o->schedule = "interleaved"; }
+static void inter_one(pz_train_opts *o, pz_train_words *w) { (void)w, o->schedule = "interleaved:v=2"; }
+static void inter_m(pz_train_opts *o, pz_train_words *w) {
+    (void)w, o->stages = 2, o->micro = 3, o->schedule = "interleaved:v=2";
+}
+static void inter_split(pz_train_opts *o, pz_train_words *w) {
+    (void)w, o->stages = 2, o->micro = 2, o->schedule = "interleaved:v=2", o->split = "1,1";
+}
+static void dump_one(pz_train_opts *o, pz_train_words *w) { (void)w, o->dump_edge = 1; }
+static void dump_late(pz_train_opts *o, pz_train_words *w) { (void)w, o->stages = 2, o->steps = 3, o->dump_edge = 4; }
+static void trace_one(pz_train_opts *o, pz_train_words *w) { (void)w, o->trace = "t.json"; }
+static void secret_one(pz_train_opts *o, pz_train_words *w) { (void)w, o->job_secret_file = "s"; }
+static void device_bad(pz_train_opts *o, pz_train_words *w) { (void)w, o->device = "tpu"; }
+static void good_pipe(pz_train_opts *o, pz_train_words *w) {
+    o->stages = 2, o->micro = 4, o->schedule = "interleaved", o->virtual_stages = 2, o->trace = "t.json";
+    w->eval_compress = "off", w->progress = "inline", w->bind = "none", w->max_restarts = 1;
+    o->checkpoint_dir = "ck", o->resume = "auto", o->dump_edge = 2, o->steps = 2;
+}
+
+static const opt_case cases[] = {
+    {"defaults", none, NULL},
+    {"--eval-compress yes", ev_bad, "--eval-compress: expected on or off, got 'yes'"},
+    {"--error-metrics maybe", em_bad, "--error-metrics: expected on or off"},
+    {"--bind sockets", bind_bad, "sockets"},
+    {"--progress poll", prog_bad, "--progress must be thread or inline, not 'poll'"},
+    {"--checkpoint-every alone", ck_every, "--checkpoint-every needs --checkpoint-dir"},
+    {"--max-restarts alone", restarts, "--max-restarts needs --checkpoint-dir"},
+    {"--resume auto alone", resume_auto, "--resume auto looks in --checkpoint-dir"},
+    {"no --data", no_data, "--data is required"},
+    {"unknown schedule", sched_bad, "zigzag"},
+    {"--virtual-stages without interleaved", virt_plain, "--virtual-stages 2 needs --schedule interleaved, not 1f1b"},
+    {"--virtual-stages against v=", virt_contra, "--virtual-stages 3 contradicts --schedule interleaved:v=2"},
+    {"interleaved without V", inter_no_v, "needs the model chunks per stage"},
+    {"interleaved on one stage", inter_one, "interleaving needs --stages 2 or more"},
+    {"interleaved, M not a multiple of S", inter_m, "--micro-batches 3 must be a multiple of --stages 2"},
+    {"interleaved --split counts chunks", inter_split, "cuts the model into 4 chunks"},
+    {"--dump-edge on one stage", dump_one, "--dump-edge writes what crosses the pipeline's edges"},
+    {"--dump-edge after the last step", dump_late, "--dump-edge 4: the run has only 3 steps"},
+    {"--trace on one stage", trace_one, "--trace needs --stages 2 or more"},
+    {"--job-secret-file on one stage", secret_one, "--job-secret-file needs --stages 2 or more"},
+    {"unknown device", device_bad, "tpu"},
+    {"a good pipeline", good_pipe, NULL},
+};
+
+int main(void) {
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pz_train_opts o;
+        pz_train_words w;
+        pz_train_opts_default(&o);
+        pz_train_words_default(&w);
+        o.preset = "tiny";
+        o.data = "d.bin";
+        cases[i].set(&o, &w);
+        pz_sched_spec sp;
+        pz_status st = pz_train_opts_check(&o, &w, &sp);
+        check_status_at(__FILE__, __LINE__, cases[i].what, st, cases[i].needle ? PZ_ERR_ARG : PZ_OK, cases[i].needle);
+    }
+    /* what the checks turn words into, and the schedule they hand on */
+    pz_train_opts o;
+    pz_train_words w;
+    pz_train_opts_default(&o);
+    pz_train_words_default(&w);
+    o.data = "d.bin";
+    good_pipe(&o, &w);
+    pz_sched_spec sp;
+    CHECK_STATUS(pz_train_opts_check(&o, &w, &sp), PZ_OK, NULL);
+    CHECK(o.eval_compress == 0 && o.error_metrics == 1 && o.progress_inline == 1 && o.bind == 0,
+          "words: eval_compress %d error_metrics %d inline %d bind %d", o.eval_compress, o.error_metrics,
+          o.progress_inline, o.bind);
+    CHECK(sp.kind == PZ_SCHED_INTERLEAVED && sp.virtual_stages == 2 && pz_sched_chunks(&sp) == 2,
+          "schedule kind %d v %d", (int)sp.kind, sp.virtual_stages);
+    CHECK(pz_train_nchunks(&o) == 4, "%d pieces, want 2 stages x 2 chunks", pz_train_nchunks(&o));
+    /* `pipezip schedule` shares the schedule's part */
+    CHECK_STATUS(pz_sched_of_flags("gpipe", 2, &sp), PZ_ERR_ARG, "--virtual-stages 2 needs --schedule interleaved");
+    CHECK_STATUS(pz_sched_of_flags("interleaved", 3, &sp), PZ_OK, NULL);
+    CHECK(sp.virtual_stages == 3, "v %d from --virtual-stages", sp.virtual_stages);
+    return check_summary("options");
+}
