@@ -45,6 +45,11 @@ void pz_dp_layout_ranks(int stage, int D, int *ranks) {
     for (int r = 0; r < D; r++) ranks[r] = stage * D + r;
 }
 
+void pz_dp_group_set_link(pz_dp_group *g, double mbps, double latency_ms) {
+    for (int i = 0; i < g->n; i++)
+        if (i != g->me) pz_transport_set_link(g->t, g->ranks[i], mbps, latency_ms);
+}
+
 float *pz_dp_scratch(pz_dp_group *g, size_t n) {
     if (n > g->scratch_n) {
         free(g->scratch);

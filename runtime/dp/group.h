@@ -93,6 +93,11 @@ void pz_dp_group_free(pz_dp_group *g);
  * stage x D + 0 .. stage x D + D - 1, into ranks[D]. */
 void pz_dp_layout_ranks(int stage, int D, int *ranks);
 
+/* Simulated links to every other member (pz_transport_set_link: the rate
+ * applies to this group's messages as to any caller's, each direction its
+ * own link). */
+void pz_dp_group_set_link(pz_dp_group *g, double mbps, double latency_ms);
+
 /* In-place sum (mean = 1: then divided by D) of buf[0..n) over the group. */
 pz_status pz_dp_allreduce(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_algo algo);
 
