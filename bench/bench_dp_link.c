@@ -112,7 +112,7 @@ static int child(int rank, int world, int port, void *arg) {
 
 int main(int argc, char **argv) {
     opts o = {2, 5, (size_t)1 << 20, 100, 0, "sign,q4:group=512,nuq4:code=elias,topk:0.01,jointsq:2", "twophase,allgather"};
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {   /* every option takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) { fprintf(stderr, "bench_dp_link: %s needs a value\n", a); return 2; }
         if (!strcmp(a, "--D")) o.D = atoi(v);
@@ -123,7 +123,6 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--specs")) snprintf(o.specs, sizeof o.specs, "%s", v);
         else if (!strcmp(a, "--modes")) snprintf(o.modes, sizeof o.modes, "%s", v);
         else { fprintf(stderr, "bench_dp_link: unknown option %s\n", a); return 2; }
-        i++;
     }
     if (o.D < 1 || o.D > 16 || o.n < (size_t)o.D || !(o.mbps > 0) || o.lat < 0 || o.steps < 1 || o.steps > MAX_STEPS) {
         fprintf(stderr, "bench_dp_link: bad values (D 1..16, n >= D, mbps > 0, latency >= 0, steps 1..%d)\n", MAX_STEPS);
