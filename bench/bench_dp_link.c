@@ -57,7 +57,7 @@ static int child(int rank, int world, int port, void *arg) {
     pz_transport *t = NULL;
     die_on(dp_transport(&t, rank, world, port, 120.0), rank);
     int ranks[PZ_DP_MAX];
-    pz_dp_layout_ranks(0, world, ranks);
+    pz_dp_layout_ranks(PZ_DP_LAYOUT_CONTIGUOUS, 0, 1, world, ranks);
     pz_dp_group g = {0};
     die_on(pz_dp_group_init(&g, t, rank, ranks, world), rank);
     pz_dp_group_set_link(&g, o->mbps, o->lat);

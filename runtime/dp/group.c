@@ -41,8 +41,12 @@ void pz_dp_group_free(pz_dp_group *g) {
     memset(g, 0, sizeof *g);
 }
 
-void pz_dp_layout_ranks(int stage, int D, int *ranks) {
-    for (int r = 0; r < D; r++) ranks[r] = stage * D + r;
+void pz_dp_layout_ranks(pz_dp_layout layout, int stage, int S, int D, int *ranks) {
+    for (int r = 0; r < D; r++) ranks[r] = layout == PZ_DP_LAYOUT_STRIDED ? r * S + stage : stage * D + r;
+}
+
+int pz_dp_layout_stage(pz_dp_layout layout, int rank, int S, int D) {
+    return layout == PZ_DP_LAYOUT_STRIDED ? rank % S : rank / D;
 }
 
 void pz_dp_group_set_link(pz_dp_group *g, double mbps, double latency_ms) {

@@ -89,9 +89,14 @@ typedef struct {
  * keeps a copy. Zero g before init; free is safe on a zeroed group. */
 pz_status pz_dp_group_init(pz_dp_group *g, pz_transport *t, int my_rank, const int *ranks, int n);
 void pz_dp_group_free(pz_dp_group *g);
-/* The default layout: the world ranks of stage `stage`'s group,
- * stage x D + 0 .. stage x D + D - 1, into ranks[D]. */
-void pz_dp_layout_ranks(int stage, int D, int *ranks);
+/* The world ranks of stage `stage`'s group (of S stages and D replicas) into
+ * ranks[D]: PZ_DP_LAYOUT_CONTIGUOUS (the default, Megatron's: pipeline
+ * outermost) rank = stage x D + replica; PZ_DP_LAYOUT_STRIDED rank =
+ * replica x S + stage (each replica's pipeline on contiguous ranks). */
+typedef enum { PZ_DP_LAYOUT_CONTIGUOUS = 0, PZ_DP_LAYOUT_STRIDED = 1 } pz_dp_layout;
+void pz_dp_layout_ranks(pz_dp_layout layout, int stage, int S, int D, int *ranks);
+/* The stage a world rank holds in that layout. */
+int pz_dp_layout_stage(pz_dp_layout layout, int rank, int S, int D);
 
 /* Simulated links to every other member (pz_transport_set_link: the rate
  * applies to this group's messages as to any caller's, each direction its

@@ -1,8 +1,8 @@
 /* test_dp_allreduce.c: the data-parallel group's uncompressed all-reduce
  * (runtime/dp/group.c) between forked ranks on 127.0.0.1.
  *
- *  - layouts: S=2 x D=2 (two groups at once, rank = stage x D + replica),
- *    D=3 (recursive doubling's fold), D=4;
+ *  - layouts: S=2 x D=2 (two groups at once, rank = stage x D + replica, and
+ *    rank = replica x S + stage), D=3 (recursive doubling's fold), D=4;
  *  - both algorithms and the automatic choice, sizes 0 .. 1.2 M floats, tiny
  *    ring segments (the 64-segment cap), chunks shorter than D;
  *  - sums exact (integer-valued inputs), means, and every member holding
@@ -34,6 +34,7 @@ typedef struct {
     int D;
     int mismatch;
     int victim_signal;   /* SIGKILL or SIGSTOP: the last member sends it to itself mid-call */
+    pz_dp_layout layout;
 } scen;
 
 static uint64_t mix(uint64_t x) {
@@ -76,7 +77,7 @@ static void check_identical(pz_dp_group *g, pz_transport *t, size_t n, pz_dp_alg
     /* every rank of the world adds its digest's halves; the groups' members
      * agree when each sum is D x its own halves (checked per group below) */
     double v[2 * 8] = {0};
-    int grp = g->ranks[0] / g->n;
+    int grp = g->ranks[0];   /* a group by its first rank (< 8 here) */
     v[2 * grp] = (double)(h & 0xffffffffu);
     v[2 * grp + 1] = (double)(h >> 32);
     OK(pz_transport_allreduce_sum_f64(t, v, 16));
@@ -94,7 +95,9 @@ static int child(int rank, int world, int port, void *arg) {
     pz_transport *t = NULL;
     OK(dp_transport(&t, rank, world, port, s->mismatch || s->victim_signal ? 2.0 : 20.0));
     int ranks[PZ_DP_MAX];
-    pz_dp_layout_ranks(rank / s->D, s->D, ranks);
+    int S = world / s->D;
+    int stage = pz_dp_layout_stage(s->layout, rank, S, s->D);
+    pz_dp_layout_ranks(s->layout, stage, S, s->D, ranks);
     pz_dp_group g = {0};
     OK(pz_dp_group_init(&g, t, rank, ranks, s->D));
     if (s->victim_signal) {
@@ -173,9 +176,10 @@ static int child(int rank, int world, int port, void *arg) {
 
 int main(void) {
     int ok = 1;
-    scen s22 = {2, 0, 0}, s3 = {3, 0, 0}, s4 = {4, 0, 0}, bad = {2, 1, 0}, killed = {3, 0, SIGKILL},
-         frozen = {3, 0, SIGSTOP};
+    scen s22 = {2, 0, 0, PZ_DP_LAYOUT_CONTIGUOUS}, s22s = {2, 0, 0, PZ_DP_LAYOUT_STRIDED}, s3 = {3, 0, 0, 0},
+         s4 = {4, 0, 0, 0}, bad = {2, 1, 0, 0}, killed = {3, 0, SIGKILL, 0}, frozen = {3, 0, SIGSTOP, 0};
     ok &= dp_fork_run("all-reduce, S=2 x D=2", 4, 60, child, &s22);
+    ok &= dp_fork_run("all-reduce, S=2 x D=2, replicas' pipelines contiguous", 4, 60, child, &s22s);
     ok &= dp_fork_run("all-reduce, D=3", 3, 60, child, &s3);
     ok &= dp_fork_run("all-reduce, D=4", 4, 60, child, &s4);
     ok &= dp_fork_run("all-reduce, mismatched lengths fail", 2, 30, child, &bad);

@@ -138,7 +138,7 @@ static void run_config(pz_transport *t, int rank, const config *cf) {
     snprintf(tagbuf, sizeof tagbuf, "[%s rank %d] ", cf->name, rank);
     check_tag = tagbuf;
     int ranks[PZ_DP_MAX];
-    pz_dp_layout_ranks(0, cf->D, ranks);
+    pz_dp_layout_ranks(PZ_DP_LAYOUT_CONTIGUOUS, 0, 1, cf->D, ranks);
     pz_dp_group g = {0};
     OK(pz_dp_group_init(&g, t, rank, ranks, cf->D));
     pz_dp_copts o = {cf->mode, 1, 7, cf->H};
