@@ -430,7 +430,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     x.rank = rank;
     x.S = world;
     pz_status st;
-    if ((st = pz_train_sched(o, &x.spec)) != PZ_OK || (st = pz_train_check(o, &x.spec)) != PZ_OK) return st;
+    if ((st = pz_train_schedule(o, &x.spec)) != PZ_OK) return st;   /* runtime/plan/options.h */
     x.V = pz_sched_chunks(&x.spec);
     x.G = world * x.V;
     if (world != o->stages) return pz_fail(PZ_ERR_ARG, "WORLD_SIZE %d does not match --stages %d", world, o->stages);

@@ -69,6 +69,11 @@ pz_status pz_train_check(const pz_train_opts *o, const pz_sched_spec *sp) {
     return PZ_OK;
 }
 
+pz_status pz_train_schedule(const pz_train_opts *o, pz_sched_spec *sp) {
+    pz_status st = pz_train_sched(o, sp);
+    return st == PZ_OK ? pz_train_check(o, sp) : st;
+}
+
 static pz_status on_off(const char *flag, const char *v, int *out) {
     if (strcmp(v, "on") == 0) *out = 1;
     else if (strcmp(v, "off") == 0) *out = 0;
@@ -100,7 +105,7 @@ pz_status pz_train_opts_check(pz_train_opts *o, const pz_train_words *w, pz_sche
     if (o->resume && strcmp(o->resume, "auto") == 0 && !o->checkpoint_dir)
         return pz_fail(PZ_ERR_ARG, "--resume auto looks in --checkpoint-dir, which is not given");
     pz_sched_spec sp;
-    if ((st = pz_train_sched(o, &sp)) != PZ_OK || (st = pz_train_check(o, &sp)) != PZ_OK) return st;
+    if ((st = pz_train_schedule(o, &sp)) != PZ_OK) return st;
     if (sched) *sched = sp;
     if ((st = pz_device_check(o->device, o->stages)) != PZ_OK) return st;
     if (o->dump_edge && o->stages < 2)

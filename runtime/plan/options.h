@@ -48,7 +48,11 @@ pz_status pz_train_sched(const pz_train_opts *o, pz_sched_spec *sp);
  * (the policy's edges and --split count these). */
 int pz_train_nchunks(const pz_train_opts *o);
 /* The combinations of the schedule and the train flags the executor cannot
- * run, refused with the reason (the executor calls it too). */
+ * run, refused with the reason. */
 pz_status pz_train_check(const pz_train_opts *o, const pz_sched_spec *sp);
+/* The executor's one call: pz_train_sched, then pz_train_check (a rank
+ * started without the command line's checks, by a test or an embedder,
+ * still refuses what it cannot run). */
+pz_status pz_train_schedule(const pz_train_opts *o, pz_sched_spec *sp);
 
 #endif
