@@ -189,8 +189,8 @@ void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, int overl
             f[k].rel_err = s->norm2[k] > 0 ? sqrt(s->err2[k] / s->norm2[k]) : 0.0;
             f[k].bytes = s->samples[k] > 0 ? pz_auto_step_bytes(s->bytes[k] / s->samples[k], a->micro,
                                                                 overlapped) : 0.0;
-            /* with 2 stages the tied exchange shares the edge's link, each way */
-            if (f[k].measured && a->edges == 1) f[k].bytes += tied_bytes;
+            /* with 2 ranks the tied exchange shares the edge's link, each way */
+            if (f[k].measured) f[k].bytes += tied_bytes;
         }
         /* a simulated rate is known; otherwise what the sends took (none
          * measured: taken as unlimited). Delay only from --link-latency-ms. */

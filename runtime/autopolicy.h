@@ -85,9 +85,9 @@ void pz_auto_send_done(pz_autopol *a, const pz_edge_end *e, int micro, double t)
  * (overlapped: the schedule runs the link beside compute, gpipe or
  * 1f1b:warmup=K > 0, so the link may take PZ_AUTO_MARGIN of compute, else
  * PZ_AUTO_MARGIN_EXPOSED;
- * tied_bytes: the tied-embedding message each way per step, counted on the
- * link of an edge that joins the first and the last stage, which carries it
- * too) ([2*edge + dir][PZ_AUTO_RED], zeroed by the caller). */
+ * tied_bytes: the tied-embedding message each way per step that every
+ * edge's link carries too: the caller passes it where every link joins the
+ * first and the last rank, 2 ranks, else 0) ([2*edge + dir][PZ_AUTO_RED], zeroed by the caller). */
 void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, int overlapped, double tied_bytes, double *dec);
 /* After the reduction: the pipeline's compute seconds this step (the largest
  * of the ranks), then the switches every rank makes; rank 0 (m != NULL)

@@ -191,7 +191,7 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     red[L->kfit + x->rank] = x->kfit;   /* warmup=auto: what each rank's host can hold */
     /* the link runs beside compute with gpipe and extra warm-up (autospec.h) */
     pz_auto_contribute(&x->au, &x->pol, step + 1, x->spec.kind == PZ_SCHED_GPIPE || x->spec.warmup_extra > 0,
-                       x->tied_wire, red + L->autod);
+                       S == 2 ? x->tied_wire : 0.0, red + L->autod);   /* 2 ranks: every link carries wte too */
     if ((st = exec_allreduce(x, red, L->n)) != PZ_OK) return st;
     if (x->au.any) {   /* every rank switches here, between steps: no message is in flight */
         double cmax = 0.0;

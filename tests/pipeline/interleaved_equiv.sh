@@ -18,7 +18,8 @@
 #     uninterrupted run's losses bit for bit; a 1F1B run on 2 stages resumes
 #     from the interleaved checkpoint (by tensor name, another layout);
 #     SIGTERM stops all ranks at a step boundary, checkpointed, and the
-#     resumed run saves the uninterrupted run's model bit for bit.
+#     resumed run saves the uninterrupted run's model bit for bit; so does a
+#     run whose rank 1 died, restarted by the launcher (--max-restarts).
 #  4. More ranks and chunks on the demo preset (6 blocks), 6 steps: S=3 V=2
 #     m=6, S=2 V=3 m=4, S=4 V=2 m=4 (--progress inline): losses within 1e-5
 #     relative of the single process.
@@ -188,6 +189,19 @@ if [ "$rc" = 143 ] && [ -n "$newest" ] && [ -f "$newest/manifest.json" ] && grep
   else cat "$dir/t.err"; fail "interleaved resume after SIGTERM"; fi
 else
   cat "$dir/t.err"; fail "interleaved SIGTERM: exit $rc, newest checkpoint '$newest'"
+fi
+
+# restarts: rank 1 dies after step 7; the launcher restarts the job, which
+# resumes from the checkpoint of step 5 and saves the uninterrupted run's model
+ck="$dir/ck-m"
+PIPEZIP_FAULT=step:7:1 timeout 300 "$pz" train "${common[@]}" --stages 2 --schedule interleaved:v=2 --checkpoint-dir "$ck" \
+  --checkpoint-every 5 --max-restarts 1 --save "$dir/m.safetensors" > /dev/null 2>"$dir/m.err"
+rc=$?
+if [ "$rc" = 0 ] && grep -q "restart 1 of 1" "$dir/m.err" && grep -q "resumed from .* step 5" "$dir/m.err" &&
+   cmp -s "$dir/il.safetensors" "$dir/m.safetensors"; then
+  echo "ok: interleaved --max-restarts 1: rank 1 died after step 7, resumed at step 5; the model equals the uninterrupted run's"
+else
+  cat "$dir/m.err"; fail "interleaved --max-restarts: exit $rc"
 fi
 
 # 4. more ranks and chunks (demo: 6 blocks, enough for 8 chunks)
