@@ -232,7 +232,8 @@ static size_t topk_max_payload(const pz_codec_params *p, const pz_shape *s) {
  *      longer segments from a strided sample of TOPK_SAMPLE elements (rank
  *      p S + 4 sqrt(p S) + 16 of the sample, p = k/L);
  *   2. one branch-free pass gathers the candidates, key >= t, with their
- *      indices (AVX-512: vpcompressd of 16 at a time);
+ *      indices (AVX-512: vpcompressd of 16 at a time; AVX2: 8 at a time
+ *      through a table, compress/topk_select.h);
  *   3. if there are at least k of them (and not more than the buffer), the
  *      exact k-th largest key T among the candidates is the segment's
  *      (every element outside is below t <= T); else the segment falls back
@@ -243,102 +244,13 @@ static size_t topk_max_payload(const pz_codec_params *p, const pz_shape *s) {
  * offset seg*k), converted on the way; indices are written as varints while
  * they can still beat the bitmap, and turned into the bitmap otherwise. */
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#elif defined(__F16C__)
-#include <immintrin.h>
-#endif
+#include "compress/topk_select.h"
 
 #define TOPK_SAMPLE 16384          /* sample size for long segments */
 #define TOPK_SAMPLE_MIN 32768      /* segments at least this long are sampled */
-#define TOPK_SLACK 16              /* spare slots after vector stores */
 
 static inline size_t varint_len32(uint32_t d) {
     return 1 + (d >= (1u << 7)) + (d >= (1u << 14)) + (d >= (1u << 21)) + (d >= (1u << 28));
-}
-
-/* Keeps the top k of x[0..L) (threshold T, `above` keys > T): writes their
- * indices (base + i) and values, returns how many (k). idx/val need one slot
- * of slack after the k written. */
-static size_t compact(const float *x, size_t L, size_t base, uint32_t T, size_t ties,
-                      uint32_t *idx, float *val) {
-    size_t m = 0;
-    for (size_t i = 0; i < L; i++) {
-        uint32_t key = pz_abs_key(x[i]);
-        size_t eq = key == T;
-        size_t take = (key > T) | (eq & (ties > 0));
-        ties -= eq & take;
-        idx[m] = (uint32_t)(base + i);
-        val[m] = x[i];
-        m += take;
-    }
-    return m;
-}
-
-/* Gathers the elements of x[0..L) with key >= t (indices base + i, values):
- * returns how many, or SIZE_MAX as soon as there are more than cap. idx/val
- * hold cap + TOPK_SLACK. */
-static size_t gather_ge(const float *x, size_t L, uint32_t t, uint32_t base, size_t cap,
-                        uint32_t *idx, float *val) {
-    size_t m = 0, i = 0;
-#if defined(__AVX512F__)
-    const __m512i absm = _mm512_set1_epi32(0x7fffffff), tv = _mm512_set1_epi32((int)t);
-    const __m512i step = _mm512_set1_epi32(16);
-    __m512i iv = _mm512_add_epi32(_mm512_set1_epi32((int)base),
-                                  _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-    for (; i + 16 <= L; i += 16) {
-        __m512i v = _mm512_loadu_si512((const void *)(x + i));
-        __mmask16 mk = _mm512_cmpge_epu32_mask(_mm512_and_si512(v, absm), tv);
-        _mm512_storeu_si512((void *)(idx + m), _mm512_maskz_compress_epi32(mk, iv));
-        _mm512_storeu_si512((void *)(val + m), _mm512_maskz_compress_epi32(mk, v));
-        m += (size_t)__builtin_popcount(mk);
-        if (m > cap) return SIZE_MAX;
-        iv = _mm512_add_epi32(iv, step);
-    }
-#endif
-    for (; i < L; i++) {
-        idx[m] = base + (uint32_t)i;
-        val[m] = x[i];
-        m += pz_abs_key(x[i]) >= t;
-        if (m > cap) return SIZE_MAX;
-    }
-    return m;
-}
-
-/* Of the m candidates (ascending indices), keeps key > T and the first `ties`
- * with key == T; returns how many were written to kidx/kval (which hold
- * that many + TOPK_SLACK). */
-static size_t filter(const uint32_t *idx, const float *val, size_t m, uint32_t T, size_t ties,
-                     uint32_t *kidx, float *kval) {
-    size_t o = 0, j = 0;
-#if defined(__AVX512F__)
-    const __m512i absm = _mm512_set1_epi32(0x7fffffff), tv = _mm512_set1_epi32((int)T);
-    for (; j + 16 <= m; j += 16) {
-        __m512i v = _mm512_loadu_si512((const void *)(val + j));
-        __m512i key = _mm512_and_si512(v, absm);
-        unsigned keep = _mm512_cmpgt_epu32_mask(key, tv);
-        unsigned eq = _mm512_cmpeq_epu32_mask(key, tv);
-        while (eq && ties) {
-            keep |= eq & (0u - eq);
-            eq &= eq - 1;
-            ties--;
-        }
-        __m512i iv = _mm512_loadu_si512((const void *)(idx + j));
-        _mm512_storeu_si512((void *)(kidx + o), _mm512_maskz_compress_epi32((__mmask16)keep, iv));
-        _mm512_storeu_si512((void *)(kval + o), _mm512_maskz_compress_epi32((__mmask16)keep, v));
-        o += (size_t)__builtin_popcount(keep);
-    }
-#endif
-    for (; j < m; j++) {
-        uint32_t key = pz_abs_key(val[j]);
-        size_t eq = key == T;
-        size_t take = (key > T) | (eq & (ties > 0));
-        ties -= eq & take;
-        kidx[o] = idx[j];
-        kval[o] = val[j];
-        o += take;
-    }
-    return o;
 }
 
 /* The index section writer: varints while they can still be shorter than
