@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/bytes.h"
 #include "base/clock.h"
+#include "base/crc32c.h"
 #include "base/mem.h"
 
 /* ring segments per chunk at most: the micro field (16 bits) holds
@@ -289,6 +291,58 @@ static pz_status rd_allreduce(pz_dp_group *g, float *buf, size_t n) {
         if (st == PZ_OK) add_into(buf, scr, n);
     }
     if (st == PZ_OK && me < 2 * rem) st = send_only(g, me - 1, 1000, buf, n);
+    return st;
+}
+
+/* ---- replicas' agreement --------------------------------------------------------- */
+
+static pz_status check_table(pz_dp_group *g, const uint8_t *tab, const char *what) {
+    char msg[512];
+    int pos = 0, bad = 0;
+    for (int i = 1; i < g->n; i++) {
+        if (!memcmp(tab + 16 * i, tab, 16)) continue;
+        bad++;
+        if (pos < (int)sizeof msg - 96)
+            pos += snprintf(msg + pos, sizeof msg - (size_t)pos, ", rank %d holds CRC-32C 0x%08x of %llu bytes",
+                            g->ranks[i], pz_get_u32(tab + 16 * i),
+                            (unsigned long long)pz_get_u64(tab + 16 * i + 8));
+    }
+    if (!bad) return PZ_OK;
+    return pz_fail(PZ_ERR_PEER, "rank %d: replicas differ in %s: rank %d holds CRC-32C 0x%08x of %llu bytes%s",
+                   g->ranks[g->me], what ? what : "their data", g->ranks[0], pz_get_u32(tab),
+                   (unsigned long long)pz_get_u64(tab + 8), msg);
+}
+
+pz_status pz_dp_check_identical(pz_dp_group *g, const void *data, size_t bytes, const char *what) {
+    if (!g || !g->ranks || (!data && bytes)) return pz_fail(PZ_ERR_ARG, "dp check: NULL argument");
+    int D = g->n;
+    uint8_t *tab = xcalloc((size_t)D, 16);
+    pz_request **rq = xcalloc((size_t)D * 2, sizeof *rq);
+    uint8_t *mine = tab + 16 * g->me;
+    pz_put_u32(mine, pz_crc32c(0, data, bytes));
+    pz_put_u64(mine + 8, bytes);
+    pz_status st = PZ_OK;
+    for (int i = 0; i < D && st == PZ_OK; i++)
+        if (i != g->me) st = pz_dp_post(g, 0, i, PZ_DP_KIND_CHECK, 0, tab + 16 * i, 16, &rq[i]);
+    for (int i = 0; i < D && st == PZ_OK; i++)
+        if (i != g->me) st = pz_dp_post(g, 1, i, PZ_DP_KIND_CHECK, 0, mine, 16, &rq[D + i]);
+    for (int i = 0; i < D && st == PZ_OK; i++)
+        if (i != g->me) {
+            st = wait_exact(g, rq[i], i, 16);
+            rq[i] = NULL;
+        }
+    for (int i = 0; i < D && st == PZ_OK; i++)
+        if (rq[D + i]) {
+            st = pz_dp_wait(g, rq[D + i], NULL);
+            rq[D + i] = NULL;
+        }
+    if (st == PZ_OK) st = check_table(g, tab, what);
+    g->seq++;
+    /* after a transport error a receive may still be posted into tab: the
+     * transport must be closed (group.h), and close cancels it before any
+     * progress could land it */
+    free(rq);
+    free(tab);
     return st;
 }
 

@@ -56,6 +56,7 @@ enum {
     PZ_DP_KIND_CPHASE1 = 0x23,  /* two-phase: chunks to their owners */
     PZ_DP_KIND_CPHASE2 = 0x24,  /* two-phase: re-encoded chunks from their owners */
     PZ_DP_KIND_HINTRA = 0x25,   /* hierarchical: inside a host */
+    PZ_DP_KIND_CHECK = 0x26,    /* pz_dp_check_identical's digests */
 };
 
 #define PZ_DP_MAX 256           /* members of a group (the tag's source field) */
@@ -116,6 +117,14 @@ pz_status pz_dp_wait(pz_dp_group *g, pz_request *r, size_t *len);
 pz_status pz_dp_post(pz_dp_group *g, int is_send, int peer, unsigned kind, uint32_t k, void *buf, size_t bytes,
                      pz_request **req);
 pz_status pz_dp_wait_recv(pz_dp_group *g, pz_request *r, size_t *got);
+
+/* Replicas must hold the same bits (parameters after a step, optimizer
+ * state): every member sends the CRC-32C and length of data[0..bytes) to
+ * every other, and all compare the table, so each member reports the same
+ * outcome: PZ_ERR_PEER naming `what` and every member whose digest differs
+ * from the first member's. The transport stays usable after that error (all
+ * messages completed); other PZ_ERR_PEER are the transport's. */
+pz_status pz_dp_check_identical(pz_dp_group *g, const void *data, size_t bytes, const char *what);
 
 /* Grows g->scratch to at least n floats. */
 float *pz_dp_scratch(pz_dp_group *g, size_t n);

@@ -163,6 +163,16 @@ static int child(int rank, int world, int port, void *arg) {
     check_identical(&g, t, 100003, PZ_DP_RING);
     check_identical(&g, t, 5001, PZ_DP_RDOUBLING);
     CHECK(g.seq == (uint32_t)round + 2, "collective count %u", g.seq);
+    /* replicas' agreement: the same bytes pass, one flipped bit on the last
+     * member is named by every member, and so is another length */
+    float p[1000];
+    for (int i = 0; i < 1000; i++) p[i] = (float)i * 0.5f;
+    OK(pz_dp_check_identical(&g, p, sizeof p, "parameters"));
+    if (g.me == s->D - 1) p[123] = -p[123];
+    char want[64];
+    snprintf(want, sizeof want, "rank %d holds CRC-32C", ranks[s->D - 1]);
+    CHECK_STATUS(pz_dp_check_identical(&g, p, sizeof p, "parameters"), PZ_ERR_PEER, want);
+    CHECK_STATUS(pz_dp_check_identical(&g, p, g.me == s->D - 1 ? 8 : 12, "moments"), PZ_ERR_PEER, "8 bytes");
     pz_dp_group_free(&g);
     /* argument errors */
     int dup[2] = {rank, rank}, other[1] = {(rank + 1) % world};
