@@ -189,7 +189,7 @@ static int run_once(int world, char **argv) {
         cs[r].err_fd = err[0];
     }
 
-    int failed_rank = -1, alive = world, first_signal = 0;
+    int failed_rank = -1, alive = world, first_signal = 0, refused = 0;
     double kill_at = 0.0;   /* when to escalate to SIGKILL after a failure */
     double next_stop_check = 0.0;
     while (alive > 0) {
@@ -224,6 +224,7 @@ static int run_once(int world, char **argv) {
                             (WEXITSTATUS(st) == 0 || (first_signal && WEXITSTATUS(st) == 128 + first_signal)));
                 if (!bad) continue;
                 failed_rank = r;
+                refused = WIFEXITED(st) && WEXITSTATUS(st) == PZ_EXIT_REFUSED;
                 if (WIFSIGNALED(st))
                     fprintf(stderr, "pipezip: rank %d was killed by signal %d (%s); stopping the other ranks\n",
                             r, WTERMSIG(st), strsignal(WTERMSIG(st)));
@@ -287,7 +288,7 @@ static int run_once(int world, char **argv) {
     }
     /* stopped by a signal: 128 + it (143 for SIGTERM, 130 for SIGINT), as a
      * shell reports it, unless a rank failed for another reason */
-    int rc = failed_rank >= 0 ? 1 : first_signal ? 128 + first_signal : 0;
+    int rc = failed_rank >= 0 ? (refused ? PZ_EXIT_REFUSED : 1) : first_signal ? 128 + first_signal : 0;
     explicit_bzero(secret, sizeof secret);
     free(cs);
     return rc;
@@ -295,6 +296,10 @@ static int run_once(int world, char **argv) {
 
 int pz_launch_local(int world, int argc, char **argv, int max_restarts) {
     int rc = run_once(world, argv);
+    if (rc == PZ_EXIT_REFUSED) {   /* the job itself was refused: a restart would be refused again */
+        if (max_restarts > 0) fprintf(stderr, "pipezip: the job was refused at start: no restart\n");
+        return 1;
+    }
     if (rc != 1 || max_restarts <= 0) return rc;
     /* restarts continue from the newest checkpoint: the same command with
      * --resume auto (unless it names a --resume of its own) */
@@ -314,6 +319,11 @@ int pz_launch_local(int world, int argc, char **argv, int max_restarts) {
         for (int s = 0; s < wait_s * 10 && !interrupted; s++) usleep(100000);
         if (interrupted) break;
         rc = run_once(world, av);
+        if (rc == PZ_EXIT_REFUSED) {
+            fprintf(stderr, "pipezip: restart %d was refused at start: no further restart\n", k);
+            free(av);
+            return 1;
+        }
     }
     if (rc == 1) fprintf(stderr, "pipezip: giving up after %d restart%s\n", max_restarts, max_restarts == 1 ? "" : "s");
     free(av);

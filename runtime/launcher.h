@@ -15,6 +15,11 @@
  * the launcher is forwarded: the ranks stop at the next step boundary (after a
  * checkpoint) and it returns 128 + the signal; a second one kills them. */
 int pz_launch_local(int world, int argc, char **argv, int max_restarts);
+/* The exit status of a rank the launcher started that refused the job at
+ * start (runtime/ckpt/job.h: another job's checkpoint directory, or one
+ * another run holds): restarting cannot help, so the launcher does not, and
+ * returns 1. */
+#define PZ_EXIT_REFUSED 4
 
 /* A TCP port free on 127.0.0.1 now, drawn at random outside the kernel's
  * ephemeral range (net.ipv4.ip_local_port_range) so that no outgoing

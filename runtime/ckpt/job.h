@@ -67,6 +67,9 @@ int pz_job_compare(const char *mine, const char *theirs, char *msg, size_t cap);
  * every rank gets the id, the token and the verdict. tp NULL: one process. */
 pz_status pz_ckpt_job_start(pz_transport *tp, const pz_train_opts *o, int rank, const char *fingerprint,
                             pz_ckpt_job *job);
+/* Whether pz_ckpt_job_start refused this process's job (its verdict, not a
+ * transport failure): the launcher then does not restart it. */
+int pz_ckpt_refused(void);
 /* Releases the lock (rank 0). Safe on a zeroed struct. */
 void pz_ckpt_job_free(pz_ckpt_job *job);
 

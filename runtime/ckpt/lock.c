@@ -147,6 +147,9 @@ static pz_status check_dir(const pz_train_opts *o, pz_ckpt_job *job) {
     return st;
 }
 
+static int refused;   /* the verdict of pz_ckpt_job_start in this process */
+int pz_ckpt_refused(void) { return refused; }
+
 pz_status pz_ckpt_job_start(pz_transport *tp, const pz_train_opts *o, int rank, const char *fingerprint,
                             pz_ckpt_job *job) {
     memset(job, 0, sizeof *job);
@@ -173,9 +176,15 @@ pz_status pz_ckpt_job_start(pz_transport *tp, const pz_train_opts *o, int rank, 
         }
     }
     pz_status st2 = tp ? pz_transport_allreduce_sum_f64(tp, v, 9) : PZ_OK;
-    if (st != PZ_OK) return st;
+    if (st != PZ_OK) {
+        refused = 1;
+        return st;
+    }
     if (st2 != PZ_OK) return st2;
-    if (v[0] > 0) return pz_fail(PZ_ERR_ARG, "rank %d: rank 0 refused the checkpoint directory (its message says why)", rank);
+    if (v[0] > 0) {
+        refused = 1;
+        return pz_fail(PZ_ERR_ARG, "rank %d: rank 0 refused the checkpoint directory (its message says why)", rank);
+    }
     job->id = job->token = 0;
     for (int i = 0; i < 4; i++) {
         job->id |= (uint64_t)v[1 + i] << (16 * i);

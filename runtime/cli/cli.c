@@ -14,6 +14,7 @@
 #include "runtime/data.h"
 #include "runtime/device.h"
 #include "runtime/jobsecret.h"
+#include "runtime/ckpt/job.h"
 #include "runtime/launcher.h"
 #include "runtime/partition.h"
 #include "runtime/plan/options.h"
@@ -194,6 +195,11 @@ static int train_run(pz_train_opts *o, const pz_train_words *w) {
         pz_job_secret_clear(sec);
         free(sec);
         if (st == PZ_OK && pz_pipeline_stopped_by()) return 128 + pz_pipeline_stopped_by();
+        /* refused at start: the local launcher must not restart it (launcher.h) */
+        if (st != PZ_OK && pz_ckpt_refused() && getenv("PZ_LAUNCHED")) {
+            fail("train", st);
+            return PZ_EXIT_REFUSED;
+        }
         return st == PZ_OK ? 0 : fail("train", st);
     }
     if (o->stages > 1) {

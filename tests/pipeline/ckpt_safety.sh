@@ -2,8 +2,9 @@
 # Checkpoints belong to their job (runtime/ckpt/job.h), and survive what a
 # careless user or a full disk does to them (issue 24):
 #  - a fresh run refuses a --checkpoint-dir holding another job's checkpoint,
-#    naming both jobs and the flag (the issue's reproduction: a crashed run
-#    with --max-restarts resumed the other job's step 50);
+#    naming both jobs and the flag, and --max-restarts does not restart it
+#    (the issue's reproduction: a crashed run with --max-restarts resumed the
+#    other job's step 50);
 #  - --resume auto and restarts take only this job's checkpoints;
 #  - a second run on a directory another run holds (its lock) is refused;
 #  - pruning removes only pipezip's files: a user's file and its directory stay;
@@ -42,7 +43,8 @@ cp "$ckF/step-00000050/manifest.json" "$dir/manifestF"
 PIPEZIP_FAULT=step:5:1 "$pz" "${B[@]}" --checkpoint-dir "$ckF" --max-restarts 2 --save "$dir/mine.safetensors" \
   > /dev/null 2>"$dir/err"
 rc=$?
-if [ "$rc" != 0 ] && grep -q "holds the checkpoint of step 50 of another job (job [0-9a-f]\{16\}; this run is job [0-9a-f]\{16\}): --seed is 1 here, 99 there" "$dir/err" &&
+if [ "$rc" = 1 ] && grep -q "refused at start: no restart" "$dir/err" && ! grep -q "restart 1 of 2" "$dir/err" &&
+   grep -q "holds the checkpoint of step 50 of another job (job [0-9a-f]\{16\}; this run is job [0-9a-f]\{16\}): --seed is 1 here, 99 there" "$dir/err" &&
    ! grep -q "resumed from" "$dir/err" && [ ! -e "$dir/mine.safetensors" ] &&
    [ "$(ls -d "$ckF"/step-* | wc -l)" = 1 ] && cmp -s "$dir/manifestF" "$ckF/step-00000050/manifest.json"; then
   echo "ok: a fresh run into another job's directory is refused: $(grep -m1 -o 'holds the checkpoint.*there\.' "$dir/err" | head -c 160)..."
