@@ -67,6 +67,10 @@ int pz_job_compare(const char *mine, const char *theirs, char *msg, size_t cap);
  * every rank gets the id, the token and the verdict. tp NULL: one process. */
 pz_status pz_ckpt_job_start(pz_transport *tp, const pz_train_opts *o, int rank, const char *fingerprint,
                             pz_ckpt_job *job);
+/* A refusal rank 0 decided (mine: its error; others PZ_OK) and every rank
+ * learnt of, sent to every rank so that each names the reason: returns the
+ * error each rank reports. tp NULL: mine. */
+pz_status pz_ckpt_share_refusal(pz_transport *tp, int rank, int world, pz_status mine);
 /* Whether pz_ckpt_job_start refused this process's job (its verdict, not a
  * transport failure): the launcher then does not restart it. */
 int pz_ckpt_refused(void);

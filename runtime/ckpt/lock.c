@@ -147,6 +147,29 @@ static pz_status check_dir(const pz_train_opts *o, pz_ckpt_job *job) {
     return st;
 }
 
+pz_status pz_ckpt_share_refusal(pz_transport *tp, int rank, int world, pz_status mine) {
+    /* after the fingerprint's verdict (micro-batch 0 of the kind), so micro-batch 1 is free */
+    const uint64_t tag = pz_tag(0, 0, 1, PZ_KIND_VERDICT);
+    char msg[2048];
+    pz_request *r = NULL;
+    pz_status st = PZ_OK;
+    if (!tp) return mine;
+    if (rank == 0) {
+        snprintf(msg, sizeof msg, "%s", pz_last_error());
+        for (int q = 1; q < world && st == PZ_OK; q++) {
+            st = pz_transport_send(tp, q, tag, msg, strlen(msg) + 1, "rank 0's refusal", &r);
+            if (st == PZ_OK) st = pz_transport_wait(tp, r, NULL);
+        }
+        return mine != PZ_OK ? pz_fail(mine, "%s", msg) : mine;
+    }
+    size_t n = 0;
+    st = pz_transport_recv(tp, 0, tag, msg, sizeof msg, "rank 0's refusal", &r);
+    if (st == PZ_OK) st = pz_transport_wait(tp, r, &n);
+    if (st != PZ_OK || n == 0 || msg[n - 1] != 0)
+        return pz_fail(PZ_ERR_ARG, "rank %d: rank 0 refused the job (its message says why)", rank);
+    return pz_fail(PZ_ERR_ARG, "rank %d: rank 0 refused the job: %s", rank, msg);
+}
+
 static int refused;   /* the verdict of pz_ckpt_job_start in this process */
 int pz_ckpt_refused(void) { return refused; }
 
@@ -176,14 +199,10 @@ pz_status pz_ckpt_job_start(pz_transport *tp, const pz_train_opts *o, int rank, 
         }
     }
     pz_status st2 = tp ? pz_transport_allreduce_sum_f64(tp, v, 9) : PZ_OK;
-    if (st != PZ_OK) {
+    if (st2 != PZ_OK) return st != PZ_OK ? st : st2;
+    if (v[0] > 0) {   /* every rank names the reason: the launcher may stop rank 0 before it prints */
         refused = 1;
-        return st;
-    }
-    if (st2 != PZ_OK) return st2;
-    if (v[0] > 0) {
-        refused = 1;
-        return pz_fail(PZ_ERR_ARG, "rank %d: rank 0 refused the checkpoint directory (its message says why)", rank);
+        return pz_ckpt_share_refusal(tp, rank, o->stages, st);
     }
     job->id = job->token = 0;
     for (int i = 0; i < 4; i++) {

@@ -68,11 +68,12 @@ pz_status pz_resume_start(pz_transport *tp, const pz_train_opts *o, int rank, co
     for (;;) {
         double v[2] = {rank == 0 && st == PZ_OK && tried < n ? steps[tried] + 1.0 : 0.0, st != PZ_OK};
         pz_status st2 = allreduce(tp, v, 2);
-        if (st != PZ_OK) break;
-        if ((st = st2) != PZ_OK) break;
-        if (v[1] > 0) {
-            st = pz_fail(PZ_ERR_ARG, "rank %d: rank 0 could not pick a checkpoint to resume from (its message says "
-                         "why)", rank);
+        if (st2 != PZ_OK) {
+            if (st == PZ_OK) st = st2;
+            break;
+        }
+        if (v[1] > 0) {   /* every rank names the reason: the launcher may stop rank 0 before it prints */
+            st = pz_ckpt_share_refusal(tp, rank, o->stages, st);
             break;
         }
         if (v[0] < 1.0) break;   /* none (left) */
