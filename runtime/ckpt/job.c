@@ -100,8 +100,11 @@ char *pz_job_desc(const char *fp) {
                 char *g = xmalloc(es[i].n + add + 1);
                 if (es[i].n) memcpy(g, es[i].val, es[i].n), memcpy(g + es[i].n, "; ", 2);
                 memcpy(g + es[i].n + (es[i].n ? 2 : 0), v, vl);
-                for (size_t k = 0; k < vl; k++)   /* the tab between a sub-key and its value */
-                    if (g[es[i].n + add - vl + k] == '\t') g[es[i].n + add - vl + k] = ' ';
+                for (size_t k = 0; k < vl; k++) {   /* the tab between a sub-key and its value; no control bytes */
+                    char *c = &g[es[i].n + add - vl + k];
+                    if (*c == '\t') *c = ' ';
+                    else if ((unsigned char)*c < 0x20) *c = '?';
+                }
                 g[es[i].n + add] = 0;
                 free(es[i].val);
                 es[i].val = g;
