@@ -58,7 +58,8 @@ static pz_status check_parent(const pz_io_place *o, const char *what) {
     if (stat(dir, &sb) != 0)
         st = pz_fail(PZ_ERR_IO, "%s %s: %s: directory %s: %s", o->flag, o->path, what, dir, strerror(errno));
     else if (!S_ISDIR(sb.st_mode))
-        st = pz_fail(PZ_ERR_IO, "%s %s: %s: %s is %s, not a directory", o->flag, o->path, what, dir, kind_of(sb.st_mode));
+        st = pz_fail(PZ_ERR_IO, "%s %s: %s: %s is %s, not a directory", o->flag, o->path, what, dir,
+                     kind_of(sb.st_mode));
     else if (access(dir, W_OK | X_OK) != 0)
         st = pz_fail(PZ_ERR_IO, "%s %s: %s: directory %s is not writable: %s", o->flag, o->path, what, dir,
                      strerror(errno));

@@ -375,16 +375,24 @@ void pz_policy_print_edge(FILE *f, const pz_policy *p, int e) {
 }
 
 pz_status pz_policy_check_latency(const pz_policy *p, int ranks, double peer_timeout_s) {
+    const int chunks = ranks > 0 ? p->stages / ranks : 1;   /* V: interleaved's chunks per rank */
     double sum_ms = 0.0;
-    for (int l = 0; l < ranks - 1; l++) {
+    for (int l = 0; l < (chunks > 1 ? ranks : ranks - 1); l++) {   /* V > 1: the wrap link too */
         double lat = 0.0;
         for (int b = l; b < p->stages - 1; b += ranks)
             if (p->latency_ms[b] > lat) lat = p->latency_ms[b];
         sum_ms += lat;
     }
-    if (2.0 * sum_ms * 1e-3 < peer_timeout_s) return PZ_OK;
-    return pz_fail(PZ_ERR_ARG, "--link-latency-ms: rank 0 waits at least %g ms for its first gradient (its activation "
-                   "crosses %d simulated link%s to rank %d and the gradient comes back, %g ms each way), not less than "
-                   "--peer-timeout %g s, after which it would give its peer up: lower --link-latency-ms or raise "
-                   "--peer-timeout", 2.0 * sum_ms, ranks - 1, ranks > 2 ? "s" : "", ranks - 1, sum_ms, peer_timeout_s);
+    const double wait_ms = chunks > 1 ? sum_ms : 2.0 * sum_ms;
+    if (wait_ms * 1e-3 < peer_timeout_s) return PZ_OK;
+    if (chunks > 1)
+        return pz_fail(PZ_ERR_ARG, "--link-latency-ms: rank 0 waits %g ms on the delays alone for the input of its "
+                       "second chunk (micro-batch 0 crosses the %d simulated links around the ring of ranks), not "
+                       "less than --peer-timeout %g s, after which it would give its peer up: lower "
+                       "--link-latency-ms or raise --peer-timeout", wait_ms, ranks, peer_timeout_s);
+    return pz_fail(PZ_ERR_ARG, "--link-latency-ms: rank 0 waits %g ms on the delays alone for its first gradient (its "
+                   "activation crosses %d simulated link%s to rank %d and the gradient comes back, %g ms each way), "
+                   "not less than --peer-timeout %g s, after which it would give its peer up: lower "
+                   "--link-latency-ms or raise --peer-timeout", wait_ms, ranks - 1, ranks > 2 ? "s" : "", ranks - 1,
+                   sum_ms, peer_timeout_s);
 }

@@ -61,12 +61,15 @@ pz_status pz_policy_parse_latency(pz_policy *p, const char *text, const char *or
 
 /* Refuses simulated delays a rank cannot wait for. Ranks are joined in
  * order by their links (a boundary b of the policy crosses link b mod ranks,
- * as the interleaved schedule maps chunk boundaries to ranks; link l, from
- * rank l to l + 1, has the longest delay of its boundaries). Rank 0's first
- * gradient comes back after its activation crossed every link to the last
- * rank and the gradient every link back: twice the sum of the delays, with
- * no compute counted. If that is not below --peer-timeout, rank 0 would
- * give its peer up as frozen: the error names --link-latency-ms and
+ * as the executor maps chunk boundaries to ranks; link l, from rank l to
+ * l + 1, or with V > 1 chunks per rank the wrap link back to rank 0, has
+ * the longest delay of its boundaries). Counting the delays alone (no
+ * compute), rank 0 blocks once for: its first gradient, after its activation
+ * crossed every link to the last rank and the gradient every link back
+ * (twice the sum of the delays: 1f1b, warm-up, gpipe, zb-h1), or with
+ * V > 1 its second chunk's input of micro-batch 0, after it went once
+ * around the ring. If that is not below --peer-timeout, rank 0 would give
+ * its peer up as frozen: the error names --link-latency-ms and
  * --peer-timeout. (A rate's transfer time depends on the message, which
  * the ranks check per edge once their codecs are built.) */
 pz_status pz_policy_check_latency(const pz_policy *p, int ranks, double peer_timeout_s);

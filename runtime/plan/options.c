@@ -113,6 +113,7 @@ pz_status pz_train_opts_check(pz_train_opts *o, const pz_train_words *w, pz_sche
     if (o->dump_edge > o->steps)
         return pz_fail(PZ_ERR_ARG, "--dump-edge %d: the run has only %d steps", o->dump_edge, o->steps);
     const char *only = pipeline_only(o);
-    if (only) return pz_fail(PZ_ERR_ARG, "%s needs --stages 2 or more (it acts on what crosses stage boundaries)", only);
+    if (only)
+        return pz_fail(PZ_ERR_ARG, "%s needs --stages 2 or more (it acts on what crosses stage boundaries)", only);
     return PZ_OK;
 }

@@ -84,7 +84,34 @@ static const struct { int S; const char *text, *want; int col; } refused[] = {
     {2, "fwd=auto:every=2,every=3", "every= given twice", 17}, {2, "auto:every=0", "every= expects a whole number", 11}, {2, "fwd=autoq4", "unknown codec", 4},
 };
 
+/* --link-latency-ms against --peer-timeout (issue 24): pieces = ranks x V */
+static pz_status latency(int ranks, int pieces, const char *lat, double timeout) {
+    pz_policy p;
+    pz_policy_init(&p, pieces);
+    pz_status st = pz_policy_parse_latency(&p, lat, "--link-latency-ms");
+    if (st == PZ_OK) st = pz_policy_check_latency(&p, ranks, timeout);
+    pz_policy_free(&p);
+    return st;
+}
+
+static void test_latency(void) {
+    /* 1f1b: rank 0's first gradient, there and back */
+    CHECK_STATUS(latency(2, 2, "35000", 60), PZ_ERR_ARG, "rank 0 waits 70000 ms on the delays alone for its first "
+                 "gradient");
+    CHECK_STATUS(latency(2, 2, "35000", 60), PZ_ERR_ARG, "--peer-timeout 60 s");
+    CHECK_STATUS(latency(2, 2, "29000", 60), PZ_OK, NULL);
+    CHECK_STATUS(latency(3, 3, "0-1=100;1-2=200", 0.5), PZ_ERR_ARG, "waits 600 ms");
+    CHECK_STATUS(latency(3, 3, "0-1=100;1-2=140", 0.5), PZ_OK, NULL);
+    /* interleaved (V = 2): once around the ring, the wrap link included,
+     * each link the longest of its boundaries */
+    CHECK_STATUS(latency(2, 4, "35000", 60), PZ_ERR_ARG, "70000 ms on the delays alone for the input of its second");
+    CHECK_STATUS(latency(3, 6, "18000", 60), PZ_OK, NULL);   /* 54 s; without chunks 72 s */
+    CHECK_STATUS(latency(3, 3, "18000", 60), PZ_ERR_ARG, "72000 ms");
+    CHECK_STATUS(latency(3, 6, "*=1000;3-4=59000", 60), PZ_ERR_ARG, "61000 ms");   /* boundary 3: link 0 */
+}
+
 int main(void) {
+    test_latency();
     for (size_t i = 0; i < sizeof parses / sizeof parses[0]; i++) expect(parses[i].S, parses[i].text, parses[i].want);
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
         expect_err(refused[i].S, refused[i].text, refused[i].want, refused[i].col);
