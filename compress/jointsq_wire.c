@@ -120,6 +120,43 @@ static uint64_t jsq_write_map_k0(const uint8_t *cls, size_t ng, uint8_t *out) {
     }
     mapw_ w = {out, 0, 0};
     size_t i = 0;
+#if defined(__AVX2__)
+    /* 32 groups a vector: the codes of pairs from a 16-entry byte table,
+     * then pairs joined into fours and eights by variable shifts; the
+     * serial part appends two runs of 16 groups (at most 48 bits each) */
+    uint8_t pv8[16], pl8[16];
+    for (int t = 0; t < 16; t++) {
+        uint32_t v0, l0, v1, l1;
+        int c0 = t & 3, c1 = t >> 2;
+        v0 = c0 ? jsq_ccode[c0] << 1 : 1u;
+        l0 = c0 ? 1u + (uint32_t)jsq_clen[c0] : 1u;
+        v1 = c1 ? jsq_ccode[c1] << 1 : 1u;
+        l1 = c1 ? 1u + (uint32_t)jsq_clen[c1] : 1u;
+        pv8[t] = (uint8_t)(v0 | v1 << l0);
+        pl8[t] = (uint8_t)(l0 + l1);
+    }
+    const __m256i tv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)pv8));
+    const __m256i tl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)pl8));
+    const __m256i w14 = _mm256_set1_epi16(0x0401), hi0 = _mm256_set1_epi16((short)0x8000);
+    const __m256i lo16 = _mm256_set1_epi32(0xffff), lo32 = _mm256_set1_epi64x(0xffffffff);
+    for (; i + 32 <= ng; i += 32) {
+        __m256i c = _mm256_loadu_si256((const __m256i *)(const void *)(cls + i));
+        /* c_even + 4 c_odd in each 16-bit lane; the high byte's index 0x80 gives 0 */
+        __m256i p = _mm256_or_si256(_mm256_maddubs_epi16(c, w14), hi0);
+        __m256i v = _mm256_shuffle_epi8(tv, p), l = _mm256_shuffle_epi8(tl, p);
+        __m256i l4 = _mm256_and_si256(l, lo16);
+        v = _mm256_or_si256(_mm256_and_si256(v, lo16), _mm256_sllv_epi32(_mm256_srli_epi32(v, 16), l4));
+        l = _mm256_add_epi32(l4, _mm256_srli_epi32(l, 16));
+        __m256i l8 = _mm256_and_si256(l, lo32);
+        v = _mm256_or_si256(_mm256_and_si256(v, lo32), _mm256_sllv_epi64(_mm256_srli_epi64(v, 32), l8));
+        l = _mm256_add_epi64(l8, _mm256_srli_epi64(l, 32));
+        uint64_t vq[4], lq[4];
+        _mm256_storeu_si256((__m256i *)(void *)vq, v);
+        _mm256_storeu_si256((__m256i *)(void *)lq, l);
+        w = mw_put(w, vq[0] | vq[1] << lq[0], (unsigned)(lq[0] + lq[1]));
+        w = mw_put(w, vq[2] | vq[3] << lq[2], (unsigned)(lq[2] + lq[3]));
+    }
+#endif
     for (; i + 16 <= ng; i += 16) {
         uint64_t a, b;
         memcpy(&a, cls + i, 8);
