@@ -447,7 +447,8 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     int handlers = 0, stopped = 0;
     pz_stage_range *all = xcalloc((size_t)x.G, sizeof *all);
     if ((st = pz_partition_chunks(&cfg, o->seq, x.S, x.V, o->split, all)) != PZ_OK) goto cleanup;
-    if (o->save && rank == 0 && (st = pz_check_writable_dir("--save", o->save)) != PZ_OK) goto cleanup;
+    /* every output writable and none an input, before anything is built (rank 0 also --save, --trace, --metrics) */
+    if ((st = pz_train_check_io(o, rank == 0)) != PZ_OK) goto cleanup;
     if ((st = setup_model(&x, &cfg, all, &cores)) != PZ_OK) goto cleanup;
     if (world > 1 && (st = setup_transport(&x, &cfg, master_addr, master_port)) != PZ_OK) goto cleanup;
     if (world == 1 && (st = exec_job_start(&x, &cfg)) != PZ_OK) goto cleanup;   /* its checkpoints name the job */

@@ -38,15 +38,6 @@ static void add_save(pz_io_set *io, const char *save) {
     }
 }
 
-pz_status pz_check_writable_dir(const char *flag, const char *path) {
-    pz_io_set io = {0};
-    if (strcmp(flag, "--save") == 0) add_save(&io, path);
-    else pz_io_add(&io, PZ_IO_OUT_FILE, flag, path);
-    pz_status st = pz_io_check(&io);
-    pz_io_free(&io);
-    return st;
-}
-
 /* a flag's input: a file, or an HF model directory and the files in it */
 static void add_input(pz_io_set *io, const char *flag, const char *path) {
     pz_io_add(io, PZ_IO_IN, flag, path);

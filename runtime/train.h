@@ -68,15 +68,14 @@ pz_status pz_model_create_stage(pz_stage *s, const pz_backend *be, const pz_gpt2
 /* The whole model from --preset or --init (host-side load). */
 pz_status pz_model_create(pz_stage *s, const pz_backend *be, const char *preset,
                           const char *init, int heads, uint64_t seed, int B, int T);
-/* Fails early if `path` cannot be written (base/iocheck.h): --save as a file
- * or a directory (pz_save_is_dir), any other flag as a file. */
-pz_status pz_check_writable_dir(const char *flag, const char *path);
 /* Every file and directory a training run writes, checked before it starts
  * (base/iocheck.h): writable, of the right kind, and none of them an input
  * (--data and --val-data shards, --init and the files of an --init
  * directory, --policy-file, --job-secret-file). writes_rank0: also what only
  * rank 0 or the launcher writes (--save, --trace, --metrics); the checkpoint
- * and dump directories every rank writes. */
+ * and dump directories every rank writes. The launcher calls it before it
+ * starts the ranks, and the executor in every rank before it builds
+ * anything (under mpirun the ranks may be on other hosts). */
 pz_status pz_train_check_io(const pz_train_opts *o, int writes_rank0);
 /* Saves the stage's parameters: to a directory (an existing one, or a path
  * ending in '/') as an HF model directory, model.safetensors plus config.json;

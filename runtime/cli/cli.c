@@ -172,10 +172,7 @@ static int train_run(pz_train_opts *o, const pz_train_words *w) {
     int rank, world, port;
     const char *addr;
     int is_rank = pz_env_rank(&rank, &world, &addr, &port);
-    /* every output writable and none an input, before any process starts
-     * (the ranks check again: under mpirun they may be on other hosts) */
-    pz_status st = pz_train_check_io(o, !is_rank || rank == 0);
-    if (st != PZ_OK) return fail("train", st);
+    pz_status st;
     if (o->stages > 1 && (st = pipeline_check(o)) != PZ_OK) return fail("train", st);
     if (is_rank) {
         /* one rank of a pipeline started by us, torchrun-style variables, mpirun or srun */
@@ -203,6 +200,9 @@ static int train_run(pz_train_opts *o, const pz_train_words *w) {
         return st == PZ_OK ? 0 : fail("train", st);
     }
     if (o->stages > 1) {
+        /* every output writable and none an input, before any process starts
+         * (each rank's executor checks again: under mpirun they may be on other hosts) */
+        if ((st = pz_train_check_io(o, 1)) != PZ_OK) return fail("train", st);
         if (o->job_secret_file) { /* a bad file fails here once; the ranks read it themselves */
             pz_job_secret *sec = xcalloc(1, sizeof *sec);
             st = pz_job_secret_read_file(o->job_secret_file, sec);
