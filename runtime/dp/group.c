@@ -73,13 +73,13 @@ void pz_dp_chunk(size_t n, int parts, int j, size_t *lo, size_t *hi) {
 
 /* ---- messages ---------------------------------------------------------------- */
 
-pz_status pz_dp_post(pz_dp_group *g, int is_send, int peer, unsigned kind, uint32_t k, void *buf, size_t bytes,
-                     pz_request **req) {
+static pz_status post_at(pz_dp_group *g, uint32_t seq, int is_send, int peer, unsigned kind, uint32_t k, void *buf,
+                         size_t bytes, pz_request **req) {
     char what[96];
     int src = is_send ? g->ranks[g->me] : g->ranks[peer];
     snprintf(what, sizeof what, "dp %s #%u message %u (kind 0x%x) %s rank %d", is_send ? "send" : "receive",
-             g->seq, k, kind, is_send ? "to" : "from", g->ranks[peer]);
-    uint64_t tag = pz_tag(src, g->seq, k, kind);
+             seq, k, kind, is_send ? "to" : "from", g->ranks[peer]);
+    uint64_t tag = pz_tag(src, seq, k, kind);
     if (is_send) {
         g->bytes_sent += bytes;
         return pz_transport_send(g->t, g->ranks[peer], tag, buf, bytes, what, req);
@@ -87,6 +87,11 @@ pz_status pz_dp_post(pz_dp_group *g, int is_send, int peer, unsigned kind, uint3
     return pz_transport_recv(g->t, g->ranks[peer], tag, buf, bytes, what, req);
 }
 
+
+pz_status pz_dp_post(pz_dp_group *g, int is_send, int peer, unsigned kind, uint32_t k, void *buf, size_t bytes,
+                     pz_request **req) {
+    return post_at(g, g->seq, is_send, peer, kind, k, buf, bytes, req);
+}
 
 pz_status pz_dp_wait(pz_dp_group *g, pz_request *r, size_t *len) {
     if (g->spin_s > 0) {
@@ -125,26 +130,30 @@ static void add_into(float *restrict dst, const float *restrict src, size_t n) {
 
 /* ---- ring ------------------------------------------------------------------ */
 
-typedef struct {
+/* An all-reduce in flight: the ring's state between calls (the blocking
+ * pz_dp_allreduce is start + wait on the same object). */
+struct pz_dp_op {
     pz_dp_group *g;
-    float *buf, *scr;
+    float *buf, *scr, *own_scr;
     size_t n, maxchunk;
-    int D, steps;
-    pz_request **sends;   /* [steps][RING_MAXSEG] */
+    int D, steps, mean;
+    uint32_t seq;              /* the tags' step: the group's count when it started */
+    int s, i, posted;          /* step and segment awaited; whether step s's receives are posted */
+    pz_request **sends;        /* [steps][RING_MAXSEG] */
     pz_request *recvs[RING_MAXSEG];
-} ring;
+};
 
 static int mod(int a, int D) { return ((a % D) + D) % D; }
 
 /* the chunk rank me sends at step s (reduce-scatter s < D-1, then all-gather) */
-static int send_chunk(const ring *R, int s) {
+static int send_chunk(const pz_dp_op *R, int s) {
     int me = R->g->me, D = R->D;
     return s < D - 1 ? mod(me - s, D) : mod(me + 1 - (s - (D - 1)), D);
 }
-static int recv_chunk(const ring *R, int s) { return send_chunk(R, s + 1); }
+static int recv_chunk(const pz_dp_op *R, int s) { return send_chunk(R, s + 1); }
 
 /* segments of chunk c: count and element length of all but the last */
-static int seg_count(const ring *R, int c, size_t *lo, size_t *hi, size_t *seglen) {
+static int seg_count(const pz_dp_op *R, int c, size_t *lo, size_t *hi, size_t *seglen) {
     pz_dp_chunk(R->n, R->D, c, lo, hi);
     size_t len = *hi - *lo, per = R->g->seg_bytes / sizeof(float);
     if (per == 0) per = 1;
@@ -159,86 +168,107 @@ static void seg_range(size_t lo, size_t hi, size_t seglen, int s, size_t *a, siz
     *b = *a + seglen < hi ? *a + seglen : hi;
 }
 
-static pz_status ring_post_recvs(ring *R, int s) {
+static pz_status ring_post_recvs(pz_dp_op *R, int s) {
     size_t lo, hi, sl;
     int c = recv_chunk(R, s), ns = seg_count(R, c, &lo, &hi, &sl), left = mod(R->g->me - 1, R->D);
     float *dst = s < R->D - 1 ? R->scr + (size_t)(s % 2) * R->maxchunk - lo : R->buf;
     for (int i = 0; i < ns; i++) {
         size_t a, b;
         seg_range(lo, hi, sl, i, &a, &b);
-        pz_status st = pz_dp_post(R->g, 0, left, PZ_DP_KIND_RING, (uint32_t)(s * RING_MAXSEG + i), dst + a,
-                            (b - a) * sizeof(float), &R->recvs[i]);
+        pz_status st = post_at(R->g, R->seq, 0, left, PZ_DP_KIND_RING, (uint32_t)(s * RING_MAXSEG + i), dst + a,
+                               (b - a) * sizeof(float), &R->recvs[i]);
         if (st != PZ_OK) return st;
     }
     return PZ_OK;
 }
 
-static pz_status ring_send(ring *R, int s, int i) {
+static pz_status ring_send(pz_dp_op *R, int s, int i) {
     size_t lo, hi, sl, a, b;
     seg_count(R, send_chunk(R, s), &lo, &hi, &sl);
     seg_range(lo, hi, sl, i, &a, &b);
-    return pz_dp_post(R->g, 1, mod(R->g->me + 1, R->D), PZ_DP_KIND_RING, (uint32_t)(s * RING_MAXSEG + i), R->buf + a,
-                (b - a) * sizeof(float), &R->sends[(size_t)s * RING_MAXSEG + i]);
+    return post_at(R->g, R->seq, 1, mod(R->g->me + 1, R->D), PZ_DP_KIND_RING, (uint32_t)(s * RING_MAXSEG + i),
+                   R->buf + a, (b - a) * sizeof(float), &R->sends[(size_t)s * RING_MAXSEG + i]);
 }
 
-static pz_status wait_sends(ring *R, int s) {
-    pz_status st = PZ_OK;
+/* Whether r finished (block: waits for it); r is freed when it did or failed. */
+static pz_status finish(pz_dp_group *g, pz_request *r, int block, int *done, size_t *len) {
+    *done = 0;
+    if (!block) return pz_transport_test(g->t, r, done, len);
+    *done = 1;
+    return pz_dp_wait(g, r, len);
+}
+
+/* *all = whether every send of step s finished */
+static pz_status sends_done(pz_dp_op *R, int s, int block, int *all) {
+    *all = 1;
     for (int i = 0; i < RING_MAXSEG; i++) {
         pz_request **r = &R->sends[(size_t)s * RING_MAXSEG + i];
-        if (*r && st == PZ_OK) st = pz_dp_wait(R->g, *r, NULL);
-        if (st == PZ_OK) *r = NULL;
+        if (!*r) continue;
+        int d = 0;
+        pz_status st = finish(R->g, *r, block, &d, NULL);
+        if (st != PZ_OK || d) *r = NULL;
+        if (st != PZ_OK) return st;
+        if (!d) *all = 0;
     }
-    return st;
+    return PZ_OK;
 }
 
-/* Step s: receive chunk recv_chunk(s) segment by segment; in the
- * reduce-scatter add it into buf, and pass each finished segment on as the
- * next step's send at once. */
-static pz_status ring_step(ring *R, int s) {
-    size_t lo, hi, sl;
-    int c = recv_chunk(R, s), ns = seg_count(R, c, &lo, &hi, &sl), left = mod(R->g->me - 1, R->D);
-    int rs = s < R->D - 1;
-    pz_status st = PZ_OK;
-    for (int i = 0; i < ns && st == PZ_OK; i++) {
-        size_t a, b;
-        seg_range(lo, hi, sl, i, &a, &b);
-        st = wait_exact(R->g, R->recvs[i], left, (b - a) * sizeof(float));
-        R->recvs[i] = NULL;
-        if (st != PZ_OK) break;
-        if (rs) add_into(R->buf + a, R->scr + (size_t)(s % 2) * R->maxchunk + (a - lo), b - a);
-        if (s + 1 < R->steps) st = ring_send(R, s + 1, i);
-    }
-    return st;
-}
-
-static pz_status ring_allreduce(pz_dp_group *g, float *buf, size_t n) {
-    ring R;
-    memset(&R, 0, sizeof R);
-    R.g = g;
-    R.buf = buf;
-    R.n = n;
-    R.D = g->n;
-    R.steps = 2 * (g->n - 1);
-    R.maxchunk = (n + (size_t)g->n - 1) / (size_t)g->n;
-    R.scr = pz_dp_scratch(g, 2 * R.maxchunk);
-    R.sends = xcalloc((size_t)R.steps * RING_MAXSEG, sizeof *R.sends);
-    size_t lo, hi, sl;
-    int ns0 = seg_count(&R, send_chunk(&R, 0), &lo, &hi, &sl);
-    pz_status st = ring_post_recvs(&R, 0);
-    for (int i = 0; i < ns0 && st == PZ_OK; i++) st = ring_send(&R, 0, i);
-    for (int s = 0; s < R.steps && st == PZ_OK; s++) {
-        if (s > 0) {
+/* Receives step s's chunk segment by segment; in the reduce-scatter adds it
+ * into buf, and passes each finished segment on as the next step's send at
+ * once. Returns with *done = 0 where a message has not arrived (block = 0). */
+static pz_status ring_advance(pz_dp_op *R, int block, int *done) {
+    *done = 0;
+    while (R->s < R->steps) {
+        int s = R->s, all;
+        if (!R->posted) {
             /* the all-gather receives chunk recv_chunk(s) into buf: the
              * reduce-scatter's sends from it (step s - (D-1)) must be done */
-            if (s >= R.D - 1) st = wait_sends(&R, s - (R.D - 1));
-            if (st == PZ_OK) st = ring_post_recvs(&R, s);
+            if (s >= R->D - 1) {
+                pz_status st = sends_done(R, s - (R->D - 1), block, &all);
+                if (st != PZ_OK || !all) return st;
+            }
+            pz_status st = ring_post_recvs(R, s);
+            if (st != PZ_OK) return st;
+            R->posted = 1;
+            R->i = 0;
         }
-        if (st == PZ_OK) st = ring_step(&R, s);
+        size_t lo, hi, sl;
+        int ns = seg_count(R, recv_chunk(R, s), &lo, &hi, &sl), left = mod(R->g->me - 1, R->D);
+        for (; R->i < ns; R->i++) {
+            size_t a, b, got = 0;
+            int d;
+            seg_range(lo, hi, sl, R->i, &a, &b);
+            pz_status st = finish(R->g, R->recvs[R->i], block, &d, &got);
+            if (st != PZ_OK || d) R->recvs[R->i] = NULL;
+            if (st != PZ_OK || !d) return st;
+            R->g->bytes_recv += got;
+            if (got != (b - a) * sizeof(float))
+                return pz_fail(PZ_ERR_PEER, "rank %d: dp all-reduce #%u: rank %d sent %zu bytes, expected %zu "
+                               "(mismatched calls?)", R->g->ranks[R->g->me], R->seq, R->g->ranks[left], got,
+                               (b - a) * sizeof(float));
+            if (s < R->D - 1) add_into(R->buf + a, R->scr + (size_t)(s % 2) * R->maxchunk + (a - lo), b - a);
+            if (s + 1 < R->steps && (st = ring_send(R, s + 1, R->i)) != PZ_OK) return st;
+        }
+        R->s++;
+        R->posted = 0;
     }
-    for (int s = 0; s < R.steps && st == PZ_OK; s++) st = wait_sends(&R, s);
-    /* after an error, requests still posted are the transport's to free on close */
-    free(R.sends);
-    return st;
+    for (int s = 0; s < R->steps; s++) {
+        int all;
+        pz_status st = sends_done(R, s, block, &all);
+        if (st != PZ_OK || !all) return st;
+    }
+    if (R->mean && R->D > 1)
+        for (size_t k = 0; k < R->n; k++) R->buf[k] /= (float)R->D;
+    *done = 1;
+    return PZ_OK;
+}
+
+/* after an error, requests still posted are the transport's to free on close */
+static void op_free(pz_dp_op *R) {
+    if (!R) return;
+    free(R->sends);
+    free(R->own_scr);
+    free(R);
 }
 
 /* ---- recursive doubling ------------------------------------------------------ */
@@ -346,18 +376,69 @@ pz_status pz_dp_check_identical(pz_dp_group *g, const void *data, size_t bytes, 
     return st;
 }
 
-pz_status pz_dp_allreduce(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_algo algo) {
+/* own_scratch: the op gets receive space of its own (several may be in
+ * flight); else the group's (the blocking call). */
+static pz_status op_start(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_algo algo, int own_scratch,
+                          pz_dp_op **out) {
+    *out = NULL;
     if (!g || !g->ranks) return pz_fail(PZ_ERR_ARG, "dp all-reduce: no group");
     if (!buf && n) return pz_fail(PZ_ERR_ARG, "dp all-reduce: NULL buffer of %zu floats", n);
     if (algo != PZ_DP_AUTO && algo != PZ_DP_RING && algo != PZ_DP_RDOUBLING)
         return pz_fail(PZ_ERR_ARG, "dp all-reduce: unknown algorithm %d", (int)algo);
+    pz_dp_op *R = xcalloc(1, sizeof *R);
+    R->g = g;
+    R->buf = buf;
+    R->n = n;
+    R->D = g->n;
+    R->mean = mean;
+    R->seq = g->seq;
     pz_status st = PZ_OK;
-    if (g->n > 1 && n > 0) {
-        if (algo == PZ_DP_AUTO) algo = n * sizeof(float) <= g->small_bytes ? PZ_DP_RDOUBLING : PZ_DP_RING;
-        st = algo == PZ_DP_RING ? ring_allreduce(g, buf, n) : rd_allreduce(g, buf, n);
+    if (algo == PZ_DP_AUTO) algo = n * sizeof(float) <= g->small_bytes ? PZ_DP_RDOUBLING : PZ_DP_RING;
+    if (g->n > 1 && n > 0 && algo == PZ_DP_RDOUBLING) {
+        st = rd_allreduce(g, buf, n);   /* latency-bound: done here, also for _start */
+    } else if (g->n > 1 && n > 0) {
+        R->steps = 2 * (g->n - 1);
+        R->maxchunk = (n + (size_t)g->n - 1) / (size_t)g->n;
+        R->scr = own_scratch ? (R->own_scr = xmalloc(2 * R->maxchunk * sizeof(float))) : pz_dp_scratch(g, 2 * R->maxchunk);
+        R->sends = xcalloc((size_t)R->steps * RING_MAXSEG, sizeof *R->sends);
+        size_t lo, hi, sl;
+        int ns0 = seg_count(R, send_chunk(R, 0), &lo, &hi, &sl);
+        st = ring_post_recvs(R, 0);
+        R->posted = 1;
+        for (int i = 0; i < ns0 && st == PZ_OK; i++) st = ring_send(R, 0, i);
     }
     g->seq++;
-    if (st == PZ_OK && mean && g->n > 1)
-        for (size_t i = 0; i < n; i++) buf[i] /= (float)g->n;
+    if (st != PZ_OK) {
+        op_free(R);
+        return st;
+    }
+    *out = R;
+    return PZ_OK;
+}
+
+pz_status pz_dp_allreduce_start(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_algo algo, pz_dp_op **op) {
+    if (!op) return pz_fail(PZ_ERR_ARG, "dp all-reduce: NULL op pointer");
+    return op_start(g, buf, n, mean, algo, 1, op);
+}
+
+pz_status pz_dp_op_test(pz_dp_op *op, int *done) {
+    *done = 0;
+    if (!op) return pz_fail(PZ_ERR_ARG, "dp all-reduce: NULL op");
+    pz_status st = ring_advance(op, 0, done);
+    if (st != PZ_OK || *done) op_free(op);
     return st;
+}
+
+pz_status pz_dp_op_wait(pz_dp_op *op) {
+    if (!op) return pz_fail(PZ_ERR_ARG, "dp all-reduce: NULL op");
+    int done = 0;
+    pz_status st = ring_advance(op, 1, &done);
+    op_free(op);
+    return st;
+}
+
+pz_status pz_dp_allreduce(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_algo algo) {
+    pz_dp_op *op = NULL;
+    pz_status st = op_start(g, buf, n, mean, algo, 0, &op);
+    return st == PZ_OK ? pz_dp_op_wait(op) : st;
 }

@@ -107,6 +107,22 @@ void pz_dp_group_set_link(pz_dp_group *g, double mbps, double latency_ms);
 /* In-place sum (mean = 1: then divided by D) of buf[0..n) over the group. */
 pz_status pz_dp_allreduce(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_algo algo);
 
+/* The same without blocking, so that buckets of a gradient travel while the
+ * caller computes (and several are in flight at once): start posts the
+ * first messages and returns; test does what has arrived (reduces segments,
+ * passes them on) and says whether the all-reduce is done; wait finishes it.
+ * The members start their all-reduces in the same order (the tags' step is
+ * the group's count at start). buf belongs to the op until it is done; each
+ * op has receive space of its own (2 chunks). Recursive doubling (small
+ * messages, by PZ_DP_AUTO's rule) completes inside start. Data moves only
+ * inside the transport's calls: call test (or pz_transport_progress) between
+ * compute pieces. test and wait free the op when they return done or an
+ * error. */
+typedef struct pz_dp_op pz_dp_op;
+pz_status pz_dp_allreduce_start(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_algo algo, pz_dp_op **op);
+pz_status pz_dp_op_test(pz_dp_op *op, int *done);
+pz_status pz_dp_op_wait(pz_dp_op *op);
+
 /* Waits for r as the group's spin_s says (the transport's wait; r freed). */
 pz_status pz_dp_wait(pz_dp_group *g, pz_request *r, size_t *len);
 

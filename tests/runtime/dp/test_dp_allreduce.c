@@ -9,6 +9,7 @@
  *    the same bits on random inputs (a digest summed over the group);
  *  - a member that passes another length: every member fails with an error
  *    naming the mismatch or the lost peer, nobody hangs;
+ *  - non-blocking all-reduces, three in flight at once, driven by test;
  *  - a member killed or frozen (SIGSTOP) mid-call: the others fail naming it
  *    (the transport's failure detection and peer timeout). */
 #include <math.h>
@@ -61,6 +62,55 @@ static void check_sums(pz_dp_group *g, size_t n, pz_dp_algo algo, int round, int
     }
     CHECK(bad == 0, "n=%zu algo=%d: %zu wrong elements", n, (int)algo, bad);
     free(x);
+}
+
+/* three all-reduces in flight at once, driven by test only, in an order
+ * that differs between members; then one finished by wait */
+static void check_async(pz_dp_group *g, int round) {
+    static const size_t sizes[3] = {300001, 70000, 1234567};
+    float *x[3];
+    pz_dp_op *op[3];
+    int done[3] = {0, 0, 0}, left = 3;
+    size_t old_seg = g->seg_bytes;
+    g->seg_bytes = 64 << 10;
+    for (int k = 0; k < 3; k++) {
+        x[k] = xmalloc(sizes[k] * sizeof(float));
+        for (size_t i = 0; i < sizes[k]; i++) x[k][i] = ival(g->me, i, round + k);
+        OK(pz_dp_allreduce_start(g, x[k], sizes[k], k == 1, PZ_DP_RING, &op[k]));
+    }
+    for (long spins = 0; left > 0 && spins < 100000000L; spins++) {
+        int k = (int)((spins + g->me) % 3);
+        if (done[k]) continue;
+        OK(pz_dp_op_test(op[k], &done[k]));
+        if (done[k]) left--;
+    }
+    CHECK(left == 0, "async all-reduces did not finish");
+    for (int k = 0; k < 3; k++) {
+        size_t bad = 0;
+        for (size_t i = 0; i < sizes[k]; i++) {
+            double want = 0;
+            for (int r = 0; r < g->n; r++) want += ival(r, i, round + k);
+            float w = k == 1 ? (float)want / (float)g->n : (float)want;
+            bad += x[k][i] != w;
+        }
+        CHECK(bad == 0, "async all-reduce %d: %zu wrong elements", k, bad);
+        free(x[k]);
+    }
+    float *y = xmalloc(5000 * sizeof(float));
+    for (size_t i = 0; i < 5000; i++) y[i] = ival(g->me, i, round + 3);
+    pz_dp_op *w = NULL;
+    OK(pz_dp_allreduce_start(g, y, 5000, 0, PZ_DP_RING, &w));
+    OK(pz_dp_op_wait(w));
+    for (size_t i = 0; i < 5000; i++) {
+        double want = 0;
+        for (int r = 0; r < g->n; r++) want += ival(r, i, round + 3);
+        if (y[i] != (float)want) {
+            CHECK(0, "waited all-reduce: element %zu is %g, want %g", i, y[i], want);
+            break;
+        }
+    }
+    free(y);
+    g->seg_bytes = old_seg;
 }
 
 /* random inputs: every member must end with the same bits */
@@ -160,6 +210,8 @@ static int child(int rank, int world, int port, void *arg) {
     check_sums(&g, 70000, PZ_DP_RING, round++, 0);
     check_sums(&g, 700, PZ_DP_RDOUBLING, round++, 1);
     g.spin_s = 0;
+    check_async(&g, round);
+    round += 4;
     check_identical(&g, t, 100003, PZ_DP_RING);
     check_identical(&g, t, 5001, PZ_DP_RDOUBLING);
     CHECK(g.seq == (uint32_t)round + 2, "collective count %u", g.seq);
