@@ -30,6 +30,7 @@ struct pz_codec {
     void *backend;                 /* state of another backend (the GPU path), or NULL */
     void (*backend_free)(void *);
     pz_scratch scratch;            /* a base codec's encode scratch (impl->encode_scratch) */
+    int framed;                    /* its messages travel in checked frames (pz_codec_set_framed) */
 };
 
 /* ---------------------------------------------------------------- scratch */
@@ -201,7 +202,7 @@ pz_status pz_codec_encode_with(pz_codec *c, const pz_shape *shape, const pz_code
     if (plen > cap - H) return pz_fail(PZ_ERR_SHAPE, "encode: payload overran the buffer");
     uint8_t zflags = 0;
     if (c->zstd && (st = pz_zstd_pack(&c->z, pl, &plen, &zflags)) != PZ_OK) return st;
-    pz_msg_write(out, id, zflags, wflags, c->chain, &c->p, shape, plen);
+    pz_msg_write(out, id, zflags, wflags, c->chain, &c->p, shape, plen, c->framed);
     *len = H + plen;
     return PZ_OK;
 }
@@ -226,7 +227,7 @@ pz_status pz_codec_decode(pz_codec *c, const uint8_t *msg, size_t len,
 pz_status pz_codec_decode_with(pz_codec *c, const uint8_t *msg, size_t len, const pz_codec_ctx *ctx,
                                size_t out_cap, pz_shape *shape, pz_payload_decode_fn fn, void *arg) {
     pz_msg_header m;
-    pz_status st = pz_msg_read(msg, len, &m);
+    pz_status st = pz_msg_read(msg, len, &m, c->framed);
     if (st != PZ_OK) return st;
     /* a wrapper's state only makes sense for messages of the same chain */
     if (c->wrap) {
@@ -275,6 +276,15 @@ pz_codec *pz_codec_inner(pz_codec *c) {
 }
 
 pz_wrapper *pz_codec_wrapper(pz_codec *c) { return c->wrap ? c->w : NULL; }
+
+void pz_codec_set_framed(pz_codec *c, int framed) {
+    /* every level writes its own header (a wrapper's payload holds its inner codecs' messages) */
+    for (; c; c = pz_codec_inner(c)) {
+        c->framed = framed != 0;
+        pz_codec *warm = c->wrap && c->wrap->warmup ? c->wrap->warmup(c->w) : NULL;
+        if (warm) pz_codec_set_framed(warm, framed);
+    }
+}
 
 int pz_codec_has_state(const pz_codec *c) { return c->wrap != NULL; }
 

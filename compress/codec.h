@@ -9,7 +9,8 @@
  * So each side of an edge owns its own pz_codec made from the same spec.
  *
  * Every message carries a header (magic, version, codec id and parameters,
- * shape, payload length, CRC32C of header and payload). Decoding never trusts
+ * shape, payload length, CRC32C of header and payload, unless the message
+ * travels in a checked frame: pz_codec_set_framed). Decoding never trusts
  * its input: a truncated, oversized, inconsistent or corrupted message returns
  * PZ_ERR_FORMAT (or PZ_ERR_SHAPE when it does not fit the caller's buffer)
  * with a message, never crashes, never reads or writes out of bounds and never
@@ -88,6 +89,15 @@ int pz_codec_has_state(const pz_codec *c);
 /* Whether one of c's levels keeps state across messages (ef, ef21, aq):
  * what a codec that two ends must switch or share freely may not have. */
 int pz_codec_keeps_state(const pz_codec *c);
+
+/* Marks c, and the codecs it wraps, as one whose messages travel between
+ * ranks inside a checked frame (runtime/frame.h), whose CRC-32C covers them:
+ * it writes them without a CRC of its own (a header flag says so, the CRC
+ * field is zero) and reads them as well as stored ones, so the payload is
+ * checksummed once on the wire. A codec not so marked (the default: what
+ * `pipezip codec --out` writes, files) writes and requires the CRC, and
+ * refuses a framed message. */
+void pz_codec_set_framed(pz_codec *c, int framed);
 
 /* Upper bound of an encoded message for this shape, for preallocation. */
 size_t pz_codec_max_encoded_size(const pz_codec *c, const pz_shape *shape);

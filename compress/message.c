@@ -22,6 +22,7 @@
 #define PARAMS_BYTES 24
 #define FLAG_ZSTD_ASKED 0x01
 #define FLAG_ZSTD_USED 0x02
+#define FLAG_FRAMED 0x04      /* no CRC of its own: the frame around it has the one (runtime/frame.h) */
 #define ZSTD_LEVEL 1
 
 size_t pz_msg_header_size(int ndim) { return HDR_FIXED + 8 * (size_t)ndim; }
@@ -121,7 +122,7 @@ static uint16_t chain_join(uint8_t lo, uint8_t hi) {
 }
 
 void pz_msg_write(uint8_t *out, uint8_t id, uint8_t zstd_flags, uint8_t wflags, uint16_t chain,
-                  const pz_codec_params *p, const pz_shape *shape, size_t plen) {
+                  const pz_codec_params *p, const pz_shape *shape, size_t plen, int framed) {
     size_t H = pz_msg_header_size(shape->ndim);
     uint8_t *h = out;
     h[0] = MAGIC0;
@@ -130,7 +131,7 @@ void pz_msg_write(uint8_t *out, uint8_t id, uint8_t zstd_flags, uint8_t wflags, 
     h[3] = MAGIC3;
     h[4] = FORMAT_VERSION;
     h[5] = id;
-    h[6] = zstd_flags;
+    h[6] = (uint8_t)(zstd_flags | (framed ? FLAG_FRAMED : 0));
     h[7] = wflags;
     chain_split(chain, &h[8], &h[10]);
     h[9] = (uint8_t)shape->ndim;
@@ -138,12 +139,11 @@ void pz_msg_write(uint8_t *out, uint8_t id, uint8_t zstd_flags, uint8_t wflags, 
     params_write(p, h + 12);
     for (int i = 0; i < shape->ndim; i++) pz_put_u64(h + 36 + 8 * i, (uint64_t)shape->dims[i]);
     pz_put_u64(h + H - 12, (uint64_t)plen);
-    uint32_t crc = pz_crc32c(0, h, H - 4);
-    crc = pz_crc32c(crc, out + H, plen);
-    pz_put_u32(h + H - 4, crc);
+    /* a framed message's bytes are checked once, by its frame: no second pass here */
+    pz_put_u32(h + H - 4, framed ? 0 : pz_crc32c(pz_crc32c(0, h, H - 4), out + H, plen));
 }
 
-pz_status pz_msg_read(const uint8_t *msg, size_t len, pz_msg_header *m) {
+pz_status pz_msg_read(const uint8_t *msg, size_t len, pz_msg_header *m, int framed) {
     memset(m, 0, sizeof *m);
     if (!msg || len < HDR_FIXED + 8)
         return pz_fail(PZ_ERR_FORMAT, "codec message: %zu bytes is shorter than any header", len);
@@ -160,15 +160,23 @@ pz_status pz_msg_read(const uint8_t *msg, size_t len, pz_msg_header *m) {
     if (plen != len - H)
         return pz_fail(PZ_ERR_FORMAT, "codec message: payload length %llu does not match the %zu bytes after the header",
                        (unsigned long long)plen, len - H);
-    uint32_t crc = pz_crc32c(pz_crc32c(0, msg, H - 4), msg + H, (size_t)plen);
+    if (msg[6] & FLAG_FRAMED) {
+        if (!framed)
+            return pz_fail(PZ_ERR_FORMAT, "codec message without its own CRC: it was sent inside a checked frame "
+                           "between ranks and is not a stored message");
+        if (pz_get_u32(msg + H - 4) != 0)
+            return pz_fail(PZ_ERR_FORMAT, "codec message: CRC field of a framed message not zero");
+    } else {
+        uint32_t crc = pz_crc32c(pz_crc32c(0, msg, H - 4), msg + H, (size_t)plen);
 #ifndef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION   /* the fuzzer target skips the CRC to reach the decoders */
-    if (crc != pz_get_u32(msg + H - 4)) return pz_fail(PZ_ERR_FORMAT, "codec message: CRC32C mismatch (corrupted)");
+        if (crc != pz_get_u32(msg + H - 4)) return pz_fail(PZ_ERR_FORMAT, "codec message: CRC32C mismatch (corrupted)");
 #else
-    (void)crc;
+        (void)crc;
 #endif
-    /* the CRC matched; still check every field, a peer may be buggy or hostile */
+    }
+    /* the CRC matched (or the frame's did); still check every field, a peer may be buggy or hostile */
     m->id = msg[5];
-    m->flags = msg[6];
+    m->flags = msg[6] & (uint8_t)~FLAG_FRAMED;
     m->wflags = msg[7];
     /* byte 10: the chain's high bits, one per level (bits 4-7 reserved) */
     if ((msg[10] >> PZ_WRAP_MAX_DEPTH) || msg[11])
@@ -253,7 +261,7 @@ void pz_msg_spec(const pz_msg_header *m, char *buf, size_t cap) {
 
 pz_status pz_codec_peek(const uint8_t *msg, size_t len, char *spec, size_t spec_cap, pz_shape *shape) {
     pz_msg_header m;
-    pz_status st = pz_msg_read(msg, len, &m);
+    pz_status st = pz_msg_read(msg, len, &m, 0);
     if (st != PZ_OK) return st;
     if (spec && spec_cap) pz_msg_spec(&m, spec, spec_cap);
     if (shape) *shape = m.shape;

@@ -3,7 +3,9 @@
  * A message is a header (magic, version, codec id, flags, wrapper chain,
  * the base codec's parameters, shape, payload length, CRC32C of header and
  * payload; layout in compress/README.md) and a payload, optionally through
- * the +zstd stage. This layer knows bytes only: codec.c asks the codecs for
+ * the +zstd stage. A framed message (one that travels between ranks inside
+ * a checked frame, runtime/frame.h, whose CRC covers it) has flag 0x04 set
+ * and a zero CRC field: one CRC pass per payload on the wire. This layer knows bytes only: codec.c asks the codecs for
  * the payload and puts message and payload together with these functions,
  * and pz_codec_peek reads a header without a codec object. */
 #ifndef PZ_MESSAGE_H
@@ -38,12 +40,15 @@ typedef struct {
 } pz_msg_header;
 
 /* Writes the header in front of the payload, out[header size..+plen), and
- * the CRC over both. zstd_flags: from pz_zstd_pack (0 without +zstd). */
+ * the CRC over both (none when framed). zstd_flags: from pz_zstd_pack (0
+ * without +zstd). */
 void pz_msg_write(uint8_t *out, uint8_t id, uint8_t zstd_flags, uint8_t wflags, uint16_t chain,
-                  const pz_codec_params *p, const pz_shape *shape, size_t plen);
+                  const pz_codec_params *p, const pz_shape *shape, size_t plen, int framed);
 /* Reads and checks the header of msg[0..len) (untrusted): PZ_ERR_FORMAT with
- * a message for anything out of place. */
-pz_status pz_msg_read(const uint8_t *msg, size_t len, pz_msg_header *m);
+ * a message for anything out of place. A message with a CRC has it checked;
+ * one without (framed) is accepted only when framed is set (its frame was
+ * checked). m->flags holds the zstd flags. */
+pz_status pz_msg_read(const uint8_t *msg, size_t len, pz_msg_header *m, int framed);
 /* The spec of the codec that wrote the message: wrapper chain, base codec
  * with its parameters, "+zstd". */
 void pz_msg_spec(const pz_msg_header *m, char *buf, size_t cap);

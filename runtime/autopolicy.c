@@ -88,7 +88,8 @@ pz_status pz_auto_edge_init(pz_autopol *a, const pz_policy *pol, int slot, pz_ed
     x->eval = xcalloc((size_t)n, sizeof *x->eval);
     for (int k = 0; k < n && st == PZ_OK; k++)
         if (strcmp(as->cand[k], "none") != 0)
-            st = pz_codec_create_for(as->cand[k], pz_dir_use(dir), &x->eval[k]);
+            if ((st = pz_codec_create_for(as->cand[k], pz_dir_use(dir), &x->eval[k])) == PZ_OK)
+                pz_codec_set_framed(x->eval[k], 1);   /* measured as the edge sends it */
     x->wire = xaligned_alloc(cap);
     x->out = xaligned_alloc(e->numel * sizeof(float));
     x->err2 = xcalloc((size_t)n, sizeof *x->err2);

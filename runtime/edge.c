@@ -25,8 +25,11 @@ pz_status pz_edge_init(pz_edge_end *e, int edge, int dir, int sender, const char
         /* q's rounding defaults to stochastic for gradients (compress/codec.h) */
         int use = pz_dir_use(dir);
         if ((st = pz_codec_create_for(spec, use, &e->codec)) != PZ_OK) return st;
+        /* the message travels in a checked frame (runtime/frame.h): its CRC is the only one on the wire */
+        pz_codec_set_framed(e->codec, 1);
         if (sender && measure_error) {
             if ((st = pz_codec_create_for(spec, use, &e->shadow)) != PZ_OK) { pz_edge_free(e); return st; }
+            pz_codec_set_framed(e->shadow, 1);
             e->scratch = xaligned_alloc(e->numel * sizeof(float));
         }
     }

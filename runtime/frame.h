@@ -8,7 +8,8 @@
  * gradient for the tied embedding, doubles of a collective, ...). Integers
  * are little-endian:
  *   off  0  u32 magic "PZFR"
- *   off  4  u8  version (1)
+ *   off  4  u8  version (2: codec messages in the payload carry no CRC of
+ *               their own, compress/codec.h pz_codec_set_framed; 1 had one)
  *   off  5  u8  kind     the tag's kind: activation, gradient, tied, ...
  *   off  6  u8  src      sending rank
  *   off  7  u8  dst      receiving rank
@@ -29,7 +30,7 @@
 #include <stdint.h>
 
 #define PZ_FRAME_MAGIC 0x52465a50u /* "PZFR" as little-endian bytes */
-#define PZ_FRAME_VERSION 1u
+#define PZ_FRAME_VERSION 2u
 #define PZ_FRAME_HDR 40u
 #define PZ_FRAME_CRC_AT 32u
 

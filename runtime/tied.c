@@ -16,6 +16,7 @@ pz_status pz_tied_init(pz_tied *t, const char *spec, int V, int C) {
         /* a gradient: q rounds stochastically unless the spec says otherwise */
         pz_status st = pz_codec_create_for(spec, PZ_USE_GRADIENT, &t->codec);
         if (st != PZ_OK) return pz_fail(st, "--compress-tied: %s", pz_last_error());
+        pz_codec_set_framed(t->codec, 1);   /* sent in a checked frame: its CRC is the one */
         if (pz_codec_keeps_state(t->codec)) {
             pz_tied_free(t);
             return pz_fail(PZ_ERR_ARG,

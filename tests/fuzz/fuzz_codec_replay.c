@@ -5,7 +5,8 @@
  *   fuzz_codec_decode_replay [N]         mutation smoke test: N (default 20000)
  *                                        deterministic mutations of the seeds,
  *                                        half of them with the CRC recomputed so
- *                                        that they reach the decoders
+ *                                        that they reach the decoders (framed
+ *                                        seeds, as edges send them, have none) 
  * Meant to run under ASan/UBSan in ordinary (gcc) builds; the main is
  * tests/fuzz/fuzz_driver.c's. */
 #include <stdio.h>
@@ -39,24 +40,28 @@ static int make_seeds(fuzz_image *seeds) {
         size_t n = pz_shape_numel(sh);
         float *x = xmalloc(n * sizeof(float));
         for (size_t i = 0; i < n; i++) x[i] = strstr(seed_specs[s], "zstd") ? (float)(i % 4) : pz_rng_normal(&r);
-        pz_codec *c;
-        if (pz_codec_create(seed_specs[s], &c) != PZ_OK) pz_die("%s", pz_last_error());
-        size_t cap = pz_codec_max_encoded_size(c, sh), len;
-        uint8_t *m = xmalloc(cap);
-        uint64_t ids[3] = {0, 1, 2};
-        pz_codec_ctx ctx = {1, 2, 0, 0, 0, ids};
-        if (pz_codec_encode(c, x, sh, &ctx, m, cap, &len) != PZ_OK) pz_die("%s: %s", seed_specs[s], pz_last_error());
-        seeds[k].data = m;
-        seeds[k].len = len;
-        k++;
-        pz_codec_free(c);
+        /* every spec stored (with its CRC); every other one also framed, as an edge sends it */
+        for (int framed = 0; framed <= (int)(s % 2); framed++) {
+            pz_codec *c;
+            if (pz_codec_create(seed_specs[s], &c) != PZ_OK) pz_die("%s", pz_last_error());
+            pz_codec_set_framed(c, framed);
+            size_t cap = pz_codec_max_encoded_size(c, sh), len;
+            uint8_t *m = xmalloc(cap);
+            uint64_t ids[3] = {0, 1, 2};
+            pz_codec_ctx ctx = {1, 2, 0, 0, 0, ids};
+            if (pz_codec_encode(c, x, sh, &ctx, m, cap, &len) != PZ_OK) pz_die("%s: %s", seed_specs[s], pz_last_error());
+            seeds[k].data = m;
+            seeds[k].len = len;
+            k++;
+            pz_codec_free(c);
+        }
         free(x);
     }
     return k;
 }
 
 static void fix_crc(uint8_t *b, size_t len) {
-    if (len < 56 || b[9] < 1 || b[9] > 4) return;
+    if (len < 56 || b[9] < 1 || b[9] > 4 || (b[6] & 0x04)) return;   /* a framed message has no CRC */
     size_t H = 48 + 8 * (size_t)b[9];
     if (len < H) return;
     uint32_t crc = pz_crc32c(pz_crc32c(0, b, H - 4), b + H, len - H);

@@ -8,7 +8,10 @@
  * enum, OK with a reason or another result without one, an unprintable or
  * unterminated reason, or an accepted frame whose header differs from the
  * one pz_frame_put writes for the expected id and that payload (an accepted
- * frame must be exactly what the sender would have sent).
+ * frame must be exactly what the sender would have sent: since frame
+ * version 2 its CRC is the only one over a codec message on the wire, so
+ * any byte changed on the way must be refused here), or an accepted frame
+ * of another version than PZ_FRAME_VERSION.
  *
  * clang: built as fuzz_frame with -fsanitize=fuzzer (tests/meson.build).
  * Any compiler: linked with fuzz_frame_replay.c and fuzz_driver.c into
@@ -42,6 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         uint8_t again[PZ_FRAME_HDR];
         pz_frame_put(again, &want, pay, size - hl);
         if (hl != PZ_FRAME_HDR || memcmp(again, hdr, PZ_FRAME_HDR) != 0) abort();
+        if (hdr[4] != PZ_FRAME_VERSION) abort();
     }
     free(hdr);
     free(pay);

@@ -33,6 +33,11 @@ static int make_seeds(fuzz_image *seeds) {
     int n = 0;
     for (size_t pick = 0; pick < 4; pick++)
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) seeds[n++] = frame(sizes[i] + pick);
+    /* a version 1 frame, sealed (a build whose codec messages had their own CRC): refused */
+    seeds[n] = frame(100);
+    seeds[n].data[4] = 1;
+    pz_put_u32(seeds[n].data + PZ_FRAME_CRC_AT, pz_frame_crc(seeds[n].data, seeds[n].data + PZ_FRAME_HDR, 100));
+    n++;
     seeds[n++] = (fuzz_image){xcalloc(1, 1), 0};
     return n;
 }

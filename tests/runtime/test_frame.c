@@ -30,7 +30,8 @@ static void layout(void) {
     uint8_t hdr[PZ_FRAME_HDR], p[5] = {1, 2, 3, 4, 5};
     pz_frame_put(hdr, &base_id, p, sizeof p);
     CHECK(memcmp(hdr, "PZFR", 4) == 0, "magic");
-    CHECK(hdr[4] == 1 && hdr[5] == 1 && hdr[6] == 0 && hdr[7] == 1, "version, kind, src, dst");
+    /* version 2: codec messages in the payload no longer carry a CRC of their own */
+    CHECK(hdr[4] == 2 && hdr[5] == 1 && hdr[6] == 0 && hdr[7] == 1, "version, kind, src, dst");
     CHECK(pz_get_u64(hdr + 8) == base_id.job, "job id");
     CHECK(pz_get_u32(hdr + 16) == 7 && pz_get_u16(hdr + 20) == 3 && pz_get_u16(hdr + 22) == 0, "step, micro");
     CHECK(pz_get_u64(hdr + 24) == 5 && pz_get_u32(hdr + 36) == 0, "length");
@@ -92,8 +93,10 @@ static void mismatches(void) {
     h2[0] ^= 0x20;
     expect(h2, sizeof h2, &base_id, p, sizeof p, PZ_FRAME_MAGIC_BAD, "magic", "bad magic");
     memcpy(h2, hdr, sizeof h2);
-    h2[4] = 2;
-    expect(h2, sizeof h2, &base_id, p, sizeof p, PZ_FRAME_MAGIC_BAD, "version 2, expected 1", "other version");
+    h2[4] = 1;   /* a build whose codec messages carried their own CRC */
+    expect(h2, sizeof h2, &base_id, p, sizeof p, PZ_FRAME_MAGIC_BAD, "version 1, expected 2", "older version");
+    h2[4] = 3;
+    expect(h2, sizeof h2, &base_id, p, sizeof p, PZ_FRAME_MAGIC_BAD, "version 3, expected 2", "newer version");
     memcpy(h2, hdr, sizeof h2);
     h2[16] ^= 1;   /* the step, without a new CRC: corruption, not a mislabelled message */
     expect(h2, sizeof h2, &base_id, p, sizeof p, PZ_FRAME_CRC, "CRC mismatch", "step byte flipped");
