@@ -113,5 +113,8 @@ pz_status pz_codec_decode(pz_codec *c, const uint8_t *msg, size_t len,
 /* Reads only the header of a message (validated, CRC checked) without a codec
  * object: spec of the codec that wrote it and the shape. */
 pz_status pz_codec_peek(const uint8_t *msg, size_t len, char *spec, size_t spec_cap, pz_shape *shape);
+/* pz_codec_peek for a message that came in a checked frame: one without its
+ * own CRC (pz_codec_set_framed) is read too. */
+pz_status pz_codec_peek_framed(const uint8_t *msg, size_t len, char *spec, size_t spec_cap, pz_shape *shape);
 
 #endif

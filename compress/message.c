@@ -259,13 +259,21 @@ void pz_msg_spec(const pz_msg_header *m, char *buf, size_t cap) {
     snprintf(buf, cap, "%s", tmp);
 }
 
-pz_status pz_codec_peek(const uint8_t *msg, size_t len, char *spec, size_t spec_cap, pz_shape *shape) {
+static pz_status peek(const uint8_t *msg, size_t len, char *spec, size_t spec_cap, pz_shape *shape, int framed) {
     pz_msg_header m;
-    pz_status st = pz_msg_read(msg, len, &m, 0);
+    pz_status st = pz_msg_read(msg, len, &m, framed);
     if (st != PZ_OK) return st;
     if (spec && spec_cap) pz_msg_spec(&m, spec, spec_cap);
     if (shape) *shape = m.shape;
     return PZ_OK;
+}
+
+pz_status pz_codec_peek(const uint8_t *msg, size_t len, char *spec, size_t spec_cap, pz_shape *shape) {
+    return peek(msg, len, spec, spec_cap, shape, 0);
+}
+
+pz_status pz_codec_peek_framed(const uint8_t *msg, size_t len, char *spec, size_t spec_cap, pz_shape *shape) {
+    return peek(msg, len, spec, spec_cap, shape, 1);
 }
 
 /* ---------------------------------------------------------------- +zstd */

@@ -103,6 +103,7 @@ pz_status pz_dp_creduce_create(pz_dp_creduce **out, pz_dp_group *g, const char *
     pz_codec *codec = NULL;
     pz_status st = pz_codec_create_for(spec, PZ_USE_GRADIENT, &codec);
     if (st != PZ_OK) return st;
+    pz_codec_set_framed(codec, 1);   /* sent in the transport's checked frame: its CRC is the one */
     if (pz_codec_keeps_state(codec) || pz_codec_is_stateful_decoder(codec)) {
         st = pz_fail(PZ_ERR_ARG,
                      "dp compressed reduction: codec %s keeps state between messages; the data-parallel reduction "
@@ -202,7 +203,7 @@ static pz_status take(pz_dp_creduce *c, pz_request *r, int src, uint8_t *buf, co
      * themselves): a replica that runs another codec is refused here */
     pz_shape s;
     char spec[600];
-    st = pz_codec_peek(buf + PZ_DPMSG_HDR, got - PZ_DPMSG_HDR, spec, sizeof spec, &s);
+    st = pz_codec_peek_framed(buf + PZ_DPMSG_HDR, got - PZ_DPMSG_HDR, spec, sizeof spec, &s);
     if (st == PZ_OK) {
         char *z = strstr(spec, "+zstd");
         if (z) *z = 0;

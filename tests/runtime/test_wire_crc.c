@@ -9,7 +9,7 @@
  *  - the receiver's frame check the same, and decoding nothing more;
  *  - the values decoded equal those of the stored form (a codec not marked
  *    framed, as `pipezip codec --out` writes), which still has its CRC and
- *    refuses a framed message, naming why.
+ *    refuses a framed message, naming why (pz_codec_peek_framed reads it).
  * Specs: raw float32, base codecs, +zstd, and wrappers with inner messages
  * (ef, aq, hadamard), forward and backward. */
 #include <stdio.h>
@@ -91,6 +91,12 @@ static void one_edge(const char *spec, int dir) {
                      "without its own CRC");
         CHECK_STATUS(pz_codec_peek(wire + tx.ids_bytes, len - tx.ids_bytes, NULL, 0, NULL), PZ_ERR_FORMAT,
                      "without its own CRC");
+        char s1[600] = "", s2[600] = "";
+        crc_bytes = 0;
+        CHECK_STATUS(pz_codec_peek_framed(wire + tx.ids_bytes, len - tx.ids_bytes, s1, sizeof s1, NULL), PZ_OK, NULL);
+        CHECK(crc_bytes == 0, "%s: peeking a framed message checksummed %zu bytes", what, crc_bytes);
+        CHECK_STATUS(pz_codec_peek(m, mlen, s2, sizeof s2, NULL), PZ_OK, NULL);
+        CHECK(strcmp(s1, s2) == 0, "%s: the framed message peeks as '%s', the stored one as '%s'", what, s1, s2);
         /* a framed message whose zero CRC field was changed is refused */
         wire[tx.ids_bytes + 68] ^= 1;   /* ndim 3: the header's CRC field is at 48 + 3 * 8 - 4 */
         CHECK_STATUS(pz_edge_decode(&rx, wire, len, 3, 4, 1, y, got_ids), PZ_ERR_FORMAT, NULL);
