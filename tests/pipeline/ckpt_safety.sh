@@ -52,6 +52,17 @@ else
   cat "$dir/err"; ls -R "$ckF"; fail "foreign checkpoint directory: exit $rc"
 fi
 
+# --resume DIR continues another job only for another layout, --steps or
+# learning rate, and says so; another seed is refused, naming it
+out=$("$pz" "${base[@]}" --steps 10 --seed 1 --resume "$ckF" 2>&1 >/dev/null)
+[ $? != 0 ] && grep -q "is of another job .*: --seed is 1 here, 99 there.* --resume continues a job with another layout" <<<"$out" &&
+  echo "ok: --resume of another seed's checkpoint is refused" || { echo "$out"; fail "--resume DIR, another seed"; }
+"$pz" "${base[@]}" --steps 52 --seed 99 --lr 2e-4 --resume "$ckF" > /dev/null 2>"$dir/err" &&
+  grep -q "continuing job [0-9a-f]* (step 50) as job [0-9a-f]*: --steps is 52 here, 50 there" "$dir/err" &&
+  grep -q -- "--lr is 0.0002 here, 0.0003 there" "$dir/err" && grep -q "resumed from .* step 50" "$dir/err" &&
+  echo "ok: --resume with more --steps and another --lr continues the job and says so" ||
+  { cat "$dir/err"; fail "--resume DIR with --steps and --lr"; }
+
 # 2. --resume auto and restarts take this job's checkpoints only: B dies
 # after step 5 (step 4 is its newest); then another job's step 50 is put
 # beside it (copied in while the launcher waits to restart)
