@@ -10,6 +10,7 @@
 #  - pruning removes only pipezip's files: a user's file and its directory stay;
 #  - a tensor multiplied by 1e6 in the newest checkpoint is named, and resume
 #    falls back to the one before it (bit for bit with the uninterrupted run);
+#    so does a step directory holding another job's shard;
 #  - checkpoints of the previous format are refused by name;
 #  - a full disk during a checkpoint (a small tmpfs when mount works, else an
 #    injected ENOSPC): the run goes on and saves its model, no step directory
@@ -157,6 +158,21 @@ if "$pz" "${B[@]}" --checkpoint-dir "$ckD" --resume auto --save "$dir/d.safetens
   echo "ok: a tensor x 1e6 in step 4: $(grep -m1 -o 'tensor "[^"]*" is damaged' "$dir/err"); resumed from step 2, bit for bit"
 else
   cat "$dir/err"; fail "a damaged tensor"
+fi
+
+# a step directory holding two jobs' shards (the issue's race of two jobs
+# in one directory): rank 1's shard of step 4 from another seed's run
+ckM="$dir/ckM"
+PIPEZIP_FAULT=step:4:1 "$pz" "${B[@]}" --checkpoint-dir "$ckM" > /dev/null 2>"$dir/err"
+PIPEZIP_FAULT=step:4:1 "$pz" "${base[@]}" --steps 10 --seed 2 --checkpoint-every 2 --checkpoint-dir "$dir/ckC" \
+  > /dev/null 2>"$dir/err"
+cp "$dir/ckC/step-00000004/rank-1.safetensors" "$ckM/step-00000004/"
+if "$pz" "${B[@]}" --checkpoint-dir "$ckM" --resume auto --save "$dir/m.safetensors" > /dev/null 2>"$dir/err" &&
+   grep -q "rank-1.safetensors is of job [0-9a-f]*, its manifest of job [0-9a-f]*: not one job's checkpoint" "$dir/err" &&
+   grep -q "resumed from .* step 2" "$dir/err" && cmp -s "$dir/refB.safetensors" "$dir/m.safetensors"; then
+  echo "ok: a step directory with another job's shard is refused; resumed from step 2, bit for bit"
+else
+  cat "$dir/err"; fail "a step directory of two jobs' shards"
 fi
 
 # checkpoints of the previous format (pipezip-checkpoint-1: no job, no
