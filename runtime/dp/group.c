@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/bytes.h"
 #include "base/clock.h"
@@ -343,22 +344,20 @@ static pz_status check_table(pz_dp_group *g, const uint8_t *tab, const char *wha
                    (unsigned long long)pz_get_u64(tab + 8), msg);
 }
 
-pz_status pz_dp_check_identical(pz_dp_group *g, const void *data, size_t bytes, const char *what) {
-    if (!g || !g->ranks || (!data && bytes)) return pz_fail(PZ_ERR_ARG, "dp check: NULL argument");
+/* Every member's `len` bytes into tab[len x D] (its own from mine), a
+ * member-to-member exchange of small messages. */
+static pz_status exchange_all(pz_dp_group *g, uint32_t k, const uint8_t *mine, size_t len, uint8_t *tab) {
     int D = g->n;
-    uint8_t *tab = xcalloc((size_t)D, 16);
     pz_request **rq = xcalloc((size_t)D * 2, sizeof *rq);
-    uint8_t *mine = tab + 16 * g->me;
-    pz_put_u32(mine, pz_crc32c(0, data, bytes));
-    pz_put_u64(mine + 8, bytes);
+    memcpy(tab + len * (size_t)g->me, mine, len);
     pz_status st = PZ_OK;
     for (int i = 0; i < D && st == PZ_OK; i++)
-        if (i != g->me) st = pz_dp_post(g, 0, i, PZ_DP_KIND_CHECK, 0, tab + 16 * i, 16, &rq[i]);
+        if (i != g->me) st = pz_dp_post(g, 0, i, PZ_DP_KIND_CHECK, k, tab + len * (size_t)i, len, &rq[i]);
     for (int i = 0; i < D && st == PZ_OK; i++)
-        if (i != g->me) st = pz_dp_post(g, 1, i, PZ_DP_KIND_CHECK, 0, mine, 16, &rq[D + i]);
+        if (i != g->me) st = pz_dp_post(g, 1, i, PZ_DP_KIND_CHECK, k, (void *)mine, len, &rq[D + i]);
     for (int i = 0; i < D && st == PZ_OK; i++)
         if (i != g->me) {
-            st = wait_exact(g, rq[i], i, 16);
+            st = wait_exact(g, rq[i], i, len);
             rq[i] = NULL;
         }
     for (int i = 0; i < D && st == PZ_OK; i++)
@@ -366,12 +365,63 @@ pz_status pz_dp_check_identical(pz_dp_group *g, const void *data, size_t bytes, 
             st = pz_dp_wait(g, rq[D + i], NULL);
             rq[D + i] = NULL;
         }
-    if (st == PZ_OK) st = check_table(g, tab, what);
     g->seq++;
     /* after a transport error a receive may still be posted into tab: the
      * transport must be closed (group.h), and close cancels it before any
      * progress could land it */
     free(rq);
+    return st;
+}
+
+pz_status pz_dp_check_identical(pz_dp_group *g, const void *data, size_t bytes, const char *what) {
+    if (!g || !g->ranks || (!data && bytes)) return pz_fail(PZ_ERR_ARG, "dp check: NULL argument");
+    uint8_t mine[16] = {0}, *tab = xcalloc((size_t)g->n, 16);
+    pz_put_u32(mine, pz_crc32c(0, data, bytes));
+    pz_put_u64(mine + 8, bytes);
+    pz_status st = exchange_all(g, 0, mine, 16, tab);
+    if (st == PZ_OK) st = check_table(g, tab, what);
+    free(tab);
+    return st;
+}
+
+#define HOST_MAX 64
+
+pz_status pz_dp_group_hosts(pz_dp_group *g, const char *my_host, int *hosts) {
+    if (!g || !g->ranks || !hosts) return pz_fail(PZ_ERR_ARG, "dp hosts: NULL argument");
+    *hosts = 0;
+    uint8_t mine[HOST_MAX] = {0};
+    if (my_host) snprintf((char *)mine, sizeof mine, "%s", my_host);
+    else if (gethostname((char *)mine, sizeof mine - 1) != 0)
+        return pz_fail(PZ_ERR_IO, "rank %d: gethostname failed", g->ranks[g->me]);
+    int D = g->n;
+    uint8_t *tab = xcalloc((size_t)D, HOST_MAX);
+    pz_status st = exchange_all(g, 1, mine, HOST_MAX, tab);
+    for (int i = 0; i < D && st == PZ_OK; i++) {
+        const uint8_t *h = tab + HOST_MAX * (size_t)i;
+        int ok = h[HOST_MAX - 1] == 0 && h[0] != 0;
+        for (int j = 0; ok && h[j]; j++) ok = h[j] > 32 && h[j] < 127;
+        if (!ok) st = pz_fail(PZ_ERR_PEER, "rank %d: dp hosts: rank %d sent no printable host name", g->ranks[g->me],
+                              g->ranks[i]);
+    }
+    /* hosts: runs of equal names, each of the first run's length, no name twice */
+    int L = 1;
+    while (st == PZ_OK && L < D && !strcmp((char *)tab + HOST_MAX * (size_t)L, (char *)tab)) L++;
+    if (st == PZ_OK && D % L != 0)
+        st = pz_fail(PZ_ERR_ARG, "rank %d: dp hosts: %d members on host %s, which does not divide the group's %d "
+                     "(the same number on every host)", g->ranks[g->me], L, (const char *)tab, D);
+    for (int i = 0; i < D && st == PZ_OK; i++) {
+        const char *h = (const char *)tab + HOST_MAX * (size_t)i, *first = (const char *)tab + HOST_MAX * (size_t)(i / L * L);
+        int starts_new = i % L == 0, same_as_before = i > 0 && !strcmp(h, (const char *)tab + HOST_MAX * (size_t)(i - 1));
+        if (strcmp(h, first) != 0 || (starts_new && same_as_before))
+            st = pz_fail(PZ_ERR_ARG, "rank %d: dp hosts: the replicas of a host must be consecutive members, the same "
+                         "number on every host; %d members on host %s first, then rank %d on host %s",
+                         g->ranks[g->me], L, (const char *)tab, g->ranks[i], h);
+        for (int j = 0; j < i && st == PZ_OK && starts_new; j += L)
+            if (!strcmp(h, (const char *)tab + HOST_MAX * (size_t)j))
+                st = pz_fail(PZ_ERR_ARG, "rank %d: dp hosts: host %s holds members that are not consecutive "
+                             "(rank %d)", g->ranks[g->me], h, g->ranks[i]);
+    }
+    if (st == PZ_OK) *hosts = D / L;
     free(tab);
     return st;
 }

@@ -142,6 +142,14 @@ pz_status pz_dp_wait_recv(pz_dp_group *g, pz_request *r, size_t *got);
  * messages completed); other PZ_ERR_PEER are the transport's. */
 pz_status pz_dp_check_identical(pz_dp_group *g, const void *data, size_t bytes, const char *what);
 
+/* The hosts the members run on, for the hierarchical reduction's H: every
+ * member sends its host name (my_host, or gethostname() when NULL; at most 63
+ * bytes) to every other; *hosts = H when the members form H runs of
+ * consecutive members of equal length with distinct names (the default
+ * layout's replicas of a stage on H hosts). Otherwise PZ_ERR_ARG naming the
+ * first member out of place, the same on every member. */
+pz_status pz_dp_group_hosts(pz_dp_group *g, const char *my_host, int *hosts);
+
 /* Grows g->scratch to at least n floats. */
 float *pz_dp_scratch(pz_dp_group *g, size_t n);
 /* The element range [*lo, *hi) of chunk j when n elements are split into

@@ -9,6 +9,7 @@
  *    the same bits on random inputs (a digest summed over the group);
  *  - a member that passes another length: every member fails with an error
  *    naming the mismatch or the lost peer, nobody hangs;
+ *  - hosts from the members' host names (D=4);
  *  - non-blocking all-reduces, three in flight at once, driven by test;
  *  - a member killed or frozen (SIGSTOP) mid-call: the others fail naming it
  *    (the transport's failure detection and peer timeout). */
@@ -225,6 +226,20 @@ static int child(int rank, int world, int port, void *arg) {
     snprintf(want, sizeof want, "rank %d holds CRC-32C", ranks[s->D - 1]);
     CHECK_STATUS(pz_dp_check_identical(&g, p, sizeof p, "parameters"), PZ_ERR_PEER, want);
     CHECK_STATUS(pz_dp_check_identical(&g, p, g.me == s->D - 1 ? 8 : 12, "moments"), PZ_ERR_PEER, "8 bytes");
+    if (s->D == 4) {
+        /* hosts from names: 2 x 2; all on one; interleaved or uneven refused */
+        static const char *const names[4][4] = {{"hA", "hA", "hB", "hB"}, {"h", "h", "h", "h"},
+                                               {"hA", "hB", "hA", "hB"}, {"hA", "hA", "hA", "hB"}};
+        int H = -1;
+        OK(pz_dp_group_hosts(&g, names[0][g.me], &H));
+        CHECK(H == 2, "hosts %d, want 2", H);
+        OK(pz_dp_group_hosts(&g, names[1][g.me], &H));
+        CHECK(H == 1, "hosts %d, want 1", H);
+        CHECK_STATUS(pz_dp_group_hosts(&g, names[2][g.me], &H), PZ_ERR_ARG, "hA holds members that are not consecutive (rank 2)");
+        CHECK_STATUS(pz_dp_group_hosts(&g, names[3][g.me], &H), PZ_ERR_ARG, "3 members on host hA, which does not divide");
+        OK(pz_dp_group_hosts(&g, NULL, &H));   /* this machine's name: one host */
+        CHECK(H == 1, "hosts %d on one machine", H);
+    }
     pz_dp_group_free(&g);
     /* argument errors */
     int dup[2] = {rank, rank}, other[1] = {(rank + 1) % world};
