@@ -31,104 +31,8 @@
 #include "base/mem.h"
 #include "base/file.h"
 #include "base/iocheck.h"
+#include "base/flags.h"
 #include "base/parse.h"
-
-typedef enum { FLAG_INT, FLAG_LONG, FLAG_FLOAT, FLAG_STR, FLAG_BOOL } flag_kind;
-
-typedef struct {
-    const char *name;      /* "--batch" */
-    flag_kind kind;
-    void *ptr;             /* int*, long*, float*, const char**, int* */
-    const char *help;
-    double lo, hi;         /* range for numbers */
-    int *given;            /* set to 1 when the flag appears (optional) */
-} flag_spec;
-
-static void print_flags(FILE *f, const flag_spec *fs, int n) {
-    for (int i = 0; i < n; i++) {
-        const char *arg = fs[i].kind == FLAG_BOOL ? "" : fs[i].kind == FLAG_STR ? " S" : " N";
-        char left[64];
-        snprintf(left, sizeof left, "%s%s", fs[i].name, arg);
-        fprintf(f, "  %-22s %s", left, fs[i].help);
-        switch (fs[i].kind) {
-        case FLAG_INT: fprintf(f, " (default %d)", *(int *)fs[i].ptr); break;
-        case FLAG_LONG: fprintf(f, " (default %ld)", *(long *)fs[i].ptr); break;
-        case FLAG_FLOAT: fprintf(f, " (default %g)", (double)*(float *)fs[i].ptr); break;
-        case FLAG_STR:
-            if (*(const char **)fs[i].ptr) fprintf(f, " (default %s)", *(const char **)fs[i].ptr);
-            break;
-        case FLAG_BOOL: break;
-        }
-        fputc('\n', f);
-    }
-}
-
-/* Returns 0 on success, 1 after printing an error, 2 if --help was printed. */
-static int parse_flags(const char *cmd, const char *usage, int argc, char **argv,
-                       const flag_spec *fs, int n, int *rest_start) {
-    int i = 0;
-    for (; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            printf("%s\n\nflags:\n", usage);
-            print_flags(stdout, fs, n);
-            return 2;
-        }
-        if (strncmp(a, "--", 2) != 0) {
-            if (rest_start) break;   /* positional arguments follow */
-            fprintf(stderr, "pipezip %s: error: unexpected argument '%s' (see --help)\n", cmd, a);
-            return 1;
-        }
-        if (strcmp(a, "--") == 0) { i++; break; }
-        /* accept --flag=value as well as --flag value */
-        char name[64];
-        const char *eq = strchr(a, '=');
-        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
-        if (nlen >= sizeof name) nlen = sizeof name - 1;
-        memcpy(name, a, nlen);
-        name[nlen] = 0;
-        const flag_spec *f = NULL;
-        for (int k = 0; k < n; k++)
-            if (strcmp(fs[k].name, name) == 0) f = &fs[k];
-        if (!f) {
-            fprintf(stderr, "pipezip %s: error: unknown flag '%s' (see --help)\n", cmd, name);
-            return 1;
-        }
-        if (f->given) *f->given = 1;
-        if (f->kind == FLAG_BOOL) {
-            if (eq) { fprintf(stderr, "pipezip %s: error: %s takes no value\n", cmd, name); return 1; }
-            *(int *)f->ptr = 1;
-            continue;
-        }
-        const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!val) {
-            fprintf(stderr, "pipezip %s: error: %s needs a value\n", cmd, name);
-            return 1;
-        }
-        pz_status st = PZ_OK;
-        if (f->kind == FLAG_STR) {
-            if (!*val) { fprintf(stderr, "pipezip %s: error: %s: empty value\n", cmd, name); return 1; }
-            *(const char **)f->ptr = val;
-        } else if (f->kind == FLAG_INT || f->kind == FLAG_LONG) {
-            long v;
-            st = pz_parse_int(val, (long)f->lo, (long)f->hi, &v, name);
-            if (st == PZ_OK) {
-                if (f->kind == FLAG_INT) *(int *)f->ptr = (int)v;
-                else *(long *)f->ptr = v;
-            }
-        } else {
-            double v;
-            st = pz_parse_float(val, f->lo, f->hi, &v, name);
-            if (st == PZ_OK) *(float *)f->ptr = (float)v;
-        }
-        if (st != PZ_OK) {
-            fprintf(stderr, "pipezip %s: error: %s\n", cmd, pz_last_error());
-            return 1;
-        }
-    }
-    if (rest_start) *rest_start = i;
-    return 0;
-}
 
 /* the whole command line, for the launcher to start the same command per rank */
 static int full_argc;
@@ -225,117 +129,25 @@ static int train_run(pz_train_opts *o, const pz_train_words *w) {
 
 static int cmd_train(int argc, char **argv) {
     pz_train_opts o;
-    pz_train_opts_default(&o);
     pz_train_words w;
-    pz_train_words_default(&w);
-    const flag_spec fs[] = {
-        {"--preset", FLAG_STR, &o.preset, "start from random weights of a preset: gpt2, demo, tiny", 0, 0, NULL},
-        {"--init", FLAG_STR, &o.init, "start from a checkpoint: HF safetensors or llm.c .bin, or an HF model directory", 0, 0, NULL},
-        {"--heads", FLAG_INT, &o.heads, "attention heads of --init when neither it nor its config.json says", 0, 65536, NULL},
-        {"--data", FLAG_STR, &o.data, "training token shards: a file, a comma list or a glob", 0, 0, NULL},
-        {"--val-data", FLAG_STR, &o.val_data, "validation token shards", 0, 0, NULL},
-        {"--batch", FLAG_INT, &o.batch, "sequences per micro-batch (B)", 1, 65536, NULL},
-        {"--seq", FLAG_INT, &o.seq, "tokens per sequence (T), at most the model's context", 1, 65536, NULL},
-        {"--steps", FLAG_INT, &o.steps, "optimizer steps", 1, 100000000, NULL},
-        {"--micro-batches", FLAG_INT, &o.micro, "micro-batches per step (gradients accumulate)", 1, 65535, NULL},
-        {"--lr", FLAG_FLOAT, &o.optim.lr, "peak learning rate", 0, 10, NULL},
-        {"--min-lr-frac", FLAG_FLOAT, &o.optim.min_lr_frac, "cosine decays to lr x this", 0, 1, NULL},
-        {"--warmup", FLAG_INT, &o.optim.warmup_steps, "linear warm-up steps (default: steps/10)", 0, 100000000, &o.warmup_given},
-        {"--weight-decay", FLAG_FLOAT, &o.optim.weight_decay, "AdamW decoupled weight decay on 2-D weights", 0, 10, NULL},
-        {"--beta1", FLAG_FLOAT, &o.optim.beta1, "AdamW beta1", 0, 0.999999, NULL},
-        {"--beta2", FLAG_FLOAT, &o.optim.beta2, "AdamW beta2", 0, 0.999999, NULL},
-        {"--grad-clip", FLAG_FLOAT, &o.optim.grad_clip, "clip the global gradient norm to this (0 = off)", 0, 1e9, NULL},
-        {"--seed", FLAG_LONG, &o.seed, "seed for initialisation and shuffling", 0, 1e18, NULL},
-        {"--val-every", FLAG_INT, &o.val_every, "validate every N steps (and after the last step; 0 = never)", 0, 100000000, NULL},
-        {"--val-batches", FLAG_INT, &o.val_batches, "validation batches, read in file order", 1, 100000000, NULL},
-        {"--save", FLAG_STR, &o.save, "write the trained model at the end: DIR/ = HF directory (model.safetensors + config.json), .bin = llm.c v3, else safetensors", 0, 0, NULL},
-        {"--threads", FLAG_INT, &o.threads, "CPU threads per process (0 = the CPUs it may use / stages on this host)", 0, 1024, NULL},
-        {"--bind", FLAG_STR, &w.bind, "cores: pin each stage on this host to its own CPUs when they divide evenly; none", 0, 0, NULL},
-        {"--device", FLAG_STR, &o.device, "cpu, cuda or cuda:tf32; or one per stage, e.g. cpu,cuda", 0, 0, NULL},
-        {"--stages", FLAG_INT, &o.stages, "pipeline stages, one process each (1 = this process alone)", 1, 255, NULL},
-        {"--split", FLAG_STR, &o.split, "blocks per stage, e.g. 3,3,3,3 (interleaved: per chunk; default: balanced by a cost model)", 0, 0, NULL},
-        {"--schedule", FLAG_STR, &o.schedule, "pipeline schedule: 1f1b, 1f1b:warmup=K|auto (more in flight for slow links), zb-h1 (zero bubble), gpipe or interleaved:v=V (V model chunks per stage, Megatron's interleaved 1F1B)", 0, 0, NULL},
-        {"--virtual-stages", FLAG_INT, &o.virtual_stages, "with --schedule interleaved: model chunks per stage (the same as interleaved:v=V)", 1, PZ_SCHED_MAX_VIRTUAL, NULL},
-        {"--peer-timeout", FLAG_FLOAT, &o.peer_timeout, "seconds a stage waits for a peer before failing", 0.1, 86400, NULL},
-        {"--job-secret-file", FLAG_STR, &o.job_secret_file, "file with the secret every rank proves it holds (else $" PZ_JOB_SECRET_ENV "; the local launcher makes one)", 0, 0, NULL},
-        {"--trace", FLAG_STR, &o.trace, "write a Chrome/Perfetto trace JSON of all stages (pipeline only)", 0, 0, NULL},
-        {"--compress", FLAG_STR, &o.compress, "compression policy per edge and direction (grammar below)", 0, 0, NULL},
-        {"--policy-file", FLAG_STR, &o.policy_file, "policy clauses, one per line, # comments (before --compress)", 0, 0, NULL},
-        {"--eval-compress", FLAG_STR, &w.eval_compress, "on: validate through the fwd codecs; off: uncompressed", 0, 0, NULL},
-        {"--link-mbps", FLAG_STR, &o.link_mbps, "simulated link rate, Mbit/s: N, or per edge 0-1=N;*=M (0 = unlimited)", 0, 0, NULL},
-        {"--link-latency-ms", FLAG_STR, &o.link_latency, "simulated one-way link delay, ms: N, or per edge 0-1=N;*=M", 0, 0, NULL},
-        {"--compress-tied", FLAG_STR, &o.compress_tied, "codec of the tied-embedding gradient exchange between the first and last stage, e.g. q8 (stateless codecs; both copies stay equal; default none = exact)", 0, 0, NULL},
-        {"--checkpoint-dir", FLAG_STR, &o.checkpoint_dir, "write checkpoints to resume from here (each rank its shard, then a manifest)", 0, 0, NULL},
-        {"--checkpoint-every", FLAG_INT, &o.checkpoint_every, "steps between checkpoints (0 = after the last step only)", 0, 100000000, NULL},
-        {"--keep-checkpoints", FLAG_INT, &o.keep_checkpoints, "complete checkpoints to keep, newest first", 1, 1000000, NULL},
-        {"--max-restarts", FLAG_INT, &w.max_restarts, "when a rank dies, restart all from the newest checkpoint up to K times (local launcher)", 0, 1000, NULL},
-        {"--resume", FLAG_STR, &o.resume, "continue from the newest complete checkpoint in DIR; auto: in --checkpoint-dir, if any", 0, 0, NULL},
-        {"--progress", FLAG_STR, &w.progress, "thread: a thread per stage moves messages while it computes; inline: only between blocks", 0, 0, NULL},
-        {"--metrics", FLAG_STR, &o.metrics, "write per-edge metrics to PREFIX.jsonl (per step) and PREFIX.csv", 0, 0, NULL},
-        {"--dump-edge", FLAG_INT, &o.dump_edge, "at step N, write every tensor a stage encodes (activations, gradients) as .npy (pipeline only)", 0, 1 << 30, NULL},
-        {"--dump-dir", FLAG_STR, &o.dump_dir, "directory for --dump-edge (created; default edge-dump)", 0, 0, NULL},
-        {"--error-metrics", FLAG_STR, &w.error_metrics, "on: senders decode their own messages to report ||x-x'||/||x||", 0, 0, NULL},
-    };
-    int r = parse_flags("train", "usage: pipezip train (--preset NAME | --init FILE) --data SHARDS [flags]\n\n"
-                        "Trains a GPT-2. With --stages S > 1 the model is cut into S stages, each in its\n"
-                        "own process on this host (or, when RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT or\n"
-                        "mpirun/srun variables are set, this process is one rank of such a pipeline).\n"
-                        "Prints one JSON line per step on stdout:\n"
-                        "  {\"step\",\"loss\",\"lr\",\"norm\",\"ms\",\"tok_s\"} and {\"step\",\"val_loss\"} lines;\n"
-                        "pipelines add fwd_raw/fwd_wire/bwd_raw/bwd_wire/tied_wire bytes per step, per-stage times,\n"
-                        "\"compressed\" on validation lines, and a final {\"summary\":true,...} line.\n\n"
-                        "Compression policy (--compress, --policy-file; needs --stages 2 or more):\n"
-                        "  policy := clause (';' clause)*     clause := [EDGE ':'] DIR=CODEC (',' DIR=CODEC)* | none | auto\n"
-                        "  EDGE: I-J (J = I+1) or *   DIR: fwd (activations), bwd (gradients), both\n"
-                        "  CODEC: none (raw float32) or a codec spec: fp16, bf16, q4, q8:round=nearest, nuq4,\n"
-                        "         sign, topk:0.1, jointsq:1.5, ef(topk:0.1), ef21(q4), aq(q4), hadamard(q4), q8+zstd, ...\n"
-                        "         (compress/README.md). A clause naming an edge beats '*'; else later wins.\n"
-                        "         q<b> rounds activations to nearest, gradients (bwd, --compress-tied)\n"
-                        "         stochastically (unbiased), unless the spec names round=.\n"
-                        "  e.g.  --compress 'fwd=aq(q4),bwd=q8'   --compress '0-1:fwd=topk:0.2;*:bwd=q8'\n"
-                        "  CODEC auto[:every=N,candidates=A/B/...]: the sender of each edge and direction\n"
-                        "         measures every candidate's error and bytes on one micro-batch per step,\n"
-                        "         and after step 2, then every N steps (default 10), picks the least error\n"
-                        "         whose link time per step (bytes / --link-mbps or the measured rate, plus\n"
-                        "         --link-latency-ms; with gpipe or warmup=K one message more for fill and\n"
-                        "         drain; with 2 stages the tied exchange too; candidates with relative\n"
-                        "         error >= 1 only if all are) fits a share of the compute (0.9 with gpipe or\n"
-                        "         1f1b:warmup=K>0, 0.05 with plain 1f1b or zb-h1), else the fewest bytes; both\n"
-                        "         ends switch at the step boundary. Default candidates fp16/q8/hadamard(q4)/q4/q2;\n"
-                        "         no ef/ef21/aq; not with interleaved. Decisions go to stderr and --metrics.\n"
-                        "         A clause 'none' or 'auto[:...]' alone covers both directions of every edge.\n"
-                        "aq() keys its buffers by the loader's sample ids, which travel with activations.\n"
-                        "Validation with --eval-compress on uses the fwd codec, with ef/ef21/aq replaced by\n"
-                        "their inner codec (evaluation must not touch training state); at the last step\n"
-                        "both ways are reported. --link-mbps and --link-latency-ms delay each message in\n"
-                        "the sender as a link of that rate and one-way delay would (a simulation;\n"
-                        "tools/netns_pipeline.sh shapes real links). On slow or distant links,\n"
-                        "--schedule 1f1b:warmup=auto keeps enough micro-batches in flight to hide them.\n\n"
-                        "Interleaved 1F1B (--schedule interleaved:v=V, or interleaved --virtual-stages V):\n"
-                        "the model is cut into S*V chunks, stage r holding chunks r, r+S, ...; the bubble\n"
-                        "shrinks V times. --micro-batches must be a multiple of --stages, --split takes\n"
-                        "S*V counts, and --compress's edge I-J is the boundary between chunks I and J.",
-                        argc, argv, fs, NFLAGS(fs), NULL);
+    int r = pz_train_parse(argc, argv, &o, &w);   /* runtime/plan/options.c: every flag, parsed and checked */
     if (r) return r == 2 ? 0 : 1;
-    /* every check that reads no file, once (runtime/plan/options.c) */
-    pz_status st = pz_train_opts_check(&o, &w, NULL);
-    if (st != PZ_OK) return fail("train", st);
     return train_run(&o, &w);
 }
 
 static int cmd_eval(int argc, char **argv) {
     const char *model = NULL, *data = NULL;
     int batch = 4, seq = 64, batches = 0, threads = 0, heads = 0;
-    const flag_spec fs[] = {
-        {"--model", FLAG_STR, &model, "checkpoint: HF safetensors or llm.c .bin, or an HF model directory", 0, 0, NULL},
-        {"--heads", FLAG_INT, &heads, "attention heads when neither the model nor its config.json says", 0, 65536, NULL},
-        {"--data", FLAG_STR, &data, "token shards", 0, 0, NULL},
-        {"--batch", FLAG_INT, &batch, "sequences per batch (B)", 1, 65536, NULL},
-        {"--seq", FLAG_INT, &seq, "tokens per sequence (T)", 1, 65536, NULL},
-        {"--batches", FLAG_INT, &batches, "batches to evaluate, in file order (0 = all)", 0, 100000000, NULL},
-        {"--threads", FLAG_INT, &threads, "CPU threads (0 = all cores)", 0, 1024, NULL},
+    const pz_flag fs[] = {
+        {"--model", PZ_FLAG_STR, &model, "checkpoint: HF safetensors or llm.c .bin, or an HF model directory", 0, 0, NULL},
+        {"--heads", PZ_FLAG_INT, &heads, "attention heads when neither the model nor its config.json says", 0, 65536, NULL},
+        {"--data", PZ_FLAG_STR, &data, "token shards", 0, 0, NULL},
+        {"--batch", PZ_FLAG_INT, &batch, "sequences per batch (B)", 1, 65536, NULL},
+        {"--seq", PZ_FLAG_INT, &seq, "tokens per sequence (T)", 1, 65536, NULL},
+        {"--batches", PZ_FLAG_INT, &batches, "batches to evaluate, in file order (0 = all)", 0, 100000000, NULL},
+        {"--threads", PZ_FLAG_INT, &threads, "CPU threads (0 = all cores)", 0, 1024, NULL},
     };
-    int r = parse_flags("eval", "usage: pipezip eval --model FILE --data SHARDS [--batch B --seq T --batches N]\n\n"
+    int r = pz_flags_parse("eval", "usage: pipezip eval --model FILE --data SHARDS [--batch B --seq T --batches N]\n\n"
                         "Prints {\"loss\": mean next-token cross-entropy (natural log)} over the first N\n"
                         "batches in file order: batch k is tokens [k*B*T, (k+1)*B*T] of the data, inputs\n"
                         "and targets shifted by one, as llm.c's loader reads them.",
@@ -385,26 +197,26 @@ static int cmd_generate(int argc, char **argv) {
     /* one position per token is too little work to split: on the demo model
      * (2 vCPUs, AMD EPYC) 1 thread made 141 tokens/s, 2 threads 43 */
     int threads = 1;
-    const flag_spec fs[] = {
-        {"--model", FLAG_STR, &o.model, "checkpoint: HF safetensors or llm.c .bin, or an HF model directory", 0, 0, NULL},
-        {"--heads", FLAG_INT, &o.heads, "attention heads when neither the model nor its config.json says", 0, 65536, NULL},
-        {"--tokenizer", FLAG_STR, &o.tokenizer, "GPT-2 BPE: tokenizer.json, vocab.json or a directory (default: the model directory's)", 0, 0, NULL},
-        {"--prompt", FLAG_STR, &o.prompt, "prompt text", 0, 0, NULL},
-        {"--prompt-ids", FLAG_STR, &o.prompt_ids, "prompt as token ids: 1,2,3", 0, 0, NULL},
-        {"--max-new-tokens", FLAG_INT, &o.max_new_tokens, "tokens to generate (required)", 0, 1 << 20, NULL},
-        {"--temperature", FLAG_FLOAT, &o.sampling.temperature, "softmax temperature; 0 is greedy", 0, 100, NULL},
-        {"--top-k", FLAG_INT, &o.sampling.top_k, "draw among the K most likely tokens (0: all)", 0, 1 << 20, NULL},
-        {"--top-p", FLAG_FLOAT, &o.sampling.top_p, "draw among the most likely tokens holding probability P (nucleus)", 1e-6, 1, NULL},
-        {"--seed", FLAG_LONG, &seed, "seed of the sampling RNG", 0, 9.2e18, NULL},
-        {"--threads", FLAG_INT, &threads, "CPU threads (default 1: a token is little work; 0 = all cores)", 0, 1024, NULL},
-        {"--no-kv-cache", FLAG_BOOL, &o.no_kv_cache, "recompute the whole prefix for every token (slow; for tests)", 0, 0, NULL},
-        {"--stages", FLAG_INT, &o.stages, "pipeline stages, one process each, passing one position's hidden state per token", 1, 255, NULL},
-        {"--split", FLAG_STR, &o.split, "blocks per stage, e.g. 3,3 (default: balanced)", 0, 0, NULL},
-        {"--compress", FLAG_STR, &o.compress, "fwd codecs per edge, as for train (wrappers give way to their inner codec)", 0, 0, NULL},
-        {"--peer-timeout", FLAG_FLOAT, &o.peer_timeout, "seconds a stage waits for a peer before failing", 0.1, 86400, NULL},
-        {"--device", FLAG_STR, &o.device, "cpu, cuda or cuda:tf32; or one per stage, e.g. cpu,cuda (default cpu)", 0, 0, NULL},
+    const pz_flag fs[] = {
+        {"--model", PZ_FLAG_STR, &o.model, "checkpoint: HF safetensors or llm.c .bin, or an HF model directory", 0, 0, NULL},
+        {"--heads", PZ_FLAG_INT, &o.heads, "attention heads when neither the model nor its config.json says", 0, 65536, NULL},
+        {"--tokenizer", PZ_FLAG_STR, &o.tokenizer, "GPT-2 BPE: tokenizer.json, vocab.json or a directory (default: the model directory's)", 0, 0, NULL},
+        {"--prompt", PZ_FLAG_STR, &o.prompt, "prompt text", 0, 0, NULL},
+        {"--prompt-ids", PZ_FLAG_STR, &o.prompt_ids, "prompt as token ids: 1,2,3", 0, 0, NULL},
+        {"--max-new-tokens", PZ_FLAG_INT, &o.max_new_tokens, "tokens to generate (required)", 0, 1 << 20, NULL},
+        {"--temperature", PZ_FLAG_FLOAT, &o.sampling.temperature, "softmax temperature; 0 is greedy", 0, 100, NULL},
+        {"--top-k", PZ_FLAG_INT, &o.sampling.top_k, "draw among the K most likely tokens (0: all)", 0, 1 << 20, NULL},
+        {"--top-p", PZ_FLAG_FLOAT, &o.sampling.top_p, "draw among the most likely tokens holding probability P (nucleus)", 1e-6, 1, NULL},
+        {"--seed", PZ_FLAG_LONG, &seed, "seed of the sampling RNG", 0, 9.2e18, NULL},
+        {"--threads", PZ_FLAG_INT, &threads, "CPU threads (default 1: a token is little work; 0 = all cores)", 0, 1024, NULL},
+        {"--no-kv-cache", PZ_FLAG_BOOL, &o.no_kv_cache, "recompute the whole prefix for every token (slow; for tests)", 0, 0, NULL},
+        {"--stages", PZ_FLAG_INT, &o.stages, "pipeline stages, one process each, passing one position's hidden state per token", 1, 255, NULL},
+        {"--split", PZ_FLAG_STR, &o.split, "blocks per stage, e.g. 3,3 (default: balanced)", 0, 0, NULL},
+        {"--compress", PZ_FLAG_STR, &o.compress, "fwd codecs per edge, as for train (wrappers give way to their inner codec)", 0, 0, NULL},
+        {"--peer-timeout", PZ_FLAG_FLOAT, &o.peer_timeout, "seconds a stage waits for a peer before failing", 0.1, 86400, NULL},
+        {"--device", PZ_FLAG_STR, &o.device, "cpu, cuda or cuda:tf32; or one per stage, e.g. cpu,cuda (default cpu)", 0, 0, NULL},
     };
-    int r = parse_flags("generate", "usage: pipezip generate --model FILE|DIR [--tokenizer F] (--prompt TEXT | --prompt-ids 1,2,3)\n"
+    int r = pz_flags_parse("generate", "usage: pipezip generate --model FILE|DIR [--tokenizer F] (--prompt TEXT | --prompt-ids 1,2,3)\n"
                         "                        --max-new-tokens N [--temperature T --top-k K --top-p P --seed S]\n"
                         "                        [--stages S [--split A,B --compress fwd=...]] [--device cpu|cuda]\n\n"
                         "Continues the prompt with a KV cache: each new token costs one position. Text\n"
@@ -478,16 +290,16 @@ static int cmd_tokenize(int argc, char **argv) {
     const char *out = NULL, *val_out = NULL, *tokenizer = NULL;
     float val_fraction = 0.0f;
     int eot = 0, threads = 0;
-    const flag_spec fs[] = {
-        {"--out", FLAG_STR, &out, "training shard to write", 0, 0, NULL},
-        {"--val-out", FLAG_STR, &val_out, "validation shard to write (the tail of the text; byte-level only)", 0, 0, NULL},
-        {"--val-fraction", FLAG_FLOAT, &val_fraction, "fraction of bytes for validation", 0, 0.99, NULL},
-        {"--tokenizer", FLAG_STR, &tokenizer, "GPT-2 BPE: tokenizer.json, vocab.json (merges.txt beside it) or a directory", 0, 0, NULL},
-        {"--eot-between-files", FLAG_BOOL, &eot, "with --tokenizer: <|endoftext|> between consecutive files", 0, 0, NULL},
-        {"--threads", FLAG_INT, &threads, "with --tokenizer: files encoded at once (0: one per core)", 0, 4096, NULL},
+    const pz_flag fs[] = {
+        {"--out", PZ_FLAG_STR, &out, "training shard to write", 0, 0, NULL},
+        {"--val-out", PZ_FLAG_STR, &val_out, "validation shard to write (the tail of the text; byte-level only)", 0, 0, NULL},
+        {"--val-fraction", PZ_FLAG_FLOAT, &val_fraction, "fraction of bytes for validation", 0, 0.99, NULL},
+        {"--tokenizer", PZ_FLAG_STR, &tokenizer, "GPT-2 BPE: tokenizer.json, vocab.json (merges.txt beside it) or a directory", 0, 0, NULL},
+        {"--eot-between-files", PZ_FLAG_BOOL, &eot, "with --tokenizer: <|endoftext|> between consecutive files", 0, 0, NULL},
+        {"--threads", PZ_FLAG_INT, &threads, "with --tokenizer: files encoded at once (0: one per core)", 0, 4096, NULL},
     };
     int rest = 0;
-    int r = parse_flags("tokenize", "usage: pipezip tokenize --out TRAIN.bin [--val-out VAL.bin --val-fraction F] FILE...\n"
+    int r = pz_flags_parse("tokenize", "usage: pipezip tokenize --out TRAIN.bin [--val-out VAL.bin --val-fraction F] FILE...\n"
                         "       pipezip tokenize --tokenizer FILE|DIR [--eot-between-files] [--threads N] --out X.bin FILE...\n\n"
                         "Byte-level tokenizer (vocabulary 256): concatenates the text files in the order\n"
                         "given and writes llm.c token shards. The last F of the bytes (cut back to a\n"
@@ -529,17 +341,17 @@ static int cmd_tokenize(int argc, char **argv) {
 
 static int cmd_codec(int argc, char **argv) {
     pz_codec_cmd_opts o = {NULL, NULL, NULL, NULL, NULL, 0, 0};
-    const flag_spec fs[] = {
-        {"--spec", FLAG_STR, &o.spec, "codec spec, e.g. q4, q4:group=row,round=nearest, topk:0.1, ef(sign)+zstd", 0, 0, NULL},
-        {"--in", FLAG_STR, &o.in, "float32 tensor to encode: .npy ('<f4', C order), or raw with --raw", 0, 0, NULL},
-        {"--raw", FLAG_BOOL, &o.raw, "--in is raw little-endian float32 (needs --shape)", 0, 0, NULL},
-        {"--shape", FLAG_STR, &o.shape, "dims of a raw input, e.g. 4,1024,768", 0, 0, NULL},
-        {"--out", FLAG_STR, &o.out, "where to write the message (encode) or the .npy (decode)", 0, 0, NULL},
-        {"--decode", FLAG_STR, &o.decode, "decode this message instead of encoding", 0, 0, NULL},
-        {"--seed", FLAG_LONG, &o.seed, "seed of stochastic rounding and of hadamard()'s signs (--decode: the encoder's)",
+    const pz_flag fs[] = {
+        {"--spec", PZ_FLAG_STR, &o.spec, "codec spec, e.g. q4, q4:group=row,round=nearest, topk:0.1, ef(sign)+zstd", 0, 0, NULL},
+        {"--in", PZ_FLAG_STR, &o.in, "float32 tensor to encode: .npy ('<f4', C order), or raw with --raw", 0, 0, NULL},
+        {"--raw", PZ_FLAG_BOOL, &o.raw, "--in is raw little-endian float32 (needs --shape)", 0, 0, NULL},
+        {"--shape", PZ_FLAG_STR, &o.shape, "dims of a raw input, e.g. 4,1024,768", 0, 0, NULL},
+        {"--out", PZ_FLAG_STR, &o.out, "where to write the message (encode) or the .npy (decode)", 0, 0, NULL},
+        {"--decode", PZ_FLAG_STR, &o.decode, "decode this message instead of encoding", 0, 0, NULL},
+        {"--seed", PZ_FLAG_LONG, &o.seed, "seed of stochastic rounding and of hadamard()'s signs (--decode: the encoder's)",
          0, 1e18, NULL},
     };
-    int r = parse_flags("codec", "usage: pipezip codec --spec SPEC --in X.npy --out MSG [--seed N]\n"
+    int r = pz_flags_parse("codec", "usage: pipezip codec --spec SPEC --in X.npy --out MSG [--seed N]\n"
                         "       pipezip codec --spec SPEC --in X.f32 --raw --shape D0,D1,.. --out MSG\n"
                         "       pipezip codec --decode MSG --out Y.npy [--seed N]\n\n"
                         "Encodes a float32 tensor with a codec (grammar and codecs: compress/README.md) and\n"

@@ -1,10 +1,14 @@
 /* options.c: see options.h. */
 #include "runtime/plan/options.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#include "base/flags.h"
 
 #include "runtime/cores.h"
 #include "runtime/device.h"
+#include "runtime/jobsecret.h"
 
 void pz_train_words_default(pz_train_words *w) {
     w->eval_compress = "on";
@@ -116,4 +120,104 @@ pz_status pz_train_opts_check(pz_train_opts *o, const pz_train_words *w, pz_sche
     if (only)
         return pz_fail(PZ_ERR_ARG, "%s needs --stages 2 or more (it acts on what crosses stage boundaries)", only);
     return PZ_OK;
+}
+
+int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
+    pz_train_opts_default(o);
+    pz_train_words_default(w);
+    const pz_flag fs[] = {
+        {"--preset", PZ_FLAG_STR, &o->preset, "start from random weights of a preset: gpt2, demo, tiny", 0, 0, NULL},
+        {"--init", PZ_FLAG_STR, &o->init, "start from a checkpoint: HF safetensors or llm.c .bin, or an HF model directory", 0, 0, NULL},
+        {"--heads", PZ_FLAG_INT, &o->heads, "attention heads of --init when neither it nor its config.json says", 0, 65536, NULL},
+        {"--data", PZ_FLAG_STR, &o->data, "training token shards: a file, a comma list or a glob", 0, 0, NULL},
+        {"--val-data", PZ_FLAG_STR, &o->val_data, "validation token shards", 0, 0, NULL},
+        {"--batch", PZ_FLAG_INT, &o->batch, "sequences per micro-batch (B)", 1, 65536, NULL},
+        {"--seq", PZ_FLAG_INT, &o->seq, "tokens per sequence (T), at most the model's context", 1, 65536, NULL},
+        {"--steps", PZ_FLAG_INT, &o->steps, "optimizer steps", 1, 100000000, NULL},
+        {"--micro-batches", PZ_FLAG_INT, &o->micro, "micro-batches per step (gradients accumulate)", 1, 65535, NULL},
+        {"--lr", PZ_FLAG_FLOAT, &o->optim.lr, "peak learning rate", 0, 10, NULL},
+        {"--min-lr-frac", PZ_FLAG_FLOAT, &o->optim.min_lr_frac, "cosine decays to lr x this", 0, 1, NULL},
+        {"--warmup", PZ_FLAG_INT, &o->optim.warmup_steps, "linear warm-up steps (default: steps/10)", 0, 100000000, &o->warmup_given},
+        {"--weight-decay", PZ_FLAG_FLOAT, &o->optim.weight_decay, "AdamW decoupled weight decay on 2-D weights", 0, 10, NULL},
+        {"--beta1", PZ_FLAG_FLOAT, &o->optim.beta1, "AdamW beta1", 0, 0.999999, NULL},
+        {"--beta2", PZ_FLAG_FLOAT, &o->optim.beta2, "AdamW beta2", 0, 0.999999, NULL},
+        {"--grad-clip", PZ_FLAG_FLOAT, &o->optim.grad_clip, "clip the global gradient norm to this (0 = off)", 0, 1e9, NULL},
+        {"--seed", PZ_FLAG_LONG, &o->seed, "seed for initialisation and shuffling", 0, 1e18, NULL},
+        {"--val-every", PZ_FLAG_INT, &o->val_every, "validate every N steps (and after the last step; 0 = never)", 0, 100000000, NULL},
+        {"--val-batches", PZ_FLAG_INT, &o->val_batches, "validation batches, read in file order", 1, 100000000, NULL},
+        {"--save", PZ_FLAG_STR, &o->save, "write the trained model at the end: DIR/ = HF directory (model.safetensors + config.json), .bin = llm.c v3, else safetensors", 0, 0, NULL},
+        {"--threads", PZ_FLAG_INT, &o->threads, "CPU threads per process (0 = the CPUs it may use / stages on this host)", 0, 1024, NULL},
+        {"--bind", PZ_FLAG_STR, &w->bind, "cores: pin each stage on this host to its own CPUs when they divide evenly; none", 0, 0, NULL},
+        {"--device", PZ_FLAG_STR, &o->device, "cpu, cuda or cuda:tf32; or one per stage, e.g. cpu,cuda", 0, 0, NULL},
+        {"--stages", PZ_FLAG_INT, &o->stages, "pipeline stages, one process each (1 = this process alone)", 1, 255, NULL},
+        {"--split", PZ_FLAG_STR, &o->split, "blocks per stage, e.g. 3,3,3,3 (interleaved: per chunk; default: balanced by a cost model)", 0, 0, NULL},
+        {"--schedule", PZ_FLAG_STR, &o->schedule, "pipeline schedule: 1f1b, 1f1b:warmup=K|auto (more in flight for slow links), zb-h1 (zero bubble), gpipe or interleaved:v=V (V model chunks per stage, Megatron's interleaved 1F1B)", 0, 0, NULL},
+        {"--virtual-stages", PZ_FLAG_INT, &o->virtual_stages, "with --schedule interleaved: model chunks per stage (the same as interleaved:v=V)", 1, PZ_SCHED_MAX_VIRTUAL, NULL},
+        {"--peer-timeout", PZ_FLAG_FLOAT, &o->peer_timeout, "seconds a stage waits for a peer before failing", 0.1, 86400, NULL},
+        {"--job-secret-file", PZ_FLAG_STR, &o->job_secret_file, "file with the secret every rank proves it holds (else $" PZ_JOB_SECRET_ENV "; the local launcher makes one)", 0, 0, NULL},
+        {"--trace", PZ_FLAG_STR, &o->trace, "write a Chrome/Perfetto trace JSON of all stages (pipeline only)", 0, 0, NULL},
+        {"--compress", PZ_FLAG_STR, &o->compress, "compression policy per edge and direction (grammar below)", 0, 0, NULL},
+        {"--policy-file", PZ_FLAG_STR, &o->policy_file, "policy clauses, one per line, # comments (before --compress)", 0, 0, NULL},
+        {"--eval-compress", PZ_FLAG_STR, &w->eval_compress, "on: validate through the fwd codecs; off: uncompressed", 0, 0, NULL},
+        {"--link-mbps", PZ_FLAG_STR, &o->link_mbps, "simulated link rate, Mbit/s: N, or per edge 0-1=N;*=M (0 = unlimited)", 0, 0, NULL},
+        {"--link-latency-ms", PZ_FLAG_STR, &o->link_latency, "simulated one-way link delay, ms: N, or per edge 0-1=N;*=M", 0, 0, NULL},
+        {"--compress-tied", PZ_FLAG_STR, &o->compress_tied, "codec of the tied-embedding gradient exchange between the first and last stage, e.g. q8 (stateless codecs; both copies stay equal; default none = exact)", 0, 0, NULL},
+        {"--checkpoint-dir", PZ_FLAG_STR, &o->checkpoint_dir, "write checkpoints to resume from here (each rank its shard, then a manifest)", 0, 0, NULL},
+        {"--checkpoint-every", PZ_FLAG_INT, &o->checkpoint_every, "steps between checkpoints (0 = after the last step only)", 0, 100000000, NULL},
+        {"--keep-checkpoints", PZ_FLAG_INT, &o->keep_checkpoints, "complete checkpoints to keep, newest first", 1, 1000000, NULL},
+        {"--max-restarts", PZ_FLAG_INT, &w->max_restarts, "when a rank dies, restart all from the newest checkpoint up to K times (local launcher)", 0, 1000, NULL},
+        {"--resume", PZ_FLAG_STR, &o->resume, "continue from the newest complete checkpoint in DIR; auto: in --checkpoint-dir, if any", 0, 0, NULL},
+        {"--progress", PZ_FLAG_STR, &w->progress, "thread: a thread per stage moves messages while it computes; inline: only between blocks", 0, 0, NULL},
+        {"--metrics", PZ_FLAG_STR, &o->metrics, "write per-edge metrics to PREFIX.jsonl (per step) and PREFIX.csv", 0, 0, NULL},
+        {"--dump-edge", PZ_FLAG_INT, &o->dump_edge, "at step N, write every tensor a stage encodes (activations, gradients) as .npy (pipeline only)", 0, 1 << 30, NULL},
+        {"--dump-dir", PZ_FLAG_STR, &o->dump_dir, "directory for --dump-edge (created; default edge-dump)", 0, 0, NULL},
+        {"--error-metrics", PZ_FLAG_STR, &w->error_metrics, "on: senders decode their own messages to report ||x-x'||/||x||", 0, 0, NULL},
+    };
+    int r = pz_flags_parse("train", "usage: pipezip train (--preset NAME | --init FILE) --data SHARDS [flags]\n\n"
+                        "Trains a GPT-2. With --stages S > 1 the model is cut into S stages, each in its\n"
+                        "own process on this host (or, when RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT or\n"
+                        "mpirun/srun variables are set, this process is one rank of such a pipeline).\n"
+                        "Prints one JSON line per step on stdout:\n"
+                        "  {\"step\",\"loss\",\"lr\",\"norm\",\"ms\",\"tok_s\"} and {\"step\",\"val_loss\"} lines;\n"
+                        "pipelines add fwd_raw/fwd_wire/bwd_raw/bwd_wire/tied_wire bytes per step, per-stage times,\n"
+                        "\"compressed\" on validation lines, and a final {\"summary\":true,...} line.\n\n"
+                        "Compression policy (--compress, --policy-file; needs --stages 2 or more):\n"
+                        "  policy := clause (';' clause)*     clause := [EDGE ':'] DIR=CODEC (',' DIR=CODEC)* | none | auto\n"
+                        "  EDGE: I-J (J = I+1) or *   DIR: fwd (activations), bwd (gradients), both\n"
+                        "  CODEC: none (raw float32) or a codec spec: fp16, bf16, q4, q8:round=nearest, nuq4,\n"
+                        "         sign, topk:0.1, jointsq:1.5, ef(topk:0.1), ef21(q4), aq(q4), hadamard(q4), q8+zstd, ...\n"
+                        "         (compress/README.md). A clause naming an edge beats '*'; else later wins.\n"
+                        "         q<b> rounds activations to nearest, gradients (bwd, --compress-tied)\n"
+                        "         stochastically (unbiased), unless the spec names round=.\n"
+                        "  e.g.  --compress 'fwd=aq(q4),bwd=q8'   --compress '0-1:fwd=topk:0.2;*:bwd=q8'\n"
+                        "  CODEC auto[:every=N,candidates=A/B/...]: the sender of each edge and direction\n"
+                        "         measures every candidate's error and bytes on one micro-batch per step,\n"
+                        "         and after step 2, then every N steps (default 10), picks the least error\n"
+                        "         whose link time per step (bytes / --link-mbps or the measured rate, plus\n"
+                        "         --link-latency-ms; with gpipe or warmup=K one message more for fill and\n"
+                        "         drain; with 2 stages the tied exchange too; candidates with relative\n"
+                        "         error >= 1 only if all are) fits a share of the compute (0.9 with gpipe or\n"
+                        "         1f1b:warmup=K>0, 0.05 with plain 1f1b or zb-h1), else the fewest bytes; both\n"
+                        "         ends switch at the step boundary. Default candidates fp16/q8/hadamard(q4)/q4/q2;\n"
+                        "         no ef/ef21/aq; not with interleaved. Decisions go to stderr and --metrics.\n"
+                        "         A clause 'none' or 'auto[:...]' alone covers both directions of every edge.\n"
+                        "aq() keys its buffers by the loader's sample ids, which travel with activations.\n"
+                        "Validation with --eval-compress on uses the fwd codec, with ef/ef21/aq replaced by\n"
+                        "their inner codec (evaluation must not touch training state); at the last step\n"
+                        "both ways are reported. --link-mbps and --link-latency-ms delay each message in\n"
+                        "the sender as a link of that rate and one-way delay would (a simulation;\n"
+                        "tools/netns_pipeline.sh shapes real links). On slow or distant links,\n"
+                        "--schedule 1f1b:warmup=auto keeps enough micro-batches in flight to hide them.\n\n"
+                        "Interleaved 1F1B (--schedule interleaved:v=V, or interleaved --virtual-stages V):\n"
+                        "the model is cut into S*V chunks, stage r holding chunks r, r+S, ...; the bubble\n"
+                        "shrinks V times. --micro-batches must be a multiple of --stages, --split takes\n"
+                        "S*V counts, and --compress's edge I-J is the boundary between chunks I and J.",
+                        argc, argv, fs, (int)(sizeof fs / sizeof fs[0]), NULL);
+    if (r) return r;
+    pz_status st = pz_train_opts_check(o, w, NULL);
+    if (st != PZ_OK) {
+        fprintf(stderr, "pipezip train: error: %s\n", pz_last_error());
+        return 1;
+    }
+    return 0;
 }

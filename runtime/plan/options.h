@@ -1,15 +1,15 @@
-/* options.h: the train flags, checked once (issue 23).
+/* options.h: the train flags, parsed and checked once (issue 23).
  *
- * The command line's table (runtime/cli/cli.c) turns each flag's text into
- * its field of pz_train_opts with the flag's own range; everything that
- * needs more than one flag, or a word turned into a setting, is checked
- * here, once, in pz_train_opts_check: `pipezip train` calls it before
- * anything starts, `pipezip schedule` shares the schedule's part
- * (pz_sched_of_flags), and the executor reads the checked result
- * (pz_train_sched, pz_train_nchunks, pz_train_check) instead of checking
- * again. What needs files (the model, the policy file, the outputs) is
- * checked by the launcher's pre-flight (runtime/cli/cli.c) and
- * pz_train_check_io (runtime/train.h). */
+ * pz_train_parse holds `pipezip train`'s flag table (base/flags.h: each
+ * flag's text into its field of pz_train_opts, with the flag's range; --help
+ * comes from the same table) and then pz_train_opts_check, which checks
+ * everything that needs more than one flag, or a word turned into a
+ * setting, once. `pipezip schedule` shares the schedule's part
+ * (pz_sched_of_flags), and the executor reads the checked result through
+ * pz_train_schedule instead of checking again. What needs files (the
+ * model, the policy file, the outputs) is checked by the launcher's
+ * pre-flight (runtime/cli/cli.c) and pz_train_check_io (runtime/train.h).
+ * pz_train_opts is not split by who needs what yet. */
 #ifndef PZ_RUNTIME_PLAN_OPTIONS_H
 #define PZ_RUNTIME_PLAN_OPTIONS_H
 
@@ -26,6 +26,12 @@ typedef struct {
 } pz_train_words;
 
 void pz_train_words_default(pz_train_words *w);
+
+/* `pipezip train`'s flags (argc/argv after "train"): defaults, then the
+ * table that parses each flag with its range (and prints --help from the
+ * same table), then pz_train_opts_check. Returns 0, 1 after printing the
+ * error, 2 after printing --help. */
+int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w);
 
 /* Every check of the train flags that reads no file: the words into o's
  * fields, flags that need another (--checkpoint-every, --max-restarts and
