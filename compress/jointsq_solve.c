@@ -507,31 +507,38 @@ static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uin
     size_t nc = 0, i = 0, it = 0;
     const __m256i step = _mm256_set1_epi32(8);
     __m256i iv = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    for (; i + 8 <= n; i += 8, iv = _mm256_add_epi32(iv, step)) {
-        __m256i key = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(x + i)), absm);
-        __m256 e[4];
-        jsq_verrs8(&K, key, e);
-        __m256i a = jsq_vpick8(e, hh), bq = jsq_vpick8(e, hl);
-        pz_v8_store_bytes(cls + i, a);
-        nhv = pz_mckp_vcount8(nhv, a);
-        nlv = pz_mckp_vcount8(nlv, bq);
-        if (++it == 1023) {
+    /* two vectors an iteration: their 16 class bytes leave in one store */
+    for (; i + 16 <= n; i += 16) {
+        __m256i av[2];
+        for (int h = 0; h < 2; h++, iv = _mm256_add_epi32(iv, step)) {
+            __m256i key = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(x + i + 8 * h)), absm);
+            __m256 e[4];
+            jsq_verrs8(&K, key, e);
+            __m256i a = jsq_vpick8(e, hh), bq = jsq_vpick8(e, hl);
+            av[h] = a;
+            nhv = pz_mckp_vcount8(nhv, a);
+            nlv = pz_mckp_vcount8(nlv, bq);
+            __m256i same = _mm256_cmpeq_epi32(a, bq);
+            __m256i kk = _mm256_and_si256(key, same);  /* keys of the kept lanes (0 does not raise a max) */
+            mx1 = _mm256_max_epu32(mx1, _mm256_and_si256(kk, _mm256_cmpeq_epi32(a, one)));
+            mx2 = _mm256_max_epu32(mx2, _mm256_and_si256(kk, _mm256_cmpeq_epi32(a, two)));
+            mx3 = _mm256_max_epu32(mx3, _mm256_and_si256(kk, _mm256_cmpeq_epi32(a, three)));
+            /* no branch on the candidates (see the AVX-512 pass) */
+            unsigned dif = ~pz_v8_mask(same) & 0xffu;
+            size_t at = nc < ccap ? nc : ccap;
+            _mm256_storeu_si256((__m256i *)(void *)(cid + at), pz_v8_compress(dif, iv));
+            _mm256_storeu_si256((__m256i *)(void *)(cs_->hi + at), pz_v8_compress(dif, a));
+            _mm256_storeu_si256((__m256i *)(void *)(cs_->key + at), pz_v8_compress(dif, key));
+            nc += (size_t)__builtin_popcount(dif);
+        }
+        __m256i w = _mm256_packs_epi32(av[0], av[1]);   /* 16-bit, per 128-bit lane */
+        __m128i b = _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+        _mm_storeu_si128((__m128i *)(void *)(cls + i), _mm_shuffle_epi32(b, 0xD8));
+        if (++it == 511) {
             pz_mckp_vcount8_flush(&nhv, nh);
             pz_mckp_vcount8_flush(&nlv, nl);
             it = 0;
         }
-        __m256i same = _mm256_cmpeq_epi32(a, bq);
-        __m256i kk = _mm256_and_si256(key, same);      /* keys of the kept lanes (0 does not raise a max) */
-        mx1 = _mm256_max_epu32(mx1, _mm256_and_si256(kk, _mm256_cmpeq_epi32(a, one)));
-        mx2 = _mm256_max_epu32(mx2, _mm256_and_si256(kk, _mm256_cmpeq_epi32(a, two)));
-        mx3 = _mm256_max_epu32(mx3, _mm256_and_si256(kk, _mm256_cmpeq_epi32(a, three)));
-        /* no branch on the candidates (see the AVX-512 pass) */
-        unsigned dif = ~pz_v8_mask(same) & 0xffu;
-        size_t at = nc < ccap ? nc : ccap;
-        _mm256_storeu_si256((__m256i *)(void *)(cid + at), pz_v8_compress(dif, iv));
-        _mm256_storeu_si256((__m256i *)(void *)(cs_->hi + at), pz_v8_compress(dif, a));
-        _mm256_storeu_si256((__m256i *)(void *)(cs_->key + at), pz_v8_compress(dif, key));
-        nc += (size_t)__builtin_popcount(dif);
     }
     pz_mckp_vcount8_flush(&nhv, nh);
     pz_mckp_vcount8_flush(&nlv, nl);
