@@ -356,11 +356,9 @@ static pz_status run_hier(pz_dp_creduce *c, const float *grad, float *out, uint6
         const uint64_t *in = pz_dp_creduce_sent_to(c->inner);
         int L = c->g->n / c->o.hosts;
         for (int h = 0; h < c->o.hosts; h++) c->sent_to[h * L] = in[h];
-    } else {
-        memset(out, 0, n * sizeof(float));
     }
-    /* the leader shares the result: everyone else adds zeros */
-    if (st == PZ_OK) st = pz_dp_allreduce(&c->host, out, n, 0, PZ_DP_AUTO);
+    /* the leader (the host's first member) shares the result */
+    if (st == PZ_OK) st = pz_dp_broadcast(&c->host, 0, out, n);
     return st;
 }
 

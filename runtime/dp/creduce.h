@@ -27,11 +27,11 @@
  *    messages into out.
  *
  *  hierarchical (BinSGDM/Birder's reading, see docs): the D members form H
- *    simulated hosts of D / H consecutive members. Each host averages its
+ *    hosts of D / H consecutive members (simulated, or pz_dp_group_hosts). Each host averages its
  *    members' gradients uncompressed (pz_dp_allreduce within the host); the
  *    first member of every host (its leader) runs twophase with the other
- *    leaders on the host mean; the leader then hands the result to its host
- *    (the same all-reduce, the others adding zeros). Only the leaders' twophase
+ *    leaders on the host mean; the leader then sends the result to its host
+ *    (pz_dp_broadcast). Only the leaders' twophase
  *    crosses hosts: about 2(H-1)/H x |C(n)| per leader instead of every
  *    member's 2(D-1)/D.
  *

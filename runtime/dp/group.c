@@ -487,6 +487,30 @@ pz_status pz_dp_op_wait(pz_dp_op *op) {
     return st;
 }
 
+pz_status pz_dp_broadcast(pz_dp_group *g, int root, float *buf, size_t n) {
+    if (!g || !g->ranks || (!buf && n)) return pz_fail(PZ_ERR_ARG, "dp broadcast: NULL argument");
+    if (root < 0 || root >= g->n) return pz_fail(PZ_ERR_ARG, "dp broadcast: root %d of %d members", root, g->n);
+    pz_status st = PZ_OK;
+    size_t bytes = n * sizeof(float);
+    if (g->me != root) {
+        pz_request *r = NULL;
+        st = pz_dp_post(g, 0, root, PZ_DP_KIND_BCAST, 0, buf, bytes, &r);
+        if (st == PZ_OK) st = wait_exact(g, r, root, bytes);
+    } else if (g->n > 1) {
+        pz_request **rq = xcalloc((size_t)g->n, sizeof *rq);
+        for (int i = 0; i < g->n && st == PZ_OK; i++)
+            if (i != root) st = pz_dp_post(g, 1, i, PZ_DP_KIND_BCAST, 0, buf, bytes, &rq[i]);
+        for (int i = 0; i < g->n && st == PZ_OK; i++)
+            if (rq[i]) {
+                st = pz_dp_wait(g, rq[i], NULL);
+                rq[i] = NULL;
+            }
+        free(rq);
+    }
+    g->seq++;
+    return st;
+}
+
 pz_status pz_dp_allreduce(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_algo algo) {
     pz_dp_op *op = NULL;
     pz_status st = op_start(g, buf, n, mean, algo, 0, &op);

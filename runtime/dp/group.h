@@ -56,7 +56,8 @@ enum {
     PZ_DP_KIND_CPHASE1 = 0x23,  /* two-phase: chunks to their owners */
     PZ_DP_KIND_CPHASE2 = 0x24,  /* two-phase: re-encoded chunks from their owners */
     PZ_DP_KIND_HINTRA = 0x25,   /* hierarchical: inside a host */
-    PZ_DP_KIND_CHECK = 0x26,    /* pz_dp_check_identical's digests */
+    PZ_DP_KIND_CHECK = 0x26,    /* pz_dp_check_identical's digests, pz_dp_group_hosts' names */
+    PZ_DP_KIND_BCAST = 0x27,    /* pz_dp_broadcast */
 };
 
 #define PZ_DP_MAX 256           /* members of a group (the tag's source field) */
@@ -106,6 +107,10 @@ void pz_dp_group_set_link(pz_dp_group *g, double mbps, double latency_ms);
 
 /* In-place sum (mean = 1: then divided by D) of buf[0..n) over the group. */
 pz_status pz_dp_allreduce(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_algo algo);
+
+/* buf[0..n) of member `root` to every member (root sends to each; for the
+ * few members of a host). */
+pz_status pz_dp_broadcast(pz_dp_group *g, int root, float *buf, size_t n);
 
 /* The same without blocking, so that buckets of a gradient travel while the
  * caller computes (and several are in flight at once): start posts the

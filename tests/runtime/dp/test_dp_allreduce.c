@@ -9,7 +9,7 @@
  *    the same bits on random inputs (a digest summed over the group);
  *  - a member that passes another length: every member fails with an error
  *    naming the mismatch or the lost peer, nobody hangs;
- *  - hosts from the members' host names (D=4);
+ *  - broadcast; hosts from the members' host names (D=4);
  *  - non-blocking all-reduces, three in flight at once, driven by test;
  *  - a member killed or frozen (SIGSTOP) mid-call: the others fail naming it
  *    (the transport's failure detection and peer timeout). */
@@ -211,6 +211,15 @@ static int child(int rank, int world, int port, void *arg) {
     check_sums(&g, 70000, PZ_DP_RING, round++, 0);
     check_sums(&g, 700, PZ_DP_RDOUBLING, round++, 1);
     g.spin_s = 0;
+    /* broadcast from the last member */
+    float bc[777];
+    for (int i = 0; i < 777; i++) bc[i] = g.me == s->D - 1 ? (float)i * 0.25f : -1.0f;
+    OK(pz_dp_broadcast(&g, s->D - 1, bc, 777));
+    int bad_bc = 0;
+    for (int i = 0; i < 777; i++) bad_bc += bc[i] != (float)i * 0.25f;
+    CHECK(bad_bc == 0, "broadcast: %d wrong elements", bad_bc);
+    CHECK_STATUS(pz_dp_broadcast(&g, s->D, bc, 777), PZ_ERR_ARG, "root");
+    round++;   /* the broadcast counts as a collective */
     check_async(&g, round);
     round += 4;
     check_identical(&g, t, 100003, PZ_DP_RING);
