@@ -3,7 +3,7 @@
  * Two kinds of failure, two mechanisms:
  *  - programming or resource failures (out of memory, a write that fails on a
  *    file we already opened) abort through xmalloc/xfwrite (base/mem.h,
- *    base/file.h) with file and line;
+ *    base/io/file.h) with file and line;
  *  - bad input from outside (files, flags, peers) is reported with a pz_status
  *    returned up the stack and a message kept in pz_last_error(), so the caller
  *    decides how to fail (the CLI prints it and exits non-zero). */

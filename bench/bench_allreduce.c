@@ -24,7 +24,7 @@
 #include "base/clock.h"
 #include "base/mem.h"
 #include "runtime/dp/group.h"
-#include "runtime/launcher.h"
+#include "runtime/net/launcher.h"
 
 #define MAX_RUNS 64
 

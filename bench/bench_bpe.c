@@ -1,4 +1,4 @@
-/* bench_bpe.c: GPT-2 byte-level BPE encoding speed (stages/bpe.c), one core.
+/* bench_bpe.c: GPT-2 byte-level BPE encoding speed (stages/bpe/bpe.c), one core.
  *
  *   bench_bpe TOKENIZER TEXT [RUNS]
  * Encodes the whole of TEXT RUNS times (default 7), each with a fresh
@@ -7,9 +7,9 @@
  * second, the tokenizer already loaded) and their median as one JSON line,
  * by the wall clock and by the thread's CPU clock: on a machine shared with
  * other jobs the CPU clock leaves out the time the thread waited for a core. */
-#include "stages/bpe.h"
+#include "stages/bpe/bpe.h"
 #include "base/clock.h"
-#include "base/file.h"
+#include "base/io/file.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -31,9 +31,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/file.h"
+#include "base/io/file.h"
 #include "base/isa.h"
-#include "compress/codec.h"
+#include "compress/core/codec.h"
 #include "base/clock.h"
 #include "base/mem.h"
 #include "base/rng.h"

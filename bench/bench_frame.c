@@ -1,4 +1,4 @@
-/* bench_frame.c: the cost of the checked frame (runtime/frame.h) on one
+/* bench_frame.c: the cost of the checked frame (runtime/net/frame.h) on one
  * thread: GB/s of writing a frame header (CRC-32C of the payload) and of
  * checking one, next to memcpy of the same bytes timed in the same loop (so
  * a busy machine slows both alike), for messages from 4 KiB to 64 MiB. The
@@ -13,7 +13,7 @@
 
 #include "base/clock.h"
 #include "base/mem.h"
-#include "runtime/frame.h"
+#include "runtime/net/frame.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

@@ -1,4 +1,4 @@
-/* bench_gpu_codecs: throughput of the GPU codecs (compress/codec_cuda.h)
+/* bench_gpu_codecs: throughput of the GPU codecs (compress/cuda/codec_cuda.h)
  * against device memcpy measured in the same run.
  *
  *   bench_gpu_codecs [--numel N] [--runs R] [SPEC...]
@@ -21,8 +21,8 @@
 #include <cuda_runtime.h>
 
 extern "C" {
-#include "compress/codec.h"
-#include "compress/codec_cuda.h"
+#include "compress/core/codec.h"
+#include "compress/cuda/codec_cuda.h"
 #include "base/rng.h"
 }
 

@@ -13,8 +13,8 @@
 #include "base/isa.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_ops.h" /* pz_cpu_expf, for the old attention loop */
-#include "runtime/optim.h"
-#include "runtime/train.h"
+#include "stages/optim.h"
+#include "runtime/plan/train.h"
 #include "base/clock.h"
 #include "base/mem.h"
 #include "base/rng.h"

@@ -15,9 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "runtime/transport.h"
+#include "runtime/net/transport.h"
 #include "base/clock.h"
-#include "tests/runtime/transport_util.h"
+#include "tests/runtime/net/transport_util.h"
 
 typedef struct {
     const char *name;
@@ -25,7 +25,7 @@ typedef struct {
 } config;
 
 /* The transport itself defaults UCX_MM_ERROR_HANDLING=y, UCX_MM_FIFO_SIZE=1024
- * and UCX_KEEPALIVE_INTERVAL=1s (runtime/transport.c). */
+ * and UCX_KEEPALIVE_INTERVAL=1s (runtime/net/transport.c). */
 static const config configs[] = {
     {"tcp (UCX_TLS=tcp)", {"UCX_TLS=tcp", NULL}},
     {"shm (UCX_TLS=sm,tcp: sysv lanes)", {"UCX_TLS=sm,tcp", NULL}},

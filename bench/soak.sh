@@ -21,7 +21,7 @@ done
 [ -x "$PZ" ] || { echo "soak.sh: no $PZ (build first: ninja -C build)" >&2; exit 2; }
 RANDOM=$SEED
 dir=$(mktemp -d); trap 'pkill -KILL -f "$dir/" 2>/dev/null; rm -rf "$dir"' EXIT
-cat runtime/*.c > "$dir/text.txt"
+cat runtime/*/*.c > "$dir/text.txt"
 "$PZ" tokenize --out "$dir/train.bin" "$dir/text.txt" >/dev/null || exit 1
 job=(train --stages 4 --preset tiny --data "$dir/train.bin" --batch 2 --seq 32 --micro-batches 4 --steps "$STEPS"
      --threads 1 --seed 7 --peer-timeout 3 --checkpoint-every 5 --val-every 0)

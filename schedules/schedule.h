@@ -24,7 +24,7 @@
  * Ordering contract. The list is deadlock-free by itself under the strictest
  * model: every send blocks until the peer has reached the matching receive
  * (rendezvous), every receive blocks until the matching send arrives, and each
- * stage executes strictly in list order (tests/runtime/test_schedule.c simulates all
+ * stage executes strictly in list order (tests/schedules/test_schedule.c simulates all
  * stages together and proves this, with the message pairing and the memory
  * bound, for S = 1..8, m = 1..16). Each (kind, micro) message crosses an edge
  * exactly once per step, so a tag of (step, micro, direction) is unambiguous
@@ -93,7 +93,7 @@
  * With per-chunk forward f and backward b (f = F/V, b = B/V of a whole
  * stage's F, B) and free communication, the executor's makespan is
  * (mV + S - 1)(f + b) = m(F+B) + (S-1)(F+B)/V: the bubble is 1/V of 1F1B's,
- * (S-1)/(mV) of the ideal time (tests/runtime/test_schedule_interleaved.c
+ * (S-1)/(mV) of the ideal time (tests/schedules/test_schedule_interleaved.c
  * proves it for S = 1..8, V = 1..4, m = S, 2S, ... <= 16 and f:b = 1:1, 1:2,
  * 2:1, 2:3, 1:3, and under rendezvous for f = b).
  * Communication order. The ring makes the neighbour rule of 1F1B unsafe

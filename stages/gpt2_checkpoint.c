@@ -16,7 +16,7 @@
 #include <stdio.h>
 
 #include "base/half.h"
-#include "base/file.h"
+#include "base/io/file.h"
 #include "base/mem.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

@@ -17,7 +17,7 @@
 #define PZ_CHECKPOINT_H
 
 #include "stages/hf_dir.h"
-#include "base/safetensors.h"
+#include "base/formats/safetensors.h"
 #include "stages/gpt2_params.h"
 
 typedef enum { PZ_CKPT_AUTO, PZ_CKPT_SAFETENSORS, PZ_CKPT_LLMC } pz_ckpt_format;

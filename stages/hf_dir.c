@@ -1,7 +1,7 @@
 /* hf_dir.c: see hf_dir.h. */
 #include "stages/hf_dir.h"
-#include "base/file.h"
-#include "base/json.h"
+#include "base/io/file.h"
+#include "base/formats/json.h"
 #include "base/mem.h"
 
 #include <errno.h>

@@ -11,7 +11,7 @@
 #ifndef PZ_HF_DIR_H
 #define PZ_HF_DIR_H
 
-#include "base/safetensors.h"
+#include "base/formats/safetensors.h"
 #include "stages/gpt2_config.h"
 
 /* Parses a model.safetensors.index.json: the distinct shard names in order

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/optim.h"
+#include "stages/optim.h"
 #include "stages/stage.h"
 #include "base/clock.h"
 #include "base/mem.h"

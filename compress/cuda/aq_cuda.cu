@@ -10,7 +10,7 @@
  * bitwise equal buffers. Device memory holds every buffer: the mem= and
  * spill= options (spilling to an mmap'ed file) apply to the CPU path only. */
 #include "compress/cuda/codec_cuda_impl.h"
-#include "compress/wrap_elem.h"
+#include "compress/wrappers/wrap_elem.h"
 #include "base/bytes.h"
 #include "base/mem.h"
 

@@ -20,8 +20,8 @@
  * last packing group, with the CPU's formulas and messages), then expand on
  * the device; nuq code=elias, topk, jointsq and tah messages decode on the host and
  * the floats are copied to the device.
- * Every per-element formula is the PZ_HD function of compress/elem.h and
- * compress/elem_codecs.h that the CPU codec calls; nvcc runs with
+ * Every per-element formula is the PZ_HD function of compress/core/elem.h and
+ * compress/core/elem_codecs.h that the CPU codec calls; nvcc runs with
  * --fmad=false and IEEE division and square root. */
 #include "compress/cuda/cuda_common.h"
 #include "compress/cuda/codec_cuda_impl.h"
@@ -248,7 +248,7 @@ __device__ static inline size_t group_of(size_t i, size_t span, size_t C) { retu
 
 /* The body of the packing kernels: a thread per packing group of 8 codes of
  * b bits (b bytes), code(i) of elements 8t .. 8t+7 below n at bits j*b of a
- * little-endian word, as compress/bitpack.c packs them. */
+ * little-endian word, as compress/core/bitpack.c packs them. */
 template <typename F>
 __device__ static inline void pack_codes(size_t n, int b, uint8_t *out, F code) {
     size_t T = (n + 7) / 8;

@@ -19,11 +19,11 @@
 #endif
 
 extern "C" {
-#include "compress/bitpack.h"
-#include "compress/codec_cuda.h"
-#include "compress/codec_ext.h"
-#include "compress/elem_codecs.h"
-#include "compress/qcommon.h"
+#include "compress/core/bitpack.h"
+#include "compress/cuda/codec_cuda.h"
+#include "compress/core/codec_ext.h"
+#include "compress/core/elem_codecs.h"
+#include "compress/codecs/qcommon.h"
 }
 
 /* Every CUDA call is checked: failure returns PZ_ERR_IO naming file:line,

@@ -1,9 +1,9 @@
-/* ef_cuda.cu: the ef and ef21 wrappers on the device (compress/wrappers.c
+/* ef_cuda.cu: the ef and ef21 wrappers on the device (compress/wrappers/wrappers.c
  * is the CPU side): the state vector per side, and the per-element rules of
- * compress/wrap_elem.h, the CPU's very formulas, so the messages match byte
+ * compress/wrappers/wrap_elem.h, the CPU's very formulas, so the messages match byte
  * for byte. */
 #include "compress/cuda/codec_cuda_impl.h"
-#include "compress/wrap_elem.h"
+#include "compress/wrappers/wrap_elem.h"
 
 #define TPB 256
 #define GRID(work) pz_blocks((work), TPB), TPB, 0, stream

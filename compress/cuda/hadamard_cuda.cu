@@ -1,5 +1,5 @@
-/* hadamard_cuda.cu: the hadamard() wrapper on the device (compress/hadamard.c
- * is the CPU side). The rotation follows compress/hadamard_elem.h step for
+/* hadamard_cuda.cu: the hadamard() wrapper on the device (compress/wrappers/hadamard.c
+ * is the CPU side). The rotation follows compress/wrappers/hadamard_elem.h step for
  * step: signs (exact), one kernel per butterfly stage h = 1, 2, ..., N/2
  * (each output one IEEE add or subtract of two values the previous stage
  * fixed), then the scale (one rounding; forward: also the inf/NaN check),
@@ -9,8 +9,8 @@
 #include "compress/cuda/codec_cuda_impl.h"
 
 extern "C" {
-#include "compress/hadamard.h"
-#include "compress/hadamard_elem.h"
+#include "compress/wrappers/hadamard.h"
+#include "compress/wrappers/hadamard_elem.h"
 }
 
 #define TPB 256

@@ -3,7 +3,7 @@
  *
  * A job is what makes the numbers: the model, the math-changing flags and
  * the identity of the training data, i.e. rank 0's fingerprint
- * (runtime/fingerprint.h) less what does not change training (validation,
+ * (runtime/plan/fingerprint.h) less what does not change training (validation,
  * checkpoint cadence, --resume, the simulated link rate and latency). Its description is one "flag\tvalue" line
  * per flag (the fingerprint's per-shard and per-edge lines joined under their
  * flag, a long value replaced by its hash, so it fits a manifest), and its id
@@ -31,8 +31,8 @@
 #include <stdint.h>
 
 #include "base/status.h"
-#include "runtime/train.h"
-#include "runtime/transport.h"
+#include "runtime/plan/train.h"
+#include "runtime/net/transport.h"
 
 #define PZ_JOB_LOCK_NAME "pipezip.lock"
 #define PZ_JOB_DESC_MAX 12288   /* bytes of a job's description */

@@ -11,10 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/file.h"
+#include "base/io/file.h"
 #include "base/mem.h"
-#include "runtime/bootmsg.h"
-#include "runtime/resume.h"
+#include "runtime/net/bootmsg.h"
+#include "runtime/ckpt/resume.h"
 
 /* the value after "name " on a line of the lock file's text, or "?" */
 static void lock_field(const char *text, const char *name, char *out, size_t cap) {

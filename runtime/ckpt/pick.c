@@ -1,4 +1,4 @@
-/* pick.c: which checkpoint --resume continues from (runtime/resume.h,
+/* pick.c: which checkpoint --resume continues from (runtime/ckpt/resume.h,
  * pz_resume_start): this job's, newest first, falling back past one that
  * does not load. */
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "base/mem.h"
-#include "runtime/resume.h"
+#include "runtime/ckpt/resume.h"
 
 /* Rank 0: the steps to try, newest first (*n of them; malloc'ed). */
 static pz_status candidates(const pz_ckpt_job *job, const char *dir, int is_auto, int **out,

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compress/codec.h"
-#include "compress/npy.h"
+#include "compress/core/codec.h"
+#include "compress/core/npy.h"
 #include "base/clock.h"
-#include "base/file.h"
+#include "base/io/file.h"
 #include "base/mem.h"
 
 /* Prints "pipezip codec: error: MSG", indenting continuation lines so that a

@@ -7,16 +7,16 @@
 #include <sys/stat.h>
 
 #include "base/clock.h"
-#include "base/file.h"
+#include "base/io/file.h"
 #include "base/mem.h"
 #include "base/parse.h"
 #include "kernels/backend.h"
-#include "runtime/device.h"
-#include "runtime/edge.h"
-#include "runtime/partition.h"
-#include "runtime/policy.h"
-#include "runtime/transport.h"
-#include "stages/bpe.h"
+#include "runtime/plan/device.h"
+#include "runtime/edge/edge.h"
+#include "runtime/plan/partition.h"
+#include "runtime/edge/policy.h"
+#include "runtime/net/transport.h"
+#include "stages/bpe/bpe.h"
 #include "stages/gpt2_checkpoint.h"
 
 /* "1,2,3" -> ids (malloc'ed), each in [0, V) */

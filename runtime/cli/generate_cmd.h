@@ -33,9 +33,9 @@ typedef struct {
     const char *split;        /* --split, or NULL (balanced) */
     const char *compress;     /* --compress: fwd codecs per edge (their stateless inner codec) */
     float peer_timeout;
-    const char *device;       /* --device (runtime/device.h), NULL = cpu */
+    const char *device;       /* --device (runtime/plan/device.h), NULL = cpu */
     int threads;              /* CPU threads (the host side of a GPU stage too) */
-    const uint8_t *job_secret;   /* runtime/jobsecret.h; NULL: none */
+    const uint8_t *job_secret;   /* runtime/net/jobsecret.h; NULL: none */
     size_t job_secret_len;
 } pz_generate_opts;
 

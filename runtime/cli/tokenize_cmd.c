@@ -9,10 +9,10 @@
 #include <sys/stat.h>
 
 #include "base/clock.h"
-#include "base/file.h"
+#include "base/io/file.h"
 #include "base/mem.h"
-#include "runtime/data.h"
-#include "stages/bpe.h"
+#include "stages/data.h"
+#include "stages/bpe/bpe.h"
 
 #define SHARD_MAX_ID 65535u
 

@@ -1,6 +1,6 @@
 /* tokenize_cmd.h: `pipezip tokenize --tokenizer FILE|DIR` (flags parsed by
- * runtime/cli/cli.c): GPT-2 byte-level BPE (stages/bpe.h) of text files into
- * one llm.c token shard (runtime/data.h).
+ * runtime/cli/cli.c): GPT-2 byte-level BPE (stages/bpe/bpe.h) of text files into
+ * one llm.c token shard (stages/data.h).
  *
  * The files are encoded in parallel, one file per thread at a time, each
  * file on its own (a file boundary also ends a pre-token), and joined in the

@@ -52,7 +52,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "compress/codec.h"
+#include "compress/core/codec.h"
 #include "runtime/dp/group.h"
 
 typedef enum { PZ_DP_ALLGATHER = 1, PZ_DP_TWOPHASE = 2, PZ_DP_HIERARCHICAL = 3 } pz_dp_mode;

@@ -18,7 +18,7 @@
  *   off 16  u64 first element of the chunk
  *   off 24  u64 elements in the chunk
  *   off 32  u64 bytes of the codec message that follows the header
- * Then the codec message (compress/codec.h: its own header and shape; no CRC
+ * Then the codec message (compress/core/codec.h: its own header and shape; no CRC
  * of its own, the frame around it has the one: pz_codec_set_framed). */
 #ifndef PZ_DP_DPMSG_H
 #define PZ_DP_DPMSG_H

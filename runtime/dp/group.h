@@ -1,5 +1,5 @@
 /* group.h: a data-parallel group (the D replicas of one pipeline stage) and
- * its uncompressed all-reduce over pipezip's transport (runtime/transport.h).
+ * its uncompressed all-reduce over pipezip's transport (runtime/net/transport.h).
  *
  * A library, not yet reachable from `pipezip train`: the executor does not
  * create groups yet (no --replicas flag).
@@ -46,7 +46,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/transport.h"
+#include "runtime/net/transport.h"
 
 /* tag kinds of the data-parallel messages (the others: PZ_KIND_* in transport.h) */
 enum {

@@ -6,9 +6,9 @@
 
 #include "base/flags.h"
 
-#include "runtime/cores.h"
-#include "runtime/device.h"
-#include "runtime/jobsecret.h"
+#include "runtime/plan/cores.h"
+#include "runtime/plan/device.h"
+#include "runtime/net/jobsecret.h"
 
 void pz_train_words_default(pz_train_words *w) {
     w->eval_compress = "on";

@@ -8,12 +8,12 @@
  * (pz_sched_of_flags), and the executor reads the checked result through
  * pz_train_schedule instead of checking again. What needs files (the
  * model, the policy file, the outputs) is checked by the launcher's
- * pre-flight (runtime/cli/cli.c) and pz_train_check_io (runtime/train.h).
+ * pre-flight (runtime/cli/cli.c) and pz_train_check_io (runtime/plan/train.h).
  * pz_train_opts is not split by who needs what yet. */
 #ifndef PZ_RUNTIME_PLAN_OPTIONS_H
 #define PZ_RUNTIME_PLAN_OPTIONS_H
 
-#include "runtime/train.h"
+#include "runtime/plan/train.h"
 #include "schedules/schedule.h"
 
 /* The train flags the command line keeps as words, and the launcher's own. */

@@ -1,4 +1,4 @@
-/* test_iocheck.c: base/iocheck.c, the outputs of a command checked before it
+/* test_iocheck.c: base/io/iocheck.c, the outputs of a command checked before it
  * starts (issue 24): an output that is an input (by name, through a symbolic
  * link, through a hard link), two outputs on one file, outputs that are
  * devices or of the wrong kind, directories that are missing, under a
@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "base/iocheck.h"
+#include "base/io/iocheck.h"
 #include "tests/check.h"
 
 static char dir[] = "/tmp/pz_iocheck_XXXXXX";

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "base/isa.h"
-#include "compress/codec.h"
+#include "compress/core/codec.h"
 #include "kernels/backend.h"
 #include "base/mem.h"
 #include "base/rng.h"

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "compress/codec.h"
+#include "compress/core/codec.h"
 
 /* The specs both streams start with: base codecs and their options.
  * tests/fixtures/golden/codecs.bin depends on them and on their order. The q

@@ -21,11 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compress/bitpack.h"
-#include "compress/codec.h"
+#include "compress/core/bitpack.h"
+#include "compress/core/codec.h"
 #include "base/crc32c.h"
-#include "compress/elem.h"
-#include "compress/qcommon.h"
+#include "compress/core/elem.h"
+#include "compress/codecs/qcommon.h"
 
 #if defined(__F16C__)
 #include <immintrin.h>

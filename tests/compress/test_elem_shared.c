@@ -1,5 +1,5 @@
 /* test_elem_shared.c: the per-element math shared by the CPU codecs and the
- * GPU kernels (compress/elem.h, compress/elem_codecs.h), checked without a GPU.
+ * GPU kernels (compress/core/elem.h, compress/core/elem_codecs.h), checked without a GPU.
  *
  * For every base codec with a GPU path, a "kernel model" written here
  * rebuilds the payload the way the kernels of compress/cuda/ do: per-group range
@@ -18,12 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compress/codec.h"
-#include "compress/codec_ext.h"
-#include "compress/codec_impl.h"
-#include "compress/elem.h"
-#include "compress/elem_codecs.h"
-#include "compress/qcommon.h"
+#include "compress/core/codec.h"
+#include "compress/core/codec_ext.h"
+#include "compress/core/codec_impl.h"
+#include "compress/core/elem.h"
+#include "compress/core/elem_codecs.h"
+#include "compress/codecs/qcommon.h"
 
 #define CHECK_MAX_PRINTED 40
 #include "tests/check.h"

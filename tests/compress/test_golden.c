@@ -27,8 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compress/codec.h"
-#include "base/file.h"
+#include "compress/core/codec.h"
+#include "base/io/file.h"
 #include "base/mem.h"
 #include "base/rng.h"
 #include "base/status.h"

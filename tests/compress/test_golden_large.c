@@ -18,7 +18,7 @@
 #include "base/crc32c.h"
 #include "base/mem.h"
 #include "base/status.h"
-#include "compress/codec.h"
+#include "compress/core/codec.h"
 #include "tests/check.h"
 #include "tests/compress/codec_stream.h"
 

@@ -1,4 +1,4 @@
-/* test_hadamard.c: the hadamard(C[,block=N]) wrapper (compress/hadamard.c).
+/* test_hadamard.c: the hadamard(C[,block=N]) wrapper (compress/wrappers/hadamard.c).
  *
  *  - The transform: against the O(N^2) product with the Sylvester matrix
  *    (H[i][j] = (-1)^popcount(i & j) / sqrt(N)) and the signs; inverse of
@@ -31,8 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compress/codec.h"
-#include "compress/hadamard.h"
+#include "compress/core/codec.h"
+#include "compress/wrappers/hadamard.h"
 #include "base/crc32c.h"
 #include "base/bytes.h"
 #include "base/mem.h"

@@ -1,5 +1,5 @@
 /* test_jointsq_scratch.c: a jointsq codec object keeps its encode scratch
- * from one call to the next (compress/codec_impl.h, pz_scratch); what the
+ * from one call to the next (compress/core/codec_impl.h, pz_scratch); what the
  * last call left in it must never reach a message. One object per spec
  * encodes a sequence of tensors of growing and shrinking shapes (large ones
  * take the sampled path, small ones the exact one; one with the solver's
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compress/codec.h"
-#include "compress/jointsq.h"
+#include "compress/core/codec.h"
+#include "compress/jointsq/jointsq_priv.h"
 #include "base/mem.h"
 #include "base/rng.h"
 #include "base/status.h"

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compress/codec.h"
+#include "compress/core/codec.h"
 #include "base/bytes.h"
 #include "base/crc32c.h"
 #include "base/mem.h"

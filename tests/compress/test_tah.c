@@ -1,4 +1,4 @@
-/* test_tah.c: the tah codec (compress/tah.c): spec, the exact bit budget
+/* test_tah.c: the tah codec (compress/codecs/tah.c): spec, the exact bit budget
  * read back from the wire with the formulas of compress/README.md, error
  * bounds, the pivot/Hadamard path, per-tile vs per-token allocation, and
  * tah against q<b> and jointsq at equal bits. Exits non-zero on any failure.
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compress/codec.h"
+#include "compress/core/codec.h"
 #include "base/crc32c.h"
 #include "base/half.h"
 #include "base/mem.h"

@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compress/codec.h"
-#include "compress/codec_impl.h"
-#include "compress/elem.h"
-#include "compress/jointsq.h"
-#include "compress/mckp.h"
+#include "compress/core/codec.h"
+#include "compress/core/codec_impl.h"
+#include "compress/core/elem.h"
+#include "compress/jointsq/jointsq_priv.h"
+#include "compress/jointsq/mckp.h"
 #include "base/clock.h"
 #include "base/mem.h"
 #include "base/rng.h"

@@ -1,4 +1,4 @@
-/* test_wrappers.c: the stateful codecs ef(), ef21() and aq() (compress/wrappers.h).
+/* test_wrappers.c: the stateful codecs ef(), ef21() and aq() (compress/wrappers/wrappers.h).
  *
  *  - EF invariant: over R rounds, sum of decoded messages + final residual =
  *    sum of inputs, per element within the exact float bound
@@ -31,8 +31,8 @@
  *    leaves the next genuine one decoding identically; canonical specs read
  *    back to themselves; ef(aq(q4)) (nested) keeps the EF invariant.
  * Every failure is printed and makes the exit status 1. */
-#include "compress/codec.h"
-#include "compress/wrappers.h"
+#include "compress/core/codec.h"
+#include "compress/wrappers/wrappers.h"
 #include "base/mem.h"
 #include "base/rng.h"
 #include "base/status.h"

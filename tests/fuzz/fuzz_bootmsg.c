@@ -1,5 +1,5 @@
 /* fuzz_bootmsg.c: libFuzzer entry for the bootstrap's message parsers and
- * proofs (runtime/bootmsg.c), which read bytes from unauthenticated peers.
+ * proofs (runtime/net/bootmsg.c), which read bytes from unauthenticated peers.
  *
  * Input: one byte that picks the world size (1..256), then frames as they
  * would arrive on a connection. Each frame's header is checked as rank 0 and
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/bootmsg.h"
+#include "runtime/net/bootmsg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

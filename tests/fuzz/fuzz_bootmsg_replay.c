@@ -13,7 +13,7 @@
 #include "base/bytes.h"
 #include "base/mem.h"
 #include "base/rng.h"
-#include "runtime/bootmsg.h"
+#include "runtime/net/bootmsg.h"
 #include "tests/fuzz/fuzz_driver.h"
 
 static size_t put_frame(uint8_t *b, unsigned type, const void *p, size_t n) {

@@ -1,6 +1,6 @@
-/* fuzz_bpe.c: libFuzzer entry for the tokenizer-file parsers of stages/bpe_files.c
+/* fuzz_bpe.c: libFuzzer entry for the tokenizer-file parsers of stages/bpe/bpe_files.c
  * (tokenizer.json; vocab.json + merges.txt, the input cut at its first NUL
- * byte) and for the base/json.c reader under them. A file that loads must
+ * byte) and for the base/formats/json.c reader under them. A file that loads must
  * encode text, including the input itself when it is UTF-8, to ids that
  * decode back to that text. Works from memory only.
  *
@@ -8,7 +8,7 @@
  * Any compiler: linked with fuzz_bpe_replay.c and fuzz_driver.c into
  * fuzz_bpe_replay, which replays files or runs a deterministic mutation
  * smoke test. */
-#include "stages/bpe.h"
+#include "stages/bpe/bpe.h"
 
 #include <stdlib.h>
 #include <string.h>

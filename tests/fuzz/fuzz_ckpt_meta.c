@@ -1,5 +1,5 @@
 /* fuzz_ckpt_meta.c: libFuzzer entry for what a checkpoint says about itself
- * (runtime/resume_meta.c): the manifest's JSON and a shard's safetensors
+ * (runtime/ckpt/resume_meta.c): the manifest's JSON and a shard's safetensors
  * metadata, both read back from a directory that may hold anything.
  *
  * Input: one byte (even: the rest is a manifest; odd: the rest is a whole
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "runtime/ckpt/job.h"
-#include "runtime/resume_meta.h"
+#include "runtime/ckpt/resume_meta.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -54,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 #include <stdio.h>
 #include <unistd.h>
 
-#include "base/file.h"
+#include "base/io/file.h"
 #include "base/mem.h"
 #include "tests/fuzz/fuzz_driver.h"
 

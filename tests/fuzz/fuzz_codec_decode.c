@@ -3,7 +3,7 @@
  * with untrusted bytes and a fixed output capacity, in both readings of a
  * message: stored (its own CRC, as `pipezip codec --out` writes it) and
  * framed (no CRC of its own, flag 0x04 of header byte 6: the frame between
- * ranks carries the one CRC; compress/codec.h pz_codec_set_framed). The two
+ * ranks carries the one CRC; compress/core/codec.h pz_codec_set_framed). The two
  * must agree: a framed reader decodes a stored message exactly as a stored
  * reader does, and a framed message exactly as its stored twin (flag
  * cleared, CRC computed) is read by a stored reader; a stored reader
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "base/crc32c.h"
-#include "compress/codec.h"
+#include "compress/core/codec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compress/codec.h"
+#include "compress/core/codec.h"
 #include "base/crc32c.h"
-#include "base/file.h"
+#include "base/io/file.h"
 #include "base/mem.h"
 #include "base/rng.h"
 #include "tests/fuzz/fuzz_driver.h"

@@ -1,12 +1,12 @@
 /* fuzz_codec_state.c: libFuzzer entry for the codec-state blob reader
- * (compress/codec_state.c), which checkpoints feed from files: every input is
+ * (compress/wrappers/codec_state.c), which checkpoints feed from files: every input is
  * loaded into fresh aq, ef21, nested aq(ef(...)) and hadamard-wrapped codecs. A blob is either
  * refused or loaded; a loaded one must save back to the same bytes.
  *
  * clang: fuzz_codec_state with -fsanitize=fuzzer (tests/meson.build). Any
  * compiler: with fuzz_codec_state_replay.c and fuzz_driver.c into
  * fuzz_codec_state_replay (seeds, replay, mutation smoke test). */
-#include "compress/codec.h"
+#include "compress/core/codec.h"
 
 #include <stdlib.h>
 #include <string.h>

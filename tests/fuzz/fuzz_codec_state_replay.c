@@ -2,7 +2,7 @@
  * (fuzz_codec_state.c) without libFuzzer, through tests/fuzz/fuzz_driver.c:
  * replay files, write seeds (--seed DIR), or a deterministic mutation smoke
  * test (N, default 20000), meant to run under ASan/UBSan. */
-#include "compress/codec.h"
+#include "compress/core/codec.h"
 #include "base/bytes.h"
 #include "base/crc32c.h"
 #include "base/mem.h"

@@ -1,6 +1,6 @@
 /* fuzz_driver.c: see fuzz_driver.h. */
 #include "tests/fuzz/fuzz_driver.h"
-#include "base/file.h"
+#include "base/io/file.h"
 #include "base/mem.h"
 #include "base/rng.h"
 

@@ -1,4 +1,4 @@
-/* fuzz_frame.c: libFuzzer entry for the frame check (runtime/frame.c), which
+/* fuzz_frame.c: libFuzzer entry for the frame check (runtime/net/frame.c), which
  * reads every message a peer sends before anything else looks at it.
  *
  * Input: one message as the transport receives it: its first 40 bytes (or
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/frame.h"
+#include "runtime/net/frame.h"
 #include "tests/fuzz/fuzz_frame.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "runtime/frame.h"
+#include "runtime/net/frame.h"
 
 /* the expectation picked by a message's payload length (modulo 4) */
 static inline pz_frame_id fuzz_frame_expect(size_t payload_len) {

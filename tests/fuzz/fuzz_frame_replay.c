@@ -15,7 +15,7 @@
 #include "base/bytes.h"
 #include "base/mem.h"
 #include "base/rng.h"
-#include "runtime/frame.h"
+#include "runtime/net/frame.h"
 #include "tests/fuzz/fuzz_driver.h"
 #include "tests/fuzz/fuzz_frame.h"
 

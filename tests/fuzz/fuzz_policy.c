@@ -1,5 +1,5 @@
 /* fuzz_policy.c: libFuzzer entry for the per-edge policy grammars
- * (runtime/policy.c): --compress (with the codec specs it names),
+ * (runtime/edge/policy.c): --compress (with the codec specs it names),
  * --link-mbps and --link-latency-ms, which come from the command line or a
  * policy file that anyone may have written.
  *
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/policy.h"
+#include "runtime/edge/policy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,7 +7,7 @@
  *                                       deterministic mutations of seed images
  * The smoke test is meant to run under ASan/UBSan in ordinary (gcc) builds. */
 #include "stages/gpt2_checkpoint.h"
-#include "base/file.h"
+#include "base/io/file.h"
 #include "base/mem.h"
 #include "base/rng.h"
 

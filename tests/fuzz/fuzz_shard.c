@@ -1,4 +1,4 @@
-/* fuzz_shard.c: libFuzzer entry for token shards (runtime/data.c,
+/* fuzz_shard.c: libFuzzer entry for token shards (stages/data.c,
  * pz_shard_check): the llm.c header (magic, version, token count) and the
  * tokens, as mapped from a file anyone may hand to --data.
  *
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/data.h"
+#include "stages/data.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
-#include "runtime/optim.h"
+#include "stages/optim.h"
 #include "stages/stage.h"
 #include "base/clock.h"
 #include "base/mem.h"

@@ -1,4 +1,4 @@
-/* test_gpu_codecs.c: the GPU codecs (compress/codec_cuda.h) against the CPU
+/* test_gpu_codecs.c: the GPU codecs (compress/cuda/codec_cuda.h) against the CPU
  * codecs, byte for byte (suite 'gpu'; exit 77 = skipped without a GPU).
  *
  * For every spec, shape and seed: the message of pz_codec_encode_cuda on the
@@ -17,8 +17,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "compress/codec.h"
-#include "compress/codec_cuda.h"
+#include "compress/core/codec.h"
+#include "compress/cuda/codec_cuda.h"
 
 #define CHECK_MAX_PRINTED 50
 #include "tests/check.h"

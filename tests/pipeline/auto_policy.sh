@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --compress auto (runtime/autospec.c, runtime/autopolicy.c) over simulated links:
+# --compress auto (runtime/edge/autospec.c, runtime/exec/autopolicy.c) over simulated links:
 #  1. No simulated rate (shared memory between local ranks, the rate
 #     measured from the sends), gpipe: after step 2 every edge and direction
 #     keeps fp16, the default's most precise candidate; the decisions are on

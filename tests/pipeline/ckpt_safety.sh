@@ -27,7 +27,7 @@ trap cleanup EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-cat "$(dirname "$0")"/../../runtime/*.c > "$dir/text.txt"
+cat "$(dirname "$0")"/../../runtime/*/*.c > "$dir/text.txt"
 "$pz" tokenize --out "$dir/train.bin" "$dir/text.txt" >/dev/null || { echo "FAIL: tokenize"; exit 1; }
 base=(train --preset tiny --data "$dir/train.bin" --batch 2 --seq 32 --val-every 0 --threads 1 --stages 2)
 B=("${base[@]}" --steps 10 --seed 1 --checkpoint-every 2)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compares the newest checkpoints of two runs (runtime/resume.h layout):
+"""Compares the newest checkpoints of two runs (runtime/ckpt/resume.h layout):
 every parameter and both AdamW moments, by tensor name, whatever the stage
 layouts. Copies of one tensor in several shards (the tied wte in the first and
 the last) must be bitwise equal. Prints the largest difference per kind,

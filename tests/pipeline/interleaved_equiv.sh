@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Interleaved 1F1B (--schedule interleaved:v=V, the executor of runtime/pipeline.c with V chunks per rank):
+# Interleaved 1F1B (--schedule interleaved:v=V, the executor of runtime/exec/pipeline.c with V chunks per rank):
 #  1. S = 2 ranks x V = 2 chunks (the tiny preset's 2 blocks as 0,1,1,0:
 #     embedding | block 0 | block 1 | head), m = 4: per-step and validation
 #     losses within 1e-5 relative of the single process and of 1F1B on 2

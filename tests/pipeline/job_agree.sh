@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ranks agree on the job (runtime/fingerprint.c): a rank started with another
+# Ranks agree on the job (runtime/plan/fingerprint.c): a rank started with another
 # --lr, or with another data file of the same size, used to train silently
 # with wrong losses and exit 0. Now both ranks stop before the first step,
 # exit 1, and name the flag or file that differs; the same command on both

@@ -32,7 +32,7 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 # corpus: the repository's own sources
-cat "$root"/runtime/*.c "$root"/stages/*.c > "$dir/text.txt"
+cat "$root"/runtime/*/*.c "$root"/stages/*.c > "$dir/text.txt"
 "$pz" tokenize --out "$dir/train.bin" "$dir/text.txt" >/dev/null || { echo "FAIL: tokenize"; exit 1; }
 
 help=$("$pz" train --help 2>&1)

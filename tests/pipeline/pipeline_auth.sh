@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ranks prove that they hold the job secret (runtime/bootstrap.c), end to end:
+# Ranks prove that they hold the job secret (runtime/net/bootstrap.c), end to end:
 #  - the local launcher makes a random secret per job and hands it to its
 #    ranks in the environment, not in argv; no warning, the job runs;
 #  - a manual launch (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) with the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Compressed pipelines (runtime/policy.c, runtime/edge.c, runtime/metrics.c,
-# the throttle in runtime/transport.c):
+# Compressed pipelines (runtime/edge/policy.c, runtime/edge/edge.c, runtime/observe/metrics.c,
+# the throttle in runtime/net/transport.c):
 #  1. fp32 on every edge is lossless: the same losses, bit for bit, as none.
 #  2. A per-edge policy on 3 stages: each edge and direction uses its codec
 #     (metrics file), wire bytes match the codec's size formula, relative

@@ -16,7 +16,7 @@ trap 'rm -rf "$dir"' EXIT
 py=python3
 
 # a small corpus: the repository's own sources
-cat "$(dirname "$0")"/../../runtime/*.c "$(dirname "$0")"/../../stages/*.c > "$dir/text.txt"
+cat "$(dirname "$0")"/../../runtime/*/*.c "$(dirname "$0")"/../../stages/*.c > "$dir/text.txt"
 "$pz" tokenize --out "$dir/train.bin" --val-out "$dir/val.bin" --val-fraction 0.2 "$dir/text.txt" || exit 1
 
 common=(--preset tiny --data "$dir/train.bin" --val-data "$dir/val.bin" --batch 2 --seq 32

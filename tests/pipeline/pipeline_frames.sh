@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checked frames (runtime/frame.h): a message whose bytes changed on the way
+# Checked frames (runtime/net/frame.h): a message whose bytes changed on the way
 # is refused, never used. PIPEZIP_FAULT_FLIP=WHAT:STEP:RANK[:AT] makes rank
 # RANK flip one byte of the first WHAT message it sends at step STEP; the run
 # must exit non-zero with a message naming the edge, the direction and the

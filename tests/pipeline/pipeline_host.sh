@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stage processes fit the host (runtime/cores.c, runtime/launcher.c):
+# Stage processes fit the host (runtime/plan/cores.c, runtime/net/launcher.c):
 #  - with default flags each of S local stages runs max(1, CPUs / S) threads
 #    and, when the CPUs divide evenly, is pinned to its own slice: the
 #    start-up line says so and /proc/PID/status agrees, slices disjoint;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checkpoints and --resume (runtime/resume.h): a run killed after step 5 and
+# Checkpoints and --resume (runtime/ckpt/resume.h): a run killed after step 5 and
 # resumed from its step-4 checkpoint repeats the uninterrupted run bit for
 # bit (per-step losses and the saved model); a rank killed while writing a
 # checkpoint leaves the previous one the newest, and the run resumes from it;
@@ -15,7 +15,7 @@ trap 'rm -rf "$dir"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-cat "$(dirname "$0")"/../../runtime/*.c > "$dir/text.txt"
+cat "$(dirname "$0")"/../../runtime/*/*.c > "$dir/text.txt"
 "$pz" tokenize --out "$dir/train.bin" "$dir/text.txt" >/dev/null || { echo "FAIL: tokenize"; exit 1; }
 job=(train --preset tiny --data "$dir/train.bin" --batch 2 --seq 32 --micro-batches 4 --steps 8 --lr 1e-3
      --val-every 0 --threads 1 --seed 11 --compress 'fwd=q4,bwd=q8')

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --compress-tied (runtime/tied.c): the tied-embedding gradient exchange
+# --compress-tied (runtime/edge/tied.c): the tied-embedding gradient exchange
 # between the first and the last stage through a codec.
 #  1. fp32: losses bit for bit those of the raw exchange (the default).
 #  2. q8 on 3 stages: the step lines report the tied message at about a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPT-2 byte-level BPE (stages/bpe.c, `pipezip tokenize --tokenizer`) against
+# GPT-2 byte-level BPE (stages/bpe/bpe.c, `pipezip tokenize --tokenizer`) against
 # HF `tokenizers` on a BPE trained in the test (tests/stages/make_bpe_case.py:
 # ByteLevel pre-tokenizer, add_prefix_space=False, vocabulary 4000):
 #  - the ids of ~4 MB of mixed text (accents, CJK, emoji, tabs, runs of spaces

@@ -1,4 +1,4 @@
-/* test_bpe.c: GPT-2's byte-level BPE (stages/bpe.c).
+/* test_bpe.c: GPT-2's byte-level BPE (stages/bpe/bpe.c).
  *
  *   test_bpe                          unit cases on tokenizers built here: merges by rank,
  *                                     added tokens, decoding, and every kind of malformed
@@ -7,8 +7,8 @@
  *                                     a directory) and checks the ids equal IDS (uint32 LE,
  *                                     written by HF `tokenizers`; tests/stages/bpe_vs_hf.sh)
  *                                     and that decoding gives TEXT back */
-#include "stages/bpe.h"
-#include "base/file.h"
+#include "stages/bpe/bpe.h"
+#include "base/io/file.h"
 #include "base/mem.h"
 #include "tests/check.h"
 

@@ -8,7 +8,7 @@
  * Exits non-zero if any check fails. */
 #include "base/half.h"
 #include "stages/gpt2_checkpoint.h"
-#include "base/file.h"
+#include "base/io/file.h"
 #include "base/mem.h"
 #include "base/rng.h"
 

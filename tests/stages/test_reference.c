@@ -45,9 +45,9 @@
 #include <string.h>
 
 #include "stages/gpt2_checkpoint.h"
-#include "runtime/optim.h"
+#include "stages/optim.h"
 #include "stages/stage.h"
-#include "base/file.h"
+#include "base/io/file.h"
 #include "base/mem.h"
 
 #define REF_MAGIC 20240611

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "tests/runtime/transport_util.h"
+#include "tests/runtime/net/transport_util.h"
 
 #define MAXW 16
 

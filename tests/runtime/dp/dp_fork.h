@@ -1,12 +1,12 @@
 /* dp_fork.h: runs one function as `world` forked ranks on 127.0.0.1 (the
- * data-parallel tests; the pattern of tests/runtime/test_transport.c): the
+ * data-parallel tests; the pattern of tests/runtime/net/test_transport.c): the
  * parent never touches UCX, waits with a deadline, kills what is left and
  * checks that every rank exited 0. The child sets its own check_tag and
  * check_fatal (tests/check.h keeps them per file). */
 #ifndef PZ_TESTS_DP_FORK_H
 #define PZ_TESTS_DP_FORK_H
 
-#include "runtime/transport.h"
+#include "runtime/net/transport.h"
 
 typedef int (*dp_child_fn)(int rank, int world, int port, void *arg);
 

@@ -29,7 +29,7 @@
 #include <sys/stat.h>
 
 #include "base/mem.h"
-#include "compress/npy.h"
+#include "compress/core/npy.h"
 #include "runtime/dp/creduce.h"
 #include "runtime/dp/dpmsg.h"
 #include "tests/check.h"

@@ -1,0 +1,153 @@
+/* autospec.c: see autospec.h. */
+#include "runtime/edge/autospec.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compress/core/codec.h"
+#include "base/mem.h"
+
+int pz_auto_is(const char *spec) {
+    return spec && strncmp(spec, "auto", 4) == 0 && (spec[4] == 0 || spec[4] == ':');
+}
+
+void pz_auto_spec_free(pz_auto_spec *a) {
+    for (int k = 0; k < a->n; k++) {
+        free(a->cand[k]);
+        free(a->canon[k]);
+    }
+    memset(a, 0, sizeof *a);
+}
+
+/* one candidate: text[0..len) at offset `at` of the auto value */
+static pz_status add_candidate(pz_auto_spec *a, const char *text, size_t len, size_t at, int use) {
+    if (a->n == PZ_AUTO_MAX)
+        return pz_fail(PZ_ERR_ARG, "auto: more than %d candidates at offset %zu", PZ_AUTO_MAX, at);
+    if (len == 0) return pz_fail(PZ_ERR_ARG, "auto: empty candidate (candidates are separated by '/') at offset %zu", at);
+    char *c = xmalloc(len + 1);
+    memcpy(c, text, len);
+    c[len] = 0;
+    a->cand[a->n] = c;
+    if (strcmp(c, "none") == 0) {
+        a->canon[a->n++] = xstrdup("none");
+        return PZ_OK;
+    }
+    if (pz_auto_is(c)) {
+        a->canon[a->n++] = xstrdup("?");
+        return pz_fail(PZ_ERR_ARG, "auto: candidate %d 'auto' cannot be a candidate of auto at offset %zu", a->n, at);
+    }
+    pz_codec *codec = NULL;
+    if (pz_codec_create_for(c, use, &codec) != PZ_OK) {
+        /* the codec's reason, its offset moved into the auto value */
+        char reason[512];
+        size_t off = pz_last_error_split(reason, sizeof reason);
+        a->canon[a->n++] = xstrdup("?");
+        return pz_fail(PZ_ERR_ARG, "auto: candidate %d '%s': %s at offset %zu", a->n, c, reason, at + off);
+    }
+    const char *cs = pz_codec_spec(codec);
+    a->canon[a->n++] = xstrdup(cs);
+    int state = pz_codec_keeps_state(codec);
+    pz_codec_free(codec);
+    if (state)
+        return pz_fail(PZ_ERR_ARG, "auto: candidate %d '%s' keeps state across messages (ef, ef21, aq): auto switches "
+                       "between stateless codecs only; name it on its own (fwd=%s) instead at offset %zu", a->n, c, c, at);
+    return PZ_OK;
+}
+
+static int opt_at(const char *s) { return strncmp(s, "every=", 6) == 0 || strncmp(s, "candidates=", 11) == 0; }
+
+static pz_status parse_candidates(pz_auto_spec *a, const char *text, size_t from, size_t to, int use) {
+    size_t s = from;
+    for (size_t k = from; k <= to; k++) {
+        if (k < to && text[k] != '/') continue;
+        pz_status st = add_candidate(a, text + s, k - s, s, use);
+        if (st != PZ_OK) return st;
+        s = k + 1;
+    }
+    return PZ_OK;
+}
+
+pz_status pz_auto_parse(const char *text, pz_auto_spec *a) { return pz_auto_parse_for(text, PZ_USE_ACTIVATION, a); }
+
+pz_status pz_auto_parse_for(const char *text, int use, pz_auto_spec *a) {
+    memset(a, 0, sizeof *a);
+    a->every = PZ_AUTO_EVERY;
+    if (!pz_auto_is(text)) return pz_fail(PZ_ERR_ARG, "expected auto or auto:OPTIONS at offset 0");
+    size_t len = strlen(text), pos = 4;
+    int have_every = 0, have_cand = 0;
+    if (text[pos] == ':') {
+        pos++;
+        if (pos == len) return pz_fail(PZ_ERR_ARG, "auto: expected every=N or candidates=A/B/... after ':' at offset %zu", pos);
+        while (pos < len) {
+            size_t end = pos;   /* a comma ends an option only before the next option */
+            while (end < len && !(text[end] == ',' && opt_at(text + end + 1))) end++;
+            pz_status st = PZ_OK;
+            if (strncmp(text + pos, "every=", 6) == 0) {
+                if (have_every++) return pz_fail(PZ_ERR_ARG, "auto: every= given twice at offset %zu", pos);
+                char num[24];
+                size_t n = end - pos - 6;
+                char *e = num;
+                long v = -1;
+                if (n > 0 && n < sizeof num && isdigit((unsigned char)text[pos + 6])) {
+                    memcpy(num, text + pos + 6, n);
+                    num[n] = 0;
+                    v = strtol(num, &e, 10);
+                }
+                if (v < 1 || v > 1000000 || *e)
+                    return pz_fail(PZ_ERR_ARG, "auto: every= expects a whole number of steps, 1 .. 1000000 at offset %zu",
+                                   pos + 6);
+                a->every = (int)v;
+            } else if (strncmp(text + pos, "candidates=", 11) == 0) {
+                if (have_cand++) return pz_fail(PZ_ERR_ARG, "auto: candidates= given twice at offset %zu", pos);
+                st = parse_candidates(a, text, pos + 11, end, use);
+            } else {
+                return pz_fail(PZ_ERR_ARG, "auto: unknown option (expected every=N or candidates=A/B/...) at offset %zu", pos);
+            }
+            if (st != PZ_OK) return st;
+            pos = end + 1;
+        }
+    }
+    if (!have_cand) {   /* the defaults are checked like written ones (their offsets mean nothing) */
+        pz_status st = parse_candidates(a, PZ_AUTO_DEFAULT, 0, strlen(PZ_AUTO_DEFAULT), use);
+        if (st != PZ_OK) return st;
+    }
+    return PZ_OK;
+}
+
+int pz_auto_initial(const pz_auto_spec *a, double mbps) { return mbps > 0 && a->n > 0 ? a->n - 1 : 0; }
+
+int pz_auto_decides(const pz_auto_spec *a, int step) {
+    return a->n > 0 && step >= 2 && (step == 2 || step % a->every == 0);
+}
+
+void pz_auto_describe(const pz_auto_spec *a, char *buf, size_t cap) {
+    size_t n = 0;
+    int k = snprintf(buf, cap, "auto(every %d:", a->every);
+    for (int c = 0; c < a->n && k >= 0 && (n += (size_t)k) < cap; c++)
+        k = snprintf(buf + n, cap - n, "%s %s", c ? " |" : "", a->canon[c]);
+    if (k >= 0 && (n += (size_t)k) < cap) snprintf(buf + n, cap - n, ")");
+}
+
+double pz_auto_step_bytes(double msg_bytes, int micro, int overlapped) {
+    return msg_bytes * (micro + (overlapped ? 1 : 0));
+}
+
+int pz_auto_choose(const pz_auto_fig *f, int n, double compute_s, double rate, double latency_s, double margin,
+                   double *link_s) {
+    int best = -1, cheapest = -1, useful = 0;
+    double best_t = 0.0, cheap_t = 0.0;
+    /* a relative error of 1 or more is worse than sending zeros: such a
+     * candidate is weighed only when every measured one is that bad */
+    for (int k = 0; k < n; k++) useful |= f[k].measured && f[k].rel_err < 1.0;
+    for (int k = 0; k < n; k++) {
+        if (!f[k].measured || (useful && f[k].rel_err >= 1.0)) continue;
+        double t = (rate > 0 ? f[k].bytes / rate : 0.0) + latency_s;
+        if (cheapest < 0 || t < cheap_t) cheapest = k, cheap_t = t;
+        if (t <= margin * compute_s && (best < 0 || f[k].rel_err < f[best].rel_err)) best = k, best_t = t;
+    }
+    if (best >= 0) { *link_s = best_t; return best; }
+    *link_s = cheap_t;
+    return cheapest;
+}

@@ -1,0 +1,482 @@
+/* pipeline.c: the executor of one pipeline rank, for every schedule.
+ *
+ * A rank holds V >= 1 model chunks (runtime/exec/pipeline_exec.h; V > 1 only for
+ * interleaved, Megatron's virtual pipeline) and walks its schedule's
+ * instruction list every step. Follow one micro-batch i through a chunk
+ * that is neither first nor last (runtime/exec/pipeline_instr.c):
+ *   RECV_ACT i   post a receive of the (B,T,C) activation from the chunk before
+ *   FORWARD i    wait for it, decode, run the chunk's blocks (slot i % bound)
+ *   SEND_ACT i   encode the output into a send buffer and send it on (non-blocking)
+ *   RECV_GRAD i  post a receive of d(output) from the chunk after
+ *   BACKWARD i   wait for it, backward through the blocks; d(input) lands in a send buffer
+ *   SEND_GRAD i  send d(input) back (non-blocking)
+ *   (zb-h1: BACKWARD i is the input gradient only, and BACKWARD_WEIGHT i,
+ *   later, the blocks' weight gradients; the slot is free after it)
+ * After the last micro-batch: REDUCE_TIED (rank 0's chunk 0 and rank S-1's
+ * chunk V-1 add their wte gradients so both copies stay equal), then the
+ * step tail here: one reduction over all ranks (gradient norm, loss, step
+ * statistics, auto's decisions, stop signals, warmup=auto's figures),
+ * clipping and AdamW on every chunk, the step line, checkpoints,
+ * validation. By default a progress thread of the transport moves the
+ * messages meanwhile. */
+#include "runtime/exec/pipeline.h"
+#include "runtime/exec/pipeline_exec.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/mem.h"
+#include "runtime/plan/cores.h"
+#include "runtime/plan/device.h"
+#include "runtime/ckpt/resume.h"
+#include "runtime/plan/memplan.h"
+#include "runtime/observe/nvtx.h"
+#include "runtime/plan/partition.h"
+#include "runtime/plan/options.h"
+#include "runtime/observe/report.h"
+
+pz_status pz_pipeline_policy(const pz_train_opts *o, pz_policy *p) {
+    pz_policy_init(p, pz_train_nchunks(o));
+    pz_status st = PZ_OK;
+    if (o->policy_file) st = pz_policy_parse_file(p, o->policy_file);
+    if (st == PZ_OK && o->compress) st = pz_policy_parse(p, o->compress, "--compress");
+    if (st == PZ_OK && o->link_mbps) st = pz_policy_parse_mbps(p, o->link_mbps, "--link-mbps");
+    if (st == PZ_OK && o->link_latency) st = pz_policy_parse_latency(p, o->link_latency, "--link-latency-ms");
+    if (st != PZ_OK) pz_policy_free(p);
+    return st;
+}
+
+/* Preemption: a signal only sets this; the step loop acts on it (all ranks
+ * agree through the step's reduction) at the next step boundary. */
+static volatile sig_atomic_t stop_signal;
+static int stopped_by;
+static void on_stop_signal(int sig) { stop_signal = sig; }
+int pz_pipeline_stopped_by(void) { return stopped_by; }
+
+static void progress_hook(void *tp) { pz_transport_progress(tp); }
+
+/* Simulated links (--link-mbps, --link-latency-ms, read per boundary like
+ * --compress): the link between rank l and rank (l+1) % S carries the
+ * boundaries b with b % S == l (with V > 1, l = S-1 is the wrap link back
+ * to rank 0), and gets the slowest rate and the longest delay among them. */
+static int link_of(const exec *x, int l, double *rate, double *lat) {
+    *rate = 0.0, *lat = 0.0;
+    for (int b = l; b < x->G - 1; b += x->S) {
+        if (x->pol.mbps[b] > 0 && (*rate == 0.0 || x->pol.mbps[b] < *rate)) *rate = x->pol.mbps[b];
+        if (x->pol.latency_ms[b] > *lat) *lat = x->pol.latency_ms[b];
+    }
+    return l < x->G - 1;   /* does it carry any boundary? */
+}
+
+/* Each peer gets the link to it: a neighbour its link (both, with S = 2
+ * and V > 1), a farther one (the tied exchange, the collectives with rank
+ * 0) the slowest rate and the summed delays of the links between, since
+ * its bytes cross every one of them. */
+static void set_links(exec *x) {
+    const int S = x->S, r = x->rank;
+    for (int p = 0; p < S; p++) {
+        if (p == r) continue;
+        double rate = 0.0, lat = 0.0, lr, ll;
+        int near = 0;
+        for (int k = 0; k < 2; k++) {   /* the link r -> p, then p -> r */
+            int l = k == 0 ? r : p, to = k == 0 ? p : r;
+            if (to != (l + 1) % S || !link_of(x, l, &lr, &ll)) continue;
+            near = 1;
+            if (lr > 0 && (rate == 0.0 || lr < rate)) rate = lr;
+            if (ll > lat) lat = ll;
+        }
+        for (int l = p < r ? p : r; !near && l < (p < r ? r : p); l++) {
+            link_of(x, l, &lr, &ll);
+            if (lr > 0 && (rate == 0.0 || lr < rate)) rate = lr;
+            lat += ll;
+        }
+        if (rate > 0 || lat > 0) pz_transport_set_link(x->tp, p, rate, lat);
+    }
+}
+
+/* A link so slow that one message outlasts --peer-timeout would end in
+ * "peer frozen?" at the receiver: say what is wrong first. */
+static pz_status check_links(const exec *x) {
+    for (int cc = 0; cc < x->V; cc++)
+        for (int k = FWD_TX; k <= BWD_TX; k += BWD_TX - FWD_TX) {
+            const pz_edge_end *tx = &x->ch[cc].end[k];
+            double rate, lat;
+            if (!tx->numel) continue;
+            link_of(x, tx->edge % x->S, &rate, &lat);
+            double secs = (double)tx->cap * 8.0 / (rate * 1e6) + lat * 1e-3;
+            if (rate > 0 && secs > x->o->peer_timeout)
+                return pz_fail(PZ_ERR_ARG, "--link-mbps %g on the link carrying edge %d-%d: one %s message of up to "
+                               "%zu bytes takes %.3g s on it, longer than --peer-timeout %g s, after which the "
+                               "receiving rank would give its peer up: raise the rate or --peer-timeout", rate,
+                               tx->edge, tx->edge + 1, k == FWD_TX ? "activation" : "gradient", tx->cap, secs,
+                               (double)x->o->peer_timeout);
+        }
+    return PZ_OK;
+}
+
+/* Adds this rank's edge statistics of the step into the reduction array;
+ * the rank's codec seconds are the edges' encode and decode times. Or
+ * (es NULL) the codec state this rank holds: memory, and spill files. */
+static double edge_sums(exec *x, double *es, double *file) {
+    double mem = 0.0;
+    x->codec_s = 0.0;
+    for (int cc = 0; cc < x->V; cc++)
+        for (int k = 0; k < 4; k++) {
+            pz_edge_end *e = &x->ch[cc].end[k];
+            pz_codec *cs[2] = {e->codec, e->shadow};
+            for (int j = 0; !es && j < 2; j++) {
+                size_t fb = 0;
+                if (cs[j]) mem += (double)pz_codec_state_bytes(cs[j], &fb), *file += (double)fb;
+            }
+            if (!es || !e->numel) continue;   /* this rank has no such end */
+            x->codec_s += e->st.enc_s + e->st.dec_s;
+            const double *v = &e->st.raw;
+            double *d = es + (2 * e->edge + e->dir) * PZ_EDGE_STATS_N;
+            for (int i = 0; i < PZ_EDGE_STATS_N; i++) d[i] += v[i];
+            memset(&e->st, 0, sizeof e->st);
+        }
+    return mem;
+}
+
+/* A loss or norm that is not finite: weights that were never finite are
+ * not the learning rate's fault; say which rank holds them. */
+static pz_status diverged(exec *x, int step, int first_step, double loss, double norm) {
+    char bad[160] = "";
+    double *nf = xcalloc((size_t)x->S, sizeof *nf);
+    for (int cc = 0; cc < x->V; cc++)
+        if (!nf[x->rank]) nf[x->rank] = pz_params_nonfinite(&x->ch[cc].stage, bad, sizeof bad);
+    int mine = nf[x->rank] > 0, other = -1;
+    if (exec_allreduce(x, nf, x->S) == PZ_OK)
+        for (int r = 0; r < x->S && other < 0; r++)
+            if (nf[r] > 0) other = r;
+    free(nf);
+    const char *hint = step == first_step ? " (from the starting model: check --init)" : "";
+    if (mine)
+        return pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: rank %d's weights are not finite: %s%s",
+                       step + 1, loss, norm, x->rank, bad, hint);
+    if (other >= 0)
+        return pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: rank %d's weights are not finite%s",
+                       step + 1, loss, norm, other, hint);
+    return pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: training diverged (try a lower --lr)", step + 1,
+                   loss, norm);
+}
+
+/* The step tail after the list ran: sends out, one reduction, auto's
+ * switches, warmup=auto, the tied add, AdamW on every chunk, the step line. */
+static pz_status finish_step(exec *x, int step, int first_step, double t0, double loss_sum, double *red) {
+    const pz_train_opts *o = x->o;
+    const pz_red_layout *L = &x->red;
+    const int S = x->S;
+    pz_status st = exec_wait_sends(x);
+    if (st != PZ_OK) return st;
+    memset(red, 0, (size_t)L->n * sizeof *red);
+    for (int cc = 0; cc < x->V; cc++) {   /* the global norm: wte counted once (rank S-1's copy equals rank 0's) */
+        pz_stage *s = &x->ch[cc].stage;
+        size_t skip = is_last(x, &x->ch[cc]) && S > 1 ? (size_t)s->cfg.padded_vocab_size * s->cfg.channels : 0;
+        red[L->sumsq] += x->be->sumsq(s->grad_mem + skip, s->grads.numel - skip);
+    }
+    red[L->loss] = holds_last(x) ? loss_sum / o->micro : 0.0;
+    red[L->tied] = holds_first(x) ? x->tied_wire : 0.0;   /* one end's message (both have the same size) */
+    edge_sums(x, red + L->edges, NULL);
+    red[L->ranks + 3 * x->rank + 0] = x->compute_s;
+    red[L->ranks + 3 * x->rank + 1] = x->wait_s;
+    red[L->ranks + 3 * x->rank + 2] = x->codec_s;
+    red[L->rtt + x->rank] = holds_last(x) ? 0.0 : x->rtt0;
+    red[L->stop] = stop_signal == SIGTERM;   /* ranks that got each signal */
+    red[L->stop + 1] = stop_signal == SIGINT;
+    red[L->kfit + x->rank] = x->kfit;   /* warmup=auto: what each rank's host can hold */
+    /* the link runs beside compute with gpipe and extra warm-up (autospec.h) */
+    pz_auto_contribute(&x->au, &x->pol, step + 1, x->spec.kind == PZ_SCHED_GPIPE || x->spec.warmup_extra > 0,
+                       S == 2 ? x->tied_wire : 0.0, red + L->autod);   /* 2 ranks: every link carries wte too */
+    if ((st = exec_allreduce(x, red, L->n)) != PZ_OK) return st;
+    if (x->au.any) {   /* every rank switches here, between steps: no message is in flight */
+        double cmax = 0.0;
+        for (int r = 0; r < S; r++) cmax = fmax(cmax, red[L->ranks + 3 * r]);
+        pz_auto_note_compute(&x->au, cmax);
+        pz_auto_apply(&x->au, red + L->autod, step + 1, x->rank == 0 ? &x->met : NULL);
+    }
+    double norm = sqrt(red[L->sumsq]), loss = red[L->loss];
+    if (!isfinite(loss) || !isfinite(norm)) return diverged(x, step, first_step, loss, norm);
+    /* warmup=auto: decided from the first step (cold caches, so it may err
+     * low) and decided again from the second */
+    if (x->spec.warmup_auto && step < 2 && S > 1 && (st = exec_auto_warmup(x, red)) != PZ_OK) return st;
+    if ((st = exec_tied_finish(x, (uint32_t)step)) != PZ_OK) return st;
+    double t_opt = pz_now();
+    float lr = 0.0f;
+    PZ_RANGE_PUSH("optimizer stage %d step %d", x->rank, step);
+    for (int cc = 0; cc < x->V; cc++)
+        lr = pz_optim_step(&x->ch[cc].opt, &x->ch[cc].stage, pz_clip_scale(&x->ch[cc].opt.cfg, norm));
+    PZ_RANGE_POP();
+    exec_trace(x, "optimizer", -1, t_opt, pz_now());
+    double ms = 1e3 * (pz_now() - t0), tok_s = (double)o->batch * o->seq * o->micro / (ms * 1e-3);
+    if (x->rank == 0) {
+        pz_step_line line = {step + 1, loss, norm, ms, tok_s, lr, red[L->tied]};
+        pz_report_step(stdout, &line, S, x->G - 1, red + L->edges, red + L->ranks);
+        if (S > 1) pz_metrics_step(&x->met, step + 1, red + L->edges, tok_s);
+        if (isatty(2)) fprintf(stderr, "\rstep %d/%d loss %.4f  %.0f ms  %.0f tok/s   ", step + 1, o->steps, loss, ms, tok_s);
+    }
+    return PZ_OK;
+}
+
+/* The summary: codec state per rank (memory, spill files) and the progress
+ * threads' CPU time, the metrics' table and files on rank 0. */
+static pz_status finish_run(exec *x, double t_run) {
+    const int S = x->S;
+    double *sb = xcalloc((size_t)3 * S, sizeof *sb);
+    sb[x->rank] = edge_sums(x, NULL, &sb[S + x->rank]);
+    unsigned long rounds = 0, sleeps = 0;
+    int threaded = pz_transport_thread_stats(x->tp, &sb[2 * S + x->rank], &rounds, &sleeps);
+    pz_status st = exec_allreduce(x, sb, 3 * S);
+    if (st == PZ_OK && x->rank == 0) {
+        char pt[4096] = "";
+        size_t n = 0;
+        for (int e = 0; e < x->G - 1 && n < sizeof pt; e++) {   /* "0-1:fwd=...,bwd=...;..." */
+            const char *f = pz_policy_codec(&x->pol, e, PZ_FWD), *b = pz_policy_codec(&x->pol, e, PZ_BWD);
+            int k = snprintf(pt + n, sizeof pt - n, "%s%d-%d:fwd=%s,bwd=%s", e ? ";" : "", e, e + 1, f ? f : "none",
+                             b ? b : "none");
+            if (k < 0) break;
+            n += (size_t)k;
+        }
+        st = pz_metrics_finish(&x->met, pt, sb, sb + S, S);
+        double run_s = pz_now() - t_run;   /* what the progress threads cost: CPU seconds against the run */
+        if (threaded) fprintf(stderr, "pipezip train: progress threads used, in %.2f s of training:", run_s);
+        for (int r = 0; threaded && r < S; r++)
+            fprintf(stderr, "%s rank %d %.3f s CPU (%.1f%% of a core)%s", r ? "," : "", r, sb[2 * S + r],
+                    100.0 * sb[2 * S + r] / run_s, r == S - 1 ? "\n" : "");
+    }
+    free(sb);
+    return st;
+}
+
+static void exec_free(exec *x) {
+    pz_ckpt_job_free(&x->job);
+    pz_chunk *t = tied_chunk(x);
+    if (x->tied_view && t)   /* a failed step left the last rank's view open */
+        pz_staging_view_done(&t->stg, t->stage.grads.wte, x->tied_view,
+                             (size_t)t->stage.cfg.padded_vocab_size * t->stage.cfg.channels);
+    for (int cc = 0; x->ch && cc < x->V; cc++) exec_chunk_free(x, &x->ch[cc]);
+    free(x->ch);
+    pz_auto_free(&x->au);
+    pz_tied_free(&x->tied);
+    free(x->tok);
+    free(x->tgt);
+    free(x->ids_tmp);
+    pz_loader_free(&x->loader);
+    pz_dataset_close(&x->train);
+    pz_dataset_close(&x->val);
+    pz_policy_free(&x->pol);
+    pz_metrics_free(&x->met);
+    pz_trace_free(&x->trace);
+    pz_schedule_free(&x->sched);
+}
+
+/* The rank's model chunks, data, edges, buffers, after the checks that
+ * need no memory: the partition, the policy's printout, the memory plan. */
+static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_range *all, const pz_cores *cores) {
+    const pz_train_opts *o = x->o;
+    const int rank = x->rank;
+    pz_status st;
+    if (rank == 0 && x->S > 1) {
+        if (x->V > 1) fprintf(stderr, "interleaved: %d chunks, rank r holds chunks r, r+%d, ...:\n", x->G, x->S);
+        pz_partition_print(stderr, cfg, o->seq, x->G, all);
+        fprintf(stderr, "compression policy%s:\n", x->V > 1 ? " (edge I-J: the boundary between chunks I and J)" : "");
+        for (int e = 0; e < x->G - 1; e++) fputs("  ", stderr), pz_policy_print_edge(stderr, &x->pol, e);
+        fprintf(stderr, "  validation: %s\n", o->eval_compress && pz_policy_any(&x->pol, PZ_FWD)
+                                                  ? "through the fwd codecs (wrappers' inner codec)" : "uncompressed");
+    }
+    if ((st = pz_schedule_build(&x->sched, &x->spec, rank, x->S, o->micro)) != PZ_OK) return st;
+    {   /* before anything big is allocated: refuse a run that cannot fit */
+        pz_mem_job mj = {cfg, all, &x->spec, &x->pol, x->S, o->batch, o->seq, o->micro, x->be->host_memory};
+        char prefix[32] = "";
+        if (x->S > 1) snprintf(prefix, sizeof prefix, "rank %d: ", rank);
+        if ((st = pz_mem_check(&mj, rank, rank - cores->local_rank, cores->local_ranks, prefix)) != PZ_OK) return st;
+        if (x->spec.warmup_auto) x->kfit = pz_mem_max_warmup(&mj, rank - cores->local_rank, cores->local_ranks, o->micro);
+    }
+    pz_optim_config oc = o->optim;
+    oc.total_steps = o->steps;
+    if (!o->warmup_given) oc.warmup_steps = o->steps / 10;
+    size_t BT = (size_t)o->batch * o->seq;
+    x->act_bytes = BT * (size_t)cfg->channels * sizeof(float);
+    x->ch = xcalloc((size_t)x->V, sizeof *x->ch);
+    if ((st = pz_auto_init(&x->au, &x->pol, o->micro, 4 * x->V)) != PZ_OK) return st;
+    for (int cc = 0; cc < x->V; cc++) {
+        pz_chunk *c = &x->ch[cc];
+        c->g = cc * x->S + rank;
+        if ((st = pz_model_create_stage(&c->stage, x->be, cfg, &all[c->g], o->init, (uint64_t)o->seed, o->batch,
+                                        o->seq)) != PZ_OK ||
+            (st = pz_optim_init(&c->opt, &c->stage, &oc)) != PZ_OK || (st = exec_edges(x, c)) != PZ_OK)
+            return st;
+        c->stage.defer_weights = x->spec.kind == PZ_SCHED_ZBH1;   /* slots keep the matmuls' output gradients */
+    }
+    if (tied_chunk(x) && (st = pz_tied_init(&x->tied, o->compress_tied, cfg->padded_vocab_size, cfg->channels)) != PZ_OK)
+        return st;
+    if (holds_first(x) || holds_last(x)) {
+        if ((st = pz_dataset_open(&x->train, o->data, o->seq, cfg->vocab_size)) != PZ_OK ||
+            (st = pz_loader_init(&x->loader, &x->train, o->batch, 1, (uint64_t)o->seed)) != PZ_OK ||
+            (o->val_data && (st = pz_dataset_open(&x->val, o->val_data, o->seq, cfg->vocab_size)) != PZ_OK))
+            return st;
+    }
+    x->tok = xcalloc(BT, sizeof(int));
+    x->tgt = xcalloc(BT, sizeof(int));
+    x->ids_tmp = xcalloc((size_t)o->batch, sizeof *x->ids_tmp);
+    if ((st = check_links(x)) != PZ_OK) return st;
+    exec_slots_alloc(x);
+    if (x->S > 1 && rank == 0 && (st = pz_metrics_init(&x->met, &x->pol, o->metrics, o->micro, o->error_metrics)) != PZ_OK)
+        return st;
+    /* the reduction, one layout for every schedule: gradient sumsq, loss,
+     * tied bytes, 3 per rank (compute, wait, codec seconds), the edge
+     * statistics per boundary and direction, warmup=auto's round trips
+     * (one per rank), the ranks that got SIGTERM and SIGINT, warmup=auto's
+     * memory fit per rank, auto's decisions per boundary and direction */
+    pz_red_layout *L = &x->red;
+    L->sumsq = 0, L->loss = 1, L->tied = 2, L->ranks = 3, L->edges = L->ranks + 3 * x->S;
+    L->rtt = L->edges + 2 * (x->G - 1) * PZ_EDGE_STATS_N, L->stop = L->rtt + x->S, L->kfit = L->stop + 2;
+    L->autod = L->kfit + x->S, L->n = L->autod + 2 * (x->G - 1) * PZ_AUTO_RED;
+    return PZ_OK;
+}
+
+/* The transport, the fingerprint the ranks must agree on, the links. */
+static pz_status setup_transport(exec *x, const pz_gpt2_config *cfg, const char *master_addr, int master_port) {
+    const pz_train_opts *o = x->o;
+    pz_transport_opts to = {x->rank, x->S, master_addr, master_port, o->peer_timeout, o->peer_timeout,
+                            !o->progress_inline, o->job_secret, o->job_secret_len};
+    pz_status st = pz_transport_init(&x->tp, &to);
+    if (st != PZ_OK) return st;
+    /* authenticated: now the ranks must agree on what they compute, and on the job */
+    if ((st = exec_job_start(x, cfg)) != PZ_OK) return st;   /* every rank has the verdict: the caller closes the transport */
+    set_links(x);
+    exec_fault_flip(x, o->resume == NULL);
+    pz_staging_report(&x->ch[0].stg, x->tp, x->rank);
+    for (int cc = 0; o->progress_inline && cc < x->V; cc++) {   /* no thread: compute progresses between blocks */
+        x->ch[cc].stage.between_blocks = progress_hook;
+        x->ch[cc].stage.between_blocks_ctx = x->tp;
+    }
+    return PZ_OK;
+}
+
+static void print_start(const exec *x, const pz_gpt2_config *cfg, const pz_cores *cores) {
+    const pz_train_opts *o = x->o;
+    if (x->S == 1)
+        fprintf(stderr, "pipezip train: %zu parameters (L=%d NH=%d C=%d V=%d Vp=%d maxT=%d), "
+                "batch %d x seq %d x %d micro-batch%s, %zu training samples, %d thread%s\n",
+                pz_gpt2_numel(cfg), cfg->num_layers, cfg->num_heads, cfg->channels, cfg->vocab_size,
+                cfg->padded_vocab_size, cfg->max_seq_len, o->batch, o->seq, o->micro, o->micro == 1 ? "" : "es",
+                pz_dataset_num_samples(&x->train), cores->threads, cores->threads == 1 ? "" : "s");
+    else if (x->rank == 0 && x->V > 1)
+        fprintf(stderr, "pipezip train: %d stages x %d chunks, %s schedule, %d micro-batch%s of %d x %d per step\n",
+                x->S, x->V, o->schedule, o->micro, o->micro == 1 ? "" : "es", o->batch, o->seq);
+    else if (x->rank == 0)
+        fprintf(stderr, "pipezip train: %d stages, %s schedule, %d micro-batch%s of %d x %d per step\n", x->S,
+                o->schedule, o->micro, o->micro == 1 ? "" : "es", o->batch, o->seq);
+    if (x->spec.warmup_auto && x->S > 1 && x->rank == 0)
+        fprintf(stderr, "pipezip train: warmup=auto: step 1 runs plain 1F1B and measures compute and links\n");
+}
+
+/* The steps: the list, the step tail, a stop, checkpoints, validation. */
+static pz_status train_steps(exec *x, int *stopped) {
+    const pz_train_opts *o = x->o;
+    uint32_t val_round = 0;
+    int first_step = 0;
+    pz_status st = PZ_OK;
+    double *red = xcalloc((size_t)x->red.n, sizeof *red);
+    exec_fault_arm(o->resume == NULL);
+    if (o->resume && (st = exec_resume(x, &first_step)) == PZ_OK && o->val_every > 0)
+        val_round = (uint32_t)(first_step / o->val_every);   /* the validations the run had done */
+    if (o->resume && st == PZ_OK && first_step > 0 && x->au.any && x->rank == 0) pz_auto_metrics_sync(&x->au, &x->met);
+    double t_run = pz_now();
+    for (int step = first_step; step < o->steps && st == PZ_OK; step++) {
+        double t0 = pz_now(), loss_sum = 0.0;
+        x->compute_s = x->wait_s = x->codec_s = 0.0;
+        for (int cc = 0; cc < x->V; cc++) pz_stage_zero_grad(&x->ch[cc].stage);
+        for (int k = 0; k < x->sched.n && st == PZ_OK; k++)
+            st = exec_run_instr(x, &x->sched.ins[k], (uint32_t)step, &loss_sum);
+        if (st != PZ_OK || (st = finish_step(x, step, first_step, t0, loss_sum, red)) != PZ_OK) break;
+        /* a signal anywhere: every rank stops after this step, checkpointed */
+        int last = step + 1 == o->steps, stop = red[x->red.stop] > 0.0 || red[x->red.stop + 1] > 0.0;
+        if (stop) *stopped = stopped_by = red[x->red.stop] > 0.0 ? SIGTERM : SIGINT;
+        if (stop && x->rank == 0)
+            fprintf(stderr, "pipezip train: %s: stopping after step %d%s\n", strsignal(stopped_by), step + 1,
+                    o->checkpoint_dir ? ", with a checkpoint" : " (no --checkpoint-dir: no checkpoint)");
+        if (o->checkpoint_dir && (last || stop || (o->checkpoint_every > 0 && (step + 1) % o->checkpoint_every == 0)) &&
+            (st = exec_checkpoint(x, step + 1)) != PZ_OK)
+            break;
+        exec_fault_point("step", step + 1, x->rank);
+        if (stop) break;   /* no validation: a preempted machine has seconds left */
+        if (o->val_data && o->val_every > 0 && ((step + 1) % o->val_every == 0 || last)) {
+            int comp = o->eval_compress && pz_policy_any(&x->pol, PZ_FWD);
+            if ((st = exec_validate(x, step + 1, &val_round, comp)) != PZ_OK) break;
+            if (x->rank == 0 && isatty(2)) fprintf(stderr, "\n");
+            /* the final model both ways: does it need compression at evaluation? */
+            if (last && pz_policy_any(&x->pol, PZ_FWD) && (st = exec_validate(x, step + 1, &val_round, !comp)) != PZ_OK)
+                break;
+        }
+    }
+    free(red);
+    if (x->rank == 0 && isatty(2)) fprintf(stderr, "\n");
+    if (st == PZ_OK) pz_auto_report(&x->au, x->rank, pz_now() - t_run, o->steps - first_step);
+    if (st == PZ_OK && x->S > 1) st = finish_run(x, t_run);
+    return st;
+}
+
+pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
+                               const char *master_addr, int master_port) {
+    exec x;
+    memset(&x, 0, sizeof x);
+    x.o = o;
+    x.rank = rank;
+    x.S = world;
+    pz_status st;
+    if ((st = pz_train_schedule(o, &x.spec)) != PZ_OK) return st;   /* runtime/plan/options.h */
+    x.V = pz_sched_chunks(&x.spec);
+    x.G = world * x.V;
+    if (world != o->stages) return pz_fail(PZ_ERR_ARG, "WORLD_SIZE %d does not match --stages %d", world, o->stages);
+    if (o->trace) pz_trace_start(&x.trace, pz_now());
+    /* threads and cores first: before any OpenMP region starts its pool */
+    pz_cores cores;
+    if ((st = pz_cores_setup(rank, world, master_addr, o->threads, o->bind, &cores)) != PZ_OK) return st;
+    pz_cores_print(stderr, rank, &cores);
+    if (!(x.be = pz_backend_for(o->device, rank, cores.threads, &st))) return st;
+    pz_gpt2_config cfg;
+    if ((st = pz_model_config(o->preset, o->init, o->heads, &cfg)) != PZ_OK) return st;
+    if ((st = pz_pipeline_policy(o, &x.pol)) != PZ_OK) return st;
+    struct sigaction old_term, old_int, sa = {.sa_handler = on_stop_signal};
+    int handlers = 0, stopped = 0;
+    pz_stage_range *all = xcalloc((size_t)x.G, sizeof *all);
+    if ((st = pz_partition_chunks(&cfg, o->seq, x.S, x.V, o->split, all)) != PZ_OK) goto cleanup;
+    /* every output writable and none an input, before anything is built (rank 0 also --save, --trace, --metrics) */
+    if ((st = pz_train_check_io(o, rank == 0)) != PZ_OK) goto cleanup;
+    if ((st = setup_model(&x, &cfg, all, &cores)) != PZ_OK) goto cleanup;
+    if (world > 1 && (st = setup_transport(&x, &cfg, master_addr, master_port)) != PZ_OK) goto cleanup;
+    if (world == 1 && (st = exec_job_start(&x, &cfg)) != PZ_OK) goto cleanup;   /* its checkpoints name the job */
+    print_start(&x, &cfg, &cores);
+    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGINT, &sa, &old_int);
+    handlers = 1;
+    stopped_by = 0;
+    st = train_steps(&x, &stopped);
+    /* a stopped run is not the finished model --save names (a checkpoint, if
+     * asked for, holds where it stopped) */
+    if (st == PZ_OK && o->save && stopped && rank == 0)
+        fprintf(stderr, "pipezip train: stopped early: %s not written\n", o->save);
+    if (st == PZ_OK && o->save && !stopped)
+        st = pz_resume_note_last_good(exec_gather_save(&x, all, o->save), o->checkpoint_dir, &x.job);
+    if (st == PZ_OK && o->trace) st = pz_trace_write_fragment(&x.trace, o->trace, rank);
+    /* a failed close skips the shutdown barrier, the one step that could
+     * replace the message of st */
+    pz_transport_close(x.tp, st != PZ_OK);
+    x.tp = NULL;
+cleanup:
+    if (x.tp) pz_transport_close(x.tp, 1);   /* a failure after the ranks met (the fingerprint) */
+    if (handlers) {
+        sigaction(SIGTERM, &old_term, NULL);
+        sigaction(SIGINT, &old_int, NULL);
+    }
+    exec_free(&x);
+    free(all);
+    if (st == PZ_OK) exec_fault_point("end", 0, rank);   /* PIPEZIP_FAULT=end:0:RANK: freeze once finished */
+    return st;
+}

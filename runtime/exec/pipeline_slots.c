@@ -1,0 +1,194 @@
+/* pipeline_slots.c: a rank's edge ends and its buffers for the micro-batches
+ * in flight, and warmup=auto, which resizes them (see runtime/exec/pipeline_exec.h). */
+#include "runtime/exec/pipeline_exec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/mem.h"
+
+/* Chunk c's edge ends: the out edge (boundary g: we send fwd, receive bwd)
+ * unless c is last, the in edge (boundary g-1) unless c is first.
+ * pz_auto_edge_init reads the policy: plain ends, or auto's candidates. */
+pz_status exec_edges(exec *x, pz_chunk *c) {
+    const pz_train_opts *o = x->o;
+    int B = o->batch, T = o->seq, C = c->stage.cfg.channels, at = 4 * (int)(c - x->ch);
+    pz_status st = PZ_OK;
+    for (int side = 0; side < 2 && st == PZ_OK; side++) {
+        if (side == 0 ? is_last(x, c) : is_first(c)) continue;
+        int e = side == 0 ? c->g : c->g - 1, k = 2 * side;   /* k: FWD_TX or FWD_RX */
+        const char *fs = pz_policy_codec(&x->pol, e, PZ_FWD);
+        if ((st = pz_auto_edge_init(&x->au, &x->pol, at + k, &c->end[k], e, PZ_FWD, side == 0, B, T, C,
+                                    side == 0 && o->error_metrics)) != PZ_OK ||
+            (st = pz_auto_edge_init(&x->au, &x->pol, at + k + 1, &c->end[k + 1], e, PZ_BWD, side == 1, B, T, C,
+                                    side == 1 && o->error_metrics)) != PZ_OK)
+            break;
+        st = pz_edge_init_val(side == 0 ? c->val_tx : c->val_rx, e, side == 0, fs, B, T, C);
+    }
+    if (st != PZ_OK) return st;
+    /* wire buffers: validation messages reuse the first ones, so size for both */
+    c->cap_in = pz_edge_wire_cap(&c->end[FWD_RX], c->val_rx);
+    c->cap_out = pz_edge_wire_cap(&c->end[FWD_TX], c->val_tx);
+    return PZ_OK;
+}
+
+/* The receive rings: the most receives of a chunk posted and not yet
+ * consumed (by its FORWARD or BACKWARD) at once while the list runs. */
+static void ring_sizes(exec *x) {
+    int *pa = xcalloc((size_t)x->V, sizeof *pa), *pg = xcalloc((size_t)x->V, sizeof *pg);
+    for (int c = 0; c < x->V; c++) x->ch[c].nact = x->ch[c].ngrad = 1;
+    for (int k = 0; k < x->sched.n; k++) {
+        const pz_instr *in = &x->sched.ins[k];
+        pz_chunk *c = &x->ch[in->chunk];
+        int *a = &pa[in->chunk], *g = &pg[in->chunk];
+        switch (in->op) {
+        case PZ_OP_RECV_ACT: if (++*a > c->nact) c->nact = *a; break;
+        case PZ_OP_RECV_GRAD: if (++*g > c->ngrad) c->ngrad = *g; break;
+        case PZ_OP_FORWARD: if (!is_first(c)) --*a; break;
+        case PZ_OP_BACKWARD: if (!is_last(x, c)) --*g; break;
+        default: break;
+        }
+    }
+    free(pa);
+    free(pg);
+}
+
+static void chunk_alloc(exec *x, pz_chunk *c) {
+    const pz_backend *be = x->be;
+    const int first = is_first(c), last = is_last(x, c), B = x->o->batch, n = c->bound;
+    c->nwire = n + 2 < x->o->micro ? n + 2 : x->o->micro;
+    c->slots = xcalloc((size_t)n, sizeof *c->slots);
+    c->ids = xcalloc((size_t)n, sizeof *c->ids);
+    c->grad_out = xcalloc((size_t)n, sizeof *c->grad_out);
+    for (int k = 0; k < n; k++) {
+        pz_acts_init(&c->slots[k], &c->stage);
+        c->ids[k] = xcalloc((size_t)B, sizeof **c->ids);
+        if (!first) c->grad_out[k] = pz_host_buffer(be, x->act_bytes);
+    }
+    if (!first) c->act_in = pz_host_buffer(be, x->act_bytes);
+    if (!last) c->grad_in = pz_host_buffer(be, x->act_bytes);
+    c->act_wire_in = xcalloc((size_t)c->nact, sizeof *c->act_wire_in);
+    c->act_recv = xcalloc((size_t)c->nact, sizeof *c->act_recv);
+    for (int k = 0; k < c->nact && !first; k++) c->act_wire_in[k] = xaligned_alloc(c->cap_in);
+    c->grad_wire_in = xcalloc((size_t)c->ngrad, sizeof *c->grad_wire_in);
+    c->grad_recv = xcalloc((size_t)c->ngrad, sizeof *c->grad_recv);
+    for (int k = 0; k < c->ngrad && !last; k++) c->grad_wire_in[k] = xaligned_alloc(c->end[BWD_RX].cap);
+    c->act_wire_out = xcalloc((size_t)c->nwire, sizeof *c->act_wire_out);
+    c->grad_wire_out = xcalloc((size_t)c->nwire, sizeof *c->grad_wire_out);
+    c->act_send = xcalloc((size_t)c->nwire, sizeof *c->act_send);
+    c->grad_send = xcalloc((size_t)c->nwire, sizeof *c->grad_send);
+    for (int k = 0; k < c->nwire; k++) {
+        if (!last) c->act_wire_out[k] = xaligned_alloc(c->cap_out);
+        if (!first) c->grad_wire_out[k] = xaligned_alloc(c->end[BWD_TX].cap);
+    }
+    pz_staging_init(&c->stg, be, x->act_bytes, n);
+}
+
+/* Frees what chunk_alloc made; safe on a zeroed chunk and twice. */
+static void chunk_slots_free(exec *x, pz_chunk *c) {
+    for (int k = 0; c->slots && k < c->bound; k++) {
+        pz_acts_free(&c->slots[k], &c->stage);
+        free(c->ids[k]);
+        pz_host_buffer_free(x->be, c->grad_out[k]);
+    }
+    if (c->slots) {
+        pz_host_buffer_free(x->be, c->act_in);
+        pz_host_buffer_free(x->be, c->grad_in);
+        pz_staging_free(&c->stg);
+    }
+    for (int k = 0; c->act_wire_in && k < c->nact; k++) free(c->act_wire_in[k]);
+    for (int k = 0; c->grad_wire_in && k < c->ngrad; k++) free(c->grad_wire_in[k]);
+    for (int k = 0; c->act_wire_out && k < c->nwire; k++) {
+        free(c->act_wire_out[k]);
+        free(c->grad_wire_out[k]);
+    }
+    free(c->slots); free(c->ids); free(c->grad_out);
+    free(c->act_wire_in); free(c->act_recv); free(c->grad_wire_in); free(c->grad_recv);
+    free(c->act_wire_out); free(c->grad_wire_out); free(c->act_send); free(c->grad_send);
+    c->slots = NULL;
+    c->ids = NULL;
+    c->grad_out = NULL;
+    c->act_in = c->grad_in = NULL;
+    c->act_wire_in = c->grad_wire_in = c->act_wire_out = c->grad_wire_out = NULL;
+    c->act_recv = c->grad_recv = c->act_send = c->grad_send = NULL;
+}
+
+/* Buffers of every chunk for the schedule built in x->sched. Needs the
+ * edges (exec_edges) for the sizes. */
+void exec_slots_alloc(exec *x) {
+    ring_sizes(x);
+    for (int c = 0; c < x->V; c++) {
+        x->ch[c].bound = pz_schedule_chunk_peak(&x->sched, c);
+        chunk_alloc(x, &x->ch[c]);
+    }
+}
+
+void exec_slots_free(exec *x) {
+    for (int c = 0; x->ch && c < x->V; c++) chunk_slots_free(x, &x->ch[c]);
+}
+
+void exec_chunk_free(exec *x, pz_chunk *c) {
+    chunk_slots_free(x, c);
+    for (int k = 0; k < 4; k++) pz_edge_free(&c->end[k]);
+    for (int k = 0; k < 2; k++) { pz_edge_free(&c->val_tx[k]); pz_edge_free(&c->val_rx[k]); }
+    pz_optim_free(&c->opt, &c->stage);
+    pz_stage_free(&c->stage);
+}
+
+/* warmup=auto (V = 1 only): from the step just reduced, the extra warm-up
+ * that lets the pipeline's round trip hide behind compute; when it differs
+ * from the one in use, the schedule and the activation slots are rebuilt (at
+ * a step boundary nothing is in flight). Every rank computes it from the
+ * same reduced bits, so all ranks agree. */
+pz_status exec_auto_warmup(exec *x, const double *red) {
+    const int S = x->S, m = x->o->micro;
+    const double *es = red + x->red.edges, *rtt = red + x->red.rtt, *kfit = red + x->red.kfit;
+    double *c = xcalloc((size_t)S, sizeof *c), *link_rtt = xcalloc((size_t)S, sizeof *link_rtt);
+    double *period = xcalloc((size_t)S, sizeof *period);
+    for (int q = 0; q < S; q++) c[q] = red[x->red.ranks + 3 * q] / m;
+    for (int e = 0; e + 1 < S; e++) {
+        /* micro-batch 0 found every link and stage idle, so its round trip
+         * from stage e is: edge e down and up, plus stage e+1's compute and
+         * round trip; what is left is edge e's, measured on whatever link it
+         * is (real, or --link-mbps/--link-latency-ms) */
+        double down = e + 2 < S ? rtt[e + 1] : 0.0;
+        link_rtt[e] = fmax(0.0, rtt[e] - c[e + 1] - down);
+        /* the throughput bound per message is known for a simulated rate */
+        double Bps = x->pol.mbps[e] * 1e6 / 8.0;
+        const double *f = es + (2 * e + PZ_FWD) * PZ_EDGE_STATS_N, *b = es + (2 * e + PZ_BWD) * PZ_EDGE_STATS_N;
+        if (Bps > 0) period[e] = fmax(f[1], b[1]) / m / Bps;   /* [1]: wire bytes */
+    }
+    int k = pz_sched_auto_warmup(S, m, c, link_rtt, period), kmem = m;
+    for (int q = 0; q < S; q++)
+        if (kfit[q] < kmem) kmem = (int)kfit[q];   /* every rank has every rank's figure: they agree */
+    if (k > kmem) {
+        if (x->rank == 0)
+            fprintf(stderr, "pipezip train: warmup=auto: K = %d would keep more micro-batches in flight than the "
+                    "memory of some host holds; capped at K = %d\n", k, kmem);
+        k = kmem;
+    }
+    double rtt01 = link_rtt[0];
+    free(c);
+    free(link_rtt);
+    free(period);
+    if (k == x->spec.warmup_extra) return PZ_OK;
+    pz_chunk *ch = &x->ch[0];
+    int old_bound = ch->bound;
+    exec_slots_free(x);
+    pz_schedule_free(&x->sched);
+    x->spec.warmup_extra = k;
+    pz_status st = pz_schedule_build(&x->sched, &x->spec, x->rank, S, m);
+    if (st != PZ_OK) return st;
+    exec_slots_alloc(x);
+    /* what one more activation slot costs on this rank: the saved
+     * activations, d(input) to send, the output staged on the host */
+    double slot_mib = ((double)ch->slots[0].numel * sizeof(float) + (is_first(ch) ? 0.0 : (double)x->act_bytes) +
+                       (ch->stg.on_device ? (double)x->act_bytes : 0.0)) / (1 << 20);
+    if (ch->bound != old_bound)
+        fprintf(stderr, "pipezip train: rank %d: warmup=auto: K = %d extra warm-up micro-batches per downstream stage "
+                "(edge 0-1's round trip measured %.0f ms), %d in flight (was %d), %+.1f MiB of activations\n",
+                x->rank, k, 1e3 * rtt01, ch->bound, old_bound, (ch->bound - old_bound) * slot_mib);
+    return PZ_OK;
+}

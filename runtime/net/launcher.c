@@ -1,0 +1,361 @@
+/* launcher.c: see launcher.h. */
+#include "runtime/net/launcher.h"
+#include "base/rng.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/mem.h"
+#include "base/parse.h"
+#include "base/status.h"
+#include "runtime/net/jobsecret.h"
+
+/* A free TCP port on the loopback interface (the OS picks one). */
+/* Whether a TCP listener could bind port on 127.0.0.1 now. */
+static int port_free(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+int pz_pick_port(void) {
+    /* outside the kernel's ephemeral range, which outgoing connections (UCX's
+     * among them) draw from: a port found free there could be taken by one
+     * before rank 0 binds it */
+    int lo = 32768, hi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2) lo = 32768, hi = 60999;
+        fclose(f);
+    }
+    int first = 10000, last = lo - 1;
+    if (last - first < 1000) first = hi + 1, last = 65535;
+    if (last - first >= 1000) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        pz_rng r;
+        pz_rng_seed(&r, (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32));
+        for (int i = 0; i < 64; i++) {
+            int port = first + (int)pz_rng_below(&r, (uint64_t)(last - first + 1));
+            if (port_free(port)) return port;
+        }
+    }
+    /* no room outside it: any port the kernel gives */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+typedef struct {
+    pid_t pid;
+    int out_fd, err_fd;        /* read ends, -1 when closed */
+    char out_buf[8192], err_buf[8192];
+    size_t out_len, err_len;
+    int done, status;
+    int stopped_seen;          /* found stopped at the last check (after another rank exited) */
+} child;
+
+/* Writes complete lines from buf; keeps a partial tail (or flushes it when full or at EOF). */
+static void forward(int fd, char *buf, size_t *len, int rank, FILE *dst, int prefix, int eof) {
+    (void)fd;
+    size_t start = 0;
+    for (size_t i = 0; i < *len; i++) {
+        if (buf[i] != '\n') continue;
+        if (prefix) fprintf(dst, "[rank %d] ", rank);
+        fwrite(buf + start, 1, i + 1 - start, dst);
+        start = i + 1;
+    }
+    if (start < *len && (eof || (start == 0 && *len == 8192))) {
+        if (prefix) fprintf(dst, "[rank %d] ", rank);
+        fwrite(buf + start, 1, *len - start, dst);
+        fputc('\n', dst);
+        start = *len;
+    }
+    memmove(buf, buf + start, *len - start);
+    *len -= start;
+    fflush(dst);
+}
+
+static void drain(child *c, int rank, int which) {
+    int *fd = which ? &c->err_fd : &c->out_fd;
+    char *buf = which ? c->err_buf : c->out_buf;
+    size_t *len = which ? &c->err_len : &c->out_len;
+    ssize_t n = read(*fd, buf + *len, sizeof c->out_buf - *len);
+    if (n > 0) {
+        *len += (size_t)n;
+        forward(*fd, buf, len, rank, which ? stderr : stdout, which, 0);
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        forward(*fd, buf, len, rank, which ? stderr : stdout, which, 1);
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+/* The state letter of /proc/PID/stat ('R', 'S', 'T' stopped, 't' traced,
+ * 'Z', ...), or 0 when it cannot be read. */
+static char proc_state(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *close_paren = strrchr(buf, ')');   /* the name may hold spaces and parentheses */
+    return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
+}
+
+/* When a rank fails because a peer stopped answering, the peer it names may
+ * itself be waiting for the rank that froze (ranks time out in a race).
+ * Before the others are stopped, name any rank the kernel holds stopped:
+ * that one is the cause. */
+static void name_stopped(const child *cs, int world) {
+    for (int k = 0; k < world; k++) {
+        if (cs[k].done) continue;
+        char state = proc_state(cs[k].pid);
+        if (state == 'T' || state == 't')
+            fprintf(stderr, "pipezip: rank %d is stopped (state %c: SIGSTOP, or held by a debugger); the ranks "
+                    "waiting for it time out\n", k, state);
+    }
+}
+
+static volatile sig_atomic_t interrupted = 0;
+static void on_signal(int sig) { interrupted = sig; }
+
+/* One attempt: spawns the ranks and waits. Returns 0, 1 (a rank failed) or
+ * 128 + the signal that stopped the run. */
+static int run_once(int world, char **argv) {
+    int port = pz_pick_port();
+    if (port < 0) { fprintf(stderr, "pipezip: error: cannot find a free TCP port on 127.0.0.1\n"); return 1; }
+    /* the job's secret: the user's (environment, or --job-secret-file, which the
+     * ranks read themselves and prefer), else a fresh random one for this run;
+     * the ranks get it in the environment, never in argv, which ps shows */
+    char secret[65] = "";
+    if (!getenv(PZ_JOB_SECRET_ENV)) pz_job_secret_make(secret, sizeof secret);
+    child *cs = xcalloc((size_t)world, sizeof *cs);
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    fflush(stdout);
+    fflush(stderr);
+    for (int r = 0; r < world; r++) {
+        int out[2], err[2];
+        if (pipe(out) != 0 || pipe(err) != 0) pz_die("pipe: %s", strerror(errno));
+        pid_t pid = fork();
+        if (pid < 0) pz_die("fork: %s", strerror(errno));
+        if (pid == 0) {
+            char buf[32];
+            dup2(out[1], 1);
+            dup2(err[1], 2);
+            close(out[0]); close(out[1]); close(err[0]); close(err[1]);
+            for (int k = 0; k < r; k++) { close(cs[k].out_fd); close(cs[k].err_fd); }
+            snprintf(buf, sizeof buf, "%d", r); setenv("RANK", buf, 1); setenv("LOCAL_RANK", buf, 1);
+            snprintf(buf, sizeof buf, "%d", world); setenv("WORLD_SIZE", buf, 1); setenv("LOCAL_WORLD_SIZE", buf, 1);
+            snprintf(buf, sizeof buf, "%d", port); setenv("MASTER_PORT", buf, 1);
+            setenv("MASTER_ADDR", "127.0.0.1", 1);
+            setenv("PZ_LAUNCHED", "1", 1);   /* this launcher restarts; see --max-restarts */
+            if (secret[0]) setenv(PZ_JOB_SECRET_ENV, secret, 1);
+            execv("/proc/self/exe", argv);
+            fprintf(stderr, "exec failed: %s\n", strerror(errno));
+            _exit(127);
+        }
+        close(out[1]);
+        close(err[1]);
+        cs[r].pid = pid;
+        cs[r].out_fd = out[0];
+        cs[r].err_fd = err[0];
+    }
+
+    int failed_rank = -1, alive = world, first_signal = 0, refused = 0;
+    double kill_at = 0.0;   /* when to escalate to SIGKILL after a failure */
+    double next_stop_check = 0.0;
+    while (alive > 0) {
+        struct pollfd pf[2 * 64];
+        int np = 0, map[2 * 64];
+        for (int r = 0; r < world && np < 2 * 64 - 1; r++) {
+            if (cs[r].out_fd >= 0) { pf[np] = (struct pollfd){cs[r].out_fd, POLLIN, 0}; map[np++] = 2 * r; }
+            if (cs[r].err_fd >= 0) { pf[np] = (struct pollfd){cs[r].err_fd, POLLIN, 0}; map[np++] = 2 * r + 1; }
+        }
+        int n = np ? poll(pf, (nfds_t)np, 200) : (usleep(200000), 0);
+        for (int i = 0; n > 0 && i < np; i++)
+            if (pf[i].revents) drain(&cs[map[i] / 2], map[i] / 2, map[i] % 2);
+        /* reap first, then judge: a rank killed by a signal is the cause
+         * rather than a rank that exited because it lost that one */
+        int reaped[64], nreaped = 0;
+        for (int r = 0; r < world && nreaped < 64; r++) {
+            if (cs[r].done) continue;
+            int st;
+            pid_t w = waitpid(cs[r].pid, &st, WNOHANG);
+            if (w != cs[r].pid) continue;
+            cs[r].done = 1;
+            cs[r].status = st;
+            alive--;
+            reaped[nreaped++] = r;
+        }
+        for (int pass = 0; pass < 2 && failed_rank < 0; pass++)
+            for (int i = 0; i < nreaped && failed_rank < 0; i++) {
+                int r = reaped[i], st = cs[r].status;
+                if (pass == 0 && !WIFSIGNALED(st)) continue;
+                /* a rank stopped by the signal we forwarded exits 128 + it */
+                int bad = !(WIFEXITED(st) &&
+                            (WEXITSTATUS(st) == 0 || (first_signal && WEXITSTATUS(st) == 128 + first_signal)));
+                if (!bad) continue;
+                failed_rank = r;
+                refused = WIFEXITED(st) && WEXITSTATUS(st) == PZ_EXIT_REFUSED;
+                if (WIFSIGNALED(st))
+                    fprintf(stderr, "pipezip: rank %d was killed by signal %d (%s); stopping the other ranks\n",
+                            r, WTERMSIG(st), strsignal(WTERMSIG(st)));
+                else
+                    fprintf(stderr, "pipezip: rank %d exited with status %d; stopping the other ranks\n",
+                            r, WEXITSTATUS(st));
+                name_stopped(cs, world);
+                /* SIGCONT too: a frozen (stopped) rank acts on SIGTERM only once continued */
+                for (int k = 0; k < world; k++)
+                    if (!cs[k].done) { kill(cs[k].pid, SIGTERM); kill(cs[k].pid, SIGCONT); }
+                kill_at = pz_now() + 3.0;
+            }
+        /* a rank held stopped after another has exited cleanly would keep the
+         * job waiting forever (nothing times out on it any more): seen
+         * stopped twice, a second apart, it is the failure */
+        if (failed_rank < 0 && alive < world && alive > 0 && pz_now() >= next_stop_check) {
+            next_stop_check = pz_now() + 1.0;
+            for (int k = 0; k < world && failed_rank < 0; k++) {
+                char state = cs[k].done ? 0 : proc_state(cs[k].pid);
+                int stopped = state == 'T' || state == 't';
+                if (stopped && cs[k].stopped_seen) {
+                    failed_rank = k;
+                    fprintf(stderr, "pipezip: rank %d is stopped (state %c: SIGSTOP, or held by a debugger) while "
+                            "other ranks have finished; stopping it\n", k, state);
+                    for (int q = 0; q < world; q++)
+                        if (!cs[q].done) { kill(cs[q].pid, SIGTERM); kill(cs[q].pid, SIGCONT); }
+                    kill_at = pz_now() + 3.0;
+                }
+                cs[k].stopped_seen = stopped;
+            }
+        }
+        if (interrupted && kill_at == 0.0) {
+            /* the ranks stop together at the next step boundary, after a
+             * checkpoint when --checkpoint-dir is set; a second signal, or
+             * PZ_STOP_GRACE seconds (default 120), kills them */
+            const char *g = getenv("PZ_STOP_GRACE");
+            double grace = g && atof(g) > 0 ? atof(g) : 120.0;
+            fprintf(stderr, "pipezip: %s: stopping all ranks at the next step boundary (again to kill them now)\n",
+                    strsignal(interrupted));
+            for (int k = 0; k < world; k++)
+                if (!cs[k].done) kill(cs[k].pid, interrupted);
+            first_signal = interrupted;
+            interrupted = 0;
+            kill_at = pz_now() + grace;
+        } else if (interrupted && first_signal) {
+            fprintf(stderr, "pipezip: %s again: killing all ranks\n", strsignal(interrupted));
+            for (int k = 0; k < world; k++)
+                if (!cs[k].done) kill(cs[k].pid, SIGKILL);
+            interrupted = 0;
+        }
+        if (kill_at > 0.0 && pz_now() > kill_at) {
+            for (int k = 0; k < world; k++)
+                if (!cs[k].done) kill(cs[k].pid, SIGKILL);
+            kill_at = pz_now() + 3600.0;
+        }
+    }
+    /* whatever output is still buffered */
+    for (int r = 0; r < world; r++) {
+        while (cs[r].out_fd >= 0) drain(&cs[r], r, 0);
+        while (cs[r].err_fd >= 0) drain(&cs[r], r, 1);
+    }
+    /* stopped by a signal: 128 + it (143 for SIGTERM, 130 for SIGINT), as a
+     * shell reports it, unless a rank failed for another reason */
+    int rc = failed_rank >= 0 ? (refused ? PZ_EXIT_REFUSED : 1) : first_signal ? 128 + first_signal : 0;
+    explicit_bzero(secret, sizeof secret);
+    free(cs);
+    return rc;
+}
+
+int pz_launch_local(int world, int argc, char **argv, int max_restarts) {
+    int rc = run_once(world, argv);
+    if (rc == PZ_EXIT_REFUSED) {   /* the job itself was refused: a restart would be refused again */
+        if (max_restarts > 0) fprintf(stderr, "pipezip: the job was refused at start: no restart\n");
+        return 1;
+    }
+    if (rc != 1 || max_restarts <= 0) return rc;
+    /* restarts continue from the newest checkpoint: the same command with
+     * --resume auto (unless it names a --resume of its own) */
+    int has_resume = 0;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--resume") || !strncmp(argv[i], "--resume=", 9)) has_resume = 1;
+    char **av = xcalloc((size_t)argc + 3, sizeof *av);
+    memcpy(av, argv, (size_t)argc * sizeof *av);
+    if (!has_resume) {
+        av[argc] = (char *)"--resume";
+        av[argc + 1] = (char *)"auto";
+    }
+    for (int k = 1; k <= max_restarts && rc == 1; k++) {
+        int wait_s = 1 << (k - 1 < 5 ? k - 1 : 5);   /* 1, 2, 4 ... 32 s */
+        fprintf(stderr, "pipezip: restart %d of %d in %d s: every rank again, from the newest checkpoint%s\n", k,
+                max_restarts, wait_s, has_resume ? " (the command's --resume)" : " (--resume auto)");
+        for (int s = 0; s < wait_s * 10 && !interrupted; s++) usleep(100000);
+        if (interrupted) break;
+        rc = run_once(world, av);
+        if (rc == PZ_EXIT_REFUSED) {
+            fprintf(stderr, "pipezip: restart %d was refused at start: no further restart\n", k);
+            free(av);
+            return 1;
+        }
+    }
+    if (rc == 1) fprintf(stderr, "pipezip: giving up after %d restart%s\n", max_restarts, max_restarts == 1 ? "" : "s");
+    free(av);
+    return rc;
+}
+
+void pz_name_process(int rank) {
+    /* exec'ing /proc/self/exe names the process "exe"; ps -e and top show
+     * this name instead (at most 15 bytes, so "pipezip r12345" fits) */
+    char name[16];
+    snprintf(name, sizeof name, "pipezip r%d", rank);
+    prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
+static int env_int(const char *name, int *out) {
+    const char *v = getenv(name);
+    if (!v || !*v) return 0;
+    long x;
+    if (pz_parse_int(v, 0, 1 << 20, &x, name) != PZ_OK) pz_die("environment %s", pz_last_error());
+    *out = (int)x;
+    return 1;
+}
+
+int pz_env_rank(int *rank, int *world, const char **master_addr, int *master_port) {
+    int found = (env_int("RANK", rank) && env_int("WORLD_SIZE", world)) ||
+                (env_int("OMPI_COMM_WORLD_RANK", rank) && env_int("OMPI_COMM_WORLD_SIZE", world)) ||
+                (env_int("PMI_RANK", rank) && env_int("PMI_SIZE", world)) ||
+                (env_int("SLURM_PROCID", rank) && env_int("SLURM_NTASKS", world));
+    if (!found) return 0;
+    if (*rank >= *world) pz_die("environment: rank %d is not below world size %d", *rank, *world);
+    *master_addr = getenv("MASTER_ADDR");
+    if (!*master_addr || !**master_addr) *master_addr = "127.0.0.1";
+    if (!env_int("MASTER_PORT", master_port)) *master_port = 29500;
+    return 1;
+}

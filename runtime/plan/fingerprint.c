@@ -1,0 +1,218 @@
+/* fingerprint.c: see fingerprint.h. */
+#include "runtime/plan/fingerprint.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/io/file.h"
+#include "base/mem.h"
+#include "stages/hf_dir.h"
+
+typedef struct {
+    char *s;
+    size_t n, cap;
+} lines;
+
+static void add(lines *l, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add(lines *l, const char *key, const char *fmt, ...) {
+    char val[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(val, sizeof val, fmt, ap);
+    va_end(ap);
+    size_t need = strlen(key) + strlen(val) + 3;
+    if (l->n + need > l->cap) {
+        l->cap = (l->n + need) * 2;
+        char *grown = xmalloc(l->cap);
+        if (l->n) memcpy(grown, l->s, l->n);
+        free(l->s);
+        l->s = grown;
+    }
+    l->n += (size_t)snprintf(l->s + l->n, l->cap - l->n, "%s\t%s\n", key, val);
+}
+
+/* FNV-1a, 64 bits: an identity check between ranks, not a defence */
+static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* size and a hash of the first KiB and 16 blocks of 4 KiB spread over the bytes */
+static void identity(lines *l, const char *key, const uint8_t *p, size_t n) {
+    uint64_t h = fnv(0xcbf29ce484222325ull, p, n < 1024 ? n : 1024);
+    const size_t blk = 4096;
+    for (int k = 0; n > blk && k < 16; k++) h = fnv(h, p + (n - blk) / 15 * (size_t)k, blk);
+    add(l, key, "%zu bytes, sampled hash %016llx", n, (unsigned long long)h);
+}
+
+static void file_identity(lines *l, const char *key, const char *path) {
+    const void *m = NULL;
+    size_t n = 0;
+    if (pz_map_file(path, &m, &n) != PZ_OK) {
+        add(l, key, "unreadable");
+        return;
+    }
+    identity(l, key, m, n);
+    pz_unmap_file(m, n);
+}
+
+static void dataset_identity(lines *l, const char *flag, const pz_dataset *d) {
+    if (!d || !d->paths) return;
+    add(l, flag, "%d shard%s", d->nshards, d->nshards == 1 ? "" : "s");
+    for (int i = 0; i < d->nshards; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "%s shard %d", flag, i);
+        identity(l, key, d->maps[i], d->map_len[i]);
+    }
+}
+
+/* the shortest %g that reads back as v: what the user typed, usually */
+static const char *short_float(char *buf, size_t cap, float v) {
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(buf, cap, "%.*g", prec, (double)v);
+        if (strtof(buf, NULL) == v) break;
+    }
+    return buf;
+}
+
+char *pz_fingerprint_build(const pz_train_opts *o, const pz_gpt2_config *c, const pz_policy *pol,
+                           const pz_dataset *train, const pz_dataset *val) {
+    lines l = {0};
+    char fb[32];
+    add(&l, "model", "L=%d NH=%d C=%d V=%d maxT=%d", c->num_layers, c->num_heads, c->channels, c->vocab_size,
+        c->max_seq_len);
+    add(&l, "--preset", "%s", o->preset ? o->preset : "(none)");
+    if (o->init) {
+        pz_model_files mf;
+        memset(&mf, 0, sizeof mf);
+        if (pz_model_files_find(o->init, &mf) == PZ_OK) {
+            if (mf.weights) file_identity(&l, "--init weights", mf.weights);
+            for (int i = 0; i < mf.nshards; i++) {
+                char key[64];
+                snprintf(key, sizeof key, "--init shard %d", i);
+                file_identity(&l, key, mf.shards[i]);
+            }
+            if (mf.config) file_identity(&l, "--init config.json", mf.config);
+        }
+        pz_model_files_free(&mf);
+    }
+    add(&l, "--batch", "%d", o->batch);
+    add(&l, "--seq", "%d", o->seq);
+    add(&l, "--steps", "%d", o->steps);
+    add(&l, "--micro-batches", "%d", o->micro);
+    add(&l, "--seed", "%ld", o->seed);
+    add(&l, "--val-every", "%d", o->val_every);
+    add(&l, "--val-batches", "%d", o->val_batches);
+    add(&l, "--lr", "%s", short_float(fb, sizeof fb, o->optim.lr));
+    add(&l, "--min-lr-frac", "%s", short_float(fb, sizeof fb, o->optim.min_lr_frac));
+    add(&l, "--warmup", "%d", o->warmup_given ? o->optim.warmup_steps : o->steps / 10);
+    add(&l, "--beta1", "%s", short_float(fb, sizeof fb, o->optim.beta1));
+    add(&l, "--beta2", "%s", short_float(fb, sizeof fb, o->optim.beta2));
+    add(&l, "--eps", "%s", short_float(fb, sizeof fb, o->optim.eps));
+    add(&l, "--weight-decay", "%s", short_float(fb, sizeof fb, o->optim.weight_decay));
+    add(&l, "--grad-clip", "%s", short_float(fb, sizeof fb, o->optim.grad_clip));
+    add(&l, "--stages", "%d", o->stages);
+    add(&l, "--split", "%s", o->split ? o->split : "(balanced)");
+    add(&l, "--schedule", "%s", o->schedule);
+    add(&l, "--virtual-stages", "%d", o->virtual_stages);
+    add(&l, "--device", "%s", o->device);
+    for (int e = 0; e < pol->stages - 1; e++) {
+        char key[64];
+        const char *f = pz_policy_codec(pol, e, 0), *b = pz_policy_codec(pol, e, 1);
+        snprintf(key, sizeof key, "--compress edge %d-%d", e, e + 1);
+        add(&l, key, "fwd=%s,bwd=%s", f ? f : "none", b ? b : "none");
+        snprintf(key, sizeof key, "--link-mbps edge %d-%d", e, e + 1);
+        add(&l, key, "%.9g", pol->mbps[e]);
+        snprintf(key, sizeof key, "--link-latency-ms edge %d-%d", e, e + 1);
+        add(&l, key, "%.9g", pol->latency_ms[e]);
+    }
+    add(&l, "--compress-tied", "%s", o->compress_tied ? o->compress_tied : "none");
+    add(&l, "--eval-compress", "%d", o->eval_compress);
+    add(&l, "--checkpoint-every", "%d", o->checkpoint_dir ? o->checkpoint_every : -1);
+    add(&l, "--resume", "%s", o->resume ? (strcmp(o->resume, "auto") == 0 ? "auto" : "a directory") : "(none)");
+    dataset_identity(&l, "--data", train);
+    dataset_identity(&l, "--val-data", val);
+    if (!l.s) l.s = xstrdup("");
+    return l.s;
+}
+
+/* the value of key in text ("key\tvalue\n" lines), copied to out; 0 if absent */
+static int value_of(const char *text, const char *key, size_t klen, char *out, size_t cap) {
+    for (const char *p = text; *p;) {
+        const char *tab = strchr(p, '\t'), *nl = strchr(p, '\n');
+        if (!nl) nl = p + strlen(p);
+        if (tab && tab < nl && (size_t)(tab - p) == klen && memcmp(p, key, klen) == 0) {
+            size_t n = (size_t)(nl - tab - 1);
+            if (n >= cap) n = cap - 1;
+            memcpy(out, tab + 1, n);
+            out[n] = 0;
+            return 1;
+        }
+        p = *nl ? nl + 1 : nl;
+    }
+    return 0;
+}
+
+int pz_fingerprint_differ(const char *mine, const char *theirs, int r, char *msg, size_t cap) {
+    for (const char *p = mine; *p;) {
+        const char *tab = strchr(p, '\t'), *nl = strchr(p, '\n');
+        if (!nl) nl = p + strlen(p);
+        if (tab && tab < nl) {
+            char key[128], a[512], b[512];
+            size_t klen = (size_t)(tab - p) < sizeof key ? (size_t)(tab - p) : sizeof key - 1;
+            memcpy(key, p, klen);
+            key[klen] = 0;
+            if (value_of(mine, key, klen, a, sizeof a) && value_of(theirs, key, klen, b, sizeof b) && strcmp(a, b)) {
+                snprintf(msg, cap, "rank %d does not agree with rank 0: %s is %s on rank %d, %s on rank 0", r, key, b,
+                         r, a);
+                return 1;
+            }
+        }
+        p = *nl ? nl + 1 : nl;
+    }
+    return 0;
+}
+
+pz_status pz_fingerprint_agree(pz_transport *t, int rank, int world, const char *mine) {
+    if (world < 2) return PZ_OK;
+    size_t len = strlen(mine);
+    if (len > PZ_FINGERPRINT_MAX)
+        return pz_fail(PZ_ERR_ARG, "the job's fingerprint is %zu bytes, more than %d (too many data shards?)", len,
+                       PZ_FINGERPRINT_MAX);
+    char *buf = xmalloc(PZ_FINGERPRINT_MAX + 1), verdict[1024] = "";
+    pz_request *r = NULL;
+    pz_status st = PZ_OK;
+    if (rank == 0) {
+        for (int q = 1; q < world && st == PZ_OK; q++) {
+            size_t n = 0;
+            st = pz_transport_recv(t, q, pz_tag(q, 0, 0, PZ_KIND_FINGERPRINT), buf, PZ_FINGERPRINT_MAX,
+                                   "the job's fingerprint", &r);
+            if (st == PZ_OK) st = pz_transport_wait(t, r, &n);
+            if (st != PZ_OK) break;
+            buf[n] = 0;
+            if (strlen(buf) != n) snprintf(verdict, sizeof verdict, "rank %d sent a fingerprint with a NUL byte", q);
+            if (!verdict[0]) pz_fingerprint_differ(mine, buf, q, verdict, sizeof verdict);
+        }
+        for (int q = 1; q < world && st == PZ_OK; q++) {
+            st = pz_transport_send(t, q, pz_tag(0, 0, 0, PZ_KIND_VERDICT), verdict, strlen(verdict) + 1,
+                                   "the fingerprint verdict", &r);
+            if (st == PZ_OK) st = pz_transport_wait(t, r, NULL);
+        }
+    } else {
+        st = pz_transport_send(t, 0, pz_tag(rank, 0, 0, PZ_KIND_FINGERPRINT), mine, len, "the job's fingerprint", &r);
+        if (st == PZ_OK) st = pz_transport_wait(t, r, NULL);
+        size_t n = 0;
+        if (st == PZ_OK)
+            st = pz_transport_recv(t, 0, pz_tag(0, 0, 0, PZ_KIND_VERDICT), verdict, sizeof verdict,
+                                   "the fingerprint verdict", &r);
+        if (st == PZ_OK) st = pz_transport_wait(t, r, &n);
+        if (st == PZ_OK && (n == 0 || verdict[n - 1] != 0))
+            st = pz_fail(PZ_ERR_PEER, "rank 0 sent a malformed fingerprint verdict (%zu bytes)", n);
+    }
+    free(buf);
+    if (st == PZ_OK && verdict[0]) st = pz_fail(PZ_ERR_ARG, "%s", verdict);
+    return st;
+}

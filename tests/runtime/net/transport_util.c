@@ -1,0 +1,31 @@
+/* transport_util.c: see transport_util.h. */
+#include "tests/runtime/net/transport_util.h"
+#include "runtime/net/launcher.h"
+
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int free_port(void) {
+    int port = pz_pick_port();   /* outside the ephemeral range: see runtime/net/launcher.h */
+    if (port < 0) {
+        perror("free_port");
+        exit(1);
+    }
+    return port;
+}
+
+void apply_env(const char *const *env) {
+    for (int i = 0; env && env[i]; i++) {
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", env[i]);
+        char *eq = strchr(buf, '=');
+        if (!eq) continue;
+        *eq = 0;
+        if (eq[1]) setenv(buf, eq + 1, 1);
+        else unsetenv(buf); /* "NAME=": make sure it is not set */
+    }
+}
