@@ -23,7 +23,7 @@
 #include "compress/codecs/qcommon.h"
 #include "base/mem.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -143,6 +143,13 @@ static pz_status sign_encode(const pz_codec_params *p, const float *x, const pz_
         for (; i + 16 <= g.n; i += 16) {
             __mmask16 m = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), _mm512_setzero_ps(), _CMP_GE_OQ);
             uint16_t mm = (uint16_t)m;
+            memcpy(bits_out + i / 8, &mm, 2);
+        }
+#elif defined(__AVX2__)
+        for (; i + 16 <= g.n; i += 16) {
+            unsigned m0 = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), _mm256_setzero_ps(), _CMP_GE_OQ));
+            unsigned m1 = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), _mm256_setzero_ps(), _CMP_GE_OQ));
+            uint16_t mm = (uint16_t)(m0 | m1 << 8);
             memcpy(bits_out + i / 8, &mm, 2);
         }
 #endif
