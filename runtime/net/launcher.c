@@ -145,22 +145,10 @@ static void name_stopped(const child *cs, int world) {
 static volatile sig_atomic_t interrupted = 0;
 static void on_signal(int sig) { interrupted = sig; }
 
-/* One attempt: spawns the ranks and waits. Returns 0, 1 (a rank failed) or
- * 128 + the signal that stopped the run. */
-static int run_once(int world, char **argv) {
-    int port = pz_pick_port();
-    if (port < 0) { fprintf(stderr, "pipezip: error: cannot find a free TCP port on 127.0.0.1\n"); return 1; }
-    /* the job's secret: the user's (environment, or --job-secret-file, which the
-     * ranks read themselves and prefer), else a fresh random one for this run;
-     * the ranks get it in the environment, never in argv, which ps shows */
-    char secret[65] = "";
-    if (!getenv(PZ_JOB_SECRET_ENV)) pz_job_secret_make(secret, sizeof secret);
-    child *cs = xcalloc((size_t)world, sizeof *cs);
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    fflush(stdout);
-    fflush(stderr);
+/* Starts the ranks: each gets RANK, WORLD_SIZE, MASTER_ADDR/PORT and the
+ * job's secret in its environment (never in argv, which ps shows), its
+ * stdout and stderr through pipes the launcher reads. */
+static void spawn_ranks(child *cs, int world, char **argv, int port, const char *secret) {
     for (int r = 0; r < world; r++) {
         int out[2], err[2];
         if (pipe(out) != 0 || pipe(err) != 0) pz_die("pipe: %s", strerror(errno));
@@ -188,11 +176,125 @@ static int run_once(int world, char **argv) {
         cs[r].out_fd = out[0];
         cs[r].err_fd = err[0];
     }
+}
 
-    int failed_rank = -1, alive = world, first_signal = 0, refused = 0;
-    double kill_at = 0.0;   /* when to escalate to SIGKILL after a failure */
-    double next_stop_check = 0.0;
-    while (alive > 0) {
+/* What one attempt knows about its ranks while it waits for them. */
+typedef struct {
+    child *cs;
+    int world, alive;
+    int failed_rank;          /* the rank whose end stops the others; -1 while none */
+    int refused;              /* it exited PZ_EXIT_REFUSED */
+    int first_signal;         /* the SIGINT/SIGTERM forwarded to the ranks, 0 if none */
+    double kill_at;           /* when to escalate to SIGKILL after a failure */
+    double next_stop_check;
+} run_state;
+
+/* SIGTERM to every rank still running, and SIGCONT: a frozen (stopped)
+ * rank acts on SIGTERM only once continued; SIGKILL follows in 3 s. */
+static void stop_others(run_state *s) {
+    for (int k = 0; k < s->world; k++)
+        if (!s->cs[k].done) { kill(s->cs[k].pid, SIGTERM); kill(s->cs[k].pid, SIGCONT); }
+    s->kill_at = pz_now() + 3.0;
+}
+
+/* Reaps the ranks that ended, then judges them: a rank killed by a signal
+ * is the cause rather than a rank that exited because it lost that one. */
+static void reap(run_state *s) {
+    int reaped[64], nreaped = 0;
+    for (int r = 0; r < s->world && nreaped < 64; r++) {
+        if (s->cs[r].done) continue;
+        int st;
+        if (waitpid(s->cs[r].pid, &st, WNOHANG) != s->cs[r].pid) continue;
+        s->cs[r].done = 1;
+        s->cs[r].status = st;
+        s->alive--;
+        reaped[nreaped++] = r;
+    }
+    for (int pass = 0; pass < 2 && s->failed_rank < 0; pass++)
+        for (int i = 0; i < nreaped && s->failed_rank < 0; i++) {
+            int r = reaped[i], st = s->cs[r].status;
+            if (pass == 0 && !WIFSIGNALED(st)) continue;
+            /* a rank stopped by the signal we forwarded exits 128 + it */
+            int bad = !(WIFEXITED(st) &&
+                        (WEXITSTATUS(st) == 0 || (s->first_signal && WEXITSTATUS(st) == 128 + s->first_signal)));
+            if (!bad) continue;
+            s->failed_rank = r;
+            s->refused = WIFEXITED(st) && WEXITSTATUS(st) == PZ_EXIT_REFUSED;
+            if (WIFSIGNALED(st))
+                fprintf(stderr, "pipezip: rank %d was killed by signal %d (%s); stopping the other ranks\n", r,
+                        WTERMSIG(st), strsignal(WTERMSIG(st)));
+            else
+                fprintf(stderr, "pipezip: rank %d exited with status %d; stopping the other ranks\n", r,
+                        WEXITSTATUS(st));
+            name_stopped(s->cs, s->world);
+            stop_others(s);
+        }
+}
+
+/* A rank held stopped after another has exited cleanly would keep the job
+ * waiting forever (nothing times out on it any more): seen stopped twice,
+ * a second apart, it is the failure. */
+static void check_frozen(run_state *s) {
+    if (s->failed_rank >= 0 || s->alive == s->world || s->alive == 0 || pz_now() < s->next_stop_check) return;
+    s->next_stop_check = pz_now() + 1.0;
+    for (int k = 0; k < s->world && s->failed_rank < 0; k++) {
+        char state = s->cs[k].done ? 0 : proc_state(s->cs[k].pid);
+        int stopped = state == 'T' || state == 't';
+        if (stopped && s->cs[k].stopped_seen) {
+            s->failed_rank = k;
+            fprintf(stderr, "pipezip: rank %d is stopped (state %c: SIGSTOP, or held by a debugger) while "
+                    "other ranks have finished; stopping it\n", k, state);
+            stop_others(s);
+        }
+        s->cs[k].stopped_seen = stopped;
+    }
+}
+
+/* SIGINT/SIGTERM to the launcher: the ranks stop together at the next step
+ * boundary, after a checkpoint when --checkpoint-dir is set; a second
+ * signal, or PZ_STOP_GRACE seconds (default 120), kills them. */
+static void forward_signals(run_state *s) {
+    if (interrupted && s->kill_at == 0.0) {
+        const char *g = getenv("PZ_STOP_GRACE");
+        double grace = g && atof(g) > 0 ? atof(g) : 120.0;
+        fprintf(stderr, "pipezip: %s: stopping all ranks at the next step boundary (again to kill them now)\n",
+                strsignal(interrupted));
+        for (int k = 0; k < s->world; k++)
+            if (!s->cs[k].done) kill(s->cs[k].pid, interrupted);
+        s->first_signal = interrupted;
+        interrupted = 0;
+        s->kill_at = pz_now() + grace;
+    } else if (interrupted && s->first_signal) {
+        fprintf(stderr, "pipezip: %s again: killing all ranks\n", strsignal(interrupted));
+        for (int k = 0; k < s->world; k++)
+            if (!s->cs[k].done) kill(s->cs[k].pid, SIGKILL);
+        interrupted = 0;
+    }
+    if (s->kill_at > 0.0 && pz_now() > s->kill_at) {
+        for (int k = 0; k < s->world; k++)
+            if (!s->cs[k].done) kill(s->cs[k].pid, SIGKILL);
+        s->kill_at = pz_now() + 3600.0;
+    }
+}
+
+/* One attempt: spawns the ranks and waits. Returns 0, 1 (a rank failed) or
+ * 128 + the signal that stopped the run. */
+static int run_once(int world, char **argv) {
+    int port = pz_pick_port();
+    if (port < 0) { fprintf(stderr, "pipezip: error: cannot find a free TCP port on 127.0.0.1\n"); return 1; }
+    /* the job's secret: the user's (environment, or --job-secret-file, which the
+     * ranks read themselves and prefer), else a fresh random one for this run */
+    char secret[65] = "";
+    if (!getenv(PZ_JOB_SECRET_ENV)) pz_job_secret_make(secret, sizeof secret);
+    child *cs = xcalloc((size_t)world, sizeof *cs);
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    fflush(stdout);
+    fflush(stderr);
+    spawn_ranks(cs, world, argv, port, secret);
+    run_state s = {cs, world, world, -1, 0, 0, 0.0, 0.0};
+    while (s.alive > 0) {
         struct pollfd pf[2 * 64];
         int np = 0, map[2 * 64];
         for (int r = 0; r < world && np < 2 * 64 - 1; r++) {
@@ -202,84 +304,9 @@ static int run_once(int world, char **argv) {
         int n = np ? poll(pf, (nfds_t)np, 200) : (usleep(200000), 0);
         for (int i = 0; n > 0 && i < np; i++)
             if (pf[i].revents) drain(&cs[map[i] / 2], map[i] / 2, map[i] % 2);
-        /* reap first, then judge: a rank killed by a signal is the cause
-         * rather than a rank that exited because it lost that one */
-        int reaped[64], nreaped = 0;
-        for (int r = 0; r < world && nreaped < 64; r++) {
-            if (cs[r].done) continue;
-            int st;
-            pid_t w = waitpid(cs[r].pid, &st, WNOHANG);
-            if (w != cs[r].pid) continue;
-            cs[r].done = 1;
-            cs[r].status = st;
-            alive--;
-            reaped[nreaped++] = r;
-        }
-        for (int pass = 0; pass < 2 && failed_rank < 0; pass++)
-            for (int i = 0; i < nreaped && failed_rank < 0; i++) {
-                int r = reaped[i], st = cs[r].status;
-                if (pass == 0 && !WIFSIGNALED(st)) continue;
-                /* a rank stopped by the signal we forwarded exits 128 + it */
-                int bad = !(WIFEXITED(st) &&
-                            (WEXITSTATUS(st) == 0 || (first_signal && WEXITSTATUS(st) == 128 + first_signal)));
-                if (!bad) continue;
-                failed_rank = r;
-                refused = WIFEXITED(st) && WEXITSTATUS(st) == PZ_EXIT_REFUSED;
-                if (WIFSIGNALED(st))
-                    fprintf(stderr, "pipezip: rank %d was killed by signal %d (%s); stopping the other ranks\n",
-                            r, WTERMSIG(st), strsignal(WTERMSIG(st)));
-                else
-                    fprintf(stderr, "pipezip: rank %d exited with status %d; stopping the other ranks\n",
-                            r, WEXITSTATUS(st));
-                name_stopped(cs, world);
-                /* SIGCONT too: a frozen (stopped) rank acts on SIGTERM only once continued */
-                for (int k = 0; k < world; k++)
-                    if (!cs[k].done) { kill(cs[k].pid, SIGTERM); kill(cs[k].pid, SIGCONT); }
-                kill_at = pz_now() + 3.0;
-            }
-        /* a rank held stopped after another has exited cleanly would keep the
-         * job waiting forever (nothing times out on it any more): seen
-         * stopped twice, a second apart, it is the failure */
-        if (failed_rank < 0 && alive < world && alive > 0 && pz_now() >= next_stop_check) {
-            next_stop_check = pz_now() + 1.0;
-            for (int k = 0; k < world && failed_rank < 0; k++) {
-                char state = cs[k].done ? 0 : proc_state(cs[k].pid);
-                int stopped = state == 'T' || state == 't';
-                if (stopped && cs[k].stopped_seen) {
-                    failed_rank = k;
-                    fprintf(stderr, "pipezip: rank %d is stopped (state %c: SIGSTOP, or held by a debugger) while "
-                            "other ranks have finished; stopping it\n", k, state);
-                    for (int q = 0; q < world; q++)
-                        if (!cs[q].done) { kill(cs[q].pid, SIGTERM); kill(cs[q].pid, SIGCONT); }
-                    kill_at = pz_now() + 3.0;
-                }
-                cs[k].stopped_seen = stopped;
-            }
-        }
-        if (interrupted && kill_at == 0.0) {
-            /* the ranks stop together at the next step boundary, after a
-             * checkpoint when --checkpoint-dir is set; a second signal, or
-             * PZ_STOP_GRACE seconds (default 120), kills them */
-            const char *g = getenv("PZ_STOP_GRACE");
-            double grace = g && atof(g) > 0 ? atof(g) : 120.0;
-            fprintf(stderr, "pipezip: %s: stopping all ranks at the next step boundary (again to kill them now)\n",
-                    strsignal(interrupted));
-            for (int k = 0; k < world; k++)
-                if (!cs[k].done) kill(cs[k].pid, interrupted);
-            first_signal = interrupted;
-            interrupted = 0;
-            kill_at = pz_now() + grace;
-        } else if (interrupted && first_signal) {
-            fprintf(stderr, "pipezip: %s again: killing all ranks\n", strsignal(interrupted));
-            for (int k = 0; k < world; k++)
-                if (!cs[k].done) kill(cs[k].pid, SIGKILL);
-            interrupted = 0;
-        }
-        if (kill_at > 0.0 && pz_now() > kill_at) {
-            for (int k = 0; k < world; k++)
-                if (!cs[k].done) kill(cs[k].pid, SIGKILL);
-            kill_at = pz_now() + 3600.0;
-        }
+        reap(&s);
+        check_frozen(&s);
+        forward_signals(&s);
     }
     /* whatever output is still buffered */
     for (int r = 0; r < world; r++) {
@@ -288,7 +315,7 @@ static int run_once(int world, char **argv) {
     }
     /* stopped by a signal: 128 + it (143 for SIGTERM, 130 for SIGINT), as a
      * shell reports it, unless a rank failed for another reason */
-    int rc = failed_rank >= 0 ? (refused ? PZ_EXIT_REFUSED : 1) : first_signal ? 128 + first_signal : 0;
+    int rc = s.failed_rank >= 0 ? (s.refused ? PZ_EXIT_REFUSED : 1) : s.first_signal ? 128 + s.first_signal : 0;
     explicit_bzero(secret, sizeof secret);
     free(cs);
     return rc;
