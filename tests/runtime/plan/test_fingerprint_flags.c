@@ -1,8 +1,9 @@
 /* test_fingerprint_flags.c: every flag of `pipezip train` is either in the
- * ranks' fingerprint (runtime/plan/fingerprint.c) or listed here as one that
- * does not change what is computed, with the reason; each fingerprinted
- * flag, varied alone, must change the fingerprint, and those that make
- * another job (runtime/ckpt/job.h) the job's id too. The flags come from
+ * ranks' fingerprint (runtime/fingerprint.c) or listed here as one that
+ * does not change what is computed, with the reason. Each flag is varied
+ * alone through train's own parser: a fingerprinted one must change the
+ * fingerprint, one that makes another job (runtime/ckpt/job.h) the job's id
+ * too, and a per-rank one neither. The flags come from
  * `pipezip train --help` (the parser's own table), so a flag added later
  * without a fingerprint entry, or without a line here, fails this test.
  *   usage: test_fingerprint_flags PATH/TO/pipezip */
@@ -17,70 +18,71 @@
 #include "stages/data.h"
 #include "runtime/plan/fingerprint.h"
 #include "runtime/exec/pipeline.h"
+#include "runtime/plan/options.h"
 #include "runtime/plan/train.h"
 #include "tests/check.h"
 
-typedef enum { T_INT, T_LONG, T_FLOAT, T_STR } field_type;
 typedef enum { MATH, RANKS, NOT } role;   /* in the job's id; in the fingerprint only; in neither */
 
+/* Each flag, parsed by train's own parser (runtime/plan/options.c) from the
+ * base command line plus `extra` (both runs) and then "FLAG base" (the
+ * first run, if any) or "FLAG value" (the second). */
 typedef struct {
     const char *flag;
     role r;
-    field_type t;
-    size_t off;          /* into pz_train_opts */
-    const char *value;   /* the varied value; "@A" etc.: a file the test makes */
-    const char *why;     /* RANKS and NOT: the reason */
+    const char *base, *value;   /* "@data2" etc.: a file the test makes */
+    const char *extra;          /* space-separated */
+    const char *why;            /* RANKS and NOT: the reason */
 } flag_case;
 
-#define F(name, r, t, field, v, why) {name, r, t, offsetof(pz_train_opts, field), v, why}
-
 static const flag_case cases[] = {
-    F("--preset", MATH, T_STR, preset, "demo", NULL),
-    F("--init", MATH, T_STR, init, "@init", NULL),
-    F("--data", MATH, T_STR, data, "@data2", NULL),
-    F("--batch", MATH, T_INT, batch, "3", NULL),
-    F("--seq", MATH, T_INT, seq, "16", NULL),
-    F("--steps", MATH, T_INT, steps, "11", NULL),
-    F("--micro-batches", MATH, T_INT, micro, "2", NULL),
-    F("--lr", MATH, T_FLOAT, optim.lr, "0.002", NULL),
-    F("--min-lr-frac", MATH, T_FLOAT, optim.min_lr_frac, "0.2", NULL),
-    F("--warmup", MATH, T_INT, optim.warmup_steps, "7", NULL),
-    F("--weight-decay", MATH, T_FLOAT, optim.weight_decay, "0.05", NULL),
-    F("--beta1", MATH, T_FLOAT, optim.beta1, "0.8", NULL),
-    F("--beta2", MATH, T_FLOAT, optim.beta2, "0.9", NULL),
-    F("--grad-clip", MATH, T_FLOAT, optim.grad_clip, "0.5", NULL),
-    F("--seed", MATH, T_LONG, seed, "12", NULL),
-    F("--device", MATH, T_STR, device, "cuda", NULL),
-    F("--stages", MATH, T_INT, stages, "3", NULL),
-    F("--split", MATH, T_STR, split, "0,2", NULL),
-    F("--schedule", MATH, T_STR, schedule, "gpipe", NULL),
-    F("--virtual-stages", MATH, T_INT, virtual_stages, "2", NULL),
-    F("--compress", MATH, T_STR, compress, "fwd=q8", NULL),
-    F("--policy-file", MATH, T_STR, policy_file, "@policy", NULL),
-    F("--compress-tied", MATH, T_STR, compress_tied, "q8", NULL),
-    F("--val-data", RANKS, T_STR, val_data, "@data2", "validation reads it; training does not"),
-    F("--val-every", RANKS, T_INT, val_every, "3", "validation only"),
-    F("--val-batches", RANKS, T_INT, val_batches, "2", "validation only"),
-    F("--eval-compress", RANKS, T_INT, eval_compress, "0", "validation only"),
-    F("--link-mbps", RANKS, T_STR, link_mbps, "100", "a simulated network; auto's decisions travel in checkpoints"),
-    F("--link-latency-ms", RANKS, T_STR, link_latency, "5", "a simulated network, as --link-mbps"),
-    F("--checkpoint-every", RANKS, T_INT, checkpoint_every, "3", "when to checkpoint, not what is trained"),
-    F("--resume", RANKS, T_STR, resume, "auto", "restarts add --resume auto to the same job"),
-    F("--heads", NOT, T_INT, heads, "4", "read only when --init does not say; then the model line (NH=) has it"),
-    F("--save", NOT, T_STR, save, "x", "an output"),
-    F("--threads", NOT, T_INT, threads, "3", "per rank"),
-    F("--bind", NOT, T_INT, bind, "0", "per rank"),
-    F("--peer-timeout", NOT, T_FLOAT, peer_timeout, "7", "per rank"),
-    F("--job-secret-file", NOT, T_STR, job_secret_file, "x", "authentication, before the fingerprint"),
-    F("--trace", NOT, T_STR, trace, "x", "an output"),
-    F("--metrics", NOT, T_STR, metrics, "x", "an output"),
-    F("--dump-edge", NOT, T_INT, dump_edge, "2", "an output"),
-    F("--dump-dir", NOT, T_STR, dump_dir, "x", "an output"),
-    F("--error-metrics", NOT, T_INT, error_metrics, "0", "measures, changes nothing"),
-    F("--progress", NOT, T_INT, progress_inline, "1", "how messages move, not what they hold"),
-    F("--checkpoint-dir", NOT, T_STR, checkpoint_dir, "x", "where checkpoints go; the job check reads it"),
-    F("--keep-checkpoints", NOT, T_INT, keep_checkpoints, "5", "how many checkpoints stay"),
-    {"--max-restarts", NOT, T_INT, 0, NULL, "the launcher's, not the ranks'"},
+    {"--preset", MATH, NULL, "demo", NULL, NULL},
+    {"--init", MATH, NULL, "@init", NULL, NULL},   /* instead of --preset */
+    {"--data", MATH, NULL, "@data2", NULL, NULL},
+    {"--batch", MATH, NULL, "3", NULL, NULL},
+    {"--seq", MATH, NULL, "16", NULL, NULL},
+    {"--steps", MATH, NULL, "11", NULL, NULL},
+    {"--micro-batches", MATH, NULL, "2", NULL, NULL},
+    {"--lr", MATH, NULL, "0.002", NULL, NULL},
+    {"--min-lr-frac", MATH, NULL, "0.2", NULL, NULL},
+    {"--warmup", MATH, NULL, "7", NULL, NULL},
+    {"--weight-decay", MATH, NULL, "0.05", NULL, NULL},
+    {"--beta1", MATH, NULL, "0.8", NULL, NULL},
+    {"--beta2", MATH, NULL, "0.9", NULL, NULL},
+    {"--grad-clip", MATH, NULL, "0.5", NULL, NULL},
+    {"--seed", MATH, NULL, "12", NULL, NULL},
+    {"--device", MATH, NULL, "cuda", NULL, NULL},
+    {"--stages", MATH, NULL, "3", NULL, NULL},
+    {"--split", MATH, NULL, "0,2", NULL, NULL},
+    {"--schedule", MATH, NULL, "gpipe", NULL, NULL},
+    {"--virtual-stages", MATH, "1", "2", "--schedule interleaved --micro-batches 2", NULL},
+    {"--compress", MATH, NULL, "fwd=q8", NULL, NULL},
+    {"--policy-file", MATH, NULL, "@policy", NULL, NULL},
+    {"--compress-tied", MATH, NULL, "q8", NULL, NULL},
+    {"--val-data", RANKS, NULL, "@data2", NULL, "validation reads it; training does not"},
+    {"--val-every", RANKS, NULL, "3", NULL, "validation only"},
+    {"--val-batches", RANKS, NULL, "2", NULL, "validation only"},
+    {"--eval-compress", RANKS, NULL, "off", NULL, "validation only"},
+    {"--link-mbps", RANKS, NULL, "100", NULL, "a simulated network; auto's decisions travel in checkpoints"},
+    {"--link-latency-ms", RANKS, NULL, "5", NULL, "a simulated network, as --link-mbps"},
+    {"--checkpoint-every", RANKS, NULL, "3", NULL, "when to checkpoint, not what is trained"},
+    {"--resume", RANKS, NULL, "auto", NULL, "restarts add --resume auto to the same job"},
+    /* not varied: refused with a preset, ignored when --init says; else the model line (NH=) has it */
+    {"--heads", NOT, NULL, NULL, NULL, "the model line's NH= when it counts"},
+    {"--save", NOT, NULL, "x.safetensors", NULL, "an output"},
+    {"--threads", NOT, NULL, "3", NULL, "per rank"},
+    {"--bind", NOT, NULL, "none", NULL, "per rank"},
+    {"--peer-timeout", NOT, NULL, "7", NULL, "per rank"},
+    {"--job-secret-file", NOT, NULL, "@policy", NULL, "authentication, before the fingerprint"},
+    {"--trace", NOT, NULL, "x.json", NULL, "an output"},
+    {"--metrics", NOT, NULL, "x", NULL, "an output"},
+    {"--dump-edge", NOT, NULL, "2", NULL, "an output"},
+    {"--dump-dir", NOT, NULL, "x", NULL, "an output"},
+    {"--error-metrics", NOT, NULL, "off", NULL, "measures, changes nothing"},
+    {"--progress", NOT, NULL, "inline", NULL, "how messages move, not what they hold"},
+    {"--checkpoint-dir", NOT, NULL, "ck2", NULL, "where checkpoints go; the job check reads it"},
+    {"--keep-checkpoints", NOT, NULL, "5", NULL, "how many checkpoints stay"},
+    {"--max-restarts", NOT, NULL, "1", NULL, "the launcher's, not the ranks'"},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -93,17 +95,23 @@ static const char *value_of(const char *v) {
     return v;
 }
 
-static void set(pz_train_opts *o, const flag_case *c) {
-    char *p = (char *)o + c->off;
-    const char *v = value_of(c->value);
-    switch (c->t) {
-    case T_INT: *(int *)p = atoi(v); break;
-    case T_LONG: *(long *)p = atol(v); break;
-    case T_FLOAT: *(float *)p = strtof(v, NULL); break;
-    case T_STR: *(const char **)p = v; break;
-    }
-    if (!strcmp(c->flag, "--warmup")) o->warmup_given = 1;
-    if (!strcmp(c->flag, "--init")) o->preset = NULL;   /* one or the other */
+/* o from the base command line, c's extra flags and "c->flag v" (v NULL:
+ * none), through train's parser; 0 when it refused them */
+static int parse(const flag_case *c, const char *v, pz_train_opts *o) {
+    static char words[512];
+    char *av[64];
+    int ac = 0;
+    if (strcmp(c->flag, "--init") != 0 || !v) av[ac++] = "--preset", av[ac++] = "tiny";
+    const char *base[] = {"--data", files[0], "--batch", "2", "--seq", "32", "--steps", "10", "--stages", "2",
+                          "--checkpoint-dir", "ck"};
+    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++) av[ac++] = (char *)base[i];
+    snprintf(words, sizeof words, "%s", c->extra ? c->extra : "");
+    for (char *save = NULL, *t = strtok_r(words, " ", &save); t; t = strtok_r(NULL, " ", &save)) av[ac++] = t;
+    if (v) av[ac++] = (char *)c->flag, av[ac++] = (char *)value_of(v);
+    pz_train_words w;
+    int r = pz_train_parse(ac, av, o, &w);
+    CHECK(r == 0, "%s %s: train's parser refused it", c->flag, v ? value_of(v) : "(base)");
+    return r == 0;
 }
 
 /* the fingerprint of o, as rank 0 builds it (NULL: o is not a valid run) */
@@ -123,17 +131,6 @@ static char *fingerprint(const pz_train_opts *o) {
     pz_dataset_close(&va);
     pz_policy_free(&pol);
     return fp;
-}
-
-static void base_opts(pz_train_opts *o) {
-    pz_train_opts_default(o);
-    o->preset = "tiny";
-    o->data = files[0];
-    o->batch = 2;
-    o->seq = 32;
-    o->steps = 10;
-    o->stages = 2;
-    o->checkpoint_dir = "ck";   /* so that --checkpoint-every counts */
 }
 
 static int run(const char *cmd) {   /* a shell command that must succeed */
@@ -185,7 +182,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nf; i++) {
         int k = 0;
         while (k < NCASES && strcmp(cases[k].flag, names[i])) k++;
-        CHECK(k < NCASES, "train flag %s is new: add it to the fingerprint (runtime/plan/fingerprint.c) if it changes "
+        CHECK(k < NCASES, "train flag %s is new: add it to the fingerprint (runtime/fingerprint.c) if it changes "
               "what the ranks compute, and to this table either way", names[i]);
     }
     for (int k = 0; k < NCASES; k++) {
@@ -194,40 +191,38 @@ int main(int argc, char **argv) {
         CHECK(i < nf, "%s is in this table but not a train flag", cases[k].flag);
     }
 
-    /* each flag varied alone */
-    pz_train_opts o;
-    base_opts(&o);
-    char *fp0 = fingerprint(&o);
-    CHECK(fp0 != NULL, "base fingerprint: %s", pz_last_error());
-    if (!fp0) return check_summary("fingerprint_flags");
-    char *d0 = pz_job_desc(fp0);
-    uint64_t id0 = pz_job_id(d0);
+    /* each flag varied alone, from its case's base */
     for (int k = 0; k < NCASES; k++) {
         const flag_case *c = &cases[k];
-        if (c->r == NOT || !c->value) continue;
-        base_opts(&o);
-        set(&o, c);
-        char *fp = fingerprint(&o);
-        CHECK(fp != NULL, "%s %s: %s", c->flag, value_of(c->value), pz_last_error());
-        if (!fp) continue;
-        CHECK(strcmp(fp, fp0) != 0, "%s %s does not change the ranks' fingerprint", c->flag, value_of(c->value));
-        char *d = pz_job_desc(fp);
-        uint64_t id = pz_job_id(d);
-        if (c->r == MATH) {
-            CHECK(id != id0, "%s %s does not change the job's id", c->flag, value_of(c->value));
-            char msg[1024];
-            pz_job_compare(d, d0, msg, sizeof msg);
-            /* the message names the flag (a policy file's clauses are --compress's; a preset's its model) */
-            const char *named = !strcmp(c->flag, "--policy-file") ? "--compress" : c->flag;
-            CHECK(strstr(msg, named) != NULL, "%s: the difference reads [%s]", c->flag, msg);
-        } else {
-            CHECK(id == id0, "%s %s changes the job's id (%s)", c->flag, value_of(c->value), c->why);
+        pz_train_opts o0, o1;
+        if (!c->value) continue;
+        if (!parse(c, c->base, &o0) || !parse(c, c->value, &o1)) continue;
+        char *fp0 = fingerprint(&o0), *fp1 = fingerprint(&o1);
+        CHECK(fp0 && fp1, "%s: no fingerprint: %s", c->flag, pz_last_error());
+        if (fp0 && fp1) {
+            char *d0 = pz_job_desc(fp0), *d1 = pz_job_desc(fp1);
+            int fp_differs = strcmp(fp0, fp1) != 0, id_differs = pz_job_id(d0) != pz_job_id(d1);
+            if (c->r == NOT) {
+                CHECK(!fp_differs, "%s %s changes the ranks' fingerprint (%s)", c->flag, value_of(c->value), c->why);
+            } else {
+                CHECK(fp_differs, "%s %s does not change the ranks' fingerprint", c->flag, value_of(c->value));
+            }
+            if (c->r == MATH) {
+                CHECK(id_differs, "%s %s does not change the job's id", c->flag, value_of(c->value));
+                char msg[1024];
+                pz_job_compare(d1, d0, msg, sizeof msg);
+                /* the message names the flag (a policy file's clauses are --compress's) */
+                const char *named = !strcmp(c->flag, "--policy-file") ? "--compress" : c->flag;
+                CHECK(strstr(msg, named) != NULL, "%s: the difference reads [%s]", c->flag, msg);
+            } else {
+                CHECK(!id_differs, "%s %s changes the job's id (%s)", c->flag, value_of(c->value), c->why);
+            }
+            free(d0);
+            free(d1);
         }
-        free(d);
-        free(fp);
+        free(fp0);
+        free(fp1);
     }
-    free(d0);
-    free(fp0);
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
     run(cmd);
     return check_summary("fingerprint_flags");
