@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# capture_edge_fixture.sh: regenerate tests/fixtures/edge/ (test_issue14's
+# capture_edge_fixture.sh: regenerate tests/fixtures/edge/ (test_quant_error's
 # captured tensors) from the fine-tuning example, examples/gpt_finetune.sh.
 #
 # usage: tools/capture_edge_fixture.sh [PIPEZIP]   (default build/pipezip)

@@ -11,7 +11,7 @@ than 3 bits) is retried with tile=128 and tile=256 and labelled so; if none
 fits it is listed as refused in the CSV. Writes DIR/error_vs_bits.png and
 DIR/error_vs_bits.csv (default DIR: runs/codec_errors). Issue 14's tensors:
 tests/fixtures/edge/*.npy (captured from the fine-tuning example) and the
-synthetic heavy-tailed ones that `build/tests/test_issue14 --write-synthetic
+synthetic heavy-tailed ones that `build/tests/test_quant_error --write-synthetic
 DIR` writes.
 """
 import argparse

@@ -1,5 +1,5 @@
 /* heavy_tail.h: issue 14's heavy-tailed activations, one generator for the
- * codec tests (test_qgrid, test_hadamard, test_issue14): rows x C Student-t
+ * codec tests (test_qgrid, test_hadamard, test_quant_error): rows x C Student-t
  * noise with 12 channels scaled by 40. */
 #ifndef PZ_TESTS_HEAVY_TAIL_H
 #define PZ_TESTS_HEAVY_TAIL_H

@@ -1,4 +1,5 @@
-/* test_issue14.c: issue 14's done-when, on the synthetic heavy-tailed
+/* test_quant_error.c: error bounds of q and hadamard(q) (issue 14's
+ * done-when), on the synthetic heavy-tailed
  * tensors (tests/compress/heavy_tail.h: test_qgrid's and test_hadamard's)
  * and on tensors captured from the fine-tuning example (tests/fixtures/edge/,
  * made by tools/capture_edge_fixture.sh):
@@ -10,9 +11,9 @@
  * demo model's edge tensors are not heavy-tailed): what is asserted there,
  * and the figures measured, are in check_captured().
  *
- *   test_issue14 FILE.npy...   captured tensors; "-fwd" or "-bwd" in a
+ *   test_quant_error FILE.npy...   captured tensors; "-fwd" or "-bwd" in a
  *                              name says which direction it crossed
- *   test_issue14 --write-synthetic DIR
+ *   test_quant_error --write-synthetic DIR
  *                              writes the two synthetic tensors as .npy
  *                              (for tools/codec_error_plot.py) and exits */
 #include <math.h>
@@ -83,7 +84,7 @@ static int write_synthetic(const char *dir) {
         st = pz_npy_write(path, &s, x);
     }
     free(x);
-    if (st != PZ_OK) fprintf(stderr, "test_issue14: %s\n", pz_last_error());
+    if (st != PZ_OK) fprintf(stderr, "test_quant_error: %s\n", pz_last_error());
     return st == PZ_OK ? 0 : 1;
 }
 
@@ -160,7 +161,7 @@ static void check_captured(const char *path) {
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--write-synthetic")) return write_synthetic(argv[2]);
     test_synthetic();
-    CHECK(argc >= 3, "usage: test_issue14 FWD.npy BWD.npy (the captured tensors)");
+    CHECK(argc >= 3, "usage: test_quant_error FWD.npy BWD.npy (the captured tensors)");
     for (int i = 1; i < argc; i++) check_captured(argv[i]);
-    return check_summary("test_issue14");
+    return check_summary("test_quant_error");
 }
