@@ -1,4 +1,4 @@
-/* autopolicy.h: `--compress auto` in the pipeline executor (runtime/pipeline*.c).
+/* autopolicy.h: `--compress auto` in the pipeline executor (runtime/exec/pipeline*.c).
  *
  * For each (edge, direction) whose policy value is auto (runtime/edge/autospec.h):
  *  - both ends build an edge end per candidate codec; the executor's end

@@ -1,5 +1,5 @@
 /* pipeline_exec.h: the state of one pipeline rank's executor, shared by
- * the files that make it up (private to runtime/pipeline*.c):
+ * the files that make it up (private to runtime/exec/pipeline*.c):
  *   pipeline.c        set-up, the step loop and its one reduction
  *   pipeline_instr.c  the instructions, validation, the send/receive helpers
  *   pipeline_slots.c  edges, activation slots and rings, warmup=auto's resizing
