@@ -1,5 +1,6 @@
 /* bootstrap.h: out-of-band TCP rendezvous for the transport (private to
- * runtime/net/transport.c).
+ * runtime/net/transport*.c; its parts are bootstrap.c, bootstrap_rank0.c and
+ * bootstrap_join.c, which share bootstrap_private.h).
  *
  * Rank 0 listens on master_addr:master_port; every other rank connects
  * (retrying until the deadline), proves that it knows the job secret and

@@ -1,4 +1,7 @@
-/* transport.c: see transport.h.
+/* transport.c: see transport.h. This file: tags, requests, peers and
+ * failure detection, progress, test and wait, posting, the collectives;
+ * init and close are in transport_init.c, the frames in transport_frame.c,
+ * the progress thread in transport_thread.c.
  *
  * Structure
  *  - bootstrap.c does the TCP rendezvous: every rank gets every rank's UCX
@@ -67,11 +70,6 @@
 #include "base/clock.h"
 #include "base/mem.h"
 
-/* kinds >= KIND_RESERVED are the transport's own messages */
-#define KIND_RESERVED 0xF0u
-enum { K_HELLO = 0xF0, K_COLL_UP = 0xF1, K_COLL_DOWN = 0xF2 };
-#define HELLO_MAGIC 0x5a50484cu
-
 
 /* ---- tags ---------------------------------------------------------------- */
 
@@ -104,7 +102,7 @@ static pz_request *req_new(pz_transport *t, int is_send, int peer, uint64_t tag,
     return r;
 }
 
-static void req_free(pz_request *r) {
+void tp_req_free(pz_request *r) {
     pz_transport *t = r->t;
     if (r->queued) t->nqueued--;
     if (r->prev) r->prev->next = r->next;
@@ -121,7 +119,7 @@ static void req_complete(pz_request *r, void *ucp_req, ucs_status_t st, size_t l
     r->len = len;
     if (ucp_req) ucp_request_free(ucp_req);
     r->ucp_req = NULL;
-    if (r->orphan) req_free(r);
+    if (r->orphan) tp_req_free(r);
 }
 
 static void on_send(void *ucp_req, ucs_status_t st, void *ud) {
@@ -137,15 +135,15 @@ static void on_recv(void *ucp_req, ucs_status_t st, const ucp_tag_recv_info_t *i
 
 /* The caller is done with r: free it, or leave it to the completion callback
  * when UCX still owns it (a posted receive is cancelled first). */
-static void req_release(pz_request *r) {
-    if (r->done || !r->ucp_req) { req_free(r); return; }
+void tp_req_release(pz_request *r) {
+    if (r->done || !r->ucp_req) { tp_req_free(r); return; }
     r->orphan = 1;
     if (!r->is_send) ucp_request_cancel(r->t->worker, r->ucp_req); /* may complete (and free) r now */
 }
 
 /* ---- peers and failure detection ----------------------------------------- */
 
-static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t st) {
+void tp_on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t st) {
     (void)ep;
     tp_peer *p = arg;
     if (!p->failed) {
@@ -160,7 +158,7 @@ static void mark_failed(tp_peer *p, const char *reason) {
     snprintf(p->reason, sizeof p->reason, "%s", reason);
 }
 
-static void ep_close(tp_peer *p, int force) {
+void tp_ep_close(tp_peer *p, int force) {
     if (!p->ep) return;
     ucp_request_param_t prm;
     memset(&prm, 0, sizeof prm);
@@ -175,7 +173,7 @@ static void ep_close(tp_peer *p, int force) {
 static void reap(pz_transport *t) {
     for (int i = 0; i < t->world; i++) {
         tp_peer *p = &t->peers[i];
-        if (p->failed && p->ep) ep_close(p, 1);
+        if (p->failed && p->ep) tp_ep_close(p, 1);
         if (p->close_req && ucp_request_check_status(p->close_req) != UCS_INPROGRESS) {
             ucp_request_free(p->close_req);
             p->close_req = NULL;
@@ -220,7 +218,7 @@ unsigned tp_step(pz_transport *t) {
     return n;
 }
 
-static unsigned step_cb(void *arg) { return tp_step(arg); }
+unsigned tp_step_cb(void *arg) { return tp_step(arg); }
 
 /* Backs off when nothing happens so that oversubscribed ranks share cores:
  * spin for 200 us, then yield, then sleep 50 us per round after 2 ms. */
@@ -286,12 +284,12 @@ static pz_status check(pz_transport *t, pz_request *r, int *done, size_t *len, d
             res = pz_fail(PZ_ERR_PEER, "rank %d: \"%s\" with rank %d failed: %s", t->rank, r->what, r->peer,
                           ucs_status_string(st));
         }
-        req_free(r);
+        tp_req_free(r);
         return res;
     }
     if (t->peers[r->peer].failed) {
         pz_status res = lost_error(t, r->peer, r->what);
-        req_release(r);
+        tp_req_release(r);
         return res;
     }
     return PZ_OK;
@@ -309,7 +307,7 @@ pz_status pz_transport_test(pz_transport *t, pz_request *req, int *done, size_t 
 
 /* Waits for r at most timeout_s; past it the peer is declared frozen: its
  * endpoint is force-closed and r is cancelled. */
-static pz_status wait_for(pz_transport *t, pz_request *r, size_t *len, double timeout_s, double *done_at) {
+pz_status tp_wait_for(pz_transport *t, pz_request *r, size_t *len, double timeout_s, double *done_at) {
     double start = pz_now(), idle_since = start;
     tp_arrival a;
     for (;;) {
@@ -332,7 +330,7 @@ static pz_status wait_for(pz_transport *t, pz_request *r, size_t *len, double ti
                                     t->rank, p->rank, now - start, r->what);
             mark_failed(p, why);
             reap(t);       /* force-closes the endpoint: a pending send completes (cancelled) */
-            req_release(r); /* a receive is cancelled; r may be freed right here */
+            tp_req_release(r); /* a receive is cancelled; r may be freed right here */
             unlock(t);
             return res;
         }
@@ -342,11 +340,11 @@ static pz_status wait_for(pz_transport *t, pz_request *r, size_t *len, double ti
 }
 
 pz_status pz_transport_wait(pz_transport *t, pz_request *req, size_t *len) {
-    return wait_for(t, req, len, t->peer_timeout_s, NULL);
+    return tp_wait_for(t, req, len, t->peer_timeout_s, NULL);
 }
 
 pz_status pz_transport_wait_at(pz_transport *t, pz_request *req, size_t *len, double *done_at) {
-    return wait_for(t, req, len, t->peer_timeout_s, done_at);
+    return tp_wait_for(t, req, len, t->peer_timeout_s, done_at);
 }
 
 /* ---- posting ----------------------------------------------------------------- */
@@ -394,8 +392,8 @@ static void start_send(pz_transport *t, pz_request *r) {
  * handed to UCX (which then moves it at memory speed) only when it would
  * have finished arriving: a store-and-forward link without propagation
  * delay. Each direction of an edge has its own link (full duplex). */
-static pz_status post_send(pz_transport *t, int peer, uint64_t tag, const void *buf, size_t len, const char *what,
-                           pz_request **req, const uint8_t *sealed) {
+pz_status tp_post_send(pz_transport *t, int peer, uint64_t tag, const void *buf, size_t len, const char *what,
+                       pz_request **req, const uint8_t *sealed) {
     tp_peer *p = &t->peers[peer];
     if (p->failed || !p->ep) return lost_error(t, peer, what);
     pz_request *r = req_new(t, 1, peer, tag, len, what);
@@ -421,7 +419,7 @@ static pz_status post_send(pz_transport *t, int peer, uint64_t tag, const void *
     start_send(t, r);
     if (r->done && r->status != UCS_OK) {
         ucs_status_t st = r->status;
-        req_free(r);
+        tp_req_free(r);
         if (p->failed) return lost_error(t, peer, what);
         return pz_fail(PZ_ERR_PEER, "rank %d: cannot start \"%s\" to rank %d: %s", t->rank, what, peer,
                        ucs_status_string(st));
@@ -439,8 +437,8 @@ void pz_transport_set_link(pz_transport *t, int peer, double mbps, double latenc
     unlock(t);
 }
 
-static pz_status post_recv(pz_transport *t, int peer, uint64_t tag, void *buf, size_t cap, const char *what,
-                           pz_request **req) {
+pz_status tp_post_recv(pz_transport *t, int peer, uint64_t tag, void *buf, size_t cap, const char *what,
+                       pz_request **req) {
     pz_request *r = req_new(t, 0, peer, tag, cap, what);
     ucp_request_param_t prm;
     memset(&prm, 0, sizeof prm);
@@ -466,7 +464,7 @@ static pz_status post_recv(pz_transport *t, int peer, uint64_t tag, void *buf, s
         r->done = 1;
         r->status = st;
         if (st != UCS_ERR_MESSAGE_TRUNCATED) {
-            req_free(r);
+            tp_req_free(r);
             return pz_fail(PZ_ERR_PEER, "rank %d: cannot post \"%s\" from rank %d: %s", t->rank, what, peer,
                            ucs_status_string(st));
         }
@@ -501,7 +499,7 @@ pz_status pz_transport_send(pz_transport *t, int peer, uint64_t tag, const void 
     uint8_t hdr[PZ_FRAME_HDR];
     tp_frame_seal(t, peer, tag, buf, len, hdr);   /* the payload's CRC, unlocked */
     lock(t);
-    st = post_send(t, peer, tag, buf, len, what, req, hdr);
+    st = tp_post_send(t, peer, tag, buf, len, what, req, hdr);
     unlock(t);
     return st;
 }
@@ -511,14 +509,15 @@ pz_status pz_transport_recv(pz_transport *t, int peer, uint64_t tag, void *buf, 
     pz_status st = check_args(t, peer, tag, peer, buf, cap, req, "recv");
     if (st != PZ_OK) return st;
     lock(t);
-    st = post_recv(t, peer, tag, buf, cap, what, req);
+    st = tp_post_recv(t, peer, tag, buf, cap, what, req);
     unlock(t);
     return st;
 }
 
-/* ---- collectives ---------------------------------------------------------- */
+/* ---- collectives: a sum of doubles over all ranks (gather to rank 0, sum in
+ * rank order, broadcast: every rank gets the same bits), the barrier ------- */
 
-static double left_until(double deadline) {
+double tp_left_until(double deadline) {
     double l = deadline - pz_now();
     return l > 0 ? l : 0;
 }
@@ -542,17 +541,17 @@ static pz_status gather_sum_bcast(pz_transport *t, double *vals, int n, const ch
         pz_request *rr = NULL, *sr = NULL;
         size_t got = 0;
         snprintf(what, sizeof what, "%s #%u: result from rank 0", name, seq);
-        st = post_recv(t, 0, pz_tag(0, seq, 0, K_COLL_DOWN), res, bytes, what, &rr);
+        st = tp_post_recv(t, 0, pz_tag(0, seq, 0, K_COLL_DOWN), res, bytes, what, &rr);
         snprintf(what, sizeof what, "%s #%u: contribution to rank 0", name, seq);
-        if (st == PZ_OK) st = post_send(t, 0, pz_tag(t->rank, seq, 0, K_COLL_UP), vals, bytes, what, &sr, NULL);
-        if (st == PZ_OK) { st = wait_for(t, sr, NULL, left_until(deadline), NULL); sr = NULL; }
-        if (st == PZ_OK) { st = wait_for(t, rr, &got, left_until(deadline), NULL); rr = NULL; }
+        if (st == PZ_OK) st = tp_post_send(t, 0, pz_tag(t->rank, seq, 0, K_COLL_UP), vals, bytes, what, &sr, NULL);
+        if (st == PZ_OK) { st = tp_wait_for(t, sr, NULL, tp_left_until(deadline), NULL); sr = NULL; }
+        if (st == PZ_OK) { st = tp_wait_for(t, rr, &got, tp_left_until(deadline), NULL); rr = NULL; }
         if (st == PZ_OK && got != bytes)
             st = pz_fail(PZ_ERR_PEER, "rank %d: %s #%u: rank 0 sent %zu bytes, expected %zu (mismatched calls?)",
                          t->rank, name, seq, got, bytes);
         if (st == PZ_OK && n) memcpy(vals, res, bytes);
-        if (sr) req_release(sr);
-        if (rr) req_release(rr);
+        if (sr) tp_req_release(sr);
+        if (rr) tp_req_release(rr);
         free(res);
         return st;
     }
@@ -561,12 +560,12 @@ static pz_status gather_sum_bcast(pz_transport *t, double *vals, int n, const ch
     pz_request **rq = xcalloc((size_t)W, sizeof *rq);
     for (int r = 1; r < W && st == PZ_OK; r++) {
         snprintf(what, sizeof what, "%s #%u: contribution from rank %d", name, seq, r);
-        st = post_recv(t, r, pz_tag(r, seq, 0, K_COLL_UP), in ? in + (size_t)(r - 1) * (size_t)n : NULL, bytes,
+        st = tp_post_recv(t, r, pz_tag(r, seq, 0, K_COLL_UP), in ? in + (size_t)(r - 1) * (size_t)n : NULL, bytes,
                        what, &rq[r]);
     }
     for (int r = 1; r < W && st == PZ_OK; r++) {
         size_t got = 0;
-        st = wait_for(t, rq[r], &got, left_until(deadline), NULL);
+        st = tp_wait_for(t, rq[r], &got, tp_left_until(deadline), NULL);
         rq[r] = NULL;
         if (st == PZ_OK && got != bytes)
             st = pz_fail(PZ_ERR_PEER, "rank 0: %s #%u: rank %d sent %zu bytes, expected %zu (mismatched calls?)",
@@ -580,14 +579,14 @@ static pz_status gather_sum_bcast(pz_transport *t, double *vals, int n, const ch
         }
     for (int r = 1; r < W && st == PZ_OK; r++) {
         snprintf(what, sizeof what, "%s #%u: result to rank %d", name, seq, r);
-        st = post_send(t, r, pz_tag(0, seq, 0, K_COLL_DOWN), vals, bytes, what, &rq[r], NULL);
+        st = tp_post_send(t, r, pz_tag(0, seq, 0, K_COLL_DOWN), vals, bytes, what, &rq[r], NULL);
     }
     for (int r = 1; r < W && st == PZ_OK; r++) {
-        st = wait_for(t, rq[r], NULL, left_until(deadline), NULL);
+        st = tp_wait_for(t, rq[r], NULL, tp_left_until(deadline), NULL);
         rq[r] = NULL;
     }
     for (int r = 1; r < W; r++)
-        if (rq[r]) req_release(rq[r]);
+        if (rq[r]) tp_req_release(rq[r]);
     free(rq);
     free(in);
     return st;
@@ -609,231 +608,3 @@ pz_status pz_transport_barrier(pz_transport *t) {
     return st;
 }
 
-/* ---- init and close ------------------------------------------------------- */
-
-static void destroy(pz_transport *t, int failed) {
-    tp_thread_stop(t);   /* from here on only this thread touches UCX */
-    t->closing = 1;
-    /* the caller's requests are void from here on; posted receives are cancelled */
-    for (pz_request *r = t->live, *nx; r; r = nx) {
-        nx = r->next;
-        req_release(r);
-    }
-    if (t->peers) {
-        double deadline = pz_now() + (failed ? 2.0 : t->peer_timeout_s);
-        /* clean: let outstanding sends finish before the endpoints flush */
-        while (!failed && t->live && pz_now() < deadline) tp_step(t);
-        for (int i = 0; i < t->world; i++) ep_close(&t->peers[i], failed || t->peers[i].failed || t->live);
-        for (;;) {
-            unsigned work = tp_step(t);
-            int pending = 0;
-            for (int i = 0; i < t->world; i++) pending += t->peers[i].close_req != NULL;
-            if (!pending || pz_now() > deadline) break;
-            if (!work) {
-                struct timespec ts = {0, 20000};
-                nanosleep(&ts, NULL);
-            }
-        }
-        /* no one leaves while someone may still be flushing towards it */
-        if (!failed) pz_bootstrap_barrier(&t->boot, pz_now() + t->peer_timeout_s, step_cb, t);
-        for (int i = 0; i < t->world; i++)
-            if (t->peers[i].close_req) {
-                ucp_request_free(t->peers[i].close_req);
-                t->peers[i].close_req = NULL;
-            }
-    }
-    if (t->worker) ucp_worker_destroy(t->worker);
-    if (t->ctx) ucp_cleanup(t->ctx);
-    while (t->live) req_free(t->live); /* ops UCX never completed; no callback can come now */
-    pz_bootstrap_close(&t->boot);
-    free(t->peers);
-    if (t->has_mu) pthread_mutex_destroy(&t->mu);
-    free(t);
-}
-
-void pz_transport_close(pz_transport *t, int failed) {
-    if (t) destroy(t, failed);
-}
-
-/* Every rank sends a small hello to every other rank and receives theirs,
- * so all endpoints are wired up before the caller starts timing anything. */
-static pz_status hello_all(pz_transport *t) {
-    int W = t->world;
-    double deadline = pz_now() + t->connect_timeout_s;
-    uint32_t *in = xcalloc((size_t)W * 2, sizeof *in), out[2] = {HELLO_MAGIC, (uint32_t)t->rank};
-    pz_request **rr = xcalloc((size_t)W, sizeof *rr), **sr = xcalloc((size_t)W, sizeof *sr);
-    char what[WHAT_MAX];
-    pz_status st = PZ_OK;
-    for (int p = 0; p < W && st == PZ_OK; p++) {
-        if (p == t->rank) continue;
-        snprintf(what, sizeof what, "UCX hello from rank %d", p);
-        st = post_recv(t, p, pz_tag(p, 0, 0, K_HELLO), in + 2 * p, 8, what, &rr[p]);
-        snprintf(what, sizeof what, "UCX hello to rank %d", p);
-        if (st == PZ_OK) st = post_send(t, p, pz_tag(t->rank, 0, 0, K_HELLO), out, 8, what, &sr[p], NULL);
-    }
-    for (int p = 0; p < W && st == PZ_OK; p++) {
-        if (p == t->rank) continue;
-        size_t got = 0;
-        st = wait_for(t, rr[p], &got, left_until(deadline), NULL);
-        rr[p] = NULL;
-        if (st == PZ_OK && (got != 8 || in[2 * p] != HELLO_MAGIC || in[2 * p + 1] != (uint32_t)p))
-            st = pz_fail(PZ_ERR_PEER, "rank %d: bad UCX hello from rank %d", t->rank, p);
-        if (st == PZ_OK) st = wait_for(t, sr[p], NULL, left_until(deadline), NULL);
-        sr[p] = NULL;
-    }
-    for (int p = 0; p < W; p++) {
-        if (rr[p]) req_release(rr[p]);
-        if (sr[p]) req_release(sr[p]);
-    }
-    free(rr);
-    free(sr);
-    free(in);
-    return st;
-}
-
-void pz_transport_print_info(pz_transport *t, FILE *f) {
-    lock(t);
-    for (int p = 0; p < t->world; p++) {
-        if (p == t->rank) continue;
-        fprintf(f, "rank %d: endpoint to rank %d%s\n", t->rank, p, t->peers[p].ep ? "" : " (closed)");
-        if (t->peers[p].ep) ucp_ep_print_info(t->peers[p].ep, f);
-    }
-    fflush(f);
-    unlock(t);
-}
-
-int pz_transport_has_cuda_memory(pz_transport *t) {
-    ucp_context_attr_t ca;
-    memset(&ca, 0, sizeof ca);
-    ca.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
-    if (ucp_context_query(t->ctx, &ca) != UCS_OK) return 0;
-    return (ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
-}
-
-/* Sets UCX_<name> unless the environment already does. */
-static void set_default(ucp_config_t *cfg, const char *name, const char *value) {
-    char env[64];
-    snprintf(env, sizeof env, "UCX_%s", name);
-    if (!getenv(env)) ucp_config_modify(cfg, name, value);
-}
-
-/* Whether UCX_TLS may enable a shared-memory (mm) transport: unset, an
- * exclusion list (^...), or a list naming one. Otherwise UCX would warn that
- * MM_ERROR_HANDLING configures nothing. */
-static int tls_may_use_mm(void) {
-    const char *tls = getenv("UCX_TLS");
-    if (!tls || !*tls || tls[0] == '^') return 1;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", tls);
-    static const char *const mm[] = {"all", "sm", "shm", "mm", "posix", "sysv"};
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (*tok == '\\') tok++; /* a leading backslash names that exact transport */
-        for (size_t i = 0; i < sizeof mm / sizeof mm[0]; i++)
-            if (!strcmp(tok, mm[i])) return 1;
-    }
-    return 0;
-}
-
-static pz_status ucx_fail(pz_transport *t, const char *what, ucs_status_t st) {
-    return pz_fail(PZ_ERR_IO, "rank %d: %s failed: %s", t->rank, what, ucs_status_string(st));
-}
-
-pz_status pz_transport_init(pz_transport **out, const pz_transport_opts *o) {
-    if (!out || !o) return pz_fail(PZ_ERR_ARG, "pz_transport_init: NULL argument");
-    *out = NULL;
-    if (o->world < 1 || o->world > PZ_BOOT_MAX_WORLD)
-        return pz_fail(PZ_ERR_ARG, "world size %d out of range 1..%d", o->world, PZ_BOOT_MAX_WORLD);
-    if (o->rank < 0 || o->rank >= o->world)
-        return pz_fail(PZ_ERR_ARG, "rank %d out of range 0..%d", o->rank, o->world - 1);
-    if (!(o->peer_timeout_s >= 0) || !(o->connect_timeout_s >= 0))
-        return pz_fail(PZ_ERR_ARG, "negative or NaN timeout");
-
-    pz_transport *t = xcalloc(1, sizeof *t);
-    pthread_mutexattr_t ma;
-    pthread_mutexattr_init(&ma);
-    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
-    t->has_mu = pthread_mutex_init(&t->mu, &ma) == 0;
-    pthread_mutexattr_destroy(&ma);
-    t->rank = o->rank;
-    t->world = o->world;
-    t->fault_kind = -1;
-    t->peer_timeout_s = o->peer_timeout_s > 0 ? o->peer_timeout_s : 60.0;
-    t->connect_timeout_s = o->connect_timeout_s > 0 ? o->connect_timeout_s : 60.0;
-    double deadline = pz_now() + t->connect_timeout_s;
-
-    pz_status st = PZ_OK;
-    ucp_config_t *cfg;
-    ucs_status_t us = ucp_config_read(NULL, NULL, &cfg);
-    if (us != UCS_OK) { st = ucx_fail(t, "reading the UCX configuration", us); goto fail; }
-    /* Defaults that the environment can override (see the top of this file):
-     * shared memory may carry same-host traffic under error mode PEER, and
-     * keepalive runs every second so a killed peer behind a shared-memory
-     * lane (no socket to break) is noticed within ~2 s. */
-    if (tls_may_use_mm()) {
-        set_default(cfg, "MM_ERROR_HANDLING", "y");
-        set_default(cfg, "MM_FIFO_SIZE", "1024");
-    }
-    set_default(cfg, "KEEPALIVE_INTERVAL", "1s");
-    ucp_params_t prm;
-    memset(&prm, 0, sizeof prm);
-    prm.field_mask = UCP_PARAM_FIELD_FEATURES;
-    prm.features = UCP_FEATURE_TAG;
-    us = ucp_init(&prm, cfg, &t->ctx);
-    ucp_config_release(cfg);
-    if (us != UCS_OK) { t->ctx = NULL; st = ucx_fail(t, "ucp_init", us); goto fail; }
-
-    ucp_worker_params_t wp;
-    memset(&wp, 0, sizeof wp);
-    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    /* with a progress thread two threads use the worker, never at once (mu) */
-    wp.thread_mode = o->progress_thread ? UCS_THREAD_MODE_SERIALIZED : UCS_THREAD_MODE_SINGLE;
-    us = ucp_worker_create(t->ctx, &wp, &t->worker);
-    if (us != UCS_OK) { t->worker = NULL; st = ucx_fail(t, "ucp_worker_create", us); goto fail; }
-
-    ucp_worker_attr_t wa;
-    memset(&wa, 0, sizeof wa);
-    wa.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS;
-    us = ucp_worker_query(t->worker, &wa);
-    if (us != UCS_OK) { st = ucx_fail(t, "ucp_worker_query", us); goto fail; }
-    st = pz_bootstrap_run(&t->boot, t->rank, t->world, o->master_addr, o->master_port, wa.address,
-                                    wa.address_length, deadline, o->secret, o->secret_len);
-    ucp_worker_release_address(t->worker, wa.address);
-    if (st != PZ_OK) goto fail;
-    t->job = tp_job_id(&t->boot);
-
-    t->peers = xcalloc((size_t)t->world, sizeof *t->peers);
-    for (int p = 0; p < t->world; p++) {
-        tp_peer *pp = &t->peers[p];
-        pp->t = t;
-        pp->rank = p;
-        if (p == t->rank) continue;
-        ucp_ep_params_t ep;
-        memset(&ep, 0, sizeof ep);
-        ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
-        ep.address = (const ucp_address_t *)t->boot.blobs[p];
-        ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-        ep.err_handler.cb = on_ep_error;
-        ep.err_handler.arg = pp;
-        us = ucp_ep_create(t->worker, &ep, &pp->ep);
-        if (us != UCS_OK) {
-            pp->ep = NULL;
-            st = pz_fail(PZ_ERR_PEER, "rank %d: cannot create a UCX endpoint to rank %d: %s (check UCX_TLS)",
-                         t->rank, p, ucs_status_string(us));
-            goto fail;
-        }
-    }
-    if (t->world > 1 && (st = hello_all(t)) != PZ_OK) goto fail;
-    if (o->progress_thread && t->world > 1) {
-        if (!t->has_mu) { st = pz_fail(PZ_ERR_IO, "rank %d: cannot create the transport lock", t->rank); goto fail; }
-        if ((st = tp_thread_start(t)) != PZ_OK) goto fail;
-    }
-    const char *info = getenv("PZ_TRANSPORT_INFO");
-    if (info && *info && *info != '0') pz_transport_print_info(t, stderr);
-    *out = t;
-    return PZ_OK;
-
-fail:
-    destroy(t, 1);   /* failed: no shutdown barrier, so the message above stays */
-    return st;
-}

@@ -1,6 +1,7 @@
 /* transport_private.h: the transport's state, shared by transport.c (UCX,
- * requests, links, collectives, init and close) and transport_thread.c (the
- * progress thread); private to those two files. */
+ * requests, links, posting, waiting, collectives), transport_init.c (init
+ * and close), transport_frame.c (frames) and
+ * transport_thread.c (the progress thread); private to those files. */
 #ifndef PZ_TRANSPORT_PRIVATE_H
 #define PZ_TRANSPORT_PRIVATE_H
 
@@ -93,9 +94,28 @@ static inline void unlock(pz_transport *t) {
     if (t->has_mu) pthread_mutex_unlock(&t->mu);
 }
 
+/* kinds >= KIND_RESERVED are the transport's own messages */
+#define KIND_RESERVED 0xF0u
+enum { K_HELLO = 0xF0, K_COLL_UP = 0xF1, K_COLL_DOWN = 0xF2 };
+#define HELLO_MAGIC 0x5a50484cu
+
 /* One round of progress: releases due throttled sends, drains UCX events
  * (bounded), checks for lost peers. Called with the lock held. */
 unsigned tp_step(pz_transport *t);
+unsigned tp_step_cb(void *t);   /* tp_step for a callback's signature */
+/* transport.c, for init and close: requests, posting, waiting */
+void tp_req_free(pz_request *r);       /* unlinks and frees (UCX must be done with it) */
+void tp_req_release(pz_request *r);    /* the caller gives it up: freed now, or on completion */
+void tp_ep_close(tp_peer *p, int force);
+void tp_on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t st);   /* UCX's error callback: records only */
+pz_status tp_post_send(pz_transport *t, int peer, uint64_t tag, const void *buf, size_t len, const char *what,
+                       pz_request **out, const uint8_t *sealed);
+pz_status tp_post_recv(pz_transport *t, int peer, uint64_t tag, void *buf, size_t cap, const char *what,
+                       pz_request **out);
+/* Waits for r (progressing) for at most timeout_s; frees r on success. */
+pz_status tp_wait_for(pz_transport *t, pz_request *r, size_t *len, double timeout_s, double *done_at);
+/* seconds left until deadline (0 once past) */
+double tp_left_until(double deadline);
 /* transport_frame.c: the frames around every message (runtime/net/frame.h).
  * The job id every rank derives from the bootstrap's table. */
 uint64_t tp_job_id(const pz_bootstrap *b);
