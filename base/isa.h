@@ -7,7 +7,7 @@
  * x86-64-v4 plus AVX512-VBMI2 (Ice Lake, Zen 4 and later: jointsq's and the
  * knapsack's compress/expand paths need VBMI2; without it, an AVX-512 CPU
  * such as Cascade Lake runs the x86-64-v3 code), with an ISA suffix on their symbols
- * (compress/core/isa_rename.h, kernels/cpu/isa_rename.h); the codec registry and
+ * (a header tools/isa_rename.py generates); the codec registry and
  * the CPU backend table pick the best level this CPU has, once.
  * PIPEZIP_ISA=x86-64|x86-64-v2|x86-64-v3|x86-64-v4+vbmi2 caps the level (for
  * tests and benchmarks); a value this CPU or this build cannot honour is an

@@ -9,8 +9,34 @@
  * The framework parses specs (spec.c), writes and checks the message header,
  * which carries the codec id and its serialized parameters, and applies the
  * optional "+zstd" stage (message.c), and dispatches (codec.c); it reaches
- * every codec through these tables only, so adding one touches its own file
- * and the registry. */
+ * every codec through these tables.
+ *
+ * Adding a base codec, every place:
+ *  1. its file, compress/codecs/NAME.c (a codec with helpers of its own gets
+ *     a room, as jointsq/ has): parse, format, validate, max_payload,
+ *     encode, decode (and optionally encode_scratch), and the table
+ *     `const pz_codec_impl pz_codec_NAME`;
+ *  2. its wire id: a new last entry of enum pz_codec_id below (ids are on
+ *     the wire and in files: never renumber or reuse one);
+ *  3. X(NAME) in PZ_CODECS, compress/core/registry.c;
+ *  4. its file in compress_hot, compress/meson.build. Its copies for
+ *     x86-64-v3 and -v4 and their suffixed symbols follow from that list
+ *     (tools/isa_rename.py generates the renaming header).
+ * Only where it applies:
+ *  - a parameter no field of pz_codec_params below holds: a field there, and
+ *    its bytes in params_write/params_read (message.c; all 24 parameter
+ *    bytes of the header are in use today: compress/README.md, "Message
+ *    format");
+ *  - a payload whose size never depends on the data: its case in
+ *    fixed_size() (codec.c), so a decoder refuses any other length.
+ * Then document it (compress/README.md: the spec grammar's list and a
+ * section; docs/compression.md) and test it: a spec in test_codecs.c's
+ * round trips and in the fuzz replay's list (tests/fuzz/fuzz_codec_replay.c);
+ * golden bytes are appended at the end of test_golden's stream
+ * (tests/compress/codec_stream.h) so the existing ones stay unchanged.
+ * A wrapper is the same with pz_wrap_impl: its file in compress/wrappers/,
+ * a pz_wrap_kind, its entry in registry.c's wrappers[] and its file in
+ * compress_cold. */
 #ifndef PZ_CODEC_IMPL_H
 #define PZ_CODEC_IMPL_H
 

@@ -2,7 +2,7 @@
  * the table of wrappers, by spec name and by wire code.
  *
  * With PZ_ISA_MULTI (the default, portable build on x86-64) the codec files
- * are also compiled for x86-64-v3 and x86-64-v4 (compress/core/isa_rename.h gives
+ * are also compiled for x86-64-v3 and x86-64-v4 (tools/isa_rename.py gives
  * those copies the suffixes _v3 and _v4); the table of the level base/isa.h
  * chooses is the one handed out, the same for the whole process, so every
  * codec built in it runs at one level. */
@@ -11,28 +11,33 @@
 #include "base/isa.h"
 #include "compress/core/codec_impl.h"
 
-#define DECLARE_CODECS(S)                                                                   \
-    extern const pz_codec_impl pz_codec_fp32##S, pz_codec_fp16##S, pz_codec_bf16##S,       \
-        pz_codec_q##S, pz_codec_nuq##S, pz_codec_sign##S, pz_codec_topk##S, pz_codec_jointsq##S,  \
-        pz_codec_tah##S;
-#define CODEC_TABLE(S)                                                                      \
-    {&pz_codec_fp32##S, &pz_codec_fp16##S, &pz_codec_bf16##S, &pz_codec_q##S, &pz_codec_nuq##S, \
-     &pz_codec_sign##S, &pz_codec_topk##S, &pz_codec_jointsq##S, &pz_codec_tah##S}
+/* Every base codec, once: X(name) for the table pz_codec_<name> its file
+ * defines (a codec in compress/codecs/ or its own room, in compress_hot of
+ * compress/meson.build; "Adding a codec" in codec_impl.h). */
+#define PZ_CODECS(X) X(fp32) X(fp16) X(bf16) X(q) X(nuq) X(sign) X(topk) X(jointsq) X(tah)
 
-DECLARE_CODECS()
-enum { NCODECS = 9 };
+#define DECLARE_ONE(n, S) extern const pz_codec_impl pz_codec_##n##S;
+#define DECLARE_PLAIN(n) DECLARE_ONE(n, )
+#define ENTRY_PLAIN(n) &pz_codec_##n,
+PZ_CODECS(DECLARE_PLAIN)
+static const pz_codec_impl *const table_base[] = {PZ_CODECS(ENTRY_PLAIN)};
+enum { NCODECS = sizeof table_base / sizeof table_base[0] };
 #ifdef PZ_ISA_MULTI
-DECLARE_CODECS(_v3)
-DECLARE_CODECS(_v4)
-/* [0]: x86-64 and x86-64-v2 (the v2 gain, hardware CRC, is in crc32c.c) */
-static const pz_codec_impl *const tables[3][NCODECS] = {CODEC_TABLE(), CODEC_TABLE(_v3), CODEC_TABLE(_v4)};
+#define DECLARE_V3(n) DECLARE_ONE(n, _v3)
+#define DECLARE_V4(n) DECLARE_ONE(n, _v4)
+#define ENTRY_V3(n) &pz_codec_##n##_v3,
+#define ENTRY_V4(n) &pz_codec_##n##_v4,
+PZ_CODECS(DECLARE_V3)
+PZ_CODECS(DECLARE_V4)
+static const pz_codec_impl *const table_v3[NCODECS] = {PZ_CODECS(ENTRY_V3)};
+static const pz_codec_impl *const table_v4[NCODECS] = {PZ_CODECS(ENTRY_V4)};
+/* table_base: x86-64 and x86-64-v2 (the v2 gain, hardware CRC, is in crc32c.c) */
 static const pz_codec_impl *const *table_now(void) {
     pz_isa l = pz_isa_level();
-    return tables[l >= PZ_ISA_AVX512 ? 2 : l >= PZ_ISA_AVX2 ? 1 : 0];
+    return l >= PZ_ISA_AVX512 ? table_v4 : l >= PZ_ISA_AVX2 ? table_v3 : table_base;
 }
 #else
-static const pz_codec_impl *const table[NCODECS] = CODEC_TABLE();
-static const pz_codec_impl *const *table_now(void) { return table; }
+static const pz_codec_impl *const *table_now(void) { return table_base; }
 #endif
 
 const pz_codec_impl *pz_codec_impl_by_name(const char *name, size_t len) {

@@ -1,6 +1,6 @@
 /* fwht.c: the fast Walsh-Hadamard transform of the hadamard() wrapper
  * (compress/wrappers/hadamard.h), compiled once per ISA level like the codecs
- * (compress/core/isa_rename.h); compress/wrappers/hadamard.c picks the level.
+ * (tools/isa_rename.py); compress/wrappers/hadamard.c picks the level.
  *
  * Row by row (a row of C floats stays in L1 or L2 through every pass):
  * the butterfly stages of compress/wrappers/hadamard_elem.h, the first three (h =

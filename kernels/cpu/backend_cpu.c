@@ -86,7 +86,7 @@ static void *cpu_host_alloc(size_t bytes) { return cpu_alloc(bytes); }
 
 /* One op table per instruction-set level: with PZ_ISA_MULTI the op files are
  * also compiled for x86-64-v3 and x86-64-v4 under suffixed names
- * (cpu/isa_rename.h); pz_backend_cpu() hands out the level base/isa.h chose. */
+ * (tools/isa_rename.py); pz_backend_cpu() hands out the level base/isa.h chose. */
 #define CPU_TABLE(S)                                         \
     {                                                        \
         .name = "cpu",                                       \
