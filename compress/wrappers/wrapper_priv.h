@@ -44,6 +44,18 @@ struct pz_wrapper {
  * any failure a malformed outer message named what. */
 pz_status pz_wrap_check_shape(const char *name, const pz_shape *s, size_t *numel);
 pz_status pz_wrap_scratch(pz_wrapper *w, int k, size_t n, float **out);
+/* w->ids and w->slots with room for n entries (aq.c) */
+pz_status pz_wrap_scratch_ids(pz_wrapper *w, size_t n);
+/* Bytes of state and scratch a wrapper may hold for one tensor of shape
+ * (ef, ef21: the state vector and two scratch tensors; aq: its in-memory
+ * rows, mem=, and the same scratch) */
+size_t pz_wrapper_state_bound(const pz_wrapper *w, const pz_shape *shape);
+/* aq's mem= when none is given */
+#define PZ_AQ_DEFAULT_MEM ((size_t)1 << 30)
+/* the table entries every wrapper of wrappers.c and aq.c shares */
+#define PZ_WRAP_COMMON_OPS                                                                                 \
+    .free = pz_wrapper_free, .spec = pz_wrapper_spec, .inner = pz_wrapper_inner, .warmup = pz_wrapper_warm, \
+    .max_payload = pz_wrapper_max_payload, .state_bytes = pz_wrapper_state_bytes, .state_bound = pz_wrapper_state_bound
 pz_status pz_wrap_decode_exact(pz_codec *c, const char *what, const uint8_t *msg, size_t len,
                                const pz_codec_ctx *ctx, float *out, const pz_shape *want);
 
