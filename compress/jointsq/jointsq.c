@@ -599,6 +599,7 @@ static pz_status jsq_encode_s(const pz_codec_params *p, const float *x, const pz
     }
     /* values: codes staged per class, packed JSQ_CH at a time */
     pz_ukey uk = pz_ukey_at(pz_ctx_key(ctx), 0);
+    const int sparse = mcount[1] + mcount[2] + mcount[3] <= g.n - g.n / 4;   /* a quarter or more dropped */
     uint8_t *stb = xmalloc(4 * (2 * JSQ_CH + 128)), *ecb = G > 1 ? xmalloc(JSQ_CH + 64) : NULL;
     uint8_t *stg[4];
     size_t ns[4] = {0, 0, 0, 0}, wo[4];
@@ -613,7 +614,7 @@ static pz_status jsq_encode_s(const pz_codec_params *p, const float *x, const pz
             pz_jsq_expand_cls(cls, G, i0, cnt, ecb);
             ec = ecb;
         }
-        pz_jsq_codes(x + i0, ec, cnt, (uint32_t)i0, uk, inv, stg, ns);
+        pz_jsq_codes(x + i0, ec, cnt, (uint32_t)i0, uk, inv, stg, ns, sparse);
         for (int c = 1; c < 4; c++) {
             size_t done = 0;
             while (ns[c] - done >= JSQ_CH) {

@@ -129,7 +129,7 @@ void pz_jsq_class_stats(const uint8_t *cls, size_t ng, const float *mag, size_t 
 uint64_t pz_jsq_write_map(const uint8_t *cls, size_t ng, int k, uint8_t *out);
 size_t pz_jsq_pack(const uint8_t *c, size_t cnt, int w, uint8_t *out);
 void pz_jsq_codes(const float *x, const uint8_t *ec, size_t cnt, uint32_t i0, pz_ukey uk, const float inv[4],
-                       uint8_t *st[4], size_t ns[4]);
+                       uint8_t *st[4], size_t ns[4], int sparse);
 pz_status pz_jsq_decode(const pz_codec_params *p, const uint8_t *payload, size_t len,
                             const pz_shape *s, float *out);
 void pz_jsq_expand_cls(const uint8_t *cls, size_t G, size_t i0, size_t cnt, uint8_t *ec);

@@ -353,11 +353,61 @@ size_t pz_jsq_pack(const uint8_t *c, size_t cnt, int w, uint8_t *out) {
     return nbytes;
 }
 
+#if defined(__AVX2__) && !defined(JSQ_VEC)
+/* The codes (bytes) of 8 elements xv with classes c8 and element indices
+ * idx: the arithmetic of the scalar loop below (and AVX-512's). */
+static inline __m128i jsq_code8(__m256 xv, __m128i c8, __m256i idx, pz_ukey uk, __m256 invt) {
+    const __m256 Lt = _mm256_setr_ps(0.0f, 1.0f, 7.0f, 127.0f, 0, 0, 0, 0);
+    __m256i c32 = _mm256_cvtepu8_epi32(c8);
+    __m256 iv = _mm256_permutevar8x32_ps(invt, c32), Lf = _mm256_permutevar8x32_ps(Lt, c32);
+    __m256 y = _mm256_mul_ps(xv, iv);
+    __m256 f = _mm256_round_ps(y, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m256i h = _mm256_xor_si256(idx, _mm256_set1_epi32((int)uk.lo));
+    h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
+    h = _mm256_mullo_epi32(h, _mm256_set1_epi32(0x7feb352d));
+    h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 15));
+    h = _mm256_mullo_epi32(h, _mm256_set1_epi32((int)0x846ca68bu));
+    h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
+    h = _mm256_xor_si256(h, _mm256_set1_epi32((int)uk.hi));
+    __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), _mm256_set1_ps(0x1p-24f));
+    __m256 up = _mm256_cmp_ps(u, _mm256_sub_ps(y, f), _CMP_LT_OQ);
+    __m256 qv = _mm256_add_ps(f, _mm256_and_ps(up, _mm256_set1_ps(1.0f)));
+    qv = _mm256_min_ps(_mm256_max_ps(qv, _mm256_sub_ps(_mm256_setzero_ps(), Lf)), Lf);
+    __m256i code = _mm256_cvtps_epi32(_mm256_add_ps(qv, Lf));
+    __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(code), _mm256_extracti128_si256(code, 1));
+    return _mm_packus_epi16(w, w);
+}
+
+/* 8 codes cb (classes c8) appended to their classes' staging buffers, each
+ * class's through one byte shuffle (compress/core/vec8.h) */
+static inline void jsq_stage8(__m128i c8, __m128i cb, uint8_t *st[4], size_t ns[4]) {
+    for (int c = 1; c < 4; c++) {
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_set1_epi8((char)c))) & 0xffu;
+        _mm_storel_epi64((__m128i *)(void *)(st[c] + ns[c]), pz_v8_compress_b(m, cb));
+        ns[c] += (size_t)__builtin_popcount(m);
+    }
+}
+#endif
+
+/* the scalar form of one element's code (class c > 0, element index i) */
+static inline void jsq_code1(float x, int c, uint32_t i, pz_ukey uk, const float inv[4], uint8_t *st[4],
+                             size_t ns[4]) {
+    static const float Lt_s[4] = {0.0f, 1.0f, 7.0f, 127.0f};
+    float u = pz_uniform_w(uk, i);
+    float q = pz_clampf(pz_round_stoch(x * inv[c], u), -Lt_s[c], Lt_s[c]);
+    st[c][ns[c]] = (uint8_t)((int)q + jsq_L[c]);
+    ns[c] += c != 0;
+}
+
 /* Codes of elements x[0..cnt) (element indices i0 + j) with per-element
- * classes ec, appended to the staging buffers st[1..3] (counts ns[]). */
+ * classes ec, appended to the staging buffers st[1..3] (counts ns[]).
+ * sparse: many elements are dropped (class 0), so the AVX2 path gathers the
+ * kept ones first and codes only them (jointsq:4 drops about half, :2 three
+ * quarters); the bytes are the same either way. */
 void pz_jsq_codes(const float *x, const uint8_t *ec, size_t cnt, uint32_t i0, pz_ukey uk, const float inv[4],
-                       uint8_t *st[4], size_t ns[4]) {
+                       uint8_t *st[4], size_t ns[4], int sparse) {
     size_t j = 0;
+    (void)sparse;
 #if defined(JSQ_VEC)
     const __m512 invt = _mm512_setr_ps(inv[0], inv[1], inv[2], inv[3], 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512 Lt = _mm512_setr_ps(0.0f, 1.0f, 7.0f, 127.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
@@ -395,49 +445,42 @@ void pz_jsq_codes(const float *x, const uint8_t *ec, size_t cnt, uint32_t i0, pz
         }
     }
 #elif defined(__AVX2__)
-    /* x86-64-v3: the same arithmetic 8 elements at a time; each class's
-     * codes of 8 elements leave through one byte shuffle (compress/core/vec8.h) */
+    /* x86-64-v3: the same arithmetic 8 elements at a time */
     const __m256 invt = _mm256_setr_ps(inv[0], inv[1], inv[2], inv[3], 0, 0, 0, 0);
-    const __m256 Lt = _mm256_setr_ps(0.0f, 1.0f, 7.0f, 127.0f, 0, 0, 0, 0);
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i klo = _mm256_set1_epi32((int)uk.lo), khi = _mm256_set1_epi32((int)uk.hi);
-    const __m256i m1 = _mm256_set1_epi32(0x7feb352d), m2 = _mm256_set1_epi32((int)0x846ca68bu);
-    const __m256 one = _mm256_set1_ps(1.0f), u24 = _mm256_set1_ps(0x1p-24f);
-    for (; j + 8 <= cnt; j += 8) {
-        __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(ec + j));
-        __m256i c32 = _mm256_cvtepu8_epi32(c8);
-        __m256 iv = _mm256_permutevar8x32_ps(invt, c32), Lf = _mm256_permutevar8x32_ps(Lt, c32);
-        __m256 y = _mm256_mul_ps(_mm256_loadu_ps(x + j), iv);
-        __m256 f = _mm256_round_ps(y, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-        __m256i h = _mm256_xor_si256(_mm256_add_epi32(_mm256_set1_epi32((int)(i0 + (uint32_t)j)), iota), klo);
-        h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
-        h = _mm256_mullo_epi32(h, m1);
-        h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 15));
-        h = _mm256_mullo_epi32(h, m2);
-        h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
-        h = _mm256_xor_si256(h, khi);
-        __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), u24);
-        __m256 up = _mm256_cmp_ps(u, _mm256_sub_ps(y, f), _CMP_LT_OQ);
-        __m256 qv = _mm256_add_ps(f, _mm256_and_ps(up, one));
-        qv = _mm256_min_ps(_mm256_max_ps(qv, _mm256_sub_ps(_mm256_setzero_ps(), Lf)), Lf);
-        __m256i code = _mm256_cvtps_epi32(_mm256_add_ps(qv, Lf));
-        __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(code), _mm256_extracti128_si256(code, 1));
-        __m128i cb = _mm_packus_epi16(w, w);
-        for (int c = 1; c < 4; c++) {
-            unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_set1_epi8((char)c))) & 0xffu;
-            _mm_storel_epi64((__m128i *)(void *)(st[c] + ns[c]), pz_v8_compress_b(m, cb));
-            ns[c] += (size_t)__builtin_popcount(m);
+    if (sparse) {
+        enum { DB = 256 };
+        float kx[DB + 8];
+        uint32_t ki[DB + 8];
+        uint8_t kc[DB + 16];
+        for (; j + DB <= cnt; j += DB) {
+            size_t nk = 0;
+            for (size_t b = 0; b < DB; b += 8) {
+                __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(ec + j + b));
+                unsigned m = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_setzero_si128())) & 0xffu;
+                __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + j + b));
+                __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int)(i0 + (uint32_t)(j + b))), iota);
+                _mm256_storeu_si256((__m256i *)(void *)(kx + nk), pz_v8_compress(m, xv));
+                _mm256_storeu_si256((__m256i *)(void *)(ki + nk), pz_v8_compress(m, idx));
+                _mm_storel_epi64((__m128i *)(void *)(kc + nk), pz_v8_compress_b(m, c8));
+                nk += (size_t)__builtin_popcount(m);
+            }
+            size_t k = 0;
+            for (; k + 8 <= nk; k += 8) {
+                __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(kc + k));
+                __m256i idx = _mm256_loadu_si256((const __m256i *)(const void *)(ki + k));
+                jsq_stage8(c8, jsq_code8(_mm256_loadu_ps(kx + k), c8, idx, uk, invt), st, ns);
+            }
+            for (; k < nk; k++) jsq_code1(kx[k], kc[k], ki[k], uk, inv, st, ns);
         }
     }
-#endif
-    static const float Lt_s[4] = {0.0f, 1.0f, 7.0f, 127.0f};
-    for (; j < cnt; j++) {
-        int c = ec[j];
-        float u = pz_uniform_w(uk, i0 + (uint32_t)j);
-        float q = pz_clampf(pz_round_stoch(x[j] * inv[c], u), -Lt_s[c], Lt_s[c]);
-        st[c][ns[c]] = (uint8_t)((int)q + jsq_L[c]);
-        ns[c] += c != 0;
+    for (; j + 8 <= cnt; j += 8) {
+        __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(ec + j));
+        __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int)(i0 + (uint32_t)j)), iota);
+        jsq_stage8(c8, jsq_code8(_mm256_loadu_ps(x + j), c8, idx, uk, invt), st, ns);
     }
+#endif
+    for (; j < cnt; j++) jsq_code1(x[j], ec[j], i0 + (uint32_t)j, uk, inv, st, ns);
 }
 
 /* Per-element classes of elements [i0, i0 + cnt) into ec (groups of G). */
