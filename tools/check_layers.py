@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_layers.py ROOT [STAMP]: fail when a file includes a header of a layer
-above its own, so the layering in the README holds by construction. Two
+above its own, so the layering of docs/architecture.md holds by construction. Two
 levels are checked:
 
   layers (the top folders):
