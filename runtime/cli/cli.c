@@ -103,7 +103,7 @@ static int train_run(pz_train_opts *o, const pz_train_words *w) {
         }
         return st == PZ_OK ? 0 : fail("train", st);
     }
-    if (o->stages > 1) {
+    if (o->stages * o->replicas > 1) {   /* world = stages x replicas processes */
         /* every output writable and none an input, before any process starts
          * (each rank's executor checks again: under mpirun they may be on other hosts) */
         if ((st = pz_train_check_io(o, 1)) != PZ_OK) return fail("train", st);
@@ -114,7 +114,7 @@ static int train_run(pz_train_opts *o, const pz_train_words *w) {
             free(sec);
             if (st != PZ_OK) return fail("train", st);
         }
-        int rc = pz_launch_local(o->stages, full_argc, full_argv, w->max_restarts);
+        int rc = pz_launch_local(o->stages * o->replicas, full_argc, full_argv, w->max_restarts);
         if (rc == 0 && o->trace) {
             if ((st = pz_trace_merge(o->trace, o->stages)) != PZ_OK) return fail("train", st);
             fprintf(stderr, "pipezip train: wrote trace %s\n", o->trace);

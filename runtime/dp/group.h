@@ -1,8 +1,9 @@
 /* group.h: a data-parallel group (the D replicas of one pipeline stage) and
  * its uncompressed all-reduce over pipezip's transport (runtime/net/transport.h).
  *
- * A library, not yet reachable from `pipezip train`: the executor does not
- * create groups yet (no --replicas flag).
+ * `pipezip train --replicas D` creates one group per stage and averages
+ * the gradients with pz_dp_allreduce (runtime/exec/pipeline_dp.c); the
+ * non-blocking all-reduce is not used by the executor yet.
  *
  * A group is a list of world ranks; the default layout puts replicas of a
  * stage on contiguous ranks, rank = stage x D + replica (Megatron's order:

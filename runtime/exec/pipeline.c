@@ -94,7 +94,7 @@ static void set_links(exec *x) {
             if (lr > 0 && (rate == 0.0 || lr < rate)) rate = lr;
             lat += ll;
         }
-        if (rate > 0 || lat > 0) pz_transport_set_link(x->tp, p, rate, lat);
+        if (rate > 0 || lat > 0) pz_transport_set_link(x->tp, world_of(x, p), rate, lat);
     }
 }
 
@@ -173,6 +173,11 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     const int S = x->S;
     pz_status st = exec_wait_sends(x);
     if (st != PZ_OK) return st;
+    /* replicas: the tied add first (the last rank's otherwise waits for the
+     * norm), so that the average covers both ends' sum; then the average,
+     * and the loader past the other replicas' micro-batches */
+    if (x->D > 1 && ((st = exec_tied_finish(x, (uint32_t)step)) != PZ_OK || (st = exec_dp_sync(x)) != PZ_OK)) return st;
+    exec_dp_skip(x, 1);
     memset(red, 0, (size_t)L->n * sizeof *red);
     for (int cc = 0; cc < x->V; cc++) {   /* the global norm: wte counted once (rank S-1's copy equals rank 0's) */
         pz_stage *s = &x->ch[cc].stage;
@@ -192,12 +197,16 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     /* the link runs beside compute with gpipe and extra warm-up (autospec.h) */
     pz_auto_contribute(&x->au, &x->pol, step + 1, x->spec.kind == PZ_SCHED_GPIPE || x->spec.warmup_extra > 0,
                        S == 2 ? x->tied_wire : 0.0, red + L->autod);   /* 2 ranks: every link carries wte too */
+    /* replicas: each adds 1/D of its figures, so the sum over the world is
+     * the replicas' mean (loss: of the global batch; the gradients are equal
+     * after the average, so their norm is one replica's) */
+    for (int i = 0; x->D > 1 && i < L->n; i++) red[i] /= x->D;
     if ((st = exec_allreduce(x, red, L->n)) != PZ_OK) return st;
     if (x->au.any) {   /* every rank switches here, between steps: no message is in flight */
         double cmax = 0.0;
         for (int r = 0; r < S; r++) cmax = fmax(cmax, red[L->ranks + 3 * r]);
         pz_auto_note_compute(&x->au, cmax);
-        pz_auto_apply(&x->au, red + L->autod, step + 1, x->rank == 0 ? &x->met : NULL);
+        pz_auto_apply(&x->au, red + L->autod, step + 1, is_root(x) ? &x->met : NULL);
     }
     double norm = sqrt(red[L->sumsq]), loss = red[L->loss];
     if (!isfinite(loss) || !isfinite(norm)) return diverged(x, step, first_step, loss, norm);
@@ -212,8 +221,8 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
         lr = pz_optim_step(&x->ch[cc].opt, &x->ch[cc].stage, pz_clip_scale(&x->ch[cc].opt.cfg, norm));
     PZ_RANGE_POP();
     exec_trace(x, "optimizer", -1, t_opt, pz_now());
-    double ms = 1e3 * (pz_now() - t0), tok_s = (double)o->batch * o->seq * o->micro / (ms * 1e-3);
-    if (x->rank == 0) {
+    double ms = 1e3 * (pz_now() - t0), tok_s = (double)o->batch * o->seq * o->micro * x->D / (ms * 1e-3);
+    if (is_root(x)) {
         pz_step_line line = {step + 1, loss, norm, ms, tok_s, lr, red[L->tied]};
         pz_report_step(stdout, &line, S, x->G - 1, red + L->edges, red + L->ranks);
         if (S > 1) pz_metrics_step(&x->met, step + 1, red + L->edges, tok_s);
@@ -230,8 +239,9 @@ static pz_status finish_run(exec *x, double t_run) {
     sb[x->rank] = edge_sums(x, NULL, &sb[S + x->rank]);
     unsigned long rounds = 0, sleeps = 0;
     int threaded = pz_transport_thread_stats(x->tp, &sb[2 * S + x->rank], &rounds, &sleeps);
+    if (x->replica > 0) memset(sb, 0, (size_t)3 * S * sizeof *sb);   /* replica 0's stages stand for all */
     pz_status st = exec_allreduce(x, sb, 3 * S);
-    if (st == PZ_OK && x->rank == 0) {
+    if (st == PZ_OK && is_root(x)) {
         char pt[4096] = "";
         size_t n = 0;
         for (int e = 0; e < x->G - 1 && n < sizeof pt; e++) {   /* "0-1:fwd=...,bwd=...;..." */
@@ -254,6 +264,7 @@ static pz_status finish_run(exec *x, double t_run) {
 
 static void exec_free(exec *x) {
     pz_ckpt_job_free(&x->job);
+    pz_dp_group_free(&x->dp);
     pz_chunk *t = tied_chunk(x);
     if (x->tied_view && t)   /* a failed step left the last rank's view open */
         pz_staging_view_done(&t->stg, t->stage.grads.wte, x->tied_view,
@@ -280,7 +291,7 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
     const pz_train_opts *o = x->o;
     const int rank = x->rank;
     pz_status st;
-    if (rank == 0 && x->S > 1) {
+    if (is_root(x) && x->S > 1) {
         if (x->V > 1) fprintf(stderr, "interleaved: %d chunks, rank r holds chunks r, r+%d, ...:\n", x->G, x->S);
         pz_partition_print(stderr, cfg, o->seq, x->G, all);
         fprintf(stderr, "compression policy%s:\n", x->V > 1 ? " (edge I-J: the boundary between chunks I and J)" : "");
@@ -293,7 +304,9 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
         pz_mem_job mj = {cfg, all, &x->spec, &x->pol, x->S, o->batch, o->seq, o->micro, x->be->host_memory};
         char prefix[32] = "";
         if (x->S > 1) snprintf(prefix, sizeof prefix, "rank %d: ", rank);
-        if ((st = pz_mem_check(&mj, rank, rank - cores->local_rank, cores->local_ranks, prefix)) != PZ_OK) return st;
+        /* replicas: the plan knows stages, not replicas: this rank alone (docs/data-parallel.md) */
+        int first = x->D > 1 ? rank : rank - cores->local_rank, count = x->D > 1 ? 1 : cores->local_ranks;
+        if ((st = pz_mem_check(&mj, rank, first, count, prefix)) != PZ_OK) return st;
         if (x->spec.warmup_auto) x->kfit = pz_mem_max_warmup(&mj, rank - cores->local_rank, cores->local_ranks, o->micro);
     }
     pz_optim_config oc = o->optim;
@@ -325,7 +338,7 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
     x->ids_tmp = xcalloc((size_t)o->batch, sizeof *x->ids_tmp);
     if ((st = check_links(x)) != PZ_OK) return st;
     exec_slots_alloc(x);
-    if (x->S > 1 && rank == 0 && (st = pz_metrics_init(&x->met, &x->pol, o->metrics, o->micro, o->error_metrics)) != PZ_OK)
+    if (x->S > 1 && is_root(x) && (st = pz_metrics_init(&x->met, &x->pol, o->metrics, o->micro, o->error_metrics)) != PZ_OK)
         return st;
     /* the reduction, one layout for every schedule: gradient sumsq, loss,
      * tied bytes, 3 per rank (compute, wait, codec seconds), the edge
@@ -342,15 +355,16 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
 /* The transport, the fingerprint the ranks must agree on, the links. */
 static pz_status setup_transport(exec *x, const pz_gpt2_config *cfg, const char *master_addr, int master_port) {
     const pz_train_opts *o = x->o;
-    pz_transport_opts to = {x->rank, x->S, master_addr, master_port, o->peer_timeout, o->peer_timeout,
+    pz_transport_opts to = {x->wrank, x->S * x->D, master_addr, master_port, o->peer_timeout, o->peer_timeout,
                             !o->progress_inline, o->job_secret, o->job_secret_len};
     pz_status st = pz_transport_init(&x->tp, &to);
     if (st != PZ_OK) return st;
     /* authenticated: now the ranks must agree on what they compute, and on the job */
     if ((st = exec_job_start(x, cfg)) != PZ_OK) return st;   /* every rank has the verdict: the caller closes the transport */
+    if ((st = exec_dp_init(x)) != PZ_OK) return st;
     set_links(x);
     exec_fault_flip(x, o->resume == NULL);
-    pz_staging_report(&x->ch[0].stg, x->tp, x->rank);
+    pz_staging_report(&x->ch[0].stg, x->tp, x->wrank);
     for (int cc = 0; o->progress_inline && cc < x->V; cc++) {   /* no thread: compute progresses between blocks */
         x->ch[cc].stage.between_blocks = progress_hook;
         x->ch[cc].stage.between_blocks_ctx = x->tp;
@@ -360,19 +374,24 @@ static pz_status setup_transport(exec *x, const pz_gpt2_config *cfg, const char 
 
 static void print_start(const exec *x, const pz_gpt2_config *cfg, const pz_cores *cores) {
     const pz_train_opts *o = x->o;
-    if (x->S == 1)
+    if (x->D > 1 && is_root(x))
+        fprintf(stderr, "pipezip train: %d replicas x %d stage%s (%s: rank = %s), global batch %d x %d micro-batches "
+                "of %d x %d, replica r takes micro-batches r*%d..r*%d+%d\n", x->D, x->S, x->S == 1 ? "" : "s",
+                o->layout ? "replica-major" : "stage-major", o->layout ? "replica x S + stage" : "stage x D + replica",
+                x->D, o->micro, o->batch, o->seq, o->micro, o->micro, o->micro - 1);
+    if (x->S == 1 && is_root(x))
         fprintf(stderr, "pipezip train: %zu parameters (L=%d NH=%d C=%d V=%d Vp=%d maxT=%d), "
                 "batch %d x seq %d x %d micro-batch%s, %zu training samples, %d thread%s\n",
                 pz_gpt2_numel(cfg), cfg->num_layers, cfg->num_heads, cfg->channels, cfg->vocab_size,
                 cfg->padded_vocab_size, cfg->max_seq_len, o->batch, o->seq, o->micro, o->micro == 1 ? "" : "es",
                 pz_dataset_num_samples(&x->train), cores->threads, cores->threads == 1 ? "" : "s");
-    else if (x->rank == 0 && x->V > 1)
+    else if (is_root(x) && x->V > 1)
         fprintf(stderr, "pipezip train: %d stages x %d chunks, %s schedule, %d micro-batch%s of %d x %d per step\n",
                 x->S, x->V, o->schedule, o->micro, o->micro == 1 ? "" : "es", o->batch, o->seq);
-    else if (x->rank == 0)
+    else if (is_root(x))
         fprintf(stderr, "pipezip train: %d stages, %s schedule, %d micro-batch%s of %d x %d per step\n", x->S,
                 o->schedule, o->micro, o->micro == 1 ? "" : "es", o->batch, o->seq);
-    if (x->spec.warmup_auto && x->S > 1 && x->rank == 0)
+    if (x->spec.warmup_auto && x->S > 1 && is_root(x))
         fprintf(stderr, "pipezip train: warmup=auto: step 1 runs plain 1F1B and measures compute and links\n");
 }
 
@@ -386,37 +405,42 @@ static pz_status train_steps(exec *x, int *stopped) {
     exec_fault_arm(o->resume == NULL);
     if (o->resume && (st = exec_resume(x, &first_step)) == PZ_OK && o->val_every > 0)
         val_round = (uint32_t)(first_step / o->val_every);   /* the validations the run had done */
-    if (o->resume && st == PZ_OK && first_step > 0 && x->au.any && x->rank == 0) pz_auto_metrics_sync(&x->au, &x->met);
+    if (o->resume && st == PZ_OK && first_step > 0 && x->au.any && is_root(x)) pz_auto_metrics_sync(&x->au, &x->met);
     double t_run = pz_now();
+    /* the tests' check that replicas stay identical after every step (else at checkpoints) */
+    const char *ce = getenv("PIPEZIP_DP_CHECK");
+    const int dp_check_each = x->D > 1 && ce && strcmp(ce, "step") == 0;
     for (int step = first_step; step < o->steps && st == PZ_OK; step++) {
         double t0 = pz_now(), loss_sum = 0.0;
         x->compute_s = x->wait_s = x->codec_s = 0.0;
         for (int cc = 0; cc < x->V; cc++) pz_stage_zero_grad(&x->ch[cc].stage);
+        exec_dp_skip(x, 0);   /* replica r's block of the global batch */
         for (int k = 0; k < x->sched.n && st == PZ_OK; k++)
             st = exec_run_instr(x, &x->sched.ins[k], (uint32_t)step, &loss_sum);
         if (st != PZ_OK || (st = finish_step(x, step, first_step, t0, loss_sum, red)) != PZ_OK) break;
+        if (dp_check_each && (st = exec_dp_check(x, "after a step")) != PZ_OK) break;
         /* a signal anywhere: every rank stops after this step, checkpointed */
         int last = step + 1 == o->steps, stop = red[x->red.stop] > 0.0 || red[x->red.stop + 1] > 0.0;
         if (stop) *stopped = stopped_by = red[x->red.stop] > 0.0 ? SIGTERM : SIGINT;
-        if (stop && x->rank == 0)
+        if (stop && is_root(x))
             fprintf(stderr, "pipezip train: %s: stopping after step %d%s\n", strsignal(stopped_by), step + 1,
                     o->checkpoint_dir ? ", with a checkpoint" : " (no --checkpoint-dir: no checkpoint)");
         if (o->checkpoint_dir && (last || stop || (o->checkpoint_every > 0 && (step + 1) % o->checkpoint_every == 0)) &&
             (st = exec_checkpoint(x, step + 1)) != PZ_OK)
             break;
-        exec_fault_point("step", step + 1, x->rank);
+        exec_fault_point("step", step + 1, x->wrank);
         if (stop) break;   /* no validation: a preempted machine has seconds left */
         if (o->val_data && o->val_every > 0 && ((step + 1) % o->val_every == 0 || last)) {
             int comp = o->eval_compress && pz_policy_any(&x->pol, PZ_FWD);
             if ((st = exec_validate(x, step + 1, &val_round, comp)) != PZ_OK) break;
-            if (x->rank == 0 && isatty(2)) fprintf(stderr, "\n");
+            if (is_root(x) && isatty(2)) fprintf(stderr, "\n");
             /* the final model both ways: does it need compression at evaluation? */
             if (last && pz_policy_any(&x->pol, PZ_FWD) && (st = exec_validate(x, step + 1, &val_round, !comp)) != PZ_OK)
                 break;
         }
     }
     free(red);
-    if (x->rank == 0 && isatty(2)) fprintf(stderr, "\n");
+    if (is_root(x) && isatty(2)) fprintf(stderr, "\n");
     if (st == PZ_OK) pz_auto_report(&x->au, x->rank, pz_now() - t_run, o->steps - first_step);
     if (st == PZ_OK && x->S > 1) st = finish_run(x, t_run);
     return st;
@@ -427,19 +451,25 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     exec x;
     memset(&x, 0, sizeof x);
     x.o = o;
-    x.rank = rank;
-    x.S = world;
+    x.S = o->stages;
+    x.D = o->replicas > 1 ? o->replicas : 1;
+    x.wrank = rank;
     pz_status st;
     if ((st = pz_train_schedule(o, &x.spec)) != PZ_OK) return st;   /* runtime/plan/options.h */
     x.V = pz_sched_chunks(&x.spec);
-    x.G = world * x.V;
-    if (world != o->stages) return pz_fail(PZ_ERR_ARG, "WORLD_SIZE %d does not match --stages %d", world, o->stages);
+    x.G = x.S * x.V;
+    if (world != x.S * x.D) {
+        if (x.D == 1) return pz_fail(PZ_ERR_ARG, "WORLD_SIZE %d does not match --stages %d", world, o->stages);
+        return pz_fail(PZ_ERR_ARG, "WORLD_SIZE %d does not match --stages %d x --replicas %d", world, x.S, x.D);
+    }
+    x.rank = pz_dp_layout_stage(o->layout ? PZ_DP_LAYOUT_STRIDED : PZ_DP_LAYOUT_CONTIGUOUS, rank, x.S, x.D);
+    x.replica = o->layout ? rank / x.S : rank % x.D;
     if (o->trace) pz_trace_start(&x.trace, pz_now());
     /* threads and cores first: before any OpenMP region starts its pool */
     pz_cores cores;
     if ((st = pz_cores_setup(rank, world, master_addr, o->threads, o->bind, &cores)) != PZ_OK) return st;
     pz_cores_print(stderr, rank, &cores);
-    if (!(x.be = pz_backend_for(o->device, rank, cores.threads, &st))) return st;
+    if (!(x.be = pz_backend_for(o->device, x.rank, cores.threads, &st))) return st;
     pz_gpt2_config cfg;
     if ((st = pz_model_config(o->preset, o->init, o->heads, &cfg)) != PZ_OK) return st;
     if ((st = pz_pipeline_policy(o, &x.pol)) != PZ_OK) return st;
@@ -448,7 +478,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     pz_stage_range *all = xcalloc((size_t)x.G, sizeof *all);
     if ((st = pz_partition_chunks(&cfg, o->seq, x.S, x.V, o->split, all)) != PZ_OK) goto cleanup;
     /* every output writable and none an input, before anything is built (rank 0 also --save, --trace, --metrics) */
-    if ((st = pz_train_check_io(o, rank == 0)) != PZ_OK) goto cleanup;
+    if ((st = pz_train_check_io(o, rank == 0)) != PZ_OK) goto cleanup;   /* world rank 0 writes */
     if ((st = setup_model(&x, &cfg, all, &cores)) != PZ_OK) goto cleanup;
     if (world > 1 && (st = setup_transport(&x, &cfg, master_addr, master_port)) != PZ_OK) goto cleanup;
     if (world == 1 && (st = exec_job_start(&x, &cfg)) != PZ_OK) goto cleanup;   /* its checkpoints name the job */

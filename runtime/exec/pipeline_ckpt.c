@@ -57,7 +57,7 @@ void exec_fault_flip(exec *x, int armed) {
     const char *f = armed ? getenv("PIPEZIP_FAULT_FLIP") : NULL;
     char w[32], at[32] = "payload";
     int s, r;
-    if (!f || !x->tp || sscanf(f, "%31[a-z]:%d:%d:%31s", w, &s, &r, at) < 3 || r != x->rank || s < 0) return;
+    if (!f || !x->tp || sscanf(f, "%31[a-z]:%d:%d:%31s", w, &s, &r, at) < 3 || r != x->wrank || s < 0) return;
     static const char *const names[] = {"activation", "gradient", "tied"};
     static const unsigned kinds[] = {PZ_KIND_ACT, PZ_KIND_GRAD, PZ_KIND_TIED};
     long off = !strcmp(at, "payload") ? -1 : !strcmp(at, "header") ? 16 : strtol(at, NULL, 10);
@@ -83,8 +83,8 @@ static int chunk_codecs(exec *x, pz_chunk *c, const char **names, pz_codec **cs)
 pz_status exec_job_start(exec *x, const pz_gpt2_config *cfg) {
     const pz_train_opts *o = x->o;
     char *fp = pz_fingerprint_build(o, cfg, &x->pol, x->train.paths ? &x->train : NULL, x->val.paths ? &x->val : NULL);
-    pz_status st = pz_fingerprint_agree(x->tp, x->rank, x->S, fp);
-    if (st == PZ_OK) st = pz_ckpt_job_start(x->tp, o, x->rank, fp, &x->job);
+    pz_status st = pz_fingerprint_agree(x->tp, x->wrank, x->S * x->D, fp);
+    if (st == PZ_OK) st = pz_ckpt_job_start(x->tp, o, x->wrank, fp, &x->job);
     free(fp);
     return st;
 }
@@ -113,7 +113,7 @@ static pz_status load_step(void *ctx, const char *dir, int step) {
     if (st == PZ_OK && x->au.any) {   /* auto's decisions; none there (another policy): start over */
         char *path = pz_resume_rank_path(dir, step, x->rank, ".auto");
         if (same && access(path, F_OK) == 0) st = pz_auto_load(&x->au, path);
-        else if (x->rank == 0)
+        else if (is_root(x))
             fprintf(stderr, "pipezip train: the checkpoint holds no decisions of --compress auto for this "
                     "layout: it starts from its initial candidates\n");
         free(path);
@@ -125,12 +125,14 @@ static pz_status load_step(void *ctx, const char *dir, int step) {
  * (runtime/ckpt/resume.h, pz_resume_start). *start = steps already done. */
 pz_status exec_resume(exec *x, int *start) {
     const char *dir;
-    pz_status st = pz_resume_start(x->tp, x->o, x->rank, &x->job, load_step, x, start, &dir);
+    pz_status st = pz_resume_start(x->tp, x->o, x->wrank, &x->job, load_step, x, start, &dir);
     if (st != PZ_OK || *start < 0) {
         *start = 0;
         return st;
     }
-    if (x->rank == 0) fprintf(stderr, "pipezip train: resumed from %s, step %d\n", dir, *start);
+    /* replicas loaded the same shards: they must hold the same bits */
+    if ((st = exec_dp_check(x, "after --resume")) != PZ_OK) return st;
+    if (is_root(x)) fprintf(stderr, "pipezip train: resumed from %s, step %d\n", dir, *start);
     return PZ_OK;
 }
 
@@ -138,8 +140,10 @@ pz_status exec_resume(exec *x, int *start) {
  * durable (a collective carrying each rank's outcome), rank 0 the manifest. */
 pz_status exec_checkpoint(exec *x, int step) {
     const char *dir = x->o->checkpoint_dir;
-    pz_status st = PZ_OK;
-    for (int cc = 0; cc < x->V && st == PZ_OK; cc++) {
+    /* replicas: identical (checked), so replica 0's shards are every replica's */
+    pz_status st = exec_dp_check(x, "at a checkpoint");
+    if (st != PZ_OK) return st;
+    for (int cc = 0; x->replica == 0 && cc < x->V && st == PZ_OK; cc++) {
         pz_chunk *c = &x->ch[cc];
         const char *names[8];
         pz_codec *cs[8];
@@ -152,18 +156,18 @@ pz_status exec_checkpoint(exec *x, int step) {
         st = pz_auto_save(&x->au, path);
         free(path);
     }
-    exec_fault_point("checkpoint", step, x->rank);
+    exec_fault_point("checkpoint", step, x->wrank);
     double bad = st != PZ_OK;
     pz_status st2 = exec_allreduce(x, &bad, 1);
     if (st2 != PZ_OK) return st2;
     /* a shard that could not be written (a full disk): none of it stays, the run goes on */
     if (bad > 0) {
-        for (int cc = 0; cc < x->V; cc++) pz_resume_abandon(dir, step, x->ch[cc].g, &x->job, cc ? PZ_OK : st);
+        for (int cc = 0; x->replica == 0 && cc < x->V; cc++) pz_resume_abandon(dir, step, x->ch[cc].g, &x->job, cc ? PZ_OK : st);
         return PZ_OK;
     }
-    if (x->rank == 0 && (st = pz_resume_commit(dir, step, x->G, x->o->keep_checkpoints, &x->job)) == PZ_OK)
+    if (is_root(x) && (st = pz_resume_commit(dir, step, x->G, x->o->keep_checkpoints, &x->job)) == PZ_OK)
         fprintf(stderr, "pipezip train: checkpoint of step %d in %s\n", step, dir);
-    else if (x->rank == 0) st = pz_resume_abandon(dir, step, -1, &x->job, st);
+    else if (is_root(x)) st = pz_resume_abandon(dir, step, -1, &x->job, st);
     return st;
 }
 
@@ -187,13 +191,14 @@ pz_status exec_gather_save(exec *x, const pz_stage_range *all, const char *path)
     const pz_gpt2_config *cfg = &x->ch[0].stage.cfg;
     pz_status st = PZ_OK;
     const char *w = "parameters for --save, to rank 0";
+    if (x->replica > 0) return PZ_OK;   /* replica 0's pipeline holds every replica's model */
     for (int cc = 0; x->rank != 0 && cc < x->V && st == PZ_OK; cc++) {
         pz_stage *s = &x->ch[cc].stage;
         size_t bytes = s->params.numel * sizeof(float);
         float *host = xmalloc(bytes);
         x->be->to_host(host, s->param_mem, bytes);
         pz_request *r = NULL;
-        st = pz_transport_send(x->tp, 0, pz_tag(x->rank, 0, (uint32_t)cc, PZ_KIND_SAVE), host, bytes, w, &r);
+        st = pz_transport_send(x->tp, world_of(x, 0), pz_tag(x->wrank, 0, (uint32_t)cc, PZ_KIND_SAVE), host, bytes, w, &r);
         if (st == PZ_OK) st = pz_transport_wait(x->tp, r, NULL);
         free(host);
     }
@@ -209,7 +214,8 @@ pz_status exec_gather_save(exec *x, const pz_stage_range *all, const char *path)
         if (r == 0) x->be->to_host(part, x->ch[cc].stage.param_mem, n * sizeof(float));
         else {
             pz_request *req = NULL;
-            st = pz_transport_recv(x->tp, r, pz_tag(r, 0, (uint32_t)cc, PZ_KIND_SAVE), part, n * sizeof(float), w, &req);
+            int wr = world_of(x, r);
+            st = pz_transport_recv(x->tp, wr, pz_tag(wr, 0, (uint32_t)cc, PZ_KIND_SAVE), part, n * sizeof(float), w, &req);
             if (st == PZ_OK) st = pz_transport_wait(x->tp, req, NULL);
         }
         if (st == PZ_OK) {

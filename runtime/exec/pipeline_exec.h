@@ -18,6 +18,7 @@
 
 #include "runtime/exec/autopolicy.h"
 #include "runtime/ckpt/job.h"
+#include "runtime/dp/group.h"
 #include "stages/data.h"
 #include "runtime/edge/edge.h"
 #include "runtime/observe/metrics.h"
@@ -66,7 +67,12 @@ typedef struct {
     const pz_train_opts *o;
     pz_transport *tp;
     const pz_backend *be;
-    int rank, S, V, G;
+    int rank, S, V, G;         /* rank: this process's stage (0..S-1) */
+    /* --replicas D (docs/data-parallel.md): this process is stage `rank` of
+     * replica `replica`, world rank wrank (o->layout); dp is the stage's
+     * group of D replicas (D > 1), which averages the gradients every step */
+    int D, replica, wrank;
+    pz_dp_group dp;
     pz_sched_spec spec;        /* --schedule; warmup=auto resolved after the first steps */
     pz_schedule sched;
     pz_policy pol;             /* per boundary */
@@ -92,6 +98,12 @@ typedef struct {
     pz_ckpt_job job;           /* what its checkpoints name, the directory's lock (runtime/ckpt/job.h) */
 } exec;
 
+/* the world rank of stage `stage` of this replica (D = 1: the stage) */
+static inline int world_of(const exec *x, int stage) {
+    return x->o->layout ? x->replica * x->S + stage : stage * x->D + x->replica;
+}
+/* the rank that prints, commits checkpoints, saves: world rank 0 */
+static inline int is_root(const exec *x) { return x->wrank == 0; }
 static inline int holds_first(const exec *x) { return x->rank == 0; }
 static inline int holds_last(const exec *x) { return x->rank == x->S - 1; }
 static inline int is_first(const pz_chunk *c) { return c->g == 0; }
@@ -123,6 +135,17 @@ void exec_slots_free(exec *x);
 void exec_chunk_free(exec *x, pz_chunk *c);
 /* kfit: per rank, the largest extra warm-up its host's memory holds (exec.kfit) */
 pz_status exec_auto_warmup(exec *x, const double *red);
+
+/* pipeline_dp.c: the data-parallel part of the step (D > 1) */
+pz_status exec_dp_init(exec *x);
+/* before micro-batch 0 (skip) or after the step (tail): the loader passes
+ * over the other replicas' micro-batches of the global batch */
+void exec_dp_skip(exec *x, int tail);
+/* after the last backward and the tied add: every chunk's gradient averaged
+ * over the stage's replicas */
+pz_status exec_dp_sync(exec *x);
+/* the replicas hold the same parameters and optimizer state, bit for bit */
+pz_status exec_dp_check(exec *x, const char *when);
 
 /* pipeline_ckpt.c */
 void exec_fault_arm(int armed);

@@ -115,6 +115,10 @@ char *pz_fingerprint_build(const pz_train_opts *o, const pz_gpt2_config *c, cons
     add(&l, "--weight-decay", "%s", short_float(fb, sizeof fb, o->optim.weight_decay));
     add(&l, "--grad-clip", "%s", short_float(fb, sizeof fb, o->optim.grad_clip));
     add(&l, "--stages", "%d", o->stages);
+    if (o->replicas > 1) {   /* absent with one replica: the job ids of the runs before --replicas stay */
+        add(&l, "--replicas", "%d", o->replicas);
+        add(&l, "--layout", "%s", o->layout ? "replica-major" : "stage-major");
+    }
     add(&l, "--split", "%s", o->split ? o->split : "(balanced)");
     add(&l, "--schedule", "%s", o->schedule);
     add(&l, "--virtual-stages", "%d", o->virtual_stages);

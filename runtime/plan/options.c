@@ -16,6 +16,7 @@ void pz_train_words_default(pz_train_words *w) {
     w->bind = "cores";
     w->progress = "thread";
     w->max_restarts = 0;
+    w->layout = "stage-major";
 }
 
 pz_status pz_sched_of_flags(const char *schedule, int virtual_stages, pz_sched_spec *sp) {
@@ -93,6 +94,27 @@ static const char *pipeline_only(const pz_train_opts *o) {
          : o->job_secret_file ? "--job-secret-file" : NULL;
 }
 
+/* --replicas D: the world is S x D ranks, and what the data-parallel path
+ * does not do yet is refused here, before anything starts. */
+static pz_status replicas_check(pz_train_opts *o, const pz_train_words *w, const pz_sched_spec *sp) {
+    if (strcmp(w->layout, "stage-major") == 0) o->layout = 0;
+    else if (strcmp(w->layout, "replica-major") == 0) o->layout = 1;
+    else return pz_fail(PZ_ERR_ARG, "--layout must be stage-major or replica-major, not '%s'", w->layout);
+    if (o->replicas < 1) return pz_fail(PZ_ERR_ARG, "--replicas %d: at least 1", o->replicas);
+    if ((long)o->stages * o->replicas > PZ_TRAIN_MAX_WORLD)
+        return pz_fail(PZ_ERR_ARG, "--stages %d x --replicas %d = %ld processes, over the %d ranks a job may have "
+                       "(the transport's tags)", o->stages, o->replicas, (long)o->stages * o->replicas,
+                       PZ_TRAIN_MAX_WORLD);
+    if (o->replicas == 1) return o->layout ? pz_fail(PZ_ERR_ARG, "--layout needs --replicas 2 or more") : PZ_OK;
+    const char *no = pz_sched_chunks(sp) > 1 ? "--schedule interleaved" : sp->warmup_auto ? "--schedule 1f1b:warmup=auto"
+                   : o->compress && strstr(o->compress, "auto") ? "--compress auto" : o->trace ? "--trace"
+                   : o->metrics ? "--metrics" : o->dump_edge ? "--dump-edge" : NULL;
+    if (no) return pz_fail(PZ_ERR_ARG, "%s is not supported with --replicas yet (docs/data-parallel.md)", no);
+    if (strcmp(o->device, "cpu") != 0)
+        return pz_fail(PZ_ERR_ARG, "--replicas needs --device cpu for now (docs/data-parallel.md)");
+    return PZ_OK;
+}
+
 pz_status pz_train_opts_check(pz_train_opts *o, const pz_train_words *w, pz_sched_spec *sched) {
     pz_status st;
     if ((st = on_off("--eval-compress", w->eval_compress, &o->eval_compress)) != PZ_OK ||
@@ -111,6 +133,7 @@ pz_status pz_train_opts_check(pz_train_opts *o, const pz_train_words *w, pz_sche
     pz_sched_spec sp;
     if ((st = pz_train_schedule(o, &sp)) != PZ_OK) return st;
     if (sched) *sched = sp;
+    if ((st = replicas_check(o, w, &sp)) != PZ_OK) return st;
     if ((st = pz_device_check(o->device, o->stages)) != PZ_OK) return st;
     if (o->dump_edge && o->stages < 2)
         return pz_fail(PZ_ERR_ARG, "--dump-edge writes what crosses the pipeline's edges: it needs --stages 2 or more");
@@ -150,6 +173,8 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
         {"--bind", PZ_FLAG_STR, &w->bind, "cores: pin each stage on this host to its own CPUs when they divide evenly; none", 0, 0, NULL},
         {"--device", PZ_FLAG_STR, &o->device, "cpu, cuda or cuda:tf32; or one per stage, e.g. cpu,cuda", 0, 0, NULL},
         {"--stages", PZ_FLAG_INT, &o->stages, "pipeline stages, one process each (1 = this process alone)", 1, 255, NULL},
+        {"--replicas", PZ_FLAG_INT, &o->replicas, "data-parallel replicas of the pipeline (world = stages x replicas processes; gradients averaged every step)", 1, PZ_TRAIN_MAX_WORLD, NULL},
+        {"--layout", PZ_FLAG_STR, &w->layout, "with --replicas: stage-major (rank = stage x D + replica, the default) or replica-major (rank = replica x S + stage)", 0, 0, NULL},
         {"--split", PZ_FLAG_STR, &o->split, "blocks per stage, e.g. 3,3,3,3 (interleaved: per chunk; default: balanced by a cost model)", 0, 0, NULL},
         {"--schedule", PZ_FLAG_STR, &o->schedule, "pipeline schedule: 1f1b, 1f1b:warmup=K|auto (more in flight for slow links), zb-h1 (zero bubble), gpipe or interleaved:v=V (V model chunks per stage, Megatron's interleaved 1F1B)", 0, 0, NULL},
         {"--virtual-stages", PZ_FLAG_INT, &o->virtual_stages, "with --schedule interleaved: model chunks per stage (the same as interleaved:v=V)", 1, PZ_SCHED_MAX_VIRTUAL, NULL},

@@ -23,6 +23,7 @@ typedef struct {
     const char *bind;            /* --bind cores|none */
     const char *progress;        /* --progress thread|inline */
     int max_restarts;            /* --max-restarts K (the local launcher's) */
+    const char *layout;          /* --layout stage-major|replica-major */
 } pz_train_words;
 
 void pz_train_words_default(pz_train_words *w);

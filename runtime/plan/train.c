@@ -91,6 +91,7 @@ void pz_train_opts_default(pz_train_opts *o) {
     o->steps = 100;
     o->micro = 1;
     o->stages = 1;
+    o->replicas = 1;
     o->schedule = "1f1b";
     o->peer_timeout = 60.0f;
     o->keep_checkpoints = 2;

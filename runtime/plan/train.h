@@ -7,6 +7,9 @@
 #include "stages/optim.h"
 #include "stages/stage.h"
 
+/* ranks a job may have: the transport tags name the sender in 8 bits */
+#define PZ_TRAIN_MAX_WORLD 255
+
 typedef struct {
     const char *preset;     /* random init from a preset, or */
     const char *init;       /* a checkpoint: file or HF model directory */
@@ -25,6 +28,8 @@ typedef struct {
     int warmup_given;       /* whether --warmup was set (else a default fraction) */
     /* pipeline (runtime/exec/pipeline.c) */
     int stages;             /* 1 = this process trains the whole model */
+    int replicas;           /* --replicas D: data-parallel copies of the pipeline (world = stages x D) */
+    int layout;             /* --layout: pz_dp_layout (0 = rank = stage x D + replica, 1 = replica x S + stage) */
     const char *split;      /* "--split 3,3": blocks per stage, or NULL = balanced */
     const char *schedule;   /* "1f1b", "1f1b:warmup=K|auto" or "gpipe" (schedules/schedule.h) */
     int virtual_stages;     /* --virtual-stages V (0 = not given): model chunks per rank, interleaved only */

@@ -53,6 +53,8 @@ static const flag_case cases[] = {
     {"--seed", MATH, NULL, "12", NULL, NULL},
     {"--device", MATH, NULL, "cuda", NULL, NULL},
     {"--stages", MATH, NULL, "3", NULL, NULL},
+    {"--replicas", MATH, NULL, "2", NULL, NULL},
+    {"--layout", MATH, "stage-major", "replica-major", "--replicas 2", NULL},
     {"--split", MATH, NULL, "0,2", NULL, NULL},
     {"--schedule", MATH, NULL, "gpipe", NULL, NULL},
     {"--virtual-stages", MATH, "1", "2", "--schedule interleaved --micro-batches 2", NULL},

@@ -1,0 +1,84 @@
+/* pipeline_dp.c: the data-parallel part of a pipeline rank's step
+ * (--replicas D > 1; docs/data-parallel.md).
+ *
+ * The world is S x D ranks: stage s of replica r is world rank s x D + r
+ * (stage-major, the default: a stage's replicas on contiguous ranks, as
+ * Megatron orders them) or r x S + s (replica-major). Each replica runs
+ * the whole schedule with its own peers (world_of), so the pipeline's
+ * messages, the tied exchange between its first and last stage and its
+ * validation stay inside the replica; the only traffic between replicas is
+ * the stage's gradient average (runtime/dp/group.h, uncompressed) and the
+ * step's one reduction over all ranks (pipeline.c, finish_step).
+ *
+ * Data: a step's global batch is D x M micro-batches of the loader's
+ * order; replica r takes the contiguous block r*M .. r*M+M-1. Every
+ * replica's loader passes over the whole global batch (it reads and drops
+ * the others' micro-batches), so at every step boundary all loaders stand at
+ * the same place: a checkpoint's loader position is every replica's, and a
+ * run with D replicas sees the micro-batches, in the same order, that one
+ * pipeline with D x M micro-batches sees. */
+#include "runtime/exec/pipeline_exec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/mem.h"
+
+pz_status exec_dp_init(exec *x) {
+    if (x->D < 2) return PZ_OK;
+    int *ranks = xcalloc((size_t)x->D, sizeof *ranks);
+    pz_dp_layout_ranks(x->o->layout ? PZ_DP_LAYOUT_STRIDED : PZ_DP_LAYOUT_CONTIGUOUS, x->rank, x->S, x->D, ranks);
+    pz_status st = pz_dp_group_init(&x->dp, x->tp, x->wrank, ranks, x->D);
+    free(ranks);
+    return st;
+}
+
+void exec_dp_skip(exec *x, int tail) {
+    if (x->D < 2 || !(holds_first(x) || holds_last(x))) return;
+    int n = (tail ? x->D - 1 - x->replica : x->replica) * x->o->micro;
+    for (int k = 0; k < n; k++) pz_loader_next(&x->loader, x->tok, x->tgt, x->ids_tmp);
+}
+
+/* The mean of n floats at dev (backend memory) over the group. */
+static pz_status mean_of(exec *x, float *dev, size_t n) {
+    if (x->be->host_memory) return pz_dp_allreduce(&x->dp, dev, n, 1, PZ_DP_AUTO);
+    float *host = xmalloc(n * sizeof(float) + 1);
+    x->be->to_host(host, dev, n * sizeof(float));
+    pz_status st = pz_dp_allreduce(&x->dp, host, n, 1, PZ_DP_AUTO);
+    if (st == PZ_OK) x->be->from_host(dev, host, n * sizeof(float));
+    free(host);
+    return st;
+}
+
+pz_status exec_dp_sync(exec *x) {
+    pz_status st = PZ_OK;
+    /* a chunk keeps its gradients in one buffer (grads.numel floats at grad_mem) */
+    for (int cc = 0; x->D > 1 && cc < x->V && st == PZ_OK; cc++)
+        st = mean_of(x, x->ch[cc].stage.grad_mem, x->ch[cc].stage.grads.numel);
+    return st;
+}
+
+/* The n floats at dev compared across the group, by digest. */
+static pz_status same_of(exec *x, const float *dev, size_t n, const char *what) {
+    float *host = xmalloc(n * sizeof(float) + 1);
+    x->be->to_host(host, dev, n * sizeof(float));
+    pz_status st = pz_dp_check_identical(&x->dp, host, n * sizeof(float), what);
+    free(host);
+    return st;
+}
+
+pz_status exec_dp_check(exec *x, const char *when) {
+    pz_status st = PZ_OK;
+    for (int cc = 0; x->D > 1 && cc < x->V && st == PZ_OK; cc++) {
+        pz_chunk *c = &x->ch[cc];
+        char w[3][96];
+        snprintf(w[0], sizeof w[0], "chunk %d's parameters %s", c->g, when);
+        snprintf(w[1], sizeof w[1], "chunk %d's AdamW m %s", c->g, when);
+        snprintf(w[2], sizeof w[2], "chunk %d's AdamW v %s", c->g, when);
+        size_t n = c->stage.params.numel;
+        if ((st = same_of(x, c->stage.param_mem, n, w[0])) == PZ_OK && (st = same_of(x, c->opt.m, n, w[1])) == PZ_OK)
+            st = same_of(x, c->opt.v, n, w[2]);
+    }
+    return st;
+}
