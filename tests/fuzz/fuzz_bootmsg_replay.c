@@ -71,12 +71,9 @@ static void mutate(pz_rng *r, uint8_t *b, size_t *len, size_t cap) {
     int k = 1 + (int)pz_rng_below(r, 4);
     for (int i = 0; i < k && *len > 0; i++) {
         size_t at = (size_t)pz_rng_below(r, *len);
-        switch (pz_rng_below(r, 6)) {
-        case 0: b[at] = (uint8_t)pz_rng_next(r); break;
-        case 1: b[at] ^= (uint8_t)(1u << pz_rng_below(r, 8)); break;
-        case 2: fuzz_delete_run(r, b, len, at); break;
-        case 3: if (*len < cap) fuzz_insert_byte(b, len, at, (uint8_t)pz_rng_next(r)); break;
-        case 4: *len = (size_t)pz_rng_below(r, *len + 1); break;
+        unsigned step = (unsigned)pz_rng_below(r, 6);
+        switch (step) {
+        case 0: case 1: case 2: case 3: case 4: fuzz_byte_step(r, b, len, cap, at, step); break;
         case 5: { /* a length field of some frame: small nudges and extremes */
             size_t off = 1;
             for (;;) { /* walk the frames as they stand; stop at a random one */

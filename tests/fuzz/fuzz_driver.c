@@ -24,25 +24,32 @@ void fuzz_insert_byte(uint8_t *b, size_t *len, size_t at, uint8_t v) {
     (*len)++;
 }
 
+void fuzz_byte_step(pz_rng *r, uint8_t *b, size_t *len, size_t cap, size_t at, unsigned step) {
+    switch (step) {
+    case 0: if (*len) b[at] = (uint8_t)pz_rng_next(r); break;
+    case 1: if (*len) b[at] ^= (uint8_t)(1u << pz_rng_below(r, 8)); break;
+    case 2: if (*len) fuzz_delete_run(r, b, len, at); break;
+    case 3: if (*len < cap) fuzz_insert_byte(b, len, at, (uint8_t)pz_rng_next(r)); break;
+    case 4: *len = (size_t)pz_rng_below(r, *len + 1); break;
+    default: break;
+    }
+}
+
 void fuzz_mutate_words(pz_rng *r, uint8_t *b, size_t *len, size_t cap, const char *const *words, int nwords) {
     int k = 1 + (int)pz_rng_below(r, 4);
     for (int i = 0; i < k; i++) {
         size_t at = *len ? (size_t)pz_rng_below(r, *len) : 0;
-        switch (pz_rng_below(r, 6)) {
-        case 0: if (*len) b[at] = (uint8_t)pz_rng_next(r); break;
-        case 1: if (*len) b[at] ^= (uint8_t)(1u << pz_rng_below(r, 8)); break;
-        case 2: if (*len) fuzz_delete_run(r, b, len, at); break;
-        case 3: if (*len < cap) fuzz_insert_byte(b, len, at, (uint8_t)pz_rng_next(r)); break;
-        case 4: *len = (size_t)pz_rng_below(r, *len + 1); break;
-        default: {   /* a word of the grammar */
-            const char *w = words[pz_rng_below(r, (uint64_t)nwords)];
-            size_t n = strlen(w);
-            if (*len + n > cap) break;
-            memmove(b + at + n, b + at, *len - at);
-            memcpy(b + at, w, n);
-            *len += n;
+        unsigned step = (unsigned)pz_rng_below(r, 6);
+        if (step < FUZZ_BYTE_STEPS) {
+            fuzz_byte_step(r, b, len, cap, at, step);
+            continue;
         }
-        }
+        const char *w = words[pz_rng_below(r, (uint64_t)nwords)];   /* a word of the grammar */
+        size_t n = strlen(w);
+        if (*len + n > cap) continue;
+        memmove(b + at + n, b + at, *len - at);
+        memcpy(b + at, w, n);
+        *len += n;
     }
 }
 

@@ -45,6 +45,11 @@ size_t fuzz_delete_run(pz_rng *r, uint8_t *b, size_t *len, size_t at);
 /* inserts the byte v; the caller checks *len < cap first */
 void fuzz_insert_byte(uint8_t *b, size_t *len, size_t at, uint8_t v);
 
+/* step < FUZZ_BYTE_STEPS of the mutations every mutator shares, at b[at]:
+ * 0 a byte set, 1 a bit flipped, 2 a run deleted, 3 a byte inserted (when
+ * *len < cap), 4 a truncation */
+#define FUZZ_BYTE_STEPS 5
+void fuzz_byte_step(pz_rng *r, uint8_t *b, size_t *len, size_t cap, size_t at, unsigned step);
 /* 1..4 steps: a byte set, a bit flipped, a run deleted, a byte inserted,
  * a truncation, or one of words inserted (for text grammars) */
 void fuzz_mutate_words(pz_rng *r, uint8_t *b, size_t *len, size_t cap, const char *const *words, int nwords);
