@@ -67,29 +67,24 @@ static int make_seeds(fuzz_image *seeds) {
     return 3;
 }
 
-static void mutate(pz_rng *r, uint8_t *b, size_t *len, size_t cap) {
-    int k = 1 + (int)pz_rng_below(r, 4);
-    for (int i = 0; i < k && *len > 0; i++) {
-        size_t at = (size_t)pz_rng_below(r, *len);
-        unsigned step = (unsigned)pz_rng_below(r, 6);
-        switch (step) {
-        case 0: case 1: case 2: case 3: case 4: fuzz_byte_step(r, b, len, cap, at, step); break;
-        case 5: { /* a length field of some frame: small nudges and extremes */
-            size_t off = 1;
-            for (;;) { /* walk the frames as they stand; stop at a random one */
-                if (*len - off < PZ_BOOT_HDR) break;
-                size_t fl = pz_get_u32(b + off + 8);
-                if (pz_rng_below(r, 3) == 0 || fl > *len - off - PZ_BOOT_HDR) {
-                    uint32_t v = pz_rng_below(r, 4) == 0 ? 0xffffffffu : (uint32_t)(fl + pz_rng_below(r, 9)) - 4;
-                    pz_put_u32(b + off + 8, v);
-                    break;
-                }
-                off += PZ_BOOT_HDR + fl;
-            }
+/* a length field of some frame: small nudges and extremes */
+static void length_step(pz_rng *r, uint8_t *b, size_t *len, size_t cap, size_t at, unsigned kind) {
+    (void)cap, (void)at, (void)kind;
+    size_t off = 1;
+    for (;;) { /* walk the frames as they stand; stop at a random one */
+        if (*len - off < PZ_BOOT_HDR) break;
+        size_t fl = pz_get_u32(b + off + 8);
+        if (pz_rng_below(r, 3) == 0 || fl > *len - off - PZ_BOOT_HDR) {
+            uint32_t v = pz_rng_below(r, 4) == 0 ? 0xffffffffu : (uint32_t)(fl + pz_rng_below(r, 9)) - 4;
+            pz_put_u32(b + off + 8, v);
             break;
         }
-        }
+        off += PZ_BOOT_HDR + fl;
     }
+}
+
+static void mutate(pz_rng *r, uint8_t *b, size_t *len, size_t cap) {
+    fuzz_mutate_steps(r, b, len, cap, 4, FUZZ_BYTE_STEPS + 1, length_step);
 }
 
 int main(int argc, char **argv) {

@@ -48,14 +48,7 @@ static int make_seeds(fuzz_image *seeds) {
 }
 
 static void mutate(pz_rng *r, uint8_t *b, size_t *len, size_t cap) {
-    int k = 1 + (int)pz_rng_below(r, 3);
-    for (int i = 0; i < k && *len > 0; i++) {
-        size_t at = (size_t)pz_rng_below(r, *len);
-        unsigned step = (unsigned)pz_rng_below(r, 5);
-        switch (step) {
-        case 0: case 1: case 2: case 3: case 4: fuzz_byte_step(r, b, len, cap, at, step); break;
-        }
-    }
+    fuzz_mutate_steps(r, b, len, cap, 3, FUZZ_BYTE_STEPS, NULL);   /* byte steps only */
     /* most of the time a valid CRC, so that mutations reach the parser */
     if (*len >= 4 && pz_rng_below(r, 4)) pz_put_u32(b + *len - 4, pz_crc32c(0, b, *len - 4));
 }

@@ -43,28 +43,28 @@ static void fix_length(uint8_t *b, size_t len) {
     if (len >= PZ_DPMSG_HDR) pz_put_u64(b + 32, len - PZ_DPMSG_HDR);
 }
 
-static void mutate(pz_rng *r, uint8_t *b, size_t *len, size_t cap) {
-    int k = 1 + (int)pz_rng_below(r, 3);
-    for (int i = 0; i < k && *len > 0; i++) {
-        size_t at = (size_t)pz_rng_below(r, *len);
-        unsigned step = (unsigned)pz_rng_below(r, 8);
-        switch (step) {
-        case 0: case 1: case 2: case 3: case 4: fuzz_byte_step(r, b, len, cap, at, step); break;
-        case 5: /* one header field changed, the length kept consistent */
-            if (*len >= PZ_DPMSG_HDR) {
-                b[5 + pz_rng_below(r, 27)] ^= (uint8_t)(1u << pz_rng_below(r, 8));
-                fix_length(b, *len);
-            }
-            break;
-        case 6: fix_length(b, *len); break;
-        case 7: /* the length field: nudges and extremes */
-            if (*len >= PZ_DPMSG_HDR) {
-                uint64_t v = pz_get_u64(b + 32);
-                pz_put_u64(b + 32, pz_rng_below(r, 4) == 0 ? ~0ull : v + pz_rng_below(r, 9) - 4);
-            }
-            break;
+/* the header steps: a field changed, the message made consistent, the length field */
+static void header_step(pz_rng *r, uint8_t *b, size_t *len, size_t cap, size_t at, unsigned kind) {
+    (void)cap, (void)at;
+    switch (kind) {
+    case 5: /* one header field changed, the length kept consistent */
+        if (*len >= PZ_DPMSG_HDR) {
+            b[5 + pz_rng_below(r, 27)] ^= (uint8_t)(1u << pz_rng_below(r, 8));
+            fix_length(b, *len);
         }
+        break;
+    case 6: fix_length(b, *len); break;
+    case 7: /* the length field: nudges and extremes */
+        if (*len >= PZ_DPMSG_HDR) {
+            uint64_t v = pz_get_u64(b + 32);
+            pz_put_u64(b + 32, pz_rng_below(r, 4) == 0 ? ~0ull : v + pz_rng_below(r, 9) - 4);
+        }
+        break;
     }
+}
+
+static void mutate(pz_rng *r, uint8_t *b, size_t *len, size_t cap) {
+    fuzz_mutate_steps(r, b, len, cap, 3, 8, header_step);
 }
 
 int main(int argc, char **argv) {

@@ -35,6 +35,17 @@ void fuzz_byte_step(pz_rng *r, uint8_t *b, size_t *len, size_t cap, size_t at, u
     }
 }
 
+void fuzz_mutate_steps(pz_rng *r, uint8_t *b, size_t *len, size_t cap, unsigned max_steps, unsigned kinds,
+                       fuzz_extra_step extra) {
+    int k = 1 + (int)pz_rng_below(r, max_steps);
+    for (int i = 0; i < k && *len > 0; i++) {
+        size_t at = (size_t)pz_rng_below(r, *len);
+        unsigned step = (unsigned)pz_rng_below(r, kinds);
+        if (step < FUZZ_BYTE_STEPS) fuzz_byte_step(r, b, len, cap, at, step);
+        else extra(r, b, len, cap, at, step);
+    }
+}
+
 void fuzz_mutate_words(pz_rng *r, uint8_t *b, size_t *len, size_t cap, const char *const *words, int nwords) {
     int k = 1 + (int)pz_rng_below(r, 4);
     for (int i = 0; i < k; i++) {

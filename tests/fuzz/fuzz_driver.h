@@ -50,6 +50,12 @@ void fuzz_insert_byte(uint8_t *b, size_t *len, size_t at, uint8_t v);
  * *len < cap), 4 a truncation */
 #define FUZZ_BYTE_STEPS 5
 void fuzz_byte_step(pz_rng *r, uint8_t *b, size_t *len, size_t cap, size_t at, unsigned step);
+/* The mutator most targets use: 1..max_steps steps while *len > 0, each at a
+ * random offset, of a kind below `kinds`: a byte step (fuzz_byte_step) or,
+ * for kind >= FUZZ_BYTE_STEPS, the target's own extra(..., kind) */
+typedef void (*fuzz_extra_step)(pz_rng *r, uint8_t *b, size_t *len, size_t cap, size_t at, unsigned kind);
+void fuzz_mutate_steps(pz_rng *r, uint8_t *b, size_t *len, size_t cap, unsigned max_steps, unsigned kinds,
+                       fuzz_extra_step extra);
 /* 1..4 steps: a byte set, a bit flipped, a run deleted, a byte inserted,
  * a truncation, or one of words inserted (for text grammars) */
 void fuzz_mutate_words(pz_rng *r, uint8_t *b, size_t *len, size_t cap, const char *const *words, int nwords);
