@@ -32,12 +32,19 @@ static pz_status unknown_name(const char *text, size_t n) {
         if (i) strncat(known, ", ", sizeof known - strlen(known) - 1);
         strncat(known, sched_names[i].name, sizeof known - strlen(known) - 1);
     }
-    return pz_fail(PZ_ERR_ARG, "unknown schedule '%.*s' (known: %s; 1f1b takes :warmup=K|auto, interleaved :v=V)", (int)n, text,
-                   known);
+    return pz_fail(PZ_ERR_ARG, "unknown schedule '%.*s' (known: auto, %s; 1f1b takes :warmup=K|auto, interleaved :v=V)",
+                   (int)n, text, known);
 }
 
 pz_status pz_sched_parse(const char *text, pz_sched_spec *out) {
     if (!text) text = "(null)";
+    if (strncmp(text, "auto", 4) == 0 && (text[4] == 0 || text[4] == ':')) {
+        if (text[4]) return pz_fail(PZ_ERR_ARG, "schedule '%s': auto takes no options", text);
+        pz_sched_spec sp = pz_sched_plain(PZ_SCHED_1F1B);
+        sp.warmup_auto = PZ_SCHED_NAMED_AUTO;   /* the runtime picks K, 0 where the links keep up */
+        *out = sp;
+        return PZ_OK;
+    }
     const char *colon = strchr(text, ':');
     size_t n = colon ? (size_t)(colon - text) : strlen(text);
     int found = -1;
@@ -83,7 +90,8 @@ pz_status pz_sched_parse(const char *text, pz_sched_spec *out) {
 
 void pz_sched_spec_format(const pz_sched_spec *sp, char *buf, size_t cap) {
     const char *name = pz_sched_name(sp->kind);
-    if (sp->kind == PZ_SCHED_1F1B && sp->warmup_auto) snprintf(buf, cap, "%s:warmup=auto", name);
+    if (sp->kind == PZ_SCHED_1F1B && sp->warmup_auto == PZ_SCHED_NAMED_AUTO) snprintf(buf, cap, "auto");
+    else if (sp->kind == PZ_SCHED_1F1B && sp->warmup_auto) snprintf(buf, cap, "%s:warmup=auto", name);
     else if (sp->kind == PZ_SCHED_1F1B && sp->warmup_extra > 0) snprintf(buf, cap, "%s:warmup=%d", name, sp->warmup_extra);
     else if (sp->kind == PZ_SCHED_INTERLEAVED && sp->virtual_stages > 0)
         snprintf(buf, cap, "%s:v=%d", name, sp->virtual_stages);

@@ -161,11 +161,14 @@ typedef enum {
 typedef struct {
     pz_sched_kind kind;
     int warmup_extra;   /* K >= 0; 1F1B only */
-    int warmup_auto;    /* warmup=auto: the runtime chooses warmup_extra */
+    int warmup_auto;    /* warmup=auto: the runtime chooses warmup_extra; 2 for
+                           "auto" (train's default), whose choice the runtime
+                           reports (plain 1f1b when K = 0): PZ_SCHED_NAMED_AUTO */
     int virtual_stages; /* V, model chunks per rank: interleaved only, 1..PZ_SCHED_MAX_VIRTUAL
                            (0 = not given yet: building fails until it is); other
                            kinds: 0 or 1 */
 } pz_sched_spec;
+#define PZ_SCHED_NAMED_AUTO 2
 #define PZ_SCHED_MAX_WARMUP_EXTRA 4096
 #define PZ_SCHED_MAX_VIRTUAL 64
 #define PZ_SCHED_MAX_INTERLEAVED (1L << 22)   /* S x m x V, interleaved with V > 1 */
@@ -191,12 +194,13 @@ typedef struct {
     int nchunks;          /* V: model chunks on this rank (1 unless interleaved) */
 } pz_schedule;
 
-/* "1f1b", "1f1b:warmup=K" (0 <= K <= PZ_SCHED_MAX_WARMUP_EXTRA),
- * "1f1b:warmup=auto", "zb-h1", "gpipe", "interleaved" or "interleaved:v=V"
+/* "auto" (1f1b:warmup=auto, warmup_auto = PZ_SCHED_NAMED_AUTO), "1f1b", "1f1b:warmup=K"
+ * (0 <= K <= PZ_SCHED_MAX_WARMUP_EXTRA), "1f1b:warmup=auto", "zb-h1", "gpipe", "interleaved" or "interleaved:v=V"
  * (1 <= V <= PZ_SCHED_MAX_VIRTUAL) (case-sensitive). Unknown names or options
  * fail with PZ_ERR_ARG and a message listing the known ones. */
 pz_status pz_sched_parse(const char *text, pz_sched_spec *out);
-/* The spec as text ("1f1b:warmup=2"; auto shows as "1f1b:warmup=auto"). */
+/* The spec as text ("1f1b:warmup=2"; warmup=auto shows as "1f1b:warmup=auto",
+ * "auto" as "auto"). */
 void pz_sched_spec_format(const pz_sched_spec *sp, char *buf, size_t cap);
 /* A spec of `kind` with no options. */
 pz_sched_spec pz_sched_plain(pz_sched_kind kind);

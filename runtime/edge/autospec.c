@@ -56,7 +56,26 @@ static pz_status add_candidate(pz_auto_spec *a, const char *text, size_t len, si
     return PZ_OK;
 }
 
-static int opt_at(const char *s) { return strncmp(s, "every=", 6) == 0 || strncmp(s, "candidates=", 11) == 0; }
+static int opt_at(const char *s) {
+    return strncmp(s, "every=", 6) == 0 || strncmp(s, "candidates=", 11) == 0 || strncmp(s, "max-err=", 8) == 0;
+}
+
+/* max-err=E: E from text[pos, end), a relative error in (0, 1e6] */
+static pz_status parse_max_err(pz_auto_spec *a, const char *text, size_t pos, size_t end) {
+    char num[32];
+    size_t n = end - pos;
+    char *e = num;
+    double v = -1;
+    if (n > 0 && n < sizeof num && (isdigit((unsigned char)text[pos]) || text[pos] == '.')) {
+        memcpy(num, text + pos, n);
+        num[n] = 0;
+        v = strtod(num, &e);
+    }
+    if (!(v > 0 && v <= 1e6) || *e)
+        return pz_fail(PZ_ERR_ARG, "auto: max-err= expects a relative error above 0 (e.g. 0.5) at offset %zu", pos);
+    a->max_err = v;
+    return PZ_OK;
+}
 
 static pz_status parse_candidates(pz_auto_spec *a, const char *text, size_t from, size_t to, int use) {
     size_t s = from;
@@ -74,12 +93,15 @@ pz_status pz_auto_parse(const char *text, pz_auto_spec *a) { return pz_auto_pars
 pz_status pz_auto_parse_for(const char *text, int use, pz_auto_spec *a) {
     memset(a, 0, sizeof *a);
     a->every = PZ_AUTO_EVERY;
+    a->max_err = PZ_AUTO_MAX_ERR;
     if (!pz_auto_is(text)) return pz_fail(PZ_ERR_ARG, "expected auto or auto:OPTIONS at offset 0");
     size_t len = strlen(text), pos = 4;
-    int have_every = 0, have_cand = 0;
+    int have_every = 0, have_cand = 0, have_err = 0;
     if (text[pos] == ':') {
         pos++;
-        if (pos == len) return pz_fail(PZ_ERR_ARG, "auto: expected every=N or candidates=A/B/... after ':' at offset %zu", pos);
+        if (pos == len)
+            return pz_fail(PZ_ERR_ARG, "auto: expected every=N, candidates=A/B/... or max-err=E after ':' at offset %zu",
+                           pos);
         while (pos < len) {
             size_t end = pos;   /* a comma ends an option only before the next option */
             while (end < len && !(text[end] == ',' && opt_at(text + end + 1))) end++;
@@ -102,8 +124,12 @@ pz_status pz_auto_parse_for(const char *text, int use, pz_auto_spec *a) {
             } else if (strncmp(text + pos, "candidates=", 11) == 0) {
                 if (have_cand++) return pz_fail(PZ_ERR_ARG, "auto: candidates= given twice at offset %zu", pos);
                 st = parse_candidates(a, text, pos + 11, end, use);
+            } else if (strncmp(text + pos, "max-err=", 8) == 0) {
+                if (have_err++) return pz_fail(PZ_ERR_ARG, "auto: max-err= given twice at offset %zu", pos);
+                st = parse_max_err(a, text, pos + 8, end);
             } else {
-                return pz_fail(PZ_ERR_ARG, "auto: unknown option (expected every=N or candidates=A/B/...) at offset %zu", pos);
+                return pz_fail(PZ_ERR_ARG, "auto: unknown option (expected every=N, candidates=A/B/... or max-err=E) at "
+                               "offset %zu", pos);
             }
             if (st != PZ_OK) return st;
             pos = end + 1;
@@ -124,7 +150,7 @@ int pz_auto_decides(const pz_auto_spec *a, int step) {
 
 void pz_auto_describe(const pz_auto_spec *a, char *buf, size_t cap) {
     size_t n = 0;
-    int k = snprintf(buf, cap, "auto(every %d:", a->every);
+    int k = snprintf(buf, cap, "auto(every %d, max-err %g:", a->every, a->max_err);
     for (int c = 0; c < a->n && k >= 0 && (n += (size_t)k) < cap; c++)
         k = snprintf(buf + n, cap - n, "%s %s", c ? " |" : "", a->canon[c]);
     if (k >= 0 && (n += (size_t)k) < cap) snprintf(buf + n, cap - n, ")");
@@ -135,7 +161,7 @@ double pz_auto_step_bytes(double msg_bytes, int micro, int overlapped) {
 }
 
 int pz_auto_choose(const pz_auto_fig *f, int n, double compute_s, double rate, double latency_s, double margin,
-                   double *link_s) {
+                   double max_err, double *link_s) {
     int best = -1, cheapest = -1, useful = 0;
     double best_t = 0.0, cheap_t = 0.0;
     /* a relative error of 1 or more is worse than sending zeros: such a
@@ -147,7 +173,15 @@ int pz_auto_choose(const pz_auto_fig *f, int n, double compute_s, double rate, d
         if (cheapest < 0 || t < cheap_t) cheapest = k, cheap_t = t;
         if (t <= margin * compute_s && (best < 0 || f[k].rel_err < f[best].rel_err)) best = k, best_t = t;
     }
-    if (best >= 0) { *link_s = best_t; return best; }
-    *link_s = cheap_t;
-    return cheapest;
+    int pick = best >= 0 ? best : cheapest;
+    double pick_t = best >= 0 ? best_t : cheap_t;
+    if (pick >= 0 && f[pick].rel_err > max_err) {   /* the quality bound, where the link allows it within 2x */
+        for (int k = 0; k < n; k++) {
+            if (!f[k].measured || f[k].rel_err > max_err) continue;
+            double t = (rate > 0 ? f[k].bytes / rate : 0.0) + latency_s;
+            if (t <= 2 * margin * compute_s && (f[pick].rel_err > max_err || t < pick_t)) pick = k, pick_t = t;
+        }
+    }
+    *link_s = pick_t;
+    return pick;
 }

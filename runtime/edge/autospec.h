@@ -5,6 +5,7 @@
  *   auto [':' opt (',' opt)*]
  *   opt := 'every=' N                  re-decide after every N steps (default 10)
  *        | 'candidates=' C ('/' C)*    codecs to pick from, most precise first
+ *        | 'max-err=' E                quality bound (default 0.5, pz_auto_choose)
  * A candidate is 'none' (raw float32) or a codec spec without state across
  * messages (no ef, ef21 or aq: see runtime/exec/autopolicy.c for why). '/' never
  * occurs in codec specs, which use , : ( ) + themselves; a comma ends the
@@ -20,6 +21,7 @@
 #define PZ_AUTO_MAX 16
 #define PZ_AUTO_DEFAULT "fp16/q8/hadamard(q4)/q4/q2"
 #define PZ_AUTO_EVERY 10
+#define PZ_AUTO_MAX_ERR 0.5   /* issue 26: q2's 0.79 cost +2.6% loss in the sweep (docs/results.md) */
 /* A candidate fits when its link time per step is within a share of the
  * step's compute. With micro-batches in flight beyond plain 1F1B's (gpipe,
  * 1f1b:warmup=K > 0) the link runs beside compute and only its throughput
@@ -33,6 +35,7 @@
 
 typedef struct {
     int every;                   /* re-decide after every `every` steps */
+    double max_err;              /* max-err=E: the quality bound */
     int n;                       /* candidates */
     char *cand[PZ_AUTO_MAX];     /* as written ("none" for raw) */
     char *canon[PZ_AUTO_MAX];    /* canonical specs, every parameter spelled out */
@@ -56,7 +59,7 @@ int pz_auto_initial(const pz_auto_spec *a, double mbps);
  * 1 gives the first compute figure, and is cold), then after every
  * multiple of every. */
 int pz_auto_decides(const pz_auto_spec *a, int step);
-/* "auto(every 10: fp16 | q8:... | ...)" */
+/* "auto(every 10, max-err 0.5: fp16 | q8:... | ...)" */
 void pz_auto_describe(const pz_auto_spec *a, char *buf, size_t cap);
 
 /* What the sender measured of one candidate over the decision window. */
@@ -80,9 +83,13 @@ double pz_auto_step_bytes(double msg_bytes, int micro, int overlapped);
  * unless all are): among measured candidates, the lowest rel_err whose link
  * time per step, bytes / rate + latency_s (rate in bytes/s; 0 = unlimited),
  * is at most margin * compute_s; if none fits, the one with the least link
- * time. Ties go to the earlier candidate. Returns the index and its link
+ * time. Quality bound: a pick with rel_err above max_err is replaced by the
+ * candidate within max_err with the least link time, when that time is at
+ * most twice margin * compute_s (a step stretched by at most the link's
+ * share again, rather than a gradient or activation too coarse to train
+ * on). Ties go to the earlier candidate. Returns the index and its link
  * time (*link_s), or -1 when nothing was measured. */
 int pz_auto_choose(const pz_auto_fig *f, int n, double compute_s, double rate, double latency_s, double margin,
-                   double *link_s);
+                   double max_err, double *link_s);
 
 #endif

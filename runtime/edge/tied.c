@@ -6,6 +6,7 @@
 
 #include "base/mem.h"
 #include "base/status.h"
+#include "runtime/edge/autospec.h"
 
 pz_status pz_tied_init(pz_tied *t, const char *spec, int V, int C) {
     memset(t, 0, sizeof *t);
@@ -30,6 +31,17 @@ pz_status pz_tied_init(pz_tied *t, const char *spec, int V, int C) {
     t->out = xaligned_alloc(t->cap);
     t->in = xaligned_alloc(t->cap);
     return PZ_OK;
+}
+
+const char *pz_tied_follow(const pz_policy *p) {
+    const char *spec = p->stages == 2 ? pz_policy_codec(p, 0, PZ_BWD) : NULL;
+    if (!spec || strcmp(spec, "none") == 0 || pz_auto_is(spec)) return NULL;
+    pz_codec *c = NULL;
+    /* the policy's specs were checked when parsed; one that fails here stays raw */
+    if (pz_codec_create_for(spec, PZ_USE_GRADIENT, &c) != PZ_OK) return NULL;
+    int state = pz_codec_keeps_state(c);
+    pz_codec_free(c);
+    return state ? NULL : spec;
 }
 
 void pz_tied_free(pz_tied *t) {

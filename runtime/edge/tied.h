@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "compress/core/codec.h"
+#include "runtime/edge/policy.h"
 
 #define PZ_TIED_EDGE 0xffffffffu   /* codec context's edge: no pipeline edge */
 
@@ -44,6 +45,13 @@ void pz_tied_free(pz_tied *t);
 pz_status pz_tied_encode(pz_tied *t, float *g, uint64_t seed, uint64_t step, int end, size_t *len);
 /* Adds the peer's message (t->in, len bytes; peer_end: the sender's end) to g. */
 pz_status pz_tied_add(pz_tied *t, size_t len, uint64_t seed, uint64_t step, int peer_end, float *g);
+
+/* --compress-tied's default: the tied exchange follows the edges. Where one
+ * edge joins the first and the last stage (2 chunks), and its backward
+ * direction is compressed with a stateless codec (not auto, no ef, ef21 or
+ * aq), that spec (the gradient codec the link already carries); else NULL,
+ * the raw exchange. */
+const char *pz_tied_follow(const pz_policy *p);
 
 /* "none" or the codec's canonical spec */
 const char *pz_tied_codec_name(const pz_tied *t);

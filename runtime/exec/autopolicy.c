@@ -198,7 +198,8 @@ void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, int overl
         double mbps = pol->mbps[s->edge];
         double rate = mbps > 0 ? mbps * 1e6 / 8 : s->link_rate;
         double compute = s->compute_n > 0 ? s->compute_sum / s->compute_n : 0.0, link = 0.0;
-        int pick = pz_auto_choose(f, n, compute, rate, pol->latency_ms[s->edge] * 1e-3, margin, &link);
+        int pick = pz_auto_choose(f, n, compute, rate, pol->latency_ms[s->edge] * 1e-3, margin,
+                                  s->spec->max_err, &link);
         if (pick < 0) continue;   /* nothing sampled yet: keep the live codec */
         double *d = dec + (2 * s->edge + s->dir) * PZ_AUTO_RED;
         d[0] = pick + 1;

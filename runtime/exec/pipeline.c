@@ -165,6 +165,13 @@ static pz_status diverged(exec *x, int step, int first_step, double loss, double
                    loss, norm);
 }
 
+/* whether --compress auto decided after 1-based step (every rank agrees) */
+static int auto_decided(const pz_autopol *a, int step) {
+    for (int k = 0; a->any && k < 2 * a->edges; k++)
+        if (pz_auto_decides(&a->specs[k], step)) return 1;
+    return 0;
+}
+
 /* The step tail after the list ran: sends out, one reduction, auto's
  * switches, warmup=auto, the tied add, AdamW on every chunk, the step line. */
 static pz_status finish_step(exec *x, int step, int first_step, double t0, double loss_sum, double *red) {
@@ -194,8 +201,12 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     red[L->stop] = stop_signal == SIGTERM;   /* ranks that got each signal */
     red[L->stop + 1] = stop_signal == SIGINT;
     red[L->kfit + x->rank] = x->kfit;   /* warmup=auto: what each rank's host can hold */
-    /* the link runs beside compute with gpipe and extra warm-up (autospec.h) */
-    pz_auto_contribute(&x->au, &x->pol, step + 1, x->spec.kind == PZ_SCHED_GPIPE || x->spec.warmup_extra > 0,
+    /* the link runs beside compute with gpipe and extra warm-up (autospec.h);
+     * --schedule auto adds the warm-up a codec's link time needs (below), so
+     * its candidates are weighed as hidden too (issue 26) */
+    const int named_auto = x->spec.warmup_auto == PZ_SCHED_NAMED_AUTO;
+    pz_auto_contribute(&x->au, &x->pol, step + 1,
+                       x->spec.kind == PZ_SCHED_GPIPE || x->spec.warmup_extra > 0 || named_auto,
                        S == 2 ? x->tied_wire : 0.0, red + L->autod);   /* 2 ranks: every link carries wte too */
     /* replicas: each adds 1/D of its figures, so the sum over the world is
      * the replicas' mean (loss: of the global batch; the gradients are equal
@@ -211,8 +222,11 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     double norm = sqrt(red[L->sumsq]), loss = red[L->loss];
     if (!isfinite(loss) || !isfinite(norm)) return diverged(x, step, first_step, loss, norm);
     /* warmup=auto: decided from the first step (cold caches, so it may err
-     * low) and decided again from the second */
-    if (x->spec.warmup_auto && step < 2 && S > 1 && (st = exec_auto_warmup(x, red)) != PZ_OK) return st;
+     * low) and decided again from the second; --schedule auto also from the
+     * step after each switch of --compress auto, whose bytes it must hide */
+    if (x->spec.warmup_auto && (step < 2 || x->rewarm) && S > 1 && (st = exec_auto_warmup(x, red)) != PZ_OK)
+        return st;
+    x->rewarm = named_auto && auto_decided(&x->au, step + 1);
     if ((st = exec_tied_finish(x, (uint32_t)step)) != PZ_OK) return st;
     double t_opt = pz_now();
     float lr = 0.0f;
@@ -285,6 +299,11 @@ static void exec_free(exec *x) {
     pz_schedule_free(&x->sched);
 }
 
+/* the tied exchange's codec: --compress-tied, else the edges' (pz_tied_follow) */
+static const char *tied_spec(const exec *x) {
+    return x->o->compress_tied ? x->o->compress_tied : pz_tied_follow(&x->pol);
+}
+
 /* The rank's model chunks, data, edges, buffers, after the checks that
  * need no memory: the partition, the policy's printout, the memory plan. */
 static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_range *all, const pz_cores *cores) {
@@ -296,6 +315,9 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
         pz_partition_print(stderr, cfg, o->seq, x->G, all);
         fprintf(stderr, "compression policy%s:\n", x->V > 1 ? " (edge I-J: the boundary between chunks I and J)" : "");
         for (int e = 0; e < x->G - 1; e++) fputs("  ", stderr), pz_policy_print_edge(stderr, &x->pol, e);
+        const char *ts = tied_spec(x);
+        fprintf(stderr, "  tied exchange: %s%s\n", ts ? ts : "none (exact)",
+                o->compress_tied ? "" : ts ? " (as edge 0-1's bwd; --compress-tied none keeps it exact)" : "");
         fprintf(stderr, "  validation: %s\n", o->eval_compress && pz_policy_any(&x->pol, PZ_FWD)
                                                   ? "through the fwd codecs (wrappers' inner codec)" : "uncompressed");
     }
@@ -325,7 +347,7 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
             return st;
         c->stage.defer_weights = x->spec.kind == PZ_SCHED_ZBH1;   /* slots keep the matmuls' output gradients */
     }
-    if (tied_chunk(x) && (st = pz_tied_init(&x->tied, o->compress_tied, cfg->padded_vocab_size, cfg->channels)) != PZ_OK)
+    if (tied_chunk(x) && (st = pz_tied_init(&x->tied, tied_spec(x), cfg->padded_vocab_size, cfg->channels)) != PZ_OK)
         return st;
     if (holds_first(x) || holds_last(x)) {
         if ((st = pz_dataset_open(&x->train, o->data, o->seq, cfg->vocab_size)) != PZ_OK ||
@@ -392,7 +414,8 @@ static void print_start(const exec *x, const pz_gpt2_config *cfg, const pz_cores
         fprintf(stderr, "pipezip train: %d stages, %s schedule, %d micro-batch%s of %d x %d per step\n", x->S,
                 o->schedule, o->micro, o->micro == 1 ? "" : "es", o->batch, o->seq);
     if (x->spec.warmup_auto && x->S > 1 && is_root(x))
-        fprintf(stderr, "pipezip train: warmup=auto: step 1 runs plain 1F1B and measures compute and links\n");
+        fprintf(stderr, "pipezip train: %s: step 1 runs plain 1F1B and measures compute and links\n",
+                x->spec.warmup_auto == PZ_SCHED_NAMED_AUTO ? "--schedule auto" : "warmup=auto");
 }
 
 /* The steps: the list, the step tail, a stop, checkpoints, validation. */

@@ -79,6 +79,8 @@ typedef struct {
     pz_autopol au;             /* --compress auto (runtime/exec/autopolicy.h): 4 ends per chunk */
     pz_chunk *ch;              /* V */
     int kfit;                  /* warmup=auto: the largest extra warm-up this host's memory holds */
+    int auto_told;             /* --schedule auto: 1 + the K last reported (0: none yet) */
+    int rewarm;                /* --schedule auto: decide K again after this step (auto switched codecs) */
     size_t act_bytes;          /* B*T*C floats */
     int *tok, *tgt;            /* host batch of the current micro-batch */
     size_t *ids_tmp;           /* loader output */

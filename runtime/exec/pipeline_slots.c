@@ -137,6 +137,23 @@ void exec_chunk_free(exec *x, pz_chunk *c) {
     pz_stage_free(&c->stage);
 }
 
+/* --schedule auto's choice, on stderr (rank 0) and in the metrics: plain
+ * 1F1B when the links keep up with compute, else the warm-up it needs */
+static void say_auto(exec *x, int k, double rtt01, double c) {
+    char name[32] = "1f1b";
+    if (k > 0) snprintf(name, sizeof name, "1f1b:warmup=%d", k);
+    x->auto_told = k + 1;
+    if (!is_root(x)) return;
+    if (k > 0)
+        fprintf(stderr, "pipezip train: --schedule auto: %s (edge 0-1's round trip %.0f ms against %.0f ms of "
+                "compute per micro-batch: %d more micro-batches in flight per downstream stage hide it)\n", name,
+                1e3 * rtt01, 1e3 * c, k);
+    else
+        fprintf(stderr, "pipezip train: --schedule auto: %s (the links keep up with compute: round trip %.0f ms, "
+                "%.0f ms of compute per micro-batch)\n", name, 1e3 * rtt01, 1e3 * c);
+    pz_metrics_schedule(&x->met, name);
+}
+
 /* warmup=auto (V = 1 only): from the step just reduced, the extra warm-up
  * that lets the pipeline's round trip hide behind compute; when it differs
  * from the one in use, the schedule and the activation slots are rebuilt (at
@@ -169,7 +186,9 @@ pz_status exec_auto_warmup(exec *x, const double *red) {
                     "memory of some host holds; capped at K = %d\n", k, kmem);
         k = kmem;
     }
-    double rtt01 = link_rtt[0];
+    double rtt01 = link_rtt[0], cmax = 0.0;
+    for (int q = 0; q < S; q++) cmax = fmax(cmax, c[q]);
+    if (x->spec.warmup_auto == PZ_SCHED_NAMED_AUTO && x->auto_told != k + 1) say_auto(x, k, rtt01, cmax);
     free(c);
     free(link_rtt);
     free(period);

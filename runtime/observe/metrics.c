@@ -88,9 +88,12 @@ void pz_metrics_step(pz_metrics *m, int step, const double *es, double tok_s) {
         int raw = strcmp(m->codec[k], "none") == 0;
         if (raw || m->error_metrics) { m->relerr_sum[k] += raw ? 0.0 : rel_err(v); m->relerr_n[k]++; }
     }
-    if (!m->have_jl) { take_next(m); return; }
+    if (!m->have_jl) { m->sched[0] = 0; take_next(m); return; }
     FILE *f = m->jl.f;
-    fprintf(f, "{\"step\":%d,\"edges\":[", step);
+    fprintf(f, "{\"step\":%d,", step);
+    if (m->sched[0]) fprintf(f, "\"schedule_next\":\"%s\",", m->sched);   /* --schedule auto's pick */
+    m->sched[0] = 0;
+    fputs("\"edges\":[", f);
     for (int k = 0; k < n; k++) {
         const double *v = es + k * PZ_EDGE_STATS_N;
         int raw = strcmp(m->codec[k], "none") == 0;
@@ -206,6 +209,10 @@ pz_status pz_metrics_finish(pz_metrics *m, const char *policy_text, const double
     fputs("]}\n", stdout);
     fflush(stdout);
     return st;
+}
+
+void pz_metrics_schedule(pz_metrics *m, const char *sched) {
+    snprintf(m->sched, sizeof m->sched, "%s", sched);
 }
 
 void pz_metrics_free(pz_metrics *m) {

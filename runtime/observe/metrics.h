@@ -28,6 +28,7 @@ typedef struct {
     int *relerr_n;
     double *tok_s;             /* per step */
     int cap_tok;
+    char sched[32];            /* --schedule auto's choice after this step, "": none */
     char *prefix;
     pz_atomic_file jl;
     int have_jl;
@@ -46,6 +47,9 @@ void pz_metrics_auto(pz_metrics *m, int k, const char *codec, double rel_err, do
  * {"summary":...} line on stdout. state_bytes / spill_bytes: per rank. */
 pz_status pz_metrics_finish(pz_metrics *m, const char *policy_text, const double *state_bytes,
                             const double *spill_bytes, int world);
+/* --schedule auto chose sched ("1f1b", "1f1b:warmup=K") after the step that
+ * pz_metrics_step records next: its JSONL entry says so ("schedule_next"). */
+void pz_metrics_schedule(pz_metrics *m, const char *sched);
 void pz_metrics_free(pz_metrics *m);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include "base/io/file.h"
 #include "base/mem.h"
+#include "runtime/edge/tied.h"
 #include "stages/hf_dir.h"
 
 typedef struct {
@@ -133,7 +134,8 @@ char *pz_fingerprint_build(const pz_train_opts *o, const pz_gpt2_config *c, cons
         snprintf(key, sizeof key, "--link-latency-ms edge %d-%d", e, e + 1);
         add(&l, key, "%.9g", pol->latency_ms[e]);
     }
-    add(&l, "--compress-tied", "%s", o->compress_tied ? o->compress_tied : "none");
+    const char *tied = o->compress_tied ? o->compress_tied : pz_tied_follow(pol);   /* what the exchange uses */
+    add(&l, "--compress-tied", "%s", tied ? tied : "none");
     add(&l, "--eval-compress", "%d", o->eval_compress);
     add(&l, "--checkpoint-every", "%d", o->checkpoint_dir ? o->checkpoint_every : -1);
     add(&l, "--resume", "%s", o->resume ? (strcmp(o->resume, "auto") == 0 ? "auto" : "a directory") : "(none)");

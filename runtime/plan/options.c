@@ -176,7 +176,7 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
         {"--replicas", PZ_FLAG_INT, &o->replicas, "data-parallel replicas of the pipeline (world = stages x replicas processes; gradients averaged every step)", 1, PZ_TRAIN_MAX_WORLD, NULL},
         {"--layout", PZ_FLAG_STR, &w->layout, "with --replicas: stage-major (rank = stage x D + replica, the default) or replica-major (rank = replica x S + stage)", 0, 0, NULL},
         {"--split", PZ_FLAG_STR, &o->split, "blocks per stage, e.g. 3,3,3,3 (interleaved: per chunk; default: balanced by a cost model)", 0, 0, NULL},
-        {"--schedule", PZ_FLAG_STR, &o->schedule, "pipeline schedule: 1f1b, 1f1b:warmup=K|auto (more in flight for slow links), zb-h1 (zero bubble), gpipe or interleaved:v=V (V model chunks per stage, Megatron's interleaved 1F1B)", 0, 0, NULL},
+        {"--schedule", PZ_FLAG_STR, &o->schedule, "pipeline schedule: auto (1f1b, with the extra warm-up of warmup=auto where the links do not keep up with compute; said on stderr and in --metrics), 1f1b, 1f1b:warmup=K|auto (more in flight for slow links), zb-h1 (zero bubble), gpipe or interleaved:v=V (V model chunks per stage, Megatron's interleaved 1F1B)", 0, 0, NULL},
         {"--virtual-stages", PZ_FLAG_INT, &o->virtual_stages, "with --schedule interleaved: model chunks per stage (the same as interleaved:v=V)", 1, PZ_SCHED_MAX_VIRTUAL, NULL},
         {"--peer-timeout", PZ_FLAG_FLOAT, &o->peer_timeout, "seconds a stage waits for a peer before failing", 0.1, 86400, NULL},
         {"--job-secret-file", PZ_FLAG_STR, &o->job_secret_file, "file with the secret every rank proves it holds (else $" PZ_JOB_SECRET_ENV "; the local launcher makes one)", 0, 0, NULL},
@@ -186,7 +186,7 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
         {"--eval-compress", PZ_FLAG_STR, &w->eval_compress, "on: validate through the fwd codecs; off: uncompressed", 0, 0, NULL},
         {"--link-mbps", PZ_FLAG_STR, &o->link_mbps, "simulated link rate, Mbit/s: N, or per edge 0-1=N;*=M (0 = unlimited)", 0, 0, NULL},
         {"--link-latency-ms", PZ_FLAG_STR, &o->link_latency, "simulated one-way link delay, ms: N, or per edge 0-1=N;*=M", 0, 0, NULL},
-        {"--compress-tied", PZ_FLAG_STR, &o->compress_tied, "codec of the tied-embedding gradient exchange between the first and last stage, e.g. q8 (stateless codecs; both copies stay equal; default none = exact)", 0, 0, NULL},
+        {"--compress-tied", PZ_FLAG_STR, &o->compress_tied, "codec of the tied-embedding gradient exchange between the first and last stage, e.g. q8 (stateless codecs; both copies stay equal); none = exact. Default: with 2 stages, the bwd codec of edge 0-1 where it has no state (no auto, ef, ef21, aq), else none", 0, 0, NULL},
         {"--checkpoint-dir", PZ_FLAG_STR, &o->checkpoint_dir, "write checkpoints to resume from here (each rank its shard, then a manifest)", 0, 0, NULL},
         {"--checkpoint-every", PZ_FLAG_INT, &o->checkpoint_every, "steps between checkpoints (0 = after the last step only)", 0, 100000000, NULL},
         {"--keep-checkpoints", PZ_FLAG_INT, &o->keep_checkpoints, "complete checkpoints to keep, newest first", 1, 1000000, NULL},
@@ -215,14 +215,17 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
                         "         q<b> rounds activations to nearest, gradients (bwd, --compress-tied)\n"
                         "         stochastically (unbiased), unless the spec names round=.\n"
                         "  e.g.  --compress 'fwd=aq(q4),bwd=q8'   --compress '0-1:fwd=topk:0.2;*:bwd=q8'\n"
-                        "  CODEC auto[:every=N,candidates=A/B/...]: the sender of each edge and direction\n"
+                        "  CODEC auto[:every=N,candidates=A/B/...,max-err=E]: the sender of each edge and\n"
+                        "         direction\n"
                         "         measures every candidate's error and bytes on one micro-batch per step,\n"
                         "         and after step 2, then every N steps (default 10), picks the least error\n"
                         "         whose link time per step (bytes / --link-mbps or the measured rate, plus\n"
                         "         --link-latency-ms; with gpipe or warmup=K one message more for fill and\n"
                         "         drain; with 2 stages the tied exchange too; candidates with relative\n"
                         "         error >= 1 only if all are) fits a share of the compute (0.9 with gpipe or\n"
-                        "         1f1b:warmup=K>0, 0.05 with plain 1f1b or zb-h1), else the fewest bytes; both\n"
+                        "         1f1b:warmup=K>0 or --schedule auto, 0.05 with plain 1f1b or zb-h1), else the\n"
+                        "         fewest bytes; a pick above relative error E (default 0.5) gives way to the\n"
+                        "         quickest candidate within E whose link time fits twice the share; both\n"
                         "         ends switch at the step boundary. Default candidates fp16/q8/hadamard(q4)/q4/q2;\n"
                         "         no ef/ef21/aq; not with interleaved. Decisions go to stderr and --metrics.\n"
                         "         A clause 'none' or 'auto[:...]' alone covers both directions of every edge.\n"
@@ -232,7 +235,7 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
                         "both ways are reported. --link-mbps and --link-latency-ms delay each message in\n"
                         "the sender as a link of that rate and one-way delay would (a simulation;\n"
                         "tools/netns_pipeline.sh shapes real links). On slow or distant links,\n"
-                        "--schedule 1f1b:warmup=auto keeps enough micro-batches in flight to hide them.\n\n"
+                        "--schedule auto (the default) keeps enough micro-batches in flight to hide them.\n\n"
                         "Interleaved 1F1B (--schedule interleaved:v=V, or interleaved --virtual-stages V):\n"
                         "the model is cut into S*V chunks, stage r holding chunks r, r+S, ...; the bubble\n"
                         "shrinks V times. --micro-batches must be a multiple of --stages, --split takes\n"

@@ -92,7 +92,7 @@ void pz_train_opts_default(pz_train_opts *o) {
     o->micro = 1;
     o->stages = 1;
     o->replicas = 1;
-    o->schedule = "1f1b";
+    o->schedule = "auto";   /* 1f1b, with extra warm-up where the links lag (issue 26) */
     o->peer_timeout = 60.0f;
     o->keep_checkpoints = 2;
     o->threads = 0;

@@ -25,11 +25,12 @@ common=(--preset tiny --data "$dir/train.bin" --val-data "$dir/val.bin" --batch 
   || { cat "$dir/ref.err"; echo "FAIL: single-process run"; exit 1; }
 
 fails=0
-# S, schedule, extra flags: extra warm-up (fixed, and auto behind a 20 ms
-# link, where it must pick K > 0), the progress thread switched off, and
+# S, schedule, extra flags: extra warm-up (fixed, and --schedule auto, the
+# default since issue 26, behind a 20 ms link, where it must pick K > 0 and say
+# so on stderr and in the metrics), the progress thread switched off, and
 # zero-bubble H1 (its split backward with one and two threads)
 runs=("2 1f1b --trace $dir/trace.json" "2 gpipe" "4 1f1b" "4 gpipe" "4 1f1b:warmup=2 --progress inline"
-      "2 1f1b:warmup=auto --link-latency-ms 20" "4 zb-h1" "2 zb-h1 --threads 2")
+      "2 auto --link-latency-ms 20 --metrics $dir/am" "4 zb-h1" "2 zb-h1 --threads 2")
 for run in "${runs[@]}"; do
     read -r S sched rest <<<"$run"
     read -r -a extra <<<"${rest:-}"
@@ -80,11 +81,14 @@ PY
     else
       echo "$out"; echo "FAIL: S=$S $sched: parameters or moments differ"; fails=$((fails + 1))
     fi
-    if [ "$sched" = 1f1b:warmup=auto ]; then
-      if grep -q "warmup=auto: K = [1-9]" "$dir/p.err"; then
-        echo "ok: S=$S $sched: $(grep -m1 -o 'warmup=auto: K = [0-9]*[^,]*' "$dir/p.err") behind a 20 ms link"
+    if [ "$sched" = auto ]; then
+      k=$(grep -m1 -o -- '--schedule auto: 1f1b:warmup=[1-9][0-9]*' "$dir/p.err" | grep -o '[0-9]*$')
+      if [ -n "$k" ] && grep -q "warmup=auto: K = $k " "$dir/p.err" &&
+         grep -q "\"schedule_next\":\"1f1b:warmup=$k\"" "$dir/am.jsonl"; then
+        echo "ok: S=$S $sched: $(grep -m1 -o -- '--schedule auto: [^(]*' "$dir/p.err")behind a 20 ms link (metrics too)"
       else
-        cat "$dir/p.err"; echo "FAIL: S=$S $sched: no K > 0 chosen behind a 20 ms link"; fails=$((fails + 1))
+        cat "$dir/p.err"; echo "FAIL: S=$S $sched: no K > 0 chosen and reported behind a 20 ms link"
+        fails=$((fails + 1))
       fi
     fi
 done

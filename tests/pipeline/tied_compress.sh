@@ -8,6 +8,7 @@
 #     in the final checkpoint (compare_ckpt.py checks copies of a tensor).
 #  3. Refused before any process starts: codecs with state, bad specs, one
 #     stage.
+#  4. (below) the default follows edge 0-1's bwd codec where it has no state.
 #   usage: tied_compress.sh PATH/TO/pipezip
 set -u
 source "$(dirname "$0")/../lib.sh"
@@ -51,6 +52,28 @@ if out=$("$py" "$(dirname "$0")/compare_ckpt.py" "$dir/ck" "$dir/ck" 0 0); then
   echo "ok: --compress-tied q8: the copies of wte in the first and last stage are equal"
 else
   echo "$out"; fail "--compress-tied q8: the copies of wte differ"
+fi
+
+# 4. The default follows the edges (issue 26): with 2 stages and a stateless
+#    bwd codec, the tied exchange uses it (said on stderr), the copies of wte
+#    stay equal; --compress-tied none keeps it exact; ef(q8) keeps it raw.
+run fol --stages 2 --compress 'bwd=q8' --checkpoint-dir "$dir/ckf"
+run fol0 --stages 2 --compress 'bwd=q8' --compress-tied none
+run folef --stages 2 --compress 'bwd=ef(q8)'
+"$py" - "$dir/fol.jsonl" "$dir/fol0.jsonl" "$dir/folef.jsonl" <<'PY' || fail "the tied exchange does not follow the edge"
+import json, sys
+w = [[json.loads(l)["tied_wire"] for l in open(f) if "\"loss\"" in l] for f in sys.argv[1:]]
+raw = 256 * 96 * 4
+assert len(w[0]) == 8 and all(x < raw / 3.5 for x in w[0]), w[0]
+assert all(x == raw for x in w[1]) and all(x == raw for x in w[2]), (w[1], w[2])
+print(f"ok: default tied exchange with bwd=q8: {w[0][0]:.0f} of {raw} bytes; --compress-tied none and bwd=ef(q8): raw")
+PY
+grep -q "tied exchange: q8 (as edge 0-1's bwd" "$dir/fol.err" && grep -q "tied exchange: none" "$dir/fol0.err" \
+  && echo "ok: the tied exchange's codec is said on stderr" || { cat "$dir/fol.err"; fail "tied exchange not said"; }
+if out=$("$py" "$(dirname "$0")/compare_ckpt.py" "$dir/ckf" "$dir/ckf" 0 0); then
+  echo "ok: default tied exchange with bwd=q8: the copies of wte in the first and last stage are equal"
+else
+  echo "$out"; fail "default tied exchange: the copies of wte differ"
 fi
 
 refused() {   # NEEDLE FLAGS...: the run fails at once, naming NEEDLE

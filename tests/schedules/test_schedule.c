@@ -815,7 +815,16 @@ static void test_api(void) {
           "parse 1f1b:warmup=auto");
     char name[64];
     pz_sched_spec_format(&k, name, sizeof name);
-    CHECK(strcmp(name, "1f1b:warmup=auto") == 0, "format '%s'", name);
+    CHECK(strcmp(name, "1f1b:warmup=auto") == 0 && k.warmup_auto == 1, "format '%s'", name);
+    /* auto (train's default): 1f1b whose warm-up the runtime picks and reports */
+    CHECK(pz_sched_parse("auto", &k) == PZ_OK && k.kind == PZ_SCHED_1F1B && k.warmup_auto == PZ_SCHED_NAMED_AUTO &&
+              k.warmup_extra == 0, "parse auto");
+    pz_sched_spec_format(&k, name, sizeof name);
+    CHECK(strcmp(name, "auto") == 0, "format auto as '%s'", name);
+    CHECK(pz_sched_parse("auto:warmup=2", &k) == PZ_ERR_ARG && strstr(pz_last_error(), "no options"),
+          "auto with an option: %s", pz_last_error());
+    CHECK(pz_sched_parse("autox", &k) == PZ_ERR_ARG && strstr(pz_last_error(), "known: auto"),
+          "autox: %s", pz_last_error());
     k = spec_k(PZ_SCHED_1F1B, 2);
     pz_sched_spec_format(&k, name, sizeof name);
     CHECK(strcmp(name, "1f1b:warmup=2") == 0, "format '%s'", name);

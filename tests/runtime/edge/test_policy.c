@@ -77,7 +77,7 @@ static const struct { int S; const char *text, *want; int col; } refused[] = {
     {2, "", "empty policy", 0},
     /* auto: carets under the option or the candidate (and into a candidate's spec) */
     {2, "fwd=auto:every=0", "every= expects a whole number", 15}, {2, "fwd=auto:every=5x", "every=", 15},
-    {2, "fwd=auto:", "expected every=N or candidates=", 9}, {2, "fwd=auto:often=2", "unknown option", 9},
+    {2, "fwd=auto:", "expected every=N, candidates=", 9}, {2, "fwd=auto:often=2", "unknown option", 9},
     {2, "fwd=auto:candidates=fp16/q9", "candidate 2 'q9'", 26}, {2, "fwd=auto:candidates=fp16//q4", "empty candidate", 25},
     {2, "fwd=auto:candidates=q8/aq(q4)", "candidate 2 'aq(q4)' keeps state", 23},
     {2, "fwd=auto:candidates=ef(q4)", "keeps state", 20}, {2, "fwd=auto:candidates=q8/auto", "cannot be a candidate", 23},

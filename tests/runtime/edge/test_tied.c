@@ -6,6 +6,8 @@
  *    exactly g0 + g1, lossy codecs within their error;
  *  - the message sizes: raw V*C*4 bytes, q8 about a quarter;
  *  - codecs with state (ef, ef21, aq) are refused, naming the reason;
+ *  - the default follows the bwd codec of edge 0-1 with 2 stages, where it
+ *    has no state;
  *  - a peer's message of the wrong length, another shape or a damaged
  *    header is an error naming the peer, not a crash or a silent add. */
 #include <math.h>
@@ -132,7 +134,33 @@ static void test_bad_messages(void) {
     free(g2);
 }
 
+/* --compress-tied's default (issue 26): the bwd codec of the edge that joins
+ * the first and the last stage, when it has no state; else raw */
+static void test_follow(void) {
+    static const struct { int stages; const char *policy; const char *want; } cases[] = {
+        {2, "fwd=q4,bwd=q8", "q8"},
+        {2, "bwd=topk:0.1", "topk:0.1"},
+        {2, "fwd=q4", NULL},                  /* bwd raw */
+        {2, "bwd=ef(q8)", NULL},              /* state on one end only */
+        {2, "bwd=aq(q4)", NULL},
+        {2, "bwd=auto", NULL},                /* changes at run time */
+        {3, "fwd=q4,bwd=q8", NULL},           /* no edge joins the first and the last stage */
+        {4, "fwd=q4,bwd=q8", NULL},           /* interleaved 2 x 2 chunks, too */
+        {1, "", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pz_policy p;
+        pz_policy_init(&p, cases[i].stages);
+        CHECK_STATUS(cases[i].stages > 1 ? pz_policy_parse(&p, cases[i].policy, "--compress") : PZ_OK, PZ_OK, NULL);
+        const char *got = pz_tied_follow(&p), *want = cases[i].want;
+        CHECK(want ? got && strcmp(got, want) == 0 : !got, "%d stages, %s: follows '%s', not '%s'",
+              cases[i].stages, cases[i].policy, got ? got : "(raw)", want ? want : "(raw)");
+        pz_policy_free(&p);
+    }
+}
+
 int main(void) {
+    test_follow();
     test_exchange();
     test_refused();
     test_bad_messages();
