@@ -96,7 +96,7 @@ static const char *pipeline_only(const pz_train_opts *o) {
 
 /* --replicas D: the world is S x D ranks, and what the data-parallel path
  * does not do yet is refused here, before anything starts. */
-static pz_status replicas_check(pz_train_opts *o, const pz_train_words *w, const pz_sched_spec *sp) {
+static pz_status replicas_check(pz_train_opts *o, const pz_train_words *w, pz_sched_spec *sp) {
     if (strcmp(w->layout, "stage-major") == 0) o->layout = 0;
     else if (strcmp(w->layout, "replica-major") == 0) o->layout = 1;
     else return pz_fail(PZ_ERR_ARG, "--layout must be stage-major or replica-major, not '%s'", w->layout);
@@ -106,6 +106,10 @@ static pz_status replicas_check(pz_train_opts *o, const pz_train_words *w, const
                        "(the transport's tags)", o->stages, o->replicas, (long)o->stages * o->replicas,
                        PZ_TRAIN_MAX_WORLD);
     if (o->replicas == 1) return o->layout ? pz_fail(PZ_ERR_ARG, "--layout needs --replicas 2 or more") : PZ_OK;
+    if (sp->warmup_auto == PZ_SCHED_NAMED_AUTO) {   /* --schedule auto without the warm-up replicas lack yet */
+        o->schedule = "1f1b";
+        *sp = pz_sched_plain(PZ_SCHED_1F1B);
+    }
     const char *no = pz_sched_chunks(sp) > 1 ? "--schedule interleaved" : sp->warmup_auto ? "--schedule 1f1b:warmup=auto"
                    : o->compress && strstr(o->compress, "auto") ? "--compress auto" : o->trace ? "--trace"
                    : o->metrics ? "--metrics" : o->dump_edge ? "--dump-edge" : NULL;
@@ -132,8 +136,8 @@ pz_status pz_train_opts_check(pz_train_opts *o, const pz_train_words *w, pz_sche
         return pz_fail(PZ_ERR_ARG, "--resume auto looks in --checkpoint-dir, which is not given");
     pz_sched_spec sp;
     if ((st = pz_train_schedule(o, &sp)) != PZ_OK) return st;
-    if (sched) *sched = sp;
     if ((st = replicas_check(o, w, &sp)) != PZ_OK) return st;
+    if (sched) *sched = sp;
     if ((st = pz_device_check(o->device, o->stages)) != PZ_OK) return st;
     if (o->dump_edge && o->stages < 2)
         return pz_fail(PZ_ERR_ARG, "--dump-edge writes what crosses the pipeline's edges: it needs --stages 2 or more");
