@@ -176,6 +176,8 @@ int pz_resume_is_own_file(const char *name) {
     size_t d = strspn(base + 5, "0123456789");
     if (d == 0 || d > 4) return 0;
     const char *ext = base + 5 + d;
+    if (!strncmp(ext, ".dpef", 5))   /* --dp-compress: a replica's error feedback, .dpefR */
+        return ext[5] && strspn(ext + 5, "0123456789") == strlen(ext + 5) && strlen(ext + 5) <= 3;
     return !strcmp(ext, ".safetensors") || !strcmp(ext, ".codecs") || !strcmp(ext, ".auto");
 }
 

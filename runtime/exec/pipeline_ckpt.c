@@ -110,6 +110,7 @@ static pz_status load_step(void *ctx, const char *dir, int step) {
                         pz_codec_spec(cs[i]));
         same = same && same_c;
     }
+    if (st == PZ_OK) st = exec_dp_load(x, dir, step);
     if (st == PZ_OK && x->au.any) {   /* auto's decisions; none there (another policy): start over */
         char *path = pz_resume_rank_path(dir, step, x->rank, ".auto");
         if (same && access(path, F_OK) == 0) st = pz_auto_load(&x->au, path);
@@ -151,6 +152,7 @@ pz_status exec_checkpoint(exec *x, int step) {
         st = pz_resume_write_shard(dir, step, c->g, x->G, &c->stage, &c->opt, &x->loader, &x->job);
         if (st == PZ_OK) st = pz_resume_write_codecs(dir, step, c->g, names, cs, n);
     }
+    if (st == PZ_OK) st = exec_dp_save(x, dir, step);   /* every replica its own error feedback */
     if (st == PZ_OK && x->au.any) {   /* the candidates auto goes on with */
         char *path = pz_resume_rank_path(dir, step, x->rank, ".auto");
         st = pz_auto_save(&x->au, path);

@@ -19,11 +19,16 @@
  * pipeline with D x M micro-batches sees. */
 #include "runtime/exec/pipeline_exec.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "base/io/file.h"
 #include "base/mem.h"
+#include "runtime/ckpt/resume.h"
 
 pz_status exec_dp_init(exec *x) {
     if (x->D < 2) return PZ_OK;
@@ -31,6 +36,12 @@ pz_status exec_dp_init(exec *x) {
     pz_dp_layout_ranks(x->o->layout ? PZ_DP_LAYOUT_STRIDED : PZ_DP_LAYOUT_CONTIGUOUS, x->rank, x->S, x->D, ranks);
     pz_status st = pz_dp_group_init(&x->dp, x->tp, x->wrank, ranks, x->D);
     free(ranks);
+    if (st != PZ_OK || !x->o->dp_compress) return st;
+    /* --dp-compress: one reduction per chunk, with error feedback */
+    pz_dp_copts co = {(pz_dp_mode)x->o->dp_reduce, 1, (uint64_t)x->o->seed, x->o->dp_hosts};
+    x->cr = xcalloc((size_t)x->V, sizeof *x->cr);
+    for (int cc = 0; cc < x->V && st == PZ_OK; cc++)
+        st = pz_dp_creduce_create(&x->cr[cc], &x->dp, x->o->dp_compress, &co, x->ch[cc].stage.grads.numel);
     return st;
 }
 
@@ -51,11 +62,15 @@ static pz_status mean_of(exec *x, float *dev, size_t n) {
     return st;
 }
 
-pz_status exec_dp_sync(exec *x) {
+pz_status exec_dp_sync(exec *x, int step) {
     pz_status st = PZ_OK;
-    /* a chunk keeps its gradients in one buffer (grads.numel floats at grad_mem) */
-    for (int cc = 0; x->D > 1 && cc < x->V && st == PZ_OK; cc++)
-        st = mean_of(x, x->ch[cc].stage.grad_mem, x->ch[cc].stage.grads.numel);
+    /* a chunk keeps its gradients in one buffer (grads.numel floats at grad_mem);
+     * --dp-compress after --dp-warmup steps (cpu only: host memory) */
+    for (int cc = 0; x->D > 1 && cc < x->V && st == PZ_OK; cc++) {
+        pz_stage *s = &x->ch[cc].stage;
+        if (x->cr && step >= x->o->dp_warmup) st = pz_dp_creduce_run(x->cr[cc], s->grad_mem, s->grad_mem, (uint64_t)step);
+        else st = mean_of(x, s->grad_mem, s->grads.numel);
+    }
     return st;
 }
 
@@ -79,6 +94,59 @@ pz_status exec_dp_check(exec *x, const char *when) {
         size_t n = c->stage.params.numel;
         if ((st = same_of(x, c->stage.param_mem, n, w[0])) == PZ_OK && (st = same_of(x, c->opt.m, n, w[1])) == PZ_OK)
             st = same_of(x, c->opt.v, n, w[2]);
+    }
+    return st;
+}
+
+void exec_dp_free(exec *x) {
+    for (int cc = 0; x->cr && cc < x->V; cc++) pz_dp_creduce_free(x->cr[cc]);
+    free(x->cr);
+    x->cr = NULL;
+    pz_dp_group_free(&x->dp);
+}
+
+/* step-N/rank-G.dpefR: chunk G's error feedback on replica R */
+static char *ef_path(exec *x, const char *dir, int step, int g) {
+    char ext[16];
+    snprintf(ext, sizeof ext, ".dpef%d", x->replica);
+    return pz_resume_rank_path(dir, step, g, ext);
+}
+
+pz_status exec_dp_save(exec *x, const char *dir, int step) {
+    pz_status st = PZ_OK;
+    for (int cc = 0; x->cr && cc < x->V && st == PZ_OK; cc++) {
+        char *path = ef_path(x, dir, step, x->ch[cc].g), *slash = strrchr(path, '/');
+        uint8_t *blob = NULL;
+        size_t len = 0;
+        *slash = 0;   /* the step's directory: replica 0's shards may not have made it yet */
+        if (mkdir(path, 0777) != 0 && errno != EEXIST)
+            st = pz_fail(PZ_ERR_IO, "checkpoint: cannot create %s: %s", path, strerror(errno));
+        *slash = '/';
+        pz_atomic_file af;
+        if (st == PZ_OK && (st = pz_dp_creduce_save(x->cr[cc], &blob, &len)) == PZ_OK &&
+            (st = pz_atomic_open(&af, path)) == PZ_OK) {
+            if (fwrite(blob, 1, len, af.f) == len) st = pz_atomic_commit(&af);
+            else pz_atomic_abort(&af), st = pz_fail(PZ_ERR_IO, "checkpoint: cannot write %s", path);
+        }
+        free(blob);
+        free(path);
+    }
+    return st;
+}
+
+pz_status exec_dp_load(exec *x, const char *dir, int step) {
+    pz_status st = PZ_OK;
+    for (int cc = 0; x->cr && cc < x->V && st == PZ_OK; cc++) {
+        char *path = ef_path(x, dir, step, x->ch[cc].g);
+        uint8_t *blob = NULL;
+        size_t len = 0;
+        if (access(path, F_OK) != 0)
+            st = pz_fail(PZ_ERR_ARG, "--resume: %s is missing: the checkpoint holds no error feedback of --dp-compress "
+                         "for replica %d (written without --dp-compress, or with fewer replicas?)", path, x->replica);
+        else if ((st = pz_read_file(path, &blob, &len)) == PZ_OK && (st = pz_dp_creduce_load(x->cr[cc], blob, len)) != PZ_OK)
+            st = pz_fail(st, "--resume: %s: %s", path, pz_last_error());
+        free(blob);
+        free(path);
     }
     return st;
 }

@@ -18,6 +18,7 @@
 
 #include "runtime/exec/autopolicy.h"
 #include "runtime/ckpt/job.h"
+#include "runtime/dp/creduce.h"
 #include "runtime/dp/group.h"
 #include "stages/data.h"
 #include "runtime/edge/edge.h"
@@ -73,6 +74,7 @@ typedef struct {
      * group of D replicas (D > 1), which averages the gradients every step */
     int D, replica, wrank;
     pz_dp_group dp;
+    pz_dp_creduce **cr;        /* --dp-compress: per chunk, its compressed reduction (V) */
     pz_sched_spec spec;        /* --schedule; warmup=auto resolved after the first steps */
     pz_schedule sched;
     pz_policy pol;             /* per boundary */
@@ -145,7 +147,12 @@ pz_status exec_dp_init(exec *x);
 void exec_dp_skip(exec *x, int tail);
 /* after the last backward and the tied add: every chunk's gradient averaged
  * over the stage's replicas */
-pz_status exec_dp_sync(exec *x);
+pz_status exec_dp_sync(exec *x, int step);
+void exec_dp_free(exec *x);
+/* --dp-compress: the reductions' error feedback, one file per chunk and
+ * replica beside the checkpoint's shards (step-N/rank-G.dpefR) */
+pz_status exec_dp_save(exec *x, const char *dir, int step);
+pz_status exec_dp_load(exec *x, const char *dir, int step);
 /* the replicas hold the same parameters and optimizer state, bit for bit */
 pz_status exec_dp_check(exec *x, const char *when);
 

@@ -119,6 +119,10 @@ char *pz_fingerprint_build(const pz_train_opts *o, const pz_gpt2_config *c, cons
     if (o->replicas > 1) {   /* absent with one replica: the job ids of the runs before --replicas stay */
         add(&l, "--replicas", "%d", o->replicas);
         add(&l, "--layout", "%s", o->layout ? "replica-major" : "stage-major");
+        add(&l, "--dp-compress", "%s", o->dp_compress ? o->dp_compress : "none");
+        add(&l, "--dp-reduce", "%d", o->dp_reduce);
+        add(&l, "--dp-warmup", "%d", o->dp_warmup);
+        add(&l, "--dp-hosts", "%d", o->dp_hosts);
     }
     add(&l, "--split", "%s", o->split ? o->split : "(balanced)");
     add(&l, "--schedule", "%s", o->schedule);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/flags.h"
+#include "compress/core/codec.h"
 
 #include "runtime/plan/cores.h"
 #include "runtime/plan/device.h"
@@ -17,6 +18,7 @@ void pz_train_words_default(pz_train_words *w) {
     w->progress = "thread";
     w->max_restarts = 0;
     w->layout = "stage-major";
+    w->dp_reduce = NULL;
 }
 
 pz_status pz_sched_of_flags(const char *schedule, int virtual_stages, pz_sched_spec *sp) {
@@ -119,6 +121,38 @@ static pz_status replicas_check(pz_train_opts *o, const pz_train_words *w, pz_sc
     return PZ_OK;
 }
 
+/* --dp-compress and its companions: the codec must exist and keep no state
+ * (the reduction's error feedback is its own), the mode be known, the hosts
+ * divide D. Checked here, before any process starts. */
+static pz_status dp_compress_check(pz_train_opts *o, const pz_train_words *w) {
+    if (o->dp_compress && strcmp(o->dp_compress, "none") == 0) o->dp_compress = NULL;
+    const char *needs = !o->dp_compress && w->dp_reduce ? "--dp-reduce" : !o->dp_compress && o->dp_warmup ? "--dp-warmup"
+                      : o->dp_hosts && (!w->dp_reduce || strcmp(w->dp_reduce, "hierarchical") != 0) ? "--dp-hosts" : NULL;
+    if (needs)
+        return pz_fail(PZ_ERR_ARG, "%s needs --dp-compress SPEC%s", needs,
+                       strcmp(needs, "--dp-hosts") == 0 ? " and --dp-reduce hierarchical" : "");
+    if (!o->dp_compress) return PZ_OK;
+    if (o->replicas < 2) return pz_fail(PZ_ERR_ARG, "--dp-compress needs --replicas 2 or more");
+    static const char *const modes[] = {"allgather", "twophase", "hierarchical"};
+    o->dp_reduce = o->replicas == 2 ? 1 : 2;   /* the default: all-gather for 2, two-phase above */
+    for (int m = 0; w->dp_reduce && m < 3; m++)
+        if (strcmp(w->dp_reduce, modes[m]) == 0) o->dp_reduce = m + 1;
+    if (w->dp_reduce && strcmp(w->dp_reduce, modes[o->dp_reduce - 1]) != 0)
+        return pz_fail(PZ_ERR_ARG, "--dp-reduce must be allgather, twophase or hierarchical, not '%s'", w->dp_reduce);
+    if (o->dp_reduce == 3 && (o->dp_hosts < 1 || o->replicas % o->dp_hosts != 0))
+        return pz_fail(PZ_ERR_ARG, "--dp-reduce hierarchical needs --dp-hosts H dividing --replicas %d%s", o->replicas,
+                       o->dp_hosts ? "" : " (the hosts are simulated)");
+    pz_codec *c = NULL;
+    pz_status st = pz_codec_create_for(o->dp_compress, PZ_USE_GRADIENT, &c);
+    if (st != PZ_OK) return pz_fail(PZ_ERR_ARG, "--dp-compress '%s': %s", o->dp_compress, pz_last_error());
+    int stateful = pz_codec_keeps_state(c);
+    pz_codec_free(c);
+    if (stateful)
+        return pz_fail(PZ_ERR_ARG, "--dp-compress '%s' keeps state (ef, ef21, aq): not supported here; the reduction "
+                       "has its own error feedback, give the plain codec", o->dp_compress);
+    return PZ_OK;
+}
+
 pz_status pz_train_opts_check(pz_train_opts *o, const pz_train_words *w, pz_sched_spec *sched) {
     pz_status st;
     if ((st = on_off("--eval-compress", w->eval_compress, &o->eval_compress)) != PZ_OK ||
@@ -136,7 +170,7 @@ pz_status pz_train_opts_check(pz_train_opts *o, const pz_train_words *w, pz_sche
         return pz_fail(PZ_ERR_ARG, "--resume auto looks in --checkpoint-dir, which is not given");
     pz_sched_spec sp;
     if ((st = pz_train_schedule(o, &sp)) != PZ_OK) return st;
-    if ((st = replicas_check(o, w, &sp)) != PZ_OK) return st;
+    if ((st = replicas_check(o, w, &sp)) != PZ_OK || (st = dp_compress_check(o, w)) != PZ_OK) return st;
     if (sched) *sched = sp;
     if ((st = pz_device_check(o->device, o->stages)) != PZ_OK) return st;
     if (o->dump_edge && o->stages < 2)
@@ -179,6 +213,10 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
         {"--stages", PZ_FLAG_INT, &o->stages, "pipeline stages, one process each (1 = this process alone)", 1, 255, NULL},
         {"--replicas", PZ_FLAG_INT, &o->replicas, "data-parallel replicas of the pipeline (world = stages x replicas processes; gradients averaged every step)", 1, PZ_TRAIN_MAX_WORLD, NULL},
         {"--layout", PZ_FLAG_STR, &w->layout, "with --replicas: stage-major (rank = stage x D + replica, the default) or replica-major (rank = replica x S + stage)", 0, 0, NULL},
+        {"--dp-compress", PZ_FLAG_STR, &o->dp_compress, "with --replicas: codec of the gradient average, e.g. sign, q4:group=512, topk:0.01 (stateless; error feedback is the reduction's own; default none)", 0, 0, NULL},
+        {"--dp-reduce", PZ_FLAG_STR, &w->dp_reduce, "with --dp-compress: allgather (default for 2 replicas), twophase (default above) or hierarchical", 0, 0, NULL},
+        {"--dp-warmup", PZ_FLAG_INT, &o->dp_warmup, "with --dp-compress: the first N steps average uncompressed", 0, 100000000, NULL},
+        {"--dp-hosts", PZ_FLAG_INT, &o->dp_hosts, "with --dp-reduce hierarchical: the replicas form H hosts (simulated; H divides --replicas)", 0, 255, NULL},
         {"--split", PZ_FLAG_STR, &o->split, "blocks per stage, e.g. 3,3,3,3 (interleaved: per chunk; default: balanced by a cost model)", 0, 0, NULL},
         {"--schedule", PZ_FLAG_STR, &o->schedule, "pipeline schedule: auto (1f1b, with the extra warm-up of warmup=auto where the links do not keep up with compute; said on stderr and in --metrics), 1f1b, 1f1b:warmup=K|auto (more in flight for slow links), zb-h1 (zero bubble), gpipe or interleaved:v=V (V model chunks per stage, Megatron's interleaved 1F1B)", 0, 0, NULL},
         {"--virtual-stages", PZ_FLAG_INT, &o->virtual_stages, "with --schedule interleaved: model chunks per stage (the same as interleaved:v=V)", 1, PZ_SCHED_MAX_VIRTUAL, NULL},

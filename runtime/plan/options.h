@@ -24,6 +24,7 @@ typedef struct {
     const char *progress;        /* --progress thread|inline */
     int max_restarts;            /* --max-restarts K (the local launcher's) */
     const char *layout;          /* --layout stage-major|replica-major */
+    const char *dp_reduce;       /* --dp-reduce allgather|twophase|hierarchical (NULL: by D) */
 } pz_train_words;
 
 void pz_train_words_default(pz_train_words *w);

@@ -29,6 +29,10 @@ typedef struct {
     /* pipeline (runtime/exec/pipeline.c) */
     int stages;             /* 1 = this process trains the whole model */
     int replicas;           /* --replicas D: data-parallel copies of the pipeline (world = stages x D) */
+    const char *dp_compress;/* --dp-compress SPEC: the replicas' gradient codec (NULL or "none": uncompressed) */
+    int dp_reduce;          /* --dp-reduce: pz_dp_mode (1 allgather, 2 twophase, 3 hierarchical) */
+    int dp_warmup;          /* --dp-warmup N: the first N steps uncompressed */
+    int dp_hosts;           /* --dp-hosts H: hierarchical's hosts (simulated), dividing D */
     int layout;             /* --layout: pz_dp_layout (0 = rank = stage x D + replica, 1 = replica x S + stage) */
     const char *split;      /* "--split 3,3": blocks per stage, or NULL = balanced */
     const char *schedule;   /* "1f1b", "1f1b:warmup=K|auto" or "gpipe" (schedules/schedule.h) */

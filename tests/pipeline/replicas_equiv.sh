@@ -9,9 +9,13 @@
 # (both layouts), S=1 x D=2 and S=2 x D=3; then a resume: an S=2 x D=2 run
 # that loses a rank after step 10's checkpoint, resumed, logs steps 11..20
 # bit for bit as the run that was not interrupted.
-#   usage: replicas_equiv.sh PATH/TO/pipezip
+# With PART = compress (a test of its own, to keep each short): --dp-compress
+# instead, replicas identical every step with each reduction mode, q8 close
+# to uncompressed, resume with the error feedback bit for bit.
+#   usage: replicas_equiv.sh PATH/TO/pipezip [equiv|compress]
 set -u
 pz="$1"
+part="${2:-equiv}"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 py=python3
@@ -23,6 +27,7 @@ common=(--preset tiny --data "$dir/train.bin" --batch 2 --seq 32 --steps 20 --lr
 export PIPEZIP_DP_CHECK=step
 fails=0
 
+if [ "$part" = equiv ]; then
 # refused before anything starts, naming the flag
 refuse() {   # expected-words flags...
     local want="$1"; shift
@@ -37,6 +42,11 @@ refuse "over the 255 ranks" --stages 16 --replicas 16
 refuse "--layout needs --replicas" --layout replica-major
 refuse "--layout must be" --replicas 2 --layout diagonal
 refuse "not supported with --replicas" --stages 2 --replicas 2 --schedule interleaved:v=2 --micro-batches 2
+refuse "--dp-hosts H dividing --replicas 3" --replicas 3 --dp-compress sign --dp-reduce hierarchical --dp-hosts 2
+refuse "keeps state" --replicas 2 --dp-compress 'ef(sign)'
+refuse "--dp-warmup needs --dp-compress" --replicas 2 --dp-warmup 2
+refuse "--dp-compress needs --replicas 2" --dp-compress sign
+refuse "--dp-reduce must be" --replicas 2 --dp-compress sign --dp-reduce ring
 # a rank started by mpirun/srun/env: the world must be stages x replicas
 RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 \
     refuse "WORLD_SIZE 2 does not match --stages 2 x --replicas 2" --stages 2 --replicas 2 --micro-batches 2
@@ -58,11 +68,14 @@ print(f"ok: {label}: {len(want)} step losses within {worst:.2e} relative")
 PY
 }
 
+fi
 for D in 2 3; do
+    [ "$part" = compress ] && [ "$D" = 3 ] && continue
     "$pz" train "${common[@]}" --micro-batches $((2 * D)) > "$dir/ref$D.jsonl" 2>"$dir/ref.err" \
         || { cat "$dir/ref.err"; echo "FAIL: single-process run, $((2 * D)) micro-batches"; exit 1; }
 done
 runs=("2 2 stage-major" "2 2 replica-major" "1 2 stage-major" "2 3 stage-major")
+[ "$part" = equiv ] || runs=()
 for run in "${runs[@]}"; do
     read -r S D layout <<<"$run"
     label="S=$S x D=$D $layout"
@@ -74,6 +87,7 @@ for run in "${runs[@]}"; do
 done
 
 # resume with replicas, bit for bit
+if [ "$part" = equiv ]; then
 rp=(--micro-batches 2 --stages 2 --replicas 2 --checkpoint-every 10)
 "$pz" train "${common[@]}" "${rp[@]}" --checkpoint-dir "$dir/cka" > "$dir/a.jsonl" 2>"$dir/a.err" \
     || { tail -20 "$dir/a.err"; echo "FAIL: uninterrupted run"; exit 1; }
@@ -90,6 +104,48 @@ if sorted(b) != list(range(11, 21)) or any(a[s] != b[s] for s in b):
     print(f"FAIL: resumed S=2 x D=2: {b} vs {a}"); sys.exit(1)
 print("ok: resumed S=2 x D=2: steps 11..20 bit for bit")
 PY
+fi
+fi
+# --dp-compress: replicas identical after every step (PIPEZIP_DP_CHECK), q8
+# close to the uncompressed losses, and resume with the error feedback bit for bit
+if [ "$part" = compress ]; then
+crun() {   # label out flags...
+    local label="$1" out="$2"; shift 2
+    timeout 120 "$pz" train "${common[@]}" --micro-batches 2 "$@" > "$out" 2>"$dir/c.err" \
+        || { tail -20 "$dir/c.err"; echo "FAIL: $label: the run failed"; fails=$((fails + 1)); return 1; }
+}
+if crun "S=2 x D=2 q8 allgather" "$dir/q8.jsonl" --stages 2 --replicas 2 --dp-compress q8:group=512; then
+    "$py" - "$dir/ref2.jsonl" "$dir/q8.jsonl" <<'PY' || fails=$((fails + 1))
+import json, sys
+a = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1])) if "loss" in r}
+b = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[2])) if "loss" in r}
+worst = max(abs(a[s] - b[s]) / a[s] for s in a)
+if sorted(b) != sorted(a) or worst > 0.01:
+    print(f"FAIL: q8 replicas: losses {b} against uncompressed {a}"); sys.exit(1)
+print(f"ok: S=2 x D=2 --dp-compress q8:group=512: 20 losses within {worst:.2e} of uncompressed, replicas identical")
+PY
+fi
+crun "S=1 x D=3 sign twophase" "$dir/s3.jsonl" --replicas 3 --dp-compress sign --dp-warmup 2 \
+    && echo "ok: S=1 x D=3 sign twophase, warm-up 2: replicas identical every step"
+crun "S=1 x D=4 sign hierarchical" "$dir/h4.jsonl" --replicas 4 --dp-compress sign --dp-reduce hierarchical --dp-hosts 2 \
+    && echo "ok: S=1 x D=4 sign hierarchical over 2 hosts: replicas identical every step"
+ep=(--replicas 2 --dp-compress sign --checkpoint-every 10)
+if crun "sign EF uninterrupted" "$dir/ea.jsonl" "${ep[@]}" --checkpoint-dir "$dir/cea"; then
+    if PIPEZIP_FAULT=step:10:1 "$pz" train "${common[@]}" --micro-batches 2 "${ep[@]}" --checkpoint-dir "$dir/ceb" \
+        > /dev/null 2>&1; then
+        echo "FAIL: the sign run with rank 1 killed succeeded"; fails=$((fails + 1))
+    elif crun "sign EF resumed" "$dir/eb.jsonl" "${ep[@]}" --checkpoint-dir "$dir/ceb" --resume auto; then
+        [ "$(find "$dir/ceb" -name "rank-0.dpef[01]" | wc -l)" -ge 4 ] || { echo "FAIL: no error-feedback files in the checkpoints"; fails=$((fails + 1)); }
+        "$py" - "$dir/ea.jsonl" "$dir/eb.jsonl" <<'PY' || fails=$((fails + 1))
+import json, sys
+a = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1])) if "loss" in r}
+b = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[2])) if "loss" in r}
+if sorted(b) != list(range(11, 21)) or any(a[s] != b[s] for s in b):
+    print(f"FAIL: resumed sign with error feedback: {b} vs {a}"); sys.exit(1)
+print("ok: resumed S=1 x D=2 sign with error feedback: steps 11..20 bit for bit")
+PY
+    fi
+fi
 fi
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "replicas-equivalence: all passed"

@@ -161,9 +161,11 @@ static void test_shard_meta(void) {
 /* the names pruning may remove (runtime/ckpt/resume.c) */
 static void test_own_files(void) {
     static const char *const own[] = {"manifest.json", "rank-0.safetensors", "rank-12.codecs", "rank-3.auto",
-                                      "rank-1.safetensors.tmp.4242", "manifest.json.tmp.7"};
+                                      "rank-1.safetensors.tmp.4242", "manifest.json.tmp.7",
+                                      "rank-0.dpef0", "rank-2.dpef17.tmp.9"};
     static const char *const other[] = {"notes.txt", "rank-.safetensors", "rank-1.safetensors.bak", "rank-x.auto",
-                                        "manifest.json.tmp.", "manifest.json.tmp.1a", "rank-12345.codecs", ".hidden"};
+                                        "manifest.json.tmp.", "manifest.json.tmp.1a", "rank-12345.codecs", ".hidden",
+                                        "rank-0.dpef", "rank-0.dpefx", "rank-0.dpef1234"};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) CHECK(pz_resume_is_own_file(own[i]), "%s", own[i]);
     for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) CHECK(!pz_resume_is_own_file(other[i]), "%s", other[i]);
 }
