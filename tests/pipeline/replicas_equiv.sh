@@ -24,6 +24,7 @@ cat "$(dirname "$0")"/../../runtime/*/*.c > "$dir/text.txt"
 "$pz" tokenize --out "$dir/train.bin" "$dir/text.txt" > /dev/null || exit 1
 common=(--preset tiny --data "$dir/train.bin" --batch 2 --seq 32 --steps 20 --lr 1e-3 --val-every 0 --threads 1
         --seed 7 --grad-clip 1.0)
+[ "$part" = equiv ] && common+=(--val-data "$dir/train.bin" --val-every 10 --val-batches 2)
 export PIPEZIP_DP_CHECK=step
 fails=0
 
@@ -64,7 +65,11 @@ worst = max(abs(got[s] - ref[s]) / abs(ref[s]) for s in want)
 if worst > 1e-6:
     bad = [s for s in want if abs(got[s] - ref[s]) > 1e-6 * abs(ref[s])]
     print(f"FAIL: {label}: step {bad[0]} loss {got[bad[0]]} vs {ref[bad[0]]} (worst rel {worst:.2e})"); sys.exit(1)
-print(f"ok: {label}: {len(want)} step losses within {worst:.2e} relative")
+vref = {r["step"]: r["val_loss"] for r in map(json.loads, open(sys.argv[1])) if "val_loss" in r}
+vgot = {r["step"]: r["val_loss"] for r in map(json.loads, open(sys.argv[2])) if "val_loss" in r}
+if sorted(vgot) != sorted(vref) or any(abs(vgot[s] - vref[s]) > 1e-6 * vref[s] for s in vref):
+    print(f"FAIL: {label}: validation losses {vgot} vs {vref}"); sys.exit(1)
+print(f"ok: {label}: {len(want)} step losses within {worst:.2e} relative, {len(vref)} validation losses")
 PY
 }
 
