@@ -229,6 +229,10 @@ int pz_schedule_in_flight_bound(const pz_sched_spec *sp, int stage, int nstages,
     }
 }
 
+void pz_sched_link_rtt(int nstages, const double *rtt, const double *hold, double *link_rtt) {
+    for (int e = 0; e + 1 < nstages; e++) link_rtt[e] = fmax(0.0, rtt[e] - hold[e + 1]);
+}
+
 int pz_sched_auto_warmup(int nstages, int nmicro, const double *c, const double *link_rtt,
                          const double *link_period) {
     const int S = nstages;

@@ -265,6 +265,17 @@ int pz_schedule_chunk_peak(const pz_schedule *s, int chunk);
 int pz_sched_auto_warmup(int nstages, int nmicro, const double *c, const double *link_rtt,
                          const double *link_period);
 
+/* warmup=auto's link_rtt from micro-batch 0's timestamps in the first step
+ * (every link and stage idle): rtt[s], stage s's time from its activation's
+ * send to its gradient's arrival; hold[s], stage s's time from that
+ * activation's arrival to its gradient's send (the compute, codecs and the
+ * round trip further down that micro-batch really took). Edge e's round
+ * trip is rtt[e] - hold[e + 1], at least 0. Each rank times its own part of
+ * the same micro-batch, so a busy CPU that slows its compute does not move
+ * the link's figure (an average compute per micro-batch subtracted instead
+ * erred by its spread: a 100 ms round trip read 1-17 ms on a loaded host). */
+void pz_sched_link_rtt(int nstages, const double *rtt, const double *hold, double *link_rtt);
+
 /* Prints the schedule of all stages as a table: one column per stage, one row
  * per time slot (every FORWARD and BACKWARD takes one slot, communication is
  * free, sends are rendezvous), cells "F3" / "B2" / "." (idle); then per stage

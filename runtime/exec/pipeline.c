@@ -198,6 +198,7 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     red[L->ranks + 3 * x->rank + 1] = x->wait_s;
     red[L->ranks + 3 * x->rank + 2] = x->codec_s;
     red[L->rtt + x->rank] = holds_last(x) ? 0.0 : x->rtt0;
+    red[L->hold + x->rank] = holds_first(x) ? 0.0 : x->hold0;
     red[L->stop] = stop_signal == SIGTERM;   /* ranks that got each signal */
     red[L->stop + 1] = stop_signal == SIGINT;
     red[L->kfit + x->rank] = x->kfit;   /* warmup=auto: what each rank's host can hold */
@@ -365,12 +366,12 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
     /* the reduction, one layout for every schedule: gradient sumsq, loss,
      * tied bytes, 3 per rank (compute, wait, codec seconds), the edge
      * statistics per boundary and direction, warmup=auto's round trips
-     * (one per rank), the ranks that got SIGTERM and SIGINT, warmup=auto's
+     * and holds (one each per rank), the ranks that got SIGTERM and SIGINT, warmup=auto's
      * memory fit per rank, auto's decisions per boundary and direction */
     pz_red_layout *L = &x->red;
     L->sumsq = 0, L->loss = 1, L->tied = 2, L->ranks = 3, L->edges = L->ranks + 3 * x->S;
-    L->rtt = L->edges + 2 * (x->G - 1) * PZ_EDGE_STATS_N, L->stop = L->rtt + x->S, L->kfit = L->stop + 2;
-    L->autod = L->kfit + x->S, L->n = L->autod + 2 * (x->G - 1) * PZ_AUTO_RED;
+    L->rtt = L->edges + 2 * (x->G - 1) * PZ_EDGE_STATS_N, L->hold = L->rtt + x->S, L->stop = L->hold + x->S;
+    L->kfit = L->stop + 2, L->autod = L->kfit + x->S, L->n = L->autod + 2 * (x->G - 1) * PZ_AUTO_RED;
     return PZ_OK;
 }
 

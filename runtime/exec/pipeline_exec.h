@@ -61,7 +61,7 @@ enum { FWD_TX, BWD_RX, FWD_RX, BWD_TX };   /* pz_chunk.end */
 
 /* The step's reduction, one layout for every schedule (offsets into it). */
 typedef struct {
-    int sumsq, loss, tied, ranks, edges, rtt, stop, kfit, autod, n;
+    int sumsq, loss, tied, ranks, edges, rtt, hold, stop, kfit, autod, n;
 } pz_red_layout;
 
 typedef struct {
@@ -90,9 +90,11 @@ typedef struct {
     pz_loader loader;
     double compute_s, wait_s, codec_s;   /* per step */
     pz_trace trace;            /* --trace: this rank's timeline */
-    /* warmup=auto's measurement: micro-batch 0's round trip over the out
-     * edge, from its activation's send to its gradient's arrival */
-    double rtt_sent, rtt0;
+    /* warmup=auto's measurement (pz_sched_link_rtt): micro-batch 0's round
+     * trip over the out edge, from its activation's send to its gradient's
+     * arrival; and its hold here, from its activation's arrival to its
+     * gradient's send */
+    double rtt_sent, rtt0, act0_at, hold0;
     pz_tied tied;              /* the tied-embedding exchange (runtime/edge/tied.h) */
     double tied_wire;          /* bytes of this end's message in the step */
     pz_request *tied_send, *tied_recv;

@@ -220,7 +220,8 @@ pz_status exec_run_instr(exec *x, const pz_instr *in, uint32_t step, double *los
     case PZ_OP_FORWARD:
         if (is_first(c) || is_last(x, c)) pz_loader_next(&x->loader, x->tok, x->tgt, x->ids_tmp);
         if (!is_first(c) && (st = recv_decode(x, &c->end[FWD_RX], &c->act_recv[ra], step, i, c->act_wire_in[ra],
-                                                 c->act_in, c->ids[slot], NULL)) != PZ_OK)
+                                                 c->act_in, c->ids[slot],
+                                                 i == 0 && cc == 0 ? &x->act0_at : NULL)) != PZ_OK)
             return st;
         return forward(x, c, slot, step, i, 1.0f / ((float)o->batch * o->seq * o->micro), loss_sum);
     case PZ_OP_SEND_ACT:
@@ -244,6 +245,7 @@ pz_status exec_run_instr(exec *x, const pz_instr *in, uint32_t step, double *los
         t0 = pz_now();
         st = encode_send(x, &c->end[BWD_TX], p.rank, PZ_KIND_GRAD, step, i, field(x, i, cc), c->grad_out[slot],
                          c->ids[slot], c->grad_wire_out[w], &c->grad_send[w], "send gradient");
+        if (i == 0 && cc == 0) x->hold0 = pz_now() - x->act0_at;
         exec_trace(x, "send", i, t0, pz_now());
         return st;
     case PZ_OP_REDUCE_TIED:

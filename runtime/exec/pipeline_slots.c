@@ -161,17 +161,14 @@ static void say_auto(exec *x, int k, double rtt01, double c) {
  * same reduced bits, so all ranks agree. */
 pz_status exec_auto_warmup(exec *x, const double *red) {
     const int S = x->S, m = x->o->micro;
-    const double *es = red + x->red.edges, *rtt = red + x->red.rtt, *kfit = red + x->red.kfit;
+    const double *es = red + x->red.edges, *kfit = red + x->red.kfit;
     double *c = xcalloc((size_t)S, sizeof *c), *link_rtt = xcalloc((size_t)S, sizeof *link_rtt);
     double *period = xcalloc((size_t)S, sizeof *period);
     for (int q = 0; q < S; q++) c[q] = red[x->red.ranks + 3 * q] / m;
+    /* each edge's round trip, measured on whatever link it is (real, or
+     * --link-mbps/--link-latency-ms) */
+    pz_sched_link_rtt(S, red + x->red.rtt, red + x->red.hold, link_rtt);
     for (int e = 0; e + 1 < S; e++) {
-        /* micro-batch 0 found every link and stage idle, so its round trip
-         * from stage e is: edge e down and up, plus stage e+1's compute and
-         * round trip; what is left is edge e's, measured on whatever link it
-         * is (real, or --link-mbps/--link-latency-ms) */
-        double down = e + 2 < S ? rtt[e + 1] : 0.0;
-        link_rtt[e] = fmax(0.0, rtt[e] - c[e + 1] - down);
         /* the throughput bound per message is known for a simulated rate */
         double Bps = x->pol.mbps[e] * 1e6 / 8.0;
         const double *f = es + (2 * e + PZ_FWD) * PZ_EDGE_STATS_N, *b = es + (2 * e + PZ_BWD) * PZ_EDGE_STATS_N;

@@ -26,6 +26,7 @@
  * The checker shares no code with the library beyond the types and
  * pz_op_name (for messages): it has its own peers, matching and in-flight
  * bound. Mutation tests show that each kind of defect makes it fail. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -554,6 +555,37 @@ static void test_link_delay(void) {
     printf("ok: warmup=auto picks the smallest K that hides a link delay, plus one\n");
 }
 
+/* warmup=auto's link round trips from micro-batch 0's timestamps, built here
+ * from a known timeline (3 stages; edge 0-1 takes 50 ms each way, edge 1-2
+ * 20 ms): stage 2 holds micro-batch 0 for 0.5 s, its forward and backward,
+ * although a busy CPU made its average 1.2 s; stage 1 holds it for its
+ * forward, its round trip down, a forward of micro-batch 1 that kept the
+ * arrived gradient waiting, and its backward. Every edge's figure comes back
+ * whatever the compute took (the formula that subtracted the average compute
+ * per micro-batch, rtt[e] - c[e+1] - rtt[e+1], read 0.40 s and 0 s here). */
+static void test_link_rtt(void) {
+    const double down[2] = {0.050, 0.020}, up[2] = {0.050, 0.020};
+    double hold[3] = {0.0, 0.0, 0.5}, rtt[3] = {0.0, 0.0, 0.0}, link[3] = {-1, -1, -1};
+    rtt[1] = down[1] + hold[2] + up[1];
+    hold[1] = 0.3 + rtt[1] + 0.4 + 0.6;
+    rtt[0] = down[0] + hold[1] + up[0];
+    pz_sched_link_rtt(3, rtt, hold, link);
+    CHECK(fabs(link[0] - 0.100) < 1e-12 && fabs(link[1] - 0.040) < 1e-12 && link[2] == -1,
+          "link round trips %.3f %.3f, want 0.100 0.040 (and the last untouched)", link[0], link[1]);
+    /* the memory-check run on a loaded host: 2 stages, 8 micro-batches,
+     * about 0.9 s of compute per micro-batch, a 50 ms link: K >= 1 */
+    double h2[2] = {0.0, 0.75}, r2[2] = {0.1 + 0.75, 0.0}, l2[2], c2[2] = {0.9, 0.9}, p2[2] = {0, 0};
+    pz_sched_link_rtt(2, r2, h2, l2);
+    CHECK(fabs(l2[0] - 0.1) < 1e-12 && pz_sched_auto_warmup(2, 8, c2, l2, p2) >= 1,
+          "2 stages: link %.3f, K %d", l2[0], pz_sched_auto_warmup(2, 8, c2, l2, p2));
+    /* clock skew cannot make a round trip negative */
+    double h3[2] = {0.0, 0.2}, r3[2] = {0.1, 0.0}, l3[2];
+    pz_sched_link_rtt(2, r3, h3, l3);
+    CHECK(l3[0] == 0.0, "negative round trip %.3f not clamped", l3[0]);
+    printf("ok: link round trips from micro-batch 0's timestamps: %.0f and %.0f ms, whatever the compute took\n",
+           1e3 * link[0], 1e3 * link[1]);
+}
+
 /* ZB-H1's point: at S = 4, m = 8 with F = B = W (1F1B's backward = B + W),
  * the stages' idle time falls by at least 30% (the formula: from
  * (S-1)(F+B+W) per stage to (S-1)(F+B-W), i.e. by two thirds). */
@@ -1022,6 +1054,7 @@ int main(void) {
     test_all_schedules();
     test_other_times();
     test_link_delay();
+    test_link_rtt();
     test_zb_idle();
     test_checker_catches_defects();
     test_table();

@@ -39,10 +39,17 @@ out=$(PIPEZIP_MEM_AVAILABLE=$mid timeout 120 "$PZ" "${common[@]}" 2>&1); rc=$?
 PIPEZIP_MEM_CHECK=0 PIPEZIP_MEM_AVAILABLE=$mid timeout 120 "$PZ" "${common[@]}" >/dev/null 2>&1 || fail "PIPEZIP_MEM_CHECK=0 did not run"
 
 # warmup=auto raises the micro-batches in flight after step 1 (here it wants K = 3 for a 50 ms
-# link); with memory for K = 0 only, it is capped, every rank alike
+# link, K >= 1 on a CPU so busy that compute takes ~1 s a micro-batch: any link time gives
+# K >= 1 with 2 stages); with memory for K = 0 only, it is capped, every rank alike. The link's
+# round trip is measured from micro-batch 0's timestamps on both ranks, not from the compute
+# (pz_sched_link_rtt): it is about the two 50 ms delays under any load (half of them is asked)
 auto=(train --preset demo --data "$tmp/t.bin" --steps 2 --batch 4 --seq 128 --stages 2 --micro-batches 8
       --schedule 1f1b:warmup=auto --link-latency-ms 50)
-est=$(PIPEZIP_MEM_AVAILABLE=1e15 timeout 120 "$PZ" "${auto[@]}" 2>&1 | sed -n 's/.*rank [01]: memory: about \([0-9.]*\) GiB.*/\1/p')
+out=$(PIPEZIP_MEM_AVAILABLE=1e15 timeout 120 "$PZ" "${auto[@]}" 2>&1)
+est=$(sed -n 's/.*rank [01]: memory: about \([0-9.]*\) GiB.*/\1/p' <<<"$out")
+rtt=$(sed -n "s/.*edge 0-1's round trip measured \([0-9]*\) ms.*/\1/p" <<<"$out" | head -n 1)
+echo "uncapped: $(grep -m1 -o 'warmup=auto: K = .*' <<<"$out")"
+[ -n "$rtt" ] && [ "$rtt" -ge 50 ] || fail "warmup=auto measured no round trip of at least 50 ms (half the two delays) over a 50 ms link: $out"
 sum=$(python3 -c "import sys; print(int((sum(map(float, sys.argv[1:])) * 2**30) + 15 * 2**20))" $est)
 out=$(PIPEZIP_MEM_AVAILABLE=$sum timeout 120 "$PZ" "${auto[@]}" 2>&1); rc=$?
 grep "warmup=auto: K" <<<"$out"
