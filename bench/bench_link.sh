@@ -18,11 +18,14 @@
 #              rank 0 and back); the pipeline drains at every optimizer step
 #   vs none    tok/s over the uncompressed policy's at the same link and
 #              schedule
+# The schedule "defaults" is train's defaults (issue 26): no --schedule and no
+# --compress-tied (even with TIED), only --compress and the link; the report
+# ends with each defaults row beside the best hand-set schedule's.
 # Each configuration runs RUNS times (default 3); the median run counts.
 #   usage: bench/bench_link.sh [PIPEZIP] [RATES] [LATENCIES] [SCHEDULES] [POLICIES] [RUNS] [STEPS] [PLOT] [TIED]
 #   lists are comma-separated; POLICIES separated by ';' (the first is the
 #   baseline of "vs none"). Defaults: 10,100,1000  0,25
-#   1f1b,1f1b:warmup=auto,zb-h1,gpipe  'none;fwd=aq(q4),bwd=q8;fwd=q4,bwd=q8'  3  5
+#   defaults,1f1b,1f1b:warmup=auto,zb-h1,gpipe  'none;fwd=aq(q4),bwd=q8;fwd=q4,bwd=q8'  3  5
 #   runs/bench_link.png. TIED: a --compress-tied codec for every policy but
 #   the first (default none: the exact exchange). BENCH_LINK_DIR=DIR keeps
 #   the runs' step lines in DIR; a run whose file there already holds all
@@ -38,7 +41,7 @@ cd "$(dirname "$0")/.."
 pz=${1:-build/pipezip}
 rates=${2:-10,100,1000}
 lats=${3:-0,25}
-scheds=${4:-1f1b,1f1b:warmup=auto,zb-h1,gpipe}
+scheds=${4:-defaults,1f1b,1f1b:warmup=auto,zb-h1,gpipe}
 policies=${5:-none;fwd=aq(q4),bwd=q8;fwd=q4,bwd=q8}
 runs=${6:-3}
 steps=${7:-5}
@@ -65,14 +68,17 @@ for pi in "${!pols[@]}"; do
   tflag=(); [ "$pi" -gt 0 ] && [ "$tied" != none ] && tflag=(--compress-tied "$tied")
   for k in $(seq 1 "$runs"); do   # compute only: no link limit
     complete "$tmp/c-$pi-$k.jsonl" && continue
-    "$pz" train "${args[@]}" --compress "$pol" "${tflag[@]}" > "$tmp/c-$pi-$k.jsonl" 2>/dev/null; n=$((n + 1))
+    "$pz" train "${args[@]}" --compress "$pol" "${tflag[@]}" --schedule 1f1b > "$tmp/c-$pi-$k.jsonl" 2>/dev/null
+    n=$((n + 1))
   done
   for r in ${rates//,/ }; do
     for l in ${lats//,/ }; do
       for s in ${scheds//,/ }; do
         for k in $(seq 1 "$runs"); do
           complete "$tmp/l-$pi-$r-$l-$s-$k.jsonl" && continue
-          "$pz" train "${args[@]}" --compress "$pol" "${tflag[@]}" --link-mbps "$r" --link-latency-ms "$l" --schedule "$s" \
+          sflag=(--schedule "$s"); tf=("${tflag[@]}")
+          [ "$s" = defaults ] && sflag=() && tf=()   # train's defaults: only --compress and the link
+          "$pz" train "${args[@]}" --compress "$pol" "${tf[@]}" --link-mbps "$r" --link-latency-ms "$l" "${sflag[@]}" \
             > "$tmp/l-$pi-$r-$l-$s-$k.jsonl" 2>/dev/null
           n=$((n + 1))
         done

@@ -31,7 +31,7 @@ print("%-20s %6s %5s %-21s %8s %8s %8s %8s %8s %8s %8s %8s %7s" % ("policy", "Mb
 # bound: the speed-up over the baseline a compressed policy can reach at a
 # link: min(the busiest direction's byte ratio, tied exchange included, and
 # the policy's compute-only tokens/s over the baseline's tokens/s at that link)
-base, base_wire, speedup = {}, {}, {}
+base, base_wire, speedup, table = {}, {}, {}, {}
 nan = float("nan")
 for pi, pol in enumerate(pols):
     comp, _ = median_run(f"c-{pi}")
@@ -56,8 +56,20 @@ for pi, pol in enumerate(pols):
                 speedup[(pol, r, l, s)] = vs
                 cap = min(base_wire[(r, l, s)] / (wire + tied), (tokens / comp) / base[(r, l, s)]) \
                     if (r, l, s) in base and pi > 0 else nan
+                table[(pol, r, l, s)] = (tok, bound / step)
                 print("%-20s %6s %5s %-21s %8.0f %8.2f %8.2f %8.2f %8.2f %8.2f %7.2fx %7.2fx %7.2f" % (pol, r, l, s,
                       tok, step, comp, link, bound / step, (bound + 5 * float(l) / 1e3) / step, vs, cap, vs / cap))
+# issue 26: train's defaults (no --schedule, no --compress-tied) beside the
+# fastest hand-set schedule of the same policy and link
+if "defaults" in scheds:
+    print("defaults (no --schedule, no --compress-tied) beside the best hand-set row:")
+    for (pol, r, l, s), (tok, ov) in table.items():
+        if s != "defaults":
+            continue
+        hand = [(t, o, x) for (p2, r2, l2, x), (t, o) in table.items() if (p2, r2, l2) == (pol, r, l) and x != "defaults"]
+        best = max(hand) if hand else None
+        print("  %-20s %6s Mbit/s %3s ms: defaults %6.0f tok/s, overlap %.2f | best hand-set %s" % (pol, r, l, tok, ov,
+              "%s %.0f tok/s, overlap %.2f" % (best[2], best[0], best[1]) if best else "(none run)"))
 try:
     import matplotlib
     matplotlib.use("Agg")

@@ -156,6 +156,21 @@ void pz_auto_describe(const pz_auto_spec *a, char *buf, size_t cap) {
     if (k >= 0 && (n += (size_t)k) < cap) snprintf(buf + n, cap - n, ")");
 }
 
+/* the sweep's single-direction rows whose codec means today what it meant
+ * then (bwd q4 rounded to nearest then, stochastically now: left out) */
+static const struct { int dir; const char *cand, *cost; } sweep_rows[] = {
+    {0, "q4", "+0.02%"},          {0, "q2", "+2.62%"},         {0, "hadamard(q4)", "+0.03%"},
+    {0, "hadamard(q2)", "+2.48%"}, {0, "tah:3.5,tile=128", "+0.08%"}, {0, "topk:0.5", "+0.39%"},
+    {0, "topk:0.2", "+3.31%"},    {0, "topk:0.1", "+6.56%"},   {0, "topk:0.05", "+11.11%"},
+    {1, "q2", "+0.23%"},          {0, "none", "+0.00%"},       {1, "none", "+0.00%"},
+};
+
+const char *pz_auto_sweep_cost(const char *cand, int dir) {
+    for (size_t k = 0; cand && k < sizeof sweep_rows / sizeof sweep_rows[0]; k++)
+        if (sweep_rows[k].dir == dir && strcmp(sweep_rows[k].cand, cand) == 0) return sweep_rows[k].cost;
+    return NULL;
+}
+
 double pz_auto_step_bytes(double msg_bytes, int micro, int overlapped) {
     return msg_bytes * (micro + (overlapped ? 1 : 0));
 }

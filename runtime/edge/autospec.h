@@ -59,6 +59,11 @@ int pz_auto_initial(const pz_auto_spec *a, double mbps);
  * 1 gives the first compute figure, and is cold), then after every
  * multiple of every. */
 int pz_auto_decides(const pz_auto_spec *a, int step);
+/* The expected cost of candidate cand (as written) alone in direction dir
+ * (PZ_FWD/PZ_BWD), from the compression sweep's table (docs/results.md,
+ * 2026-11-25: validation loss vs none after 40 fine-tuning steps from GPT-2
+ * 124M, 3 seeds), e.g. "+2.62%"; NULL where the table has no such row. */
+const char *pz_auto_sweep_cost(const char *cand, int dir);
 /* "auto(every 10, max-err 0.5: fp16 | q8:... | ...)" */
 void pz_auto_describe(const pz_auto_spec *a, char *buf, size_t cap);
 

@@ -244,10 +244,13 @@ void pz_auto_apply(pz_autopol *a, const double *dec, int step, pz_metrics *m) {
             char rate[48];
             if (d[4] > 0) snprintf(rate, sizeof rate, "%.4g Mbit/s", d[4] * 8 / 1e6);
             else snprintf(rate, sizeof rate, "an unlimited link");
+            const char *cost = pz_auto_sweep_cost(as->cand[pick], k % 2);   /* the sweep's figure, where it has one */
             fprintf(stderr, "pipezip train: auto after step %d: edge %d-%d %s %s %s%s%s (rel err %.4g; link %.3g s "
-                    "per step at %s, allowed %.2g x compute %.3g s)\n", step, k / 2, k / 2 + 1, k % 2 ? "bwd" : "fwd",
-                    pick == a->cur[k] ? "keeps" : "switches to", as->cand[pick], pick == a->cur[k] ? "" : ", was ",
-                    pick == a->cur[k] ? "" : as->cand[a->cur[k]], d[1], d[2], rate, d[5], d[3]);
+                    "per step at %s, allowed %.2g x compute %.3g s%s%s%s)\n", step, k / 2, k / 2 + 1,
+                    k % 2 ? "bwd" : "fwd", pick == a->cur[k] ? "keeps" : "switches to", as->cand[pick],
+                    pick == a->cur[k] ? "" : ", was ", pick == a->cur[k] ? "" : as->cand[a->cur[k]], d[1], d[2], rate,
+                    d[5], d[3], cost ? "; the sweep's validation loss vs none: " : "", cost ? cost : "",
+                    cost ? ", docs/results.md" : "");
             pz_metrics_auto(m, k, as->canon[pick], d[1], d[2], d[3], d[4], d[5]);
         }
         a->cur[k] = pick;

@@ -39,6 +39,11 @@ static void test_quality_bound(void) {
     CHECK(pz_auto_choose(f, NF, 0.5, 1.25e6, 0, PZ_AUTO_MARGIN_EXPOSED, PZ_AUTO_MAX_ERR, &link) == 2, "fits");
     /* a tight bound: only fp16 and q8 qualify; q8 at 40 ms is within 2 x 0.9 x 25 ms */
     CHECK(pz_auto_choose(f, NF, 0.025, 1.25e6, 0, PZ_AUTO_MARGIN, 0.01, &link) == 1, "max-err 0.01: q8");
+    /* the expected cost from the sweep's table (docs/results.md), where it has a row */
+    CHECK(pz_auto_sweep_cost("q2", 0) && strcmp(pz_auto_sweep_cost("q2", 0), "+2.62%") == 0, "fwd q2's cost");
+    CHECK(pz_auto_sweep_cost("q2", 1) && strcmp(pz_auto_sweep_cost("q2", 1), "+0.23%") == 0, "bwd q2's cost");
+    CHECK(!pz_auto_sweep_cost("q8", 0) && !pz_auto_sweep_cost("q4", 1) && !pz_auto_sweep_cost(NULL, 0),
+          "a cost where the sweep has no row");
     /* the option */
     pz_auto_spec a;
     CHECK(pz_auto_parse("auto", &a) == PZ_OK && a.max_err == PZ_AUTO_MAX_ERR, "default max-err %g", a.max_err);
