@@ -31,7 +31,7 @@
  *    fixed_size() (codec.c), so a decoder refuses any other length.
  * Then document it (compress/README.md: the spec grammar's list and a
  * section; docs/compression.md) and test it: a spec in test_codecs.c's
- * round trips and in the fuzz replay's list (tests/fuzz/fuzz_codec_replay.c);
+ * round trips and in the fuzz replay's list (tests/fuzz/replay/fuzz_codec_replay.c);
  * golden bytes are appended at the end of test_golden's stream
  * (tests/compress/codec_stream.h) so the existing ones stay unchanged.
  * A wrapper is the same with pz_wrap_impl: its file in compress/wrappers/,

@@ -10,7 +10,7 @@
  *
  * clang: built as fuzz_ckpt_meta with -fsanitize=fuzzer (tests/meson.build).
  * With FUZZ_REPLAY_MAIN (any compiler) this file is also the replay program
- * fuzz_ckpt_meta_replay (tests/fuzz/fuzz_driver.h). */
+ * fuzz_ckpt_meta_replay (tests/fuzz/replay/fuzz_driver.h). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
 #include "base/io/file.h"
 #include "base/mem.h"
-#include "tests/fuzz/fuzz_driver.h"
+#include "tests/fuzz/replay/fuzz_driver.h"
 
 static fuzz_image text_seed(const char *text) {
     size_t n = strlen(text);

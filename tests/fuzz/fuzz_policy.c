@@ -10,7 +10,7 @@
  *
  * clang: built as fuzz_policy with -fsanitize=fuzzer (tests/meson.build).
  * With FUZZ_REPLAY_MAIN (any compiler) this file is also the replay program
- * fuzz_policy_replay (tests/fuzz/fuzz_driver.h). */
+ * fuzz_policy_replay (tests/fuzz/replay/fuzz_driver.h). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
 #ifdef FUZZ_REPLAY_MAIN
 #include "base/mem.h"
-#include "tests/fuzz/fuzz_driver.h"
+#include "tests/fuzz/replay/fuzz_driver.h"
 
 static fuzz_image seed(int stages, int grammar, const char *text) {
     size_t n = strlen(text);

@@ -9,7 +9,7 @@
  *
  * clang: built as fuzz_shard with -fsanitize=fuzzer (tests/meson.build).
  * With FUZZ_REPLAY_MAIN (any compiler) this file is also the replay program
- * fuzz_shard_replay (tests/fuzz/fuzz_driver.h). */
+ * fuzz_shard_replay (tests/fuzz/replay/fuzz_driver.h). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 #ifdef FUZZ_REPLAY_MAIN
 #include "base/bytes.h"
 #include "base/mem.h"
-#include "tests/fuzz/fuzz_driver.h"
+#include "tests/fuzz/replay/fuzz_driver.h"
 
 static fuzz_image shard(int vocab, int ntok, int32_t magic, int32_t version) {
     size_t len = 2 + 1024 + 2 * (size_t)ntok;

@@ -1,5 +1,5 @@
 /* test_fingerprint_flags.c: every flag of `pipezip train` is either in the
- * ranks' fingerprint (runtime/fingerprint.c) or listed here as one that
+ * ranks' fingerprint (runtime/plan/fingerprint.c) or listed here as one that
  * does not change what is computed, with the reason. Each flag is varied
  * alone through train's own parser: a fingerprinted one must change the
  * fingerprint, one that makes another job (runtime/ckpt/job.h) the job's id
@@ -188,7 +188,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nf; i++) {
         int k = 0;
         while (k < NCASES && strcmp(cases[k].flag, names[i])) k++;
-        CHECK(k < NCASES, "train flag %s is new: add it to the fingerprint (runtime/fingerprint.c) if it changes "
+        CHECK(k < NCASES, "train flag %s is new: add it to the fingerprint (runtime/plan/fingerprint.c) if it changes "
               "what the ranks compute, and to this table either way", names[i]);
     }
     for (int k = 0; k < NCASES; k++) {

@@ -1,5 +1,5 @@
 /* fuzz_bpe_replay.c: the tokenizer-file fuzz entry (fuzz_bpe.c) without
- * libFuzzer, through tests/fuzz/fuzz_driver.c:
+ * libFuzzer, through tests/fuzz/replay/fuzz_driver.c:
  *
  *   fuzz_bpe_replay FILE...     replay inputs (crash reproducers, corpus)
  *   fuzz_bpe_replay --seed DIR  write seed inputs for a libFuzzer corpus
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/fuzz/fuzz_driver.h"
+#include "tests/fuzz/replay/fuzz_driver.h"
 
 static void seed(fuzz_image *s, const char *text, size_t len) {
     s->len = len;

@@ -1,5 +1,5 @@
 /* fuzz_bootmsg_replay.c: the bootstrap message fuzz entry (fuzz_bootmsg.c)
- * without libFuzzer, through tests/fuzz/fuzz_driver.c:
+ * without libFuzzer, through tests/fuzz/replay/fuzz_driver.c:
  *
  *   fuzz_bootmsg_replay FILE...     replay inputs (crash reproducers, corpus)
  *   fuzz_bootmsg_replay --seed DIR  write seed inputs for a libFuzzer corpus
@@ -14,7 +14,7 @@
 #include "base/mem.h"
 #include "base/rng.h"
 #include "runtime/net/bootmsg.h"
-#include "tests/fuzz/fuzz_driver.h"
+#include "tests/fuzz/replay/fuzz_driver.h"
 
 static size_t put_frame(uint8_t *b, unsigned type, const void *p, size_t n) {
     pz_boot_header_put(b, type, n);

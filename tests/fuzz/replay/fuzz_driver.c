@@ -1,5 +1,5 @@
 /* fuzz_driver.c: see fuzz_driver.h. */
-#include "tests/fuzz/fuzz_driver.h"
+#include "tests/fuzz/replay/fuzz_driver.h"
 #include "base/io/file.h"
 #include "base/mem.h"
 #include "base/rng.h"

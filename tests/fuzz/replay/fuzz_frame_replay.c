@@ -1,5 +1,5 @@
 /* fuzz_frame_replay.c: the frame check's fuzz entry (fuzz_frame.c) without
- * libFuzzer, through tests/fuzz/fuzz_driver.c:
+ * libFuzzer, through tests/fuzz/replay/fuzz_driver.c:
  *
  *   fuzz_frame_replay FILE...     replay inputs (crash reproducers, corpus)
  *   fuzz_frame_replay --seed DIR  write seed inputs for a libFuzzer corpus
@@ -16,7 +16,7 @@
 #include "base/mem.h"
 #include "base/rng.h"
 #include "runtime/net/frame.h"
-#include "tests/fuzz/fuzz_driver.h"
+#include "tests/fuzz/replay/fuzz_driver.h"
 #include "tests/fuzz/fuzz_frame.h"
 
 static fuzz_image frame(size_t n) {

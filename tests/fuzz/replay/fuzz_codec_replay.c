@@ -8,7 +8,7 @@
  *                                        that they reach the decoders (framed
  *                                        seeds, as edges send them, have none) 
  * Meant to run under ASan/UBSan in ordinary (gcc) builds; the main is
- * tests/fuzz/fuzz_driver.c's. */
+ * tests/fuzz/replay/fuzz_driver.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +18,7 @@
 #include "base/io/file.h"
 #include "base/mem.h"
 #include "base/rng.h"
-#include "tests/fuzz/fuzz_driver.h"
+#include "tests/fuzz/replay/fuzz_driver.h"
 
 static const char *const seed_specs[] = {
     "fp32", "fp16", "bf16", "q1", "q4", "q8:round=nearest", "q3:scale=minmax,group=5,sdtype=fp16", "q2:group=row",

@@ -7,7 +7,7 @@
  *                    seeds, each fed as an exact-size copy so that ASan sees
  *                    reads past the end
  * Meant to run under ASan/UBSan in ordinary (gcc) builds. A target supplies
- * its seeds and its mutator (tests/fuzz/fuzz_replay.c, tests/fuzz/fuzz_codec_replay.c). */
+ * its seeds and its mutator (tests/fuzz/replay/fuzz_replay.c, tests/fuzz/replay/fuzz_codec_replay.c). */
 #ifndef PZ_TESTS_FUZZ_DRIVER_H
 #define PZ_TESTS_FUZZ_DRIVER_H
 

@@ -1,5 +1,5 @@
 /* fuzz_replay.c: the safetensors/HF-JSON fuzz entry (fuzz_safetensors.c)
- * without libFuzzer, through tests/fuzz/fuzz_driver.c:
+ * without libFuzzer, through tests/fuzz/replay/fuzz_driver.c:
  *
  *   fuzz_safetensors_replay FILE...     replay inputs (crash reproducers, corpus)
  *   fuzz_safetensors_replay --seed DIR  write seed inputs for a libFuzzer corpus
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tests/fuzz/fuzz_driver.h"
+#include "tests/fuzz/replay/fuzz_driver.h"
 
 /* A small but complete GPT-2 file saved by the library, so mutations reach
  * the config derivation; plus a hand-written header with escapes and metadata. */

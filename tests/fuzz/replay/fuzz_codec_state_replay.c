@@ -1,5 +1,5 @@
 /* fuzz_codec_state_replay.c: the codec-state fuzz entry
- * (fuzz_codec_state.c) without libFuzzer, through tests/fuzz/fuzz_driver.c:
+ * (fuzz_codec_state.c) without libFuzzer, through tests/fuzz/replay/fuzz_driver.c:
  * replay files, write seeds (--seed DIR), or a deterministic mutation smoke
  * test (N, default 20000), meant to run under ASan/UBSan. */
 #include "compress/core/codec.h"
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/fuzz/fuzz_driver.h"
+#include "tests/fuzz/replay/fuzz_driver.h"
 
 /* Real blobs: the state of codecs after a few messages (aq with two rows
  * per message over 3 ids, ef21, aq(ef) nested), saved by the library. */

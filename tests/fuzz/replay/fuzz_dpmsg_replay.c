@@ -1,5 +1,5 @@
 /* fuzz_dpmsg_replay.c: the data-parallel header's fuzz entry (fuzz_dpmsg.c)
- * without libFuzzer, through tests/fuzz/fuzz_driver.c:
+ * without libFuzzer, through tests/fuzz/replay/fuzz_driver.c:
  *
  *   fuzz_dpmsg_replay FILE...     replay inputs (crash reproducers, corpus)
  *   fuzz_dpmsg_replay --seed DIR  write seed inputs for a libFuzzer corpus
@@ -16,7 +16,7 @@
 #include "base/mem.h"
 #include "base/rng.h"
 #include "runtime/dp/dpmsg.h"
-#include "tests/fuzz/fuzz_driver.h"
+#include "tests/fuzz/replay/fuzz_driver.h"
 #include "tests/fuzz/fuzz_dpmsg.h"
 
 static fuzz_image message(size_t n) {
