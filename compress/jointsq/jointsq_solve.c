@@ -18,9 +18,27 @@ void pz_jsq_model(jsq_model *md, float M, const float s[4]) {
     }
 }
 
+#if defined(__AVX512F__)
+/* The sum of 16 lanes folded in halves (lane l += lane l + 8, + 4, + 2, + 1),
+ * spelled out: the scalar path of jsq_errs adds in this order, and
+ * _mm512_reduce_add_ps leaves the order to the compiler. */
+static inline float jsq_fold16(__m512 v) {
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v),
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    b = _mm_add_ss(b, _mm_movehdup_ps(b));
+    return _mm_cvtss_f32(b);
+}
+#endif
+
 /* Model errors of the items (groups of G, the last one shorter) covering
  * x[0..nel): e0 = sum x^2, e_c = sum step_c^2 f (1 - f) (the variance of
  * stochastic rounding) or INFINITY where the group's max gm > s_c.
+ * Every level sums a group in one order, so that the picks and hence the
+ * messages are the same bits everywhere (issue 26): element b + i into lane
+ * i % 16, then the lanes folded in halves (jsq_fold16). The AVX-512 paths
+ * for G = 2, 4, 8 fold the same way within their G lanes.
  * gm: group maxima (NULL when G == 1: |x|). */
 static void jsq_errs(const float *x, size_t nel, size_t G, const float *gm, const jsq_model *md,
                      float *e0, float *e1, float *e2, float *e3) {
@@ -141,35 +159,44 @@ static void jsq_errs(const float *x, size_t nel, size_t G, const float *gm, cons
                 sc = _mm512_add_ps(sc, t3);
             }
             float g = gm[j];
-            e0[j] = _mm512_reduce_add_ps(s0);
-            e1[j] = g <= s1 ? d1 * _mm512_reduce_add_ps(sa) : INFINITY;
-            e2[j] = g <= s2 ? d2 * _mm512_reduce_add_ps(sb) : INFINITY;
-            e3[j] = g <= s3 ? d3 * _mm512_reduce_add_ps(sc) : INFINITY;
+            e0[j] = jsq_fold16(s0);
+            e1[j] = g <= s1 ? d1 * jsq_fold16(sa) : INFINITY;
+            e2[j] = g <= s2 ? d2 * jsq_fold16(sb) : INFINITY;
+            e3[j] = g <= s3 ? d3 * jsq_fold16(sc) : INFINITY;
         }
     }
 #undef JSQ_TERMS
 #endif
     for (; j < ni; j++) {
         size_t b = j * G, e = b + G < nel ? b + G : nel;
-        float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-#pragma omp simd reduction(+ : a0, a1, a2, a3)
-        for (size_t i = b; i < e; i++) {
+        float a[4][16];
+        memset(a, 0, sizeof a);
+        for (size_t i = b; i < e; i++) {        /* element i into lane (i - b) % 16 */
             float xh = fabsf(x[i]) * invM;
             float y1 = xh * i1, y2 = xh * i2, y3 = xh * i3;
             y1 = y1 < JSQ_YMAX ? y1 : JSQ_YMAX;
             y2 = y2 < JSQ_YMAX ? y2 : JSQ_YMAX;
             y3 = y3 < JSQ_YMAX ? y3 : JSQ_YMAX;
             float f1 = y1 - (float)(int32_t)y1, f2 = y2 - (float)(int32_t)y2, f3 = y3 - (float)(int32_t)y3;
-            a0 += xh * xh;
-            a1 += f1 - f1 * f1;
-            a2 += f2 - f2 * f2;
-            a3 += f3 - f3 * f3;
+            size_t l = (i - b) & 15;
+            a[0][l] += xh * xh;
+            a[1][l] += f1 - f1 * f1;
+            a[2][l] += f2 - f2 * f2;
+            a[3][l] += f3 - f3 * f3;
         }
+        /* fold the lanes in halves; lanes past the group hold +0 and the
+         * terms are >= 0, so folding only w = 2^ceil(log2(min(len, 16)))
+         * lanes gives the bits of the full 16-lane fold */
+        size_t w = 1;
+        while (w < e - b && w < 16) w <<= 1;
+        for (size_t h = w / 2; h; h /= 2)
+            for (int c = 0; c < 4; c++)
+                for (size_t l = 0; l < h; l++) a[c][l] += a[c][l + h];
         float g = gm[j];
-        e0[j] = a0;
-        e1[j] = g <= s1 ? d1 * a1 : INFINITY;
-        e2[j] = g <= s2 ? d2 * a2 : INFINITY;
-        e3[j] = g <= s3 ? d3 * a3 : INFINITY;
+        e0[j] = a[0][0];
+        e1[j] = g <= s1 ? d1 * a[1][0] : INFINITY;
+        e2[j] = g <= s2 ? d2 * a[2][0] : INFINITY;
+        e3[j] = g <= s3 ? d3 * a[3][0] : INFINITY;
     }
 }
 
