@@ -23,6 +23,7 @@
 typedef enum { PZ_CKPT_AUTO, PZ_CKPT_SAFETENSORS, PZ_CKPT_LLMC } pz_ckpt_format;
 
 #define PZ_LLMC_MODEL_MAGIC 20240326
+#define PZ_LLMC_HEADER_INTS 256 /* int32 header of an llm.c model file */
 
 /* Detects the format (llm.c magic 20240326 in the first int32, else safetensors) and
  * derives the model config. safetensors: V and C from wte.weight (V, C), maxT from wpe, L from

@@ -132,3 +132,9 @@ void pz_gpt2_params_init(pz_gpt2_params *p, uint64_t seed) {
     }
     free(ts);
 }
+
+float *pz_block_params_tensor(const pz_block_params *b, int which) {
+    float *const ptrs[PZ_BLOCK_NTENSORS] = {b->ln1w, b->ln1b, b->qkvw, b->qkvb, b->attprojw, b->attprojb,
+                                            b->ln2w, b->ln2b, b->fcw, b->fcb, b->fcprojw, b->fcprojb};
+    return ptrs[which];
+}

@@ -37,6 +37,9 @@ typedef struct {
     float *lnfw, *lnfb;    /* (C) or NULL */
 } pz_gpt2_params;
 
+/* The tensor `which` (enum pz_block_tensor order) of a block. */
+float *pz_block_params_tensor(const pz_block_params *b, int which);
+
 /* Elements needed for a stage range. */
 size_t pz_stage_numel(const pz_gpt2_config *c, const pz_stage_range *r);
 /* Fill views over mem (which must hold pz_stage_numel floats). */
