@@ -52,7 +52,7 @@ static float *make_input(size_t n, size_t C, uint64_t seed) {
     return x;
 }
 
-/* the warp's canonical sum over [a, e) (compress/cuda/codec_cuda.cu, k_canon_span) */
+/* the warp's canonical sum over [a, e) (compress/cuda/base_cuda.cu, k_canon_span) */
 static double warp_sum(const float *x, size_t a, size_t e, int sq) {
     double lane[32];
     for (int l = 0; l < 32; l++) {
