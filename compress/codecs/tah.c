@@ -397,6 +397,46 @@ static size_t tah_tile(const tah_geom *g, const float *x, size_t t, int flagged,
     return w;
 }
 
+/* Marks in wide[] the K units (tiles, or tokens) that get 4 bits: the
+ * highest-ranked by range (rank=range) or by entropy. rk, y: scratch. */
+static void tah_pick_wide(const pz_codec_params *p, const tah_geom *g, const float *x, const uint8_t *flag,
+                          const uint16_t *piv, uint64_t K, tah_rank *rk, float *y, uint8_t *wide) {
+    if (K >= g->U) {
+        memset(wide, 1, g->U);
+    } else if (K > 0 && p->scale_mode) {   /* rank=range */
+        for (size_t u = 0; u < g->U; u++) {
+            rk[u].key = 0.0;
+            rk[u].i = u;
+        }
+        for (size_t t = 0; t < g->NT; t++) {
+            float mn, mx;
+            size_t w = tah_tile(g, x, t, flag[t], piv[t], y, &mn, &mx);
+            double rg = (double)mx - (double)mn;
+            double key = (double)w * rg * rg;   /* inf or NaN only beyond fp16: refused below */
+            rk[g->token ? t / g->T : t].key += isnan(key) ? INFINITY : key;
+        }
+        qsort(rk, g->U, sizeof *rk, tah_rank_cmp);
+        for (uint64_t i = 0; i < K; i++) wide[rk[i].i] = 1;
+    } else if (K > 0) {
+        for (size_t u = 0; u < g->U; u++) {
+            const float *xu;
+            size_t w;
+            if (g->token) {
+                xu = x + u * g->C;
+                w = g->C;
+            } else {
+                size_t j = u % g->T;
+                xu = x + (u / g->T) * g->C + j * g->G;
+                w = j == g->T - 1 ? g->wlast : g->G;
+            }
+            rk[u].key = tah_entropy(xu, w);
+            rk[u].i = u;
+        }
+        qsort(rk, g->U, sizeof *rk, tah_rank_cmp);
+        for (uint64_t i = 0; i < K; i++) wide[rk[i].i] = 1;
+    }
+}
+
 static pz_status tah_encode(const pz_codec_params *p, const float *x, const pz_shape *s,
                             const pz_codec_ctx *ctx, uint8_t *payload, size_t cap, size_t *len) {
     (void)ctx;
@@ -449,41 +489,7 @@ static pz_status tah_encode(const pz_codec_params *p, const float *x, const pz_s
     }
 
     /* the K highest-ranked units get 4 bits */
-    uint64_t K = tah_k4(&g, P);
-    if (K >= g.U) {
-        memset(wide, 1, g.U);
-    } else if (K > 0 && p->scale_mode) {   /* rank=range */
-        for (size_t u = 0; u < g.U; u++) {
-            rk[u].key = 0.0;
-            rk[u].i = u;
-        }
-        for (size_t t = 0; t < NT; t++) {
-            float mn, mx;
-            size_t w = tah_tile(&g, x, t, flag[t], piv[t], y, &mn, &mx);
-            double rg = (double)mx - (double)mn;
-            double key = (double)w * rg * rg;   /* inf or NaN only beyond fp16: refused below */
-            rk[g.token ? t / T : t].key += isnan(key) ? INFINITY : key;
-        }
-        qsort(rk, g.U, sizeof *rk, tah_rank_cmp);
-        for (uint64_t i = 0; i < K; i++) wide[rk[i].i] = 1;
-    } else if (K > 0) {
-        for (size_t u = 0; u < g.U; u++) {
-            const float *xu;
-            size_t w;
-            if (g.token) {
-                xu = x + u * g.C;
-                w = g.C;
-            } else {
-                size_t j = u % T;
-                xu = x + (u / T) * g.C + j * G;
-                w = j == T - 1 ? g.wlast : G;
-            }
-            rk[u].key = tah_entropy(xu, w);
-            rk[u].i = u;
-        }
-        qsort(rk, g.U, sizeof *rk, tah_rank_cmp);
-        for (uint64_t i = 0; i < K; i++) wide[rk[i].i] = 1;
-    }
+    tah_pick_wide(p, &g, x, flag, piv, tah_k4(&g, P), rk, y, wide);
 
     /* the bit stream: flags, bitmap, pivots */
     tah_bw bw = {payload + 4 * NT, payload + cap, 0, 0, 0};
