@@ -373,6 +373,46 @@ static pz_status top_key(pz_json *p, const char *key, void *ctx) {
 
 /* ---- building */
 
+/* The merges, by rank, into b's merge table; every merge's halves and its
+ * result must be vocabulary tokens, and no pair may repeat. */
+static pz_status build_merges(const builder *B, pz_bpe *b) {
+    uint8_t tmp[2 * MAX_TOKEN + 2];
+    char e1[96], e2[96];   /* tokens shown in messages */
+    if (B->nm >= UINT32_MAX / 2) return pz_fail(PZ_ERR_FORMAT, "%s: too many merges", B->what);
+    b->mmask = pow2_above(B->nm) - 1;
+    b->mmap = xmalloc(((size_t)b->mmask + 1) * sizeof *b->mmap);
+    for (size_t i = 0; i <= b->mmask; i++) b->mmap[i].rank = UINT32_MAX;
+    const char *mwhat = B->what_merges ? B->what_merges : B->what;
+    for (size_t r = 0; r < B->nm; r++) {
+        const char *sa = bstr(B, B->ma[r]), *sb = bstr(B, B->mb[r]);
+        uint32_t ida = UINT32_MAX, idb = UINT32_MAX, idm = UINT32_MAX;
+        size_t la = 0, lb = 0;
+        if (unmap_bytes(sa, strlen(sa), tmp, &la)) ida = vmap_find(b, tmp, la);
+        if (unmap_bytes(sb, strlen(sb), tmp + la, &lb)) idb = vmap_find(b, tmp + la, lb);
+        if (ida == UINT32_MAX || idb == UINT32_MAX) {
+            return pz_fail(PZ_ERR_FORMAT, "%s: merge %zu (\"%s %s\"): \"%s\" is not in the vocabulary", mwhat, r + 1,
+                           esc(e1, sizeof e1, sa), esc(e2, sizeof e2, sb), ida == UINT32_MAX ? e1 : e2);
+        }
+        idm = vmap_find(b, tmp, la + lb);
+        if (idm == UINT32_MAX) {
+            return pz_fail(PZ_ERR_FORMAT, "%s: merge %zu (\"%s %s\"): the merged token \"%s%s\" is not in the vocabulary",
+                           mwhat, r + 1, esc(e1, sizeof e1, sa), esc(e2, sizeof e2, sb), e1, e2);
+        }
+        const merge_slot *m = merge_find(b, ida, idb);
+        if (m) {
+            return pz_fail(PZ_ERR_FORMAT, "%s: merge %zu (\"%s %s\") repeats merge %u", mwhat, r + 1,
+                           esc(e1, sizeof e1, sa), esc(e2, sizeof e2, sb), m->rank + 1);
+        }
+        uint32_t h = (uint32_t)hash_pair(ida, idb) & b->mmask;
+        while (b->mmap[h].rank != UINT32_MAX) h = (h + 1) & b->mmask;
+        b->mmap[h].key = (uint64_t)ida << 32 | idb;
+        b->mmap[h].rank = (uint32_t)r;
+        b->mmap[h].id = idm;
+    }
+    b->nmerges = (uint32_t)B->nm;
+    return PZ_OK;
+}
+
 static pz_status build(builder *B, pz_bpe **out) {
     const char *what = B->what;
     *out = NULL;
@@ -460,42 +500,8 @@ static pz_status build(builder *B, pz_bpe **out) {
         uint32_t id = vmap_find(b, &byte, 1);
         b->byte_id[c] = id == UINT32_MAX ? -1 : (int32_t)id;
     }
-    /* merges, by rank */
-    if (B->nm >= UINT32_MAX / 2) { st = pz_fail(PZ_ERR_FORMAT, "%s: too many merges", what); goto fail; }
-    b->mmask = pow2_above(B->nm) - 1;
-    b->mmap = xmalloc(((size_t)b->mmask + 1) * sizeof *b->mmap);
-    for (size_t i = 0; i <= b->mmask; i++) b->mmap[i].rank = UINT32_MAX;
-    const char *mwhat = B->what_merges ? B->what_merges : what;
-    for (size_t r = 0; r < B->nm; r++) {
-        const char *sa = bstr(B, B->ma[r]), *sb = bstr(B, B->mb[r]);
-        uint32_t ida = UINT32_MAX, idb = UINT32_MAX, idm = UINT32_MAX;
-        size_t la = 0, lb = 0;
-        if (unmap_bytes(sa, strlen(sa), tmp, &la)) ida = vmap_find(b, tmp, la);
-        if (unmap_bytes(sb, strlen(sb), tmp + la, &lb)) idb = vmap_find(b, tmp + la, lb);
-        if (ida == UINT32_MAX || idb == UINT32_MAX) {
-            st = pz_fail(PZ_ERR_FORMAT, "%s: merge %zu (\"%s %s\"): \"%s\" is not in the vocabulary", mwhat, r + 1,
-                         esc(e1, sizeof e1, sa), esc(e2, sizeof e2, sb), ida == UINT32_MAX ? e1 : e2);
-            goto fail;
-        }
-        idm = vmap_find(b, tmp, la + lb);
-        if (idm == UINT32_MAX) {
-            st = pz_fail(PZ_ERR_FORMAT, "%s: merge %zu (\"%s %s\"): the merged token \"%s%s\" is not in the vocabulary",
-                         mwhat, r + 1, esc(e1, sizeof e1, sa), esc(e2, sizeof e2, sb), e1, e2);
-            goto fail;
-        }
-        const merge_slot *m = merge_find(b, ida, idb);
-        if (m) {
-            st = pz_fail(PZ_ERR_FORMAT, "%s: merge %zu (\"%s %s\") repeats merge %u", mwhat, r + 1, esc(e1, sizeof e1, sa),
-                         esc(e2, sizeof e2, sb), m->rank + 1);
-            goto fail;
-        }
-        uint32_t h = (uint32_t)hash_pair(ida, idb) & b->mmask;
-        while (b->mmap[h].rank != UINT32_MAX) h = (h + 1) & b->mmask;
-        b->mmap[h].key = (uint64_t)ida << 32 | idb;
-        b->mmap[h].rank = (uint32_t)r;
-        b->mmap[h].id = idm;
-    }
-    b->nmerges = (uint32_t)B->nm;
+    st = build_merges(B, b);
+    if (st) goto fail;
     /* the pattern */
     int err;
     PCRE2_SIZE eoff;
