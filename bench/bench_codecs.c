@@ -81,6 +81,45 @@ static double target_of(const char *spec) {
     return 0.0;
 }
 
+/* Runs this program again under PIPEZIP_ISA at every level this CPU runs,
+ * best first; non-zero if any run failed. */
+static int run_each_isa(char **argv) {
+    char self[4096];
+    if (pz_self_exe(self, sizeof self) != 0) pz_die("bench_codecs: cannot find its own executable");
+    pz_isa top = pz_isa_cpu() < pz_isa_built() ? pz_isa_cpu() : pz_isa_built();
+    int bad = 0;
+    for (int l = (int)top; l >= 0; l--) {
+        printf("%s== PIPEZIP_ISA=%s ==\n", l == (int)top ? "" : "\n", pz_isa_name((pz_isa)l));
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0) pz_die("bench_codecs: fork failed");
+        if (pid == 0) {
+            setenv("PIPEZIP_ISA", pz_isa_name((pz_isa)l), 1);
+            execv(self, argv);
+            _exit(127);
+        }
+        int wst = 0;
+        if (waitpid(pid, &wst, 0) != pid || !WIFEXITED(wst) || WEXITSTATUS(wst) != 0) {
+            fprintf(stderr, "bench_codecs: the run at %s failed\n", pz_isa_name((pz_isa)l));
+            bad = 1;
+        }
+    }
+    return bad;
+}
+
+/* The benchmark's tensor: normal values, with heavy-tailed outlier channels
+ * (one in 97) of C channels. */
+static void fill_input(float *x, size_t n, size_t C) {
+    pz_rng r;
+    pz_rng_seed(&r, 1234);
+    for (size_t i = 0; i < n; i++) {
+        size_t c = i % C;
+        float z = pz_rng_normal(&r);
+        if (c % 97 == 3) z = 10.0f * z * (1.0f + 0.1f * z * z);   /* heavy-tailed outlier channels */
+        x[i] = z;
+    }
+}
+
 int main(int argc, char **argv) {
     int runs = 9;
     int first_spec = argc;
@@ -99,28 +138,7 @@ int main(int argc, char **argv) {
     }
     const char *env = getenv("PIPEZIP_ISA");
     if (!(env && *env) && pz_isa_built() > PZ_ISA_BASELINE) {
-        /* every level this CPU runs, best first: this program again with PIPEZIP_ISA */
-        char self[4096];
-        if (pz_self_exe(self, sizeof self) != 0) pz_die("bench_codecs: cannot find its own executable");
-        pz_isa top = pz_isa_cpu() < pz_isa_built() ? pz_isa_cpu() : pz_isa_built();
-        int bad = 0;
-        for (int l = (int)top; l >= 0; l--) {
-            printf("%s== PIPEZIP_ISA=%s ==\n", l == (int)top ? "" : "\n", pz_isa_name((pz_isa)l));
-            fflush(stdout);
-            pid_t pid = fork();
-            if (pid < 0) pz_die("bench_codecs: fork failed");
-            if (pid == 0) {
-                setenv("PIPEZIP_ISA", pz_isa_name((pz_isa)l), 1);
-                execv(self, argv);
-                _exit(127);
-            }
-            int wst = 0;
-            if (waitpid(pid, &wst, 0) != pid || !WIFEXITED(wst) || WEXITSTATUS(wst) != 0) {
-                fprintf(stderr, "bench_codecs: the run at %s failed\n", pz_isa_name((pz_isa)l));
-                bad = 1;
-            }
-        }
-        return bad;
+        return run_each_isa(argv);
     }
     omp_set_num_threads(1);
     const char *const *specs = default_specs;
@@ -133,15 +151,7 @@ int main(int argc, char **argv) {
     pz_shape shape = {3, {8, 512, 1024, 0}};
     size_t n = pz_shape_numel(&shape), bytes = n * sizeof(float);
     float *x = xaligned_alloc(bytes), *y = xaligned_alloc(bytes), *tmp = xaligned_alloc(bytes);
-    pz_rng r;
-    pz_rng_seed(&r, 1234);
-    size_t C = (size_t)shape.dims[2];
-    for (size_t i = 0; i < n; i++) {
-        size_t c = i % C;
-        float z = pz_rng_normal(&r);
-        if (c % 97 == 3) z = 10.0f * z * (1.0f + 0.1f * z * z);   /* heavy-tailed outlier channels */
-        x[i] = z;
-    }
+    fill_input(x, n, (size_t)shape.dims[2]);
     /* memcpy bandwidth of the same 16 MiB */
     double *t = xmalloc(sizeof(double) * (size_t)(runs > 9 ? runs : 9) * 3);
     memcpy(tmp, x, bytes);
