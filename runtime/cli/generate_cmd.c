@@ -241,23 +241,13 @@ pz_status pz_generate_check(const pz_generate_opts *o) {
     return st == PZ_OK ? model_range(o, &cfg, 0, o->stages, 0, &range) : st;
 }
 
-pz_status pz_generate_rank(const pz_generate_opts *o, int rank, int world, const char *addr, int port) {
-    if ((o->prompt == NULL) == (o->prompt_ids == NULL))
-        return pz_fail(PZ_ERR_ARG, "give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
-    pz_gpt2_config cfg;
-    pz_ckpt_format fmt;
-    pz_status st = pz_ckpt_read_config_heads(o->model, o->heads, &cfg, &fmt);
-    if (st) return st;
-    const int V = cfg.vocab_size, maxT = cfg.max_seq_len;
-
-    pz_bpe *bpe = NULL;
-    if ((st = find_tokenizer(o, &bpe))) return st;
-    out_kind ok = bpe ? OUT_BPE : V == 256 ? OUT_BYTES : OUT_IDS;
-    if (bpe && pz_bpe_n_vocab(bpe) > (uint32_t)V)
-        fprintf(stderr, "pipezip generate: warning: the tokenizer has %u ids, the model %d; "
-                "a prompt token above %d is an error\n", pz_bpe_n_vocab(bpe), V, V - 1);
-
+/* The prompt as token ids (from --prompt-ids, the bytes of --prompt, or
+ * --prompt through the tokenizer), checked against the model's vocabulary V
+ * and context maxT. *ids is set even on failure: the caller frees it. */
+static pz_status prompt_tokens(const pz_generate_opts *o, pz_bpe *bpe, out_kind ok, int V, int maxT,
+                               int **ids_out, int *np_out) {
     int *ids = NULL, np = 0;
+    pz_status st = PZ_OK;
     if (o->prompt_ids) {
         st = parse_ids(o->prompt_ids, V, &ids, &np);
     } else if (ok == OUT_IDS) {
@@ -286,6 +276,29 @@ pz_status pz_generate_rank(const pz_generate_opts *o, int rank, int world, const
     if (st == PZ_OK && np + o->max_new_tokens > maxT)
         st = pz_fail(PZ_ERR_ARG, "the prompt's %s%d tokens plus --max-new-tokens %d exceed the model's context of %d positions",
                      np > maxT ? "more than " : "", np > maxT ? maxT : np, o->max_new_tokens, maxT);
+    *ids_out = ids;
+    *np_out = np;
+    return st;
+}
+
+pz_status pz_generate_rank(const pz_generate_opts *o, int rank, int world, const char *addr, int port) {
+    if ((o->prompt == NULL) == (o->prompt_ids == NULL))
+        return pz_fail(PZ_ERR_ARG, "give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
+    pz_gpt2_config cfg;
+    pz_ckpt_format fmt;
+    pz_status st = pz_ckpt_read_config_heads(o->model, o->heads, &cfg, &fmt);
+    if (st) return st;
+    const int V = cfg.vocab_size, maxT = cfg.max_seq_len;
+
+    pz_bpe *bpe = NULL;
+    if ((st = find_tokenizer(o, &bpe))) return st;
+    out_kind ok = bpe ? OUT_BPE : V == 256 ? OUT_BYTES : OUT_IDS;
+    if (bpe && pz_bpe_n_vocab(bpe) > (uint32_t)V)
+        fprintf(stderr, "pipezip generate: warning: the tokenizer has %u ids, the model %d; "
+                "a prompt token above %d is an error\n", pz_bpe_n_vocab(bpe), V, V - 1);
+
+    int *ids = NULL, np = 0;
+    st = prompt_tokens(o, bpe, ok, V, maxT, &ids, &np);
     if (st) {
         free(ids);
         pz_bpe_free(bpe);
