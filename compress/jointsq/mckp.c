@@ -458,6 +458,38 @@ static double lower_bound(const pz_mckp_soa *s, size_t n, uint64_t capacity, dou
 static size_t picks_bytes(size_t n) { return (3 * (n + 64) + 63) / 64 * 64; }
 size_t pz_mckp_work_bytes(size_t n) { return picks_bytes(n) + (n + 16) * sizeof(uint32_t); }
 
+/* Spends the room left, round by round, on the option of the fill set with
+ * the best error drop per unit of cost that still fits; returns the room
+ * left and lowers *err by the drops taken. */
+static uint64_t fill_room(const fillset_ *F, uint8_t *choice, uint64_t room, double *err) {
+    for (int round = 0; room > 0 && round < 4 * FILL_SET; round++) {
+        double best = 0;
+        size_t bf = SIZE_MAX;
+        int bo = 0;
+        for (size_t f = 0; f < F->n; f++) {
+            int a = choice[F->id[f]];
+            double ea = F->e[f][a];
+            for (int o = a + 1; o < PZ_MCKP_OPTS; o++) {
+                uint64_t dc = (uint64_t)F->c[f][o] - F->c[f][a];
+                double drop = ea - (double)F->e[f][o];
+                if (dc > room || !(drop > 0)) continue;
+                double eff = drop / (double)dc;
+                if (eff > best) {
+                    best = eff;
+                    bf = f;
+                    bo = o;
+                }
+            }
+        }
+        if (bf == SIZE_MAX) break;
+        int a = choice[F->id[bf]];
+        room -= F->c[bf][bo] - F->c[bf][a];
+        *err -= (double)F->e[bf][a] - (double)F->e[bf][bo];
+        choice[F->id[bf]] = (uint8_t)bo;
+    }
+    return room;
+}
+
 /* The solver proper on work arrays w (overwritten), with work memory (NULL:
  * its own). */
 static void solve(pz_mckp_soa *w, size_t n, uint64_t capacity, float lam_lo, float lam_hi, uint8_t *choice,
@@ -561,31 +593,7 @@ static void solve(pz_mckp_soa *w, size_t n, uint64_t capacity, float lam_lo, flo
             }
         }
         /* fill: the best error drop per cost that fits, among the fill set */
-        for (int round = 0; room > 0 && round < 4 * FILL_SET; round++) {
-            double best = 0;
-            size_t bf = SIZE_MAX;
-            int bo = 0;
-            for (size_t f = 0; f < F.n; f++) {
-                int a = choice[F.id[f]];
-                double ea = F.e[f][a];
-                for (int o = a + 1; o < PZ_MCKP_OPTS; o++) {
-                    uint64_t dc = (uint64_t)F.c[f][o] - F.c[f][a];
-                    double drop = ea - (double)F.e[f][o];
-                    if (dc > room || !(drop > 0)) continue;
-                    double eff = drop / (double)dc;
-                    if (eff > best) {
-                        best = eff;
-                        bf = f;
-                        bo = o;
-                    }
-                }
-            }
-            if (bf == SIZE_MAX) break;
-            int a = choice[F.id[bf]];
-            room -= F.c[bf][bo] - F.c[bf][a];
-            err -= (double)F.e[bf][a] - (double)F.e[bf][bo];
-            choice[F.id[bf]] = (uint8_t)bo;
-        }
+        room = fill_room(&F, choice, room, &err);
         cost = capacity - room;
     }
     free(own);
