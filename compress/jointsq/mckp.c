@@ -229,22 +229,18 @@ typedef struct {
 
 static inline uint32_t acost(const active_ *A, int o, size_t j) { return A->cu ? A->cu[o] : A->c[o][j]; }
 
-/* Fixes the items with ch_lo == ch_hi (their choice is final) and moves the
- * others to the front; branch-free. */
-static void compact(active_ *A, uint8_t *ch_lo, uint8_t *ch_hi, uint8_t *choice, uint64_t *fcost,
-                    double *ferr) {
-    size_t m = A->m, keep = 0;
-    for (size_t j = 0; j < m; j++) keep += ch_lo[j] != ch_hi[j];
-    if (keep == m) return;
-    if (keep > m - m / 4 && A->id) return;            /* not worth a pass yet */
+/* compact's vector part: the items in whole vectors (16 with AVX-512, 8
+ * with AVX2), from the first; returns how many it took (0 without either),
+ * advancing *kp (kept items) and the fixed items' cost and error sums. */
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VBMI2__)
+static size_t compact_vec(const active_ *A, uint8_t *ch_lo, uint8_t *ch_hi, uint8_t *choice, uint32_t *nid,
+                          size_t m, size_t *kp, uint64_t *fcp, double *fep) {
     float *e0 = A->e[0], *e1 = A->e[1], *e2 = A->e[2], *e3 = A->e[3];
     uint32_t *c0 = A->c[0], *c1 = A->c[1], *c2 = A->c[2], *c3 = A->c[3], *id = A->id;
     const uint32_t *cu = A->cu;
-    uint32_t *nid = id ? id : A->idbuf;
-    size_t k = 0, j = 0;
-    uint64_t fc = 0;
-    double fe = 0;
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VBMI2__)
+    size_t k = *kp, j = 0;
+    uint64_t fc = *fcp;
+    double fe = *fep;
     {
         const __m512i one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2), three = _mm512_set1_epi32(3);
         __m512i iv = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -310,7 +306,20 @@ static void compact(active_ *A, uint8_t *ch_lo, uint8_t *ch_hi, uint8_t *choice,
         fc += (uint64_t)_mm512_reduce_add_epi64(fcv);
         fe += _mm512_reduce_add_pd(fev);
     }
+    *kp = k;
+    *fcp = fc;
+    *fep = fe;
+    return j;
+}
 #elif defined(__AVX2__)
+static size_t compact_vec(const active_ *A, uint8_t *ch_lo, uint8_t *ch_hi, uint8_t *choice, uint32_t *nid,
+                          size_t m, size_t *kp, uint64_t *fcp, double *fep) {
+    float *e0 = A->e[0], *e1 = A->e[1], *e2 = A->e[2], *e3 = A->e[3];
+    uint32_t *c0 = A->c[0], *c1 = A->c[1], *c2 = A->c[2], *c3 = A->c[3], *id = A->id;
+    const uint32_t *cu = A->cu;
+    size_t k = *kp, j = 0;
+    uint64_t fc = *fcp;
+    double fe = *fep;
     {   /* the same 8 items at a time (compress/core/vec8.h's table compress) */
         const __m256i one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2), three = _mm256_set1_epi32(3);
         const __m256i iv = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -385,7 +394,35 @@ static void compact(active_ *A, uint8_t *ch_lo, uint8_t *ch_hi, uint8_t *choice,
         fc += f4[0] + f4[1] + f4[2] + f4[3];
         fe += (d4[0] + d4[1]) + (d4[2] + d4[3]);
     }
+    *kp = k;
+    *fcp = fc;
+    *fep = fe;
+    return j;
+}
+#else
+static size_t compact_vec(const active_ *A, uint8_t *ch_lo, uint8_t *ch_hi, uint8_t *choice, uint32_t *nid,
+                          size_t m, size_t *kp, uint64_t *fcp, double *fep) {
+    (void)A, (void)ch_lo, (void)ch_hi, (void)choice, (void)nid, (void)m, (void)kp, (void)fcp, (void)fep;
+    return 0;
+}
 #endif
+
+/* Fixes the items with ch_lo == ch_hi (their choice is final) and moves the
+ * others to the front; branch-free. */
+static void compact(active_ *A, uint8_t *ch_lo, uint8_t *ch_hi, uint8_t *choice, uint64_t *fcost,
+                    double *ferr) {
+    size_t m = A->m, keep = 0;
+    for (size_t j = 0; j < m; j++) keep += ch_lo[j] != ch_hi[j];
+    if (keep == m) return;
+    if (keep > m - m / 4 && A->id) return;            /* not worth a pass yet */
+    float *e0 = A->e[0], *e1 = A->e[1], *e2 = A->e[2], *e3 = A->e[3];
+    uint32_t *c0 = A->c[0], *c1 = A->c[1], *c2 = A->c[2], *c3 = A->c[3], *id = A->id;
+    const uint32_t *cu = A->cu;
+    uint32_t *nid = id ? id : A->idbuf;
+    size_t k = 0, j = 0;
+    uint64_t fc = 0;
+    double fe = 0;
+    j = compact_vec(A, ch_lo, ch_hi, choice, nid, m, &k, &fc, &fe);
     for (; j < m; j++) {
         int a = ch_hi[j], lo = ch_lo[j];
         uint32_t i = id ? id[j] : (uint32_t)j;
