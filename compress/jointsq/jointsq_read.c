@@ -233,6 +233,50 @@ static __attribute__((noinline)) int jsq_read_map(mapr_ *state, size_t ng, int k
     return err;
 }
 
+/* The width map (classes into cls, group counts per class) and the layout
+ * it implies: elements per class, the offset of the scales and of each
+ * class's value stream; the map's padding must be zero and the sizes must
+ * add up to the payload's length. Then each used class's scale, as the step
+ * of its grid (finite and positive). */
+static pz_status jsq_read_layout(const uint8_t *payload, size_t len, const jsq_geom *g, int k, uint8_t *cls,
+                                 size_t gcount[4], size_t mcount[4], size_t off[4], float step[4]) {
+    const size_t G = g->G, ng = g->ng;
+    int err = 0;
+    size_t off_sc = 0;
+    mapr_ mr = {payload + 1, payload + len, payload + 1, 0, 0};
+    err = jsq_read_map(&mr, ng, k, cls, gcount);
+    size_t kept = gcount[1] + gcount[2] + gcount[3];
+    if (!err) {
+        uint64_t bitpos = (uint64_t)(mr.p - mr.start) * 8 - (uint64_t)mr.n;
+        int pad = (int)((8 - bitpos % 8) % 8);
+        if (pad > mr.n || (mr.acc & ((1ull << pad) - 1)) != 0) err = 1;   /* padding must be zero */
+        off_sc = 1 + (size_t)((bitpos + 7) / 8);
+    }
+    if (err || kept == 0) return pz_fail(PZ_ERR_FORMAT, "jointsq: corrupt width map");
+    for (int c = 1; c < 4; c++) mcount[c] = gcount[c] * G;
+    if (g->n % G && cls[ng - 1]) mcount[cls[ng - 1]] -= G - g->n % G;
+    size_t nsc = 0;
+    for (int c = 1; c < 4; c++) nsc += gcount[c] > 0;
+    size_t total = off_sc + 4 * nsc;
+    for (int c = 1; c < 4; c++) {
+        off[c] = total;
+        total += (mcount[c] * (size_t)jsq_width[c] + 7) / 8;
+    }
+    if (total != len)
+        return pz_fail(PZ_ERR_FORMAT, "jointsq: payload of %zu bytes, the width map implies %zu", len, total);
+    size_t so = off_sc;
+    for (int c = 1; c < 4; c++) {
+        if (!gcount[c]) continue;
+        float sv;
+        memcpy(&sv, payload + so, 4);
+        so += 4;
+        if (!(sv > 0.0f) || !isfinite(sv))
+            return pz_fail(PZ_ERR_FORMAT, "jointsq: bad scale for the %d-bit class", jsq_width[c]);
+        step[c] = sv / (float)jsq_L[c];
+    }
+    return PZ_OK;
+}
+
 pz_status pz_jsq_decode(const pz_codec_params *p, const uint8_t *payload, size_t len,
                             const pz_shape *s, float *out) {
     jsq_geom g;
@@ -256,48 +300,14 @@ pz_status pz_jsq_decode(const pz_codec_params *p, const uint8_t *payload, size_t
     } else {
         cls = clsb = xcalloc(ng + 64, 1);
     }
-    int err = 0;
-    size_t gcount[4] = {0, 0, 0, 0}, mcount[4] = {0, 0, 0, 0};
-    mapr_ mr = {payload + 1, payload + len, payload + 1, 0, 0};
-    err = jsq_read_map(&mr, ng, k, cls, gcount);
-    size_t kept = gcount[1] + gcount[2] + gcount[3];
-    size_t off_sc = 0;
-    if (!err) {
-        uint64_t bitpos = (uint64_t)(mr.p - mr.start) * 8 - (uint64_t)mr.n;
-        int pad = (int)((8 - bitpos % 8) % 8);
-        if (pad > mr.n || (mr.acc & ((1ull << pad) - 1)) != 0) err = 1;   /* padding must be zero */
-        off_sc = 1 + (size_t)((bitpos + 7) / 8);
-    }
-    if (err || kept == 0) {
-        free(clsb);
-        return pz_fail(PZ_ERR_FORMAT, "jointsq: corrupt width map");
-    }
-    for (int c = 1; c < 4; c++) mcount[c] = gcount[c] * G;
-    if (g.n % G && cls[ng - 1]) mcount[cls[ng - 1]] -= G - g.n % G;
-    size_t nsc = 0;
-    for (int c = 1; c < 4; c++) nsc += gcount[c] > 0;
-    size_t off[4] = {0, 0, 0, 0}, total = off_sc + 4 * nsc;
-    for (int c = 1; c < 4; c++) {
-        off[c] = total;
-        total += (mcount[c] * (size_t)jsq_width[c] + 7) / 8;
-    }
-    if (total != len) {
-        free(clsb);
-        return pz_fail(PZ_ERR_FORMAT, "jointsq: payload of %zu bytes, the width map implies %zu", len, total);
-    }
+    size_t gcount[4] = {0, 0, 0, 0}, mcount[4] = {0, 0, 0, 0}, off[4] = {0, 0, 0, 0};
     float step[4] = {0, 0, 0, 0};
-    size_t so = off_sc;
-    for (int c = 1; c < 4; c++) {
-        if (!gcount[c]) continue;
-        float sv;
-        memcpy(&sv, payload + so, 4);
-        so += 4;
-        if (!(sv > 0.0f) || !isfinite(sv)) {
-            free(clsb);
-            return pz_fail(PZ_ERR_FORMAT, "jointsq: bad scale for the %d-bit class", jsq_width[c]);
-        }
-        step[c] = sv / (float)jsq_L[c];
+    st = jsq_read_layout(payload, len, &g, k, cls, gcount, mcount, off, step);
+    if (st != PZ_OK) {
+        free(clsb);
+        return st;
     }
+    int err = 0;
     /* padding bits of each value stream must be zero */
     for (int c = 1; c < 4; c++) {
         size_t bits = mcount[c] * (size_t)jsq_width[c];
