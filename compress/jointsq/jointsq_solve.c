@@ -32,6 +32,67 @@ static inline float jsq_fold16(__m512 v) {
 }
 #endif
 
+/* jsq_errs for G = 1: each element's errors, from |x|. */
+static void jsq_errs_elem(const float *x, size_t nel, const jsq_model *md, float *e0, float *e1, float *e2,
+                          float *e3) {
+    const float invM = md->invM, i1 = md->invD[1], i2 = md->invD[2], i3 = md->invD[3];
+    const float d1 = md->D2[1], d2 = md->D2[2], d3 = md->D2[3];
+    const float s1 = md->s[1], s2 = md->s[2], s3 = md->s[3];
+    size_t i = 0;
+#if defined(__AVX512F__)
+    const __m512 vM = _mm512_set1_ps(invM), vi1 = _mm512_set1_ps(i1), vi2 = _mm512_set1_ps(i2),
+                 vi3 = _mm512_set1_ps(i3), vd1 = _mm512_set1_ps(d1), vd2 = _mm512_set1_ps(d2),
+                 vd3 = _mm512_set1_ps(d3), vs1 = _mm512_set1_ps(s1), vs2 = _mm512_set1_ps(s2),
+                 vs3 = _mm512_set1_ps(s3), ymax = _mm512_set1_ps(JSQ_YMAX), inf = _mm512_set1_ps(INFINITY);
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff);
+    for (; i + 16 <= nel; i += 16) {
+        __m512 xa = _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512((const void *)(x + i)), absm));
+        __m512 xh = _mm512_mul_ps(xa, vM);
+        __m512 y1 = _mm512_min_ps(_mm512_mul_ps(xh, vi1), ymax);
+        __m512 y2 = _mm512_min_ps(_mm512_mul_ps(xh, vi2), ymax);
+        __m512 y3 = _mm512_min_ps(_mm512_mul_ps(xh, vi3), ymax);
+        __m512 f1 = _mm512_sub_ps(y1, _mm512_roundscale_ps(y1, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+        __m512 f2 = _mm512_sub_ps(y2, _mm512_roundscale_ps(y2, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+        __m512 f3 = _mm512_sub_ps(y3, _mm512_roundscale_ps(y3, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+        _mm512_storeu_ps(e0 + i, _mm512_mul_ps(xh, xh));
+        __m512 r1 = _mm512_mul_ps(vd1, _mm512_sub_ps(f1, _mm512_mul_ps(f1, f1)));
+        __m512 r2 = _mm512_mul_ps(vd2, _mm512_sub_ps(f2, _mm512_mul_ps(f2, f2)));
+        __m512 r3 = _mm512_mul_ps(vd3, _mm512_sub_ps(f3, _mm512_mul_ps(f3, f3)));
+        _mm512_storeu_ps(e1 + i, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(xa, vs1, _CMP_LE_OQ), inf, r1));
+        _mm512_storeu_ps(e2 + i, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(xa, vs2, _CMP_LE_OQ), inf, r2));
+        _mm512_storeu_ps(e3 + i, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(xa, vs3, _CMP_LE_OQ), inf, r3));
+    }
+#elif defined(__AVX2__)
+    const __m256 vM = _mm256_set1_ps(invM), ymax = _mm256_set1_ps(JSQ_YMAX), inf = _mm256_set1_ps(INFINITY);
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff);
+    const float iv[4] = {0, i1, i2, i3}, dv[4] = {0, d1, d2, d3}, sv[4] = {0, s1, s2, s3};
+    float *eo[4] = {e0, e1, e2, e3};
+    for (; i + 8 <= nel; i += 8) {
+        __m256 xa = _mm256_castsi256_ps(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(x + i)), absm));
+        __m256 xh = _mm256_mul_ps(xa, vM);
+        _mm256_storeu_ps(e0 + i, _mm256_mul_ps(xh, xh));
+        for (int c = 1; c < 4; c++) {
+            __m256 y = _mm256_min_ps(_mm256_mul_ps(xh, _mm256_set1_ps(iv[c])), ymax);
+            __m256 f = _mm256_sub_ps(y, _mm256_round_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+            __m256 r = _mm256_mul_ps(_mm256_set1_ps(dv[c]), _mm256_sub_ps(f, _mm256_mul_ps(f, f)));
+            _mm256_storeu_ps(eo[c] + i, _mm256_blendv_ps(inf, r, _mm256_cmp_ps(xa, _mm256_set1_ps(sv[c]), _CMP_LE_OQ)));
+        }
+    }
+#endif
+    for (; i < nel; i++) {
+        float xa = fabsf(x[i]), xh = xa * invM;
+        float y1 = xh * i1, y2 = xh * i2, y3 = xh * i3;
+        y1 = y1 < JSQ_YMAX ? y1 : JSQ_YMAX;
+        y2 = y2 < JSQ_YMAX ? y2 : JSQ_YMAX;
+        y3 = y3 < JSQ_YMAX ? y3 : JSQ_YMAX;
+        float f1 = y1 - (float)(int32_t)y1, f2 = y2 - (float)(int32_t)y2, f3 = y3 - (float)(int32_t)y3;
+        e0[i] = xh * xh;
+        e1[i] = xa <= s1 ? d1 * (f1 - f1 * f1) : INFINITY;
+        e2[i] = xa <= s2 ? d2 * (f2 - f2 * f2) : INFINITY;
+        e3[i] = xa <= s3 ? d3 * (f3 - f3 * f3) : INFINITY;
+    }
+}
+
 /* Model errors of the items (groups of G, the last one shorter) covering
  * x[0..nel): e0 = sum x^2, e_c = sum step_c^2 f (1 - f) (the variance of
  * stochastic rounding) or INFINITY where the group's max gm > s_c.
@@ -46,59 +107,7 @@ static void jsq_errs(const float *x, size_t nel, size_t G, const float *gm, cons
     const float d1 = md->D2[1], d2 = md->D2[2], d3 = md->D2[3];
     const float s1 = md->s[1], s2 = md->s[2], s3 = md->s[3];
     if (G == 1) {
-        size_t i = 0;
-#if defined(__AVX512F__)
-        const __m512 vM = _mm512_set1_ps(invM), vi1 = _mm512_set1_ps(i1), vi2 = _mm512_set1_ps(i2),
-                     vi3 = _mm512_set1_ps(i3), vd1 = _mm512_set1_ps(d1), vd2 = _mm512_set1_ps(d2),
-                     vd3 = _mm512_set1_ps(d3), vs1 = _mm512_set1_ps(s1), vs2 = _mm512_set1_ps(s2),
-                     vs3 = _mm512_set1_ps(s3), ymax = _mm512_set1_ps(JSQ_YMAX), inf = _mm512_set1_ps(INFINITY);
-        const __m512i absm = _mm512_set1_epi32(0x7fffffff);
-        for (; i + 16 <= nel; i += 16) {
-            __m512 xa = _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512((const void *)(x + i)), absm));
-            __m512 xh = _mm512_mul_ps(xa, vM);
-            __m512 y1 = _mm512_min_ps(_mm512_mul_ps(xh, vi1), ymax);
-            __m512 y2 = _mm512_min_ps(_mm512_mul_ps(xh, vi2), ymax);
-            __m512 y3 = _mm512_min_ps(_mm512_mul_ps(xh, vi3), ymax);
-            __m512 f1 = _mm512_sub_ps(y1, _mm512_roundscale_ps(y1, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-            __m512 f2 = _mm512_sub_ps(y2, _mm512_roundscale_ps(y2, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-            __m512 f3 = _mm512_sub_ps(y3, _mm512_roundscale_ps(y3, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-            _mm512_storeu_ps(e0 + i, _mm512_mul_ps(xh, xh));
-            __m512 r1 = _mm512_mul_ps(vd1, _mm512_sub_ps(f1, _mm512_mul_ps(f1, f1)));
-            __m512 r2 = _mm512_mul_ps(vd2, _mm512_sub_ps(f2, _mm512_mul_ps(f2, f2)));
-            __m512 r3 = _mm512_mul_ps(vd3, _mm512_sub_ps(f3, _mm512_mul_ps(f3, f3)));
-            _mm512_storeu_ps(e1 + i, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(xa, vs1, _CMP_LE_OQ), inf, r1));
-            _mm512_storeu_ps(e2 + i, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(xa, vs2, _CMP_LE_OQ), inf, r2));
-            _mm512_storeu_ps(e3 + i, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(xa, vs3, _CMP_LE_OQ), inf, r3));
-        }
-#elif defined(__AVX2__)
-        const __m256 vM = _mm256_set1_ps(invM), ymax = _mm256_set1_ps(JSQ_YMAX), inf = _mm256_set1_ps(INFINITY);
-        const __m256i absm = _mm256_set1_epi32(0x7fffffff);
-        const float iv[4] = {0, i1, i2, i3}, dv[4] = {0, d1, d2, d3}, sv[4] = {0, s1, s2, s3};
-        float *eo[4] = {e0, e1, e2, e3};
-        for (; i + 8 <= nel; i += 8) {
-            __m256 xa = _mm256_castsi256_ps(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(x + i)), absm));
-            __m256 xh = _mm256_mul_ps(xa, vM);
-            _mm256_storeu_ps(e0 + i, _mm256_mul_ps(xh, xh));
-            for (int c = 1; c < 4; c++) {
-                __m256 y = _mm256_min_ps(_mm256_mul_ps(xh, _mm256_set1_ps(iv[c])), ymax);
-                __m256 f = _mm256_sub_ps(y, _mm256_round_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-                __m256 r = _mm256_mul_ps(_mm256_set1_ps(dv[c]), _mm256_sub_ps(f, _mm256_mul_ps(f, f)));
-                _mm256_storeu_ps(eo[c] + i, _mm256_blendv_ps(inf, r, _mm256_cmp_ps(xa, _mm256_set1_ps(sv[c]), _CMP_LE_OQ)));
-            }
-        }
-#endif
-        for (; i < nel; i++) {
-            float xa = fabsf(x[i]), xh = xa * invM;
-            float y1 = xh * i1, y2 = xh * i2, y3 = xh * i3;
-            y1 = y1 < JSQ_YMAX ? y1 : JSQ_YMAX;
-            y2 = y2 < JSQ_YMAX ? y2 : JSQ_YMAX;
-            y3 = y3 < JSQ_YMAX ? y3 : JSQ_YMAX;
-            float f1 = y1 - (float)(int32_t)y1, f2 = y2 - (float)(int32_t)y2, f3 = y3 - (float)(int32_t)y3;
-            e0[i] = xh * xh;
-            e1[i] = xa <= s1 ? d1 * (f1 - f1 * f1) : INFINITY;
-            e2[i] = xa <= s2 ? d2 * (f2 - f2 * f2) : INFINITY;
-            e3[i] = xa <= s3 ? d3 * (f3 - f3 * f3) : INFINITY;
-        }
+        jsq_errs_elem(x, nel, md, e0, e1, e2, e3);
         return;
     }
     size_t ni = nel / G + (nel % G != 0), j = 0;
