@@ -34,10 +34,13 @@ static const char *kind_of(mode_t m) {
          : S_ISSOCK(m) ? "a socket" : S_ISREG(m) ? "a regular file" : "not a plain file";
 }
 
-/* the directory a path's last name is in: malloc'ed */
+/* the directory a path's last name is in: malloc'ed. Repeated slashes
+ * before the name belong to no name ("out//model.safetensors", which
+ * pz_path_join makes of --save out/, is in "out", not "out/") */
 static char *parent_of(const char *path) {
     const char *slash = strrchr(path, '/');
     if (!slash) return xstrdup(".");
+    while (slash > path && slash[-1] == '/') slash--;
     if (slash == path) return xstrdup("/");
     char *d = xstrdup(path);
     d[slash - path] = 0;

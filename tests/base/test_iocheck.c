@@ -97,6 +97,11 @@ static void test_places(void) {
     pz_io_add(&io, PZ_IO_OUT_FILE, "--save", at("model/model.safetensors"));
     CHECK_STATUS(pz_io_check(&io), PZ_OK, NULL);
     pz_io_free(&io);
+    /* as train names them: pz_path_join("model2/", name) keeps both slashes */
+    pz_io_add(&io, PZ_IO_OUT_DIR, "--save", at("model2/"));
+    pz_io_add(&io, PZ_IO_OUT_FILE, "--save", at("model2//model.safetensors"));
+    CHECK_STATUS(pz_io_check(&io), PZ_OK, NULL);
+    pz_io_free(&io);
     CHECK_STATUS(one(PZ_IO_OUT_FILE, "--save", at("model/model.safetensors")), PZ_ERR_IO, "No such file");
 }
 
