@@ -56,7 +56,7 @@ static const opt_case cases[] = {
     {"--resume auto alone", resume_auto, "--resume auto looks in --checkpoint-dir"},
     {"no --data", no_data, "--data is required"},
     {"unknown schedule", sched_bad, "zigzag"},
-    {"--virtual-stages without interleaved", virt_plain, "--virtual-stages 2 needs --schedule interleaved, not 1f1b"},
+    {"--virtual-stages without interleaved", virt_plain, "--virtual-stages 2 needs --schedule interleaved, not auto"},
     {"--virtual-stages against v=", virt_contra, "--virtual-stages 3 contradicts --schedule interleaved:v=2"},
     {"interleaved without V", inter_no_v, "needs the model chunks per stage"},
     {"interleaved on one stage", inter_one, "interleaving needs --stages 2 or more"},
