@@ -54,18 +54,18 @@ static pz_status pipeline_check(const pz_train_opts *o) {
     pz_policy pol;
     pz_status st = pz_pipeline_policy(o, &pol);
     if (st != PZ_OK) return st;
-    st = pz_policy_check_latency(&pol, o->stages, o->peer_timeout);
+    st = pz_policy_check_latency(&pol, o->sched.stages, o->net.peer_timeout);
     pz_policy_free(&pol);
     if (st != PZ_OK) return st;
     pz_tied tied = {0};
-    st = pz_tied_init(&tied, o->compress_tied, 1, 1);   /* the spec only */
+    st = pz_tied_init(&tied, o->link.compress_tied, 1, 1);   /* the spec only */
     pz_tied_free(&tied);
     if (st != PZ_OK) return st;
     pz_gpt2_config cfg;
-    if ((st = pz_model_config(o->preset, o->init, o->heads, &cfg)) != PZ_OK) return st;
-    int V = pz_train_nchunks(o) / o->stages;   /* interleaved: chunks per stage */
-    pz_stage_range *ranges = xcalloc((size_t)o->stages * (size_t)V, sizeof *ranges);
-    st = pz_partition_chunks(&cfg, o->seq, o->stages, V, o->split, ranges);
+    if ((st = pz_model_config(o->model.preset, o->model.init, o->model.heads, &cfg)) != PZ_OK) return st;
+    int V = pz_train_nchunks(o) / o->sched.stages;   /* interleaved: chunks per stage */
+    pz_stage_range *ranges = xcalloc((size_t)o->sched.stages * (size_t)V, sizeof *ranges);
+    st = pz_partition_chunks(&cfg, o->model.seq, o->sched.stages, V, o->sched.split, ranges);
     free(ranges);
     return st;
 }
@@ -77,7 +77,7 @@ static int train_run(pz_train_opts *o, const pz_train_words *w) {
     const char *addr;
     int is_rank = pz_env_rank(&rank, &world, &addr, &port);
     pz_status st;
-    if (o->stages > 1 && (st = pipeline_check(o)) != PZ_OK) return fail("train", st);
+    if (o->sched.stages > 1 && (st = pipeline_check(o)) != PZ_OK) return fail("train", st);
     if (is_rank) {
         /* one rank of a pipeline started by us, torchrun-style variables, mpirun or srun */
         pz_name_process(rank);
@@ -85,13 +85,13 @@ static int train_run(pz_train_opts *o, const pz_train_words *w) {
             fprintf(stderr, "pipezip train: note: --max-restarts is the local launcher's; under mpirun, srun or a "
                     "manual launch, restarting is the scheduler's: resubmit the job with --resume auto\n");
         pz_job_secret *sec = xcalloc(1, sizeof *sec);
-        if ((st = pz_job_secret_load(o->job_secret_file, sec)) != PZ_OK) {
+        if ((st = pz_job_secret_load(o->net.job_secret_file, sec)) != PZ_OK) {
             free(sec);
             return fail("train", st);
         }
         unsetenv(PZ_JOB_SECRET_ENV); /* loaded: no process this one starts needs to see it */
-        o->job_secret = sec->len ? sec->key : NULL;
-        o->job_secret_len = sec->len;
+        o->net.job_secret = sec->len ? sec->key : NULL;
+        o->net.job_secret_len = sec->len;
         st = pz_pipeline_run_rank(o, rank, world, addr, port);
         pz_job_secret_clear(sec);
         free(sec);
@@ -103,21 +103,21 @@ static int train_run(pz_train_opts *o, const pz_train_words *w) {
         }
         return st == PZ_OK ? 0 : fail("train", st);
     }
-    if (o->stages * o->replicas > 1) {   /* world = stages x replicas processes */
+    if (o->sched.stages * o->dp.replicas > 1) {   /* world = stages x replicas processes */
         /* every output writable and none an input, before any process starts
          * (each rank's executor checks again: under mpirun they may be on other hosts) */
         if ((st = pz_train_check_io(o, 1)) != PZ_OK) return fail("train", st);
-        if (o->job_secret_file) { /* a bad file fails here once; the ranks read it themselves */
+        if (o->net.job_secret_file) { /* a bad file fails here once; the ranks read it themselves */
             pz_job_secret *sec = xcalloc(1, sizeof *sec);
-            st = pz_job_secret_read_file(o->job_secret_file, sec);
+            st = pz_job_secret_read_file(o->net.job_secret_file, sec);
             pz_job_secret_clear(sec);
             free(sec);
             if (st != PZ_OK) return fail("train", st);
         }
-        int rc = pz_launch_local(o->stages * o->replicas, full_argc, full_argv, w->max_restarts);
-        if (rc == 0 && o->trace) {
-            if ((st = pz_trace_merge(o->trace, o->stages)) != PZ_OK) return fail("train", st);
-            fprintf(stderr, "pipezip train: wrote trace %s\n", o->trace);
+        int rc = pz_launch_local(o->sched.stages * o->dp.replicas, full_argc, full_argv, w->max_restarts);
+        if (rc == 0 && o->observe.trace) {
+            if ((st = pz_trace_merge(o->observe.trace, o->sched.stages)) != PZ_OK) return fail("train", st);
+            fprintf(stderr, "pipezip train: wrote trace %s\n", o->observe.trace);
         }
         return rc;
     }

@@ -42,10 +42,10 @@
 pz_status pz_pipeline_policy(const pz_train_opts *o, pz_policy *p) {
     pz_policy_init(p, pz_train_nchunks(o));
     pz_status st = PZ_OK;
-    if (o->policy_file) st = pz_policy_parse_file(p, o->policy_file);
-    if (st == PZ_OK && o->compress) st = pz_policy_parse(p, o->compress, "--compress");
-    if (st == PZ_OK && o->link_mbps) st = pz_policy_parse_mbps(p, o->link_mbps, "--link-mbps");
-    if (st == PZ_OK && o->link_latency) st = pz_policy_parse_latency(p, o->link_latency, "--link-latency-ms");
+    if (o->link.policy_file) st = pz_policy_parse_file(p, o->link.policy_file);
+    if (st == PZ_OK && o->link.compress) st = pz_policy_parse(p, o->link.compress, "--compress");
+    if (st == PZ_OK && o->link.mbps) st = pz_policy_parse_mbps(p, o->link.mbps, "--link-mbps");
+    if (st == PZ_OK && o->link.latency_ms) st = pz_policy_parse_latency(p, o->link.latency_ms, "--link-latency-ms");
     if (st != PZ_OK) pz_policy_free(p);
     return st;
 }
@@ -108,12 +108,12 @@ static pz_status check_links(const exec *x) {
             if (!tx->numel) continue;
             link_of(x, tx->edge % x->S, &rate, &lat);
             double secs = (double)tx->cap * 8.0 / (rate * 1e6) + lat * 1e-3;
-            if (rate > 0 && secs > x->o->peer_timeout)
+            if (rate > 0 && secs > x->o->net.peer_timeout)
                 return pz_fail(PZ_ERR_ARG, "--link-mbps %g on the link carrying edge %d-%d: one %s message of up to "
                                "%zu bytes takes %.3g s on it, longer than --peer-timeout %g s, after which the "
                                "receiving rank would give its peer up: raise the rate or --peer-timeout", rate,
                                tx->edge, tx->edge + 1, k == FWD_TX ? "activation" : "gradient", tx->cap, secs,
-                               (double)x->o->peer_timeout);
+                               (double)x->o->net.peer_timeout);
         }
     return PZ_OK;
 }
@@ -191,7 +191,7 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
         size_t skip = is_last(x, &x->ch[cc]) && S > 1 ? (size_t)s->cfg.padded_vocab_size * s->cfg.channels : 0;
         red[L->sumsq] += x->be->sumsq(s->grad_mem + skip, s->grads.numel - skip);
     }
-    red[L->loss] = holds_last(x) ? loss_sum / o->micro : 0.0;
+    red[L->loss] = holds_last(x) ? loss_sum / o->model.micro : 0.0;
     red[L->tied] = holds_first(x) ? x->tied_wire : 0.0;   /* one end's message (both have the same size) */
     edge_sums(x, red + L->edges, NULL);
     red[L->ranks + 3 * x->rank + 0] = x->compute_s;
@@ -236,12 +236,12 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
         lr = pz_optim_step(&x->ch[cc].opt, &x->ch[cc].stage, pz_clip_scale(&x->ch[cc].opt.cfg, norm));
     PZ_RANGE_POP();
     exec_trace(x, "optimizer", -1, t_opt, pz_now());
-    double ms = 1e3 * (pz_now() - t0), tok_s = (double)o->batch * o->seq * o->micro * x->D / (ms * 1e-3);
+    double ms = 1e3 * (pz_now() - t0), tok_s = (double)o->model.batch * o->model.seq * o->model.micro * x->D / (ms * 1e-3);
     if (is_root(x)) {
         pz_step_line line = {step + 1, loss, norm, ms, tok_s, lr, red[L->tied]};
         pz_report_step(stdout, &line, S, x->G - 1, red + L->edges, red + L->ranks);
         if (S > 1) pz_metrics_step(&x->met, step + 1, red + L->edges, tok_s);
-        if (isatty(2)) fprintf(stderr, "\rstep %d/%d loss %.4f  %.0f ms  %.0f tok/s   ", step + 1, o->steps, loss, ms, tok_s);
+        if (isatty(2)) fprintf(stderr, "\rstep %d/%d loss %.4f  %.0f ms  %.0f tok/s   ", step + 1, o->model.steps, loss, ms, tok_s);
     }
     return PZ_OK;
 }
@@ -302,7 +302,7 @@ static void exec_free(exec *x) {
 
 /* the tied exchange's codec: --compress-tied, else the edges' (pz_tied_follow) */
 static const char *tied_spec(const exec *x) {
-    return x->o->compress_tied ? x->o->compress_tied : pz_tied_follow(&x->pol);
+    return x->o->link.compress_tied ? x->o->link.compress_tied : pz_tied_follow(&x->pol);
 }
 
 /* The rank's model chunks, data, edges, buffers, after the checks that
@@ -313,37 +313,37 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
     pz_status st;
     if (is_root(x) && x->S > 1) {
         if (x->V > 1) fprintf(stderr, "interleaved: %d chunks, rank r holds chunks r, r+%d, ...:\n", x->G, x->S);
-        pz_partition_print(stderr, cfg, o->seq, x->G, all);
+        pz_partition_print(stderr, cfg, o->model.seq, x->G, all);
         fprintf(stderr, "compression policy%s:\n", x->V > 1 ? " (edge I-J: the boundary between chunks I and J)" : "");
         for (int e = 0; e < x->G - 1; e++) fputs("  ", stderr), pz_policy_print_edge(stderr, &x->pol, e);
         const char *ts = tied_spec(x);
         fprintf(stderr, "  tied exchange: %s%s\n", ts ? ts : "none (exact)",
-                o->compress_tied ? "" : ts ? " (as edge 0-1's bwd; --compress-tied none keeps it exact)" : "");
-        fprintf(stderr, "  validation: %s\n", o->eval_compress && pz_policy_any(&x->pol, PZ_FWD)
+                o->link.compress_tied ? "" : ts ? " (as edge 0-1's bwd; --compress-tied none keeps it exact)" : "");
+        fprintf(stderr, "  validation: %s\n", o->link.eval_compress && pz_policy_any(&x->pol, PZ_FWD)
                                                   ? "through the fwd codecs (wrappers' inner codec)" : "uncompressed");
     }
-    if ((st = pz_schedule_build(&x->sched, &x->spec, rank, x->S, o->micro)) != PZ_OK) return st;
+    if ((st = pz_schedule_build(&x->sched, &x->spec, rank, x->S, o->model.micro)) != PZ_OK) return st;
     {   /* before anything big is allocated: refuse a run that cannot fit */
-        pz_mem_job mj = {cfg, all, &x->spec, &x->pol, x->S, o->batch, o->seq, o->micro, x->be->host_memory};
+        pz_mem_job mj = {cfg, all, &x->spec, &x->pol, x->S, o->model.batch, o->model.seq, o->model.micro, x->be->host_memory};
         char prefix[32] = "";
         if (x->S > 1) snprintf(prefix, sizeof prefix, "rank %d: ", rank);
         /* replicas: the plan knows stages, not replicas: this rank alone (docs/data-parallel.md) */
         int first = x->D > 1 ? rank : rank - cores->local_rank, count = x->D > 1 ? 1 : cores->local_ranks;
         if ((st = pz_mem_check(&mj, rank, first, count, prefix)) != PZ_OK) return st;
-        if (x->spec.warmup_auto) x->kfit = pz_mem_max_warmup(&mj, rank - cores->local_rank, cores->local_ranks, o->micro);
+        if (x->spec.warmup_auto) x->kfit = pz_mem_max_warmup(&mj, rank - cores->local_rank, cores->local_ranks, o->model.micro);
     }
-    pz_optim_config oc = o->optim;
-    oc.total_steps = o->steps;
-    if (!o->warmup_given) oc.warmup_steps = o->steps / 10;
-    size_t BT = (size_t)o->batch * o->seq;
+    pz_optim_config oc = o->model.optim;
+    oc.total_steps = o->model.steps;
+    if (!o->model.warmup_given) oc.warmup_steps = o->model.steps / 10;
+    size_t BT = (size_t)o->model.batch * o->model.seq;
     x->act_bytes = BT * (size_t)cfg->channels * sizeof(float);
     x->ch = xcalloc((size_t)x->V, sizeof *x->ch);
-    if ((st = pz_auto_init(&x->au, &x->pol, o->micro, 4 * x->V)) != PZ_OK) return st;
+    if ((st = pz_auto_init(&x->au, &x->pol, o->model.micro, 4 * x->V)) != PZ_OK) return st;
     for (int cc = 0; cc < x->V; cc++) {
         pz_chunk *c = &x->ch[cc];
         c->g = cc * x->S + rank;
-        if ((st = pz_model_create_stage(&c->stage, x->be, cfg, &all[c->g], o->init, (uint64_t)o->seed, o->batch,
-                                        o->seq)) != PZ_OK ||
+        if ((st = pz_model_create_stage(&c->stage, x->be, cfg, &all[c->g], o->model.init, (uint64_t)o->model.seed, o->model.batch,
+                                        o->model.seq)) != PZ_OK ||
             (st = pz_optim_init(&c->opt, &c->stage, &oc)) != PZ_OK || (st = exec_edges(x, c)) != PZ_OK)
             return st;
         c->stage.defer_weights = x->spec.kind == PZ_SCHED_ZBH1;   /* slots keep the matmuls' output gradients */
@@ -351,17 +351,17 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
     if (tied_chunk(x) && (st = pz_tied_init(&x->tied, tied_spec(x), cfg->padded_vocab_size, cfg->channels)) != PZ_OK)
         return st;
     if (holds_first(x) || holds_last(x)) {
-        if ((st = pz_dataset_open(&x->train, o->data, o->seq, cfg->vocab_size)) != PZ_OK ||
-            (st = pz_loader_init(&x->loader, &x->train, o->batch, 1, (uint64_t)o->seed)) != PZ_OK ||
-            (o->val_data && (st = pz_dataset_open(&x->val, o->val_data, o->seq, cfg->vocab_size)) != PZ_OK))
+        if ((st = pz_dataset_open(&x->train, o->model.data, o->model.seq, cfg->vocab_size)) != PZ_OK ||
+            (st = pz_loader_init(&x->loader, &x->train, o->model.batch, 1, (uint64_t)o->model.seed)) != PZ_OK ||
+            (o->model.val_data && (st = pz_dataset_open(&x->val, o->model.val_data, o->model.seq, cfg->vocab_size)) != PZ_OK))
             return st;
     }
     x->tok = xcalloc(BT, sizeof(int));
     x->tgt = xcalloc(BT, sizeof(int));
-    x->ids_tmp = xcalloc((size_t)o->batch, sizeof *x->ids_tmp);
+    x->ids_tmp = xcalloc((size_t)o->model.batch, sizeof *x->ids_tmp);
     if ((st = check_links(x)) != PZ_OK) return st;
     exec_slots_alloc(x);
-    if (x->S > 1 && is_root(x) && (st = pz_metrics_init(&x->met, &x->pol, o->metrics, o->micro, o->error_metrics)) != PZ_OK)
+    if (x->S > 1 && is_root(x) && (st = pz_metrics_init(&x->met, &x->pol, o->observe.metrics, o->model.micro, o->observe.error_metrics)) != PZ_OK)
         return st;
     /* the reduction, one layout for every schedule: gradient sumsq, loss,
      * tied bytes, 3 per rank (compute, wait, codec seconds), the edge
@@ -378,17 +378,17 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
 /* The transport, the fingerprint the ranks must agree on, the links. */
 static pz_status setup_transport(exec *x, const pz_gpt2_config *cfg, const char *master_addr, int master_port) {
     const pz_train_opts *o = x->o;
-    pz_transport_opts to = {x->wrank, x->S * x->D, master_addr, master_port, o->peer_timeout, o->peer_timeout,
-                            !o->progress_inline, o->job_secret, o->job_secret_len};
+    pz_transport_opts to = {x->wrank, x->S * x->D, master_addr, master_port, o->net.peer_timeout, o->net.peer_timeout,
+                            !o->net.progress_inline, o->net.job_secret, o->net.job_secret_len};
     pz_status st = pz_transport_init(&x->tp, &to);
     if (st != PZ_OK) return st;
     /* authenticated: now the ranks must agree on what they compute, and on the job */
     if ((st = exec_job_start(x, cfg)) != PZ_OK) return st;   /* every rank has the verdict: the caller closes the transport */
     if ((st = exec_dp_init(x)) != PZ_OK) return st;
     set_links(x);
-    exec_fault_flip(x, o->resume == NULL);
+    exec_fault_flip(x, o->ckpt.resume == NULL);
     pz_staging_report(&x->ch[0].stg, x->tp, x->wrank);
-    for (int cc = 0; o->progress_inline && cc < x->V; cc++) {   /* no thread: compute progresses between blocks */
+    for (int cc = 0; o->net.progress_inline && cc < x->V; cc++) {   /* no thread: compute progresses between blocks */
         x->ch[cc].stage.between_blocks = progress_hook;
         x->ch[cc].stage.between_blocks_ctx = x->tp;
     }
@@ -400,20 +400,20 @@ static void print_start(const exec *x, const pz_gpt2_config *cfg, const pz_cores
     if (x->D > 1 && is_root(x))
         fprintf(stderr, "pipezip train: %d replicas x %d stage%s (%s: rank = %s), global batch %d x %d micro-batches "
                 "of %d x %d, replica r takes micro-batches r*%d..r*%d+%d\n", x->D, x->S, x->S == 1 ? "" : "s",
-                o->layout ? "replica-major" : "stage-major", o->layout ? "replica x S + stage" : "stage x D + replica",
-                x->D, o->micro, o->batch, o->seq, o->micro, o->micro, o->micro - 1);
+                o->dp.layout ? "replica-major" : "stage-major", o->dp.layout ? "replica x S + stage" : "stage x D + replica",
+                x->D, o->model.micro, o->model.batch, o->model.seq, o->model.micro, o->model.micro, o->model.micro - 1);
     if (x->S == 1 && is_root(x))
         fprintf(stderr, "pipezip train: %zu parameters (L=%d NH=%d C=%d V=%d Vp=%d maxT=%d), "
                 "batch %d x seq %d x %d micro-batch%s, %zu training samples, %d thread%s\n",
                 pz_gpt2_numel(cfg), cfg->num_layers, cfg->num_heads, cfg->channels, cfg->vocab_size,
-                cfg->padded_vocab_size, cfg->max_seq_len, o->batch, o->seq, o->micro, o->micro == 1 ? "" : "es",
+                cfg->padded_vocab_size, cfg->max_seq_len, o->model.batch, o->model.seq, o->model.micro, o->model.micro == 1 ? "" : "es",
                 pz_dataset_num_samples(&x->train), cores->threads, cores->threads == 1 ? "" : "s");
     else if (is_root(x) && x->V > 1)
         fprintf(stderr, "pipezip train: %d stages x %d chunks, %s schedule, %d micro-batch%s of %d x %d per step\n",
-                x->S, x->V, o->schedule, o->micro, o->micro == 1 ? "" : "es", o->batch, o->seq);
+                x->S, x->V, o->sched.name, o->model.micro, o->model.micro == 1 ? "" : "es", o->model.batch, o->model.seq);
     else if (is_root(x))
         fprintf(stderr, "pipezip train: %d stages, %s schedule, %d micro-batch%s of %d x %d per step\n", x->S,
-                o->schedule, o->micro, o->micro == 1 ? "" : "es", o->batch, o->seq);
+                o->sched.name, o->model.micro, o->model.micro == 1 ? "" : "es", o->model.batch, o->model.seq);
     if (x->spec.warmup_auto && x->S > 1 && is_root(x))
         fprintf(stderr, "pipezip train: %s: step 1 runs plain 1F1B and measures compute and links\n",
                 x->spec.warmup_auto == PZ_SCHED_NAMED_AUTO ? "--schedule auto" : "warmup=auto");
@@ -426,15 +426,15 @@ static pz_status train_steps(exec *x, int *stopped) {
     int first_step = 0;
     pz_status st = PZ_OK;
     double *red = xcalloc((size_t)x->red.n, sizeof *red);
-    exec_fault_arm(o->resume == NULL);
-    if (o->resume && (st = exec_resume(x, &first_step)) == PZ_OK && o->val_every > 0)
-        val_round = (uint32_t)(first_step / o->val_every);   /* the validations the run had done */
-    if (o->resume && st == PZ_OK && first_step > 0 && x->au.any && is_root(x)) pz_auto_metrics_sync(&x->au, &x->met);
+    exec_fault_arm(o->ckpt.resume == NULL);
+    if (o->ckpt.resume && (st = exec_resume(x, &first_step)) == PZ_OK && o->model.val_every > 0)
+        val_round = (uint32_t)(first_step / o->model.val_every);   /* the validations the run had done */
+    if (o->ckpt.resume && st == PZ_OK && first_step > 0 && x->au.any && is_root(x)) pz_auto_metrics_sync(&x->au, &x->met);
     double t_run = pz_now();
     /* the tests' check that replicas stay identical after every step (else at checkpoints) */
     const char *ce = getenv("PIPEZIP_DP_CHECK");
     const int dp_check_each = x->D > 1 && ce && strcmp(ce, "step") == 0;
-    for (int step = first_step; step < o->steps && st == PZ_OK; step++) {
+    for (int step = first_step; step < o->model.steps && st == PZ_OK; step++) {
         double t0 = pz_now(), loss_sum = 0.0;
         x->compute_s = x->wait_s = x->codec_s = 0.0;
         for (int cc = 0; cc < x->V; cc++) pz_stage_zero_grad(&x->ch[cc].stage);
@@ -444,18 +444,18 @@ static pz_status train_steps(exec *x, int *stopped) {
         if (st != PZ_OK || (st = finish_step(x, step, first_step, t0, loss_sum, red)) != PZ_OK) break;
         if (dp_check_each && (st = exec_dp_check(x, "after a step")) != PZ_OK) break;
         /* a signal anywhere: every rank stops after this step, checkpointed */
-        int last = step + 1 == o->steps, stop = red[x->red.stop] > 0.0 || red[x->red.stop + 1] > 0.0;
+        int last = step + 1 == o->model.steps, stop = red[x->red.stop] > 0.0 || red[x->red.stop + 1] > 0.0;
         if (stop) *stopped = stopped_by = red[x->red.stop] > 0.0 ? SIGTERM : SIGINT;
         if (stop && is_root(x))
             fprintf(stderr, "pipezip train: %s: stopping after step %d%s\n", strsignal(stopped_by), step + 1,
-                    o->checkpoint_dir ? ", with a checkpoint" : " (no --checkpoint-dir: no checkpoint)");
-        if (o->checkpoint_dir && (last || stop || (o->checkpoint_every > 0 && (step + 1) % o->checkpoint_every == 0)) &&
+                    o->ckpt.dir ? ", with a checkpoint" : " (no --checkpoint-dir: no checkpoint)");
+        if (o->ckpt.dir && (last || stop || (o->ckpt.every > 0 && (step + 1) % o->ckpt.every == 0)) &&
             (st = exec_checkpoint(x, step + 1)) != PZ_OK)
             break;
         exec_fault_point("step", step + 1, x->wrank);
         if (stop) break;   /* no validation: a preempted machine has seconds left */
-        if (o->val_data && o->val_every > 0 && ((step + 1) % o->val_every == 0 || last)) {
-            int comp = o->eval_compress && pz_policy_any(&x->pol, PZ_FWD);
+        if (o->model.val_data && o->model.val_every > 0 && ((step + 1) % o->model.val_every == 0 || last)) {
+            int comp = o->link.eval_compress && pz_policy_any(&x->pol, PZ_FWD);
             if ((st = exec_validate(x, step + 1, &val_round, comp)) != PZ_OK) break;
             if (is_root(x) && isatty(2)) fprintf(stderr, "\n");
             /* the final model both ways: does it need compression at evaluation? */
@@ -465,7 +465,7 @@ static pz_status train_steps(exec *x, int *stopped) {
     }
     free(red);
     if (is_root(x) && isatty(2)) fprintf(stderr, "\n");
-    if (st == PZ_OK) pz_auto_report(&x->au, x->rank, pz_now() - t_run, o->steps - first_step);
+    if (st == PZ_OK) pz_auto_report(&x->au, x->rank, pz_now() - t_run, o->model.steps - first_step);
     if (st == PZ_OK && x->S > 1) st = finish_run(x, t_run);
     return st;
 }
@@ -475,32 +475,32 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     exec x;
     memset(&x, 0, sizeof x);
     x.o = o;
-    x.S = o->stages;
-    x.D = o->replicas > 1 ? o->replicas : 1;
+    x.S = o->sched.stages;
+    x.D = o->dp.replicas > 1 ? o->dp.replicas : 1;
     x.wrank = rank;
     pz_status st;
     if ((st = pz_train_schedule(o, &x.spec)) != PZ_OK) return st;   /* runtime/plan/options.h */
     x.V = pz_sched_chunks(&x.spec);
     x.G = x.S * x.V;
     if (world != x.S * x.D) {
-        if (x.D == 1) return pz_fail(PZ_ERR_ARG, "WORLD_SIZE %d does not match --stages %d", world, o->stages);
+        if (x.D == 1) return pz_fail(PZ_ERR_ARG, "WORLD_SIZE %d does not match --stages %d", world, o->sched.stages);
         return pz_fail(PZ_ERR_ARG, "WORLD_SIZE %d does not match --stages %d x --replicas %d", world, x.S, x.D);
     }
-    x.rank = pz_dp_layout_stage(o->layout ? PZ_DP_LAYOUT_STRIDED : PZ_DP_LAYOUT_CONTIGUOUS, rank, x.S, x.D);
-    x.replica = o->layout ? rank / x.S : rank % x.D;
-    if (o->trace) pz_trace_start(&x.trace, pz_now());
+    x.rank = pz_dp_layout_stage(o->dp.layout ? PZ_DP_LAYOUT_STRIDED : PZ_DP_LAYOUT_CONTIGUOUS, rank, x.S, x.D);
+    x.replica = o->dp.layout ? rank / x.S : rank % x.D;
+    if (o->observe.trace) pz_trace_start(&x.trace, pz_now());
     /* threads and cores first: before any OpenMP region starts its pool */
     pz_cores cores;
-    if ((st = pz_cores_setup(rank, world, master_addr, o->threads, o->bind, &cores)) != PZ_OK) return st;
+    if ((st = pz_cores_setup(rank, world, master_addr, o->host.threads, o->host.bind, &cores)) != PZ_OK) return st;
     pz_cores_print(stderr, rank, &cores);
-    if (!(x.be = pz_backend_for(o->device, x.rank, cores.threads, &st))) return st;
+    if (!(x.be = pz_backend_for(o->host.device, x.rank, cores.threads, &st))) return st;
     pz_gpt2_config cfg;
-    if ((st = pz_model_config(o->preset, o->init, o->heads, &cfg)) != PZ_OK) return st;
+    if ((st = pz_model_config(o->model.preset, o->model.init, o->model.heads, &cfg)) != PZ_OK) return st;
     if ((st = pz_pipeline_policy(o, &x.pol)) != PZ_OK) return st;
     struct sigaction old_term, old_int, sa = {.sa_handler = on_stop_signal};
     int handlers = 0, stopped = 0;
     pz_stage_range *all = xcalloc((size_t)x.G, sizeof *all);
-    if ((st = pz_partition_chunks(&cfg, o->seq, x.S, x.V, o->split, all)) != PZ_OK) goto cleanup;
+    if ((st = pz_partition_chunks(&cfg, o->model.seq, x.S, x.V, o->sched.split, all)) != PZ_OK) goto cleanup;
     /* every output writable and none an input, before anything is built (rank 0 also --save, --trace, --metrics) */
     if ((st = pz_train_check_io(o, rank == 0)) != PZ_OK) goto cleanup;   /* world rank 0 writes */
     if ((st = setup_model(&x, &cfg, all, &cores)) != PZ_OK) goto cleanup;
@@ -514,11 +514,11 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     st = train_steps(&x, &stopped);
     /* a stopped run is not the finished model --save names (a checkpoint, if
      * asked for, holds where it stopped) */
-    if (st == PZ_OK && o->save && stopped && rank == 0)
-        fprintf(stderr, "pipezip train: stopped early: %s not written\n", o->save);
-    if (st == PZ_OK && o->save && !stopped)
-        st = pz_resume_note_last_good(exec_gather_save(&x, all, o->save), o->checkpoint_dir, &x.job);
-    if (st == PZ_OK && o->trace) st = pz_trace_write_fragment(&x.trace, o->trace, rank);
+    if (st == PZ_OK && o->model.save && stopped && rank == 0)
+        fprintf(stderr, "pipezip train: stopped early: %s not written\n", o->model.save);
+    if (st == PZ_OK && o->model.save && !stopped)
+        st = pz_resume_note_last_good(exec_gather_save(&x, all, o->model.save), o->ckpt.dir, &x.job);
+    if (st == PZ_OK && o->observe.trace) st = pz_trace_write_fragment(&x.trace, o->observe.trace, rank);
     /* a failed close skips the shutdown barrier, the one step that could
      * replace the message of st */
     pz_transport_close(x.tp, st != PZ_OK);

@@ -8,8 +8,8 @@
 #include "runtime/plan/train.h"
 #include "schedules/schedule.h"
 
-/* Runs rank `rank` of `world` (= o->stages). Rank 0 prints the JSON lines.
- * SIGTERM or SIGINT (to any rank; the launcher forwards its own) stops every
+/* Runs rank `rank` of `world` (= o->sched.stages x o->dp.replicas). Rank 0
+ * prints the JSON lines. SIGTERM or SIGINT (to any rank; the launcher forwards its own) stops every
  * rank at the same step boundary, after a checkpoint when --checkpoint-dir is
  * set; the run then returns PZ_OK and pz_pipeline_stopped_by says which
  * signal, so the command exits 128 + it (143, 130). */
@@ -18,7 +18,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
 int pz_pipeline_stopped_by(void);
 
 /* The policy of --policy-file, --compress, --link-mbps and
- * --link-latency-ms, per boundary between the model's chunks (o->stages of
+ * --link-latency-ms, per boundary between the model's chunks (o->sched.stages of
  * them, S*V with interleaved) (validated; also used by the launcher to fail
  * once, early). */
 pz_status pz_pipeline_policy(const pz_train_opts *o, pz_policy *p);

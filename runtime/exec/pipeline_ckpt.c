@@ -140,7 +140,7 @@ pz_status exec_resume(exec *x, int *start) {
 /* Writes this step's checkpoint: every chunk its shard, then, once all are
  * durable (a collective carrying each rank's outcome), rank 0 the manifest. */
 pz_status exec_checkpoint(exec *x, int step) {
-    const char *dir = x->o->checkpoint_dir;
+    const char *dir = x->o->ckpt.dir;
     /* replicas: identical (checked), so replica 0's shards are every replica's */
     pz_status st = exec_dp_check(x, "at a checkpoint");
     if (st != PZ_OK) return st;
@@ -167,7 +167,7 @@ pz_status exec_checkpoint(exec *x, int step) {
         for (int cc = 0; x->replica == 0 && cc < x->V; cc++) pz_resume_abandon(dir, step, x->ch[cc].g, &x->job, cc ? PZ_OK : st);
         return PZ_OK;
     }
-    if (is_root(x) && (st = pz_resume_commit(dir, step, x->G, x->o->keep_checkpoints, &x->job)) == PZ_OK)
+    if (is_root(x) && (st = pz_resume_commit(dir, step, x->G, x->o->ckpt.keep, &x->job)) == PZ_OK)
         fprintf(stderr, "pipezip train: checkpoint of step %d in %s\n", step, dir);
     else if (is_root(x)) st = pz_resume_abandon(dir, step, -1, &x->job, st);
     return st;
@@ -242,13 +242,13 @@ pz_status exec_gather_save(exec *x, const pz_stage_range *all, const char *path)
  * so codecs can be studied on real tensors (`pipezip codec --in`, the sweep). */
 pz_status exec_dump_edge(exec *x, const pz_edge_end *e, int kind, uint64_t step, int micro, const float *src) {
     const pz_train_opts *o = x->o;
-    if (!o->dump_edge || step + 1 != (uint64_t)o->dump_edge || (kind != PZ_KIND_ACT && kind != PZ_KIND_GRAD)) return PZ_OK;
-    if (mkdir(o->dump_dir, 0755) != 0 && errno != EEXIST)
-        return pz_fail(PZ_ERR_IO, "--dump-dir %s: %s", o->dump_dir, strerror(errno));
+    if (!o->observe.dump_edge || step + 1 != (uint64_t)o->observe.dump_edge || (kind != PZ_KIND_ACT && kind != PZ_KIND_GRAD)) return PZ_OK;
+    if (mkdir(o->observe.dump_dir, 0755) != 0 && errno != EEXIST)
+        return pz_fail(PZ_ERR_IO, "--dump-dir %s: %s", o->observe.dump_dir, strerror(errno));
     char path[4200];
-    snprintf(path, sizeof path, "%s/step%llu-edge%d-%d-%s-micro%d.npy", o->dump_dir, (unsigned long long)step + 1,
+    snprintf(path, sizeof path, "%s/step%llu-edge%d-%d-%s-micro%d.npy", o->observe.dump_dir, (unsigned long long)step + 1,
              e->edge, e->edge + 1, kind == PZ_KIND_ACT ? "fwd" : "bwd", micro);
-    pz_shape sh = {3, {(size_t)o->batch, (size_t)o->seq, (size_t)x->ch[0].stage.cfg.channels}};
+    pz_shape sh = {3, {(size_t)o->model.batch, (size_t)o->model.seq, (size_t)x->ch[0].stage.cfg.channels}};
     pz_status st = pz_npy_write(path, &sh, src);
     if (st != PZ_OK) return pz_fail(st, "--dump-edge: %s", pz_last_error());
     return PZ_OK;

@@ -33,21 +33,21 @@
 pz_status exec_dp_init(exec *x) {
     if (x->D < 2) return PZ_OK;
     int *ranks = xcalloc((size_t)x->D, sizeof *ranks);
-    pz_dp_layout_ranks(x->o->layout ? PZ_DP_LAYOUT_STRIDED : PZ_DP_LAYOUT_CONTIGUOUS, x->rank, x->S, x->D, ranks);
+    pz_dp_layout_ranks(x->o->dp.layout ? PZ_DP_LAYOUT_STRIDED : PZ_DP_LAYOUT_CONTIGUOUS, x->rank, x->S, x->D, ranks);
     pz_status st = pz_dp_group_init(&x->dp, x->tp, x->wrank, ranks, x->D);
     free(ranks);
-    if (st != PZ_OK || !x->o->dp_compress) return st;
+    if (st != PZ_OK || !x->o->dp.compress) return st;
     /* --dp-compress: one reduction per chunk, with error feedback */
-    pz_dp_copts co = {(pz_dp_mode)x->o->dp_reduce, 1, (uint64_t)x->o->seed, x->o->dp_hosts};
+    pz_dp_copts co = {(pz_dp_mode)x->o->dp.reduce, 1, (uint64_t)x->o->model.seed, x->o->dp.hosts};
     x->cr = xcalloc((size_t)x->V, sizeof *x->cr);
     for (int cc = 0; cc < x->V && st == PZ_OK; cc++)
-        st = pz_dp_creduce_create(&x->cr[cc], &x->dp, x->o->dp_compress, &co, x->ch[cc].stage.grads.numel);
+        st = pz_dp_creduce_create(&x->cr[cc], &x->dp, x->o->dp.compress, &co, x->ch[cc].stage.grads.numel);
     return st;
 }
 
 void exec_dp_skip(exec *x, int tail) {
     if (x->D < 2 || !(holds_first(x) || holds_last(x))) return;
-    int n = (tail ? x->D - 1 - x->replica : x->replica) * x->o->micro;
+    int n = (tail ? x->D - 1 - x->replica : x->replica) * x->o->model.micro;
     for (int k = 0; k < n; k++) pz_loader_next(&x->loader, x->tok, x->tgt, x->ids_tmp);
 }
 
@@ -68,7 +68,7 @@ pz_status exec_dp_sync(exec *x, int step) {
      * --dp-compress after --dp-warmup steps (cpu only: host memory) */
     for (int cc = 0; x->D > 1 && cc < x->V && st == PZ_OK; cc++) {
         pz_stage *s = &x->ch[cc].stage;
-        if (x->cr && step >= x->o->dp_warmup) st = pz_dp_creduce_run(x->cr[cc], s->grad_mem, s->grad_mem, (uint64_t)step);
+        if (x->cr && step >= x->o->dp.warmup) st = pz_dp_creduce_run(x->cr[cc], s->grad_mem, s->grad_mem, (uint64_t)step);
         else st = mean_of(x, s->grad_mem, s->grads.numel);
     }
     return st;

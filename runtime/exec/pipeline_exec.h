@@ -70,7 +70,7 @@ typedef struct {
     const pz_backend *be;
     int rank, S, V, G;         /* rank: this process's stage (0..S-1) */
     /* --replicas D (docs/data-parallel.md): this process is stage `rank` of
-     * replica `replica`, world rank wrank (o->layout); dp is the stage's
+     * replica `replica`, world rank wrank (o->dp.layout); dp is the stage's
      * group of D replicas (D > 1), which averages the gradients every step */
     int D, replica, wrank;
     pz_dp_group dp;
@@ -106,7 +106,7 @@ typedef struct {
 
 /* the world rank of stage `stage` of this replica (D = 1: the stage) */
 static inline int world_of(const exec *x, int stage) {
-    return x->o->layout ? x->replica * x->S + stage : stage * x->D + x->replica;
+    return x->o->dp.layout ? x->replica * x->S + stage : stage * x->D + x->replica;
 }
 /* the rank that prints, commits checkpoints, saves: world rank 0 */
 static inline int is_root(const exec *x) { return x->wrank == 0; }

@@ -66,12 +66,12 @@ static pz_status encode_send(exec *x, pz_edge_end *e, int peer, int kind, uint64
     if (st != PZ_OK) return st;
     double t0 = pz_now();
     PZ_RANGE_PUSH("encode edge %d step %llu micro %d", e->edge, (unsigned long long)step, micro);
-    st = pz_edge_encode(e, src, ids, (uint64_t)x->o->seed, step, (uint32_t)micro, wire, &len);
+    st = pz_edge_encode(e, src, ids, (uint64_t)x->o->model.seed, step, (uint32_t)micro, wire, &len);
     PZ_RANGE_POP();
     if (e->codec) exec_trace(x, "encode", micro, t0, pz_now());
     if (st != PZ_OK) return st;
     /* auto: the candidates on this micro-batch, if sampled (validation's ends are never auto's) */
-    if (x->au.any && (st = pz_auto_sample(&x->au, e, src, ids, (uint64_t)x->o->seed, step, (uint32_t)micro)) != PZ_OK)
+    if (x->au.any && (st = pz_auto_sample(&x->au, e, src, ids, (uint64_t)x->o->model.seed, step, (uint32_t)micro)) != PZ_OK)
         return st;
     pz_auto_sent(&x->au, e, micro, len, pz_now());
     return post(x, 0, peer, e->edge, kind, (uint32_t)step, micro, fld, wire, len, req, what);   /* tags: low 32 bits */
@@ -95,7 +95,7 @@ static pz_status recv_decode(exec *x, pz_edge_end *e, pz_request **req, uint64_t
     if (st != PZ_OK) return st;
     double t0 = pz_now();
     PZ_RANGE_PUSH("decode edge %d step %llu micro %d", e->edge, (unsigned long long)step, micro);
-    st = pz_edge_decode(e, wire, len, (uint64_t)x->o->seed, step, (uint32_t)micro, out, ids);
+    st = pz_edge_decode(e, wire, len, (uint64_t)x->o->model.seed, step, (uint32_t)micro, out, ids);
     PZ_RANGE_POP();
     if (e->codec) exec_trace(x, "decode", micro, t0, pz_now());
     return st;
@@ -116,9 +116,9 @@ static pz_status forward(exec *x, pz_chunk *c, int slot, uint32_t step, int i, f
     const float *in = is_first(c) ? NULL : pz_staging_in(&c->stg, c->act_in);
     uint64_t *ids = c->ids[slot];
     if (is_first(c))
-        for (int b = 0; b < o->batch; b++) ids[b] = x->ids_tmp[b];
+        for (int b = 0; b < o->model.batch; b++) ids[b] = x->ids_tmp[b];
     else if (is_last(x, c))
-        for (int b = 0; b < o->batch; b++)
+        for (int b = 0; b < o->model.batch; b++)
             if (ids[b] != x->ids_tmp[b])
                 return pz_fail(PZ_ERR_PEER, "step %u micro %d: sample %d of the activation into chunk %d (rank %d) has "
                                "id %llu, this rank's loader has %llu: the ranks read different data (same --data, "
@@ -153,7 +153,7 @@ static pz_status reduce_tied(exec *x, int peer, uint32_t step) {
     if (st != PZ_OK) return st;
     float *g = pz_staging_view(&c->stg, c->stage.grads.wte, n);   /* host copy on a device */
     x->tied_view = g;   /* given back by exec_tied_finish, on error by the executor's free */
-    if ((st = pz_tied_encode(&x->tied, g, (uint64_t)x->o->seed, step, holds_first(x) ? 0 : 1, &len)) != PZ_OK)
+    if ((st = pz_tied_encode(&x->tied, g, (uint64_t)x->o->model.seed, step, holds_first(x) ? 0 : 1, &len)) != PZ_OK)
         return st;
     x->tied_wire = (double)len;
     char w[96];
@@ -172,7 +172,7 @@ pz_status exec_tied_finish(exec *x, uint32_t step) {
     size_t n = (size_t)c->stage.cfg.padded_vocab_size * c->stage.cfg.channels, len = 0;
     double t0 = pz_now();
     pz_status st = wait_req(x, &x->tied_recv, -1, &len, NULL);
-    if (st == PZ_OK) st = pz_tied_add(&x->tied, len, (uint64_t)x->o->seed, step, holds_first(x) ? 1 : 0, x->tied_view);
+    if (st == PZ_OK) st = pz_tied_add(&x->tied, len, (uint64_t)x->o->model.seed, step, holds_first(x) ? 1 : 0, x->tied_view);
     pz_staging_view_done(&c->stg, c->stage.grads.wte, x->tied_view, n);
     x->tied_view = NULL;
     exec_trace(x, "tied", -1, t0, pz_now());
@@ -223,7 +223,7 @@ pz_status exec_run_instr(exec *x, const pz_instr *in, uint32_t step, double *los
                                                  c->act_in, c->ids[slot],
                                                  i == 0 && cc == 0 ? &x->act0_at : NULL)) != PZ_OK)
             return st;
-        return forward(x, c, slot, step, i, 1.0f / ((float)o->batch * o->seq * o->micro), loss_sum);
+        return forward(x, c, slot, step, i, 1.0f / ((float)o->model.batch * o->model.seq * o->model.micro), loss_sum);
     case PZ_OP_SEND_ACT:
         if ((st = wait_send(x, &c->end[FWD_TX], &c->act_send[w], i - c->nwire)) != PZ_OK) return st;
         t0 = pz_now();
@@ -261,7 +261,7 @@ pz_status exec_wait_sends(exec *x) {
     for (int cc = 0; cc < x->V && st == PZ_OK; cc++) {
         pz_chunk *c = &x->ch[cc];
         for (int k = 0; k < c->nwire && st == PZ_OK; k++) {
-            int m = k + (x->o->micro - 1 - k) / c->nwire * c->nwire;   /* the last micro-batch sent from buffer k */
+            int m = k + (x->o->model.micro - 1 - k) / c->nwire * c->nwire;   /* the last micro-batch sent from buffer k */
             if ((st = wait_send(x, &c->end[FWD_TX], &c->act_send[k], m)) == PZ_OK)
                 st = wait_send(x, &c->end[BWD_TX], &c->grad_send[k], m);
         }
@@ -307,13 +307,13 @@ pz_status exec_validate(exec *x, int step, uint32_t *val_round, int compressed) 
     int nb = 0;
     pz_status st = PZ_OK;
     if (ends) {
-        if ((st = pz_loader_init(&vl, &x->val, o->batch, 0, 0)) != PZ_OK) return st;
+        if ((st = pz_loader_init(&vl, &x->val, o->model.batch, 0, 0)) != PZ_OK) return st;
         nb = (int)pz_loader_batches_per_epoch(&vl);
         if (nb < 1) {
             pz_loader_free(&vl);
-            return pz_fail(PZ_ERR_SHAPE, "evaluation data has fewer than one batch of %d x %d tokens", o->batch, o->seq);
+            return pz_fail(PZ_ERR_SHAPE, "evaluation data has fewer than one batch of %d x %d tokens", o->model.batch, o->model.seq);
         }
-        if (nb > o->val_batches) nb = o->val_batches;
+        if (nb > o->model.val_batches) nb = o->model.val_batches;
     }
     /* every rank must agree on the count: first and last computed it from the same data */
     double cnt = holds_first(x) && x->replica == 0 ? nb : 0.0, sum = 0.0;   /* replicas: each validates, replica 0 counts */

@@ -14,16 +14,16 @@
  * pz_auto_edge_init reads the policy: plain ends, or auto's candidates. */
 pz_status exec_edges(exec *x, pz_chunk *c) {
     const pz_train_opts *o = x->o;
-    int B = o->batch, T = o->seq, C = c->stage.cfg.channels, at = 4 * (int)(c - x->ch);
+    int B = o->model.batch, T = o->model.seq, C = c->stage.cfg.channels, at = 4 * (int)(c - x->ch);
     pz_status st = PZ_OK;
     for (int side = 0; side < 2 && st == PZ_OK; side++) {
         if (side == 0 ? is_last(x, c) : is_first(c)) continue;
         int e = side == 0 ? c->g : c->g - 1, k = 2 * side;   /* k: FWD_TX or FWD_RX */
         const char *fs = pz_policy_codec(&x->pol, e, PZ_FWD);
         if ((st = pz_auto_edge_init(&x->au, &x->pol, at + k, &c->end[k], e, PZ_FWD, side == 0, B, T, C,
-                                    side == 0 && o->error_metrics)) != PZ_OK ||
+                                    side == 0 && o->observe.error_metrics)) != PZ_OK ||
             (st = pz_auto_edge_init(&x->au, &x->pol, at + k + 1, &c->end[k + 1], e, PZ_BWD, side == 1, B, T, C,
-                                    side == 1 && o->error_metrics)) != PZ_OK)
+                                    side == 1 && o->observe.error_metrics)) != PZ_OK)
             break;
         st = pz_edge_init_val(side == 0 ? c->val_tx : c->val_rx, e, side == 0, fs, B, T, C);
     }
@@ -57,8 +57,8 @@ static void ring_sizes(exec *x) {
 
 static void chunk_alloc(exec *x, pz_chunk *c) {
     const pz_backend *be = x->be;
-    const int first = is_first(c), last = is_last(x, c), B = x->o->batch, n = c->bound;
-    c->nwire = n + 2 < x->o->micro ? n + 2 : x->o->micro;
+    const int first = is_first(c), last = is_last(x, c), B = x->o->model.batch, n = c->bound;
+    c->nwire = n + 2 < x->o->model.micro ? n + 2 : x->o->model.micro;
     c->slots = xcalloc((size_t)n, sizeof *c->slots);
     c->ids = xcalloc((size_t)n, sizeof *c->ids);
     c->grad_out = xcalloc((size_t)n, sizeof *c->grad_out);
@@ -160,7 +160,7 @@ static void say_auto(exec *x, int k, double rtt01, double c) {
  * a step boundary nothing is in flight). Every rank computes it from the
  * same reduced bits, so all ranks agree. */
 pz_status exec_auto_warmup(exec *x, const double *red) {
-    const int S = x->S, m = x->o->micro;
+    const int S = x->S, m = x->o->model.micro;
     const double *es = red + x->red.edges, *kfit = red + x->red.kfit;
     double *c = xcalloc((size_t)S, sizeof *c), *link_rtt = xcalloc((size_t)S, sizeof *link_rtt);
     double *period = xcalloc((size_t)S, sizeof *period);

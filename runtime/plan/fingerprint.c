@@ -85,11 +85,11 @@ char *pz_fingerprint_build(const pz_train_opts *o, const pz_gpt2_config *c, cons
     char fb[32];
     add(&l, "model", "L=%d NH=%d C=%d V=%d maxT=%d", c->num_layers, c->num_heads, c->channels, c->vocab_size,
         c->max_seq_len);
-    add(&l, "--preset", "%s", o->preset ? o->preset : "(none)");
-    if (o->init) {
+    add(&l, "--preset", "%s", o->model.preset ? o->model.preset : "(none)");
+    if (o->model.init) {
         pz_model_files mf;
         memset(&mf, 0, sizeof mf);
-        if (pz_model_files_find(o->init, &mf) == PZ_OK) {
+        if (pz_model_files_find(o->model.init, &mf) == PZ_OK) {
             if (mf.weights) file_identity(&l, "--init weights", mf.weights);
             for (int i = 0; i < mf.nshards; i++) {
                 char key[64];
@@ -100,34 +100,34 @@ char *pz_fingerprint_build(const pz_train_opts *o, const pz_gpt2_config *c, cons
         }
         pz_model_files_free(&mf);
     }
-    add(&l, "--batch", "%d", o->batch);
-    add(&l, "--seq", "%d", o->seq);
-    add(&l, "--steps", "%d", o->steps);
-    add(&l, "--micro-batches", "%d", o->micro);
-    add(&l, "--seed", "%ld", o->seed);
-    add(&l, "--val-every", "%d", o->val_every);
-    add(&l, "--val-batches", "%d", o->val_batches);
-    add(&l, "--lr", "%s", short_float(fb, sizeof fb, o->optim.lr));
-    add(&l, "--min-lr-frac", "%s", short_float(fb, sizeof fb, o->optim.min_lr_frac));
-    add(&l, "--warmup", "%d", o->warmup_given ? o->optim.warmup_steps : o->steps / 10);
-    add(&l, "--beta1", "%s", short_float(fb, sizeof fb, o->optim.beta1));
-    add(&l, "--beta2", "%s", short_float(fb, sizeof fb, o->optim.beta2));
-    add(&l, "--eps", "%s", short_float(fb, sizeof fb, o->optim.eps));
-    add(&l, "--weight-decay", "%s", short_float(fb, sizeof fb, o->optim.weight_decay));
-    add(&l, "--grad-clip", "%s", short_float(fb, sizeof fb, o->optim.grad_clip));
-    add(&l, "--stages", "%d", o->stages);
-    if (o->replicas > 1) {   /* absent with one replica: the job ids of the runs before --replicas stay */
-        add(&l, "--replicas", "%d", o->replicas);
-        add(&l, "--layout", "%s", o->layout ? "replica-major" : "stage-major");
-        add(&l, "--dp-compress", "%s", o->dp_compress ? o->dp_compress : "none");
-        add(&l, "--dp-reduce", "%d", o->dp_reduce);
-        add(&l, "--dp-warmup", "%d", o->dp_warmup);
-        add(&l, "--dp-hosts", "%d", o->dp_hosts);
+    add(&l, "--batch", "%d", o->model.batch);
+    add(&l, "--seq", "%d", o->model.seq);
+    add(&l, "--steps", "%d", o->model.steps);
+    add(&l, "--micro-batches", "%d", o->model.micro);
+    add(&l, "--seed", "%ld", o->model.seed);
+    add(&l, "--val-every", "%d", o->model.val_every);
+    add(&l, "--val-batches", "%d", o->model.val_batches);
+    add(&l, "--lr", "%s", short_float(fb, sizeof fb, o->model.optim.lr));
+    add(&l, "--min-lr-frac", "%s", short_float(fb, sizeof fb, o->model.optim.min_lr_frac));
+    add(&l, "--warmup", "%d", o->model.warmup_given ? o->model.optim.warmup_steps : o->model.steps / 10);
+    add(&l, "--beta1", "%s", short_float(fb, sizeof fb, o->model.optim.beta1));
+    add(&l, "--beta2", "%s", short_float(fb, sizeof fb, o->model.optim.beta2));
+    add(&l, "--eps", "%s", short_float(fb, sizeof fb, o->model.optim.eps));
+    add(&l, "--weight-decay", "%s", short_float(fb, sizeof fb, o->model.optim.weight_decay));
+    add(&l, "--grad-clip", "%s", short_float(fb, sizeof fb, o->model.optim.grad_clip));
+    add(&l, "--stages", "%d", o->sched.stages);
+    if (o->dp.replicas > 1) {   /* absent with one replica: the job ids of the runs before --replicas stay */
+        add(&l, "--replicas", "%d", o->dp.replicas);
+        add(&l, "--layout", "%s", o->dp.layout ? "replica-major" : "stage-major");
+        add(&l, "--dp-compress", "%s", o->dp.compress ? o->dp.compress : "none");
+        add(&l, "--dp-reduce", "%d", o->dp.reduce);
+        add(&l, "--dp-warmup", "%d", o->dp.warmup);
+        add(&l, "--dp-hosts", "%d", o->dp.hosts);
     }
-    add(&l, "--split", "%s", o->split ? o->split : "(balanced)");
-    add(&l, "--schedule", "%s", o->schedule);
-    add(&l, "--virtual-stages", "%d", o->virtual_stages);
-    add(&l, "--device", "%s", o->device);
+    add(&l, "--split", "%s", o->sched.split ? o->sched.split : "(balanced)");
+    add(&l, "--schedule", "%s", o->sched.name);
+    add(&l, "--virtual-stages", "%d", o->sched.virtual_stages);
+    add(&l, "--device", "%s", o->host.device);
     for (int e = 0; e < pol->stages - 1; e++) {
         char key[64];
         const char *f = pz_policy_codec(pol, e, 0), *b = pz_policy_codec(pol, e, 1);
@@ -138,11 +138,11 @@ char *pz_fingerprint_build(const pz_train_opts *o, const pz_gpt2_config *c, cons
         snprintf(key, sizeof key, "--link-latency-ms edge %d-%d", e, e + 1);
         add(&l, key, "%.9g", pol->latency_ms[e]);
     }
-    const char *tied = o->compress_tied ? o->compress_tied : pz_tied_follow(pol);   /* what the exchange uses */
+    const char *tied = o->link.compress_tied ? o->link.compress_tied : pz_tied_follow(pol);   /* what the exchange uses */
     add(&l, "--compress-tied", "%s", tied ? tied : "none");
-    add(&l, "--eval-compress", "%d", o->eval_compress);
-    add(&l, "--checkpoint-every", "%d", o->checkpoint_dir ? o->checkpoint_every : -1);
-    add(&l, "--resume", "%s", o->resume ? (strcmp(o->resume, "auto") == 0 ? "auto" : "a directory") : "(none)");
+    add(&l, "--eval-compress", "%d", o->link.eval_compress);
+    add(&l, "--checkpoint-every", "%d", o->ckpt.dir ? o->ckpt.every : -1);
+    add(&l, "--resume", "%s", o->ckpt.resume ? (strcmp(o->ckpt.resume, "auto") == 0 ? "auto" : "a directory") : "(none)");
     dataset_identity(&l, "--data", train);
     dataset_identity(&l, "--val-data", val);
     if (!l.s) l.s = xstrdup("");

@@ -39,7 +39,7 @@ pz_status pz_sched_of_flags(const char *schedule, int virtual_stages, pz_sched_s
 }
 
 pz_status pz_train_sched(const pz_train_opts *o, pz_sched_spec *sp) {
-    return pz_sched_of_flags(o->schedule, o->virtual_stages, sp);
+    return pz_sched_of_flags(o->sched.name, o->sched.virtual_stages, sp);
 }
 
 int pz_sched_chunks(const pz_sched_spec *sp) {
@@ -48,30 +48,30 @@ int pz_sched_chunks(const pz_sched_spec *sp) {
 
 int pz_train_nchunks(const pz_train_opts *o) {
     pz_sched_spec sp;
-    return pz_train_sched(o, &sp) != PZ_OK ? o->stages : o->stages * pz_sched_chunks(&sp);
+    return pz_train_sched(o, &sp) != PZ_OK ? o->sched.stages : o->sched.stages * pz_sched_chunks(&sp);
 }
 
 pz_status pz_train_check(const pz_train_opts *o, const pz_sched_spec *sp) {
     const int V = pz_sched_chunks(sp);
-    const char *v = o->schedule;
-    if (!o->data) return pz_fail(PZ_ERR_ARG, "--data is required (token shards; see 'pipezip tokenize')");
+    const char *v = o->sched.name;
+    if (!o->model.data) return pz_fail(PZ_ERR_ARG, "--data is required (token shards; see 'pipezip tokenize')");
     if (V == 1) return PZ_OK;
-    if (o->stages < 2)
+    if (o->sched.stages < 2)
         return pz_fail(PZ_ERR_ARG, "--schedule %s: interleaving needs --stages 2 or more (one process would hold "
                        "all %d chunks: train it with the default schedule)", v, V);
-    if ((long)o->micro * V > 65536)
+    if ((long)o->model.micro * V > 65536)
         return pz_fail(PZ_ERR_ARG, "--schedule %s: --micro-batches %d x %d chunks is over 65536 (the message tags)",
-                       v, o->micro, V);
-    if (o->micro % o->stages != 0)
-        return pz_fail(PZ_ERR_ARG, "--schedule %s: --micro-batches %d must be a multiple of --stages %d", v, o->micro,
-                       o->stages);
-    if (o->split) {
+                       v, o->model.micro, V);
+    if (o->model.micro % o->sched.stages != 0)
+        return pz_fail(PZ_ERR_ARG, "--schedule %s: --micro-batches %d must be a multiple of --stages %d", v, o->model.micro,
+                       o->sched.stages);
+    if (o->sched.split) {
         int n = 1;
-        for (const char *q = o->split; *q; q++) n += *q == ',';
-        if (n != o->stages * V)
+        for (const char *q = o->sched.split; *q; q++) n += *q == ',';
+        if (n != o->sched.stages * V)
             return pz_fail(PZ_ERR_ARG, "--split '%s' names %d pieces; --schedule %s with --stages %d cuts the model "
                            "into %d chunks: give blocks per chunk, in model order (rank r holds chunks r, r+%d, ...)",
-                           o->split, n, v, o->stages, o->stages * V, o->stages);
+                           o->sched.split, n, v, o->sched.stages, o->sched.stages * V, o->sched.stages);
     }
     return PZ_OK;
 }
@@ -90,33 +90,33 @@ static pz_status on_off(const char *flag, const char *v, int *out) {
 
 /* flags that act on what crosses stage boundaries, with one stage */
 static const char *pipeline_only(const pz_train_opts *o) {
-    return o->stages > 1 ? NULL : o->trace ? "--trace" : o->split ? "--split" : o->compress ? "--compress"
-         : o->policy_file ? "--policy-file" : o->link_mbps ? "--link-mbps" : o->link_latency ? "--link-latency-ms"
-         : o->compress_tied ? "--compress-tied" : o->metrics ? "--metrics"
-         : o->job_secret_file ? "--job-secret-file" : NULL;
+    return o->sched.stages > 1 ? NULL : o->observe.trace ? "--trace" : o->sched.split ? "--split" : o->link.compress ? "--compress"
+         : o->link.policy_file ? "--policy-file" : o->link.mbps ? "--link-mbps" : o->link.latency_ms ? "--link-latency-ms"
+         : o->link.compress_tied ? "--compress-tied" : o->observe.metrics ? "--metrics"
+         : o->net.job_secret_file ? "--job-secret-file" : NULL;
 }
 
 /* --replicas D: the world is S x D ranks, and what the data-parallel path
  * does not do yet is refused here, before anything starts. */
 static pz_status replicas_check(pz_train_opts *o, const pz_train_words *w, pz_sched_spec *sp) {
-    if (strcmp(w->layout, "stage-major") == 0) o->layout = 0;
-    else if (strcmp(w->layout, "replica-major") == 0) o->layout = 1;
+    if (strcmp(w->layout, "stage-major") == 0) o->dp.layout = 0;
+    else if (strcmp(w->layout, "replica-major") == 0) o->dp.layout = 1;
     else return pz_fail(PZ_ERR_ARG, "--layout must be stage-major or replica-major, not '%s'", w->layout);
-    if (o->replicas < 1) return pz_fail(PZ_ERR_ARG, "--replicas %d: at least 1", o->replicas);
-    if ((long)o->stages * o->replicas > PZ_TRAIN_MAX_WORLD)
+    if (o->dp.replicas < 1) return pz_fail(PZ_ERR_ARG, "--replicas %d: at least 1", o->dp.replicas);
+    if ((long)o->sched.stages * o->dp.replicas > PZ_TRAIN_MAX_WORLD)
         return pz_fail(PZ_ERR_ARG, "--stages %d x --replicas %d = %ld processes, over the %d ranks a job may have "
-                       "(the transport's tags)", o->stages, o->replicas, (long)o->stages * o->replicas,
+                       "(the transport's tags)", o->sched.stages, o->dp.replicas, (long)o->sched.stages * o->dp.replicas,
                        PZ_TRAIN_MAX_WORLD);
-    if (o->replicas == 1) return o->layout ? pz_fail(PZ_ERR_ARG, "--layout needs --replicas 2 or more") : PZ_OK;
+    if (o->dp.replicas == 1) return o->dp.layout ? pz_fail(PZ_ERR_ARG, "--layout needs --replicas 2 or more") : PZ_OK;
     if (sp->warmup_auto == PZ_SCHED_NAMED_AUTO) {   /* --schedule auto without the warm-up replicas lack yet */
-        o->schedule = "1f1b";
+        o->sched.name = "1f1b";
         *sp = pz_sched_plain(PZ_SCHED_1F1B);
     }
     const char *no = pz_sched_chunks(sp) > 1 ? "--schedule interleaved" : sp->warmup_auto ? "--schedule 1f1b:warmup=auto"
-                   : o->compress && strstr(o->compress, "auto") ? "--compress auto" : o->trace ? "--trace"
-                   : o->metrics ? "--metrics" : o->dump_edge ? "--dump-edge" : NULL;
+                   : o->link.compress && strstr(o->link.compress, "auto") ? "--compress auto" : o->observe.trace ? "--trace"
+                   : o->observe.metrics ? "--metrics" : o->observe.dump_edge ? "--dump-edge" : NULL;
     if (no) return pz_fail(PZ_ERR_ARG, "%s is not supported with --replicas yet (docs/data-parallel.md)", no);
-    if (strcmp(o->device, "cpu") != 0)
+    if (strcmp(o->host.device, "cpu") != 0)
         return pz_fail(PZ_ERR_ARG, "--replicas needs --device cpu for now (docs/data-parallel.md)");
     return PZ_OK;
 }
@@ -125,58 +125,58 @@ static pz_status replicas_check(pz_train_opts *o, const pz_train_words *w, pz_sc
  * (the reduction's error feedback is its own), the mode be known, the hosts
  * divide D. Checked here, before any process starts. */
 static pz_status dp_compress_check(pz_train_opts *o, const pz_train_words *w) {
-    if (o->dp_compress && strcmp(o->dp_compress, "none") == 0) o->dp_compress = NULL;
-    const char *needs = !o->dp_compress && w->dp_reduce ? "--dp-reduce" : !o->dp_compress && o->dp_warmup ? "--dp-warmup"
-                      : o->dp_hosts && (!w->dp_reduce || strcmp(w->dp_reduce, "hierarchical") != 0) ? "--dp-hosts" : NULL;
+    if (o->dp.compress && strcmp(o->dp.compress, "none") == 0) o->dp.compress = NULL;
+    const char *needs = !o->dp.compress && w->dp_reduce ? "--dp-reduce" : !o->dp.compress && o->dp.warmup ? "--dp-warmup"
+                      : o->dp.hosts && (!w->dp_reduce || strcmp(w->dp_reduce, "hierarchical") != 0) ? "--dp-hosts" : NULL;
     if (needs)
         return pz_fail(PZ_ERR_ARG, "%s needs --dp-compress SPEC%s", needs,
                        strcmp(needs, "--dp-hosts") == 0 ? " and --dp-reduce hierarchical" : "");
-    if (!o->dp_compress) return PZ_OK;
-    if (o->replicas < 2) return pz_fail(PZ_ERR_ARG, "--dp-compress needs --replicas 2 or more");
+    if (!o->dp.compress) return PZ_OK;
+    if (o->dp.replicas < 2) return pz_fail(PZ_ERR_ARG, "--dp-compress needs --replicas 2 or more");
     static const char *const modes[] = {"allgather", "twophase", "hierarchical"};
-    o->dp_reduce = o->replicas == 2 ? 1 : 2;   /* the default: all-gather for 2, two-phase above */
+    o->dp.reduce = o->dp.replicas == 2 ? 1 : 2;   /* the default: all-gather for 2, two-phase above */
     for (int m = 0; w->dp_reduce && m < 3; m++)
-        if (strcmp(w->dp_reduce, modes[m]) == 0) o->dp_reduce = m + 1;
-    if (w->dp_reduce && strcmp(w->dp_reduce, modes[o->dp_reduce - 1]) != 0)
+        if (strcmp(w->dp_reduce, modes[m]) == 0) o->dp.reduce = m + 1;
+    if (w->dp_reduce && strcmp(w->dp_reduce, modes[o->dp.reduce - 1]) != 0)
         return pz_fail(PZ_ERR_ARG, "--dp-reduce must be allgather, twophase or hierarchical, not '%s'", w->dp_reduce);
-    if (o->dp_reduce == 3 && (o->dp_hosts < 1 || o->replicas % o->dp_hosts != 0))
-        return pz_fail(PZ_ERR_ARG, "--dp-reduce hierarchical needs --dp-hosts H dividing --replicas %d%s", o->replicas,
-                       o->dp_hosts ? "" : " (the hosts are simulated)");
+    if (o->dp.reduce == 3 && (o->dp.hosts < 1 || o->dp.replicas % o->dp.hosts != 0))
+        return pz_fail(PZ_ERR_ARG, "--dp-reduce hierarchical needs --dp-hosts H dividing --replicas %d%s", o->dp.replicas,
+                       o->dp.hosts ? "" : " (the hosts are simulated)");
     pz_codec *c = NULL;
-    pz_status st = pz_codec_create_for(o->dp_compress, PZ_USE_GRADIENT, &c);
-    if (st != PZ_OK) return pz_fail(PZ_ERR_ARG, "--dp-compress '%s': %s", o->dp_compress, pz_last_error());
+    pz_status st = pz_codec_create_for(o->dp.compress, PZ_USE_GRADIENT, &c);
+    if (st != PZ_OK) return pz_fail(PZ_ERR_ARG, "--dp-compress '%s': %s", o->dp.compress, pz_last_error());
     int stateful = pz_codec_keeps_state(c);
     pz_codec_free(c);
     if (stateful)
         return pz_fail(PZ_ERR_ARG, "--dp-compress '%s' keeps state (ef, ef21, aq): not supported here; the reduction "
-                       "has its own error feedback, give the plain codec", o->dp_compress);
+                       "has its own error feedback, give the plain codec", o->dp.compress);
     return PZ_OK;
 }
 
 pz_status pz_train_opts_check(pz_train_opts *o, const pz_train_words *w, pz_sched_spec *sched) {
     pz_status st;
-    if ((st = on_off("--eval-compress", w->eval_compress, &o->eval_compress)) != PZ_OK ||
-        (st = on_off("--error-metrics", w->error_metrics, &o->error_metrics)) != PZ_OK ||
-        (st = pz_cores_parse_bind(w->bind, &o->bind)) != PZ_OK)
+    if ((st = on_off("--eval-compress", w->eval_compress, &o->link.eval_compress)) != PZ_OK ||
+        (st = on_off("--error-metrics", w->error_metrics, &o->observe.error_metrics)) != PZ_OK ||
+        (st = pz_cores_parse_bind(w->bind, &o->host.bind)) != PZ_OK)
         return st;
     if (strcmp(w->progress, "thread") != 0 && strcmp(w->progress, "inline") != 0)
         return pz_fail(PZ_ERR_ARG, "--progress must be thread or inline, not '%s'", w->progress);
-    o->progress_inline = strcmp(w->progress, "inline") == 0;
-    if (!o->checkpoint_dir && o->checkpoint_every > 0)
+    o->net.progress_inline = strcmp(w->progress, "inline") == 0;
+    if (!o->ckpt.dir && o->ckpt.every > 0)
         return pz_fail(PZ_ERR_ARG, "--checkpoint-every needs --checkpoint-dir");
-    if (w->max_restarts > 0 && !o->checkpoint_dir)
+    if (w->max_restarts > 0 && !o->ckpt.dir)
         return pz_fail(PZ_ERR_ARG, "--max-restarts needs --checkpoint-dir (restarts resume from there)");
-    if (o->resume && strcmp(o->resume, "auto") == 0 && !o->checkpoint_dir)
+    if (o->ckpt.resume && strcmp(o->ckpt.resume, "auto") == 0 && !o->ckpt.dir)
         return pz_fail(PZ_ERR_ARG, "--resume auto looks in --checkpoint-dir, which is not given");
     pz_sched_spec sp;
     if ((st = pz_train_schedule(o, &sp)) != PZ_OK) return st;
     if ((st = replicas_check(o, w, &sp)) != PZ_OK || (st = dp_compress_check(o, w)) != PZ_OK) return st;
     if (sched) *sched = sp;
-    if ((st = pz_device_check(o->device, o->stages)) != PZ_OK) return st;
-    if (o->dump_edge && o->stages < 2)
+    if ((st = pz_device_check(o->host.device, o->sched.stages)) != PZ_OK) return st;
+    if (o->observe.dump_edge && o->sched.stages < 2)
         return pz_fail(PZ_ERR_ARG, "--dump-edge writes what crosses the pipeline's edges: it needs --stages 2 or more");
-    if (o->dump_edge > o->steps)
-        return pz_fail(PZ_ERR_ARG, "--dump-edge %d: the run has only %d steps", o->dump_edge, o->steps);
+    if (o->observe.dump_edge > o->model.steps)
+        return pz_fail(PZ_ERR_ARG, "--dump-edge %d: the run has only %d steps", o->observe.dump_edge, o->model.steps);
     const char *only = pipeline_only(o);
     if (only)
         return pz_fail(PZ_ERR_ARG, "%s needs --stages 2 or more (it acts on what crosses stage boundaries)", only);
@@ -187,57 +187,57 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
     pz_train_opts_default(o);
     pz_train_words_default(w);
     const pz_flag fs[] = {
-        {"--preset", PZ_FLAG_STR, &o->preset, "start from random weights of a preset: gpt2, demo, tiny", 0, 0, NULL},
-        {"--init", PZ_FLAG_STR, &o->init, "start from a checkpoint: HF safetensors or llm.c .bin, or an HF model directory", 0, 0, NULL},
-        {"--heads", PZ_FLAG_INT, &o->heads, "attention heads of --init when neither it nor its config.json says", 0, 65536, NULL},
-        {"--data", PZ_FLAG_STR, &o->data, "training token shards: a file, a comma list or a glob", 0, 0, NULL},
-        {"--val-data", PZ_FLAG_STR, &o->val_data, "validation token shards", 0, 0, NULL},
-        {"--batch", PZ_FLAG_INT, &o->batch, "sequences per micro-batch (B)", 1, 65536, NULL},
-        {"--seq", PZ_FLAG_INT, &o->seq, "tokens per sequence (T), at most the model's context", 1, 65536, NULL},
-        {"--steps", PZ_FLAG_INT, &o->steps, "optimizer steps", 1, 100000000, NULL},
-        {"--micro-batches", PZ_FLAG_INT, &o->micro, "micro-batches per step (gradients accumulate)", 1, 65535, NULL},
-        {"--lr", PZ_FLAG_FLOAT, &o->optim.lr, "peak learning rate", 0, 10, NULL},
-        {"--min-lr-frac", PZ_FLAG_FLOAT, &o->optim.min_lr_frac, "cosine decays to lr x this", 0, 1, NULL},
-        {"--warmup", PZ_FLAG_INT, &o->optim.warmup_steps, "linear warm-up steps (default: steps/10)", 0, 100000000, &o->warmup_given},
-        {"--weight-decay", PZ_FLAG_FLOAT, &o->optim.weight_decay, "AdamW decoupled weight decay on 2-D weights", 0, 10, NULL},
-        {"--beta1", PZ_FLAG_FLOAT, &o->optim.beta1, "AdamW beta1", 0, 0.999999, NULL},
-        {"--beta2", PZ_FLAG_FLOAT, &o->optim.beta2, "AdamW beta2", 0, 0.999999, NULL},
-        {"--grad-clip", PZ_FLAG_FLOAT, &o->optim.grad_clip, "clip the global gradient norm to this (0 = off)", 0, 1e9, NULL},
-        {"--seed", PZ_FLAG_LONG, &o->seed, "seed for initialisation and shuffling", 0, 1e18, NULL},
-        {"--val-every", PZ_FLAG_INT, &o->val_every, "validate every N steps (and after the last step; 0 = never)", 0, 100000000, NULL},
-        {"--val-batches", PZ_FLAG_INT, &o->val_batches, "validation batches, read in file order", 1, 100000000, NULL},
-        {"--save", PZ_FLAG_STR, &o->save, "write the trained model at the end: DIR/ = HF directory (model.safetensors + config.json), .bin = llm.c v3, else safetensors", 0, 0, NULL},
-        {"--threads", PZ_FLAG_INT, &o->threads, "CPU threads per process (0 = the CPUs it may use / stages on this host)", 0, 1024, NULL},
+        {"--preset", PZ_FLAG_STR, &o->model.preset, "start from random weights of a preset: gpt2, demo, tiny", 0, 0, NULL},
+        {"--init", PZ_FLAG_STR, &o->model.init, "start from a checkpoint: HF safetensors or llm.c .bin, or an HF model directory", 0, 0, NULL},
+        {"--heads", PZ_FLAG_INT, &o->model.heads, "attention heads of --init when neither it nor its config.json says", 0, 65536, NULL},
+        {"--data", PZ_FLAG_STR, &o->model.data, "training token shards: a file, a comma list or a glob", 0, 0, NULL},
+        {"--val-data", PZ_FLAG_STR, &o->model.val_data, "validation token shards", 0, 0, NULL},
+        {"--batch", PZ_FLAG_INT, &o->model.batch, "sequences per micro-batch (B)", 1, 65536, NULL},
+        {"--seq", PZ_FLAG_INT, &o->model.seq, "tokens per sequence (T), at most the model's context", 1, 65536, NULL},
+        {"--steps", PZ_FLAG_INT, &o->model.steps, "optimizer steps", 1, 100000000, NULL},
+        {"--micro-batches", PZ_FLAG_INT, &o->model.micro, "micro-batches per step (gradients accumulate)", 1, 65535, NULL},
+        {"--lr", PZ_FLAG_FLOAT, &o->model.optim.lr, "peak learning rate", 0, 10, NULL},
+        {"--min-lr-frac", PZ_FLAG_FLOAT, &o->model.optim.min_lr_frac, "cosine decays to lr x this", 0, 1, NULL},
+        {"--warmup", PZ_FLAG_INT, &o->model.optim.warmup_steps, "linear warm-up steps (default: steps/10)", 0, 100000000, &o->model.warmup_given},
+        {"--weight-decay", PZ_FLAG_FLOAT, &o->model.optim.weight_decay, "AdamW decoupled weight decay on 2-D weights", 0, 10, NULL},
+        {"--beta1", PZ_FLAG_FLOAT, &o->model.optim.beta1, "AdamW beta1", 0, 0.999999, NULL},
+        {"--beta2", PZ_FLAG_FLOAT, &o->model.optim.beta2, "AdamW beta2", 0, 0.999999, NULL},
+        {"--grad-clip", PZ_FLAG_FLOAT, &o->model.optim.grad_clip, "clip the global gradient norm to this (0 = off)", 0, 1e9, NULL},
+        {"--seed", PZ_FLAG_LONG, &o->model.seed, "seed for initialisation and shuffling", 0, 1e18, NULL},
+        {"--val-every", PZ_FLAG_INT, &o->model.val_every, "validate every N steps (and after the last step; 0 = never)", 0, 100000000, NULL},
+        {"--val-batches", PZ_FLAG_INT, &o->model.val_batches, "validation batches, read in file order", 1, 100000000, NULL},
+        {"--save", PZ_FLAG_STR, &o->model.save, "write the trained model at the end: DIR/ = HF directory (model.safetensors + config.json), .bin = llm.c v3, else safetensors", 0, 0, NULL},
+        {"--threads", PZ_FLAG_INT, &o->host.threads, "CPU threads per process (0 = the CPUs it may use / stages on this host)", 0, 1024, NULL},
         {"--bind", PZ_FLAG_STR, &w->bind, "cores: pin each stage on this host to its own CPUs when they divide evenly; none", 0, 0, NULL},
-        {"--device", PZ_FLAG_STR, &o->device, "cpu, cuda or cuda:tf32; or one per stage, e.g. cpu,cuda", 0, 0, NULL},
-        {"--stages", PZ_FLAG_INT, &o->stages, "pipeline stages, one process each (1 = this process alone)", 1, 255, NULL},
-        {"--replicas", PZ_FLAG_INT, &o->replicas, "data-parallel replicas of the pipeline (world = stages x replicas processes; gradients averaged every step)", 1, PZ_TRAIN_MAX_WORLD, NULL},
+        {"--device", PZ_FLAG_STR, &o->host.device, "cpu, cuda or cuda:tf32; or one per stage, e.g. cpu,cuda", 0, 0, NULL},
+        {"--stages", PZ_FLAG_INT, &o->sched.stages, "pipeline stages, one process each (1 = this process alone)", 1, 255, NULL},
+        {"--replicas", PZ_FLAG_INT, &o->dp.replicas, "data-parallel replicas of the pipeline (world = stages x replicas processes; gradients averaged every step)", 1, PZ_TRAIN_MAX_WORLD, NULL},
         {"--layout", PZ_FLAG_STR, &w->layout, "with --replicas: stage-major (rank = stage x D + replica, the default) or replica-major (rank = replica x S + stage)", 0, 0, NULL},
-        {"--dp-compress", PZ_FLAG_STR, &o->dp_compress, "with --replicas: codec of the gradient average, e.g. sign, q4:group=512, topk:0.01 (stateless; error feedback is the reduction's own; default none)", 0, 0, NULL},
+        {"--dp-compress", PZ_FLAG_STR, &o->dp.compress, "with --replicas: codec of the gradient average, e.g. sign, q4:group=512, topk:0.01 (stateless; error feedback is the reduction's own; default none)", 0, 0, NULL},
         {"--dp-reduce", PZ_FLAG_STR, &w->dp_reduce, "with --dp-compress: allgather (default for 2 replicas), twophase (default above) or hierarchical", 0, 0, NULL},
-        {"--dp-warmup", PZ_FLAG_INT, &o->dp_warmup, "with --dp-compress: the first N steps average uncompressed", 0, 100000000, NULL},
-        {"--dp-hosts", PZ_FLAG_INT, &o->dp_hosts, "with --dp-reduce hierarchical: the replicas form H hosts (simulated; H divides --replicas)", 0, 255, NULL},
-        {"--split", PZ_FLAG_STR, &o->split, "blocks per stage, e.g. 3,3,3,3 (interleaved: per chunk; default: balanced by a cost model)", 0, 0, NULL},
-        {"--schedule", PZ_FLAG_STR, &o->schedule, "pipeline schedule: auto (1f1b, with the extra warm-up of warmup=auto where the links do not keep up with compute; said on stderr and in --metrics), 1f1b, 1f1b:warmup=K|auto (more in flight for slow links), zb-h1 (zero bubble), gpipe or interleaved:v=V (V model chunks per stage, Megatron's interleaved 1F1B)", 0, 0, NULL},
-        {"--virtual-stages", PZ_FLAG_INT, &o->virtual_stages, "with --schedule interleaved: model chunks per stage (the same as interleaved:v=V)", 1, PZ_SCHED_MAX_VIRTUAL, NULL},
-        {"--peer-timeout", PZ_FLAG_FLOAT, &o->peer_timeout, "seconds a stage waits for a peer before failing", 0.1, 86400, NULL},
-        {"--job-secret-file", PZ_FLAG_STR, &o->job_secret_file, "file with the secret every rank proves it holds (else $" PZ_JOB_SECRET_ENV "; the local launcher makes one)", 0, 0, NULL},
-        {"--trace", PZ_FLAG_STR, &o->trace, "write a Chrome/Perfetto trace JSON of all stages (pipeline only)", 0, 0, NULL},
-        {"--compress", PZ_FLAG_STR, &o->compress, "compression policy per edge and direction (grammar below)", 0, 0, NULL},
-        {"--policy-file", PZ_FLAG_STR, &o->policy_file, "policy clauses, one per line, # comments (before --compress)", 0, 0, NULL},
+        {"--dp-warmup", PZ_FLAG_INT, &o->dp.warmup, "with --dp-compress: the first N steps average uncompressed", 0, 100000000, NULL},
+        {"--dp-hosts", PZ_FLAG_INT, &o->dp.hosts, "with --dp-reduce hierarchical: the replicas form H hosts (simulated; H divides --replicas)", 0, 255, NULL},
+        {"--split", PZ_FLAG_STR, &o->sched.split, "blocks per stage, e.g. 3,3,3,3 (interleaved: per chunk; default: balanced by a cost model)", 0, 0, NULL},
+        {"--schedule", PZ_FLAG_STR, &o->sched.name, "pipeline schedule: auto (1f1b, with the extra warm-up of warmup=auto where the links do not keep up with compute; said on stderr and in --metrics), 1f1b, 1f1b:warmup=K|auto (more in flight for slow links), zb-h1 (zero bubble), gpipe or interleaved:v=V (V model chunks per stage, Megatron's interleaved 1F1B)", 0, 0, NULL},
+        {"--virtual-stages", PZ_FLAG_INT, &o->sched.virtual_stages, "with --schedule interleaved: model chunks per stage (the same as interleaved:v=V)", 1, PZ_SCHED_MAX_VIRTUAL, NULL},
+        {"--peer-timeout", PZ_FLAG_FLOAT, &o->net.peer_timeout, "seconds a stage waits for a peer before failing", 0.1, 86400, NULL},
+        {"--job-secret-file", PZ_FLAG_STR, &o->net.job_secret_file, "file with the secret every rank proves it holds (else $" PZ_JOB_SECRET_ENV "; the local launcher makes one)", 0, 0, NULL},
+        {"--trace", PZ_FLAG_STR, &o->observe.trace, "write a Chrome/Perfetto trace JSON of all stages (pipeline only)", 0, 0, NULL},
+        {"--compress", PZ_FLAG_STR, &o->link.compress, "compression policy per edge and direction (grammar below)", 0, 0, NULL},
+        {"--policy-file", PZ_FLAG_STR, &o->link.policy_file, "policy clauses, one per line, # comments (before --compress)", 0, 0, NULL},
         {"--eval-compress", PZ_FLAG_STR, &w->eval_compress, "on: validate through the fwd codecs; off: uncompressed", 0, 0, NULL},
-        {"--link-mbps", PZ_FLAG_STR, &o->link_mbps, "simulated link rate, Mbit/s: N, or per edge 0-1=N;*=M (0 = unlimited)", 0, 0, NULL},
-        {"--link-latency-ms", PZ_FLAG_STR, &o->link_latency, "simulated one-way link delay, ms: N, or per edge 0-1=N;*=M", 0, 0, NULL},
-        {"--compress-tied", PZ_FLAG_STR, &o->compress_tied, "codec of the tied-embedding gradient exchange between the first and last stage, e.g. q8 (stateless codecs; both copies stay equal); none = exact. Default: with 2 stages, the bwd codec of edge 0-1 where it has no state (no auto, ef, ef21, aq), else none", 0, 0, NULL},
-        {"--checkpoint-dir", PZ_FLAG_STR, &o->checkpoint_dir, "write checkpoints to resume from here (each rank its shard, then a manifest)", 0, 0, NULL},
-        {"--checkpoint-every", PZ_FLAG_INT, &o->checkpoint_every, "steps between checkpoints (0 = after the last step only)", 0, 100000000, NULL},
-        {"--keep-checkpoints", PZ_FLAG_INT, &o->keep_checkpoints, "complete checkpoints to keep, newest first", 1, 1000000, NULL},
+        {"--link-mbps", PZ_FLAG_STR, &o->link.mbps, "simulated link rate, Mbit/s: N, or per edge 0-1=N;*=M (0 = unlimited)", 0, 0, NULL},
+        {"--link-latency-ms", PZ_FLAG_STR, &o->link.latency_ms, "simulated one-way link delay, ms: N, or per edge 0-1=N;*=M", 0, 0, NULL},
+        {"--compress-tied", PZ_FLAG_STR, &o->link.compress_tied, "codec of the tied-embedding gradient exchange between the first and last stage, e.g. q8 (stateless codecs; both copies stay equal); none = exact. Default: with 2 stages, the bwd codec of edge 0-1 where it has no state (no auto, ef, ef21, aq), else none", 0, 0, NULL},
+        {"--checkpoint-dir", PZ_FLAG_STR, &o->ckpt.dir, "write checkpoints to resume from here (each rank its shard, then a manifest)", 0, 0, NULL},
+        {"--checkpoint-every", PZ_FLAG_INT, &o->ckpt.every, "steps between checkpoints (0 = after the last step only)", 0, 100000000, NULL},
+        {"--keep-checkpoints", PZ_FLAG_INT, &o->ckpt.keep, "complete checkpoints to keep, newest first", 1, 1000000, NULL},
         {"--max-restarts", PZ_FLAG_INT, &w->max_restarts, "when a rank dies, restart all from the newest checkpoint up to K times (local launcher)", 0, 1000, NULL},
-        {"--resume", PZ_FLAG_STR, &o->resume, "continue from the newest complete checkpoint in DIR; auto: in --checkpoint-dir, if any", 0, 0, NULL},
+        {"--resume", PZ_FLAG_STR, &o->ckpt.resume, "continue from the newest complete checkpoint in DIR; auto: in --checkpoint-dir, if any", 0, 0, NULL},
         {"--progress", PZ_FLAG_STR, &w->progress, "thread: a thread per stage moves messages while it computes; inline: only between blocks", 0, 0, NULL},
-        {"--metrics", PZ_FLAG_STR, &o->metrics, "write per-edge metrics to PREFIX.jsonl (per step) and PREFIX.csv", 0, 0, NULL},
-        {"--dump-edge", PZ_FLAG_INT, &o->dump_edge, "at step N, write every tensor a stage encodes (activations, gradients) as .npy (pipeline only)", 0, 1 << 30, NULL},
-        {"--dump-dir", PZ_FLAG_STR, &o->dump_dir, "directory for --dump-edge (created; default edge-dump)", 0, 0, NULL},
+        {"--metrics", PZ_FLAG_STR, &o->observe.metrics, "write per-edge metrics to PREFIX.jsonl (per step) and PREFIX.csv", 0, 0, NULL},
+        {"--dump-edge", PZ_FLAG_INT, &o->observe.dump_edge, "at step N, write every tensor a stage encodes (activations, gradients) as .npy (pipeline only)", 0, 1 << 30, NULL},
+        {"--dump-dir", PZ_FLAG_STR, &o->observe.dump_dir, "directory for --dump-edge (created; default edge-dump)", 0, 0, NULL},
         {"--error-metrics", PZ_FLAG_STR, &w->error_metrics, "on: senders decode their own messages to report ||x-x'||/||x||", 0, 0, NULL},
     };
     int r = pz_flags_parse("train", "usage: pipezip train (--preset NAME | --init FILE) --data SHARDS [flags]\n\n"

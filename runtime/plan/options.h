@@ -9,7 +9,7 @@
  * pz_train_schedule instead of checking again. What needs files (the
  * model, the policy file, the outputs) is checked by the launcher's
  * pre-flight (runtime/cli/cli.c) and pz_train_check_io (runtime/plan/train.h).
- * pz_train_opts is not split by who needs what yet. */
+ * pz_train_opts is split by who needs what (runtime/plan/train.h). */
 #ifndef PZ_RUNTIME_PLAN_OPTIONS_H
 #define PZ_RUNTIME_PLAN_OPTIONS_H
 
@@ -52,7 +52,7 @@ pz_status pz_sched_of_flags(const char *schedule, int virtual_stages, pz_sched_s
 int pz_sched_chunks(const pz_sched_spec *sp);
 /* pz_sched_of_flags for o. */
 pz_status pz_train_sched(const pz_train_opts *o, pz_sched_spec *sp);
-/* Pieces the model is cut into: o->stages, or stages x V for interleaved
+/* Pieces the model is cut into: o->sched.stages, or stages x V for interleaved
  * (the policy's edges and --split count these). */
 int pz_train_nchunks(const pz_train_opts *o);
 /* The combinations of the schedule and the train flags the executor cannot

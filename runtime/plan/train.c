@@ -65,18 +65,18 @@ static void add_shards(pz_io_set *io, const char *flag, const char *spec) {
 
 pz_status pz_train_check_io(const pz_train_opts *o, int writes_rank0) {
     pz_io_set io = {0};
-    add_shards(&io, "--data", o->data);
-    add_shards(&io, "--val-data", o->val_data);
-    add_input(&io, "--init", o->init);
-    pz_io_add(&io, PZ_IO_IN, "--policy-file", o->policy_file);
-    pz_io_add(&io, PZ_IO_IN, "--job-secret-file", o->job_secret_file);
-    pz_io_add(&io, PZ_IO_OUT_DIR, "--checkpoint-dir", o->checkpoint_dir);
-    if (o->dump_edge) pz_io_add(&io, PZ_IO_OUT_DIR, "--dump-dir", o->dump_dir);
-    if (writes_rank0 && o->save) add_save(&io, o->save);
-    if (writes_rank0) pz_io_add(&io, PZ_IO_OUT_FILE, "--trace", o->trace);
-    for (int i = 0; writes_rank0 && o->metrics && i < 2; i++) {
+    add_shards(&io, "--data", o->model.data);
+    add_shards(&io, "--val-data", o->model.val_data);
+    add_input(&io, "--init", o->model.init);
+    pz_io_add(&io, PZ_IO_IN, "--policy-file", o->link.policy_file);
+    pz_io_add(&io, PZ_IO_IN, "--job-secret-file", o->net.job_secret_file);
+    pz_io_add(&io, PZ_IO_OUT_DIR, "--checkpoint-dir", o->ckpt.dir);
+    if (o->observe.dump_edge) pz_io_add(&io, PZ_IO_OUT_DIR, "--dump-dir", o->observe.dump_dir);
+    if (writes_rank0 && o->model.save) add_save(&io, o->model.save);
+    if (writes_rank0) pz_io_add(&io, PZ_IO_OUT_FILE, "--trace", o->observe.trace);
+    for (int i = 0; writes_rank0 && o->observe.metrics && i < 2; i++) {
         char path[4200];
-        snprintf(path, sizeof path, "%s.%s", o->metrics, i ? "csv" : "jsonl");
+        snprintf(path, sizeof path, "%s.%s", o->observe.metrics, i ? "csv" : "jsonl");
         pz_io_add(&io, PZ_IO_OUT_FILE, "--metrics", path);
     }
     pz_status st = pz_io_check(&io);
@@ -86,25 +86,25 @@ pz_status pz_train_check_io(const pz_train_opts *o, int writes_rank0) {
 
 void pz_train_opts_default(pz_train_opts *o) {
     memset(o, 0, sizeof *o);
-    o->batch = 8;
-    o->seq = 64;
-    o->steps = 100;
-    o->micro = 1;
-    o->stages = 1;
-    o->replicas = 1;
-    o->schedule = "auto";   /* 1f1b, with extra warm-up where the links lag (issue 26) */
-    o->peer_timeout = 60.0f;
-    o->keep_checkpoints = 2;
-    o->threads = 0;
-    o->bind = 1;            /* PZ_BIND_CORES */
-    o->device = "cpu";
-    o->val_every = 25;
-    o->val_batches = 8;
-    o->seed = 1337;
-    o->eval_compress = 1;
-    o->error_metrics = 1;
-    o->dump_dir = "edge-dump";
-    pz_optim_config_default(&o->optim);
+    o->model.batch = 8;
+    o->model.seq = 64;
+    o->model.steps = 100;
+    o->model.micro = 1;
+    o->sched.stages = 1;
+    o->dp.replicas = 1;
+    o->sched.name = "auto";   /* 1f1b, with extra warm-up where the links lag (issue 26) */
+    o->net.peer_timeout = 60.0f;
+    o->ckpt.keep = 2;
+    o->host.threads = 0;
+    o->host.bind = 1;            /* PZ_BIND_CORES */
+    o->host.device = "cpu";
+    o->model.val_every = 25;
+    o->model.val_batches = 8;
+    o->model.seed = 1337;
+    o->link.eval_compress = 1;
+    o->observe.error_metrics = 1;
+    o->observe.dump_dir = "edge-dump";
+    pz_optim_config_default(&o->model.optim);
 }
 
 pz_status pz_model_config(const char *preset, const char *init, int heads, pz_gpt2_config *cfg) {

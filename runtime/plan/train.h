@@ -10,6 +10,11 @@
 /* ranks a job may have: the transport tags name the sender in 8 bits */
 #define PZ_TRAIN_MAX_WORLD 255
 
+/* The train flags, split by who needs them (issue 23): a module that needs
+ * one part takes a pointer to that part. runtime/plan/options.c parses and
+ * checks all of them once. */
+
+/* the model, its data and its optimization: what every rank computes */
 typedef struct {
     const char *preset;     /* random init from a preset, or */
     const char *init;       /* a checkpoint: file or HF model directory */
@@ -19,46 +24,83 @@ typedef struct {
     const char *save;       /* checkpoint written at the end (optional) */
     int batch, seq, steps;
     int micro;              /* micro-batches per optimizer step (gradient accumulation) */
-    int threads;            /* --threads: 0 = this host's share (runtime/plan/cores.h) */
-    int bind;               /* --bind: PZ_BIND_CORES or PZ_BIND_NONE */
-    const char *device;     /* --device: cpu, cuda, cuda:tf32, or one per stage (runtime/plan/device.h) */
     int val_every, val_batches;
     long seed;
     pz_optim_config optim;
     int warmup_given;       /* whether --warmup was set (else a default fraction) */
-    /* pipeline (runtime/exec/pipeline.c) */
+} pz_model_opts;
+
+/* where a rank computes (runtime/plan/cores.h, runtime/plan/device.h) */
+typedef struct {
+    int threads;            /* --threads: 0 = this host's share (runtime/plan/cores.h) */
+    int bind;               /* --bind: PZ_BIND_CORES or PZ_BIND_NONE */
+    const char *device;     /* --device: cpu, cuda, cuda:tf32, or one per stage (runtime/plan/device.h) */
+} pz_host_opts;
+
+/* the pipeline and its schedule (runtime/exec/, schedules/schedule.h) */
+typedef struct {
     int stages;             /* 1 = this process trains the whole model */
-    int replicas;           /* --replicas D: data-parallel copies of the pipeline (world = stages x D) */
-    const char *dp_compress;/* --dp-compress SPEC: the replicas' gradient codec (NULL or "none": uncompressed) */
-    int dp_reduce;          /* --dp-reduce: pz_dp_mode (1 allgather, 2 twophase, 3 hierarchical) */
-    int dp_warmup;          /* --dp-warmup N: the first N steps uncompressed */
-    int dp_hosts;           /* --dp-hosts H: hierarchical's hosts (simulated), dividing D */
-    int layout;             /* --layout: pz_dp_layout (0 = rank = stage x D + replica, 1 = replica x S + stage) */
     const char *split;      /* "--split 3,3": blocks per stage, or NULL = balanced */
-    const char *schedule;   /* "1f1b", "1f1b:warmup=K|auto" or "gpipe" (schedules/schedule.h) */
+    const char *name;       /* --schedule: "1f1b", "1f1b:warmup=K|auto", "gpipe", ... (schedules/schedule.h) */
     int virtual_stages;     /* --virtual-stages V (0 = not given): model chunks per rank, interleaved only */
+} pz_sched_opts;
+
+/* data-parallel replicas of the pipeline (runtime/dp/) */
+typedef struct {
+    int replicas;           /* --replicas D: data-parallel copies of the pipeline (world = stages x D) */
+    const char *compress;   /* --dp-compress SPEC: the replicas' gradient codec (NULL: uncompressed) */
+    int reduce;             /* --dp-reduce: pz_dp_mode (1 allgather, 2 twophase, 3 hierarchical) */
+    int warmup;             /* --dp-warmup N: the first N steps uncompressed */
+    int hosts;              /* --dp-hosts H: hierarchical's hosts (simulated), dividing D */
+    int layout;             /* --layout: pz_dp_layout (0 = rank = stage x D + replica, 1 = replica x S + stage) */
+} pz_dp_opts;
+
+/* the ranks' connections (runtime/net/) */
+typedef struct {
     int progress_inline;    /* --progress inline: no progress thread (UCX driven between blocks) */
     float peer_timeout;     /* seconds a stage waits for a peer before giving up */
     const char *job_secret_file; /* --job-secret-file (runtime/net/jobsecret.h), or NULL */
     const uint8_t *job_secret;   /* the loaded secret (job_secret_len bytes; NULL = none) */
     size_t job_secret_len;
-    const char *trace;      /* Chrome/Perfetto trace JSON to write, or NULL */
-    /* compression of what crosses the edges (runtime/edge/policy.h, runtime/edge/edge.h) */
+} pz_net_opts;
+
+/* compression of what crosses the edges, and the simulated links
+ * (runtime/edge/policy.h, runtime/edge/edge.h) */
+typedef struct {
     const char *compress;   /* --compress policy text, or NULL */
     const char *policy_file;/* --policy-file, applied before --compress */
-    const char *link_mbps;  /* --link-mbps: simulated link rates, or NULL */
-    const char *link_latency; /* --link-latency-ms: simulated one-way delays, or NULL */
+    const char *mbps;       /* --link-mbps: simulated link rates, or NULL */
+    const char *latency_ms; /* --link-latency-ms: simulated one-way delays, or NULL */
     const char *compress_tied; /* --compress-tied: codec of the tied-embedding exchange (runtime/edge/tied.h), or NULL */
-    /* checkpoints to resume from (runtime/ckpt/resume.h) */
-    const char *checkpoint_dir; /* --checkpoint-dir, or NULL */
-    int checkpoint_every;   /* steps between checkpoints; 0 = only after the last step */
-    int keep_checkpoints;   /* complete checkpoints kept (default 2) */
-    const char *resume;     /* --resume DIR or "auto" (the checkpoint dir, empty = fresh) */
-    const char *metrics;    /* --metrics PREFIX: PREFIX.jsonl and PREFIX.csv */
     int eval_compress;      /* validation through the fwd codecs (1) or raw (0) */
+} pz_link_opts;
+
+/* checkpoints to resume from (runtime/ckpt/resume.h) */
+typedef struct {
+    const char *dir;        /* --checkpoint-dir, or NULL */
+    int every;              /* --checkpoint-every: steps between checkpoints; 0 = only after the last step */
+    int keep;               /* --keep-checkpoints: complete checkpoints kept (default 2) */
+    const char *resume;     /* --resume DIR or "auto" (the checkpoint dir, empty = fresh) */
+} pz_ckpt_opts;
+
+/* what a run reports beyond its JSON lines (runtime/observe/) */
+typedef struct {
+    const char *trace;      /* Chrome/Perfetto trace JSON to write, or NULL */
+    const char *metrics;    /* --metrics PREFIX: PREFIX.jsonl and PREFIX.csv */
     int error_metrics;      /* senders measure ||x - x'|| / ||x|| */
     int dump_edge;          /* --dump-edge STEP: what the senders encode at that step, as .npy (0 = off) */
     const char *dump_dir;   /* --dump-dir: where (default edge-dump) */
+} pz_observe_opts;
+
+typedef struct {
+    pz_model_opts model;
+    pz_host_opts host;
+    pz_sched_opts sched;
+    pz_dp_opts dp;
+    pz_net_opts net;
+    pz_link_opts link;
+    pz_ckpt_opts ckpt;
+    pz_observe_opts observe;
 } pz_train_opts;
 
 void pz_train_opts_default(pz_train_opts *o);

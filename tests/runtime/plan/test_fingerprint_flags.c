@@ -124,15 +124,15 @@ static int parse(const flag_case *c, const char *v, pz_train_opts *o) {
 static char *fingerprint(const pz_train_opts *o) {
     pz_gpt2_config cfg;
     pz_policy pol;
-    if (pz_model_config(o->preset, o->init, o->heads, &cfg) != PZ_OK) return NULL;
+    if (pz_model_config(o->model.preset, o->model.init, o->model.heads, &cfg) != PZ_OK) return NULL;
     if (pz_pipeline_policy(o, &pol) != PZ_OK) return NULL;
     pz_dataset tr, va;
     memset(&tr, 0, sizeof tr);
     memset(&va, 0, sizeof va);
     char *fp = NULL;
-    if (pz_dataset_open(&tr, o->data, o->seq, cfg.vocab_size) == PZ_OK &&
-        (!o->val_data || pz_dataset_open(&va, o->val_data, o->seq, cfg.vocab_size) == PZ_OK))
-        fp = pz_fingerprint_build(o, &cfg, &pol, &tr, o->val_data ? &va : NULL);
+    if (pz_dataset_open(&tr, o->model.data, o->model.seq, cfg.vocab_size) == PZ_OK &&
+        (!o->model.val_data || pz_dataset_open(&va, o->model.val_data, o->model.seq, cfg.vocab_size) == PZ_OK))
+        fp = pz_fingerprint_build(o, &cfg, &pol, &tr, o->model.val_data ? &va : NULL);
     pz_dataset_close(&tr);
     pz_dataset_close(&va);
     pz_policy_free(&pol);

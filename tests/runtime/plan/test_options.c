@@ -17,32 +17,32 @@ static void ev_bad(pz_train_opts *o, pz_train_words *w) { (void)o, w->eval_compr
 static void em_bad(pz_train_opts *o, pz_train_words *w) { (void)o, w->error_metrics = "maybe"; }
 static void bind_bad(pz_train_opts *o, pz_train_words *w) { (void)o, w->bind = "sockets"; }
 static void prog_bad(pz_train_opts *o, pz_train_words *w) { (void)o, w->progress = "poll"; }
-static void ck_every(pz_train_opts *o, pz_train_words *w) { (void)w, o->checkpoint_every = 5; }
+static void ck_every(pz_train_opts *o, pz_train_words *w) { (void)w, o->ckpt.every = 5; }
 static void restarts(pz_train_opts *o, pz_train_words *w) { (void)o, w->max_restarts = 2; }
-static void resume_auto(pz_train_opts *o, pz_train_words *w) { (void)w, o->resume = "auto"; }
-static void no_data(pz_train_opts *o, pz_train_words *w) { (void)w, o->data = NULL; }
-static void sched_bad(pz_train_opts *o, pz_train_words *w) { (void)w, o->stages = 2, o->schedule = "zigzag"; }
-static void virt_plain(pz_train_opts *o, pz_train_words *w) { (void)w, o->stages = 2, o->virtual_stages = 2; }
+static void resume_auto(pz_train_opts *o, pz_train_words *w) { (void)w, o->ckpt.resume = "auto"; }
+static void no_data(pz_train_opts *o, pz_train_words *w) { (void)w, o->model.data = NULL; }
+static void sched_bad(pz_train_opts *o, pz_train_words *w) { (void)w, o->sched.stages = 2, o->sched.name = "zigzag"; }
+static void virt_plain(pz_train_opts *o, pz_train_words *w) { (void)w, o->sched.stages = 2, o->sched.virtual_stages = 2; }
 static void virt_contra(pz_train_opts *o, pz_train_words *w) {
-    (void)w, o->stages = 2, o->micro = 2, o->schedule = "interleaved:v=2", o->virtual_stages = 3;
+    (void)w, o->sched.stages = 2, o->model.micro = 2, o->sched.name = "interleaved:v=2", o->sched.virtual_stages = 3;
 }
-static void inter_no_v(pz_train_opts *o, pz_train_words *w) { (void)w, o->stages = 2, o->schedule = "interleaved"; }
-static void inter_one(pz_train_opts *o, pz_train_words *w) { (void)w, o->schedule = "interleaved:v=2"; }
+static void inter_no_v(pz_train_opts *o, pz_train_words *w) { (void)w, o->sched.stages = 2, o->sched.name = "interleaved"; }
+static void inter_one(pz_train_opts *o, pz_train_words *w) { (void)w, o->sched.name = "interleaved:v=2"; }
 static void inter_m(pz_train_opts *o, pz_train_words *w) {
-    (void)w, o->stages = 2, o->micro = 3, o->schedule = "interleaved:v=2";
+    (void)w, o->sched.stages = 2, o->model.micro = 3, o->sched.name = "interleaved:v=2";
 }
 static void inter_split(pz_train_opts *o, pz_train_words *w) {
-    (void)w, o->stages = 2, o->micro = 2, o->schedule = "interleaved:v=2", o->split = "1,1";
+    (void)w, o->sched.stages = 2, o->model.micro = 2, o->sched.name = "interleaved:v=2", o->sched.split = "1,1";
 }
-static void dump_one(pz_train_opts *o, pz_train_words *w) { (void)w, o->dump_edge = 1; }
-static void dump_late(pz_train_opts *o, pz_train_words *w) { (void)w, o->stages = 2, o->steps = 3, o->dump_edge = 4; }
-static void trace_one(pz_train_opts *o, pz_train_words *w) { (void)w, o->trace = "t.json"; }
-static void secret_one(pz_train_opts *o, pz_train_words *w) { (void)w, o->job_secret_file = "s"; }
-static void device_bad(pz_train_opts *o, pz_train_words *w) { (void)w, o->device = "tpu"; }
+static void dump_one(pz_train_opts *o, pz_train_words *w) { (void)w, o->observe.dump_edge = 1; }
+static void dump_late(pz_train_opts *o, pz_train_words *w) { (void)w, o->sched.stages = 2, o->model.steps = 3, o->observe.dump_edge = 4; }
+static void trace_one(pz_train_opts *o, pz_train_words *w) { (void)w, o->observe.trace = "t.json"; }
+static void secret_one(pz_train_opts *o, pz_train_words *w) { (void)w, o->net.job_secret_file = "s"; }
+static void device_bad(pz_train_opts *o, pz_train_words *w) { (void)w, o->host.device = "tpu"; }
 static void good_pipe(pz_train_opts *o, pz_train_words *w) {
-    o->stages = 2, o->micro = 4, o->schedule = "interleaved", o->virtual_stages = 2, o->trace = "t.json";
+    o->sched.stages = 2, o->model.micro = 4, o->sched.name = "interleaved", o->sched.virtual_stages = 2, o->observe.trace = "t.json";
     w->eval_compress = "off", w->progress = "inline", w->bind = "none", w->max_restarts = 1;
-    o->checkpoint_dir = "ck", o->resume = "auto", o->dump_edge = 2, o->steps = 2;
+    o->ckpt.dir = "ck", o->ckpt.resume = "auto", o->observe.dump_edge = 2, o->model.steps = 2;
 }
 
 static const opt_case cases[] = {
@@ -76,8 +76,8 @@ int main(void) {
         pz_train_words w;
         pz_train_opts_default(&o);
         pz_train_words_default(&w);
-        o.preset = "tiny";
-        o.data = "d.bin";
+        o.model.preset = "tiny";
+        o.model.data = "d.bin";
         cases[i].set(&o, &w);
         pz_sched_spec sp;
         pz_status st = pz_train_opts_check(&o, &w, &sp);
@@ -88,13 +88,13 @@ int main(void) {
     pz_train_words w;
     pz_train_opts_default(&o);
     pz_train_words_default(&w);
-    o.data = "d.bin";
+    o.model.data = "d.bin";
     good_pipe(&o, &w);
     pz_sched_spec sp;
     CHECK_STATUS(pz_train_opts_check(&o, &w, &sp), PZ_OK, NULL);
-    CHECK(o.eval_compress == 0 && o.error_metrics == 1 && o.progress_inline == 1 && o.bind == 0,
-          "words: eval_compress %d error_metrics %d inline %d bind %d", o.eval_compress, o.error_metrics,
-          o.progress_inline, o.bind);
+    CHECK(o.link.eval_compress == 0 && o.observe.error_metrics == 1 && o.net.progress_inline == 1 && o.host.bind == 0,
+          "words: eval_compress %d error_metrics %d inline %d bind %d", o.link.eval_compress, o.observe.error_metrics,
+          o.net.progress_inline, o.host.bind);
     CHECK(sp.kind == PZ_SCHED_INTERLEAVED && sp.virtual_stages == 2 && pz_sched_chunks(&sp) == 2,
           "schedule kind %d v %d", (int)sp.kind, sp.virtual_stages);
     CHECK(pz_train_nchunks(&o) == 4, "%d pieces, want 2 stages x 2 chunks", pz_train_nchunks(&o));
