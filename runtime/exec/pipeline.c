@@ -201,7 +201,9 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     red[L->hold + x->rank] = holds_first(x) ? 0.0 : x->hold0;
     red[L->stop] = stop_signal == SIGTERM;   /* ranks that got each signal */
     red[L->stop + 1] = stop_signal == SIGINT;
-    red[L->kfit + x->rank] = x->kfit;   /* warmup=auto: what each rank's host can hold */
+    /* warmup=auto: what each rank's host can hold; replicas: replica 0's
+     * figure, times D so that the mean below gives it back exactly */
+    red[L->kfit + x->rank] = x->replica == 0 ? (double)x->kfit * x->D : 0.0;
     /* the link runs beside compute with gpipe and extra warm-up (autospec.h);
      * --schedule auto adds the warm-up a codec's link time needs (below), so
      * its candidates are weighed as hidden too (issue 26) */
@@ -330,7 +332,7 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
         /* replicas: the plan knows stages, not replicas: this rank alone (docs/data-parallel.md) */
         int first = x->D > 1 ? rank : rank - cores->local_rank, count = x->D > 1 ? 1 : cores->local_ranks;
         if ((st = pz_mem_check(&mj, rank, first, count, prefix)) != PZ_OK) return st;
-        if (x->spec.warmup_auto) x->kfit = pz_mem_max_warmup(&mj, rank - cores->local_rank, cores->local_ranks, o->model.micro);
+        if (x->spec.warmup_auto) x->kfit = pz_mem_max_warmup(&mj, first, count, o->model.micro);
     }
     pz_optim_config oc = o->model.optim;
     oc.total_steps = o->model.steps;

@@ -239,6 +239,7 @@ pz_status exec_gather_save(exec *x, const pz_stage_range *all, const char *path)
  * it, as float32 .npy of shape (B, T, C):
  *   DIR/step<S>-edge<e>-<e+1>-fwd-micro<m>.npy   activations, by chunk e
  *   DIR/step<S>-edge<e>-<e+1>-bwd-micro<m>.npy   their gradients, by chunk e+1
+ * (replicas: m counts the global batch, replica r's micro-batches from r x M)
  * so codecs can be studied on real tensors (`pipezip codec --in`, the sweep). */
 pz_status exec_dump_edge(exec *x, const pz_edge_end *e, int kind, uint64_t step, int micro, const float *src) {
     const pz_train_opts *o = x->o;
@@ -247,7 +248,8 @@ pz_status exec_dump_edge(exec *x, const pz_edge_end *e, int kind, uint64_t step,
         return pz_fail(PZ_ERR_IO, "--dump-dir %s: %s", o->observe.dump_dir, strerror(errno));
     char path[4200];
     snprintf(path, sizeof path, "%s/step%llu-edge%d-%d-%s-micro%d.npy", o->observe.dump_dir, (unsigned long long)step + 1,
-             e->edge, e->edge + 1, kind == PZ_KIND_ACT ? "fwd" : "bwd", micro);
+             e->edge, e->edge + 1, kind == PZ_KIND_ACT ? "fwd" : "bwd",
+             x->replica * o->model.micro + micro);
     pz_shape sh = {3, {(size_t)o->model.batch, (size_t)o->model.seq, (size_t)x->ch[0].stage.cfg.channels}};
     pz_status st = pz_npy_write(path, &sh, src);
     if (st != PZ_OK) return pz_fail(st, "--dump-edge: %s", pz_last_error());

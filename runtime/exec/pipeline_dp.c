@@ -83,8 +83,24 @@ static pz_status same_of(exec *x, const float *dev, size_t n, const char *what) 
     return st;
 }
 
+/* What the autos chose (warmup=auto's K; --compress auto's live codec per
+ * boundary and direction): every replica decides from the step's one
+ * reduction, so all hold the same choices. Averaged gradients would keep
+ * the parameters equal even if a replica chose otherwise: compared apart. */
+static pz_status same_choices(exec *x, const char *when) {
+    int n = 1 + (x->au.any ? 2 * x->au.edges : 0);
+    int *v = xcalloc((size_t)n, sizeof *v);
+    v[0] = x->spec.warmup_extra;
+    if (n > 1) memcpy(v + 1, x->au.cur, (size_t)(n - 1) * sizeof *v);
+    char w[96];
+    snprintf(w, sizeof w, "the schedule's warm-up and --compress auto's codecs %s", when);
+    pz_status st = pz_dp_check_identical(&x->dp, v, (size_t)n * sizeof *v, w);
+    free(v);
+    return st;
+}
+
 pz_status exec_dp_check(exec *x, const char *when) {
-    pz_status st = PZ_OK;
+    pz_status st = x->D > 1 ? same_choices(x, when) : PZ_OK;
     for (int cc = 0; x->D > 1 && cc < x->V && st == PZ_OK; cc++) {
         pz_chunk *c = &x->ch[cc];
         char w[3][96];

@@ -98,7 +98,7 @@ static const char *pipeline_only(const pz_train_opts *o) {
 
 /* --replicas D: the world is S x D ranks, and what the data-parallel path
  * does not do yet is refused here, before anything starts. */
-static pz_status replicas_check(pz_train_opts *o, const pz_train_words *w, pz_sched_spec *sp) {
+static pz_status replicas_check(pz_train_opts *o, const pz_train_words *w) {
     if (strcmp(w->layout, "stage-major") == 0) o->dp.layout = 0;
     else if (strcmp(w->layout, "replica-major") == 0) o->dp.layout = 1;
     else return pz_fail(PZ_ERR_ARG, "--layout must be stage-major or replica-major, not '%s'", w->layout);
@@ -108,14 +108,15 @@ static pz_status replicas_check(pz_train_opts *o, const pz_train_words *w, pz_sc
                        "(the transport's tags)", o->sched.stages, o->dp.replicas, (long)o->sched.stages * o->dp.replicas,
                        PZ_TRAIN_MAX_WORLD);
     if (o->dp.replicas == 1) return o->dp.layout ? pz_fail(PZ_ERR_ARG, "--layout needs --replicas 2 or more") : PZ_OK;
-    if (sp->warmup_auto == PZ_SCHED_NAMED_AUTO) {   /* --schedule auto without the warm-up replicas lack yet */
-        o->sched.name = "1f1b";
-        *sp = pz_sched_plain(PZ_SCHED_1F1B);
-    }
-    const char *no = pz_sched_chunks(sp) > 1 ? "--schedule interleaved" : sp->warmup_auto ? "--schedule 1f1b:warmup=auto"
-                   : o->link.compress && strstr(o->link.compress, "auto") ? "--compress auto" : o->observe.trace ? "--trace"
-                   : o->observe.metrics ? "--metrics" : o->observe.dump_edge ? "--dump-edge" : NULL;
-    if (no) return pz_fail(PZ_ERR_ARG, "%s is not supported with --replicas yet (docs/data-parallel.md)", no);
+    /* interleaving, warmup=auto, --compress auto and --dump-edge work with
+     * replicas: what the autos decide comes from the step's one reduction
+     * over all S x D ranks, so every replica decides the same (checked with
+     * the parameters, exec_dp_check). --trace and --metrics write one file
+     * per stage: D processes would write each, not yet told apart. */
+    const char *no = o->observe.trace ? "--trace" : o->observe.metrics ? "--metrics" : NULL;
+    if (no)
+        return pz_fail(PZ_ERR_ARG, "%s is not supported with --replicas yet: it writes one file per stage, and the "
+                       "stage's %d replicas would each write it (docs/data-parallel.md)", no, o->dp.replicas);
     if (strcmp(o->host.device, "cpu") != 0)
         return pz_fail(PZ_ERR_ARG, "--replicas needs --device cpu for now (docs/data-parallel.md)");
     return PZ_OK;
@@ -170,7 +171,7 @@ pz_status pz_train_opts_check(pz_train_opts *o, const pz_train_words *w, pz_sche
         return pz_fail(PZ_ERR_ARG, "--resume auto looks in --checkpoint-dir, which is not given");
     pz_sched_spec sp;
     if ((st = pz_train_schedule(o, &sp)) != PZ_OK) return st;
-    if ((st = replicas_check(o, w, &sp)) != PZ_OK || (st = dp_compress_check(o, w)) != PZ_OK) return st;
+    if ((st = replicas_check(o, w)) != PZ_OK || (st = dp_compress_check(o, w)) != PZ_OK) return st;
     if (sched) *sched = sp;
     if ((st = pz_device_check(o->host.device, o->sched.stages)) != PZ_OK) return st;
     if (o->observe.dump_edge && o->sched.stages < 2)

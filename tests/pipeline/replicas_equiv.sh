@@ -11,8 +11,10 @@
 # bit for bit as the run that was not interrupted.
 # With PART = compress (a test of its own, to keep each short): --dp-compress
 # instead, replicas identical every step with each reduction mode, q8 close
-# to uncompressed, resume with the error feedback bit for bit.
-#   usage: replicas_equiv.sh PATH/TO/pipezip [equiv|compress]
+# to uncompressed, resume with the error feedback bit for bit. With PART =
+# lifted: interleaving, warmup=auto, --compress auto and --dump-edge with
+# replicas (the replicas' choices identical every step).
+#   usage: replicas_equiv.sh PATH/TO/pipezip [equiv|compress|lifted]
 set -u
 pz="$1"
 part="${2:-equiv}"
@@ -42,7 +44,8 @@ refuse "--replicas" --replicas 0
 refuse "over the 255 ranks" --stages 16 --replicas 16
 refuse "--layout needs --replicas" --layout replica-major
 refuse "--layout must be" --replicas 2 --layout diagonal
-refuse "not supported with --replicas" --stages 2 --replicas 2 --schedule interleaved:v=2 --micro-batches 2
+refuse "--trace is not supported with --replicas yet: it writes one file per stage" --stages 2 --replicas 2 \
+    --trace "$dir/t.json"
 refuse "--dp-hosts H dividing --replicas 3" --replicas 3 --dp-compress sign --dp-reduce hierarchical --dp-hosts 2
 refuse "keeps state" --replicas 2 --dp-compress 'ef(sign)'
 refuse "--dp-warmup needs --dp-compress" --replicas 2 --dp-warmup 2
@@ -52,6 +55,8 @@ refuse "--dp-reduce must be" --replicas 2 --dp-compress sign --dp-reduce ring
 RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 \
     refuse "WORLD_SIZE 2 does not match --stages 2 x --replicas 2" --stages 2 --replicas 2 --micro-batches 2
 
+
+fi
 compare() {   # ref.jsonl got.jsonl label first_step
     "$py" - "$@" <<'PY'
 import json, sys
@@ -73,9 +78,8 @@ print(f"ok: {label}: {len(want)} step losses within {worst:.2e} relative, {len(v
 PY
 }
 
-fi
 for D in 2 3; do
-    [ "$part" = compress ] && [ "$D" = 3 ] && continue
+    [ "$part" != equiv ] && [ "$D" = 3 ] && continue
     "$pz" train "${common[@]}" --micro-batches $((2 * D)) > "$dir/ref$D.jsonl" 2>"$dir/ref.err" \
         || { cat "$dir/ref.err"; echo "FAIL: single-process run, $((2 * D)) micro-batches"; exit 1; }
 done
@@ -150,6 +154,48 @@ if sorted(b) != list(range(11, 21)) or any(a[s] != b[s] for s in b):
 print("ok: resumed S=1 x D=2 sign with error feedback: steps 11..20 bit for bit")
 PY
     fi
+fi
+fi
+# PART = lifted: what --replicas used to refuse. The autos decide from the
+# step's reduction over all ranks, so replicas must agree; PIPEZIP_DP_CHECK
+# compares their choices (warm-up K, auto's codecs) with the parameters
+if [ "$part" = lifted ]; then
+lrun() {   # label out flags...: S=2 x D=2, 2 micro-batches each
+    local label="$1" out="$2"; shift 2
+    timeout 120 "$pz" train "${common[@]}" --stages 2 --replicas 2 --micro-batches 2 "$@" > "$out" 2>"$dir/l.err" \
+        || { tail -20 "$dir/l.err"; echo "FAIL: $label: the run failed"; fails=$((fails + 1)); return 1; }
+}
+lrun "interleaved:v=2" "$dir/il.jsonl" --schedule interleaved:v=2 \
+    && { compare "$dir/ref2.jsonl" "$dir/il.jsonl" "S=2 x D=2 interleaved:v=2" 1 || fails=$((fails + 1)); }
+# (4 micro-batches per replica: with 2, no extra warm-up fits 2 stages)
+"$pz" train "${common[@]}" --micro-batches 8 > "$dir/ref8.jsonl" 2>"$dir/ref.err" || { echo "FAIL: 8 micro-batches"; exit 1; }
+if lrun "warmup=auto" "$dir/wa.jsonl" --micro-batches 4 --schedule 1f1b:warmup=auto --link-mbps 20; then
+    compare "$dir/ref8.jsonl" "$dir/wa.jsonl" "S=2 x D=2 1f1b:warmup=auto at 20 Mbit/s" 1 || fails=$((fails + 1))
+    grep -q "warmup=auto: K = [1-9]" "$dir/l.err" || { grep warmup "$dir/l.err"; echo "FAIL: warmup=auto chose no K > 0"; fails=$((fails + 1)); }
+fi
+if lrun "--compress auto" "$dir/ca.jsonl" --compress auto --link-mbps 20; then
+    grep -q "auto after step 10: edge 0-1 bwd" "$dir/l.err" && echo "ok: S=2 x D=2 --compress auto: the replicas chose alike every step" \
+        || { grep auto "$dir/l.err"; echo "FAIL: --compress auto decided nothing"; fails=$((fails + 1)); }
+fi
+# --dump-edge: the files of one pipeline with D x M micro-batches (replica r's
+# are the global batch's r x M ..): activations bit for bit, gradients D times
+# theirs (each replica's loss is its own M micro-batches' mean)
+"$pz" train "${common[@]}" --stages 2 --micro-batches 4 --steps 1 --dump-edge 1 --dump-dir "$dir/d1" > /dev/null 2>&1 \
+    || { echo "FAIL: --dump-edge of one pipeline"; fails=$((fails + 1)); }
+if lrun "--dump-edge" /dev/null --steps 1 --dump-edge 1 --dump-dir "$dir/d2"; then
+    "${PZ_TORCH_PYTHON:-/usr/bin/python3}" - "$dir/d1" "$dir/d2" <<'PY' || fails=$((fails + 1))
+import os, sys
+import numpy as np
+a, b = sys.argv[1], sys.argv[2]
+names = sorted(os.listdir(a))
+if len(names) != 8 or sorted(os.listdir(b)) != names:
+    print(f"FAIL: --dump-edge with replicas wrote {sorted(os.listdir(b))}, one pipeline {names}"); sys.exit(1)
+for n in names:
+    x, y = np.load(os.path.join(a, n)), np.load(os.path.join(b, n))
+    if not np.array_equal(y, x if "-fwd-" in n else 2 * x):
+        print(f"FAIL: --dump-edge {n}: not {'equal to' if '-fwd-' in n else '2 x'} one pipeline's"); sys.exit(1)
+print("ok: S=2 x D=2 --dump-edge: micro-batches 0..3 of the global batch, as one pipeline with 4 writes them")
+PY
 fi
 fi
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
