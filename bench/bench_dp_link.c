@@ -60,7 +60,7 @@ static int child(int rank, int world, int port, void *arg) {
     pz_dp_layout_ranks(PZ_DP_LAYOUT_CONTIGUOUS, 0, 1, world, ranks);
     pz_dp_group g = {0};
     die_on(pz_dp_group_init(&g, t, rank, ranks, world), rank);
-    pz_dp_group_set_link(&g, o->mbps, o->lat);
+    pz_dp_group_set_link(&g, 0, o->mbps, o->lat);
     float *x = xmalloc(o->n * sizeof *x), *out = xmalloc(o->n * sizeof *out);
     double ts[MAX_STEPS];
     if (rank == 0) {

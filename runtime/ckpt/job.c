@@ -11,9 +11,9 @@
 /* fingerprint keys that do not change what training computes: validation,
  * checkpointing, and the simulated links (the network's, not the job's;
  * --compress auto's decisions, which they sway, travel in the checkpoint) */
-static const char *const not_job[] = {"--resume",   "--checkpoint-every", "--val-every", "--val-batches",
-                                      "--val-data", "--eval-compress",    "--link-mbps", "--link-latency-ms",
-                                      NULL};
+static const char *const not_job[] = {"--resume",        "--checkpoint-every",  "--val-every",    "--val-batches",
+                                      "--val-data",      "--eval-compress",     "--link-mbps",    "--link-latency-ms",
+                                      "--dp-link-mbps",  "--dp-link-latency-ms", NULL};
 /* the flags --resume DIR may change: layout, steps, learning rate */
 static const char *const resume_may[] = {"--stages",      "--split",  "--schedule", "--virtual-stages",
                                          "--device",      "--compress", "--compress-tied", "--steps",

@@ -413,6 +413,15 @@ size_t pz_dp_creduce_bytes(const pz_dp_creduce *c) {
 
 const uint64_t *pz_dp_creduce_sent_to(const pz_dp_creduce *c) { return c->sent_to; }
 
+size_t pz_dp_creduce_max_message(const pz_dp_creduce *c) {
+    if (c->o.mode == PZ_DP_HIERARCHICAL) return c->inner ? pz_dp_creduce_max_message(c->inner) : 0;
+    int slots = c->o.mode == PZ_DP_ALLGATHER ? c->g->n : 2 * c->g->n;
+    size_t most = 0;
+    for (int i = 0; i < slots; i++)
+        if (c->off[i + 1] - c->off[i] > most) most = c->off[i + 1] - c->off[i];
+    return most;
+}
+
 void pz_dp_creduce_set_tap(pz_dp_creduce *c, pz_dp_tap fn, void *user) {
     c->tap = fn;
     c->tap_user = user;

@@ -93,6 +93,12 @@ const float *pz_dp_creduce_server_error(const pz_dp_creduce *c, size_t *lo, size
  * uncompressed all-reduce counts in its group's bytes_sent). */
 const uint64_t *pz_dp_creduce_sent_to(const pz_dp_creduce *c);
 
+/* The largest message (header included) this member may receive over a
+ * network link in one run: a codec bound of the slots; hierarchical: the
+ * leaders' exchange between hosts (0 on the other members, whose messages
+ * stay inside their host). */
+size_t pz_dp_creduce_max_message(const pz_dp_creduce *c);
+
 /* Bytes of memory c holds (error feedback, scratch vectors, message slots,
  * a hierarchical member's host group scratch and leader reduction): what a
  * memory plan counts for it. */

@@ -52,9 +52,10 @@ int pz_dp_layout_stage(pz_dp_layout layout, int rank, int S, int D) {
     return layout == PZ_DP_LAYOUT_STRIDED ? rank % S : rank / D;
 }
 
-void pz_dp_group_set_link(pz_dp_group *g, double mbps, double latency_ms) {
+void pz_dp_group_set_link(pz_dp_group *g, int hosts, double mbps, double latency_ms) {
+    int per_host = hosts > 0 && g->n % hosts == 0 ? g->n / hosts : 1;
     for (int i = 0; i < g->n; i++)
-        if (i != g->me) pz_transport_set_link(g->t, g->ranks[i], mbps, latency_ms);
+        if (i / per_host != g->me / per_host) pz_transport_set_link(g->t, g->ranks[i], mbps, latency_ms);
 }
 
 float *pz_dp_scratch(pz_dp_group *g, size_t n) {
@@ -154,14 +155,28 @@ static int send_chunk(const pz_dp_op *R, int s) {
 static int recv_chunk(const pz_dp_op *R, int s) { return send_chunk(R, s + 1); }
 
 /* segments of chunk c: count and element length of all but the last */
-static int seg_count(const pz_dp_op *R, int c, size_t *lo, size_t *hi, size_t *seglen) {
-    pz_dp_chunk(R->n, R->D, c, lo, hi);
-    size_t len = *hi - *lo, per = R->g->seg_bytes / sizeof(float);
+/* ring chunk c of n floats over D members: its range and segments */
+static int chunk_segs(const pz_dp_group *g, size_t n, int D, int c, size_t *lo, size_t *hi, size_t *seglen) {
+    pz_dp_chunk(n, D, c, lo, hi);
+    size_t len = *hi - *lo, per = g->seg_bytes / sizeof(float);
     if (per == 0) per = 1;
     size_t ns = (len + per - 1) / per;
     if (ns > RING_MAXSEG) ns = RING_MAXSEG;
     *seglen = ns ? (len + ns - 1) / ns : 0;
     return (int)ns;
+}
+
+static int seg_count(const pz_dp_op *R, int c, size_t *lo, size_t *hi, size_t *seglen) {
+    return chunk_segs(R->g, R->n, R->D, c, lo, hi, seglen);
+}
+
+size_t pz_dp_allreduce_max_message(const pz_dp_group *g, size_t n, pz_dp_algo algo) {
+    if (g->n < 2 || n == 0) return 0;
+    if (algo == PZ_DP_AUTO) algo = n * sizeof(float) <= g->small_bytes ? PZ_DP_RDOUBLING : PZ_DP_RING;
+    if (algo == PZ_DP_RDOUBLING) return n * sizeof(float);
+    size_t lo, hi, sl;
+    chunk_segs(g, n, g->n, 0, &lo, &hi, &sl);   /* chunk 0 is the longest */
+    return sl * sizeof(float);
 }
 
 static void seg_range(size_t lo, size_t hi, size_t seglen, int s, size_t *a, size_t *b) {

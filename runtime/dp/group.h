@@ -101,10 +101,19 @@ void pz_dp_layout_ranks(pz_dp_layout layout, int stage, int S, int D, int *ranks
 /* The stage a world rank holds in that layout. */
 int pz_dp_layout_stage(pz_dp_layout layout, int rank, int S, int D);
 
-/* Simulated links to every other member (pz_transport_set_link: the rate
- * applies to this group's messages as to any caller's, each direction its
- * own link). */
-void pz_dp_group_set_link(pz_dp_group *g, double mbps, double latency_ms);
+/* Simulated links (pz_transport_set_link: the rate applies to this group's
+ * messages as to any caller's, each direction its own link) to every member
+ * on another host, the members forming `hosts` runs of consecutive members
+ * (pz_dp_group_hosts' shape; hosts = 0, or not dividing n: every member its
+ * own host; 1: all on one host, no link slowed). Members of one host share
+ * memory, not a network link, so `--dp-hosts H` slows only the messages
+ * between hosts. */
+void pz_dp_group_set_link(pz_dp_group *g, int hosts, double mbps, double latency_ms);
+
+/* The largest message pz_dp_allreduce of n floats sends with algo (the
+ * whole vector for recursive doubling, else a ring segment), in bytes: what
+ * must cross a slow link within the peer timeout. */
+size_t pz_dp_allreduce_max_message(const pz_dp_group *g, size_t n, pz_dp_algo algo);
 
 /* In-place sum (mean = 1: then divided by D) of buf[0..n) over the group. */
 pz_status pz_dp_allreduce(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_algo algo);

@@ -30,19 +30,43 @@
 #include "base/mem.h"
 #include "runtime/ckpt/resume.h"
 
+/* --dp-link-mbps, --dp-link-latency-ms: the transport's simulated links
+ * (the mechanism of --link-mbps) to the group's members, with --dp-hosts
+ * only to those on other hosts. A link so slow that one message outlasts
+ * --peer-timeout would end in "peer frozen?" at the receiver: say so first. */
+static pz_status dp_links(exec *x) {
+    const pz_dp_opts *o = &x->o->dp;
+    if (o->link_mbps <= 0 && o->link_latency_ms <= 0) return PZ_OK;
+    pz_dp_group_set_link(&x->dp, o->hosts, o->link_mbps, o->link_latency_ms);
+    size_t most = 0;
+    for (int cc = 0; cc < x->V; cc++) {
+        size_t m = pz_dp_allreduce_max_message(&x->dp, x->ch[cc].stage.grads.numel, PZ_DP_AUTO);
+        if (x->cr && pz_dp_creduce_max_message(x->cr[cc]) > m) m = pz_dp_creduce_max_message(x->cr[cc]);
+        if (m > most) most = m;
+    }
+    double secs = (o->link_mbps > 0 ? (double)most * 8.0 / (o->link_mbps * 1e6) : 0.0) + o->link_latency_ms * 1e-3;
+    double timeout = x->o->net.peer_timeout;
+    if (secs < timeout) return PZ_OK;
+    return pz_fail(PZ_ERR_ARG, "--dp-link-mbps %g, --dp-link-latency-ms %g: one data-parallel message of up to %zu bytes "
+                   "takes %.3g s on the link between replicas, longer than --peer-timeout %g s, after which the "
+                   "receiving replica would give its peer up: raise the rate or --peer-timeout",
+                   (double)o->link_mbps, (double)o->link_latency_ms, most, secs, timeout);
+}
+
 pz_status exec_dp_init(exec *x) {
     if (x->D < 2) return PZ_OK;
     int *ranks = xcalloc((size_t)x->D, sizeof *ranks);
     pz_dp_layout_ranks(x->o->dp.layout ? PZ_DP_LAYOUT_STRIDED : PZ_DP_LAYOUT_CONTIGUOUS, x->rank, x->S, x->D, ranks);
     pz_status st = pz_dp_group_init(&x->dp, x->tp, x->wrank, ranks, x->D);
     free(ranks);
-    if (st != PZ_OK || !x->o->dp.compress) return st;
-    /* --dp-compress: one reduction per chunk, with error feedback */
-    pz_dp_copts co = {(pz_dp_mode)x->o->dp.reduce, 1, (uint64_t)x->o->model.seed, x->o->dp.hosts};
-    x->cr = xcalloc((size_t)x->V, sizeof *x->cr);
-    for (int cc = 0; cc < x->V && st == PZ_OK; cc++)
-        st = pz_dp_creduce_create(&x->cr[cc], &x->dp, x->o->dp.compress, &co, x->ch[cc].stage.grads.numel);
-    return st;
+    if (st == PZ_OK && x->o->dp.compress) {
+        /* --dp-compress: one reduction per chunk, with error feedback */
+        pz_dp_copts co = {(pz_dp_mode)x->o->dp.reduce, 1, (uint64_t)x->o->model.seed, x->o->dp.hosts};
+        x->cr = xcalloc((size_t)x->V, sizeof *x->cr);
+        for (int cc = 0; cc < x->V && st == PZ_OK; cc++)
+            st = pz_dp_creduce_create(&x->cr[cc], &x->dp, x->o->dp.compress, &co, x->ch[cc].stage.grads.numel);
+    }
+    return st == PZ_OK ? dp_links(x) : st;
 }
 
 void exec_dp_skip(exec *x, int tail) {

@@ -123,6 +123,8 @@ char *pz_fingerprint_build(const pz_train_opts *o, const pz_gpt2_config *c, cons
         add(&l, "--dp-reduce", "%d", o->dp.reduce);
         add(&l, "--dp-warmup", "%d", o->dp.warmup);
         add(&l, "--dp-hosts", "%d", o->dp.hosts);
+        add(&l, "--dp-link-mbps", "%.9g", (double)o->dp.link_mbps);
+        add(&l, "--dp-link-latency-ms", "%.9g", (double)o->dp.link_latency_ms);
     }
     add(&l, "--split", "%s", o->sched.split ? o->sched.split : "(balanced)");
     add(&l, "--schedule", "%s", o->sched.name);

@@ -107,7 +107,14 @@ static pz_status replicas_check(pz_train_opts *o, const pz_train_words *w) {
         return pz_fail(PZ_ERR_ARG, "--stages %d x --replicas %d = %ld processes, over the %d ranks a job may have "
                        "(the transport's tags)", o->sched.stages, o->dp.replicas, (long)o->sched.stages * o->dp.replicas,
                        PZ_TRAIN_MAX_WORLD);
-    if (o->dp.replicas == 1) return o->dp.layout ? pz_fail(PZ_ERR_ARG, "--layout needs --replicas 2 or more") : PZ_OK;
+    if (o->dp.replicas == 1) {
+        if (o->dp.layout) return pz_fail(PZ_ERR_ARG, "--layout needs --replicas 2 or more");
+        const char *link = o->dp.link_mbps > 0 ? "--dp-link-mbps" : o->dp.link_latency_ms > 0 ? "--dp-link-latency-ms" : NULL;
+        if (link)
+            return pz_fail(PZ_ERR_ARG, "%s needs --replicas 2 or more (it simulates the links between data-parallel "
+                           "replicas; --link-mbps and --link-latency-ms simulate the pipeline's)", link);
+        return PZ_OK;
+    }
     /* interleaving, warmup=auto, --compress auto and --dump-edge work with
      * replicas: what the autos decide comes from the step's one reduction
      * over all S x D ranks, so every replica decides the same (checked with
@@ -218,6 +225,8 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
         {"--dp-reduce", PZ_FLAG_STR, &w->dp_reduce, "with --dp-compress: allgather (default for 2 replicas), twophase (default above) or hierarchical", 0, 0, NULL},
         {"--dp-warmup", PZ_FLAG_INT, &o->dp.warmup, "with --dp-compress: the first N steps average uncompressed", 0, 100000000, NULL},
         {"--dp-hosts", PZ_FLAG_INT, &o->dp.hosts, "with --dp-reduce hierarchical: the replicas form H hosts (simulated; H divides --replicas)", 0, 255, NULL},
+        {"--dp-link-mbps", PZ_FLAG_FLOAT, &o->dp.link_mbps, "with --replicas: simulated rate of the links between replicas, Mbit/s (0 = unlimited; with --dp-hosts only between hosts)", 0, 1e7, NULL},
+        {"--dp-link-latency-ms", PZ_FLAG_FLOAT, &o->dp.link_latency_ms, "with --replicas: simulated one-way delay of the links between replicas, ms", 0, 60000, NULL},
         {"--split", PZ_FLAG_STR, &o->sched.split, "blocks per stage, e.g. 3,3,3,3 (interleaved: per chunk; default: balanced by a cost model)", 0, 0, NULL},
         {"--schedule", PZ_FLAG_STR, &o->sched.name, "pipeline schedule: auto (1f1b, with the extra warm-up of warmup=auto where the links do not keep up with compute; said on stderr and in --metrics), 1f1b, 1f1b:warmup=K|auto (more in flight for slow links), zb-h1 (zero bubble), gpipe or interleaved:v=V (V model chunks per stage, Megatron's interleaved 1F1B)", 0, 0, NULL},
         {"--virtual-stages", PZ_FLAG_INT, &o->sched.virtual_stages, "with --schedule interleaved: model chunks per stage (the same as interleaved:v=V)", 1, PZ_SCHED_MAX_VIRTUAL, NULL},

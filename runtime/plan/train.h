@@ -53,6 +53,8 @@ typedef struct {
     int warmup;             /* --dp-warmup N: the first N steps uncompressed */
     int hosts;              /* --dp-hosts H: hierarchical's hosts (simulated), dividing D */
     int layout;             /* --layout: pz_dp_layout (0 = rank = stage x D + replica, 1 = replica x S + stage) */
+    float link_mbps;        /* --dp-link-mbps: simulated rate of the links between replicas (0 = unlimited) */
+    float link_latency_ms;  /* --dp-link-latency-ms: their simulated one-way delay */
 } pz_dp_opts;
 
 /* the ranks' connections (runtime/net/) */

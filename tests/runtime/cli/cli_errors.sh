@@ -109,6 +109,19 @@ expect_fail "negative link delay" "expected a one-way delay in milliseconds" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --link-latency-ms=-5
 expect_fail "link delay on a missing edge" "1-2" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --link-latency-ms '1-2=5'
+# the data-parallel links (--dp-link-mbps, --dp-link-latency-ms): replicas only, in range, not slower than the peer timeout
+expect_fail "data-parallel link rate without replicas" "--dp-link-mbps needs --replicas 2 or more .*--link-mbps" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --dp-link-mbps 100
+expect_fail "data-parallel link delay without replicas" "--dp-link-latency-ms needs --replicas 2 or more" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --dp-link-latency-ms 5
+expect_fail "negative data-parallel link rate" "--dp-link-mbps.*out of range" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --replicas 2 --dp-link-mbps=-1
+expect_fail "data-parallel link rate not a number" "--dp-link-mbps" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --replicas 2 --dp-link-mbps fast
+expect_fail "data-parallel link delay over a minute" "--dp-link-latency-ms.*out of range" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --replicas 2 --dp-link-latency-ms 1e6
+expect_fail "a data-parallel link too slow for --peer-timeout" "takes .* s on the link between replicas, longer than --peer-timeout" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --replicas 2 --steps 1 --dp-link-mbps 0.01 --peer-timeout 5
 expect_fail "unknown progress mode" "--progress must be thread or inline" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --progress poll
 expect_fail "bad warm-up" "warmup must be 'auto' or an integer" \

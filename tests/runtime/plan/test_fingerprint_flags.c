@@ -71,6 +71,8 @@ static const flag_case cases[] = {
     {"--eval-compress", RANKS, NULL, "off", NULL, "validation only"},
     {"--link-mbps", RANKS, NULL, "100", NULL, "a simulated network; auto's decisions travel in checkpoints"},
     {"--link-latency-ms", RANKS, NULL, "5", NULL, "a simulated network, as --link-mbps"},
+    {"--dp-link-mbps", RANKS, NULL, "100", "--replicas 2", "a simulated network between replicas, as --link-mbps"},
+    {"--dp-link-latency-ms", RANKS, NULL, "5", "--replicas 2", "a simulated network, as --link-mbps"},
     {"--checkpoint-every", RANKS, NULL, "3", NULL, "when to checkpoint, not what is trained"},
     {"--resume", RANKS, NULL, "auto", NULL, "restarts add --resume auto to the same job"},
     /* not varied: refused with a preset, ignored when --init says; else the model line (NH=) has it */
