@@ -52,7 +52,7 @@ static int fail(const char *cmd, pz_status st) {
  * into stages (or chunks). */
 static pz_status pipeline_check(const pz_train_opts *o) {
     pz_policy pol;
-    pz_status st = pz_pipeline_policy(o, &pol);
+    pz_status st = pz_train_policy(&o->link, pz_train_nchunks(&o->sched), &pol);
     if (st != PZ_OK) return st;
     st = pz_policy_check_latency(&pol, o->sched.stages, o->net.peer_timeout);
     pz_policy_free(&pol);
@@ -63,7 +63,7 @@ static pz_status pipeline_check(const pz_train_opts *o) {
     if (st != PZ_OK) return st;
     pz_gpt2_config cfg;
     if ((st = pz_model_config(o->model.preset, o->model.init, o->model.heads, &cfg)) != PZ_OK) return st;
-    int V = pz_train_nchunks(o) / o->sched.stages;   /* interleaved: chunks per stage */
+    int V = pz_train_nchunks(&o->sched) / o->sched.stages;   /* interleaved: chunks per stage */
     pz_stage_range *ranges = xcalloc((size_t)o->sched.stages * (size_t)V, sizeof *ranges);
     st = pz_partition_chunks(&cfg, o->model.seq, o->sched.stages, V, o->sched.split, ranges);
     free(ranges);

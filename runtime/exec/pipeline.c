@@ -39,17 +39,6 @@
 #include "runtime/plan/options.h"
 #include "runtime/observe/report.h"
 
-pz_status pz_pipeline_policy(const pz_train_opts *o, pz_policy *p) {
-    pz_policy_init(p, pz_train_nchunks(o));
-    pz_status st = PZ_OK;
-    if (o->link.policy_file) st = pz_policy_parse_file(p, o->link.policy_file);
-    if (st == PZ_OK && o->link.compress) st = pz_policy_parse(p, o->link.compress, "--compress");
-    if (st == PZ_OK && o->link.mbps) st = pz_policy_parse_mbps(p, o->link.mbps, "--link-mbps");
-    if (st == PZ_OK && o->link.latency_ms) st = pz_policy_parse_latency(p, o->link.latency_ms, "--link-latency-ms");
-    if (st != PZ_OK) pz_policy_free(p);
-    return st;
-}
-
 /* Preemption: a signal only sets this; the step loop acts on it (all ranks
  * agree through the step's reduction) at the next step boundary. */
 static volatile sig_atomic_t stop_signal;
@@ -498,7 +487,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     if (!(x.be = pz_backend_for(o->host.device, x.rank, cores.threads, &st))) return st;
     pz_gpt2_config cfg;
     if ((st = pz_model_config(o->model.preset, o->model.init, o->model.heads, &cfg)) != PZ_OK) return st;
-    if ((st = pz_pipeline_policy(o, &x.pol)) != PZ_OK) return st;
+    if ((st = pz_train_policy(&o->link, pz_train_nchunks(&o->sched), &x.pol)) != PZ_OK) return st;
     struct sigaction old_term, old_int, sa = {.sa_handler = on_stop_signal};
     int handlers = 0, stopped = 0;
     pz_stage_range *all = xcalloc((size_t)x.G, sizeof *all);

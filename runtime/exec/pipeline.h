@@ -17,12 +17,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
                                const char *master_addr, int master_port);
 int pz_pipeline_stopped_by(void);
 
-/* The policy of --policy-file, --compress, --link-mbps and
- * --link-latency-ms, per boundary between the model's chunks (o->sched.stages of
- * them, S*V with interleaved) (validated; also used by the launcher to fail
- * once, early). */
-pz_status pz_pipeline_policy(const pz_train_opts *o, pz_policy *p);
-
-/* The schedule, the pieces and the checks of the flags: runtime/plan/options.h. */
+/* The schedule, the pieces, the policy and the checks of the flags:
+ * runtime/plan/options.h. */
 
 #endif

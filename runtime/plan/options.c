@@ -38,17 +38,28 @@ pz_status pz_sched_of_flags(const char *schedule, int virtual_stages, pz_sched_s
     return PZ_OK;
 }
 
-pz_status pz_train_sched(const pz_train_opts *o, pz_sched_spec *sp) {
-    return pz_sched_of_flags(o->sched.name, o->sched.virtual_stages, sp);
+pz_status pz_train_sched(const pz_sched_opts *s, pz_sched_spec *sp) {
+    return pz_sched_of_flags(s->name, s->virtual_stages, sp);
 }
 
 int pz_sched_chunks(const pz_sched_spec *sp) {
     return sp->kind == PZ_SCHED_INTERLEAVED && sp->virtual_stages > 1 ? sp->virtual_stages : 1;
 }
 
-int pz_train_nchunks(const pz_train_opts *o) {
+int pz_train_nchunks(const pz_sched_opts *s) {
     pz_sched_spec sp;
-    return pz_train_sched(o, &sp) != PZ_OK ? o->sched.stages : o->sched.stages * pz_sched_chunks(&sp);
+    return pz_train_sched(s, &sp) != PZ_OK ? s->stages : s->stages * pz_sched_chunks(&sp);
+}
+
+pz_status pz_train_policy(const pz_link_opts *l, int nchunks, pz_policy *p) {
+    pz_policy_init(p, nchunks);
+    pz_status st = PZ_OK;
+    if (l->policy_file) st = pz_policy_parse_file(p, l->policy_file);
+    if (st == PZ_OK && l->compress) st = pz_policy_parse(p, l->compress, "--compress");
+    if (st == PZ_OK && l->mbps) st = pz_policy_parse_mbps(p, l->mbps, "--link-mbps");
+    if (st == PZ_OK && l->latency_ms) st = pz_policy_parse_latency(p, l->latency_ms, "--link-latency-ms");
+    if (st != PZ_OK) pz_policy_free(p);
+    return st;
 }
 
 pz_status pz_train_check(const pz_train_opts *o, const pz_sched_spec *sp) {
@@ -77,7 +88,7 @@ pz_status pz_train_check(const pz_train_opts *o, const pz_sched_spec *sp) {
 }
 
 pz_status pz_train_schedule(const pz_train_opts *o, pz_sched_spec *sp) {
-    pz_status st = pz_train_sched(o, sp);
+    pz_status st = pz_train_sched(&o->sched, sp);
     return st == PZ_OK ? pz_train_check(o, sp) : st;
 }
 

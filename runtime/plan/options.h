@@ -13,6 +13,7 @@
 #ifndef PZ_RUNTIME_PLAN_OPTIONS_H
 #define PZ_RUNTIME_PLAN_OPTIONS_H
 
+#include "runtime/edge/policy.h"
 #include "runtime/plan/train.h"
 #include "schedules/schedule.h"
 
@@ -50,11 +51,16 @@ pz_status pz_sched_of_flags(const char *schedule, int virtual_stages, pz_sched_s
 
 /* Model chunks per rank: V for interleaved:v=V, else 1. */
 int pz_sched_chunks(const pz_sched_spec *sp);
-/* pz_sched_of_flags for o. */
-pz_status pz_train_sched(const pz_train_opts *o, pz_sched_spec *sp);
-/* Pieces the model is cut into: o->sched.stages, or stages x V for interleaved
+/* pz_sched_of_flags for the schedule's flags. */
+pz_status pz_train_sched(const pz_sched_opts *s, pz_sched_spec *sp);
+/* Pieces the model is cut into: --stages, or stages x V for interleaved
  * (the policy's edges and --split count these). */
-int pz_train_nchunks(const pz_train_opts *o);
+int pz_train_nchunks(const pz_sched_opts *s);
+/* The policy of --policy-file, --compress, --link-mbps and
+ * --link-latency-ms, per boundary between the model's nchunks chunks
+ * (pz_train_nchunks) (validated; the launcher calls it too, to fail once,
+ * early). */
+pz_status pz_train_policy(const pz_link_opts *l, int nchunks, pz_policy *p);
 /* The combinations of the schedule and the train flags the executor cannot
  * run, refused with the reason. */
 pz_status pz_train_check(const pz_train_opts *o, const pz_sched_spec *sp);

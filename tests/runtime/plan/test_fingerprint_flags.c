@@ -127,7 +127,7 @@ static char *fingerprint(const pz_train_opts *o) {
     pz_gpt2_config cfg;
     pz_policy pol;
     if (pz_model_config(o->model.preset, o->model.init, o->model.heads, &cfg) != PZ_OK) return NULL;
-    if (pz_pipeline_policy(o, &pol) != PZ_OK) return NULL;
+    if (pz_train_policy(&o->link, pz_train_nchunks(&o->sched), &pol) != PZ_OK) return NULL;
     pz_dataset tr, va;
     memset(&tr, 0, sizeof tr);
     memset(&va, 0, sizeof va);

@@ -97,7 +97,7 @@ int main(void) {
           o.net.progress_inline, o.host.bind);
     CHECK(sp.kind == PZ_SCHED_INTERLEAVED && sp.virtual_stages == 2 && pz_sched_chunks(&sp) == 2,
           "schedule kind %d v %d", (int)sp.kind, sp.virtual_stages);
-    CHECK(pz_train_nchunks(&o) == 4, "%d pieces, want 2 stages x 2 chunks", pz_train_nchunks(&o));
+    CHECK(pz_train_nchunks(&o.sched) == 4, "%d pieces, want 2 stages x 2 chunks", pz_train_nchunks(&o.sched));
     /* `pipezip schedule` shares the schedule's part */
     CHECK_STATUS(pz_sched_of_flags("gpipe", 2, &sp), PZ_ERR_ARG, "--virtual-stages 2 needs --schedule interleaved");
     CHECK_STATUS(pz_sched_of_flags("interleaved", 3, &sp), PZ_OK, NULL);
