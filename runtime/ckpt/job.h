@@ -64,8 +64,9 @@ int pz_job_compare(const char *mine, const char *theirs, char *msg, size_t cap);
  * derives the job from its fingerprint, takes the lock of --checkpoint-dir
  * (creating the directory), and refuses when that directory holds another
  * job's checkpoints and this run would not resume its own from there; then
- * every rank gets the id, the token and the verdict. tp NULL: one process. */
-pz_status pz_ckpt_job_start(pz_transport *tp, const pz_train_opts *o, int rank, const char *fingerprint,
+ * every rank gets the id, the token and the verdict. rank is of world, all
+ * the job's ranks (stages x replicas). tp NULL: one process. */
+pz_status pz_ckpt_job_start(pz_transport *tp, const pz_ckpt_opts *c, int rank, int world, const char *fingerprint,
                             pz_ckpt_job *job);
 /* A refusal rank 0 decided (mine: its error; others PZ_OK) and every rank
  * learnt of, sent to every rank so that each names the reason: returns the

@@ -109,8 +109,8 @@ void pz_ckpt_job_free(pz_ckpt_job *job) {
  * resume from that directory (fresh, --resume auto with none of its own, or
  * --resume of another directory) must not write beside another job's
  * checkpoints: refused, naming the first such checkpoint and the flags. */
-static pz_status check_dir(const pz_train_opts *o, pz_ckpt_job *job) {
-    const char *dir = o->ckpt.dir;
+static pz_status check_dir(const pz_ckpt_opts *c, pz_ckpt_job *job) {
+    const char *dir = c->dir;
     pz_ckpt_entry *es = NULL;
     int n = 0;
     pz_status st = pz_resume_scan(dir, 1, &es, &n);
@@ -121,8 +121,8 @@ static pz_status check_dir(const pz_train_opts *o, pz_ckpt_job *job) {
         if (own && job->newest_own < 0) job->newest_own = es[i].step;
         if (!own && foreign < 0) foreign = i;
     }
-    int is_auto = o->ckpt.resume && strcmp(o->ckpt.resume, "auto") == 0;
-    int resumes_here = o->ckpt.resume && (is_auto ? job->newest_own >= 0 : pz_same_file(o->ckpt.resume, dir));
+    int is_auto = c->resume && strcmp(c->resume, "auto") == 0;
+    int resumes_here = c->resume && (is_auto ? job->newest_own >= 0 : pz_same_file(c->resume, dir));
     if (foreign >= 0 && !resumes_here) {
         const pz_ckpt_entry *f = &es[foreign];
         if (f->version != 2)
@@ -173,7 +173,7 @@ pz_status pz_ckpt_share_refusal(pz_transport *tp, int rank, int world, pz_status
 static int refused;   /* the verdict of pz_ckpt_job_start in this process */
 int pz_ckpt_refused(void) { return refused; }
 
-pz_status pz_ckpt_job_start(pz_transport *tp, const pz_train_opts *o, int rank, const char *fingerprint,
+pz_status pz_ckpt_job_start(pz_transport *tp, const pz_ckpt_opts *c, int rank, int world, const char *fingerprint,
                             pz_ckpt_job *job) {
     memset(job, 0, sizeof *job);
     job->lock_fd = -1;
@@ -187,10 +187,10 @@ pz_status pz_ckpt_job_start(pz_transport *tp, const pz_train_opts *o, int rank, 
         pz_boot_random(r, sizeof r);
         for (int i = 0; i < 8; i++) job->token = job->token << 8 | r[i];
         job->token |= 1;   /* never 0: 0 is "no lock" */
-        if (o->ckpt.dir) {
+        if (c->dir) {
             pz_job_hex(job->id, job->hex);
-            st = pz_ckpt_lock(o->ckpt.dir, job);
-            if (st == PZ_OK) st = check_dir(o, job);
+            st = pz_ckpt_lock(c->dir, job);
+            if (st == PZ_OK) st = check_dir(c, job);
         }
         v[0] = st != PZ_OK;
         for (int i = 0; i < 4; i++) {
@@ -202,7 +202,7 @@ pz_status pz_ckpt_job_start(pz_transport *tp, const pz_train_opts *o, int rank, 
     if (st2 != PZ_OK) return st != PZ_OK ? st : st2;
     if (v[0] > 0) {   /* every rank names the reason: the launcher may stop rank 0 before it prints */
         refused = 1;
-        return pz_ckpt_share_refusal(tp, rank, o->sched.stages, st);
+        return pz_ckpt_share_refusal(tp, rank, world, st);
     }
     job->id = job->token = 0;
     for (int i = 0; i < 4; i++) {

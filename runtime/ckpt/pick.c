@@ -56,10 +56,10 @@ static pz_status allreduce(pz_transport *tp, double *v, int n) {
     return tp ? pz_transport_allreduce_sum_f64(tp, v, n) : PZ_OK;
 }
 
-pz_status pz_resume_start(pz_transport *tp, const pz_train_opts *o, int rank, const pz_ckpt_job *job,
+pz_status pz_resume_start(pz_transport *tp, const pz_ckpt_opts *c, int rank, int world, const pz_ckpt_job *job,
                           pz_resume_load_fn load, void *ctx, int *start, const char **dir) {
-    int is_auto = strcmp(o->ckpt.resume, "auto") == 0;
-    *dir = is_auto ? o->ckpt.dir : o->ckpt.resume;
+    int is_auto = strcmp(c->resume, "auto") == 0;
+    *dir = is_auto ? c->dir : c->resume;
     *start = -1;
     int *steps = NULL, n = 0;
     pz_status st = rank == 0 ? candidates(job, *dir, is_auto, &steps, &n) : PZ_OK;
@@ -73,7 +73,7 @@ pz_status pz_resume_start(pz_transport *tp, const pz_train_opts *o, int rank, co
             break;
         }
         if (v[1] > 0) {   /* every rank names the reason: the launcher may stop rank 0 before it prints */
-            st = pz_ckpt_share_refusal(tp, rank, o->sched.stages, st);
+            st = pz_ckpt_share_refusal(tp, rank, world, st);
             break;
         }
         if (v[0] < 1.0) break;   /* none (left) */

@@ -79,11 +79,11 @@ void pz_resume_remove_step(const char *dir, int step);
  * the checkpoints to try, newest first (--resume auto: this job's in
  * --checkpoint-dir; --resume DIR: the newest one's job, which may differ
  * from this run's only in layout, steps or learning rate, said on stderr),
- * and every rank loads each with load(ctx, dir, step) until one loads on
+ * and every rank of world loads each with load(ctx, dir, step) until one loads on
  * every rank; a damaged one is named and the next older tried. *start =
  * the steps done (-1: none, --resume auto starts fresh); *dir where. */
 typedef pz_status (*pz_resume_load_fn)(void *ctx, const char *dir, int step);
-pz_status pz_resume_start(pz_transport *tp, const pz_train_opts *o, int rank, const pz_ckpt_job *job,
+pz_status pz_resume_start(pz_transport *tp, const pz_ckpt_opts *c, int rank, int world, const pz_ckpt_job *job,
                           pz_resume_load_fn load, void *ctx, int *start, const char **dir);
 
 /* Loads this rank's part of the checkpoint of `step` into the stage, the

@@ -84,7 +84,7 @@ pz_status exec_job_start(exec *x, const pz_gpt2_config *cfg) {
     const pz_train_opts *o = x->o;
     char *fp = pz_fingerprint_build(o, cfg, &x->pol, x->train.paths ? &x->train : NULL, x->val.paths ? &x->val : NULL);
     pz_status st = pz_fingerprint_agree(x->tp, x->wrank, x->S * x->D, fp);
-    if (st == PZ_OK) st = pz_ckpt_job_start(x->tp, o, x->wrank, fp, &x->job);
+    if (st == PZ_OK) st = pz_ckpt_job_start(x->tp, &o->ckpt, x->wrank, x->S * x->D, fp, &x->job);
     free(fp);
     return st;
 }
@@ -126,7 +126,7 @@ static pz_status load_step(void *ctx, const char *dir, int step) {
  * (runtime/ckpt/resume.h, pz_resume_start). *start = steps already done. */
 pz_status exec_resume(exec *x, int *start) {
     const char *dir;
-    pz_status st = pz_resume_start(x->tp, x->o, x->wrank, &x->job, load_step, x, start, &dir);
+    pz_status st = pz_resume_start(x->tp, &x->o->ckpt, x->wrank, x->S * x->D, &x->job, load_step, x, start, &dir);
     if (st != PZ_OK || *start < 0) {
         *start = 0;
         return st;

@@ -55,6 +55,24 @@ fi
 
 # --resume DIR continues another job only for another layout, --steps or
 # learning rate, and says so; another seed is refused, naming it
+# with --replicas every rank of stages x replicas gets rank 0's reason (the
+# second replica's ranks said only "its message says why"); launched by hand,
+# as under mpirun, where no launcher stops the others when rank 0 exits
+port=$($py "$(dirname "$0")/free_port.py")
+for r in 0 1 2 3; do
+  PIPEZIP_JOB_SECRET=ckpt-safety-secret-0123456789 RANK=$r WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    timeout 60 "$pz" "${base[@]}" --steps 10 --seed 1 --replicas 2 --micro-batches 2 --peer-timeout 20 \
+    --checkpoint-dir "$ckF" > /dev/null 2>"$dir/err$r" &
+done
+wait
+named=0
+for r in 1 2 3; do
+  grep -q "rank $r: rank 0 refused the job: --checkpoint-dir .* holds the checkpoint of step 50" "$dir/err$r" &&
+    named=$((named + 1))
+done
+[ "$named" = 3 ] && echo "ok: with --replicas 2 each other rank names rank 0's refusal" ||
+  { cat "$dir"/err[0-3]; fail "refusal with replicas: $named of 3 ranks name it"; }
+
 out=$("$pz" "${base[@]}" --steps 10 --seed 1 --resume "$ckF" 2>&1 >/dev/null)
 [ $? != 0 ] && grep -q "is of another job .*: --seed is 1 here, 99 there.* --resume continues a job with another layout" <<<"$out" &&
   echo "ok: --resume of another seed's checkpoint is refused" || { echo "$out"; fail "--resume DIR, another seed"; }
