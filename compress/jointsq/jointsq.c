@@ -110,8 +110,6 @@
  * variance (Student-t, 2 dof) above ~2 bits per element, topk with per-row q8
  * scales has lower error because the 8-bit step is set by the single largest
  * outlier. */
-/* hot loops are throughput-bound: let gcc use 512-bit vectors where the
- * build targets AVX-512 (it defaults to 256 bits) */
 #include "compress/jointsq/jointsq_priv.h"
 
 /* ---- spec ---- */
@@ -205,6 +203,13 @@ static size_t jsq_sample_limit(size_t G) {
     return lim;
 }
 
+/* Candidates a pass over all groups keeps before a retry takes memory of
+ * its own: ng / 32 + the tuning's minimum, at most ng. */
+static size_t jsq_default_ccap(size_t ng) {
+    size_t ccap = ng / 32 + pz_jsq_tune.ccap_min;
+    return ccap < ng ? ccap : ng;
+}
+
 /* The scratch an encode keeps for this shape: the slots above at their
  * sizes for the default candidate buffer (a retry that outgrows it takes
  * memory of its own for that call). */
@@ -214,8 +219,7 @@ static size_t jsq_scratch_bound(const pz_codec_params *p, const pz_shape *s) {
     size_t lim = jsq_sample_limit(g.G), ms = g.ng <= lim ? g.ng : lim;
     size_t b = (g.G > 1 ? (g.ng + 16) * sizeof(float) : 0) + pz_jsq_soa_bytes(ms);
     if (g.ng > lim) {
-        size_t ccap = g.ng / 32 + pz_jsq_tune.ccap_min;
-        if (ccap > g.ng) ccap = g.ng;
+        size_t ccap = jsq_default_ccap(g.ng);
         b += ms * g.G * sizeof(float) + ms * sizeof(float) + g.ng + pz_jsq_soa_bytes(ccap) +
              pz_jsq_cside_bytes(ccap) + ccap + pz_mckp_work_bytes(ccap);
     }
@@ -241,146 +245,198 @@ static double jsq_solve_sample(pz_mckp_soa *s, size_t ms, uint64_t cap, int exac
     return err;
 }
 
-static pz_status jsq_encode_s(const pz_codec_params *p, const float *x, const pz_shape *s,
-                              const pz_codec_ctx *ctx, uint8_t *payload, size_t cap, size_t *len, pz_scratch *scr) {
+/* What the phases of one encode share: the input, what the first look at it
+ * found, and the sample the scales are searched on. */
+typedef struct {
+    const float *x;
     jsq_geom g;
-    pz_status st = pz_jsq_geom(p, s, &g);
-    if (st != PZ_OK) return st;
-    *len = 0;
-    if (g.pmax * 8 < JSQ_RESERVE + 16) return PZ_OK;       /* no room for anything: empty */
-    const size_t G = g.G, ng = g.ng;
+    pz_scratch *scr;
+    const float *gm;          /* group maxima (G > 1), else NULL: |x| is its own */
+    float M;                  /* max |x|: s_8, and the unit of the model's errors */
+    uint64_t room_bits;       /* map + values: the budget less JSQ_RESERVE */
+    int exact;                /* the sample is the whole tensor */
+    const float *sx, *sgm;    /* the sample's elements and group maxima */
+    size_t snel, ms;          /* its elements and groups */
+    double sfrac;             /* its share: sample capacity = capacity * sfrac */
+} jsq_enc;
 
-    /* group maxima (G > 1) and the tensor's max |x| */
-    float *gm = NULL;
-    uint32_t kmax = 0;
-    if (G == 1) {
-#pragma omp simd reduction(max : kmax)
-        for (size_t i = 0; i < g.n; i++) {
-            uint32_t k = pz_abs_key(x[i]);
-            kmax = k > kmax ? k : kmax;
-        }
-    } else {
-        gm = pz_scratch_get(scr, JSQ_S_GM, (ng + 16) * sizeof *gm);
-        size_t gi = 0;
+/* The scale search's result on the sample. */
+typedef struct {
+    float sc[4];
+    int k;
+    float lam;
+    double err;
+    uint8_t *cls;             /* the sample's classes (ms, xmalloc: the caller frees) */
+} jsq_best;
+
 #if defined(__AVX512F__)
-        const __m512i absm = _mm512_set1_epi32(0x7fffffff);
-        if (G == 2 || G == 4 || G == 8) {            /* 16 / G groups per vector */
-            const __mmask16 pick = G == 8 ? 0x0101 : G == 4 ? 0x1111 : 0x5555;
-            const size_t per = 16 / G;
-            __m512i mx = _mm512_setzero_si512();
-            for (; gi + per <= g.n / G; gi += per) {
-                __m512i v = _mm512_and_si512(_mm512_loadu_si512((const void *)(x + gi * G)), absm);
-                if (G == 8) v = _mm512_max_epu32(v, _mm512_shuffle_i32x4(v, v, 0xB1));
-                if (G >= 4) v = _mm512_max_epu32(v, _mm512_shuffle_epi32(v, (_MM_PERM_ENUM)0x4E));
-                v = _mm512_max_epu32(v, _mm512_shuffle_epi32(v, (_MM_PERM_ENUM)0xB1));
-                mx = _mm512_max_epu32(mx, v);
-                _mm512_storeu_si512((void *)(gm + gi), _mm512_maskz_compress_epi32(pick, v));
-            }
-            uint32_t m = _mm512_reduce_max_epu32(mx);
-            kmax = m > kmax ? m : kmax;
-        } else if (G >= 16) {
-            for (; gi < ng; gi++) {
-                size_t b = gi * G, e = b + G < g.n ? b + G : g.n;
-                __m512i v = _mm512_setzero_si512();
-                for (size_t i = b; i < e; i += 16) {
-                    __mmask16 live = e - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (e - i)) - 1);
-                    v = _mm512_max_epu32(v, _mm512_and_si512(_mm512_maskz_loadu_epi32(live, x + i), absm));
-                }
-                uint32_t m = _mm512_reduce_max_epu32(v);
-                gm[gi] = pz_u2f(m);
-                kmax = m > kmax ? m : kmax;
-            }
+/* The group maxima that whole 512-bit vectors reach, from group 0: for G = 2,
+ * 4, 8, 16 / G groups a vector, folded within each group by shuffles and
+ * compressed to one lane per group; for G >= 16, one group at a time with a
+ * masked load for its tail. Returns their max and, in *gi, the first group
+ * left to the scalar loop. */
+static uint32_t jsq_group_max_avx512(const float *x, const jsq_geom *g, float *gm, size_t *gi_) {
+    const size_t G = g->G, ng = g->ng;
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff);
+    uint32_t kmax = 0;
+    size_t gi = 0;
+    if (G == 2 || G == 4 || G == 8) {
+        const __mmask16 pick = G == 8 ? 0x0101 : G == 4 ? 0x1111 : 0x5555;
+        const size_t per = 16 / G;
+        __m512i mx = _mm512_setzero_si512();
+        for (; gi + per <= g->n / G; gi += per) {
+            __m512i v = _mm512_and_si512(_mm512_loadu_si512((const void *)(x + gi * G)), absm);
+            if (G == 8) v = _mm512_max_epu32(v, _mm512_shuffle_i32x4(v, v, 0xB1));
+            if (G >= 4) v = _mm512_max_epu32(v, _mm512_shuffle_epi32(v, (_MM_PERM_ENUM)0x4E));
+            v = _mm512_max_epu32(v, _mm512_shuffle_epi32(v, (_MM_PERM_ENUM)0xB1));
+            mx = _mm512_max_epu32(mx, v);
+            _mm512_storeu_si512((void *)(gm + gi), _mm512_maskz_compress_epi32(pick, v));
         }
-#endif
+        kmax = _mm512_reduce_max_epu32(mx);
+    } else if (G >= 16) {
         for (; gi < ng; gi++) {
-            size_t b = gi * G, e = b + G < g.n ? b + G : g.n;
-            uint32_t m = 0;
-#pragma omp simd reduction(max : m)
-            for (size_t i = b; i < e; i++) {
-                uint32_t k = pz_abs_key(x[i]);
-                m = k > m ? k : m;
+            size_t b = gi * G, e = b + G < g->n ? b + G : g->n;
+            __m512i v = _mm512_setzero_si512();
+            for (size_t i = b; i < e; i += 16) {
+                __mmask16 live = e - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (e - i)) - 1);
+                v = _mm512_max_epu32(v, _mm512_and_si512(_mm512_maskz_loadu_epi32(live, x + i), absm));
             }
+            uint32_t m = _mm512_reduce_max_epu32(v);
             gm[gi] = pz_u2f(m);
             kmax = m > kmax ? m : kmax;
         }
     }
-    if (kmax >= 0x7f800000u) return pz_fail(PZ_ERR_ARG, "jointsq: non-finite input");
-    if (kmax == 0) return PZ_OK;                            /* all zeros */
-    float M = pz_u2f(kmax);
-    uint64_t room_bits = (uint64_t)g.pmax * 8 - JSQ_RESERVE;   /* map + values */
+    *gi_ = gi;
+    return kmax;
+}
+#endif
 
-    /* initial Rice parameter: mean run length if the budget went to 2-bit groups */
-    int k = 0;
-    {
-        double keep = (double)room_bits / (4.0 + 2.0 * (double)G);
-        double mrun = keep >= (double)ng ? 1.0 : (double)ng / fmax(keep, 1.0);
-        while (k < JSQ_MAX_K && ldexp(1.0, k + 1) <= mrun * 0.69) k++;
-        /* the all-dropped map must fit: ng / 2^k + 1 + k bits */
-        while (k < JSQ_MAX_K && (ng >> k) + 2 + (uint64_t)k > room_bits / 2) k++;
+/* The tensor's max |x| (as its bits, pz_abs_key) and, when G > 1, every
+ * group's max |x| in *gm (scratch): the groups' magnitudes decide which
+ * widths they may take (no clipping) and where the scale quantiles lie. */
+static uint32_t jsq_magnitudes(const float *x, const jsq_geom *g, pz_scratch *scr, float **gm_) {
+    const size_t G = g->G, ng = g->ng;
+    uint32_t kmax = 0;
+    *gm_ = NULL;
+    if (G == 1) {
+#pragma omp simd reduction(max : kmax)
+        for (size_t i = 0; i < g->n; i++) {
+            uint32_t k = pz_abs_key(x[i]);
+            kmax = k > kmax ? k : kmax;
+        }
+        return kmax;
     }
+    float *gm = pz_scratch_get(scr, JSQ_S_GM, (ng + 16) * sizeof *gm);
+    size_t gi = 0;
+#if defined(__AVX512F__)
+    kmax = jsq_group_max_avx512(x, g, gm, &gi);
+#endif
+    for (; gi < ng; gi++) {
+        size_t b = gi * G, e = b + G < g->n ? b + G : g->n;
+        uint32_t m = 0;
+#pragma omp simd reduction(max : m)
+        for (size_t i = b; i < e; i++) {
+            uint32_t k = pz_abs_key(x[i]);
+            m = k > m ? k : m;
+        }
+        gm[gi] = pz_u2f(m);
+        kmax = m > kmax ? m : kmax;
+    }
+    *gm_ = gm;
+    return kmax;
+}
 
-    /* the sample: every item when there are few, else ms evenly spaced full groups */
-    size_t ms = ng;
+/* The Rice parameter the search starts from: the mean run length of the map
+ * if the budget went to 2-bit groups; then raised until the all-dropped map
+ * (ng / 2^k + 1 + k bits) fits in half the room, so a solution exists. */
+static int jsq_initial_k(uint64_t room_bits, size_t G, size_t ng) {
+    int k = 0;
+    double keep = (double)room_bits / (4.0 + 2.0 * (double)G);
+    double mrun = keep >= (double)ng ? 1.0 : (double)ng / fmax(keep, 1.0);
+    while (k < JSQ_MAX_K && ldexp(1.0, k + 1) <= mrun * 0.69) k++;
+    while (k < JSQ_MAX_K && (ng >> k) + 2 + (uint64_t)k > room_bits / 2) k++;
+    return k;
+}
+
+/* The sample the scales are searched on: every group when there are few
+ * (exact), else runs of bl full groups (a cache line of floats when G = 1),
+ * one at a hashed position in each of ms / bl equal strata (an even stride
+ * would alias with periodic structure, e.g. channels), copied to scratch. */
+static void jsq_take_sample(jsq_enc *e) {
+    const size_t G = e->g.G, ng = e->g.ng;
     size_t lim = jsq_sample_limit(G);
-    int exact = ng <= lim;
-    if (!exact) ms = lim;
-    const float *sx = x, *sgm = gm;
-    float *sxb = NULL, *sgmb = NULL;
-    size_t snel = g.n;
-    if (!exact) {
-        /* runs of bl groups (a cache line of floats when G = 1), one at a
-         * hashed position in each of ms / bl equal strata (an even stride
-         * would alias with periodic structure, e.g. channels) */
-        size_t nfull = g.n / G;                             /* >= ms: ng > ms */
-        size_t bl = G >= 16 ? 1 : 16 / G, nbl = ms / bl;
-        ms = nbl * bl;
-        sxb = pz_scratch_get(scr, JSQ_S_SX, ms * G * sizeof *sxb);
-        if (gm) sgmb = pz_scratch_get(scr, JSQ_S_SGM, ms * sizeof *sgmb);
+    e->exact = ng <= lim;
+    e->ms = e->exact ? ng : lim;
+    e->sx = e->x;
+    e->sgm = e->gm;
+    e->snel = e->g.n;
+    if (!e->exact) {
+        size_t nfull = e->g.n / G;                          /* >= ms: ng > ms */
+        size_t bl = G >= 16 ? 1 : 16 / G, nbl = e->ms / bl;
+        e->ms = nbl * bl;
+        float *sxb = pz_scratch_get(e->scr, JSQ_S_SX, e->ms * G * sizeof *sxb), *sgmb = NULL;
+        if (e->gm) sgmb = pz_scratch_get(e->scr, JSQ_S_SGM, e->ms * sizeof *sgmb);
         for (size_t j = 0; j < nbl; j++) {
             uint64_t a = (uint64_t)j * nfull / nbl, b = ((uint64_t)j + 1) * nfull / nbl;
             uint64_t span = b - a > bl ? b - a - bl + 1 : 1;
             size_t it = (size_t)(a + pz_mix32((uint32_t)j * 0x9e3779b9u + 0x7f4a7c15u) % span);
             if (it + bl > nfull) it = nfull - bl;
-            memcpy(sxb + j * bl * G, x + it * G, bl * G * sizeof *sxb);
-            if (gm) memcpy(sgmb + j * bl, gm + it, bl * sizeof *sgmb);
+            memcpy(sxb + j * bl * G, e->x + it * G, bl * G * sizeof *sxb);
+            if (e->gm) memcpy(sgmb + j * bl, e->gm + it, bl * sizeof *sgmb);
         }
-        sx = sxb;
-        sgm = sgmb;
-        snel = ms * G;
+        e->sx = sxb;
+        e->sgm = sgmb;
+        e->snel = e->ms * G;
     }
-    double sfrac = (double)ms / (double)ng;                 /* sample capacity = capacity * sfrac */
+    e->sfrac = (double)e->ms / (double)ng;
+}
 
-    /* scales: s_8 = max |x|; s_2, s_4 from group-magnitude quantiles (on the sample) */
-    float sc[4] = {0, M, M, M}, s4c[JSQ_CANDIDATES];
-    {
-        float *mags = xmalloc(ms * sizeof *mags);
-        uint32_t *scratch = xmalloc(ms * sizeof *scratch);
-        for (size_t j = 0; j < ms; j++) mags[j] = sgm ? sgm[j] : fabsf(sx[j]);
-        uint64_t k2 = room_bits / (4 + 2 * (uint64_t)G + (uint64_t)k);
-        if (k2 < 1) k2 = 1;
-        if (k2 > ng / 4) k2 = ng / 4 > 0 ? ng / 4 : 1;
-        size_t r2 = exact ? (size_t)k2 : (size_t)fmax(1.0, floor((double)k2 * sfrac + 0.5));
-        size_t above;
-        float t = pz_u2f(pz_kth_largest_abs(mags, ms, r2, scratch, &above));
-        for (int c = 0; c < JSQ_CANDIDATES; c++) {          /* s_4 candidates: upper quantiles */
-            size_t r = (size_t)((double)ms * jsq_q4[c]);
-            r = r < 1 ? 1 : r;
-            s4c[c] = pz_u2f(pz_kth_largest_abs(mags, ms, r, scratch, &above));
-        }
-        free(scratch);
-        free(mags);
-        if (t > 0) {
-            sc[1] = 2 * t < M ? 2 * t : M;
-            sc[2] = 8 * t < M ? 8 * t : M;
-        }
+/* The scales the search starts from: s_8 = M; s_2 = 2t and s_4 = 8t (at most
+ * M) with t the magnitude of the group of rank min(ng/4, room / (4 + 2N + k))
+ * from the top, the most 2-bit groups the budget could hold; and the s_4
+ * candidates at the ranks jsq_q4 (all ranks scaled to the sample). */
+static void jsq_scale_seeds(const jsq_enc *e, int k, float sc[4], float s4c[JSQ_CANDIDATES]) {
+    const size_t ms = e->ms, ng = e->g.ng;
+    const float M = e->M;
+    float *mags = xmalloc(ms * sizeof *mags);
+    uint32_t *scratch = xmalloc(ms * sizeof *scratch);
+    for (size_t j = 0; j < ms; j++) mags[j] = e->sgm ? e->sgm[j] : fabsf(e->sx[j]);
+    uint64_t k2 = e->room_bits / (4 + 2 * (uint64_t)e->g.G + (uint64_t)k);
+    if (k2 < 1) k2 = 1;
+    if (k2 > ng / 4) k2 = ng / 4 > 0 ? ng / 4 : 1;
+    size_t r2 = e->exact ? (size_t)k2 : (size_t)fmax(1.0, floor((double)k2 * e->sfrac + 0.5));
+    size_t above;
+    float t = pz_u2f(pz_kth_largest_abs(mags, ms, r2, scratch, &above));
+    for (int c = 0; c < JSQ_CANDIDATES; c++) {
+        size_t r = (size_t)((double)ms * jsq_q4[c]);
+        r = r < 1 ? 1 : r;
+        s4c[c] = pz_u2f(pz_kth_largest_abs(mags, ms, r, scratch, &above));
     }
+    free(scratch);
+    free(mags);
+    sc[0] = 0;
+    sc[1] = sc[2] = sc[3] = M;
+    if (t > 0) {
+        sc[1] = 2 * t < M ? 2 * t : M;
+        sc[2] = 8 * t < M ? 8 * t : M;
+    }
+}
 
+/* The scales and Rice parameter with the lowest model error on the sample:
+ * one solve per s_4 candidate, then one more with the best solution's class
+ * maxima as scales (not s_8 on a sample: the tensor's max must stay codable)
+ * and the k that codes its runs best, kept if its error is no higher. */
+static void jsq_search_scales(const jsq_enc *e, int k, jsq_best *best) {
+    const size_t ms = e->ms;
+    const float M = e->M;
+    float sc[4], s4c[JSQ_CANDIDATES];
+    jsq_scale_seeds(e, k, sc, s4c);
     uint32_t ucost[4];
-    pz_mckp_soa ss = pz_jsq_soa_at(pz_scratch_get(scr, JSQ_S_SAMPLE, pz_jsq_soa_bytes(ms)), ms);
-    uint8_t *scls = xmalloc(ms), *scand = xmalloc(ms);
-    double best_err = INFINITY;
-    int best_k = k, next_k = k;
-    float best_sc[4] = {0, M, M, M}, next_sc[4] = {0, M, M, M}, lam = 0, best_lam = 0;
+    pz_mckp_soa ss = pz_jsq_soa_at(pz_scratch_get(e->scr, JSQ_S_SAMPLE, pz_jsq_soa_bytes(ms)), ms);
+    uint8_t *scand = xmalloc(ms);
+    *best = (jsq_best){{0, M, M, M}, k, 0, INFINITY, xmalloc(ms)};
+    int next_k = k;
+    float next_sc[4] = {0, M, M, M}, lam = 0;   /* lam: each solve starts from the last one's */
     jsq_model md;
     for (int round = 0; round < JSQ_CANDIDATES + 1; round++) {
         float trial[4];
@@ -388,218 +444,196 @@ static pz_status jsq_encode_s(const pz_codec_params *p, const float *x, const pz
         if (round < JSQ_CANDIDATES) {
             memcpy(trial, sc, sizeof trial);
             trial[2] = s4c[round] > trial[1] ? s4c[round] : trial[1];
-        } else {                                           /* refine the best */
+        } else {
             memcpy(trial, next_sc, sizeof trial);
             kk = next_k;
         }
-        uint64_t fixed = 1 + (uint64_t)kk;                 /* final run, at least */
-        uint64_t capacity = room_bits > fixed ? (room_bits - fixed) << kk : 0;
-        uint64_t scap = exact ? capacity : (uint64_t)((double)capacity * sfrac);
+        uint64_t fixed = 1 + (uint64_t)kk;                  /* final run, at least */
+        uint64_t capacity = e->room_bits > fixed ? (e->room_bits - fixed) << kk : 0;
+        uint64_t scap = e->exact ? capacity : (uint64_t)((double)capacity * e->sfrac);
         pz_jsq_model(&md, M, trial);
-        pz_jsq_soa_fill(sx, snel, G, sgm, &md, kk, &ss, exact ? NULL : ucost);
-        double err = jsq_solve_sample(&ss, ms, scap, exact, &lam, scand);
-        if (!(err <= best_err) && !(round == 0)) continue;
-        best_err = err;
-        best_k = kk;
-        best_lam = lam;
-        memcpy(best_sc, trial, sizeof trial);
-        memcpy(scls, scand, ms);
-        /* class maxima as the next scales (not s_8 on a sample: the tensor's
-         * max must stay codable); the Rice parameter these runs want */
+        pz_jsq_soa_fill(e->sx, e->snel, e->g.G, e->sgm, &md, kk, &ss, e->exact ? NULL : ucost);
+        double err = jsq_solve_sample(&ss, ms, scap, e->exact, &lam, scand);
+        if (!(err <= best->err) && !(round == 0)) continue;
+        best->err = err;
+        best->k = kk;
+        best->lam = lam;
+        memcpy(best->sc, trial, sizeof trial);
+        memcpy(best->cls, scand, ms);
         size_t ncl[4] = {0, 0, 0, 0};
         uint32_t nm[4] = {0, 0, 0, 0};
-        pz_jsq_class_stats(scls, ms, sgm ? sgm : sx, ncl, nm);
+        pz_jsq_class_stats(best->cls, ms, e->sgm ? e->sgm : e->sx, ncl, nm);
         for (int c = 1; c < 4; c++) next_sc[c] = nm[c] > 0 ? pz_u2f(nm[c]) : trial[c];
-        if (!exact) next_sc[3] = trial[3];
-        next_k = pz_jsq_best_k(scls, ms);
+        if (!e->exact) next_sc[3] = trial[3];
+        next_k = pz_jsq_best_k(best->cls, ms);
     }
     free(scand);
-    k = best_k;
+}
 
-    uint8_t *cls, *cls_own = NULL;   /* cls_own: cls when it is not scratch */
-    size_t gcount[4] = {0, 0, 0, 0}, mcount[4] = {0, 0, 0, 0};
-    uint32_t cmax[4] = {0, 0, 0, 0};
-    int have_stats = 0;
-    if (exact) {
-        cls = cls_own = scls;
-        scls = NULL;
-        if (!(best_err < INFINITY)) memset(cls, 0, ng);
+/* The candidate buffer of the passes over all groups: the items and their
+ * side arrays, in the scratch for the default size, in buffers of their own
+ * (cblk, csblk: the owner frees them) once a retry outgrows it. */
+typedef struct {
+    pz_mckp_soa cand;
+    jsq_cside cs;
+    size_t ccap;
+    void *cblk, *csblk;
+} jsq_cands;
+
+/* The bracket for the next pass after one that missed: where cost, linear in
+ * log(lambda) through the two points measured, meets the capacity, of a
+ * width for about ccap / 4 candidates when the bracket held the multiplier
+ * (too many candidates), else half as wide as this one; kept inside the
+ * bounds (lamL, lamU) the passes found and at most a quarter of their span
+ * wide, so the search cannot run away. */
+static void jsq_next_bracket(const jsq_passb *r, uint64_t capacity, int ok_hi, int ok_lo, size_t ccap, float lamL,
+                             float lamU, float *lam_lo, float *lam_hi) {
+    double l0 = log(*lam_lo > 0 ? *lam_lo : FLT_MIN), l1 = log(*lam_hi < FLT_MAX ? *lam_hi : FLT_MAX);
+    double width = l1 - l0, le, w;
+    if (r->cost_lo > r->cost_hi && *lam_lo > 0) {
+        double t = ((double)r->cost_lo - (double)capacity) / ((double)r->cost_lo - (double)r->cost_hi);
+        le = l0 + t * width;
     } else {
-        /* the full assignment: bracket the critical multiplier on the sample,
-         * one pass over all groups, then the exact solution among the
-         * candidates (the groups whose pick changes inside the bracket) */
-        cls = pz_scratch_get(scr, JSQ_S_CLS, ng);
-        uint64_t capacity = room_bits > 1 + (uint64_t)k ? (room_bits - 1 - (uint64_t)k) << k : 0;
-        pz_jsq_model(&md, M, best_sc);
-        if ((uint64_t)ng > capacity) {                      /* even the all-dropped map is over */
-            memset(cls, 0, ng);
-        } else {
-            pz_jsq_soa_fill(sx, snel, G, sgm, &md, k, &ss, ucost);
-            const double delta = pz_jsq_tune.delta;
-            float lam_hi = pz_mckp_lambda(&ss, ms, (uint64_t)((double)capacity * sfrac * (1 - delta)), 12,
-                                          best_lam, NULL, NULL);
-            float lam_lo = pz_mckp_lambda(&ss, ms, (uint64_t)((double)capacity * sfrac * (1 + delta)), 12,
-                                          best_lam, NULL, NULL);
-            size_t ccap = ng / 32 + pz_jsq_tune.ccap_min;
-            if (ccap > ng) ccap = ng;
-            void *cblk = NULL, *csblk = NULL;   /* the retry's own buffers, when it outgrows the scratch */
-            pz_mckp_soa cand = pz_jsq_soa_at(pz_scratch_get(scr, JSQ_S_CAND, pz_jsq_soa_bytes(ccap)), ccap);
-            jsq_cside cs = pz_jsq_cside_at(pz_scratch_get(scr, JSQ_S_CSIDE, pz_jsq_cside_bytes(ccap)), ccap);
-            jsq_passb r;
-            /* the passes so far bound the critical multiplier: cost > capacity
-             * at lamL, <= capacity at lamU */
-            float lamL = 0, lamU = INFINITY;
-            for (int tries = 0;; tries++) {
-                if (!(lam_lo < lam_hi)) lam_lo = lam_hi * 0.5f;
-                pz_jsq_pass_b(x, &g, gm, &md, k, lam_lo, lam_hi < FLT_MAX ? lam_hi : FLT_MAX, cls, &cand, &cs, ccap, &r);
-                int ok_hi = r.cost_hi <= capacity, ok_lo = r.cost_lo > capacity || lam_lo == 0;
-                if (ok_hi && ok_lo && r.ncand <= ccap) break;
-                if ((ok_hi && ok_lo && tries >= 8) || tries >= 40) {
-                    /* many groups tied at one multiplier: take them all; or
-                     * (fp32 rounding gone wild) every group a candidate */
-                    if (!(ok_hi && ok_lo)) {
-                        lam_lo = 0;
-                        lam_hi = INFINITY;
-                        r.ncand = ng;
-                    }
-                    free(cblk);
-                    free(csblk);
-                    ccap = r.ncand;
-                    cand = pz_jsq_soa_alloc(ccap, &cblk);
-                    cs = pz_jsq_cside_alloc(ccap);
-                    csblk = cs.blk;
-                    pz_jsq_pass_b(x, &g, gm, &md, k, lam_lo, lam_hi < FLT_MAX ? lam_hi : FLT_MAX, cls, &cand, &cs,
-                                ccap, &r);
-                    break;
-                }
-                if (r.cost_lo > capacity) lamL = lam_lo > lamL ? lam_lo : lamL;
-                else lamU = lam_lo < lamU ? lam_lo : lamU;
-                if (r.cost_hi > capacity) lamL = lam_hi > lamL ? lam_hi : lamL;
-                else lamU = lam_hi < lamU ? lam_hi : lamU;
-                if (!(lamL < lamU)) lamL = 0;                 /* (not monotone: start over) */
-                if (lamU == 0) {                              /* cost(0) fits: the all-best choice */
-                    lam_lo = lam_hi = 0;
-                    continue;
-                }
-                /* the next bracket: where cost, linear in log(lambda) through
-                 * the two points measured, meets the capacity, of a width for
-                 * about ccap / 4 candidates; kept inside (lamL, lamU) and at
-                 * most half as wide as that */
-                double l0 = log(lam_lo > 0 ? lam_lo : FLT_MIN), l1 = log(lam_hi < FLT_MAX ? lam_hi : FLT_MAX);
-                double width = l1 - l0, le, w;
-                if (r.cost_lo > r.cost_hi && lam_lo > 0) {
-                    double t = ((double)r.cost_lo - (double)capacity) / ((double)r.cost_lo - (double)r.cost_hi);
-                    le = l0 + t * width;
-                } else {
-                    le = ok_hi ? l0 - 2 * width : l1 + 2 * width;
-                }
-                if (ok_hi && ok_lo) w = 0.5 * width * (double)ccap / 4 / (double)r.ncand;
-                else w = 0.5 * width;
-                if (lamL > 0 && lamU < INFINITY) {
-                    double a = log(lamL), bu = log(lamU);
-                    if (le <= a || le >= bu) le = 0.5 * (a + bu);
-                    if (w > 0.25 * (bu - a)) w = 0.25 * (bu - a);
-                }
-                lam_lo = (float)exp(le - w);
-                lam_hi = (float)exp(le + w);
-                if (lamL > 0 && lam_lo < lamL) lam_lo = lamL;
-                if (lam_hi > lamU) lam_hi = lamU;
-            }
-            size_t nc = r.ncand;
-            uint64_t fixed_cost = r.cost_hi;
-            for (size_t j = 0; j < nc; j++) {
-                fixed_cost -= cand.ucost ? cand.ucost[cs.hi[j]] : cand.cost[cs.hi[j]][j];
-            }
-            uint8_t *cch = pz_scratch_get(scr, JSQ_S_CCH, nc ? nc : 1);
-            pz_mckp_info info;
-            /* the solver's work memory: kept in the scratch for the default
-             * candidate buffer, its own beyond that */
-            size_t ccap0 = ng / 32 + pz_jsq_tune.ccap_min < ng ? ng / 32 + pz_jsq_tune.ccap_min : ng;
-            void *mw = nc <= ccap0 ? pz_scratch_get(scr, JSQ_S_MCKP, pz_mckp_work_bytes(ccap0)) : NULL;
-            pz_mckp_solve_soa(&cand, nc, capacity - fixed_cost, lam_lo, lam_hi, 0, cch, &info, mw);
-            /* class counts and maxima: the pass's over the non-candidates,
-             * plus the candidates' */
-            for (int c = 0; c < 4; c++) {
-                gcount[c] = (size_t)r.nh[c];
-                cmax[c] = r.nmax[c];
-            }
-            /* (counts and maxima in vector loops: a loop that updates
-             * gcount[c] element by element waits on its own stores) */
-            size_t w1 = 0, w2 = 0, w3 = 0, now_[4] = {0, 0, 0, 0};
-#pragma omp simd reduction(+ : w1, w2, w3)
-            for (size_t j = 0; j < nc; j++) {
-                w1 += cs.hi[j] == 1;
-                w2 += cs.hi[j] == 2;
-                w3 += cs.hi[j] == 3;
-            }
-            pz_jsq_class_stats(cch, nc, (const float *)(const void *)cs.key, now_, cmax);
-            gcount[1] = gcount[1] - w1 + now_[1];
-            gcount[2] = gcount[2] - w2 + now_[2];
-            gcount[3] = gcount[3] - w3 + now_[3];
-            for (size_t j = 0; j < nc; j++) cls[cs.id[j]] = cch[j];
-            have_stats = 1;
-            free(cblk);
-            free(csblk);
-        }
+        le = ok_hi ? l0 - 2 * width : l1 + 2 * width;
     }
-    free(scls);
+    if (ok_hi && ok_lo) w = 0.5 * width * (double)ccap / 4 / (double)r->ncand;
+    else w = 0.5 * width;
+    if (lamL > 0 && lamU < INFINITY) {
+        double a = log(lamL), bu = log(lamU);
+        if (le <= a || le >= bu) le = 0.5 * (a + bu);
+        if (w > 0.25 * (bu - a)) w = 0.25 * (bu - a);
+    }
+    *lam_lo = (float)exp(le - w);
+    *lam_hi = (float)exp(le + w);
+    if (lamL > 0 && *lam_lo < lamL) *lam_lo = lamL;
+    if (*lam_hi > lamU) *lam_hi = lamU;
+}
 
-    /* sizes and class maxima; the map is written with the solve's k (its
-     * costs bound the map's bits) */
-    if (!have_stats) pz_jsq_class_stats(cls, ng, gm ? gm : x, gcount, cmax);
-    size_t kept = gcount[1] + gcount[2] + gcount[3];
-    gcount[0] = ng - kept;
-    for (int c = 1; c < 4; c++) mcount[c] = gcount[c] * G;
-    if (g.n % G && cls[ng - 1]) mcount[cls[ng - 1]] -= G - g.n % G;
-    if (kept == 0) {                                        /* nothing kept */
-        free(cls_own);
-        return PZ_OK;
+/* Passes over all groups until one brackets the critical multiplier
+ * (cost(lam_hi) <= capacity < cost(lam_lo)) with at most ccap candidates:
+ * then cls holds pick(lam_hi) for every group and *r the candidates. After 8
+ * passes that bracket it with too many (many groups tied at one multiplier)
+ * the candidates are all taken; after 40 (fp32 rounding gone wild) every
+ * group is a candidate. */
+static void jsq_bracket_passes(const jsq_enc *e, const jsq_model *md, int k, uint64_t capacity, float *lam_lo_,
+                               float *lam_hi_, uint8_t *cls, jsq_cands *cb, jsq_passb *r) {
+    float lam_lo = *lam_lo_, lam_hi = *lam_hi_;
+    float lamL = 0, lamU = INFINITY;   /* cost > capacity at lamL, <= capacity at lamU */
+    for (int tries = 0;; tries++) {
+        if (!(lam_lo < lam_hi)) lam_lo = lam_hi * 0.5f;
+        pz_jsq_pass_b(e->x, &e->g, e->gm, md, k, lam_lo, lam_hi < FLT_MAX ? lam_hi : FLT_MAX, cls, &cb->cand, &cb->cs,
+                      cb->ccap, r);
+        int ok_hi = r->cost_hi <= capacity, ok_lo = r->cost_lo > capacity || lam_lo == 0;
+        if (ok_hi && ok_lo && r->ncand <= cb->ccap) break;
+        if ((ok_hi && ok_lo && tries >= 8) || tries >= 40) {
+            if (!(ok_hi && ok_lo)) {
+                lam_lo = 0;
+                lam_hi = INFINITY;
+                r->ncand = e->g.ng;
+            }
+            free(cb->cblk);
+            free(cb->csblk);
+            cb->ccap = r->ncand;
+            cb->cand = pz_jsq_soa_alloc(cb->ccap, &cb->cblk);
+            cb->cs = pz_jsq_cside_alloc(cb->ccap);
+            cb->csblk = cb->cs.blk;
+            pz_jsq_pass_b(e->x, &e->g, e->gm, md, k, lam_lo, lam_hi < FLT_MAX ? lam_hi : FLT_MAX, cls, &cb->cand,
+                          &cb->cs, cb->ccap, r);
+            break;
+        }
+        if (r->cost_lo > capacity) lamL = lam_lo > lamL ? lam_lo : lamL;
+        else lamU = lam_lo < lamU ? lam_lo : lamU;
+        if (r->cost_hi > capacity) lamL = lam_hi > lamL ? lam_hi : lamL;
+        else lamU = lam_hi < lamU ? lam_hi : lamU;
+        if (!(lamL < lamU)) lamL = 0;                       /* (not monotone: start over) */
+        if (lamU == 0) {                                    /* cost(0) fits: the all-best choice */
+            lam_lo = lam_hi = 0;
+            continue;
+        }
+        jsq_next_bracket(r, capacity, ok_hi, ok_lo, cb->ccap, lamL, lamU, &lam_lo, &lam_hi);
     }
-    /* the map: straight into the payload when the buffer has room for the
-     * largest map the costs allow (room_bits) and the writer's 8-byte
-     * stores, else through a scratch buffer */
-    size_t maxmap = (size_t)(room_bits / 8) + 2;
-    uint8_t *mtmp = cap >= 1 + maxmap + 8 ? NULL : xmalloc(maxmap + 8);
-    uint64_t mapbits = pz_jsq_write_map(cls, ng, k, mtmp ? mtmp : payload + 1);
-    size_t mapbytes = (size_t)((mapbits + 7) / 8);
-    float scale[4] = {0, 0, 0, 0};
-    for (int c = 1; c < 4; c++) scale[c] = pz_u2f(cmax[c]);
-    size_t off_sc = 1 + mapbytes, nsc = 0;
-    for (int c = 1; c < 4; c++) nsc += gcount[c] > 0;
-    size_t off[4], total = off_sc + 4 * nsc;
-    for (int c = 1; c < 4; c++) {
-        off[c] = total;
-        total += (mcount[c] * (size_t)jsq_width[c] + 7) / 8;
+    *lam_lo_ = lam_lo;
+    *lam_hi_ = lam_hi;
+}
+
+/* The exact solver on the candidates with the capacity the other groups
+ * leave, its choices written into cls; the class counts and maxima are the
+ * pass's over the non-candidates plus the candidates' (in vector loops: a
+ * loop that updates gcount[c] element by element waits on its own stores). */
+static void jsq_solve_candidates(const jsq_enc *e, const jsq_cands *cb, const jsq_passb *r, uint64_t capacity,
+                                 float lam_lo, float lam_hi, uint8_t *cls, size_t gcount[4], uint32_t cmax[4]) {
+    size_t nc = r->ncand;
+    const uint32_t *hi = cb->cs.hi;
+    uint64_t fixed_cost = r->cost_hi;
+    for (size_t j = 0; j < nc; j++) fixed_cost -= cb->cand.ucost ? cb->cand.ucost[hi[j]] : cb->cand.cost[hi[j]][j];
+    uint8_t *cch = pz_scratch_get(e->scr, JSQ_S_CCH, nc ? nc : 1);
+    pz_mckp_info info;
+    /* the solver's work memory: in the scratch for the default candidate
+     * buffer, its own beyond that */
+    size_t ccap0 = jsq_default_ccap(e->g.ng);
+    void *mw = nc <= ccap0 ? pz_scratch_get(e->scr, JSQ_S_MCKP, pz_mckp_work_bytes(ccap0)) : NULL;
+    pz_mckp_soa cand = cb->cand;
+    pz_mckp_solve_soa(&cand, nc, capacity - fixed_cost, lam_lo, lam_hi, 0, cch, &info, mw);
+    for (int c = 0; c < 4; c++) {
+        gcount[c] = (size_t)r->nh[c];
+        cmax[c] = r->nmax[c];
     }
-    pz_status fail = PZ_OK;
-    if (mapbits > room_bits || total > g.pmax)             /* cannot happen: capacity reserves */
-        fail = pz_fail(PZ_ERR_ARG, "jointsq: internal: %zu bytes over the budget of %zu", total, g.pmax);
-    else if (total > cap)
-        fail = pz_fail(PZ_ERR_ARG, "jointsq: payload buffer of %zu bytes too small (%zu needed)", cap, total);
-    if (fail != PZ_OK) {
-        free(mtmp);
-        free(cls_own);
-        return fail;
+    size_t w1 = 0, w2 = 0, w3 = 0, now_[4] = {0, 0, 0, 0};
+#pragma omp simd reduction(+ : w1, w2, w3)
+    for (size_t j = 0; j < nc; j++) {
+        w1 += hi[j] == 1;
+        w2 += hi[j] == 2;
+        w3 += hi[j] == 3;
     }
-    payload[0] = (uint8_t)k;
-    if (mtmp) {
-        memcpy(payload + 1, mtmp, mapbytes);
-        free(mtmp);
-    } else if (mapbits % 8) {
-        payload[mapbytes] &= (uint8_t)((1u << (mapbits % 8)) - 1);   /* (the writer's bytes past the end are overwritten below) */
+    pz_jsq_class_stats(cch, nc, (const float *)(const void *)cb->cs.key, now_, cmax);
+    gcount[1] = gcount[1] - w1 + now_[1];
+    gcount[2] = gcount[2] - w2 + now_[2];
+    gcount[3] = gcount[3] - w3 + now_[3];
+    for (size_t j = 0; j < nc; j++) cls[cb->cs.id[j]] = cch[j];
+}
+
+/* Every group's class when the scales were searched on a sample: bracket the
+ * critical multiplier on the sample, pass over all groups, then solve exactly
+ * among the candidates (the groups whose pick changes inside the bracket).
+ * Returns 1 with the class counts and maxima in gcount, cmax (counted on the
+ * way), 0 when the caller must count them. */
+static int jsq_assign_all(const jsq_enc *e, const jsq_best *best, uint8_t *cls, size_t gcount[4], uint32_t cmax[4]) {
+    const int k = best->k;
+    const size_t ng = e->g.ng;
+    uint64_t capacity = e->room_bits > 1 + (uint64_t)k ? (e->room_bits - 1 - (uint64_t)k) << k : 0;
+    if ((uint64_t)ng > capacity) {                          /* even the all-dropped map is over */
+        memset(cls, 0, ng);
+        return 0;
     }
-    /* scales */
-    size_t so = off_sc;
-    float inv[4] = {0, 0, 0, 0};
-    for (int c = 1; c < 4; c++) {
-        if (!gcount[c]) continue;
-        memcpy(payload + so, &scale[c], 4);
-        so += 4;
-        inv[c] = (float)jsq_L[c] / scale[c];
-    }
-    /* values: codes staged per class, packed JSQ_CH at a time */
+    jsq_model md;
+    pz_jsq_model(&md, e->M, best->sc);
+    uint32_t ucost[4];
+    pz_mckp_soa ss = pz_jsq_soa_at(pz_scratch_get(e->scr, JSQ_S_SAMPLE, pz_jsq_soa_bytes(e->ms)), e->ms);
+    pz_jsq_soa_fill(e->sx, e->snel, e->g.G, e->sgm, &md, k, &ss, ucost);
+    const double delta = pz_jsq_tune.delta, scap = (double)capacity * e->sfrac;
+    float lam_hi = pz_mckp_lambda(&ss, e->ms, (uint64_t)(scap * (1 - delta)), 12, best->lam, NULL, NULL);
+    float lam_lo = pz_mckp_lambda(&ss, e->ms, (uint64_t)(scap * (1 + delta)), 12, best->lam, NULL, NULL);
+    jsq_cands cb;
+    cb.ccap = jsq_default_ccap(ng);
+    cb.cand = pz_jsq_soa_at(pz_scratch_get(e->scr, JSQ_S_CAND, pz_jsq_soa_bytes(cb.ccap)), cb.ccap);
+    cb.cs = pz_jsq_cside_at(pz_scratch_get(e->scr, JSQ_S_CSIDE, pz_jsq_cside_bytes(cb.ccap)), cb.ccap);
+    cb.cblk = cb.csblk = NULL;
+    jsq_passb r;
+    jsq_bracket_passes(e, &md, k, capacity, &lam_lo, &lam_hi, cls, &cb, &r);
+    jsq_solve_candidates(e, &cb, &r, capacity, lam_lo, lam_hi, cls, gcount, cmax);
+    free(cb.cblk);
+    free(cb.csblk);
+    return 1;
+}
+
+/* The value streams: per element chunk, the classes expanded to elements
+ * (G > 1), the codes staged per class, and every full JSQ_CH of a class's
+ * codes packed at its stream's write offset wo[c]; the rest at the end. */
+static void jsq_write_values(const jsq_enc *e, const uint8_t *cls, const pz_codec_ctx *ctx, const float inv[4],
+                             const size_t off[4], const size_t mcount[4], uint8_t *payload) {
+    const size_t G = e->g.G, n = e->g.n;
     pz_ukey uk = pz_ukey_at(pz_ctx_key(ctx), 0);
-    const int sparse = mcount[1] + mcount[2] + mcount[3] <= g.n - g.n / 4;   /* a quarter or more dropped */
+    const int sparse = mcount[1] + mcount[2] + mcount[3] <= n - n / 4;   /* a quarter or more dropped */
     uint8_t *stb = xmalloc(4 * (2 * JSQ_CH + 128)), *ecb = G > 1 ? xmalloc(JSQ_CH + 64) : NULL;
     uint8_t *stg[4];
     size_t ns[4] = {0, 0, 0, 0}, wo[4];
@@ -607,14 +641,14 @@ static pz_status jsq_encode_s(const pz_codec_params *p, const float *x, const pz
         stg[c] = stb + (size_t)c * (2 * JSQ_CH + 128);
         wo[c] = off[c < 1 ? 1 : c];
     }
-    for (size_t i0 = 0; i0 < g.n; i0 += JSQ_CH) {
-        size_t cnt = g.n - i0 < JSQ_CH ? g.n - i0 : JSQ_CH;
+    for (size_t i0 = 0; i0 < n; i0 += JSQ_CH) {
+        size_t cnt = n - i0 < JSQ_CH ? n - i0 : JSQ_CH;
         const uint8_t *ec = cls + i0;
         if (G > 1) {
             pz_jsq_expand_cls(cls, G, i0, cnt, ecb);
             ec = ecb;
         }
-        pz_jsq_codes(x + i0, ec, cnt, (uint32_t)i0, uk, inv, stg, ns, sparse);
+        pz_jsq_codes(e->x + i0, ec, cnt, (uint32_t)i0, uk, inv, stg, ns, sparse);
         for (int c = 1; c < 4; c++) {
             size_t done = 0;
             while (ns[c] - done >= JSQ_CH) {
@@ -630,9 +664,102 @@ static pz_status jsq_encode_s(const pz_codec_params *p, const float *x, const pz
     for (int c = 1; c < 4; c++) wo[c] += pz_jsq_pack(stg[c], ns[c], jsq_width[c], payload + wo[c]);
     free(stb);
     free(ecb);
-    free(cls_own);
+}
+
+/* The message of classes cls (at least one group kept; gcount, cmax: groups
+ * and max |x| bits per class): header byte k, the map, the scales (the class
+ * maxima: scales only shrink, never clip), the value streams. The map goes
+ * straight into the payload when the buffer has room for the largest map
+ * the costs allow (room_bits) plus the writer's 8-byte stores, else through
+ * a buffer of its own. */
+static pz_status jsq_write_message(const jsq_enc *e, const uint8_t *cls, int k, const size_t gcount[4],
+                                   const uint32_t cmax[4], const pz_codec_ctx *ctx, uint8_t *payload, size_t cap,
+                                   size_t *len) {
+    const size_t G = e->g.G, ng = e->g.ng;
+    size_t mcount[4] = {0, 0, 0, 0};
+    for (int c = 1; c < 4; c++) mcount[c] = gcount[c] * G;
+    if (e->g.n % G && cls[ng - 1]) mcount[cls[ng - 1]] -= G - e->g.n % G;
+    size_t maxmap = (size_t)(e->room_bits / 8) + 2;
+    uint8_t *mtmp = cap >= 1 + maxmap + 8 ? NULL : xmalloc(maxmap + 8);
+    uint64_t mapbits = pz_jsq_write_map(cls, ng, k, mtmp ? mtmp : payload + 1);
+    size_t mapbytes = (size_t)((mapbits + 7) / 8);
+    size_t off_sc = 1 + mapbytes, nsc = 0;
+    for (int c = 1; c < 4; c++) nsc += gcount[c] > 0;
+    size_t off[4] = {0, 0, 0, 0}, total = off_sc + 4 * nsc;
+    for (int c = 1; c < 4; c++) {
+        off[c] = total;
+        total += (mcount[c] * (size_t)jsq_width[c] + 7) / 8;
+    }
+    pz_status fail = PZ_OK;
+    if (mapbits > e->room_bits || total > e->g.pmax)      /* cannot happen: capacity reserves */
+        fail = pz_fail(PZ_ERR_ARG, "jointsq: internal: %zu bytes over the budget of %zu", total, e->g.pmax);
+    else if (total > cap)
+        fail = pz_fail(PZ_ERR_ARG, "jointsq: payload buffer of %zu bytes too small (%zu needed)", cap, total);
+    if (fail != PZ_OK) {
+        free(mtmp);
+        return fail;
+    }
+    payload[0] = (uint8_t)k;
+    if (mtmp) {
+        memcpy(payload + 1, mtmp, mapbytes);
+        free(mtmp);
+    } else if (mapbits % 8) {
+        payload[mapbytes] &= (uint8_t)((1u << (mapbits % 8)) - 1);   /* (the writer's bytes past the end are overwritten below) */
+    }
+    size_t so = off_sc;
+    float inv[4] = {0, 0, 0, 0};
+    for (int c = 1; c < 4; c++) {
+        if (!gcount[c]) continue;
+        float scale = pz_u2f(cmax[c]);
+        memcpy(payload + so, &scale, 4);
+        so += 4;
+        inv[c] = (float)jsq_L[c] / scale;
+    }
+    jsq_write_values(e, cls, ctx, inv, off, mcount, payload);
     *len = total;
     return PZ_OK;
+}
+
+/* Encode: the magnitudes, the sample, the scale search on it, every group's
+ * class (the sample's solution when it is the whole tensor), the message. */
+static pz_status jsq_encode_s(const pz_codec_params *p, const float *x, const pz_shape *s,
+                              const pz_codec_ctx *ctx, uint8_t *payload, size_t cap, size_t *len, pz_scratch *scr) {
+    jsq_enc e;
+    memset(&e, 0, sizeof e);
+    pz_status st = pz_jsq_geom(p, s, &e.g);
+    if (st != PZ_OK) return st;
+    *len = 0;
+    if (e.g.pmax * 8 < JSQ_RESERVE + 16) return PZ_OK;     /* no room for anything: empty */
+    float *gm;
+    uint32_t kmax = jsq_magnitudes(x, &e.g, scr, &gm);
+    if (kmax >= 0x7f800000u) return pz_fail(PZ_ERR_ARG, "jointsq: non-finite input");
+    if (kmax == 0) return PZ_OK;                            /* all zeros */
+    e.x = x;
+    e.scr = scr;
+    e.gm = gm;
+    e.M = pz_u2f(kmax);
+    e.room_bits = (uint64_t)e.g.pmax * 8 - JSQ_RESERVE;
+    jsq_take_sample(&e);
+    jsq_best best;
+    jsq_search_scales(&e, jsq_initial_k(e.room_bits, e.g.G, e.g.ng), &best);
+
+    const size_t ng = e.g.ng;
+    uint8_t *cls = best.cls;
+    size_t gcount[4] = {0, 0, 0, 0};
+    uint32_t cmax[4] = {0, 0, 0, 0};
+    int have_stats = 0;
+    if (e.exact) {
+        if (!(best.err < INFINITY)) memset(cls, 0, ng);
+    } else {
+        cls = pz_scratch_get(scr, JSQ_S_CLS, ng);
+        have_stats = jsq_assign_all(&e, &best, cls, gcount, cmax);
+    }
+    if (!have_stats) pz_jsq_class_stats(cls, ng, gm ? gm : x, gcount, cmax);
+    size_t kept = gcount[1] + gcount[2] + gcount[3];
+    gcount[0] = ng - kept;
+    if (kept > 0) st = jsq_write_message(&e, cls, best.k, gcount, cmax, ctx, payload, cap, len);
+    free(best.cls);
+    return st;
 }
 
 /* The table's stateless entry: scratch for this call only. */
