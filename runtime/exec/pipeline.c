@@ -32,6 +32,7 @@
 #include "base/mem.h"
 #include "runtime/plan/cores.h"
 #include "runtime/plan/device.h"
+#include "runtime/ckpt/fault.h"
 #include "runtime/ckpt/resume.h"
 #include "runtime/plan/memplan.h"
 #include "runtime/observe/nvtx.h"
@@ -377,7 +378,7 @@ static pz_status setup_transport(exec *x, const pz_gpt2_config *cfg, const char 
     if ((st = exec_job_start(x, cfg)) != PZ_OK) return st;   /* every rank has the verdict: the caller closes the transport */
     if ((st = exec_dp_init(x)) != PZ_OK) return st;
     set_links(x);
-    exec_fault_flip(x, o->ckpt.resume == NULL);
+    pz_fault_flip(x->tp, x->wrank, o->ckpt.resume == NULL);
     pz_staging_report(&x->ch[0].stg, x->tp, x->wrank);
     for (int cc = 0; o->net.progress_inline && cc < x->V; cc++) {   /* no thread: compute progresses between blocks */
         x->ch[cc].stage.between_blocks = progress_hook;
@@ -417,7 +418,7 @@ static pz_status train_steps(exec *x, int *stopped) {
     int first_step = 0;
     pz_status st = PZ_OK;
     double *red = xcalloc((size_t)x->red.n, sizeof *red);
-    exec_fault_arm(o->ckpt.resume == NULL);
+    pz_fault_arm(o->ckpt.resume == NULL);
     if (o->ckpt.resume && (st = exec_resume(x, &first_step)) == PZ_OK && o->model.val_every > 0)
         val_round = (uint32_t)(first_step / o->model.val_every);   /* the validations the run had done */
     if (o->ckpt.resume && st == PZ_OK && first_step > 0 && x->au.any && is_root(x)) pz_auto_metrics_sync(&x->au, &x->met);
@@ -443,7 +444,7 @@ static pz_status train_steps(exec *x, int *stopped) {
         if (o->ckpt.dir && (last || stop || (o->ckpt.every > 0 && (step + 1) % o->ckpt.every == 0)) &&
             (st = exec_checkpoint(x, step + 1)) != PZ_OK)
             break;
-        exec_fault_point("step", step + 1, x->wrank);
+        pz_fault_point("step", step + 1, x->wrank);
         if (stop) break;   /* no validation: a preempted machine has seconds left */
         if (o->model.val_data && o->model.val_every > 0 && ((step + 1) % o->model.val_every == 0 || last)) {
             int comp = o->link.eval_compress && pz_policy_any(&x->pol, PZ_FWD);
@@ -522,6 +523,6 @@ cleanup:
     }
     exec_free(&x);
     free(all);
-    if (st == PZ_OK) exec_fault_point("end", 0, rank);   /* PIPEZIP_FAULT=end:0:RANK: freeze once finished */
+    if (st == PZ_OK) pz_fault_point("end", 0, rank);   /* PIPEZIP_FAULT=end:0:RANK: freeze once finished */
     return st;
 }

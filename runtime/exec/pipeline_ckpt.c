@@ -1,6 +1,6 @@
 /* pipeline_ckpt.c: what a rank reads and writes: checkpoints and --resume
- * (runtime/ckpt/resume.h for the files), --save, --dump-edge, and the fault
- * injection the tests kill ranks with (see runtime/exec/pipeline_exec.h).
+ * (runtime/ckpt/resume.h for the files), --save and --dump-edge (see
+ * runtime/exec/pipeline_exec.h).
  *
  * Checkpoints are written as if each global chunk were a stage of a
  * G-stage pipeline: shard g holds chunk g (parameters, AdamW moments, the
@@ -10,7 +10,6 @@
 #include "runtime/exec/pipeline_exec.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,49 +20,8 @@
 #include "compress/core/codec.h"
 #include "compress/core/npy.h"
 #include "runtime/plan/fingerprint.h"
+#include "runtime/ckpt/fault.h"
 #include "runtime/ckpt/resume.h"
-
-/* Fault injection for the tests (PIPEZIP_FAULT=WHAT:STEP:RANK): this rank
- * exits with status 3 at that point, as a killed process would stop there.
- * WHAT is "step" (after the step's optimizer update and checkpoint) or
- * "checkpoint" (its shard written, before the ranks meet for the manifest);
- * "end" (STEP 0) stops the rank with SIGSTOP once it has finished, so that
- * the launcher must notice a rank frozen after the others exited. 
- * A resumed run (--resume, as restarts are) is not faulted again. */
-static int fault_armed;
-void exec_fault_arm(int armed) { fault_armed = armed; }
-void exec_fault_point(const char *what, int step, int rank) {
-    const char *f = fault_armed ? getenv("PIPEZIP_FAULT") : NULL;
-    char w[32];
-    int s, r;
-    if (!f || sscanf(f, "%31[a-z]:%d:%d", w, &s, &r) != 3) return;
-    if (strcmp(w, what) == 0 && s == step && r == rank) {
-        int freeze = strcmp(what, "end") == 0;
-        fprintf(stderr, "pipezip train: rank %d: PIPEZIP_FAULT=%s: %s at %s %d\n", rank, f,
-                freeze ? "stopping (SIGSTOP)" : "exiting", what, step);
-        fflush(NULL);
-        if (freeze) raise(SIGSTOP);
-        else _exit(3);
-    }
-}
-
-/* Fault injection for the frame checks (PIPEZIP_FAULT_FLIP=WHAT:STEP:RANK[:AT]):
- * rank RANK flips one byte of the first message of kind WHAT ("activation",
- * "gradient" or "tied") it sends at step STEP (numbered from 0, as the
- * messages name steps). AT: "payload" (default, the middle of it), "header"
- * (the step field) or a byte offset into the frame (runtime/net/frame.h). The
- * receiver must refuse it, naming edge, direction and step. */
-void exec_fault_flip(exec *x, int armed) {
-    const char *f = armed ? getenv("PIPEZIP_FAULT_FLIP") : NULL;
-    char w[32], at[32] = "payload";
-    int s, r;
-    if (!f || !x->tp || sscanf(f, "%31[a-z]:%d:%d:%31s", w, &s, &r, at) < 3 || r != x->wrank || s < 0) return;
-    static const char *const names[] = {"activation", "gradient", "tied"};
-    static const unsigned kinds[] = {PZ_KIND_ACT, PZ_KIND_GRAD, PZ_KIND_TIED};
-    long off = !strcmp(at, "payload") ? -1 : !strcmp(at, "header") ? 16 : strtol(at, NULL, 10);
-    for (int k = 0; k < 3; k++)
-        if (!strcmp(w, names[k])) pz_transport_fault_flip(x->tp, kinds[k], (uint32_t)s, off);
-}
 
 /* The codecs of chunk c's edge ends (and their error-metric twins), named
  * by edge, direction and role, for the checkpoint's codec state. */
@@ -158,7 +116,7 @@ pz_status exec_checkpoint(exec *x, int step) {
         st = pz_auto_save(&x->au, path);
         free(path);
     }
-    exec_fault_point("checkpoint", step, x->wrank);
+    pz_fault_point("checkpoint", step, x->wrank);
     double bad = st != PZ_OK;
     pz_status st2 = exec_allreduce(x, &bad, 1);
     if (st2 != PZ_OK) return st2;

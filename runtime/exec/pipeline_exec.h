@@ -3,7 +3,7 @@
  *   pipeline.c        set-up, the step loop and its one reduction
  *   pipeline_instr.c  the instructions, validation, the send/receive helpers
  *   pipeline_slots.c  edges, activation slots and rings, warmup=auto's resizing
- *   pipeline_ckpt.c   checkpoints, --resume, --save, --dump-edge, fault injection
+ *   pipeline_ckpt.c   checkpoints, --resume, --save, --dump-edge
  *
  * A rank holds V >= 1 model chunks (V = 1: every schedule but interleaved).
  * With S ranks the model is cut into G = S*V chunks; rank r's local chunk c
@@ -159,9 +159,6 @@ pz_status exec_dp_load(exec *x, const char *dir, int step);
 pz_status exec_dp_check(exec *x, const char *when);
 
 /* pipeline_ckpt.c */
-void exec_fault_arm(int armed);
-void exec_fault_point(const char *what, int step, int rank);
-void exec_fault_flip(exec *x, int armed);
 pz_status exec_resume(exec *x, int *start);
 pz_status exec_checkpoint(exec *x, int step);
 /* --save: rank 0 gathers every chunk by tensor name (all: the G ranges) */

@@ -115,7 +115,7 @@ pz_status pz_transport_wait(pz_transport *t, pz_request *req, size_t *len);
 pz_status pz_transport_wait_at(pz_transport *t, pz_request *req, size_t *len, double *done_at);
 void pz_transport_progress(pz_transport *t);
 
-/* Fault injection for the tests (PIPEZIP_FAULT_FLIP, runtime/exec/pipeline_ckpt.c):
+/* Fault injection for the tests (PIPEZIP_FAULT_FLIP, runtime/ckpt/fault.h):
  * the first message of tag kind `kind` and step `step` this rank sends
  * leaves with one byte of its frame flipped: byte `at` (0..39 the header, 40
  * on the payload), or the middle of the payload when at < 0. Once. */
