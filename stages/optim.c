@@ -7,6 +7,7 @@
 #include <string.h>
 
 void pz_optim_config_default(pz_optim_config *c) {
+    c->kind = PZ_OPTIM_ADAMW;
     c->lr = 3e-4f;
     c->min_lr_frac = 0.1f;
     c->warmup_steps = 0;

@@ -1,17 +1,21 @@
-/* optim.h: AdamW over a stage's parameters, learning-rate schedule and
- * global-norm gradient clipping. Weight decay is applied only to tensors
+/* optim.h: AdamW over a stage's parameters (or BinSGDM's state, see
+ * stages/binsgdm.h), learning-rate schedule and global-norm gradient clipping. Weight decay is applied only to tensors
  * marked decay (2-D weights, embeddings), never to biases and LayerNorm. */
 #ifndef PZ_OPTIM_H
 #define PZ_OPTIM_H
 
 #include "stages/stage.h"
 
+/* --optimizer: AdamW, or BinSGDM (its m and b live in pz_optim's m and v) */
+typedef enum { PZ_OPTIM_ADAMW = 0, PZ_OPTIM_BINSGDM = 1 } pz_optim_kind;
+
 typedef struct {
+    pz_optim_kind kind;
     float lr;            /* peak learning rate */
     float min_lr_frac;   /* cosine decays to lr * min_lr_frac */
     int warmup_steps;    /* linear warm-up from lr/warmup to lr */
     int total_steps;     /* cosine ends here */
-    float beta1, beta2, eps;
+    float beta1, beta2, eps;   /* binsgdm: beta1 is its beta, beta2 and eps unused */
     float weight_decay;
     float grad_clip;     /* max global L2 norm; <= 0 disables */
 } pz_optim_config;

@@ -89,7 +89,8 @@ typedef struct {
 #define PZ_DP_SEG_BYTES ((size_t)1 << 20)
 
 /* ranks: n distinct world ranks (0..255), my_rank one of them. The group
- * keeps a copy. Zero g before init; free is safe on a zeroed group. */
+ * keeps a copy. t may be NULL for n = 1 (a process alone: nothing is sent).
+ * Zero g before init; free is safe on a zeroed group. */
 pz_status pz_dp_group_init(pz_dp_group *g, pz_transport *t, int my_rank, const int *ranks, int n);
 void pz_dp_group_free(pz_dp_group *g);
 /* The world ranks of stage `stage`'s group (of S stages and D replicas) into

@@ -224,9 +224,11 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     double t_opt = pz_now();
     float lr = 0.0f;
     PZ_RANGE_PUSH("optimizer stage %d step %d", x->rank, step);
-    for (int cc = 0; cc < x->V; cc++)
+    if (o->model.optim.kind == PZ_OPTIM_BINSGDM) st = exec_bsgd_step(x, step, norm, &lr);
+    for (int cc = 0; o->model.optim.kind == PZ_OPTIM_ADAMW && cc < x->V; cc++)
         lr = pz_optim_step(&x->ch[cc].opt, &x->ch[cc].stage, pz_clip_scale(&x->ch[cc].opt.cfg, norm));
     PZ_RANGE_POP();
+    if (st != PZ_OK) return st;
     exec_trace(x, "optimizer", -1, t_opt, pz_now());
     double ms = 1e3 * (pz_now() - t0), tok_s = (double)o->model.batch * o->model.seq * o->model.micro * x->D / (ms * 1e-3);
     if (is_root(x)) {
@@ -497,7 +499,9 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     if ((st = pz_train_check_io(o, rank == 0)) != PZ_OK) goto cleanup;   /* world rank 0 writes */
     if ((st = setup_model(&x, &cfg, all, &cores)) != PZ_OK) goto cleanup;
     if (world > 1 && (st = setup_transport(&x, &cfg, master_addr, master_port)) != PZ_OK) goto cleanup;
-    if (world == 1 && (st = exec_job_start(&x, &cfg)) != PZ_OK) goto cleanup;   /* its checkpoints name the job */
+    if (world == 1 && ((st = exec_job_start(&x, &cfg)) != PZ_OK ||   /* its checkpoints name the job */
+                       (st = exec_dp_init(&x)) != PZ_OK))               /* binsgdm's exchange with itself */
+        goto cleanup;
     print_start(&x, &cfg, &cores);
     sigaction(SIGTERM, &sa, &old_term);
     sigaction(SIGINT, &sa, &old_int);

@@ -29,6 +29,7 @@
 #include "base/io/file.h"
 #include "base/mem.h"
 #include "runtime/ckpt/resume.h"
+#include "stages/binsgdm.h"
 
 /* --dp-link-mbps, --dp-link-latency-ms: the transport's simulated links
  * (the mechanism of --link-mbps) to the group's members, with --dp-hosts
@@ -54,17 +55,21 @@ static pz_status dp_links(exec *x) {
 }
 
 pz_status exec_dp_init(exec *x) {
-    if (x->D < 2) return PZ_OK;
+    const int bsgd = x->o->model.optim.kind == PZ_OPTIM_BINSGDM;
+    if (x->D < 2 && !bsgd) return PZ_OK;
     int *ranks = xcalloc((size_t)x->D, sizeof *ranks);
     pz_dp_layout_ranks(x->o->dp.layout ? PZ_DP_LAYOUT_STRIDED : PZ_DP_LAYOUT_CONTIGUOUS, x->rank, x->S, x->D, ranks);
     pz_status st = pz_dp_group_init(&x->dp, x->tp, x->wrank, ranks, x->D);
     free(ranks);
-    if (st == PZ_OK && x->o->dp.compress) {
-        /* --dp-compress: one reduction per chunk, with error feedback */
-        pz_dp_copts co = {(pz_dp_mode)x->o->dp.reduce, 1, (uint64_t)x->o->model.seed, x->o->dp.hosts};
+    if (st == PZ_OK && (x->o->dp.compress || bsgd)) {
+        /* --dp-compress: one reduction per chunk, with error feedback;
+         * binsgdm's exchange: its codec, no error feedback (pipeline_binsgdm.c) */
+        pz_dp_mode mode = x->D < 2 ? PZ_DP_ALLGATHER : (pz_dp_mode)x->o->dp.reduce;
+        pz_dp_copts co = {mode, !bsgd, (uint64_t)x->o->model.seed, x->o->dp.hosts};
         x->cr = xcalloc((size_t)x->V, sizeof *x->cr);
         for (int cc = 0; cc < x->V && st == PZ_OK; cc++)
-            st = pz_dp_creduce_create(&x->cr[cc], &x->dp, x->o->dp.compress, &co, x->ch[cc].stage.grads.numel);
+            st = pz_dp_creduce_create(&x->cr[cc], &x->dp, bsgd ? PZ_BINSGDM_SPEC : x->o->dp.compress, &co,
+                                      x->ch[cc].stage.grads.numel);
     }
     return st == PZ_OK ? dp_links(x) : st;
 }
@@ -88,6 +93,7 @@ static pz_status mean_of(exec *x, float *dev, size_t n) {
 
 pz_status exec_dp_sync(exec *x, int step) {
     pz_status st = PZ_OK;
+    if (x->o->model.optim.kind == PZ_OPTIM_BINSGDM) return PZ_OK;   /* it exchanges m/b in its step instead */
     /* a chunk keeps its gradients in one buffer (grads.numel floats at grad_mem);
      * --dp-compress after --dp-warmup steps (cpu only: host memory) */
     for (int cc = 0; x->D > 1 && cc < x->V && st == PZ_OK; cc++) {
@@ -132,8 +138,9 @@ pz_status exec_dp_check(exec *x, const char *when) {
         snprintf(w[1], sizeof w[1], "chunk %d's AdamW m %s", c->g, when);
         snprintf(w[2], sizeof w[2], "chunk %d's AdamW v %s", c->g, when);
         size_t n = c->stage.params.numel;
-        if ((st = same_of(x, c->stage.param_mem, n, w[0])) == PZ_OK && (st = same_of(x, c->opt.m, n, w[1])) == PZ_OK)
-            st = same_of(x, c->opt.v, n, w[2]);
+        st = same_of(x, c->stage.param_mem, n, w[0]);
+        if (x->o->model.optim.kind == PZ_OPTIM_BINSGDM) continue;   /* its m and b are each replica's own */
+        if (st == PZ_OK && (st = same_of(x, c->opt.m, n, w[1])) == PZ_OK) st = same_of(x, c->opt.v, n, w[2]);
     }
     return st;
 }
@@ -145,29 +152,42 @@ void exec_dp_free(exec *x) {
     pz_dp_group_free(&x->dp);
 }
 
-/* step-N/rank-G.dpefR: chunk G's error feedback on replica R */
-static char *ef_path(exec *x, const char *dir, int step, int g) {
-    char ext[16];
-    snprintf(ext, sizeof ext, ".dpef%d", x->replica);
+char *exec_side_path(exec *x, const char *dir, int step, int g, const char *kind) {
+    char ext[24];
+    snprintf(ext, sizeof ext, ".%s%d", kind, x->replica);
     return pz_resume_rank_path(dir, step, g, ext);
+}
+
+pz_status exec_read_side(exec *x, const char *path, const char *holds, uint8_t **blob, size_t *len) {
+    if (access(path, F_OK) != 0)
+        return pz_fail(PZ_ERR_ARG, "--resume: %s is missing: the checkpoint holds no %s for replica %d (written "
+                       "without it, or with fewer replicas?)", path, holds, x->replica);
+    return pz_read_file(path, blob, len);
+}
+
+pz_status exec_write_blob(char *path, const uint8_t *blob, size_t len) {
+    pz_status st = PZ_OK;
+    char *slash = strrchr(path, '/');
+    *slash = 0;   /* the step's directory: replica 0's shards may not have made it yet */
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+        st = pz_fail(PZ_ERR_IO, "checkpoint: cannot create %s: %s", path, strerror(errno));
+    *slash = '/';
+    pz_atomic_file af;
+    if (st == PZ_OK && (st = pz_atomic_open(&af, path)) == PZ_OK) {
+        if (fwrite(blob, 1, len, af.f) == len) st = pz_atomic_commit(&af);
+        else pz_atomic_abort(&af), st = pz_fail(PZ_ERR_IO, "checkpoint: cannot write %s", path);
+    }
+    return st;
 }
 
 pz_status exec_dp_save(exec *x, const char *dir, int step) {
     pz_status st = PZ_OK;
+    if (x->o->model.optim.kind == PZ_OPTIM_BINSGDM) return exec_bsgd_save(x, dir, step);   /* no error feedback */
     for (int cc = 0; x->cr && cc < x->V && st == PZ_OK; cc++) {
-        char *path = ef_path(x, dir, step, x->ch[cc].g), *slash = strrchr(path, '/');
+        char *path = exec_side_path(x, dir, step, x->ch[cc].g, "dpef");
         uint8_t *blob = NULL;
         size_t len = 0;
-        *slash = 0;   /* the step's directory: replica 0's shards may not have made it yet */
-        if (mkdir(path, 0777) != 0 && errno != EEXIST)
-            st = pz_fail(PZ_ERR_IO, "checkpoint: cannot create %s: %s", path, strerror(errno));
-        *slash = '/';
-        pz_atomic_file af;
-        if (st == PZ_OK && (st = pz_dp_creduce_save(x->cr[cc], &blob, &len)) == PZ_OK &&
-            (st = pz_atomic_open(&af, path)) == PZ_OK) {
-            if (fwrite(blob, 1, len, af.f) == len) st = pz_atomic_commit(&af);
-            else pz_atomic_abort(&af), st = pz_fail(PZ_ERR_IO, "checkpoint: cannot write %s", path);
-        }
+        if ((st = pz_dp_creduce_save(x->cr[cc], &blob, &len)) == PZ_OK) st = exec_write_blob(path, blob, len);
         free(blob);
         free(path);
     }
@@ -176,14 +196,13 @@ pz_status exec_dp_save(exec *x, const char *dir, int step) {
 
 pz_status exec_dp_load(exec *x, const char *dir, int step) {
     pz_status st = PZ_OK;
+    if (x->o->model.optim.kind == PZ_OPTIM_BINSGDM) return exec_bsgd_load(x, dir, step);
     for (int cc = 0; x->cr && cc < x->V && st == PZ_OK; cc++) {
-        char *path = ef_path(x, dir, step, x->ch[cc].g);
+        char *path = exec_side_path(x, dir, step, x->ch[cc].g, "dpef");
         uint8_t *blob = NULL;
         size_t len = 0;
-        if (access(path, F_OK) != 0)
-            st = pz_fail(PZ_ERR_ARG, "--resume: %s is missing: the checkpoint holds no error feedback of --dp-compress "
-                         "for replica %d (written without --dp-compress, or with fewer replicas?)", path, x->replica);
-        else if ((st = pz_read_file(path, &blob, &len)) == PZ_OK && (st = pz_dp_creduce_load(x->cr[cc], blob, len)) != PZ_OK)
+        if ((st = exec_read_side(x, path, "error feedback of --dp-compress", &blob, &len)) == PZ_OK &&
+            (st = pz_dp_creduce_load(x->cr[cc], blob, len)) != PZ_OK)
             st = pz_fail(st, "--resume: %s: %s", path, pz_last_error());
         free(blob);
         free(path);

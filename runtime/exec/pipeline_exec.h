@@ -155,8 +155,22 @@ void exec_dp_free(exec *x);
  * replica beside the checkpoint's shards (step-N/rank-G.dpefR) */
 pz_status exec_dp_save(exec *x, const char *dir, int step);
 pz_status exec_dp_load(exec *x, const char *dir, int step);
-/* the replicas hold the same parameters and optimizer state, bit for bit */
+/* the replicas hold the same parameters and optimizer state, bit for bit
+ * (binsgdm: the parameters; its m and b are each replica's) */
 pz_status exec_dp_check(exec *x, const char *when);
+/* a checkpoint's side file at path (step-N/...), its directory made first */
+pz_status exec_write_blob(char *path, const uint8_t *blob, size_t len);
+/* step-N/rank-G.<kind>R: chunk G's side file of this replica R (malloc'ed) */
+char *exec_side_path(exec *x, const char *dir, int step, int g, const char *kind);
+/* reads a side file; a missing one is refused, saying it should hold `holds` */
+pz_status exec_read_side(exec *x, const char *path, const char *holds, uint8_t **blob, size_t *len);
+
+/* pipeline_binsgdm.c: --optimizer binsgdm. The step after the norm's
+ * reduction: moments, the exchange of m/b, the update (lr: the one used). */
+pz_status exec_bsgd_step(exec *x, int step, double norm, float *lr);
+/* with replicas: each replica's m and b beside the shards (step-N/rank-G.bsgdR) */
+pz_status exec_bsgd_save(exec *x, const char *dir, int step);
+pz_status exec_bsgd_load(exec *x, const char *dir, int step);
 
 /* pipeline_ckpt.c */
 pz_status exec_resume(exec *x, int *start);

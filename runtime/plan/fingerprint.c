@@ -115,6 +115,7 @@ char *pz_fingerprint_build(const pz_train_opts *o, const pz_gpt2_config *c, cons
     add(&l, "--eps", "%s", short_float(fb, sizeof fb, o->model.optim.eps));
     add(&l, "--weight-decay", "%s", short_float(fb, sizeof fb, o->model.optim.weight_decay));
     add(&l, "--grad-clip", "%s", short_float(fb, sizeof fb, o->model.optim.grad_clip));
+    if (o->model.optim.kind == PZ_OPTIM_BINSGDM) add(&l, "--optimizer", "%s", "binsgdm");   /* absent for AdamW: old job ids stay */
     add(&l, "--stages", "%d", o->sched.stages);
     if (o->dp.replicas > 1) {   /* absent with one replica: the job ids of the runs before --replicas stay */
         add(&l, "--replicas", "%d", o->dp.replicas);

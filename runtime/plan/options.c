@@ -6,6 +6,7 @@
 
 #include "base/flags.h"
 #include "compress/core/codec.h"
+#include "stages/binsgdm.h"
 
 #include "runtime/plan/cores.h"
 #include "runtime/plan/device.h"
@@ -19,6 +20,7 @@ void pz_train_words_default(pz_train_words *w) {
     w->max_restarts = 0;
     w->layout = "stage-major";
     w->dp_reduce = NULL;
+    w->optimizer = "adamw";
 }
 
 pz_status pz_sched_of_flags(const char *schedule, int virtual_stages, pz_sched_spec *sp) {
@@ -140,18 +142,42 @@ static pz_status replicas_check(pz_train_opts *o, const pz_train_words *w) {
     return PZ_OK;
 }
 
-/* --dp-compress and its companions: the codec must exist and keep no state
- * (the reduction's error feedback is its own), the mode be known, the hosts
- * divide D. Checked here, before any process starts. */
+/* --optimizer binsgdm: its 1-bit exchange is its own (runtime/exec/
+ * pipeline_binsgdm.c), so it takes no --dp-compress; one stage on the CPU
+ * only (docs/data-parallel.md says why). */
+static pz_status optimizer_check(pz_train_opts *o, const pz_train_words *w) {
+    if (strcmp(w->optimizer, "adamw") == 0) {
+        o->model.optim.kind = PZ_OPTIM_ADAMW;
+        return PZ_OK;
+    }
+    if (strcmp(w->optimizer, "binsgdm") != 0)
+        return pz_fail(PZ_ERR_ARG, "--optimizer must be adamw or binsgdm, not '%s'", w->optimizer);
+    o->model.optim.kind = PZ_OPTIM_BINSGDM;
+    if (o->dp.compress && strcmp(o->dp.compress, "none") != 0)
+        return pz_fail(PZ_ERR_ARG, "--optimizer binsgdm sends its own 1-bit messages (a binary randomisation of m/b, "
+                       "codec " PZ_BINSGDM_SPEC "); --dp-compress '%s' is the codec of AdamW's gradient average: "
+                       "drop it", o->dp.compress);
+    if (o->sched.stages != 1)
+        return pz_fail(PZ_ERR_ARG, "--optimizer binsgdm needs --stages 1 for now: the first and last stage's copies of "
+                       "the tied embedding would draw different random bits and drift apart (docs/data-parallel.md)");
+    if (strcmp(o->host.device, "cpu") != 0)
+        return pz_fail(PZ_ERR_ARG, "--optimizer binsgdm runs on --device cpu only (its update is plain host loops)");
+    return PZ_OK;
+}
+
+/* --dp-compress (or binsgdm's exchange) and its companions: the codec must
+ * exist and keep no state (the reduction's error feedback is its own), the
+ * mode be known, the hosts divide D. Checked here, before any process starts. */
 static pz_status dp_compress_check(pz_train_opts *o, const pz_train_words *w) {
     if (o->dp.compress && strcmp(o->dp.compress, "none") == 0) o->dp.compress = NULL;
-    const char *needs = !o->dp.compress && w->dp_reduce ? "--dp-reduce" : !o->dp.compress && o->dp.warmup ? "--dp-warmup"
+    const int bsgd = o->model.optim.kind == PZ_OPTIM_BINSGDM, compressed = o->dp.compress || bsgd;
+    const char *needs = !compressed && w->dp_reduce ? "--dp-reduce" : !compressed && o->dp.warmup ? "--dp-warmup"
                       : o->dp.hosts && (!w->dp_reduce || strcmp(w->dp_reduce, "hierarchical") != 0) ? "--dp-hosts" : NULL;
     if (needs)
-        return pz_fail(PZ_ERR_ARG, "%s needs --dp-compress SPEC%s", needs,
+        return pz_fail(PZ_ERR_ARG, "%s needs --dp-compress SPEC (or --optimizer binsgdm)%s", needs,
                        strcmp(needs, "--dp-hosts") == 0 ? " and --dp-reduce hierarchical" : "");
-    if (!o->dp.compress) return PZ_OK;
-    if (o->dp.replicas < 2) return pz_fail(PZ_ERR_ARG, "--dp-compress needs --replicas 2 or more");
+    if (!compressed) return PZ_OK;
+    if (o->dp.replicas < 2 && !bsgd) return pz_fail(PZ_ERR_ARG, "--dp-compress needs --replicas 2 or more");
     static const char *const modes[] = {"allgather", "twophase", "hierarchical"};
     o->dp.reduce = o->dp.replicas == 2 ? 1 : 2;   /* the default: all-gather for 2, two-phase above */
     for (int m = 0; w->dp_reduce && m < 3; m++)
@@ -161,6 +187,7 @@ static pz_status dp_compress_check(pz_train_opts *o, const pz_train_words *w) {
     if (o->dp.reduce == 3 && (o->dp.hosts < 1 || o->dp.replicas % o->dp.hosts != 0))
         return pz_fail(PZ_ERR_ARG, "--dp-reduce hierarchical needs --dp-hosts H dividing --replicas %d%s", o->dp.replicas,
                        o->dp.hosts ? "" : " (the hosts are simulated)");
+    if (bsgd) return PZ_OK;
     pz_codec *c = NULL;
     pz_status st = pz_codec_create_for(o->dp.compress, PZ_USE_GRADIENT, &c);
     if (st != PZ_OK) return pz_fail(PZ_ERR_ARG, "--dp-compress '%s': %s", o->dp.compress, pz_last_error());
@@ -189,7 +216,9 @@ pz_status pz_train_opts_check(pz_train_opts *o, const pz_train_words *w, pz_sche
         return pz_fail(PZ_ERR_ARG, "--resume auto looks in --checkpoint-dir, which is not given");
     pz_sched_spec sp;
     if ((st = pz_train_schedule(o, &sp)) != PZ_OK) return st;
-    if ((st = replicas_check(o, w)) != PZ_OK || (st = dp_compress_check(o, w)) != PZ_OK) return st;
+    if ((st = replicas_check(o, w)) != PZ_OK || (st = optimizer_check(o, w)) != PZ_OK ||
+        (st = dp_compress_check(o, w)) != PZ_OK)
+        return st;
     if (sched) *sched = sp;
     if ((st = pz_device_check(o->host.device, o->sched.stages)) != PZ_OK) return st;
     if (o->observe.dump_edge && o->sched.stages < 2)
@@ -218,9 +247,10 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
         {"--lr", PZ_FLAG_FLOAT, &o->model.optim.lr, "peak learning rate", 0, 10, NULL},
         {"--min-lr-frac", PZ_FLAG_FLOAT, &o->model.optim.min_lr_frac, "cosine decays to lr x this", 0, 1, NULL},
         {"--warmup", PZ_FLAG_INT, &o->model.optim.warmup_steps, "linear warm-up steps (default: steps/10)", 0, 100000000, &o->model.warmup_given},
-        {"--weight-decay", PZ_FLAG_FLOAT, &o->model.optim.weight_decay, "AdamW decoupled weight decay on 2-D weights", 0, 10, NULL},
-        {"--beta1", PZ_FLAG_FLOAT, &o->model.optim.beta1, "AdamW beta1", 0, 0.999999, NULL},
-        {"--beta2", PZ_FLAG_FLOAT, &o->model.optim.beta2, "AdamW beta2", 0, 0.999999, NULL},
+        {"--optimizer", PZ_FLAG_STR, &w->optimizer, "adamw (default) or binsgdm (BinSGDM/Birder: 1-bit binary-randomised m/b exchanged between replicas; --stages 1, cpu; docs/data-parallel.md)", 0, 0, NULL},
+        {"--weight-decay", PZ_FLAG_FLOAT, &o->model.optim.weight_decay, "decoupled weight decay on 2-D weights (AdamW and binsgdm)", 0, 10, NULL},
+        {"--beta1", PZ_FLAG_FLOAT, &o->model.optim.beta1, "AdamW beta1; binsgdm's beta (both its moments)", 0, 0.999999, NULL},
+        {"--beta2", PZ_FLAG_FLOAT, &o->model.optim.beta2, "AdamW beta2 (binsgdm: unused)", 0, 0.999999, NULL},
         {"--grad-clip", PZ_FLAG_FLOAT, &o->model.optim.grad_clip, "clip the global gradient norm to this (0 = off)", 0, 1e9, NULL},
         {"--seed", PZ_FLAG_LONG, &o->model.seed, "seed for initialisation and shuffling", 0, 1e18, NULL},
         {"--val-every", PZ_FLAG_INT, &o->model.val_every, "validate every N steps (and after the last step; 0 = never)", 0, 100000000, NULL},
@@ -233,8 +263,8 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
         {"--replicas", PZ_FLAG_INT, &o->dp.replicas, "data-parallel replicas of the pipeline (world = stages x replicas processes; gradients averaged every step)", 1, PZ_TRAIN_MAX_WORLD, NULL},
         {"--layout", PZ_FLAG_STR, &w->layout, "with --replicas: stage-major (rank = stage x D + replica, the default) or replica-major (rank = replica x S + stage)", 0, 0, NULL},
         {"--dp-compress", PZ_FLAG_STR, &o->dp.compress, "with --replicas: codec of the gradient average, e.g. sign, q4:group=512, topk:0.01 (stateless; error feedback is the reduction's own; default none)", 0, 0, NULL},
-        {"--dp-reduce", PZ_FLAG_STR, &w->dp_reduce, "with --dp-compress: allgather (default for 2 replicas), twophase (default above) or hierarchical", 0, 0, NULL},
-        {"--dp-warmup", PZ_FLAG_INT, &o->dp.warmup, "with --dp-compress: the first N steps average uncompressed", 0, 100000000, NULL},
+        {"--dp-reduce", PZ_FLAG_STR, &w->dp_reduce, "with --dp-compress or --optimizer binsgdm: allgather (default for 2 replicas), twophase (default above) or hierarchical", 0, 0, NULL},
+        {"--dp-warmup", PZ_FLAG_INT, &o->dp.warmup, "with --dp-compress or --optimizer binsgdm: the first N steps average uncompressed", 0, 100000000, NULL},
         {"--dp-hosts", PZ_FLAG_INT, &o->dp.hosts, "with --dp-reduce hierarchical: the replicas form H hosts (simulated; H divides --replicas)", 0, 255, NULL},
         {"--dp-link-mbps", PZ_FLAG_FLOAT, &o->dp.link_mbps, "with --replicas: simulated rate of the links between replicas, Mbit/s (0 = unlimited; with --dp-hosts only between hosts)", 0, 1e7, NULL},
         {"--dp-link-latency-ms", PZ_FLAG_FLOAT, &o->dp.link_latency_ms, "with --replicas: simulated one-way delay of the links between replicas, ms", 0, 60000, NULL},

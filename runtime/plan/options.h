@@ -26,6 +26,7 @@ typedef struct {
     int max_restarts;            /* --max-restarts K (the local launcher's) */
     const char *layout;          /* --layout stage-major|replica-major */
     const char *dp_reduce;       /* --dp-reduce allgather|twophase|hierarchical (NULL: by D) */
+    const char *optimizer;       /* --optimizer adamw|binsgdm */
 } pz_train_words;
 
 void pz_train_words_default(pz_train_words *w);

@@ -180,24 +180,29 @@ def check_config(root, cfg):
     print(f"{'ok' if ok else 'FAIL'} - model {cfg}: {mode} D={D} H={H} {spec}, {steps} steps")
 
 
-def main():
-    if len(sys.argv) != 2:
-        print(__doc__, file=sys.stderr)
+def run_model(argv, doc, check, name, finish=None):
+    """Runs the test binary argv[1] into a temporary folder, then check(root,
+    cfg) for every configuration folder it wrote, then finish(); the exit
+    status (also for binsgdm_model.py)."""
+    if len(argv) != 2:
+        print(doc, file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="dp_model_") as root:
-        r = subprocess.run([sys.argv[1], root], timeout=110)
+    with tempfile.TemporaryDirectory(prefix=name + "_") as root:
+        r = subprocess.run([argv[1], root], timeout=110)
         if r.returncode != 0:
-            print(f"FAIL: {sys.argv[1]} exited {r.returncode}")
+            print(f"FAIL: {argv[1]} exited {r.returncode}")
             return 1
         cfgs = sorted(c for c in os.listdir(root) if os.path.isdir(os.path.join(root, c)))
         if not cfgs:
             print("FAIL: no configuration written")
             return 1
         for cfg in cfgs:
-            check_config(root, cfg)
-    print(f"dp_model: {len(cfgs)} configurations, {len(failures)} failures")
+            check(root, cfg)
+    if finish:
+        finish()
+    print(f"{name}: {len(cfgs)} configurations, {len(failures)} failures")
     return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_model(sys.argv, __doc__, check_config, "dp_model"))

@@ -24,13 +24,9 @@
 #include "base/mem.h"
 #include "runtime/dp/group.h"
 #include "tests/check.h"
+#include "tests/runtime/dp/dp_dump.h"   /* OK() */
 #include "tests/runtime/dp/dp_fork.h"
 
-#define OK(expr)                                                                         \
-    do {                                                                                 \
-        pz_status s_ = (expr);                                                           \
-        CHECK(s_ == PZ_OK, "%s -> %s: %s", #expr, pz_status_name(s_), pz_last_error()); \
-    } while (0)
 
 typedef struct {
     int D;

@@ -22,24 +22,16 @@
  * shorter than D are refused; a replica with another vector length or
  * codec makes the others fail with an error; hierarchical (2 hosts x 2) sends at most half
  * of twophase's bytes between hosts at the same codec. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "base/mem.h"
-#include "compress/core/npy.h"
 #include "runtime/dp/creduce.h"
 #include "runtime/dp/dpmsg.h"
 #include "tests/check.h"
+#include "tests/runtime/dp/dp_dump.h"
 #include "tests/runtime/dp/dp_fork.h"
-
-#define OK(expr)                                                                         \
-    do {                                                                                 \
-        pz_status s_ = (expr);                                                           \
-        CHECK(s_ == PZ_OK, "%s -> %s: %s", #expr, pz_status_name(s_), pz_last_error()); \
-    } while (0)
 
 #define N 1001
 #define STEPS 50
@@ -84,36 +76,6 @@ static void gradient(float *g, int rank, int step) {
     }
 }
 
-/* the tap: decodes this rank's messages with a codec object of its own */
-typedef struct {
-    pz_codec *dec;
-    int D;        /* the size of the group whose chunks these are */
-    float *q1, *q2;
-    int step;
-    size_t m;     /* from-owner chunk length */
-} tap_ctx;
-
-static void tap(void *user, int phase, int chunk, const uint8_t *msg, size_t len) {
-    tap_ctx *tc = user;
-    size_t lo = 0, hi = N;
-    if (phase == PZ_DPMSG_TO_OWNER) pz_dp_chunk(N, tc->D, chunk, &lo, &hi);
-    float *dst = phase == PZ_DPMSG_FROM_OWNER ? tc->q2 + (size_t)tc->step * tc->m
-                                              : tc->q1 + (size_t)tc->step * N + lo;
-    size_t cap = phase == PZ_DPMSG_FROM_OWNER ? tc->m : hi - lo;
-    pz_codec_ctx ctx = {0};
-    pz_shape s;
-    OK(pz_codec_decode(tc->dec, msg, len, &ctx, dst, cap, &s));
-    /* framed: the transport's frame has the one CRC over it (a stored reader refuses it) */
-    CHECK_STATUS(pz_codec_peek(msg, len, NULL, 0, NULL), PZ_ERR_FORMAT, "without its own CRC");
-}
-
-static void write_npy(const char *dir, int rank, const char *what, int rows, size_t cols, const float *v) {
-    char path[640];
-    snprintf(path, sizeof path, "%s/r%d_%s.npy", dir, rank, what);
-    pz_shape s = rows ? (pz_shape){2, {rows, (int64_t)cols}} : (pz_shape){1, {(int64_t)cols}};
-    OK(pz_npy_write(path, &s, v));
-}
-
 static void check_refusals(pz_dp_group *g, pz_dp_creduce *a, const config *cf, const uint8_t *blob, size_t len) {
     pz_dp_copts o = {cf->mode, 1, 7, cf->H};
     pz_dp_creduce *other = NULL;
@@ -136,25 +98,15 @@ static void check_refusals(pz_dp_group *g, pz_dp_creduce *a, const config *cf, c
 
 /* one configuration on this rank's transport */
 static void run_config(pz_transport *t, int rank, const config *cf) {
-    static char tagbuf[64];
-    snprintf(tagbuf, sizeof tagbuf, "[%s rank %d] ", cf->name, rank);
-    check_tag = tagbuf;
-    int ranks[PZ_DP_MAX];
-    pz_dp_layout_ranks(PZ_DP_LAYOUT_CONTIGUOUS, 0, 1, cf->D, ranks);
-    pz_dp_group g = {0};
-    OK(pz_dp_group_init(&g, t, rank, ranks, cf->D));
+    check_tag = dp_tag(cf->name, rank);
+    pz_dp_group g;
+    OK(dp_group_of(&g, t, rank, cf->D));
     pz_dp_copts o = {cf->mode, 1, 7, cf->H};
     pz_dp_creduce *a = NULL, *b = NULL;
     OK(pz_dp_creduce_create(&a, &g, cf->spec, &o, N));
-    int inner_D = cf->mode == PZ_DP_HIERARCHICAL ? cf->H : cf->D;
-    int sends = cf->mode != PZ_DP_HIERARCHICAL || rank % (cf->D / cf->H) == 0;
-    int inner_me = cf->mode == PZ_DP_HIERARCHICAL ? rank / (cf->D / cf->H) : rank;
-    size_t lo, hi;
-    pz_dp_chunk(N, inner_D, inner_me, &lo, &hi);
-    tap_ctx tc = {NULL, inner_D, xcalloc((size_t)STEPS * N, 4), xcalloc((size_t)STEPS * (hi - lo), 4), 0, hi - lo};
-    OK(pz_codec_create_for(cf->spec, PZ_USE_GRADIENT, &tc.dec));
-    pz_codec_set_framed(tc.dec, 1);   /* the messages it taps are framed, as they go on the wire */
-    pz_dp_creduce_set_tap(a, tap, &tc);
+    dp_tap_ctx tc;
+    OK(dp_tap_init(&tc, cf->spec, cf->mode, cf->D, cf->H, rank, N, STEPS));
+    pz_dp_creduce_set_tap(a, dp_tap, &tc);
     float *gs = xmalloc((size_t)STEPS * N * 4), *outs = xmalloc((size_t)STEPS * N * 4), *ob = xmalloc(N * 4);
     uint8_t *blob = NULL;
     size_t blen = 0;
@@ -174,6 +126,7 @@ static void run_config(pz_transport *t, int rank, const config *cf) {
             CHECK(memcmp(ob, out, N * 4) == 0, "step %d: the restored state gives other outputs", s);
         }
     }
+    CHECK(tc.failed == 0, "%d messages failed the tap", tc.failed);
     size_t nw, ns, slo, nw2, ns2, slo2;
     const float *ew = pz_dp_creduce_worker_error(a, &nw), *es = pz_dp_creduce_server_error(a, &slo, &ns);
     const float *ew2 = pz_dp_creduce_worker_error(b, &nw2), *es2 = pz_dp_creduce_server_error(b, &slo2, &ns2);
@@ -181,26 +134,23 @@ static void run_config(pz_transport *t, int rank, const config *cf) {
     CHECK(held >= 4 * (nw + ns) && held < (size_t)64 * N * (size_t)cf->D + (1u << 16), "%zu bytes held", held);
     CHECK(nw == nw2 && ns == ns2 && (!nw || memcmp(ew, ew2, nw * 4) == 0) && (!ns || memcmp(es, es2, ns * 4) == 0),
           "the restored object's residuals differ");
-    size_t want_ns = sends && cf->mode != PZ_DP_ALLGATHER ? hi - lo : 0;
-    CHECK(nw == (sends ? (size_t)N : 0) && ns == want_ns && (!ns || slo == lo),
+    size_t want_ns = tc.sends && cf->mode != PZ_DP_ALLGATHER ? tc.m : 0;
+    CHECK(nw == (tc.sends ? (size_t)N : 0) && ns == want_ns && (!ns || slo == tc.lo),
           "residual sizes %zu, %zu at %zu", nw, ns, slo);
     char dir[512];
     snprintf(dir, sizeof dir, "%s/%s", g_out, cf->name);
-    write_npy(dir, rank, "g", STEPS, N, gs);
-    write_npy(dir, rank, "out", STEPS, N, outs);
-    if (sends) {
-        write_npy(dir, rank, "q1", STEPS, N, tc.q1);
-        if (cf->mode != PZ_DP_ALLGATHER) write_npy(dir, rank, "q2", STEPS, hi - lo, tc.q2);
-        write_npy(dir, rank, "ew", 0, nw, ew);
-        if (ns) write_npy(dir, rank, "es", 0, ns, es);
+    OK(dp_write_npy(dir, rank, "g", STEPS, N, gs));
+    OK(dp_write_npy(dir, rank, "out", STEPS, N, outs));
+    OK(dp_tap_write(&tc, dir, rank, cf->mode));
+    if (tc.sends) {
+        OK(dp_write_npy(dir, rank, "ew", 0, nw, ew));
+        if (ns) OK(dp_write_npy(dir, rank, "es", 0, ns, es));
     }
     free(blob);
     free(gs);
     free(outs);
     free(ob);
-    free(tc.q1);
-    free(tc.q2);
-    pz_codec_free(tc.dec);
+    dp_tap_free(&tc);
     pz_dp_creduce_free(a);
     pz_dp_creduce_free(b);
     pz_dp_group_free(&g);
@@ -325,22 +275,11 @@ int main(int argc, char **argv) {
     int ok = 1;
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
         const config *cf = &configs[i];
-        char dir[512];
-        snprintf(dir, sizeof dir, "%s/%s", g_out, cf->name);
-        if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-            perror(dir);
-            return 1;
-        }
-        snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/meta.txt");
-        FILE *f = fopen(dir, "w");
-        if (!f) {
-            perror(dir);
-            return 1;
-        }
-        fprintf(f, "%s %d %d %d %d %s\n",
-                cf->mode == PZ_DP_TWOPHASE ? "twophase" : cf->mode == PZ_DP_ALLGATHER ? "allgather" : "hierarchical",
-                cf->D, cf->H ? cf->H : 1, N, STEPS, cf->spec);
-        fclose(f);
+        char line[256];
+        snprintf(line, sizeof line, "%s %d %d %d %d %s\n",
+                 cf->mode == PZ_DP_TWOPHASE ? "twophase" : cf->mode == PZ_DP_ALLGATHER ? "allgather" : "hierarchical",
+                 cf->D, cf->H ? cf->H : 1, N, STEPS, cf->spec);
+        if (!dp_write_meta(g_out, cf->name, line)) return 1;
     }
     ok &= dp_fork_run("D=2: twophase, allgather", 2, 60, child, NULL);
     ok &= dp_fork_run("D=3: twophase, allgather", 3, 60, child, NULL);

@@ -39,6 +39,43 @@ static void dump_late(pz_train_opts *o, pz_train_words *w) { (void)w, o->sched.s
 static void trace_one(pz_train_opts *o, pz_train_words *w) { (void)w, o->observe.trace = "t.json"; }
 static void secret_one(pz_train_opts *o, pz_train_words *w) { (void)w, o->net.job_secret_file = "s"; }
 static void device_bad(pz_train_opts *o, pz_train_words *w) { (void)w, o->host.device = "tpu"; }
+static void bsgd_good(pz_train_opts *o, pz_train_words *w) {
+    o->dp.replicas = 4, w->dp_reduce = "hierarchical", o->dp.hosts = 2, o->dp.warmup = 3, w->optimizer = "binsgdm";
+}
+
+/* --optimizer: what each combination must say (NULL: accepted) */
+static const struct {
+    const char *optimizer, *dp_compress, *device, *dp_reduce;
+    int stages, replicas, hosts;
+    const char *needle;
+} opt_cases[] = {
+    {"sgd", NULL, "cpu", NULL, 1, 1, 0, "--optimizer must be adamw or binsgdm, not 'sgd'"},
+    {"binsgdm", "sign", "cpu", NULL, 1, 2, 0, "binsgdm sends its own 1-bit messages"},
+    {"binsgdm", "ef(sign)", "cpu", NULL, 1, 2, 0, "--dp-compress 'ef(sign)' is the codec of AdamW's"},
+    {"binsgdm", NULL, "cpu", NULL, 2, 1, 0, "binsgdm needs --stages 1"},
+    {"binsgdm", NULL, "cuda", NULL, 1, 1, 0, "binsgdm runs on --device cpu only"},
+    {"binsgdm", NULL, "cpu", "hierarchical", 1, 4, 0, "--dp-reduce hierarchical needs --dp-hosts H"},
+    {"binsgdm", "none", "cpu", NULL, 1, 1, 0, NULL},
+    {"binsgdm", NULL, "cpu", "twophase", 1, 3, 0, NULL},
+};
+
+static void check_optimizers(void) {
+    for (size_t i = 0; i < sizeof opt_cases / sizeof opt_cases[0]; i++) {
+        pz_train_opts o;
+        pz_train_words w;
+        pz_train_opts_default(&o);
+        pz_train_words_default(&w);
+        o.model.preset = "tiny", o.model.data = "d.bin";
+        w.optimizer = opt_cases[i].optimizer, o.dp.compress = opt_cases[i].dp_compress;
+        o.host.device = opt_cases[i].device, w.dp_reduce = opt_cases[i].dp_reduce;
+        o.sched.stages = opt_cases[i].stages, o.dp.replicas = opt_cases[i].replicas, o.dp.hosts = opt_cases[i].hosts;
+        pz_sched_spec sp;
+        pz_status st = pz_train_opts_check(&o, &w, &sp);
+        check_status_at(__FILE__, __LINE__, opt_cases[i].needle ? opt_cases[i].needle : "accepted", st,
+                        opt_cases[i].needle ? PZ_ERR_ARG : PZ_OK, opt_cases[i].needle);
+    }
+}
+
 static void good_pipe(pz_train_opts *o, pz_train_words *w) {
     o->sched.stages = 2, o->model.micro = 4, o->sched.name = "interleaved", o->sched.virtual_stages = 2, o->observe.trace = "t.json";
     w->eval_compress = "off", w->progress = "inline", w->bind = "none", w->max_restarts = 1;
@@ -68,6 +105,7 @@ static const opt_case cases[] = {
     {"--job-secret-file on one stage", secret_one, "--job-secret-file needs --stages 2 or more"},
     {"unknown device", device_bad, "tpu"},
     {"a good pipeline", good_pipe, NULL},
+    {"binsgdm hierarchical, warm-up", bsgd_good, NULL},
 };
 
 int main(void) {
@@ -102,5 +140,15 @@ int main(void) {
     CHECK_STATUS(pz_sched_of_flags("gpipe", 2, &sp), PZ_ERR_ARG, "--virtual-stages 2 needs --schedule interleaved");
     CHECK_STATUS(pz_sched_of_flags("interleaved", 3, &sp), PZ_OK, NULL);
     CHECK(sp.virtual_stages == 3, "v %d from --virtual-stages", sp.virtual_stages);
+    /* --optimizer: refusals, the kind, and binsgdm's exchange mode without --dp-compress */
+    check_optimizers();
+    CHECK(o.model.optim.kind == PZ_OPTIM_ADAMW, "default optimizer %d", (int)o.model.optim.kind);
+    pz_train_opts_default(&o);
+    pz_train_words_default(&w);
+    o.model.data = "d.bin";
+    bsgd_good(&o, &w);
+    CHECK_STATUS(pz_train_opts_check(&o, &w, &sp), PZ_OK, NULL);
+    CHECK(o.model.optim.kind == PZ_OPTIM_BINSGDM && o.dp.reduce == 3 && !o.dp.compress, "binsgdm: kind %d mode %d",
+          (int)o.model.optim.kind, o.dp.reduce);
     return check_summary("options");
 }
