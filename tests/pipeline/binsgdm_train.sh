@@ -6,8 +6,9 @@
 # parameters byte-identical after every step (PIPEZIP_DP_CHECK=step); a run
 # killed after step 10's checkpoint and resumed logs steps 11..20 bit for bit
 # as the uninterrupted one (D = 1: m and b in the shard; D = 2: each
-# replica's in step-N/rank-0.bsgdR), and a checkpoint without replica 1's
-# state is refused.
+# replica's in step-N/rank-0.bsgdR, which differ: each replica folds in its
+# own gradients, --dp-warmup's steps too), and a checkpoint without replica
+# 1's state is refused.
 #   usage: binsgdm_train.sh PATH/TO/pipezip
 set -u
 pz="$1" py=python3 dir=$(mktemp -d)
@@ -65,7 +66,7 @@ print(f"ok: {label}: steps 11..20 bit for bit")
 PY
 }
 for D in 1 2; do
-    rp=(--steps 20 --replicas "$D" --checkpoint-every 10)
+    rp=(--steps 20 --replicas "$D" --checkpoint-every 10 --dp-warmup 2)
     label="binsgdm D=$D resumed"
     if ! "$pz" train "${common[@]}" "${rp[@]}" --checkpoint-dir "$dir/a$D" > "$dir/a.jsonl" 2>"$dir/a.err"; then
         tail -20 "$dir/a.err"; echo "FAIL: $label: the uninterrupted run failed"; fails=$((fails + 1)); continue
@@ -79,9 +80,13 @@ for D in 1 2; do
         same "$label" "$dir/a.jsonl" "$dir/b.jsonl" || fails=$((fails + 1))
     fi
 done
-# replica 1's m and b missing: refused, naming the file
+# each replica folds in its own gradients (also in --dp-warmup's steps): their m and b differ
+if cmp -s "$dir"/a2/step-00000020/rank-0.bsgd0 "$dir"/a2/step-00000020/rank-0.bsgd1; then
+    echo "FAIL: the replicas hold the same m and b: were the gradients averaged before binsgdm's step?"; fails=$((fails + 1))
+fi
+# replica 1's m and b missing: refused, naming the file (rp: the D = 2 run's flags)
 rm -f "$dir"/a2/step-00000010/rank-0.bsgd1 "$dir"/a2/step-00000020/rank-0.bsgd1
-if "$pz" train "${common[@]}" --steps 20 --replicas 2 --checkpoint-dir "$dir/a2" --resume auto > /dev/null 2>"$dir/c.err"; then
+if "$pz" train "${common[@]}" "${rp[@]}" --checkpoint-dir "$dir/a2" --resume auto > /dev/null 2>"$dir/c.err"; then
     echo "FAIL: resumed without replica 1's binsgdm state"; fails=$((fails + 1))
 elif ! grep -q "rank-0.bsgd1 is missing" "$dir/c.err"; then
     tail -5 "$dir/c.err"; echo "FAIL: the missing state is not named"; fails=$((fails + 1))
