@@ -12,8 +12,10 @@ void pz_fault_arm(int armed);
 
 /* PIPEZIP_FAULT=WHAT:STEP:RANK: this rank exits with status 3 at that point,
  * as a killed process would stop there. WHAT is "step" (after the step's
- * optimizer update and checkpoint) or "checkpoint" (its shard written,
- * before the ranks meet for the manifest); "end" (STEP 0) stops the rank
+ * optimizer update and checkpoint), "checkpoint" (its shard written,
+ * before the ranks meet for the manifest) or, with replicas, "sync" (in the
+ * middle of step STEP, its backward done, before the gradient average the
+ * other replicas already wait in); "end" (STEP 0) stops the rank
  * with SIGSTOP once it has finished, so that the launcher must notice a rank
  * frozen after the others exited. */
 void pz_fault_point(const char *what, int step, int rank);

@@ -114,7 +114,8 @@ static int train_run(pz_train_opts *o, const pz_train_words *w) {
             free(sec);
             if (st != PZ_OK) return fail("train", st);
         }
-        int rc = pz_launch_local(o->sched.stages * o->dp.replicas, full_argc, full_argv, w->max_restarts);
+        pz_rank_layout names = {o->sched.stages, o->dp.replicas, o->dp.layout};
+        int rc = pz_launch_local(o->sched.stages * o->dp.replicas, full_argc, full_argv, w->max_restarts, &names);
         if (rc == 0 && o->observe.trace) {
             if ((st = pz_trace_merge(o->observe.trace, o->sched.stages)) != PZ_OK) return fail("train", st);
             fprintf(stderr, "pipezip train: wrote trace %s\n", o->observe.trace);
@@ -260,7 +261,7 @@ static int cmd_generate(int argc, char **argv) {
     }
     if (o.stages > 1) {
         if ((st = pz_generate_check(&o)) != PZ_OK) return fail("generate", st);
-        return pz_launch_local(o.stages, full_argc, full_argv, 0);
+        return pz_launch_local(o.stages, full_argc, full_argv, 0, NULL);
     }
     if (o.split || o.compress) {
         fprintf(stderr, "pipezip generate: error: %s needs --stages 2 or more\n", o.split ? "--split" : "--compress");

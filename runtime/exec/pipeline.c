@@ -376,6 +376,7 @@ static pz_status setup_transport(exec *x, const pz_gpt2_config *cfg, const char 
                             !o->net.progress_inline, o->net.job_secret, o->net.job_secret_len};
     pz_status st = pz_transport_init(&x->tp, &to);
     if (st != PZ_OK) return st;
+    pz_transport_set_names(x->tp, &(pz_rank_layout){x->S, x->D, o->dp.layout});
     /* authenticated: now the ranks must agree on what they compute, and on the job */
     if ((st = exec_job_start(x, cfg)) != PZ_OK) return st;   /* every rank has the verdict: the caller closes the transport */
     if ((st = exec_dp_init(x)) != PZ_OK) return st;

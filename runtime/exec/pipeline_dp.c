@@ -28,6 +28,7 @@
 
 #include "base/io/file.h"
 #include "base/mem.h"
+#include "runtime/ckpt/fault.h"
 #include "runtime/ckpt/resume.h"
 #include "stages/binsgdm.h"
 
@@ -93,6 +94,7 @@ static pz_status mean_of(exec *x, float *dev, size_t n) {
 
 pz_status exec_dp_sync(exec *x, int step) {
     pz_status st = PZ_OK;
+    if (x->D > 1) pz_fault_point("sync", step + 1, x->wrank);   /* mid-step: the other replicas wait in the average */
     if (x->o->model.optim.kind == PZ_OPTIM_BINSGDM) return PZ_OK;   /* it exchanges m/b in its step instead */
     /* a chunk keeps its gradients in one buffer (grads.numel floats at grad_mem);
      * --dp-compress after --dp-warmup steps (cpu only: host memory) */

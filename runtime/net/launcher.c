@@ -132,13 +132,13 @@ static char proc_state(pid_t pid) {
  * itself be waiting for the rank that froze (ranks time out in a race).
  * Before the others are stopped, name any rank the kernel holds stopped:
  * that one is the cause. */
-static void name_stopped(const child *cs, int world) {
+static void name_stopped(const child *cs, int world, const pz_rank_layout *names) {
     for (int k = 0; k < world; k++) {
         if (cs[k].done) continue;
-        char state = proc_state(cs[k].pid);
+        char state = proc_state(cs[k].pid), name[64];
         if (state == 'T' || state == 't')
-            fprintf(stderr, "pipezip: rank %d is stopped (state %c: SIGSTOP, or held by a debugger); the ranks "
-                    "waiting for it time out\n", k, state);
+            fprintf(stderr, "pipezip: %s is stopped (state %c: SIGSTOP, or held by a debugger); the ranks "
+                    "waiting for it time out\n", pz_rank_name(names, k, name, sizeof name), state);
     }
 }
 
@@ -181,6 +181,7 @@ static void spawn_ranks(child *cs, int world, char **argv, int port, const char 
 /* What one attempt knows about its ranks while it waits for them. */
 typedef struct {
     child *cs;
+    const pz_rank_layout *names;   /* how messages name a rank (rankname.h; NULL: "rank R") */
     int world, alive;
     int failed_rank;          /* the rank whose end stops the others; -1 while none */
     int refused;              /* it exited PZ_EXIT_REFUSED */
@@ -220,13 +221,15 @@ static void reap(run_state *s) {
             if (!bad) continue;
             s->failed_rank = r;
             s->refused = WIFEXITED(st) && WEXITSTATUS(st) == PZ_EXIT_REFUSED;
+            char name[64];
+            pz_rank_name(s->names, r, name, sizeof name);
             if (WIFSIGNALED(st))
-                fprintf(stderr, "pipezip: rank %d was killed by signal %d (%s); stopping the other ranks\n", r,
+                fprintf(stderr, "pipezip: %s was killed by signal %d (%s); stopping the other ranks\n", name,
                         WTERMSIG(st), strsignal(WTERMSIG(st)));
             else
-                fprintf(stderr, "pipezip: rank %d exited with status %d; stopping the other ranks\n", r,
+                fprintf(stderr, "pipezip: %s exited with status %d; stopping the other ranks\n", name,
                         WEXITSTATUS(st));
-            name_stopped(s->cs, s->world);
+            name_stopped(s->cs, s->world, s->names);
             stop_others(s);
         }
 }
@@ -242,8 +245,9 @@ static void check_frozen(run_state *s) {
         int stopped = state == 'T' || state == 't';
         if (stopped && s->cs[k].stopped_seen) {
             s->failed_rank = k;
-            fprintf(stderr, "pipezip: rank %d is stopped (state %c: SIGSTOP, or held by a debugger) while "
-                    "other ranks have finished; stopping it\n", k, state);
+            char name[64];
+            fprintf(stderr, "pipezip: %s is stopped (state %c: SIGSTOP, or held by a debugger) while "
+                    "other ranks have finished; stopping it\n", pz_rank_name(s->names, k, name, sizeof name), state);
             stop_others(s);
         }
         s->cs[k].stopped_seen = stopped;
@@ -279,7 +283,7 @@ static void forward_signals(run_state *s) {
 
 /* One attempt: spawns the ranks and waits. Returns 0, 1 (a rank failed) or
  * 128 + the signal that stopped the run. */
-static int run_once(int world, char **argv) {
+static int run_once(int world, char **argv, const pz_rank_layout *names) {
     int port = pz_pick_port();
     if (port < 0) { fprintf(stderr, "pipezip: error: cannot find a free TCP port on 127.0.0.1\n"); return 1; }
     /* the job's secret: the user's (environment, or --job-secret-file, which the
@@ -293,7 +297,7 @@ static int run_once(int world, char **argv) {
     fflush(stdout);
     fflush(stderr);
     spawn_ranks(cs, world, argv, port, secret);
-    run_state s = {cs, world, world, -1, 0, 0, 0.0, 0.0};
+    run_state s = {cs, names, world, world, -1, 0, 0, 0.0, 0.0};
     while (s.alive > 0) {
         struct pollfd pf[2 * 64];
         int np = 0, map[2 * 64];
@@ -321,8 +325,8 @@ static int run_once(int world, char **argv) {
     return rc;
 }
 
-int pz_launch_local(int world, int argc, char **argv, int max_restarts) {
-    int rc = run_once(world, argv);
+int pz_launch_local(int world, int argc, char **argv, int max_restarts, const pz_rank_layout *names) {
+    int rc = run_once(world, argv, names);
     if (rc == PZ_EXIT_REFUSED) {   /* the job itself was refused: a restart would be refused again */
         if (max_restarts > 0) fprintf(stderr, "pipezip: the job was refused at start: no restart\n");
         return 1;
@@ -345,7 +349,7 @@ int pz_launch_local(int world, int argc, char **argv, int max_restarts) {
                 max_restarts, wait_s, has_resume ? " (the command's --resume)" : " (--resume auto)");
         for (int s = 0; s < wait_s * 10 && !interrupted; s++) usleep(100000);
         if (interrupted) break;
-        rc = run_once(world, av);
+        rc = run_once(world, av, names);
         if (rc == PZ_EXIT_REFUSED) {
             fprintf(stderr, "pipezip: restart %d was refused at start: no further restart\n", k);
             free(av);

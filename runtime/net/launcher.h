@@ -2,6 +2,8 @@
 #ifndef PZ_LAUNCHER_H
 #define PZ_LAUNCHER_H
 
+#include "runtime/net/rankname.h"
+
 /* Re-executes this program `world` times with RANK, WORLD_SIZE, LOCAL_RANK,
  * LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (a free loopback port),
  * and PIPEZIP_JOB_SECRET (unless set already, a random one, new at each start
@@ -13,8 +15,10 @@
  * back-off of 1, 2, 4 ... 32 s, starts every rank again with --resume auto
  * appended (from the newest checkpoint); then returns 1. SIGTERM or SIGINT to
  * the launcher is forwarded: the ranks stop at the next step boundary (after a
- * checkpoint) and it returns 128 + the signal; a second one kills them. */
-int pz_launch_local(int world, int argc, char **argv, int max_restarts);
+ * checkpoint) and it returns 128 + the signal; a second one kills them.
+ * names: how its messages name a rank (NULL: "rank R"; replicas: with stage
+ * and replica, runtime/net/rankname.h). */
+int pz_launch_local(int world, int argc, char **argv, int max_restarts, const pz_rank_layout *names);
 /* The exit status of a rank the launcher started that refused the job at
  * start (runtime/ckpt/job.h: another job's checkpoint directory, or one
  * another run holds): restarting cannot help, so the launcher does not, and

@@ -246,8 +246,9 @@ void pz_transport_progress(pz_transport *t) {
 /* ---- test and wait --------------------------------------------------------- */
 
 static pz_status lost_error(pz_transport *t, int peer, const char *what) {
-    return pz_fail(PZ_ERR_PEER, "rank %d: lost rank %d (%s) while \"%s\"", t->rank, peer, t->peers[peer].reason,
-                   what);
+    char name[64];
+    return pz_fail(PZ_ERR_PEER, "rank %d: lost %s (%s) while \"%s\"", t->rank,
+                   pz_rank_name(&t->names, peer, name, sizeof name), t->peers[peer].reason, what);
 }
 
 /* Looks at r without progressing. Sets *done and returns the outcome; r is
@@ -323,11 +324,11 @@ pz_status tp_wait_for(pz_transport *t, pz_request *r, size_t *len, double timeou
         if (r->queued) start = now;   /* a throttled send's deadline starts when it leaves */
         if (now - start > timeout_s) {
             tp_peer *p = &t->peers[r->peer];
-            char why[128];
+            char why[128], name[64];
             snprintf(why, sizeof why, "no answer for %.1f s; endpoint force-closed", now - start);
             pz_status res = pz_fail(PZ_ERR_PEER,
-                                    "rank %d: no answer from rank %d for %.1f s while waiting for \"%s\" (peer frozen?)",
-                                    t->rank, p->rank, now - start, r->what);
+                                    "rank %d: no answer from %s for %.1f s while waiting for \"%s\" (peer frozen?)",
+                                    t->rank, pz_rank_name(&t->names, p->rank, name, sizeof name), now - start, r->what);
             mark_failed(p, why);
             reap(t);       /* force-closes the endpoint: a pending send completes (cancelled) */
             tp_req_release(r); /* a receive is cancelled; r may be freed right here */
@@ -434,6 +435,12 @@ void pz_transport_set_link(pz_transport *t, int peer, double mbps, double latenc
     lock(t);
     t->peers[peer].rate_Bps = mbps > 0 ? mbps * 1e6 / 8.0 : 0.0;
     t->peers[peer].latency_s = latency_ms > 0 ? latency_ms * 1e-3 : 0.0;
+    unlock(t);
+}
+
+void pz_transport_set_names(pz_transport *t, const pz_rank_layout *names) {
+    lock(t);
+    t->names = *names;
     unlock(t);
 }
 

@@ -41,6 +41,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "base/status.h"
+#include "runtime/net/rankname.h"
 
 typedef struct {
     int rank, world;
@@ -132,6 +133,10 @@ void pz_transport_fault_flip(pz_transport *t, unsigned kind, uint32_t step, long
  * a simulation in the sender; tools/netns_pipeline.sh runs over real shaped
  * kernel links instead. */
 void pz_transport_set_link(pz_transport *t, int peer, double mbps, double latency_ms);
+
+/* How errors name a lost or frozen peer from now on (rankname.h: with
+ * replicas, its stage and replica beside its rank). */
+void pz_transport_set_names(pz_transport *t, const pz_rank_layout *names);
 
 /* The progress thread's CPU time (seconds since init), its polling rounds
  * and its sleeps; returns 0 (and sets nothing) without a progress thread. */

@@ -5,21 +5,26 @@
 #  - SIGSTOP of one stage process: the launcher exits non-zero within the
 #    peer timeout (3 s here, plus slack) and names the frozen rank (the
 #    kernel's process state), whichever waiting rank times out first.
-# No process may be left behind.
+# No process may be left behind. The same with replicas (S=2 x D=2): the
+# launcher names the rank with its stage and replica, within the peer timeout.
 #   usage: pipeline_failure.sh PATH/TO/pipezip
 set -u
 source "$(dirname "$0")/../lib.sh"
 pz_test_init "$1"
 pz_corpus || exit 1
 
-# run_and_break SIGNAL VICTIM_RANK LIMIT_S
+# run_and_break SIGNAL VICTIM_RANK LIMIT_S [NAME SHAPE...]: NAME as the launcher
+# says it (default "rank VICTIM"), SHAPE the run's --stages/--replicas (default 3 stages)
 run_and_break() {
-  local sig=$1 victim=$2 limit=$3
+  local sig=$1 victim=$2 limit=$3 name="${4:-rank $2}"
+  shift $(($# < 4 ? $# : 4))
+  local shape=(--stages 3)
+  [ $# -gt 0 ] && shape=("$@")
   # the previous run's output holds step lines too: gone before this run starts,
   # or the wait below could find them before the new run's redirection truncates it
   rm -f "$dir/out" "$dir/err"
   "$pz" train --preset tiny --data "$dir/train.bin" --batch 2 --seq 32 --micro-batches 4 \
-      --steps 100000 --threads 1 --stages 3 --peer-timeout 3 > "$dir/out" 2> "$dir/err" &
+      --steps 100000 --threads 1 "${shape[@]}" --peer-timeout 3 > "$dir/out" 2> "$dir/err" &
   local launcher=$!
   # wait until the pipeline is stepping
   for _ in $(seq 1 200); do grep -q '"step":3' "$dir/out" 2>/dev/null && break; sleep 0.1; done
@@ -49,16 +54,16 @@ run_and_break() {
   fi
   # a frozen rank is named by the launcher whichever rank times out first
   # (rank 0 waiting for rank 1, which waits for rank 2, used to blame rank 1)
-  if [ "$sig" = KILL ] && ! grep -q "^pipezip: rank $victim was killed by signal 9" "$dir/err"; then
+  if [ "$sig" = KILL ] && ! grep -qF "pipezip: $name was killed by signal 9" "$dir/err"; then
     echo "FAIL: KILL of rank $victim: the launcher did not name the killed rank:"; cat "$dir/err"; return 1
   fi
-  if [ "$sig" = STOP ] && ! grep -q "^pipezip: rank $victim is stopped" "$dir/err"; then
+  if [ "$sig" = STOP ] && ! grep -qF "pipezip: $name is stopped" "$dir/err"; then
     echo "FAIL: STOP of rank $victim: the launcher did not name the stopped rank:"; cat "$dir/err"; return 1
   fi
   if awk -v t="$took" -v l="$limit" 'BEGIN{exit !(t > l)}'; then
     echo "FAIL: $sig of rank $victim: took $took s (limit $limit s)"; return 1
   fi
-  echo "ok: $sig of rank $victim: launcher exited $rc after $took s: $(grep -m1 "^pipezip: rank $victim" "$dir/err")"
+  echo "ok: $sig of rank $victim: launcher exited $rc after $took s: $(grep -m1 -F "pipezip: $name" "$dir/err")"
 }
 
 # a rank frozen after the others have finished used to keep the launcher
@@ -84,4 +89,7 @@ else echo "FAIL: rank frozen at the end with a restart: exit $rc"; cat "$dir/err
 
 run_and_break KILL 1 10 || fails=$((fails + 1))
 run_and_break STOP 2 5 || fails=$((fails + 1))
+# a replica: the other replica of its stage waits for it in the gradient average
+run_and_break KILL 2 10 "rank 2 (stage 1, replica 0)" --stages 2 --replicas 2 || fails=$((fails + 1))
+run_and_break STOP 3 5 "rank 3 (stage 1, replica 1)" --stages 2 --replicas 2 || fails=$((fails + 1))
 [ "$fails" = 0 ]

@@ -78,6 +78,25 @@ print(f"ok: {label}: {len(want)} step losses within {worst:.2e} relative, {len(v
 PY
 }
 
+# Never lose a run: a replica killed in the middle of step 13
+# (PIPEZIP_FAULT=sync: its backward done, the other replicas waiting in the
+# gradient average) is named with its stage and replica by the launcher,
+# which restarts every rank from step 10's checkpoint (--max-restarts 1);
+# the final model is the uninterrupted run's, byte for byte
+restarted() {   # label victim name ref.safetensors ckdir flags...
+    local label="$1" victim="$2" name="$3" ref="$4" ck="$5"; shift 5
+    if ! PIPEZIP_FAULT=sync:13:$victim timeout 120 "$pz" train "${common[@]}" "$@" --checkpoint-dir "$ck" \
+         --max-restarts 1 --save "$dir/restarted.safetensors" > /dev/null 2>"$dir/k.err"; then
+        tail -20 "$dir/k.err"; echo "FAIL: $label: the run with a restart failed"; fails=$((fails + 1))
+    elif ! grep -q "^pipezip: $name exited with status 3" "$dir/k.err" || ! grep -q "^pipezip: restart 1 of 1" "$dir/k.err"; then
+        grep "^pipezip" "$dir/k.err"; echo "FAIL: $label: '$name' not named, or no restart"; fails=$((fails + 1))
+    elif ! cmp -s "$ref" "$dir/restarted.safetensors"; then
+        echo "FAIL: $label: the final model differs from the uninterrupted run's"; fails=$((fails + 1))
+    else
+        echo "ok: $label: $name killed in step 13, restarted: the final model is the uninterrupted run's, byte for byte"
+    fi
+}
+
 for D in 2 3; do
     [ "$part" != equiv ] && [ "$D" = 3 ] && continue
     "$pz" train "${common[@]}" --micro-batches $((2 * D)) > "$dir/ref$D.jsonl" 2>"$dir/ref.err" \
@@ -98,8 +117,9 @@ done
 # resume with replicas, bit for bit
 if [ "$part" = equiv ]; then
 rp=(--micro-batches 2 --stages 2 --replicas 2 --checkpoint-every 10)
-"$pz" train "${common[@]}" "${rp[@]}" --checkpoint-dir "$dir/cka" > "$dir/a.jsonl" 2>"$dir/a.err" \
-    || { tail -20 "$dir/a.err"; echo "FAIL: uninterrupted run"; exit 1; }
+"$pz" train "${common[@]}" "${rp[@]}" --checkpoint-dir "$dir/cka" --save "$dir/a.safetensors" > "$dir/a.jsonl" \
+    2>"$dir/a.err" || { tail -20 "$dir/a.err"; echo "FAIL: uninterrupted run"; exit 1; }
+restarted "S=2 x D=2" 3 "rank 3 (stage 1, replica 1)" "$dir/a.safetensors" "$dir/ckc" "${rp[@]}"
 if PIPEZIP_FAULT=step:10:3 "$pz" train "${common[@]}" "${rp[@]}" --checkpoint-dir "$dir/ckb" > "$dir/b1.jsonl" 2>"$dir/b1.err"; then
     echo "FAIL: the run with rank 3 killed after step 10 succeeded"; fails=$((fails + 1))
 elif ! "$pz" train "${common[@]}" "${rp[@]}" --checkpoint-dir "$dir/ckb" --resume auto > "$dir/b2.jsonl" 2>"$dir/b2.err"; then
@@ -139,7 +159,9 @@ crun "S=1 x D=3 sign twophase" "$dir/s3.jsonl" --replicas 3 --dp-compress sign -
 crun "S=1 x D=4 sign hierarchical" "$dir/h4.jsonl" --replicas 4 --dp-compress sign --dp-reduce hierarchical --dp-hosts 2 \
     && echo "ok: S=1 x D=4 sign hierarchical over 2 hosts: replicas identical every step"
 ep=(--replicas 2 --dp-compress sign --checkpoint-every 10)
-if crun "sign EF uninterrupted" "$dir/ea.jsonl" "${ep[@]}" --checkpoint-dir "$dir/cea"; then
+if crun "sign EF uninterrupted" "$dir/ea.jsonl" "${ep[@]}" --checkpoint-dir "$dir/cea" --save "$dir/ea.safetensors"; then
+    restarted "S=1 x D=2 sign with error feedback" 1 "rank 1 (stage 0, replica 1)" "$dir/ea.safetensors" "$dir/cec" \
+        --micro-batches 2 "${ep[@]}"
     if PIPEZIP_FAULT=step:10:1 "$pz" train "${common[@]}" --micro-batches 2 "${ep[@]}" --checkpoint-dir "$dir/ceb" \
         > /dev/null 2>&1; then
         echo "FAIL: the sign run with rank 1 killed succeeded"; fails=$((fails + 1))
