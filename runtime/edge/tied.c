@@ -8,29 +8,83 @@
 #include "base/status.h"
 #include "runtime/edge/autospec.h"
 
-pz_status pz_tied_init(pz_tied *t, const char *spec, int V, int C) {
+/* spec NULL or "none": raw (*c NULL); else a gradient codec without state */
+static pz_status make_codec(const char *spec, pz_codec **c) {
+    *c = NULL;
+    if (!spec || strcmp(spec, "none") == 0) return PZ_OK;
+    /* a gradient: q rounds stochastically unless the spec says otherwise */
+    pz_status st = pz_codec_create_for(spec, PZ_USE_GRADIENT, c);
+    if (st != PZ_OK) return pz_fail(st, "--compress-tied: %s", pz_last_error());
+    pz_codec_set_framed(*c, 1);   /* sent in a checked frame: its CRC is the one */
+    if (!pz_codec_keeps_state(*c)) return PZ_OK;
+    pz_codec_free(*c);
+    *c = NULL;
+    return pz_fail(PZ_ERR_ARG,
+                   "--compress-tied %s: the tied exchange takes a codec without state (no ef, ef21 or aq): "
+                   "its state would live on one end only, and the two copies of wte would drift apart",
+                   spec);
+}
+
+/* bytes of a message of codec c (NULL: raw floats) */
+static size_t msg_cap(const pz_tied *t, pz_codec *c) {
+    return c ? pz_codec_max_encoded_size(c, &t->shape) : t->n * sizeof(float);
+}
+
+static void start(pz_tied *t, int V, int C) {
     memset(t, 0, sizeof *t);
     t->shape = (pz_shape){2, {V, C}};
     t->n = (size_t)V * (size_t)C;
-    t->cap = t->n * sizeof(float);
-    if (spec && strcmp(spec, "none") != 0) {
-        /* a gradient: q rounds stochastically unless the spec says otherwise */
-        pz_status st = pz_codec_create_for(spec, PZ_USE_GRADIENT, &t->codec);
-        if (st != PZ_OK) return pz_fail(st, "--compress-tied: %s", pz_last_error());
-        pz_codec_set_framed(t->codec, 1);   /* sent in a checked frame: its CRC is the one */
-        if (pz_codec_keeps_state(t->codec)) {
-            pz_tied_free(t);
-            return pz_fail(PZ_ERR_ARG,
-                           "--compress-tied %s: the tied exchange takes a codec without state (no ef, ef21 or aq): "
-                           "its state would live on one end only, and the two copies of wte would drift apart",
-                           spec);
-        }
-        t->cap = pz_codec_max_encoded_size(t->codec, &t->shape);
-        t->dec = xaligned_alloc(t->n * sizeof(float));   /* once, not per step: V*C can be 154 MB */
-    }
+}
+
+/* once, not per step: V*C can be 154 MB */
+static void alloc_buffers(pz_tied *t, size_t cap, int decodes) {
+    t->cap = cap;
+    if (decodes) t->dec = xaligned_alloc(t->n * sizeof(float));
     t->out = xaligned_alloc(t->cap);
     t->in = xaligned_alloc(t->cap);
+}
+
+pz_status pz_tied_init(pz_tied *t, const char *spec, int V, int C) {
+    start(t, V, C);
+    pz_status st = make_codec(spec, &t->codec);
+    if (st == PZ_OK) alloc_buffers(t, msg_cap(t, t->codec), t->codec != NULL);
+    return st;
+}
+
+pz_status pz_tied_init_auto(pz_tied *t, const pz_auto_spec *a, int cur, int V, int C) {
+    start(t, V, C);
+    size_t cap = 0;
+    for (int k = 0; k < a->n; k++) {
+        pz_codec *c = NULL;
+        pz_status st = make_codec(a->canon[k], &c);
+        if (st != PZ_OK) {
+            pz_tied_free(t);
+            return st;
+        }
+        if (msg_cap(t, c) > cap) cap = msg_cap(t, c);
+        if (k == cur) t->codec = c;
+        else pz_codec_free(c);
+    }
+    t->follow = a;
+    t->cur = cur;
+    alloc_buffers(t, cap, 1);
     return PZ_OK;
+}
+
+pz_status pz_tied_use(pz_tied *t, int cur) {
+    if (!t->follow || cur == t->cur) return PZ_OK;
+    pz_codec *c = NULL;
+    pz_status st = make_codec(t->follow->canon[cur], &c);
+    if (st != PZ_OK) return st;
+    pz_codec_free(t->codec);
+    t->codec = c;
+    t->cur = cur;
+    return PZ_OK;
+}
+
+int pz_tied_follows_auto(const pz_policy *p) {
+    const char *spec = p->stages == 2 ? pz_policy_codec(p, 0, PZ_BWD) : NULL;
+    return spec && pz_auto_is(spec);
 }
 
 const char *pz_tied_follow(const pz_policy *p) {

@@ -10,7 +10,9 @@
  * (an ef residual or aq buffer would live on one side only). The message of
  * rank r is encoded with the context (seed, step, edge = PZ_TIED_EDGE,
  * dir 0, micro = r), so stochastic rounding and hadamard() signs are the
- * same on both sides. */
+ * same on both sides. Where edge 0-1's bwd is `auto`, the exchange follows
+ * auto's live candidate (pz_tied_init_auto): auto's candidates keep no
+ * state, and every rank switches at the same step boundary. */
 #ifndef PZ_TIED_H
 #define PZ_TIED_H
 
@@ -18,6 +20,7 @@
 #include <stdint.h>
 
 #include "compress/core/codec.h"
+#include "runtime/edge/autospec.h"
 #include "runtime/edge/policy.h"
 
 #define PZ_TIED_EDGE 0xffffffffu   /* codec context's edge: no pipeline edge */
@@ -30,12 +33,23 @@ typedef struct {
     uint8_t *out;      /* this end's message (kept until its send completes) */
     uint8_t *in;       /* the peer's message */
     float *dec;        /* with a codec: the peer's decoded gradient (V*C) */
+    const pz_auto_spec *follow;   /* edge 0-1's bwd auto that the codec follows, or NULL */
+    int cur;                      /* with follow: the candidate in use */
 } pz_tied;
 
 /* spec NULL or "none": raw. Refuses codecs with state. A zeroed pz_tied is
  * safe to free. */
 pz_status pz_tied_init(pz_tied *t, const char *spec, int V, int C);
 void pz_tied_free(pz_tied *t);
+
+/* The default where edge 0-1's bwd is auto (pz_tied_follows_auto): the
+ * codec of auto's candidate cur, and later the one pz_tied_use names. The
+ * buffers hold the largest candidate's message, so a switch never
+ * reallocates one that a send may still read. */
+pz_status pz_tied_init_auto(pz_tied *t, const pz_auto_spec *a, int cur, int V, int C);
+/* With follow: auto's candidate cur from the next exchange on. Both ends
+ * call it with the same cur where both have added the step's messages. */
+pz_status pz_tied_use(pz_tied *t, int cur);
 
 /* Encodes g (V*C floats) into t->out (*len bytes) and, with a codec, replaces
  * g by its decoded message. end: 0 at the stage with the embedding (the
@@ -52,6 +66,9 @@ pz_status pz_tied_add(pz_tied *t, size_t len, uint64_t seed, uint64_t step, int 
  * aq), that spec (the gradient codec the link already carries); else NULL,
  * the raw exchange. */
 const char *pz_tied_follow(const pz_policy *p);
+/* Whether that edge's bwd is auto instead: the exchange then follows auto's
+ * live candidate (pz_tied_init_auto); without --compress-tied. */
+int pz_tied_follows_auto(const pz_policy *p);
 
 /* "none" or the codec's canonical spec */
 const char *pz_tied_codec_name(const pz_tied *t);

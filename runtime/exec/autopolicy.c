@@ -175,6 +175,16 @@ static void fold_link(pz_autopol *a, pz_auto_end *s) {
     }
 }
 
+/* Candidate k's tied message over the live one's, where the tied exchange
+ * follows this end's picks (edge 0-1 bwd): the same codec on another tensor
+ * of the same row width, so about the ratio of their messages; else 1. */
+static double tied_scale(const pz_autopol *a, const pz_auto_end *s, int k) {
+    if (!a->tied_follows || s->edge != 0 || s->dir != PZ_BWD || !s->samples[k] || !s->samples[s->cur] ||
+        s->bytes[s->cur] <= 0)
+        return 1.0;
+    return (s->bytes[k] / s->samples[k]) / (s->bytes[s->cur] / s->samples[s->cur]);
+}
+
 void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, int overlapped, double tied_bytes, double *dec) {
     /* how much of compute the link may take: the schedule says whether it runs beside (autospec.h) */
     double margin = overlapped ? PZ_AUTO_MARGIN : PZ_AUTO_MARGIN_EXPOSED;
@@ -191,7 +201,7 @@ void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, int overl
             f[k].bytes = s->samples[k] > 0 ? pz_auto_step_bytes(s->bytes[k] / s->samples[k], a->micro,
                                                                 overlapped) : 0.0;
             /* with 2 ranks the tied exchange shares the edge's link, each way */
-            if (f[k].measured) f[k].bytes += tied_bytes;
+            if (f[k].measured) f[k].bytes += tied_bytes * tied_scale(a, s, k);
         }
         /* a simulated rate is known; otherwise what the sends took (none
          * measured: taken as unlimited). Delay only from --link-latency-ms. */

@@ -57,6 +57,7 @@ typedef struct {
     int *cur;                   /* [2*edge + dir]: every rank's view of the live candidate */
     pz_auto_end *end;           /* [nend]: this rank's ends, as the executor's slots (4 per chunk) */
     int nend;
+    int tied_follows;           /* the tied exchange follows edge 0-1's bwd pick (runtime/edge/tied.h) */
     double eval_s;              /* time spent evaluating candidates */
     int eval_n;                 /* sampled messages evaluated */
 } pz_autopol;
@@ -87,7 +88,9 @@ void pz_auto_send_done(pz_autopol *a, const pz_edge_end *e, int micro, double t)
  * PZ_AUTO_MARGIN_EXPOSED;
  * tied_bytes: the tied-embedding message each way per step that every
  * edge's link carries too: the caller passes it where every link joins the
- * first and the last rank, 2 ranks, else 0) ([2*edge + dir][PZ_AUTO_RED], zeroed by the caller). */
+ * first and the last rank, 2 ranks, else 0; where it follows edge 0-1's bwd
+ * pick, tied_follows, each bwd candidate is weighed with its own, in
+ * proportion to its messages) ([2*edge + dir][PZ_AUTO_RED], zeroed by the caller). */
 void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, int overlapped, double tied_bytes, double *dec);
 /* After the reduction: the pipeline's compute seconds this step (the largest
  * of the ranks), then the switches every rank makes; rank 0 (m != NULL)

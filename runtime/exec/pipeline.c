@@ -298,6 +298,8 @@ static void exec_free(exec *x) {
 static const char *tied_spec(const exec *x) {
     return x->o->link.compress_tied ? x->o->link.compress_tied : pz_tied_follow(&x->pol);
 }
+/* without --compress-tied, where edge 0-1's bwd is auto: the exchange follows its live candidate */
+static int tied_auto(const exec *x) { return !x->o->link.compress_tied && pz_tied_follows_auto(&x->pol); }
 
 /* The rank's model chunks, data, edges, buffers, after the checks that
  * need no memory: the partition, the policy's printout, the memory plan. */
@@ -310,7 +312,7 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
         pz_partition_print(stderr, cfg, o->model.seq, x->G, all);
         fprintf(stderr, "compression policy%s:\n", x->V > 1 ? " (edge I-J: the boundary between chunks I and J)" : "");
         for (int e = 0; e < x->G - 1; e++) fputs("  ", stderr), pz_policy_print_edge(stderr, &x->pol, e);
-        const char *ts = tied_spec(x);
+        const char *ts = tied_spec(x) ? tied_spec(x) : tied_auto(x) ? "auto's live bwd candidate" : NULL;
         fprintf(stderr, "  tied exchange: %s%s\n", ts ? ts : "none (exact)",
                 o->link.compress_tied ? "" : ts ? " (as edge 0-1's bwd; --compress-tied none keeps it exact)" : "");
         fprintf(stderr, "  validation: %s\n", o->link.eval_compress && pz_policy_any(&x->pol, PZ_FWD)
@@ -342,8 +344,11 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
             return st;
         c->stage.defer_weights = x->spec.kind == PZ_SCHED_ZBH1;   /* slots keep the matmuls' output gradients */
     }
-    if (tied_chunk(x) && (st = pz_tied_init(&x->tied, tied_spec(x), cfg->padded_vocab_size, cfg->channels)) != PZ_OK)
+    const int V = cfg->padded_vocab_size, C = cfg->channels;
+    if (tied_chunk(x) && (st = tied_auto(x) ? pz_tied_init_auto(&x->tied, &x->au.specs[PZ_BWD], x->au.cur[PZ_BWD], V, C)
+                                            : pz_tied_init(&x->tied, tied_spec(x), V, C)) != PZ_OK)
         return st;
+    x->au.tied_follows = tied_auto(x);
     if (holds_first(x) || holds_last(x)) {
         if ((st = pz_dataset_open(&x->train, o->model.data, o->model.seq, cfg->vocab_size)) != PZ_OK ||
             (st = pz_loader_init(&x->loader, &x->train, o->model.batch, 1, (uint64_t)o->model.seed)) != PZ_OK ||

@@ -71,8 +71,9 @@ static pz_status load_step(void *ctx, const char *dir, int step) {
     if (st == PZ_OK) st = exec_dp_load(x, dir, step);
     if (st == PZ_OK && x->au.any) {   /* auto's decisions; none there (another policy): start over */
         char *path = pz_resume_rank_path(dir, step, x->rank, ".auto");
-        if (same && access(path, F_OK) == 0) st = pz_auto_load(&x->au, path);
-        else if (is_root(x))
+        if (same && access(path, F_OK) == 0) {
+            if ((st = pz_auto_load(&x->au, path)) == PZ_OK) st = exec_tied_follow(x);   /* tied: as auto's pick */
+        } else if (is_root(x))
             fprintf(stderr, "pipezip train: the checkpoint holds no decisions of --compress auto for this "
                     "layout: it starts from its initial candidates\n");
         free(path);

@@ -128,8 +128,10 @@ static inline pz_status exec_allreduce(exec *x, double *v, int n) {
 pz_status exec_run_instr(exec *x, const pz_instr *in, uint32_t step, double *loss_sum);
 /* after the list: this step's sends are out (before the parameters change) */
 pz_status exec_wait_sends(exec *x);
-/* the last rank's wte gradient gets the first rank's copy (after the norm) */
+/* the last rank's wte gradient gets the first rank's copy (after the norm);
+ * then exec_tied_follow: the codec of auto's live candidate, where it follows one */
 pz_status exec_tied_finish(exec *x, uint32_t step);
+pz_status exec_tied_follow(exec *x);
 /* one validation pass; rank 0 prints its line */
 pz_status exec_validate(exec *x, int step, uint32_t *val_round, int compressed);
 void exec_trace(exec *x, const char *name, int micro, double t0, double t1);

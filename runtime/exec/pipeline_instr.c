@@ -166,8 +166,13 @@ static pz_status reduce_tied(exec *x, int peer, uint32_t step) {
     return exec_tied_finish(x, step);
 }
 
+/* Where edge 0-1's bwd is auto, the tied exchange follows its live
+ * candidate (tied.h): after the step's add, with the switches every rank
+ * made after the step's reduction (or loaded on resume). */
+pz_status exec_tied_follow(exec *x) { return x->tied.follow ? pz_tied_use(&x->tied, x->au.cur[PZ_BWD]) : PZ_OK; }
+
 pz_status exec_tied_finish(exec *x, uint32_t step) {
-    if (!x->tied_view) return PZ_OK;
+    if (!x->tied_view) return exec_tied_follow(x);
     pz_chunk *c = tied_chunk(x);
     size_t n = (size_t)c->stage.cfg.padded_vocab_size * c->stage.cfg.channels, len = 0;
     double t0 = pz_now();
@@ -176,7 +181,7 @@ pz_status exec_tied_finish(exec *x, uint32_t step) {
     pz_staging_view_done(&c->stg, c->stage.grads.wte, x->tied_view, n);
     x->tied_view = NULL;
     exec_trace(x, "tied", -1, t0, pz_now());
-    return st;
+    return st == PZ_OK ? exec_tied_follow(x) : st;
 }
 
 /* BACKWARD (zb-h1: the input gradient only) and BACKWARD_WEIGHT. */

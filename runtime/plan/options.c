@@ -279,7 +279,7 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
         {"--eval-compress", PZ_FLAG_STR, &w->eval_compress, "on: validate through the fwd codecs; off: uncompressed", 0, 0, NULL},
         {"--link-mbps", PZ_FLAG_STR, &o->link.mbps, "simulated link rate, Mbit/s: N, or per edge 0-1=N;*=M (0 = unlimited)", 0, 0, NULL},
         {"--link-latency-ms", PZ_FLAG_STR, &o->link.latency_ms, "simulated one-way link delay, ms: N, or per edge 0-1=N;*=M", 0, 0, NULL},
-        {"--compress-tied", PZ_FLAG_STR, &o->link.compress_tied, "codec of the tied-embedding gradient exchange between the first and last stage, e.g. q8 (stateless codecs; both copies stay equal); none = exact. Default: with 2 stages, the bwd codec of edge 0-1 where it has no state (no auto, ef, ef21, aq), else none", 0, 0, NULL},
+        {"--compress-tied", PZ_FLAG_STR, &o->link.compress_tied, "codec of the tied-embedding gradient exchange between the first and last stage, e.g. q8 (stateless codecs; both copies stay equal); none = exact. Default: with 2 stages, the bwd codec of edge 0-1 where it has no state (no ef, ef21, aq; with auto, its live candidate), else none", 0, 0, NULL},
         {"--checkpoint-dir", PZ_FLAG_STR, &o->ckpt.dir, "write checkpoints to resume from here (each rank its shard, then a manifest)", 0, 0, NULL},
         {"--checkpoint-every", PZ_FLAG_INT, &o->ckpt.every, "steps between checkpoints (0 = after the last step only)", 0, 100000000, NULL},
         {"--keep-checkpoints", PZ_FLAG_INT, &o->ckpt.keep, "complete checkpoints to keep, newest first", 1, 1000000, NULL},

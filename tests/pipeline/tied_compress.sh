@@ -8,7 +8,8 @@
 #     in the final checkpoint (compare_ckpt.py checks copies of a tensor).
 #  3. Refused before any process starts: codecs with state, bad specs, one
 #     stage.
-#  4. (below) the default follows edge 0-1's bwd codec where it has no state.
+#  4. (below) the default follows edge 0-1's bwd codec where it has no state,
+#  5. and auto's live candidate where that codec is auto.
 #   usage: tied_compress.sh PATH/TO/pipezip
 set -u
 source "$(dirname "$0")/../lib.sh"
@@ -75,6 +76,42 @@ if out=$("$py" "$(dirname "$0")/compare_ckpt.py" "$dir/ckf" "$dir/ckf" 0 0); the
 else
   echo "$out"; fail "default tied exchange: the copies of wte differ"
 fi
+
+# 5. bwd=auto: the exchange starts with auto's initial candidate (q2, the
+#    fewest bytes on a simulated link) and switches with auto's pick after
+#    step 2 (fp16: on a link this fast every candidate fits, and fp16 errs
+#    least); the copies of wte stay equal.
+fa=(--stages 2 --compress 'bwd=auto:every=2,candidates=fp16/q8/q2' --link-mbps 100000)
+run fola "${fa[@]}" --checkpoint-dir "$dir/cka"
+"$py" - "$dir/fola.jsonl" <<'PY' || fail "the tied exchange does not follow auto"
+import json, sys
+w = [json.loads(l)["tied_wire"] for l in open(sys.argv[1]) if "\"loss\"" in l]
+raw = 256 * 96 * 4
+assert len(w) == 8 and w[0] == w[1] < raw / 10 and all(raw / 2.1 < x < raw / 1.9 for x in w[2:]), w
+print(f"ok: tied exchange following bwd=auto: {w[0]:.0f} bytes (q2) for steps 1-2, then {w[2]:.0f} (fp16)")
+PY
+grep -q "tied exchange: auto's live bwd candidate" "$dir/fola.err" \
+  && grep -q "auto after step 2: edge 0-1 bwd switches to fp16" "$dir/fola.err" \
+  || { cat "$dir/fola.err"; fail "auto: tied exchange or switch not said"; }
+if out=$("$py" "$(dirname "$0")/compare_ckpt.py" "$dir/cka" "$dir/cka" 0 0); then
+  echo "ok: tied exchange following bwd=auto: the copies of wte in the first and last stage are equal"
+else
+  echo "$out"; fail "tied exchange following auto: the copies of wte differ"
+fi
+
+#    Killed after step 4 and resumed, it goes on with fp16 (the decision the
+#    checkpoint keeps), not q2 (the initial candidate): steps 5-8 equal the
+#    uninterrupted run's, bit for bit.
+PIPEZIP_FAULT=step:4:1 timeout 300 "$pz" train "${common[@]}" "${fa[@]}" --checkpoint-dir "$dir/ckr" \
+  --checkpoint-every 4 > /dev/null 2> "$dir/ckr.err"
+run folr "${fa[@]}" --checkpoint-dir "$dir/ckr" --checkpoint-every 4 --resume auto &&
+"$py" - "$dir/fola.jsonl" "$dir/folr.jsonl" <<'PY' || fail "resumed: the tied exchange does not follow auto's decision"
+import json, sys
+a, r = ([json.loads(l) for l in open(p) if "\"loss\"" in l] for p in sys.argv[1:])
+assert [x["loss"] for x in r] == [x["loss"] for x in a[4:]], (a, r)
+assert [x["tied_wire"] for x in r] == [x["tied_wire"] for x in a[4:]], (a, r)
+print("ok: resumed after step 4: the tied exchange goes on with fp16, steps 5-8 bit for bit")
+PY
 
 refused() {   # NEEDLE FLAGS...: the run fails at once, naming NEEDLE
   local needle="$1"; shift

@@ -7,7 +7,8 @@
  *  - the message sizes: raw V*C*4 bytes, q8 about a quarter;
  *  - codecs with state (ef, ef21, aq) are refused, naming the reason;
  *  - the default follows the bwd codec of edge 0-1 with 2 stages, where it
- *    has no state;
+ *    has no state, and auto's live candidate where that codec is auto: both
+ *    ends switch with it and stay equal;
  *  - a peer's message of the wrong length, another shape or a damaged
  *    header is an error naming the peer, not a crash or a silent add. */
 #include <math.h>
@@ -29,27 +30,25 @@ static void fill(float *g, size_t n, uint64_t seed) {
     g[5] = 0.7f;   /* a row that a few tokens dominate */
 }
 
-/* One exchange between ends 0 and 1 (ranks 0 and 3); returns the largest
- * difference of the sum from g0 + g1 relative to its largest magnitude. */
-static double exchange(const char *spec, size_t *msg_len) {
+/* One exchange between ends a (0) and b (1, rank 3 say) that hold their
+ * codecs; returns the largest difference of the sum from g0 + g1 relative
+ * to its largest magnitude. */
+static double exchange_ends(pz_tied *a, pz_tied *b, const char *what, size_t *msg_len) {
     size_t n = (size_t)V * C, l0 = 0, l1 = 0;
-    pz_tied a = {0}, b = {0};
     float *g0 = xmalloc(n * 4), *g1 = xmalloc(n * 4), *exact = xmalloc(n * 4);
     fill(g0, n, 1);
     fill(g1, n, 2);
     for (size_t k = 0; k < n; k++) exact[k] = g0[k] + g1[k];
     double worst = INFINITY;
-    CHECK_STATUS(pz_tied_init(&a, spec, V, C), PZ_OK, NULL);
-    CHECK_STATUS(pz_tied_init(&b, spec, V, C), PZ_OK, NULL);
-    if (!a.out || !b.out) goto out;
-    CHECK_STATUS(pz_tied_encode(&a, g0, 9, 4, 0, &l0), PZ_OK, NULL);
-    CHECK_STATUS(pz_tied_encode(&b, g1, 9, 4, 1, &l1), PZ_OK, NULL);
-    CHECK(l0 <= a.cap && l1 <= b.cap, "%s: message longer than the capacity", spec);
-    memcpy(b.in, a.out, l0);   /* the transport */
-    memcpy(a.in, b.out, l1);
-    CHECK_STATUS(pz_tied_add(&a, l1, 9, 4, 1, g0), PZ_OK, NULL);
-    CHECK_STATUS(pz_tied_add(&b, l0, 9, 4, 0, g1), PZ_OK, NULL);
-    CHECK(!memcmp(g0, g1, n * 4), "%s: the two ends' sums differ", spec);
+    if (!a->out || !b->out) goto out;
+    CHECK_STATUS(pz_tied_encode(a, g0, 9, 4, 0, &l0), PZ_OK, NULL);
+    CHECK_STATUS(pz_tied_encode(b, g1, 9, 4, 1, &l1), PZ_OK, NULL);
+    CHECK(l0 <= a->cap && l1 <= b->cap, "%s: message longer than the capacity", what);
+    memcpy(b->in, a->out, l0);   /* the transport */
+    memcpy(a->in, b->out, l1);
+    CHECK_STATUS(pz_tied_add(a, l1, 9, 4, 1, g0), PZ_OK, NULL);
+    CHECK_STATUS(pz_tied_add(b, l0, 9, 4, 0, g1), PZ_OK, NULL);
+    CHECK(!memcmp(g0, g1, n * 4), "%s: the two ends' sums differ", what);
     double m = 0.0, d = 0.0;
     for (size_t k = 0; k < n; k++) {
         m = fmax(m, fabs(exact[k]));
@@ -58,11 +57,19 @@ static double exchange(const char *spec, size_t *msg_len) {
     worst = d / m;
     *msg_len = l0;
 out:
-    pz_tied_free(&a);
-    pz_tied_free(&b);
     free(g0);
     free(g1);
     free(exact);
+    return worst;
+}
+
+static double exchange(const char *spec, size_t *msg_len) {
+    pz_tied a = {0}, b = {0};
+    CHECK_STATUS(pz_tied_init(&a, spec, V, C), PZ_OK, NULL);
+    CHECK_STATUS(pz_tied_init(&b, spec, V, C), PZ_OK, NULL);
+    double worst = exchange_ends(&a, &b, spec ? spec : "(null)", msg_len);
+    pz_tied_free(&a);
+    pz_tied_free(&b);
     return worst;
 }
 
@@ -137,16 +144,19 @@ static void test_bad_messages(void) {
 /* --compress-tied's default (issue 26): the bwd codec of the edge that joins
  * the first and the last stage, when it has no state; else raw */
 static void test_follow(void) {
-    static const struct { int stages; const char *policy; const char *want; } cases[] = {
-        {2, "fwd=q4,bwd=q8", "q8"},
-        {2, "bwd=topk:0.1", "topk:0.1"},
-        {2, "fwd=q4", NULL},                  /* bwd raw */
-        {2, "bwd=ef(q8)", NULL},              /* state on one end only */
-        {2, "bwd=aq(q4)", NULL},
-        {2, "bwd=auto", NULL},                /* changes at run time */
-        {3, "fwd=q4,bwd=q8", NULL},           /* no edge joins the first and the last stage */
-        {4, "fwd=q4,bwd=q8", NULL},           /* interleaved 2 x 2 chunks, too */
-        {1, "", NULL},
+    static const struct { int stages; const char *policy; const char *want; int follows_auto; } cases[] = {
+        {2, "fwd=q4,bwd=q8", "q8", 0},
+        {2, "bwd=topk:0.1", "topk:0.1", 0},
+        {2, "fwd=q4", NULL, 0},                  /* bwd raw */
+        {2, "bwd=ef(q8)", NULL, 0},              /* state on one end only */
+        {2, "bwd=aq(q4)", NULL, 0},
+        {2, "bwd=auto", NULL, 1},                /* changes at run time: pz_tied_init_auto */
+        {2, "auto", NULL, 1},
+        {2, "fwd=auto,bwd=q8", "q8", 0},
+        {3, "bwd=auto", NULL, 0},                /* no edge joins the first and the last stage */
+        {3, "fwd=q4,bwd=q8", NULL, 0},
+        {4, "fwd=q4,bwd=q8", NULL, 0},           /* interleaved 2 x 2 chunks, too */
+        {1, "", NULL, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pz_policy p;
@@ -155,12 +165,49 @@ static void test_follow(void) {
         const char *got = pz_tied_follow(&p), *want = cases[i].want;
         CHECK(want ? got && strcmp(got, want) == 0 : !got, "%d stages, %s: follows '%s', not '%s'",
               cases[i].stages, cases[i].policy, got ? got : "(raw)", want ? want : "(raw)");
+        CHECK(pz_tied_follows_auto(&p) == cases[i].follows_auto, "%d stages, %s: follows auto %d", cases[i].stages,
+              cases[i].policy, pz_tied_follows_auto(&p));
         pz_policy_free(&p);
     }
 }
 
+/* Where edge 0-1's bwd is auto, both ends use auto's live candidate and
+ * switch with it: after each switch the sums stay bitwise equal, the message
+ * is the candidate's, and the buffers (sized for the largest candidate, raw
+ * here) stay where they are, since a send may still read the last one. */
+static void test_auto(void) {
+    pz_auto_spec as;
+    CHECK_STATUS(pz_auto_parse_for("auto:candidates=none/fp16/q8/q2", PZ_USE_GRADIENT, &as), PZ_OK, NULL);
+    pz_tied a = {0}, b = {0};
+    CHECK_STATUS(pz_tied_init_auto(&a, &as, 2, V, C), PZ_OK, NULL);
+    CHECK_STATUS(pz_tied_init_auto(&b, &as, 2, V, C), PZ_OK, NULL);
+    CHECK(a.cap >= (size_t)V * C * 4, "capacity %zu below the raw candidate's %d bytes", a.cap, V * C * 4);
+    const uint8_t *out = a.out;
+    static const struct { int cur; size_t lo, hi; double bound; } steps[] = {
+        {2, 1, V * C + 2 * C * 4 + 64, 0.01},     /* q8: a byte per element and the scales */
+        {0, V * C * 4, V * C * 4, 0.0},           /* none: exact */
+        {3, 1, V * C / 4 + 2 * C * 4 + 64, 0.2},  /* q2 */
+        {1, V * C * 2, V * C * 2 + 64, 1e-3},     /* fp16 */
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        CHECK_STATUS(pz_tied_use(&a, steps[i].cur), PZ_OK, NULL);
+        CHECK_STATUS(pz_tied_use(&b, steps[i].cur), PZ_OK, NULL);
+        size_t len = 0;
+        double e = exchange_ends(&a, &b, as.cand[steps[i].cur], &len);
+        printf("tied following auto, %-5s %6zu bytes  max error %.3g\n", as.cand[steps[i].cur], len, e);
+        CHECK(len >= steps[i].lo && len <= steps[i].hi, "%s: %zu bytes, expected %zu..%zu", as.cand[steps[i].cur],
+              len, steps[i].lo, steps[i].hi);
+        CHECK(e <= steps[i].bound, "%s: error %g above %g", as.cand[steps[i].cur], e, steps[i].bound);
+        CHECK(a.out == out, "a switch moved the send buffer");
+    }
+    pz_tied_free(&a);
+    pz_tied_free(&b);
+    pz_auto_spec_free(&as);
+}
+
 int main(void) {
     test_follow();
+    test_auto();
     test_exchange();
     test_refused();
     test_bad_messages();
