@@ -374,15 +374,50 @@ void pz_policy_print_edge(FILE *f, const pz_policy *p, int e) {
     fputc('\n', f);
 }
 
+int pz_policy_link(const pz_policy *p, int ranks, int l, double *mbps, double *lat_ms) {
+    *mbps = 0.0, *lat_ms = 0.0;
+    for (int b = l; b < p->stages - 1; b += ranks) {
+        if (p->mbps[b] > 0 && (*mbps == 0.0 || p->mbps[b] < *mbps)) *mbps = p->mbps[b];
+        if (p->latency_ms[b] > *lat_ms) *lat_ms = p->latency_ms[b];
+    }
+    return l < p->stages - 1;
+}
+
+void pz_policy_peer_link(const pz_policy *p, int ranks, int r, int peer, double *mbps, double *lat_ms) {
+    double lr, ll;
+    int near = 0;
+    *mbps = 0.0, *lat_ms = 0.0;
+    for (int k = 0; k < 2; k++) {   /* the link r -> peer, then peer -> r */
+        int l = k == 0 ? r : peer, to = k == 0 ? peer : r;
+        if (to != (l + 1) % ranks || !pz_policy_link(p, ranks, l, &lr, &ll)) continue;
+        near = 1;
+        if (lr > 0 && (*mbps == 0.0 || lr < *mbps)) *mbps = lr;
+        if (ll > *lat_ms) *lat_ms = ll;
+    }
+    for (int l = peer < r ? peer : r; !near && l < (peer < r ? r : peer); l++) {
+        pz_policy_link(p, ranks, l, &lr, &ll);
+        if (lr > 0 && (*mbps == 0.0 || lr < *mbps)) *mbps = lr;
+        *lat_ms += ll;
+    }
+}
+
+pz_status pz_policy_check_message(const pz_policy *p, int ranks, int edge, size_t bytes, const char *what,
+                                  double peer_timeout_s) {
+    double rate, lat;
+    pz_policy_link(p, ranks, edge % ranks, &rate, &lat);
+    double secs = (double)bytes * 8.0 / (rate * 1e6) + lat * 1e-3;
+    if (rate <= 0 || secs <= peer_timeout_s) return PZ_OK;
+    return pz_fail(PZ_ERR_ARG, "--link-mbps %g on the link carrying edge %d-%d: one %s message of up to %zu bytes "
+                   "takes %.3g s on it, longer than --peer-timeout %g s, after which the receiving rank would give "
+                   "its peer up: raise the rate or --peer-timeout", rate, edge, edge + 1, what, bytes, secs,
+                   peer_timeout_s);
+}
+
 pz_status pz_policy_check_latency(const pz_policy *p, int ranks, double peer_timeout_s) {
     const int chunks = ranks > 0 ? p->stages / ranks : 1;   /* V: interleaved's chunks per rank */
-    double sum_ms = 0.0;
-    for (int l = 0; l < (chunks > 1 ? ranks : ranks - 1); l++) {   /* V > 1: the wrap link too */
-        double lat = 0.0;
-        for (int b = l; b < p->stages - 1; b += ranks)
-            if (p->latency_ms[b] > lat) lat = p->latency_ms[b];
-        sum_ms += lat;
-    }
+    double sum_ms = 0.0, rate, lat;
+    for (int l = 0; l < (chunks > 1 ? ranks : ranks - 1); l++)   /* V > 1: the wrap link too */
+        pz_policy_link(p, ranks, l, &rate, &lat), sum_ms += lat;
     const double wait_ms = chunks > 1 ? sum_ms : 2.0 * sum_ms;
     if (wait_ms * 1e-3 < peer_timeout_s) return PZ_OK;
     if (chunks > 1)

@@ -73,6 +73,20 @@ pz_status pz_policy_parse_latency(pz_policy *p, const char *text, const char *or
  * --peer-timeout. (A rate's transfer time depends on the message, which
  * the ranks check per edge once their codecs are built.) */
 pz_status pz_policy_check_latency(const pz_policy *p, int ranks, double peer_timeout_s);
+/* Link l of `ranks` (as above): the slowest rate and the longest delay
+ * among the boundaries it carries (b mod ranks == l); returns whether it
+ * carries any. */
+int pz_policy_link(const pz_policy *p, int ranks, int l, double *mbps, double *lat_ms);
+/* What rank r's messages to rank `peer` are simulated on: a neighbour's
+ * link (both, with 2 ranks and V > 1); a farther peer (the tied exchange,
+ * the collectives with rank 0) the slowest rate and the summed delays of the
+ * links between, since its bytes cross every one of them. */
+void pz_policy_peer_link(const pz_policy *p, int ranks, int r, int peer, double *mbps, double *lat_ms);
+/* A link so slow that one message of `bytes` across edge (what: "activation"
+ * or "gradient") outlasts --peer-timeout would end in "peer frozen?" at the
+ * receiver: refused, naming the rate, the edge and the flags. */
+pz_status pz_policy_check_message(const pz_policy *p, int ranks, int edge, size_t bytes, const char *what,
+                                  double peer_timeout_s);
 /* Codec spec of (edge, dir), or NULL for none. */
 const char *pz_policy_codec(const pz_policy *p, int edge, int dir);
 /* Whether some (edge, direction) is auto (runtime/edge/autospec.h). */

@@ -50,62 +50,27 @@ int pz_pipeline_stopped_by(void) { return stopped_by; }
 static void progress_hook(void *tp) { pz_transport_progress(tp); }
 
 /* Simulated links (--link-mbps, --link-latency-ms, read per boundary like
- * --compress): the link between rank l and rank (l+1) % S carries the
- * boundaries b with b % S == l (with V > 1, l = S-1 is the wrap link back
- * to rank 0), and gets the slowest rate and the longest delay among them. */
-static int link_of(const exec *x, int l, double *rate, double *lat) {
-    *rate = 0.0, *lat = 0.0;
-    for (int b = l; b < x->G - 1; b += x->S) {
-        if (x->pol.mbps[b] > 0 && (*rate == 0.0 || x->pol.mbps[b] < *rate)) *rate = x->pol.mbps[b];
-        if (x->pol.latency_ms[b] > *lat) *lat = x->pol.latency_ms[b];
-    }
-    return l < x->G - 1;   /* does it carry any boundary? */
-}
-
-/* Each peer gets the link to it: a neighbour its link (both, with S = 2
- * and V > 1), a farther one (the tied exchange, the collectives with rank
- * 0) the slowest rate and the summed delays of the links between, since
- * its bytes cross every one of them. */
+ * --compress; runtime/edge/policy.h): each peer gets the link to it. */
 static void set_links(exec *x) {
-    const int S = x->S, r = x->rank;
-    for (int p = 0; p < S; p++) {
-        if (p == r) continue;
-        double rate = 0.0, lat = 0.0, lr, ll;
-        int near = 0;
-        for (int k = 0; k < 2; k++) {   /* the link r -> p, then p -> r */
-            int l = k == 0 ? r : p, to = k == 0 ? p : r;
-            if (to != (l + 1) % S || !link_of(x, l, &lr, &ll)) continue;
-            near = 1;
-            if (lr > 0 && (rate == 0.0 || lr < rate)) rate = lr;
-            if (ll > lat) lat = ll;
-        }
-        for (int l = p < r ? p : r; !near && l < (p < r ? r : p); l++) {
-            link_of(x, l, &lr, &ll);
-            if (lr > 0 && (rate == 0.0 || lr < rate)) rate = lr;
-            lat += ll;
-        }
+    for (int p = 0; p < x->S; p++) {
+        double rate, lat;
+        if (p == x->rank) continue;
+        pz_policy_peer_link(&x->pol, x->S, x->rank, p, &rate, &lat);
         if (rate > 0 || lat > 0) pz_transport_set_link(x->tp, world_of(x, p), rate, lat);
     }
 }
 
-/* A link so slow that one message outlasts --peer-timeout would end in
- * "peer frozen?" at the receiver: say what is wrong first. */
+/* every message fits --peer-timeout on its simulated link */
 static pz_status check_links(const exec *x) {
+    pz_status st = PZ_OK;
     for (int cc = 0; cc < x->V; cc++)
-        for (int k = FWD_TX; k <= BWD_TX; k += BWD_TX - FWD_TX) {
+        for (int k = FWD_TX; k <= BWD_TX && st == PZ_OK; k += BWD_TX - FWD_TX) {
             const pz_edge_end *tx = &x->ch[cc].end[k];
-            double rate, lat;
-            if (!tx->numel) continue;
-            link_of(x, tx->edge % x->S, &rate, &lat);
-            double secs = (double)tx->cap * 8.0 / (rate * 1e6) + lat * 1e-3;
-            if (rate > 0 && secs > x->o->net.peer_timeout)
-                return pz_fail(PZ_ERR_ARG, "--link-mbps %g on the link carrying edge %d-%d: one %s message of up to "
-                               "%zu bytes takes %.3g s on it, longer than --peer-timeout %g s, after which the "
-                               "receiving rank would give its peer up: raise the rate or --peer-timeout", rate,
-                               tx->edge, tx->edge + 1, k == FWD_TX ? "activation" : "gradient", tx->cap, secs,
-                               (double)x->o->net.peer_timeout);
+            if (tx->numel)
+                st = pz_policy_check_message(&x->pol, x->S, tx->edge, tx->cap, k == FWD_TX ? "activation" : "gradient",
+                                             x->o->net.peer_timeout);
         }
-    return PZ_OK;
+    return st;
 }
 
 /* Adds this rank's edge statistics of the step into the reduction array;

@@ -110,8 +110,39 @@ static void test_latency(void) {
     CHECK_STATUS(latency(3, 6, "*=1000;3-4=59000", 60), PZ_ERR_ARG, "61000 ms");   /* boundary 3: link 0 */
 }
 
+/* the simulated link of each pair of ranks (the executor's set-up): a
+ * neighbour the link between (the slowest rate, the longest delay of its
+ * boundaries), a farther peer every link between, delays summed */
+static void test_peer_links(void) {
+    pz_policy p;
+    double rate, lat;
+    pz_policy_init(&p, 4);   /* 4 ranks, V = 1 */
+    CHECK(pz_policy_parse_mbps(&p, "0-1=100;1-2=50;2-3=200", "--link-mbps") == PZ_OK &&
+          pz_policy_parse_latency(&p, "0-1=1;1-2=2;2-3=3", "--link-latency-ms") == PZ_OK, "%s", pz_last_error());
+    pz_policy_peer_link(&p, 4, 0, 1, &rate, &lat);
+    CHECK(rate == 100 && lat == 1, "rank 0 -> 1: %g Mbit/s %g ms, want 100 and 1", rate, lat);
+    pz_policy_peer_link(&p, 4, 2, 1, &rate, &lat);
+    CHECK(rate == 50 && lat == 2, "rank 2 -> 1: %g Mbit/s %g ms, want 50 and 2", rate, lat);
+    pz_policy_peer_link(&p, 4, 3, 0, &rate, &lat);
+    CHECK(rate == 50 && lat == 6, "rank 3 -> 0 (the tied exchange): %g Mbit/s %g ms, want 50 and 6", rate, lat);
+    CHECK(pz_policy_link(&p, 4, 3, &rate, &lat) == 0, "V = 1: link 3 (the wrap) carries nothing");
+    CHECK_STATUS(pz_policy_check_message(&p, 4, 1, 1000000, "activation", 0.1), PZ_ERR_ARG,
+                 "--link-mbps 50 on the link carrying edge 1-2: one activation message of up to 1000000 bytes takes "
+                 "0.162 s");
+    CHECK_STATUS(pz_policy_check_message(&p, 4, 2, 1000000, "gradient", 0.1), PZ_OK, NULL);
+    pz_policy_free(&p);
+    pz_policy_init(&p, 4);   /* 2 ranks, V = 2: link 0 carries boundaries 0 and 2, link 1 (the wrap) 1 */
+    CHECK(pz_policy_parse_mbps(&p, "0-1=100;1-2=300;2-3=40", "--link-mbps") == PZ_OK &&
+          pz_policy_parse_latency(&p, "0-1=1;1-2=7;2-3=4", "--link-latency-ms") == PZ_OK, "%s", pz_last_error());
+    CHECK(pz_policy_link(&p, 2, 0, &rate, &lat) && rate == 40 && lat == 4, "link 0: %g %g, want 40 and 4", rate, lat);
+    pz_policy_peer_link(&p, 2, 1, 0, &rate, &lat);   /* both links join them */
+    CHECK(rate == 40 && lat == 7, "rank 1 -> 0 with V = 2: %g Mbit/s %g ms, want 40 and 7", rate, lat);
+    pz_policy_free(&p);
+}
+
 int main(void) {
     test_latency();
+    test_peer_links();
     for (size_t i = 0; i < sizeof parses / sizeof parses[0]; i++) expect(parses[i].S, parses[i].text, parses[i].want);
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
         expect_err(refused[i].S, refused[i].text, refused[i].want, refused[i].col);
