@@ -6,25 +6,16 @@
 runs, and l-P-RATE-LAT-SCHED-K.jsonl, the linked ones). bench_link.sh calls it;
 run it again on a BENCH_LINK_DIR to report kept runs.
 """
-import json, os, statistics, sys
+import os, statistics, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import steps
 tmp, rates, lats, scheds, pols, runs, plot = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(","), \
     sys.argv[4].split(","), sys.argv[5].split(";"), int(sys.argv[6]), sys.argv[7]
 tied_raw = 256 * 384 * 4   # bytes of the raw tied-embedding gradient, each way per step
 tokens = 8 * 4 * 128
-def load(name):
-    rows = [json.loads(l) for l in open(f"{tmp}/{name}.jsonl") if '"loss"' in l]
-    return [r for r in rows if r["step"] >= 3]
 def median_run(prefix):
-    per_run = []
-    for k in range(1, runs + 1):
-        if not os.path.exists(f"{tmp}/{prefix}-{k}.jsonl"):
-            return None, None   # not run (yet)
-        rows = load(f"{prefix}-{k}")
-        if not rows:
-            return None, None
-        per_run.append((statistics.median(r["ms"] for r in rows) / 1e3, rows))
-    per_run.sort(key=lambda x: x[0])
-    return per_run[len(per_run) // 2]
+    # timed steps: 3.., so warmup=auto has settled
+    return steps.median_run([f"{tmp}/{prefix}-{k}.jsonl" for k in range(1, runs + 1)], 3)
 print("demo preset, 2 stages, 8 micro-batches of 4 x 128 per step; medians of %d runs" % runs)
 print("%-20s %6s %5s %-21s %8s %8s %8s %8s %8s %8s %8s %8s %7s" % ("policy", "Mbit/s", "ms", "schedule", "tok/s",
       "step s", "compute", "link s", "overlap", "+delay", "vs " + pols[0], "bound", "of bnd"))
