@@ -259,6 +259,11 @@ const float *pz_stage_forward(pz_stage *s, pz_acts *a, const int *tokens,
     return NULL;
 }
 
+/* grad_mem[from - grad_mem, numel) is final (stage.h) */
+static void grads_final(pz_stage *s, const float *from) {
+    if (s->grads_final) s->grads_final(s->grads_final_ctx, (size_t)(from - s->grad_mem));
+}
+
 static void stage_backward(pz_stage *s, pz_acts *a, const float *dout, float *dx_in, int defer) {
     const pz_backend *be = s->be;
     const pz_gpt2_config *c = &s->cfg;
@@ -274,15 +279,18 @@ static void stage_backward(pz_stage *s, pz_acts *a, const float *dout, float *dx
         be->zero(d, NC * sizeof(float));
         be->layernorm_backward(d, s->grads.lnfw, s->grads.lnfb, s->dln, block_input(a, nb),
                                s->params.lnfw, a->lnf_mean, a->lnf_rstd, N, C);
+        grads_final(s, s->grads.lnfw);
     } else {
         be->copy(d, dout, NC * sizeof(float));
     }
     for (int i = nb - 1; i >= 0; i--) {
         block_backward(s, &s->params.blocks[i], &s->grads.blocks[i], &a->blocks[i], block_input(a, i), d, defer);
+        if (!defer) grads_final(s, s->grads.blocks[i].ln1w);   /* deferred: the weight half finishes the block */
         if (s->between_blocks) s->between_blocks(s->between_blocks_ctx);
     }
     if (s->range.has_embed)
         be->encoder_backward(s->grads.wte, s->grads.wpe, d, a->tokens, B, T, C);
+    if (!defer) grads_final(s, s->grad_mem);
 }
 
 void pz_stage_backward(pz_stage *s, pz_acts *a, const float *dout, float *dx_in) {
@@ -298,6 +306,8 @@ void pz_stage_backward_weight(pz_stage *s, pz_acts *a) {
     assert(s->defer_weights);
     for (int i = s->range.l1 - s->range.l0 - 1; i >= 0; i--) {
         block_backward_weight(s, &s->params.blocks[i], &s->grads.blocks[i], &a->blocks[i]);
+        grads_final(s, s->grads.blocks[i].ln1w);
         if (s->between_blocks) s->between_blocks(s->between_blocks_ctx);
     }
+    grads_final(s, s->grad_mem);   /* the input half did the rest (embeddings, head) */
 }

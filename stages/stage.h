@@ -56,6 +56,13 @@ typedef struct {
      * pipeline drives its transport here so transfers overlap compute. */
     void (*between_blocks)(void *ctx);
     void *between_blocks_ctx;
+    /* Called in backward (may be NULL) when grad_mem[lo, numel) holds this
+     * micro-batch's last contribution: the backward fills the flat buffer
+     * from its top (final LayerNorm, then the blocks from the last) down to
+     * the embeddings at 0, so lo only falls. The data-parallel sync starts
+     * its buckets from here (runtime/dp/sync.h). */
+    void (*grads_final)(void *ctx, size_t lo);
+    void *grads_final_ctx;
     /* Set before pz_acts_init to run backward in two halves (zero-bubble
      * schedules): slots then also hold each block's matmul output gradients. */
     int defer_weights;

@@ -488,6 +488,12 @@ pz_status pz_dp_allreduce_start(pz_dp_group *g, float *buf, size_t n, int mean, 
     return op_start(g, buf, n, mean, algo, 1, op);
 }
 
+size_t pz_dp_op_bytes(size_t n, int D) {
+    if (D < 2 || n == 0) return sizeof(pz_dp_op);
+    size_t maxchunk = (n + (size_t)D - 1) / (size_t)D;
+    return sizeof(pz_dp_op) + 2 * maxchunk * sizeof(float) + (size_t)2 * (D - 1) * RING_MAXSEG * sizeof(pz_request *);
+}
+
 pz_status pz_dp_op_test(pz_dp_op *op, int *done) {
     *done = 0;
     if (!op) return pz_fail(PZ_ERR_ARG, "dp all-reduce: NULL op");

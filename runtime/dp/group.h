@@ -2,8 +2,7 @@
  * its uncompressed all-reduce over pipezip's transport (runtime/net/transport.h).
  *
  * `pipezip train --replicas D` creates one group per stage and averages
- * the gradients with pz_dp_allreduce (runtime/exec/pipeline_dp.c); the
- * non-blocking all-reduce is not used by the executor yet.
+ * the gradients with the non-blocking all-reduce, in buckets (runtime/dp/sync.h).
  *
  * A group is a list of world ranks; the default layout puts replicas of a
  * stage on contiguous ranks, rank = stage x D + replica (Megatron's order:
@@ -138,6 +137,9 @@ typedef struct pz_dp_op pz_dp_op;
 pz_status pz_dp_allreduce_start(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_algo algo, pz_dp_op **op);
 pz_status pz_dp_op_test(pz_dp_op *op, int *done);
 pz_status pz_dp_op_wait(pz_dp_op *op);
+/* What _start allocates for a ring all-reduce of n floats over D members
+ * and holds until done (the op, its receive space, its request table). */
+size_t pz_dp_op_bytes(size_t n, int D);
 
 /* Waits for r as the group's spin_s says (the transport's wait; r freed). */
 pz_status pz_dp_wait(pz_dp_group *g, pz_request *r, size_t *len);

@@ -138,7 +138,7 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     /* replicas: the tied add first (the last rank's otherwise waits for the
      * norm), so that the average covers both ends' sum; then the average,
      * and the loader past the other replicas' micro-batches */
-    if (x->D > 1 && ((st = exec_tied_finish(x, (uint32_t)step)) != PZ_OK || (st = exec_dp_sync(x, step)) != PZ_OK)) return st;
+    if (x->D > 1 && (st = exec_dp_sync(x, step)) != PZ_OK) return st;
     exec_dp_skip(x, 1);
     memset(red, 0, (size_t)L->n * sizeof *red);
     for (int cc = 0; cc < x->V; cc++) {   /* the global norm: wte counted once (rank S-1's copy equals rank 0's) */

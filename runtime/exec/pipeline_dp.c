@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "base/io/file.h"
+#include "base/clock.h"
 #include "base/mem.h"
 #include "runtime/ckpt/fault.h"
 #include "runtime/ckpt/resume.h"
@@ -62,6 +63,15 @@ pz_status exec_dp_init(exec *x) {
     pz_dp_layout_ranks(x->o->dp.layout ? PZ_DP_LAYOUT_STRIDED : PZ_DP_LAYOUT_CONTIGUOUS, x->rank, x->S, x->D, ranks);
     pz_status st = pz_dp_group_init(&x->dp, x->tp, x->wrank, ranks, x->D);
     free(ranks);
+    size_t bf = (size_t)((double)x->o->dp.bucket_mb * (1 << 20) / sizeof(float));
+    /* the buckets (cpu: the ring runs in place; binsgdm exchanges its m/b instead) */
+    x->sync = x->D > 1 && !bsgd && x->be->host_memory ? xcalloc((size_t)x->V, sizeof *x->sync) : NULL;
+    for (int cc = 0; x->sync && cc < x->V && st == PZ_OK; cc++) {
+        pz_stage *s = &x->ch[cc].stage;   /* the tied wte waits for both ends' add (S > 1); the hook: exec_dp_backward */
+        size_t hold = tied_chunk(x) == &x->ch[cc] ? (size_t)s->cfg.padded_vocab_size * s->cfg.channels : 0;
+        st = pz_dp_sync_init(&x->sync[cc], &x->dp, s->grad_mem, s->grads.numel, hold, bf ? bf : 1);
+        s->grads_final_ctx = &x->sync[cc];
+    }
     if (st == PZ_OK && (x->o->dp.compress || bsgd)) {
         /* --dp-compress: one reduction per chunk, with error feedback;
          * binsgdm's exchange: its codec, no error feedback (pipeline_binsgdm.c) */
@@ -92,17 +102,50 @@ static pz_status mean_of(exec *x, float *dev, size_t n) {
     return st;
 }
 
+/* this step averages through --dp-compress's codec (after --dp-warmup) */
+static int compressed(const exec *x, int step) { return x->cr && step >= x->o->dp.warmup; }
+
+void exec_dp_backward(exec *x, pz_chunk *c, int step, int last) {
+    int on = x->sync && last && !compressed(x, step);
+    if (on) pz_dp_sync_arm(&x->sync[c - x->ch]);
+    /* zero-bubble: an earlier micro-batch's weight pass may run after the
+     * last one's input pass, and its gradients are not final */
+    c->stage.grads_final = on ? pz_dp_sync_ready : NULL;
+}
+
+/* One chunk's average after the tied add: the rest of its buckets, or the
+ * whole chunk at once (compressed: pz_dp_creduce_run is one blocking call
+ * per chunk; a backend without host memory: through a host copy). */
+static pz_status chunk_sync(exec *x, int cc, int step) {
+    pz_stage *s = &x->ch[cc].stage;
+    pz_dp_sync *y = x->sync && !compressed(x, step) ? &x->sync[cc] : NULL;
+    double t0 = pz_now();
+    uint64_t sent0 = x->dp.bytes_sent;
+    pz_status st = y ? pz_dp_sync_finish(y)
+                 : compressed(x, step) ? pz_dp_creduce_run(x->cr[cc], s->grad_mem, s->grad_mem, (uint64_t)step)
+                 : mean_of(x, s->grad_mem, s->grads.numel);
+    for (int i = 0; y && i < y->nb; i++)
+        if (y->b[i].state == 2) exec_trace(x, "dp bucket", -1, y->b[i].t_start, y->b[i].t_done);
+    if (!y) exec_trace(x, "dp sync", -1, t0, pz_now());
+    x->dp_fig[0] += (double)s->grads.numel * sizeof(float);
+    x->dp_fig[1] += y ? (double)y->sent : (double)(x->dp.bytes_sent - sent0);
+    x->dp_fig[2] += y ? y->sync_s : pz_now() - t0;
+    x->dp_fig[3] += y ? y->hidden_s : 0.0;
+    return st;
+}
+
 pz_status exec_dp_sync(exec *x, int step) {
     pz_status st = PZ_OK;
+    memset(x->dp_fig, 0, sizeof x->dp_fig);
     if (x->D > 1) pz_fault_point("sync", step + 1, x->wrank);   /* mid-step: the other replicas wait in the average */
     if (x->o->model.optim.kind == PZ_OPTIM_BINSGDM) return PZ_OK;   /* it exchanges m/b in its step instead */
-    /* a chunk keeps its gradients in one buffer (grads.numel floats at grad_mem);
-     * --dp-compress after --dp-warmup steps (cpu only: host memory) */
-    for (int cc = 0; x->D > 1 && cc < x->V && st == PZ_OK; cc++) {
-        pz_stage *s = &x->ch[cc].stage;
-        if (x->cr && step >= x->o->dp.warmup) st = pz_dp_creduce_run(x->cr[cc], s->grad_mem, s->grad_mem, (uint64_t)step);
-        else st = mean_of(x, s->grad_mem, s->grads.numel);
-    }
+    /* the buckets that started during the backward end first, then the
+     * tied add (the last rank waits there for the first rank's backward),
+     * then the rest: wte holds both ends' sum before it is averaged */
+    for (int cc = 0; x->sync && !compressed(x, step) && cc < x->V && st == PZ_OK; cc++)
+        st = pz_dp_sync_drain(&x->sync[cc]);
+    if (st == PZ_OK) st = exec_tied_finish(x, (uint32_t)step);
+    for (int cc = 0; cc < x->V && st == PZ_OK; cc++) st = chunk_sync(x, cc, step);
     return st;
 }
 
@@ -149,8 +192,11 @@ pz_status exec_dp_check(exec *x, const char *when) {
 
 void exec_dp_free(exec *x) {
     for (int cc = 0; x->cr && cc < x->V; cc++) pz_dp_creduce_free(x->cr[cc]);
+    for (int cc = 0; x->sync && cc < x->V; cc++) pz_dp_sync_free(&x->sync[cc]);
     free(x->cr);
+    free(x->sync);
     x->cr = NULL;
+    x->sync = NULL;
     pz_dp_group_free(&x->dp);
 }
 

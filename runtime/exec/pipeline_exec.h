@@ -20,6 +20,7 @@
 #include "runtime/ckpt/job.h"
 #include "runtime/dp/creduce.h"
 #include "runtime/dp/group.h"
+#include "runtime/dp/sync.h"
 #include "stages/data.h"
 #include "runtime/edge/edge.h"
 #include "runtime/observe/metrics.h"
@@ -75,6 +76,8 @@ typedef struct {
     int D, replica, wrank;
     pz_dp_group dp;
     pz_dp_creduce **cr;        /* --dp-compress: per chunk, its compressed reduction (V) */
+    pz_dp_sync *sync;          /* per chunk, its bucketed average (V; runtime/dp/sync.h) */
+    double dp_fig[4];          /* the step's data-parallel bytes raw, sent, sync and hidden seconds */
     pz_sched_spec spec;        /* --schedule; warmup=auto resolved after the first steps */
     pz_schedule sched;
     pz_policy pol;             /* per boundary */
@@ -149,8 +152,11 @@ pz_status exec_dp_init(exec *x);
 /* before micro-batch 0 (skip) or after the step (tail): the loader passes
  * over the other replicas' micro-batches of the global batch */
 void exec_dp_skip(exec *x, int tail);
-/* after the last backward and the tied add: every chunk's gradient averaged
- * over the stage's replicas */
+/* a backward pass of chunk c begins (last: of the step's last micro-batch,
+ * whose passes alone report final gradients to the buckets) */
+void exec_dp_backward(exec *x, pz_chunk *c, int step, int last);
+/* after the list: the tied add, and every chunk's gradient averaged over
+ * the stage's replicas (x->dp_fig: what it took) */
 pz_status exec_dp_sync(exec *x, int step);
 void exec_dp_free(exec *x);
 /* --dp-compress: the reductions' error feedback, one file per chunk and

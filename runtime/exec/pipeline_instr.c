@@ -187,7 +187,7 @@ pz_status exec_tied_finish(exec *x, uint32_t step) {
 /* BACKWARD (zb-h1: the input gradient only) and BACKWARD_WEIGHT. */
 static pz_status backward(exec *x, pz_chunk *c, int slot, uint32_t step, int i, int weights) {
     double t0 = pz_now();
-    (void)step;   /* the NVTX ranges' only */
+    exec_dp_backward(x, c, (int)step, i == x->o->model.micro - 1);   /* replicas: the last one's buckets start */
     if (weights) {
         PZ_RANGE_PUSH("W stage %d step %u micro %d", c->g, step, i);
         pz_stage_backward_weight(&c->stage, &c->slots[slot]);

@@ -21,6 +21,7 @@ void pz_train_words_default(pz_train_words *w) {
     w->layout = "stage-major";
     w->dp_reduce = NULL;
     w->optimizer = "adamw";
+    w->dp_bucket_given = 0;
 }
 
 pz_status pz_sched_of_flags(const char *schedule, int virtual_stages, pz_sched_spec *sp) {
@@ -126,6 +127,7 @@ static pz_status replicas_check(pz_train_opts *o, const pz_train_words *w) {
         if (link)
             return pz_fail(PZ_ERR_ARG, "%s needs --replicas 2 or more (it simulates the links between data-parallel "
                            "replicas; --link-mbps and --link-latency-ms simulate the pipeline's)", link);
+        if (w->dp_bucket_given) return pz_fail(PZ_ERR_ARG, "--dp-bucket-mb needs --replicas 2 or more");
         return PZ_OK;
     }
     /* interleaving, warmup=auto, --compress auto and --dump-edge work with
@@ -265,6 +267,7 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
         {"--dp-compress", PZ_FLAG_STR, &o->dp.compress, "with --replicas: codec of the gradient average, e.g. sign, q4:group=512, topk:0.01 (stateless; error feedback is the reduction's own; default none)", 0, 0, NULL},
         {"--dp-reduce", PZ_FLAG_STR, &w->dp_reduce, "with --dp-compress or --optimizer binsgdm: allgather (default for 2 replicas), twophase (default above) or hierarchical", 0, 0, NULL},
         {"--dp-warmup", PZ_FLAG_INT, &o->dp.warmup, "with --dp-compress or --optimizer binsgdm: the first N steps average uncompressed", 0, 100000000, NULL},
+        {"--dp-bucket-mb", PZ_FLAG_FLOAT, &o->dp.bucket_mb, "with --replicas: MiB per bucket of the gradient average, which starts during the last backward (default 25; --dp-compress steps reduce per chunk at the end)", 0.0001, 4096, &w->dp_bucket_given},
         {"--dp-hosts", PZ_FLAG_INT, &o->dp.hosts, "with --dp-reduce hierarchical: the replicas form H hosts (simulated; H divides --replicas)", 0, 255, NULL},
         {"--dp-link-mbps", PZ_FLAG_FLOAT, &o->dp.link_mbps, "with --replicas: simulated rate of the links between replicas, Mbit/s (0 = unlimited; with --dp-hosts only between hosts)", 0, 1e7, NULL},
         {"--dp-link-latency-ms", PZ_FLAG_FLOAT, &o->dp.link_latency_ms, "with --replicas: simulated one-way delay of the links between replicas, ms", 0, 60000, NULL},

@@ -27,6 +27,7 @@ typedef struct {
     const char *layout;          /* --layout stage-major|replica-major */
     const char *dp_reduce;       /* --dp-reduce allgather|twophase|hierarchical (NULL: by D) */
     const char *optimizer;       /* --optimizer adamw|binsgdm */
+    int dp_bucket_given;         /* --dp-bucket-mb appeared */
 } pz_train_words;
 
 void pz_train_words_default(pz_train_words *w);

@@ -92,6 +92,7 @@ void pz_train_opts_default(pz_train_opts *o) {
     o->model.micro = 1;
     o->sched.stages = 1;
     o->dp.replicas = 1;
+    o->dp.bucket_mb = 25.0f;   /* Megatron's and torch DDP's bucket size */
     o->sched.name = "auto";   /* 1f1b, with extra warm-up where the links lag (issue 26) */
     o->net.peer_timeout = 60.0f;
     o->ckpt.keep = 2;

@@ -21,6 +21,13 @@ pz_status dp_transport(pz_transport **t, int rank, int world, int port, double p
     return pz_transport_init(t, &o);
 }
 
+pz_status dp_world_group(pz_transport **t, pz_dp_group *g, int rank, int world, int port, double peer_timeout_s) {
+    int ranks[PZ_DP_MAX];
+    for (int r = 0; r < world && r < PZ_DP_MAX; r++) ranks[r] = r;
+    pz_status st = dp_transport(t, rank, world, port, peer_timeout_s);
+    return st == PZ_OK ? pz_dp_group_init(g, *t, rank, ranks, world) : st;
+}
+
 int dp_fork_run(const char *name, int world, double limit_s, dp_child_fn fn, void *arg) {
     return dp_fork_run_victim(name, world, limit_s, fn, arg, -1);
 }

@@ -6,6 +6,7 @@
 #ifndef PZ_TESTS_DP_FORK_H
 #define PZ_TESTS_DP_FORK_H
 
+#include "runtime/dp/group.h"
 #include "runtime/net/transport.h"
 
 typedef int (*dp_child_fn)(int rank, int world, int port, void *arg);
@@ -19,5 +20,7 @@ int dp_fork_run_victim(const char *name, int world, double limit_s, dp_child_fn 
 /* A transport for rank of world on port (UCX over shared memory or tcp as
  * the environment says), with a job secret and peer timeout. */
 pz_status dp_transport(pz_transport **t, int rank, int world, int port, double peer_timeout_s);
+/* dp_transport, and *g the group of all `world` ranks in rank order. */
+pz_status dp_world_group(pz_transport **t, pz_dp_group *g, int rank, int world, int port, double peer_timeout_s);
 
 #endif

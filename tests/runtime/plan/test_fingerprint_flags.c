@@ -65,6 +65,7 @@ static const flag_case cases[] = {
     {"--compress", MATH, NULL, "fwd=q8", NULL, NULL},
     {"--policy-file", MATH, NULL, "@policy", NULL, NULL},
     {"--compress-tied", MATH, NULL, "q8", NULL, NULL},
+    {"--dp-bucket-mb", RANKS, NULL, "0.5", "--replicas 2", "the replicas' buckets must line up; the sum's order only"},
     {"--val-data", RANKS, NULL, "@data2", NULL, "validation reads it; training does not"},
     {"--val-every", RANKS, NULL, "3", NULL, "validation only"},
     {"--val-batches", RANKS, NULL, "2", NULL, "validation only"},

@@ -1,0 +1,142 @@
+/* sync.c: see sync.h. */
+#include "runtime/dp/sync.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/mem.h"
+
+/* Buckets of [lo, hi) from the top down, at most bf floats each, into out
+ * (when not NULL); returns how many. */
+static int cut(size_t lo, size_t hi, size_t bf, pz_dp_bucket *out) {
+    int k = 0;
+    for (size_t top = hi; top > lo; k++) {
+        size_t bot = top - lo > bf ? top - bf : lo;
+        if (out) out[k] = (pz_dp_bucket){.lo = bot, .hi = top};
+        top = bot;
+    }
+    return k;
+}
+
+int pz_dp_sync_count(size_t n, size_t hold, size_t bucket_floats) {
+    if (bucket_floats == 0 || hold > n) return 0;
+    return cut(hold, n, bucket_floats, NULL) + cut(0, hold, bucket_floats, NULL);
+}
+
+size_t pz_dp_sync_bytes(size_t n, size_t hold, size_t bucket_floats, int D) {
+    int nb = pz_dp_sync_count(n, hold, bucket_floats);
+    pz_dp_bucket *b = xcalloc(nb ? (size_t)nb : 1, sizeof *b);
+    int k = cut(hold, n, bucket_floats, b);
+    cut(0, hold, bucket_floats, b + k);
+    size_t bytes = (size_t)nb * sizeof *b;   /* the table, then every bucket in flight at once */
+    for (int i = 0; i < nb; i++) bytes += pz_dp_op_bytes(b[i].hi - b[i].lo, D);
+    free(b);
+    return bytes;
+}
+
+pz_status pz_dp_sync_init(pz_dp_sync *s, pz_dp_group *g, float *grad, size_t n, size_t hold, size_t bucket_floats) {
+    memset(s, 0, sizeof *s);
+    if (!g || (!grad && n)) return pz_fail(PZ_ERR_ARG, "dp sync: NULL argument");
+    if (bucket_floats == 0) return pz_fail(PZ_ERR_ARG, "dp sync: buckets of 0 floats");
+    if (hold > n) return pz_fail(PZ_ERR_ARG, "dp sync: held prefix of %zu floats in a buffer of %zu", hold, n);
+    s->g = g;
+    s->grad = grad;
+    s->n = n;
+    s->hold = hold;
+    s->nb = pz_dp_sync_count(n, hold, bucket_floats);
+    s->b = xcalloc(s->nb ? (size_t)s->nb : 1, sizeof *s->b);
+    int k = cut(hold, n, bucket_floats, s->b);
+    cut(0, hold, bucket_floats, s->b + k);
+    return PZ_OK;
+}
+
+void pz_dp_sync_free(pz_dp_sync *s) {
+    if (!s) return;
+    free(s->b);   /* ops still in flight after an error are the transport's to drop on close (group.h) */
+    memset(s, 0, sizeof *s);
+}
+
+void pz_dp_sync_arm(pz_dp_sync *s) {
+    if (s->armed) return;
+    s->armed = 1;
+    s->next = 0;
+    s->ready_lo = s->n;
+    s->err = PZ_OK;
+    s->drained = 0;
+    s->t_first = s->t_last = s->t_backward_end = s->sync_s = s->hidden_s = 0.0;
+    s->sent0 = s->g->bytes_sent;
+    for (int i = 0; i < s->nb; i++) s->b[i].state = 0, s->b[i].op = NULL;
+}
+
+static void start(pz_dp_sync *s, pz_dp_bucket *b) {
+    b->t_start = pz_now();
+    if (s->t_first == 0.0) s->t_first = b->t_start;
+    /* the ring: its start never blocks (recursive doubling would run to the
+     * end inside start, with the backward waiting) */
+    s->err = pz_dp_allreduce_start(s->g, s->grad + b->lo, b->hi - b->lo, 1, PZ_DP_RING, &b->op);
+    b->state = s->err == PZ_OK ? 1 : 2;
+    if (s->err != PZ_OK) b->op = NULL;
+}
+
+static void done(pz_dp_sync *s, pz_dp_bucket *b) {
+    b->op = NULL;   /* freed by test or wait */
+    b->state = 2;
+    b->t_done = pz_now();
+    s->t_last = b->t_done;
+}
+
+/* Starts, in order, the buckets whose lo the mark has reached, none below floor. */
+static void start_ready(pz_dp_sync *s, size_t floor) {
+    size_t mark = s->ready_lo > floor ? s->ready_lo : floor;
+    while (s->err == PZ_OK && s->next < s->nb && s->b[s->next].lo >= mark) start(s, &s->b[s->next++]);
+}
+
+void pz_dp_sync_ready(void *ctx, size_t lo) {
+    pz_dp_sync *s = ctx;
+    if (!s->armed || s->err != PZ_OK) return;
+    if (lo < s->ready_lo) s->ready_lo = lo;
+    if (lo == 0 && s->t_backward_end == 0.0) s->t_backward_end = pz_now();
+    start_ready(s, s->hold);
+    for (int i = 0; i < s->next && s->err == PZ_OK; i++) {
+        int d = 0;
+        if (s->b[i].state != 1) continue;
+        s->err = pz_dp_op_test(s->b[i].op, &d);
+        if (s->err != PZ_OK || d) done(s, &s->b[i]);
+    }
+}
+
+/* Waits for the buckets in flight; returns the seconds it waited. */
+static double wait_started(pz_dp_sync *s) {
+    double t0 = pz_now();
+    for (int i = 0; i < s->next && s->err == PZ_OK; i++)
+        if (s->b[i].state == 1) {
+            s->err = pz_dp_op_wait(s->b[i].op);
+            done(s, &s->b[i]);
+        }
+    return pz_now() - t0;
+}
+
+pz_status pz_dp_sync_drain(pz_dp_sync *s) {
+    if (!s->armed || s->drained) return s->err;
+    double w = wait_started(s);
+    s->drained = 1;
+    if (s->next > 0) {   /* the early buckets: in flight from the first start to the last end */
+        s->sync_s = s->t_last - s->t_first;
+        s->hidden_s = s->sync_s > w ? s->sync_s - w : 0.0;
+    }
+    return s->err;
+}
+
+pz_status pz_dp_sync_finish(pz_dp_sync *s) {
+    pz_dp_sync_arm(s);   /* never armed (no backward reported): everything starts here */
+    pz_dp_sync_drain(s);
+    double t0 = pz_now();
+    s->ready_lo = 0;
+    start_ready(s, 0);
+    wait_started(s);
+    s->sync_s += pz_now() - t0;
+    s->sent = s->g->bytes_sent - s->sent0;
+    s->armed = 0;
+    return s->err;
+}
