@@ -41,7 +41,8 @@ static int chunk_codecs(exec *x, pz_chunk *c, const char **names, pz_codec **cs)
 pz_status exec_job_start(exec *x, const pz_gpt2_config *cfg) {
     const pz_train_opts *o = x->o;
     char *fp = pz_fingerprint_build(o, cfg, &x->pol, x->train.paths ? &x->train : NULL, x->val.paths ? &x->val : NULL);
-    pz_status st = pz_fingerprint_agree(x->tp, x->wrank, x->S * x->D, fp);
+    pz_fp_share share = {x->rank, x->replica * o->model.micro, o->model.micro};   /* this replica's block */
+    pz_status st = pz_fingerprint_agree(x->tp, x->wrank, x->S * x->D, fp, &share);
     if (st == PZ_OK) st = pz_ckpt_job_start(x->tp, &o->ckpt, x->wrank, x->S * x->D, fp, &x->job);
     free(fp);
     return st;

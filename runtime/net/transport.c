@@ -444,6 +444,8 @@ void pz_transport_set_names(pz_transport *t, const pz_rank_layout *names) {
     unlock(t);
 }
 
+const pz_rank_layout *pz_transport_names(const pz_transport *t) { return &t->names; }
+
 pz_status tp_post_recv(pz_transport *t, int peer, uint64_t tag, void *buf, size_t cap, const char *what,
                        pz_request **req) {
     pz_request *r = req_new(t, 0, peer, tag, cap, what);

@@ -137,6 +137,8 @@ void pz_transport_set_link(pz_transport *t, int peer, double mbps, double latenc
 /* How errors name a lost or frozen peer from now on (rankname.h: with
  * replicas, its stage and replica beside its rank). */
 void pz_transport_set_names(pz_transport *t, const pz_rank_layout *names);
+/* The names set (a zeroed layout before: "rank R"). */
+const pz_rank_layout *pz_transport_names(const pz_transport *t);
 
 /* The progress thread's CPU time (seconds since init), its polling rounds
  * and its sleeps; returns 0 (and sets nothing) without a progress thread. */

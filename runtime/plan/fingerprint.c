@@ -170,18 +170,20 @@ static int value_of(const char *text, const char *key, size_t klen, char *out, s
     return 0;
 }
 
-int pz_fingerprint_differ(const char *mine, const char *theirs, int r, char *msg, size_t cap) {
+int pz_fingerprint_differ(const char *mine, const char *theirs, const pz_rank_layout *names, int r, char *msg,
+                          size_t cap) {
     for (const char *p = mine; *p;) {
         const char *tab = strchr(p, '\t'), *nl = strchr(p, '\n');
         if (!nl) nl = p + strlen(p);
-        if (tab && tab < nl) {
+        if (tab && tab < nl && *p != '@') {   /* '@': a rank's own line (its share), not compared */
             char key[128], a[512], b[512];
             size_t klen = (size_t)(tab - p) < sizeof key ? (size_t)(tab - p) : sizeof key - 1;
             memcpy(key, p, klen);
             key[klen] = 0;
             if (value_of(mine, key, klen, a, sizeof a) && value_of(theirs, key, klen, b, sizeof b) && strcmp(a, b)) {
-                snprintf(msg, cap, "rank %d does not agree with rank 0: %s is %s on rank %d, %s on rank 0", r, key, b,
-                         r, a);
+                char nr[64], n0[64];
+                snprintf(msg, cap, "%s does not agree with %s: %s is %s on rank %d, %s on rank 0",
+                         pz_rank_name(names, r, nr, sizeof nr), pz_rank_name(names, 0, n0, sizeof n0), key, b, r, a);
                 return 1;
             }
         }
@@ -190,35 +192,75 @@ int pz_fingerprint_differ(const char *mine, const char *theirs, int r, char *msg
     return 0;
 }
 
-pz_status pz_fingerprint_agree(pz_transport *t, int rank, int world, const char *mine) {
+int pz_fingerprint_overlap(const pz_fp_share *sh, int n, const pz_rank_layout *names, char *msg, size_t cap) {
+    for (int j = 1; j < n; j++)
+        for (int i = 0; i < j; i++) {
+            const pz_fp_share *a = &sh[i], *b = &sh[j];
+            if (a->stage != b->stage || a->first >= b->first + b->count || b->first >= a->first + a->count) continue;
+            int lo = a->first > b->first ? a->first : b->first;
+            char ni[64], nj[64];
+            snprintf(msg, cap, "%s and %s would train on the same data: their shares of every global batch "
+                     "(micro-batches %d..%d and %d..%d) overlap from micro-batch %d", pz_rank_name(names, j, nj, sizeof nj),
+                     pz_rank_name(names, i, ni, sizeof ni), b->first, b->first + b->count - 1, a->first,
+                     a->first + a->count - 1, lo);
+            return 1;
+        }
+    return 0;
+}
+
+/* rank 0: every rank's fingerprint and share, compared with its own; the
+ * first difference (or an overlap) into verdict */
+static pz_status judge(pz_transport *t, int world, const char *mine, const pz_fp_share *share, char *verdict,
+                       size_t cap) {
+    char *buf = xmalloc(PZ_FINGERPRINT_MAX + 1), sv[64];
+    pz_fp_share *all = xcalloc((size_t)world, sizeof *all);
+    const pz_rank_layout *names = pz_transport_names(t);
+    all[0] = *share;
+    pz_request *r = NULL;
+    pz_status st = PZ_OK;
+    for (int q = 1; q < world && st == PZ_OK; q++) {
+        size_t n = 0;
+        st = pz_transport_recv(t, q, pz_tag(q, 0, 0, PZ_KIND_FINGERPRINT), buf, PZ_FINGERPRINT_MAX,
+                               "the job's fingerprint", &r);
+        if (st == PZ_OK) st = pz_transport_wait(t, r, &n);
+        if (st != PZ_OK) break;
+        buf[n] = 0;
+        pz_fp_share *s = &all[q];
+        if (verdict[0]) continue;   /* the first difference is the one named */
+        if (strlen(buf) != n) snprintf(verdict, cap, "rank %d sent a fingerprint with a NUL byte", q);
+        else if (!value_of(buf, "@share", 6, sv, sizeof sv) || sscanf(sv, "%d %d %d", &s->stage, &s->first, &s->count) != 3)
+            snprintf(verdict, cap, "rank %d sent a fingerprint without its share of the data", q);
+        if (!verdict[0]) pz_fingerprint_differ(mine, buf, names, q, verdict, cap);
+    }
+    if (st == PZ_OK && !verdict[0]) pz_fingerprint_overlap(all, world, names, verdict, cap);
+    free(all);
+    free(buf);
+    return st;
+}
+
+pz_status pz_fingerprint_agree(pz_transport *t, int rank, int world, const char *mine, const pz_fp_share *share) {
     if (world < 2) return PZ_OK;
     size_t len = strlen(mine);
-    if (len > PZ_FINGERPRINT_MAX)
+    if (len + 64 > PZ_FINGERPRINT_MAX)
         return pz_fail(PZ_ERR_ARG, "the job's fingerprint is %zu bytes, more than %d (too many data shards?)", len,
-                       PZ_FINGERPRINT_MAX);
-    char *buf = xmalloc(PZ_FINGERPRINT_MAX + 1), verdict[1024] = "";
+                       PZ_FINGERPRINT_MAX - 64);
+    char verdict[1024] = "";
     pz_request *r = NULL;
     pz_status st = PZ_OK;
     if (rank == 0) {
-        for (int q = 1; q < world && st == PZ_OK; q++) {
-            size_t n = 0;
-            st = pz_transport_recv(t, q, pz_tag(q, 0, 0, PZ_KIND_FINGERPRINT), buf, PZ_FINGERPRINT_MAX,
-                                   "the job's fingerprint", &r);
-            if (st == PZ_OK) st = pz_transport_wait(t, r, &n);
-            if (st != PZ_OK) break;
-            buf[n] = 0;
-            if (strlen(buf) != n) snprintf(verdict, sizeof verdict, "rank %d sent a fingerprint with a NUL byte", q);
-            if (!verdict[0]) pz_fingerprint_differ(mine, buf, q, verdict, sizeof verdict);
-        }
+        st = judge(t, world, mine, share, verdict, sizeof verdict);
         for (int q = 1; q < world && st == PZ_OK; q++) {
             st = pz_transport_send(t, q, pz_tag(0, 0, 0, PZ_KIND_VERDICT), verdict, strlen(verdict) + 1,
                                    "the fingerprint verdict", &r);
             if (st == PZ_OK) st = pz_transport_wait(t, r, NULL);
         }
     } else {
-        st = pz_transport_send(t, 0, pz_tag(rank, 0, 0, PZ_KIND_FINGERPRINT), mine, len, "the job's fingerprint", &r);
+        char *sent = xmalloc(len + 64);   /* the fingerprint and this rank's share */
+        size_t n = (size_t)snprintf(sent, len + 64, "%s@share\t%d %d %d\n", mine, share->stage, share->first,
+                                    share->count);
+        st = pz_transport_send(t, 0, pz_tag(rank, 0, 0, PZ_KIND_FINGERPRINT), sent, n, "the job's fingerprint", &r);
         if (st == PZ_OK) st = pz_transport_wait(t, r, NULL);
-        size_t n = 0;
+        free(sent);
         if (st == PZ_OK)
             st = pz_transport_recv(t, 0, pz_tag(0, 0, 0, PZ_KIND_VERDICT), verdict, sizeof verdict,
                                    "the fingerprint verdict", &r);
@@ -226,7 +268,6 @@ pz_status pz_fingerprint_agree(pz_transport *t, int rank, int world, const char 
         if (st == PZ_OK && (n == 0 || verdict[n - 1] != 0))
             st = pz_fail(PZ_ERR_PEER, "rank 0 sent a malformed fingerprint verdict (%zu bytes)", n);
     }
-    free(buf);
     if (st == PZ_OK && verdict[0]) st = pz_fail(PZ_ERR_ARG, "%s", verdict);
     return st;
 }

@@ -3,7 +3,8 @@
 # --lr, or with another data file of the same size, used to train silently
 # with wrong losses and exit 0. Now both ranks stop before the first step,
 # exit 1, and name the flag or file that differs; the same command on both
-# ranks still trains.
+# ranks still trains. The same for two replicas of one stage, named with
+# their stage and replica.
 #   job_agree.sh PIPEZIP
 set -uo pipefail
 PZ="$1"
@@ -44,4 +45,26 @@ grep -h "does not agree" "$tmp/err0" "$tmp/err1"
 [ "$rc0" = 1 ] && [ "$rc1" = 1 ] || { echo "FAIL: another data file of the same size: exit $rc0 $rc1"; exit 1; }
 grep -q "rank 1 does not agree with rank 0: --data shard 0 is $(stat -c %s "$tmp/a.bin") bytes, sampled hash" "$tmp/err1" \
   || { echo "FAIL: the data file is not named"; cat "$tmp/err1"; exit 1; }
+echo "ok: another data file of the same size"
+
+# replicas (S=1 x D=2, started by hand as mpirun would): the same refusals,
+# before step 1, naming both ranks with their stage and replica
+dp="--stages 1 --replicas 2"
+for what in lr data; do
+  if [ $what = lr ]; then
+    run_pair "$dp --data $tmp/a.bin --lr 1e-3" "$dp --data $tmp/a.bin --lr 1e-2"
+    want="rank 1 (stage 0, replica 1) does not agree with rank 0 (stage 0, replica 0): --lr is 0.01 on rank 1, 0.001 on rank 0"
+  else
+    run_pair "$dp --data $tmp/a.bin" "$dp --data $tmp/b.bin"
+    want="rank 1 (stage 0, replica 1) does not agree with rank 0 (stage 0, replica 0): --data shard 0 is"
+  fi
+  [ "$rc0" = 1 ] && [ "$rc1" = 1 ] || { echo "FAIL: replicas with another --$what: exit $rc0 $rc1"; cat "$tmp/err0" "$tmp/err1"; exit 1; }
+  for e in err0 err1; do
+    grep -qF "$want" "$tmp/$e" || { echo "FAIL: replicas, another --$what: $e does not name both"; cat "$tmp/$e"; exit 1; }
+  done
+  grep -q '"step"' "$tmp/err0" && { echo "FAIL: replicas, another --$what: a step ran"; exit 1; }
+  echo "ok: replicas with another --$what: $(grep -m1 -oF "$want" "$tmp/err0")"
+done
+run_pair "$dp --data $tmp/a.bin" "$dp --data $tmp/a.bin"
+[ "$rc0" = 0 ] && [ "$rc1" = 0 ] || { echo "FAIL: the same job on both replicas: exit $rc0 $rc1"; cat "$tmp/err0" "$tmp/err1"; exit 1; }
 echo ok

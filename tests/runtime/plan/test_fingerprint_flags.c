@@ -6,6 +6,9 @@
  * too, and a per-rank one neither. The flags come from
  * `pipezip train --help` (the parser's own table), so a flag added later
  * without a fingerprint entry, or without a line here, fails this test.
+ * Also (check_replicas): with replicas, a difference names both ranks with
+ * their stage and replica, and two replicas of a stage whose shares of the
+ * global batch overlap are refused, naming both.
  *   usage: test_fingerprint_flags PATH/TO/pipezip */
 #include <stddef.h>
 #include <stdio.h>
@@ -50,6 +53,7 @@ static const flag_case cases[] = {
     {"--beta1", MATH, NULL, "0.8", NULL, NULL},
     {"--beta2", MATH, NULL, "0.9", NULL, NULL},
     {"--grad-clip", MATH, NULL, "0.5", NULL, NULL},
+    {"--optimizer", MATH, "adamw", "binsgdm", "--stages 1", NULL},
     {"--seed", MATH, NULL, "12", NULL, NULL},
     {"--device", MATH, NULL, "cuda", NULL, NULL},
     {"--stages", MATH, NULL, "3", NULL, NULL},
@@ -161,7 +165,26 @@ static int help_flags(const char *pz, char names[][64], int cap) {
     return n;
 }
 
+/* S=2 x D=2, stage-major: ranks 0, 1 are stage 0's replicas, 2, 3 stage 1's */
+static void check_replicas(void) {
+    const pz_rank_layout names = {2, 2, 0};
+    char msg[512] = "";
+    CHECK(pz_fingerprint_differ("--lr\t0.001\n@share\t0 0 2\n", "--lr\t0.01\n@share\t1 2 2\n", &names, 3, msg,
+                                sizeof msg) == 1 &&
+              !strcmp(msg, "rank 3 (stage 1, replica 1) does not agree with rank 0 (stage 0, replica 0): --lr is 0.01 on "
+                           "rank 3, 0.001 on rank 0"), "differ: %s", msg);
+    CHECK(pz_fingerprint_differ("--lr\t0.001\n@share\t0 0 2\n", "--lr\t0.001\n@share\t1 2 2\n", &names, 3, msg,
+                                sizeof msg) == 0, "a rank's own share is not compared");
+    pz_fp_share ok[4] = {{0, 0, 2}, {0, 2, 2}, {1, 0, 2}, {1, 2, 2}};
+    CHECK(pz_fingerprint_overlap(ok, 4, &names, msg, sizeof msg) == 0, "disjoint shares refused: %s", msg);
+    pz_fp_share bad[4] = {{0, 0, 2}, {0, 2, 2}, {1, 0, 2}, {1, 1, 2}};
+    CHECK(pz_fingerprint_overlap(bad, 4, &names, msg, sizeof msg) == 1 &&
+              strstr(msg, "rank 3 (stage 1, replica 1) and rank 2 (stage 1, replica 0) would train on the same data") &&
+              strstr(msg, "overlap from micro-batch 1"), "overlap: %s", msg);
+}
+
 int main(int argc, char **argv) {
+    check_replicas();
     if (argc != 2) {
         fprintf(stderr, "usage: %s PATH/TO/pipezip\n", argv[0]);
         return 2;
