@@ -12,26 +12,61 @@
  * applied mean, and the parameters, are identical; m and b are each
  * replica's own. The messages' random bits come from (--seed, step, member),
  * so a resumed run draws the same bits. One replica: the same codec round
- * trip on its own u (a group of one). */
+ * trip on its own u (a group of one). With S > 1 the tied wte, which the
+ * first and the last rank both hold and update, goes in messages of its
+ * own with a random stream of its own, the same on both ends, so both
+ * copies apply the same update (exec_dp_init). */
 #include "runtime/exec/pipeline_exec.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/bytes.h"
+#include "base/clock.h"
 #include "base/crc32c.h"
 #include "base/mem.h"
 #include "stages/binsgdm.h"
 
+size_t exec_bsgd_tied(const exec *x, const pz_chunk *c) {
+    return c == tied_chunk(x) ? (size_t)c->stage.cfg.padded_vocab_size * c->stage.cfg.channels : 0;
+}
+
+static double sent_by(const exec *x, const pz_dp_creduce *r) {
+    double b = 0.0;
+    for (int j = 0; r && j < x->D; j++) b += (double)pz_dp_creduce_sent_to(r)[j];
+    return b;
+}
+
+/* u's n floats over the stage's replicas: 1-bit, or during --dp-warmup
+ * their mean uncompressed (one replica: u itself). dp_fig gets what it
+ * took: float32's bytes, the bytes this rank sent (the 1-bit messages
+ * counted by the reduction: hierarchical's between hosts only; the warm-up's
+ * all-reduce by the group) and the seconds. */
+static pz_status exchange(exec *x, pz_dp_creduce *r, float *u, size_t n, int step) {
+    double t0 = pz_now(), b0 = sent_by(x, r), g0 = (double)x->dp.bytes_sent;
+    pz_status st = step >= x->o->dp.warmup ? pz_dp_creduce_run(r, u, u, (uint64_t)step)
+                 : x->D > 1 ? pz_dp_allreduce(&x->dp, u, n, 1, PZ_DP_AUTO) : PZ_OK;
+    x->dp_fig[0] += (double)n * sizeof(float);
+    /* the flat modes also post through x->dp: take one count, not both */
+    x->dp_fig[1] += step >= x->o->dp.warmup ? sent_by(x, r) - b0 : (double)x->dp.bytes_sent - g0;
+    x->dp_fig[2] += pz_now() - t0;
+    return st;
+}
+
 pz_status exec_bsgd_step(exec *x, int step, double norm, float *lr) {
     pz_status st = PZ_OK;
+    /* this step's exchange; it runs after the step's reduction, so whoever
+     * reports dp_fig with that reduction shows it one step later */
+    memset(x->dp_fig, 0, sizeof x->dp_fig);
     for (int cc = 0; cc < x->V && st == PZ_OK; cc++) {
         pz_chunk *c = &x->ch[cc];
         pz_stage *s = &c->stage;
+        /* the tied wte leads the chunk's buffers on both ends (stages/gpt2_params.c):
+         * both hold the same sum of gradients, so the same m, b and u */
+        size_t w = exec_bsgd_tied(x, c), n = s->grads.numel;
         pz_binsgdm_prepare(&c->opt, s, pz_clip_scale(&c->opt.cfg, norm));
-        if (step >= x->o->dp.warmup) st = pz_dp_creduce_run(x->cr[cc], s->grad_mem, s->grad_mem, (uint64_t)step);
-        else if (x->D > 1)   /* --dp-warmup: the replicas' mean of u, uncompressed */
-            st = pz_dp_allreduce(&x->dp, s->grad_mem, s->grads.numel, 1, PZ_DP_AUTO);
+        if (w) st = exchange(x, x->crw, s->grad_mem, w, step);
+        if (st == PZ_OK) st = exchange(x, x->cr[cc], s->grad_mem + w, n - w, step);
         if (st == PZ_OK) *lr = pz_binsgdm_step(&c->opt, s);
     }
     return st;

@@ -45,6 +45,7 @@ static pz_status dp_links(exec *x) {
     for (int cc = 0; cc < x->V; cc++) {
         size_t m = pz_dp_allreduce_max_message(&x->dp, x->ch[cc].stage.grads.numel, PZ_DP_AUTO);
         if (x->cr && pz_dp_creduce_max_message(x->cr[cc]) > m) m = pz_dp_creduce_max_message(x->cr[cc]);
+        if (x->crw && pz_dp_creduce_max_message(x->crw) > m) m = pz_dp_creduce_max_message(x->crw);
         if (m > most) most = m;
     }
     double secs = (o->link_mbps > 0 ? (double)most * 8.0 / (o->link_mbps * 1e6) : 0.0) + o->link_latency_ms * 1e-3;
@@ -78,9 +79,16 @@ pz_status exec_dp_init(exec *x) {
         pz_dp_mode mode = x->D < 2 ? PZ_DP_ALLGATHER : (pz_dp_mode)x->o->dp.reduce;
         pz_dp_copts co = {mode, !bsgd, (uint64_t)x->o->model.seed, x->o->dp.hosts};
         x->cr = xcalloc((size_t)x->V, sizeof *x->cr);
-        for (int cc = 0; cc < x->V && st == PZ_OK; cc++)
+        for (int cc = 0; cc < x->V && st == PZ_OK; cc++) {
+            size_t w = bsgd ? exec_bsgd_tied(x, &x->ch[cc]) : 0;
             st = pz_dp_creduce_create(&x->cr[cc], &x->dp, bsgd ? PZ_BINSGDM_SPEC : x->o->dp.compress, &co,
-                                      x->ch[cc].stage.grads.numel);
+                                      x->ch[cc].stage.grads.numel - w);
+            /* the tied wte: its own messages and random stream, the same on
+             * the first and the last rank, so both copies move alike */
+            pz_dp_copts cw = co;
+            cw.seed ^= 0x9e3779b97f4a7c15ull;
+            if (st == PZ_OK && w) st = pz_dp_creduce_create(&x->crw, &x->dp, PZ_BINSGDM_SPEC, &cw, w);
+        }
     }
     return st == PZ_OK ? dp_links(x) : st;
 }
@@ -136,9 +144,10 @@ static pz_status chunk_sync(exec *x, int cc, int step) {
 
 pz_status exec_dp_sync(exec *x, int step) {
     pz_status st = PZ_OK;
-    memset(x->dp_fig, 0, sizeof x->dp_fig);
     if (x->D > 1) pz_fault_point("sync", step + 1, x->wrank);   /* mid-step: the other replicas wait in the average */
-    if (x->o->model.optim.kind == PZ_OPTIM_BINSGDM) return PZ_OK;   /* it exchanges m/b in its step instead */
+    /* binsgdm exchanges m/b in its step instead (and fills dp_fig there) */
+    if (x->o->model.optim.kind == PZ_OPTIM_BINSGDM) return PZ_OK;
+    memset(x->dp_fig, 0, sizeof x->dp_fig);
     /* the buckets that started during the backward end first, then the
      * tied add (the last rank waits there for the first rank's backward),
      * then the rest: wte holds both ends' sum before it is averaged */
@@ -191,6 +200,8 @@ pz_status exec_dp_check(exec *x, const char *when) {
 }
 
 void exec_dp_free(exec *x) {
+    pz_dp_creduce_free(x->crw);
+    x->crw = NULL;
     for (int cc = 0; x->cr && cc < x->V; cc++) pz_dp_creduce_free(x->cr[cc]);
     for (int cc = 0; x->sync && cc < x->V; cc++) pz_dp_sync_free(&x->sync[cc]);
     free(x->cr);

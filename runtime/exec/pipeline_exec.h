@@ -78,6 +78,7 @@ typedef struct {
     pz_dp_creduce **cr;        /* --dp-compress: per chunk, its compressed reduction (V) */
     pz_dp_sync *sync;          /* per chunk, its bucketed average (V; runtime/dp/sync.h) */
     double dp_fig[4];          /* the step's data-parallel bytes raw, sent, sync and hidden seconds */
+    pz_dp_creduce *crw;        /* binsgdm, S > 1: the tied wte's own exchange (first and last rank) */
     pz_sched_spec spec;        /* --schedule; warmup=auto resolved after the first steps */
     pz_schedule sched;
     pz_policy pol;             /* per boundary */
@@ -176,6 +177,9 @@ pz_status exec_read_side(exec *x, const char *path, const char *holds, uint8_t *
 /* pipeline_binsgdm.c: --optimizer binsgdm. The step after the norm's
  * reduction: moments, the exchange of m/b, the update (lr: the one used). */
 pz_status exec_bsgd_step(exec *x, int step, double norm, float *lr);
+/* floats of the tied wte at the start of chunk c's buffers that binsgdm
+ * exchanges on their own (S > 1, first and last rank), else 0 */
+size_t exec_bsgd_tied(const exec *x, const pz_chunk *c);
 /* with replicas: each replica's m and b beside the shards (step-N/rank-G.bsgdR) */
 pz_status exec_bsgd_save(exec *x, const char *dir, int step);
 pz_status exec_bsgd_load(exec *x, const char *dir, int step);

@@ -145,8 +145,7 @@ static pz_status replicas_check(pz_train_opts *o, const pz_train_words *w) {
 }
 
 /* --optimizer binsgdm: its 1-bit exchange is its own (runtime/exec/
- * pipeline_binsgdm.c), so it takes no --dp-compress; one stage on the CPU
- * only (docs/data-parallel.md says why). */
+ * pipeline_binsgdm.c), so it takes no --dp-compress; on the CPU only. */
 static pz_status optimizer_check(pz_train_opts *o, const pz_train_words *w) {
     if (strcmp(w->optimizer, "adamw") == 0) {
         o->model.optim.kind = PZ_OPTIM_ADAMW;
@@ -159,9 +158,6 @@ static pz_status optimizer_check(pz_train_opts *o, const pz_train_words *w) {
         return pz_fail(PZ_ERR_ARG, "--optimizer binsgdm sends its own 1-bit messages (a binary randomisation of m/b, "
                        "codec " PZ_BINSGDM_SPEC "); --dp-compress '%s' is the codec of AdamW's gradient average: "
                        "drop it", o->dp.compress);
-    if (o->sched.stages != 1)
-        return pz_fail(PZ_ERR_ARG, "--optimizer binsgdm needs --stages 1 for now: the first and last stage's copies of "
-                       "the tied embedding would draw different random bits and drift apart (docs/data-parallel.md)");
     if (strcmp(o->host.device, "cpu") != 0)
         return pz_fail(PZ_ERR_ARG, "--optimizer binsgdm runs on --device cpu only (its update is plain host loops)");
     return PZ_OK;
@@ -249,7 +245,7 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
         {"--lr", PZ_FLAG_FLOAT, &o->model.optim.lr, "peak learning rate", 0, 10, NULL},
         {"--min-lr-frac", PZ_FLAG_FLOAT, &o->model.optim.min_lr_frac, "cosine decays to lr x this", 0, 1, NULL},
         {"--warmup", PZ_FLAG_INT, &o->model.optim.warmup_steps, "linear warm-up steps (default: steps/10)", 0, 100000000, &o->model.warmup_given},
-        {"--optimizer", PZ_FLAG_STR, &w->optimizer, "adamw (default) or binsgdm (BinSGDM/Birder: 1-bit binary-randomised m/b exchanged between replicas; --stages 1, cpu; docs/data-parallel.md)", 0, 0, NULL},
+        {"--optimizer", PZ_FLAG_STR, &w->optimizer, "adamw (default) or binsgdm (BinSGDM/Birder: 1-bit binary-randomised m/b exchanged between replicas; cpu only; docs/data-parallel.md)", 0, 0, NULL},
         {"--weight-decay", PZ_FLAG_FLOAT, &o->model.optim.weight_decay, "decoupled weight decay on 2-D weights (AdamW and binsgdm)", 0, 10, NULL},
         {"--beta1", PZ_FLAG_FLOAT, &o->model.optim.beta1, "AdamW beta1; binsgdm's beta (both its moments)", 0, 0.999999, NULL},
         {"--beta2", PZ_FLAG_FLOAT, &o->model.optim.beta2, "AdamW beta2 (binsgdm: unused)", 0, 0.999999, NULL},

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # --optimizer binsgdm (BinSGDM/Birder, docs/data-parallel.md) through
 # `pipezip train` on the tiny preset: refused where it does not apply, naming
-# why; the loss falls over 30 steps alone (D = 1) and with 2 replicas
-# (all-gather) and 4 (hierarchical, 2 simulated hosts), the replicas'
-# parameters byte-identical after every step (PIPEZIP_DP_CHECK=step); a run
+# why; the loss falls over 30 steps alone (D = 1), with 2 replicas
+# (all-gather), 4 (hierarchical, 2 simulated hosts) and 2 of a 2-stage
+# pipeline, the replicas' parameters byte-identical after every step
+# (PIPEZIP_DP_CHECK=step); the tied embedding's two copies stay equal; a run
 # killed after step 10's checkpoint and resumed logs steps 11..20 bit for bit
 # as the uninterrupted one (D = 1: m and b in the shard; D = 2: each
 # replica's in step-N/rank-0.bsgdR, which differ: each replica folds in its
@@ -30,7 +31,6 @@ refuse() {   # expected-words flags...
 }
 refuse "binsgdm sends its own 1-bit messages" --replicas 2 --dp-compress sign
 refuse "--dp-compress 'ef(sign)'" --replicas 2 --dp-compress 'ef(sign)'
-refuse "binsgdm needs --stages 1" --stages 2
 refuse "--optimizer must be adamw or binsgdm" --optimizer lamb
 "$pz" train --help 2>&1 | grep -q -- "--optimizer" || { echo "FAIL: --help does not list --optimizer"; fails=$((fails + 1)); }
 
@@ -45,7 +45,8 @@ if len(l) != 30 or not end < l[0] - 1.0:
 print(f"ok: {label}: loss {l[0]:.3f} -> {end:.3f} (mean of the last 5 of 30 steps)")
 PY
 }
-for run in "D=1:--replicas 1" "D=2 allgather:--replicas 2" "D=4 hierarchical:--replicas 4 --dp-reduce hierarchical --dp-hosts 2"; do
+for run in "D=1:--replicas 1" "D=2 allgather:--replicas 2" "D=4 hierarchical:--replicas 4 --dp-reduce hierarchical --dp-hosts 2" \
+           "S=2 x D=2:--stages 2 --replicas 2"; do
     label="${run%%:*}"
     read -r -a flags <<<"${run#*:}"
     if ! timeout 120 "$pz" train "${common[@]}" --steps 30 "${flags[@]}" > "$dir/r.jsonl" 2>"$dir/r.err"; then
@@ -53,6 +54,34 @@ for run in "D=1:--replicas 1" "D=2 allgather:--replicas 2" "D=4 hierarchical:--r
     fi
     falls "binsgdm $label" "$dir/r.jsonl" || fails=$((fails + 1))
 done
+
+# the tied wte: the first and the last stage's copies (and their m, b) stay
+# equal bit for bit: S=2 x D=6 twophase cuts each stage's vector into chunks
+# whose bounds fall inside wte at other places on the two stages, so only
+# wte's own messages keep the random bits alike
+tied_equal() {   # label checkpoint-step-dir first-shard last-shard
+    "$py" - "$@" <<'PY'
+import json, struct, sys
+def tensors(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    return {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items() if k != "__metadata__"}
+label, d = sys.argv[1], sys.argv[2]
+a, z = tensors(f"{d}/{sys.argv[3]}"), tensors(f"{d}/{sys.argv[4]}")
+keys = [k for k in a if k.endswith("wte.weight")]
+bad = [k for k in keys if a[k] != z.get(k)]
+if len(keys) != 3 or bad:
+    print(f"FAIL: {label}: the tied copies differ: {bad} (of {keys})"); sys.exit(1)
+print(f"ok: {label}: both stages' wte, m and b equal bit for bit")
+PY
+}
+if timeout 120 "$pz" train "${common[@]}" --steps 4 --micro-batches 1 --stages 2 --replicas 6 --checkpoint-dir "$dir/t6" \
+    > /dev/null 2>"$dir/t.err"; then
+    tied_equal "binsgdm S=2 x D=6 twophase" "$dir/t6/step-00000004" rank-0.safetensors rank-1.safetensors || fails=$((fails + 1))
+else
+    tail -20 "$dir/t.err"; echo "FAIL: S=2 x D=6: the run failed"; fails=$((fails + 1))
+fi
 
 same() {   # label a.jsonl b.jsonl
     "$py" - "$@" <<'PY'

@@ -52,7 +52,7 @@ static const struct {
     {"sgd", NULL, "cpu", NULL, 1, 1, 0, "--optimizer must be adamw or binsgdm, not 'sgd'"},
     {"binsgdm", "sign", "cpu", NULL, 1, 2, 0, "binsgdm sends its own 1-bit messages"},
     {"binsgdm", "ef(sign)", "cpu", NULL, 1, 2, 0, "--dp-compress 'ef(sign)' is the codec of AdamW's"},
-    {"binsgdm", NULL, "cpu", NULL, 2, 1, 0, "binsgdm needs --stages 1"},
+    {"binsgdm", NULL, "cpu", NULL, 2, 2, 0, NULL},
     {"binsgdm", NULL, "cuda", NULL, 1, 1, 0, "binsgdm runs on --device cpu only"},
     {"binsgdm", NULL, "cpu", "hierarchical", 1, 4, 0, "--dp-reduce hierarchical needs --dp-hosts H"},
     {"binsgdm", "none", "cpu", NULL, 1, 1, 0, NULL},
