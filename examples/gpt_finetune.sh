@@ -30,6 +30,9 @@
 #                        activation uncompressed and later ones as deltas);
 #                        0 = all of --data [65536]
 #   --stages S           pipeline stages, one process each [2]
+#   --replicas D         data-parallel copies of the pipeline (S x D processes,
+#                        each step D x M micro-batches, the gradients averaged;
+#                        the report shows what the average cost) [1]
 #   --compress POLICY    per-edge codec policy, e.g. 'fwd=aq(q4),bwd=q8',
 #                        '0-1:fwd=topk:0.2;*:bwd=q8' or none [fwd=aq(q4),bwd=q8]
 #   --eval-compress on|off  validate with the forward codecs too [on]
@@ -76,7 +79,7 @@ die() { echo "$prog: error: $*" >&2; exit 1; }
 note() { echo "$prog: $*" >&2; }
 
 init="" data=$repo/data/fortunes_train.bin val_data=$repo/data/fortunes_val.bin
-train_tokens=65536 stages=2 policy='fwd=aq(q4),bwd=q8' eval_compress=on
+train_tokens=65536 stages=2 replicas=1 policy='fwd=aq(q4),bwd=q8' eval_compress=on
 steps=120 batch=4 micro=4 seq=128 lr=3e-4 warmup="" seed=1337 val_every=30 val_batches=32
 link_mbps=0 error_metrics=on threads=0 out=$repo/runs/finetune save=1 quiet=0 before_eval=1
 pipezip=${PIPEZIP:-$repo/build/pipezip}
@@ -98,7 +101,7 @@ while [ $# -gt 0 ]; do
             [ $has_val = 0 ] || die "$flag takes no value"
             case $flag in --no-save) save=0 ;; --quiet) quiet=1 ;; --base-only) base_only=1 ;; --no-before-eval) before_eval=0 ;; esac
             shift; continue ;;
-        --init|--data|--val-data|--train-tokens|--stages|--compress|--eval-compress|--steps|--batch|\
+        --init|--data|--val-data|--train-tokens|--stages|--replicas|--compress|--eval-compress|--steps|--batch|\
         --micro-batches|--seq|--lr|--warmup|--seed|--val-every|--val-batches|--link-mbps|--error-metrics|--threads|\
         --out|--pipezip|--base-steps|--base-data|--base-val-data|--cache)
             if [ $has_val = 0 ]; then
@@ -115,6 +118,7 @@ while [ $# -gt 0 ]; do
         --val-data) val_data=$val; data_given=1 ;;
         --train-tokens) is_uint "$val" || die "--train-tokens: '$val' is not a whole number"; train_tokens=$val ;;
         --stages) is_pos "$val" || die "--stages: '$val' is not a positive whole number"; stages=$val ;;
+        --replicas) is_pos "$val" || die "--replicas: '$val' is not a positive whole number"; replicas=$val ;;
         --compress) policy=$val ;;
         --eval-compress) case $val in on|off) eval_compress=$val ;; *) die "--eval-compress: '$val' must be on or off" ;; esac ;;
         --steps) is_pos "$val" || die "--steps: '$val' is not a positive whole number"; steps=$val ;;
@@ -287,6 +291,7 @@ args=(train --init "$base_path" --data "$train_shards" --stages "$stages"
       --lr "$lr" --warmup "$warmup" --seed "$seed" --threads "$threads"
       --eval-compress "$eval_compress" --link-mbps "$link_mbps" --error-metrics "$error_metrics"
       --metrics "$out/metrics")
+[ "$replicas" = 1 ] || args+=(--replicas "$replicas")
 # pipezip's default is no compression; it takes 'none' only as a codec (fwd=none)
 [ "$policy" = none ] || args+=(--compress "$policy")
 if [ "$val_batches" != 0 ]; then
@@ -400,10 +405,10 @@ PY
 # ---- report ------------------------------------------------------------------
 mapfile -t train_files < <(shard_files "$train_shards")
 python3 - "$out" "$before" "$base_path" "$data" "$subset_note" "$wall" "$save" \
-          "$batch" "$micro" "$seq" "$stages" "$policy" "${train_files[@]}" <<'PY'
+          "$batch" "$micro" "$seq" "$stages" "$policy" "$replicas" "${train_files[@]}" <<'PY'
 import csv, json, math, os, sys
-out, before, base, data, subset, wall, save, B, M, T, S, policy = sys.argv[1:13]
-shards = sys.argv[13:]
+out, before, base, data, subset, wall, save, B, M, T, S, policy, D = sys.argv[1:14]
+shards = sys.argv[14:]
 before = None if before == "null" else float(before)
 rows = []
 for line in open(os.path.join(out, "train.jsonl")):
@@ -426,7 +431,7 @@ for f in shards:   # the loader cuts each shard into samples of T+1 tokens at mu
         n = int.from_bytes(fh.read(12)[8:12], "little")
     ntok += n
     samples += max(0, (n - 1) // int(T))
-seen = len(steps) * int(B) * int(M)
+seen = len(steps) * int(B) * int(M) * int(D)
 per_dir = {}
 for d in ("fwd", "bwd"):
     raw, wire = summ.get(d + "_raw", 0), summ.get(d + "_wire", 0)
@@ -439,12 +444,13 @@ if os.path.exists(mpath):
     metrics = list(csv.DictReader(open(mpath)))
 rep = {"base_model": base, "data": data, "train_shards": shards, "train_tokens": ntok,
        "train_samples": samples, "epochs": seen / samples if samples else None,
-       "stages": int(S), "policy": summ.get("policy", policy), "steps": summ.get("steps", len(steps)),
-       "tokens_per_step": int(B) * int(M) * int(T),
+       "stages": int(S), "replicas": int(D), "policy": summ.get("policy", policy), "steps": summ.get("steps", len(steps)),
+       "tokens_per_step": int(B) * int(M) * int(D) * int(T),
        "val_loss_before": before, "val_loss_after_compressed": after_c,
        "val_loss_after_uncompressed": after_u,
        "tok_s_median": summ.get("tok_s_median"), "wall_s": int(wall),
        "final_train_loss": steps[-1]["loss"], "direction": per_dir, "edges": metrics,
+       "data_parallel": {k: summ[k] for k in ("dp_raw", "dp_wire", "dp_sync_s", "dp_hidden_s") if k in summ} or None,
        "val_curve": [{"step": r["step"], "val_loss": r["val_loss"], "compressed": r.get("compressed")} for r in vals],
        "model": os.path.join(out, "model.safetensors") if save == "1" else None}
 json.dump(rep, open(os.path.join(out, "report.json"), "w"), indent=1)
@@ -454,8 +460,8 @@ L = []
 L.append(f"== fine-tuning report ({out}) ==")
 L.append(f"starting model     {base}")
 L.append(f"fine-tuning data   {data}: {subset}, {samples} samples of {T} tokens; "
-         f"{len(steps)} steps x {int(B) * int(M)} samples = {seen / samples:.1f} epochs" if samples else "")
-L.append(f"pipeline           {S} stages; policy {rep['policy']}")
+         f"{len(steps)} steps x {int(B) * int(M) * int(D)} samples = {seen / samples:.1f} epochs" if samples else "")
+L.append(f"pipeline           {S} stages{f' x {D} replicas' if D != '1' else ''}; policy {rep['policy']}")
 def f4(x): return "n/a" if x is None else f"{x:.4f}"
 if before is not None:
     L.append(f"validation loss    before {f4(before)} (pipezip eval of the starting model)")
@@ -473,6 +479,12 @@ for d, name in (("fwd", "activations (fwd)"), ("bwd", "gradients (bwd)")):
         L.append(f"{name:<19}{mb(p['wire_bytes'])} sent for {mb(p['raw_bytes'])} uncompressed: "
                  f"saved {mb(p['raw_bytes'] - p['wire_bytes'])} ({100 * p['saved_frac']:.1f}%), "
                  f"{p['bits_per_elem']:.2f} bits/element")
+dp = rep["data_parallel"]
+if dp and dp.get("dp_sync_s"):   # one replica's figures, summed over its stages
+    n = max(1, len(steps))
+    L.append(f"data parallel      {mb(dp['dp_wire'])} sent to average {mb(dp['dp_raw'])} of gradients; "
+             f"{1e3 * dp['dp_sync_s'] / n:.1f} ms/step in flight, {100 * dp['dp_hidden_s'] / dp['dp_sync_s']:.0f}% "
+             f"of it hidden behind the backward")
 L.append(f"throughput         {summ.get('tok_s_median', float('nan')):.0f} tokens/s (median step); wall {wall} s")
 if rep["model"]:
     L.append(f"saved              {rep['model']}")

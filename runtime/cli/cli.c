@@ -117,7 +117,7 @@ static int train_run(pz_train_opts *o, const pz_train_words *w) {
         pz_rank_layout names = {o->sched.stages, o->dp.replicas, o->dp.layout};
         int rc = pz_launch_local(o->sched.stages * o->dp.replicas, full_argc, full_argv, w->max_restarts, &names);
         if (rc == 0 && o->observe.trace) {
-            if ((st = pz_trace_merge(o->observe.trace, o->sched.stages)) != PZ_OK) return fail("train", st);
+            if ((st = pz_trace_merge(o->observe.trace, o->sched.stages * o->dp.replicas)) != PZ_OK) return fail("train", st);
             fprintf(stderr, "pipezip train: wrote trace %s\n", o->observe.trace);
         }
         return rc;

@@ -159,6 +159,7 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     /* warmup=auto: what each rank's host can hold; replicas: replica 0's
      * figure, times D so that the mean below gives it back exactly */
     red[L->kfit + x->rank] = x->replica == 0 ? (double)x->kfit * x->D : 0.0;
+    memcpy(red + L->dp + PZ_DP_FIGS * x->rank, x->dp_fig, sizeof x->dp_fig);   /* zero without replicas */
     /* the link runs beside compute with gpipe and extra warm-up (autospec.h);
      * --schedule auto adds the warm-up a codec's link time needs (below), so
      * its candidates are weighed as hidden too (issue 26) */
@@ -197,9 +198,9 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     exec_trace(x, "optimizer", -1, t_opt, pz_now());
     double ms = 1e3 * (pz_now() - t0), tok_s = (double)o->model.batch * o->model.seq * o->model.micro * x->D / (ms * 1e-3);
     if (is_root(x)) {
-        pz_step_line line = {step + 1, loss, norm, ms, tok_s, lr, red[L->tied]};
+        pz_step_line line = {step + 1, loss, norm, ms, tok_s, lr, red[L->tied], x->D > 1 ? red + L->dp : NULL};
         pz_report_step(stdout, &line, S, x->G - 1, red + L->edges, red + L->ranks);
-        if (S > 1) pz_metrics_step(&x->met, step + 1, red + L->edges, tok_s);
+        if (S * x->D > 1) pz_metrics_step(&x->met, step + 1, red + L->edges, line.dp, tok_s);
         if (isatty(2)) fprintf(stderr, "\rstep %d/%d loss %.4f  %.0f ms  %.0f tok/s   ", step + 1, o->model.steps, loss, ms, tok_s);
     }
     return PZ_OK;
@@ -325,17 +326,20 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
     x->ids_tmp = xcalloc((size_t)o->model.batch, sizeof *x->ids_tmp);
     if ((st = check_links(x)) != PZ_OK) return st;
     exec_slots_alloc(x);
-    if (x->S > 1 && is_root(x) && (st = pz_metrics_init(&x->met, &x->pol, o->observe.metrics, o->model.micro, o->observe.error_metrics)) != PZ_OK)
+    if (x->S * x->D > 1 && is_root(x) && (st = pz_metrics_init(&x->met, &x->pol, o->observe.metrics, o->model.micro, o->observe.error_metrics,
+                                                          x->D > 1 ? x->S : 0)) != PZ_OK)
         return st;
     /* the reduction, one layout for every schedule: gradient sumsq, loss,
      * tied bytes, 3 per rank (compute, wait, codec seconds), the edge
      * statistics per boundary and direction, warmup=auto's round trips
      * and holds (one each per rank), the ranks that got SIGTERM and SIGINT, warmup=auto's
-     * memory fit per rank, auto's decisions per boundary and direction */
+     * memory fit per rank, auto's decisions per boundary and direction,
+     * the data-parallel figures per rank (exec.dp_fig) */
     pz_red_layout *L = &x->red;
     L->sumsq = 0, L->loss = 1, L->tied = 2, L->ranks = 3, L->edges = L->ranks + 3 * x->S;
     L->rtt = L->edges + 2 * (x->G - 1) * PZ_EDGE_STATS_N, L->hold = L->rtt + x->S, L->stop = L->hold + x->S;
-    L->kfit = L->stop + 2, L->autod = L->kfit + x->S, L->n = L->autod + 2 * (x->G - 1) * PZ_AUTO_RED;
+    L->kfit = L->stop + 2, L->autod = L->kfit + x->S, L->dp = L->autod + 2 * (x->G - 1) * PZ_AUTO_RED;
+    L->n = L->dp + PZ_DP_FIGS * x->S;
     return PZ_OK;
 }
 
@@ -431,7 +435,7 @@ static pz_status train_steps(exec *x, int *stopped) {
     free(red);
     if (is_root(x) && isatty(2)) fprintf(stderr, "\n");
     if (st == PZ_OK) pz_auto_report(&x->au, x->rank, pz_now() - t_run, o->model.steps - first_step);
-    if (st == PZ_OK && x->S > 1) st = finish_run(x, t_run);
+    if (st == PZ_OK && x->S * x->D > 1) st = finish_run(x, t_run);
     return st;
 }
 
@@ -485,7 +489,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         fprintf(stderr, "pipezip train: stopped early: %s not written\n", o->model.save);
     if (st == PZ_OK && o->model.save && !stopped)
         st = pz_resume_note_last_good(exec_gather_save(&x, all, o->model.save), o->ckpt.dir, &x.job);
-    if (st == PZ_OK && o->observe.trace) st = pz_trace_write_fragment(&x.trace, o->observe.trace, rank);
+    if (st == PZ_OK && o->observe.trace) st = pz_trace_write_fragment(&x.trace, o->observe.trace, rank, x.rank, x.D > 1 ? x.replica : -1);
     /* a failed close skips the shutdown barrier, the one step that could
      * replace the message of st */
     pz_transport_close(x.tp, st != PZ_OK);

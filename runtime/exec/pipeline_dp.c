@@ -135,10 +135,10 @@ static pz_status chunk_sync(exec *x, int cc, int step) {
     for (int i = 0; y && i < y->nb; i++)
         if (y->b[i].state == 2) exec_trace(x, "dp bucket", -1, y->b[i].t_start, y->b[i].t_done);
     if (!y) exec_trace(x, "dp sync", -1, t0, pz_now());
-    x->dp_fig[0] += (double)s->grads.numel * sizeof(float);
-    x->dp_fig[1] += y ? (double)y->sent : (double)(x->dp.bytes_sent - sent0);
-    x->dp_fig[2] += y ? y->sync_s : pz_now() - t0;
-    x->dp_fig[3] += y ? y->hidden_s : 0.0;
+    x->dp_fig[PZ_DP_RAW] += (double)s->grads.numel * sizeof(float);
+    x->dp_fig[PZ_DP_WIRE] += y ? (double)y->sent : (double)(x->dp.bytes_sent - sent0);
+    x->dp_fig[PZ_DP_SYNC] += y ? y->sync_s : pz_now() - t0;
+    x->dp_fig[PZ_DP_HIDDEN] += y ? y->hidden_s : 0.0;
     return st;
 }
 

@@ -62,7 +62,7 @@ enum { FWD_TX, BWD_RX, FWD_RX, BWD_TX };   /* pz_chunk.end */
 
 /* The step's reduction, one layout for every schedule (offsets into it). */
 typedef struct {
-    int sumsq, loss, tied, ranks, edges, rtt, hold, stop, kfit, autod, n;
+    int sumsq, loss, tied, ranks, edges, rtt, hold, stop, kfit, autod, dp, n;
 } pz_red_layout;
 
 typedef struct {
@@ -77,7 +77,7 @@ typedef struct {
     pz_dp_group dp;
     pz_dp_creduce **cr;        /* --dp-compress: per chunk, its compressed reduction (V) */
     pz_dp_sync *sync;          /* per chunk, its bucketed average (V; runtime/dp/sync.h) */
-    double dp_fig[4];          /* the step's data-parallel bytes raw, sent, sync and hidden seconds */
+    double dp_fig[PZ_DP_FIGS]; /* the step's data-parallel figures (runtime/observe/metrics.h) */
     pz_dp_creduce *crw;        /* binsgdm, S > 1: the tied wte's own exchange (first and last rank) */
     pz_sched_spec spec;        /* --schedule; warmup=auto resolved after the first steps */
     pz_schedule sched;

@@ -12,8 +12,11 @@
 
 enum { S_RAW, S_WIRE, S_ENC, S_DEC, S_ERR2, S_NORM2 };
 
-pz_status pz_metrics_init(pz_metrics *m, const pz_policy *p, const char *prefix, int micro, int error_metrics) {
+pz_status pz_metrics_init(pz_metrics *m, const pz_policy *p, const char *prefix, int micro, int error_metrics,
+                          int dp_stages) {
     memset(m, 0, sizeof *m);
+    m->dp_stages = dp_stages;
+    m->dp_tot = xcalloc((size_t)dp_stages * PZ_DP_FIGS + 1, sizeof *m->dp_tot);
     m->edges = p->stages - 1;
     m->micro = micro;
     m->error_metrics = error_metrics;
@@ -74,7 +77,25 @@ static void json_str(FILE *f, const char *s) {
 
 static void take_next(pz_metrics *m);
 
-void pz_metrics_step(pz_metrics *m, int step, const double *es, double tok_s) {
+void pz_metrics_dp_sum(const double *dp, int stages, double *sum) {
+    for (int k = 0; k < PZ_DP_FIGS; k++) sum[k] = 0.0;
+    for (int r = 0; dp && r < stages; r++)
+        for (int k = 0; k < PZ_DP_FIGS; k++) sum[k] += dp[PZ_DP_FIGS * r + k];
+}
+
+/* the step's "dp" entry: bytes and times summed over stages, then each stage's times */
+static void dp_json(FILE *f, const double *dp, int stages) {
+    double s[PZ_DP_FIGS];
+    pz_metrics_dp_sum(dp, stages, s);
+    fprintf(f, "\"dp\":{\"raw_bytes\":%.0f,\"wire_bytes\":%.0f,\"sync_ms\":%.3f,\"hidden_ms\":%.3f,\"stages\":[",
+            s[PZ_DP_RAW], s[PZ_DP_WIRE], 1e3 * s[PZ_DP_SYNC], 1e3 * s[PZ_DP_HIDDEN]);
+    for (int r = 0; r < stages; r++)
+        fprintf(f, "%s{\"sync_ms\":%.3f,\"hidden_ms\":%.3f}", r ? "," : "", 1e3 * dp[PZ_DP_FIGS * r + PZ_DP_SYNC],
+                1e3 * dp[PZ_DP_FIGS * r + PZ_DP_HIDDEN]);
+    fputs("]},", f);
+}
+
+void pz_metrics_step(pz_metrics *m, int step, const double *es, const double *dp, double tok_s) {
     int n = 2 * m->edges;
     if (m->steps == m->cap_tok) {
         m->cap_tok = m->cap_tok ? 2 * m->cap_tok : 256;
@@ -82,6 +103,7 @@ void pz_metrics_step(pz_metrics *m, int step, const double *es, double tok_s) {
         if (!m->tok_s) pz_die("out of memory for metrics");
     }
     m->tok_s[m->steps++] = tok_s;
+    for (int k = 0; dp && k < m->dp_stages * PZ_DP_FIGS; k++) m->dp_tot[k] += dp[k];
     for (int k = 0; k < n; k++) {
         const double *v = es + k * PZ_EDGE_STATS_N;
         for (int j = 0; j < PZ_EDGE_STATS_N; j++) m->tot[k * PZ_EDGE_STATS_N + j] += v[j];
@@ -93,6 +115,7 @@ void pz_metrics_step(pz_metrics *m, int step, const double *es, double tok_s) {
     fprintf(f, "{\"step\":%d,", step);
     if (m->sched[0]) fprintf(f, "\"schedule_next\":\"%s\",", m->sched);   /* --schedule auto's pick */
     m->sched[0] = 0;
+    if (dp && m->dp_stages) dp_json(f, dp, m->dp_stages);
     fputs("\"edges\":[", f);
     for (int k = 0; k < n; k++) {
         const double *v = es + k * PZ_EDGE_STATS_N;
@@ -136,6 +159,20 @@ void pz_metrics_auto(pz_metrics *m, int k, const char *codec, double rel_err, do
     d[0] = rel_err, d[1] = link_s, d[2] = compute_s, d[3] = rate, d[4] = margin;
 }
 
+/* per stage: bytes over the run, times per step, the part hidden */
+static void dp_table(const pz_metrics *m) {
+    double steps = m->steps > 0 ? m->steps : 1;
+    fprintf(stderr, "pipezip train: data-parallel average over %d steps (one replica's figures)\n", m->steps);
+    fprintf(stderr, "  %-5s %10s %10s %12s %14s %8s\n", "stage", "raw MB", "wire MB", "sync ms/step", "hidden ms/step",
+            "hidden");
+    for (int r = 0; r < m->dp_stages; r++) {
+        const double *v = m->dp_tot + PZ_DP_FIGS * r;
+        fprintf(stderr, "  %-5d %10.2f %10.2f %12.2f %14.2f %7.1f%%\n", r, v[PZ_DP_RAW] / 1e6, v[PZ_DP_WIRE] / 1e6,
+                1e3 * v[PZ_DP_SYNC] / steps, 1e3 * v[PZ_DP_HIDDEN] / steps,
+                v[PZ_DP_SYNC] > 0 ? 100.0 * v[PZ_DP_HIDDEN] / v[PZ_DP_SYNC] : 0.0);
+    }
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -146,9 +183,10 @@ pz_status pz_metrics_finish(pz_metrics *m, const char *policy_text, const double
     int n = 2 * m->edges;
     double msgs = (double)m->steps * m->micro;
     pz_status st = PZ_OK;
-    /* table on stderr */
-    fprintf(stderr, "pipezip train: compression over %d steps (%.0f messages per edge and direction)\n", m->steps, msgs);
-    fprintf(stderr, "  %-5s %-3s %-34s %10s %10s %7s %9s %8s %8s %8s\n", "edge", "dir", "codec", "raw MB", "wire MB",
+    /* tables on stderr */
+    if (m->dp_stages) dp_table(m);
+    if (n) fprintf(stderr, "pipezip train: compression over %d steps (%.0f messages per edge and direction)\n", m->steps, msgs);
+    if (n) fprintf(stderr, "  %-5s %-3s %-34s %10s %10s %7s %9s %8s %8s %8s\n", "edge", "dir", "codec", "raw MB", "wire MB",
             "ratio", "bits/elem", "rel err", "enc ms", "dec ms");
     for (int k = 0; k < n; k++) {
         const double *v = m->tot + k * PZ_EDGE_STATS_N;
@@ -202,6 +240,12 @@ pz_status pz_metrics_finish(pz_metrics *m, const char *policy_text, const double
     printf("{\"summary\":true,\"steps\":%d,\"tok_s_median\":%.1f,\"fwd_raw\":%.0f,\"fwd_wire\":%.0f,\"bwd_raw\":%.0f,"
            "\"bwd_wire\":%.0f,\"policy\":", m->steps, med, fr, fw, br, bw);
     json_str(stdout, policy_text);
+    if (m->dp_stages) {   /* over the run, summed over the stages */
+        double s[PZ_DP_FIGS];
+        pz_metrics_dp_sum(m->dp_tot, m->dp_stages, s);
+        printf(",\"dp_raw\":%.0f,\"dp_wire\":%.0f,\"dp_sync_s\":%.4f,\"dp_hidden_s\":%.4f", s[PZ_DP_RAW],
+               s[PZ_DP_WIRE], s[PZ_DP_SYNC], s[PZ_DP_HIDDEN]);
+    }
     fputs(",\"codec_state_bytes\":[", stdout);
     for (int r = 0; r < world; r++) printf("%s%.0f", r ? "," : "", state_bytes[r]);
     fputs("],\"aq_spill_bytes\":[", stdout);
@@ -219,7 +263,7 @@ void pz_metrics_free(pz_metrics *m) {
     if (m->have_jl) pz_atomic_abort(&m->jl);
     for (int k = 0; m->codec && k < 2 * m->edges; k++) free(m->codec[k]);
     for (int k = 0; m->next_codec && k < 2 * m->edges; k++) free(m->next_codec[k]);
-    PZ_FREE_ALL(m->is_auto, m->next, m->next_codec);
+    PZ_FREE_ALL(m->is_auto, m->next, m->next_codec, m->dp_tot);
     PZ_FREE_ALL(m->codec, m->tot, m->relerr_sum, m->relerr_n, m->tok_s, m->prefix);
     memset(m, 0, sizeof *m);
 }

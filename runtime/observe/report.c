@@ -8,6 +8,11 @@ void pz_report_step(FILE *f, const pz_step_line *s, int world, int edges, const 
                     const double *rank_s) {
     fprintf(f, "{\"step\":%d,\"loss\":%.8f,\"lr\":%.6g,\"norm\":%.4f,\"ms\":%.1f,\"tok_s\":%.1f", s->step, s->loss,
             s->lr, s->norm, s->ms, s->tok_s);
+    double d[PZ_DP_FIGS];   /* the data-parallel average, summed over the stages */
+    pz_metrics_dp_sum(s->dp, world, d);
+    if (s->dp)
+        fprintf(f, ",\"dp_raw\":%.0f,\"dp_wire\":%.0f,\"dp_sync_ms\":%.1f,\"dp_hidden_ms\":%.1f", d[PZ_DP_RAW],
+                d[PZ_DP_WIRE], 1e3 * d[PZ_DP_SYNC], 1e3 * d[PZ_DP_HIDDEN]);
     if (world > 1 && edge_stats) {
         double fr, fw, br, bw;
         pz_metrics_dir_bytes(edge_stats, edges, PZ_FWD, &fr, &fw);

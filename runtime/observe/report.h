@@ -12,6 +12,7 @@ typedef struct {
     double loss, norm, ms, tok_s;
     float lr;
     double tied_wire;       /* bytes of one end's tied-embedding message (pipelines) */
+    const double *dp;       /* --replicas: per stage PZ_DP_FIGS (runtime/observe/metrics.h), else NULL */
 } pz_step_line;
 
 /* edge_stats: the step's summed pz_edge_stats per (edge, direction), `edges` of them (NULL

@@ -22,7 +22,7 @@ void pz_trace_add(pz_trace *t, const char *name, int micro, double t0, double t1
     t->ev[t->n++] = (pz_trace_event){name, micro, t0, t1};
 }
 
-pz_status pz_trace_write_fragment(const pz_trace *t, const char *path, int rank) {
+pz_status pz_trace_write_fragment(const pz_trace *t, const char *path, int rank, int stage, int replica) {
     char frag[4096];
     snprintf(frag, sizeof frag, "%s.rank%d", path, rank);
     pz_atomic_file af;
@@ -36,7 +36,10 @@ pz_status pz_trace_write_fragment(const pz_trace *t, const char *path, int rank)
         fprintf(af.f, "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f},\n",
                 name, e->name, rank, rank, 1e6 * (e->t0 - t->t_origin), 1e6 * (e->t1 - e->t0));
     }
-    fprintf(af.f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"stage %d\"}}\n", rank, rank);
+    char who[48];
+    if (replica >= 0) snprintf(who, sizeof who, "stage %d replica %d", stage, replica);
+    else snprintf(who, sizeof who, "stage %d", stage);
+    fprintf(af.f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"%s\"}}\n", rank, who);
     return pz_atomic_commit(&af);
 }
 

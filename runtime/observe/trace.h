@@ -25,8 +25,9 @@ typedef struct {
 void pz_trace_start(pz_trace *t, double t_origin);
 void pz_trace_add(pz_trace *t, const char *name, int micro, double t0, double t1);
 /* Writes "<path>.rank<rank>" (atomically): the events as one comma-separated
- * list, pid and tid = rank. */
-pz_status pz_trace_write_fragment(const pz_trace *t, const char *path, int rank);
+ * list, pid and tid = rank (the world rank), the process named "stage S" or,
+ * with replicas (replica >= 0), "stage S replica R". */
+pz_status pz_trace_write_fragment(const pz_trace *t, const char *path, int rank, int stage, int replica);
 void pz_trace_free(pz_trace *t);
 
 /* Merges the per-rank trace fragments "<path>.rank<r>" into one Chrome /

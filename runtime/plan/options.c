@@ -102,12 +102,14 @@ static pz_status on_off(const char *flag, const char *v, int *out) {
     return PZ_OK;
 }
 
-/* flags that act on what crosses stage boundaries, with one stage */
+/* flags that act on what crosses stage boundaries, with one stage (--trace
+ * and --metrics also show the replicas' average) */
 static const char *pipeline_only(const pz_train_opts *o) {
-    return o->sched.stages > 1 ? NULL : o->observe.trace ? "--trace" : o->sched.split ? "--split" : o->link.compress ? "--compress"
-         : o->link.policy_file ? "--policy-file" : o->link.mbps ? "--link-mbps" : o->link.latency_ms ? "--link-latency-ms"
-         : o->link.compress_tied ? "--compress-tied" : o->observe.metrics ? "--metrics"
-         : o->net.job_secret_file ? "--job-secret-file" : NULL;
+    const int dp = o->dp.replicas > 1;
+    return o->sched.stages > 1 ? NULL : o->observe.trace && !dp ? "--trace" : o->sched.split ? "--split"
+         : o->link.compress ? "--compress" : o->link.policy_file ? "--policy-file" : o->link.mbps ? "--link-mbps"
+         : o->link.latency_ms ? "--link-latency-ms" : o->link.compress_tied ? "--compress-tied"
+         : o->observe.metrics && !dp ? "--metrics" : o->net.job_secret_file ? "--job-secret-file" : NULL;
 }
 
 /* --replicas D: the world is S x D ranks, and what the data-parallel path
@@ -133,12 +135,8 @@ static pz_status replicas_check(pz_train_opts *o, const pz_train_words *w) {
     /* interleaving, warmup=auto, --compress auto and --dump-edge work with
      * replicas: what the autos decide comes from the step's one reduction
      * over all S x D ranks, so every replica decides the same (checked with
-     * the parameters, exec_dp_check). --trace and --metrics write one file
-     * per stage: D processes would write each, not yet told apart. */
-    const char *no = o->observe.trace ? "--trace" : o->observe.metrics ? "--metrics" : NULL;
-    if (no)
-        return pz_fail(PZ_ERR_ARG, "%s is not supported with --replicas yet: it writes one file per stage, and the "
-                       "stage's %d replicas would each write it (docs/data-parallel.md)", no, o->dp.replicas);
+     * the parameters, exec_dp_check). --trace: each rank writes its world
+     * rank's fragment; --metrics: world rank 0 writes. */
     if (strcmp(o->host.device, "cpu") != 0)
         return pz_fail(PZ_ERR_ARG, "--replicas needs --device cpu for now (docs/data-parallel.md)");
     return PZ_OK;
@@ -297,7 +295,8 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
                         "Prints one JSON line per step on stdout:\n"
                         "  {\"step\",\"loss\",\"lr\",\"norm\",\"ms\",\"tok_s\"} and {\"step\",\"val_loss\"} lines;\n"
                         "pipelines add fwd_raw/fwd_wire/bwd_raw/bwd_wire/tied_wire bytes per step, per-stage times,\n"
-                        "\"compressed\" on validation lines, and a final {\"summary\":true,...} line.\n\n"
+                        "\"compressed\" on validation lines, and a final {\"summary\":true,...} line; replicas add\n"
+                        "dp_raw/dp_wire bytes and dp_sync_ms/dp_hidden_ms (the average's time, the part hidden).\n\n"
                         "Compression policy (--compress, --policy-file; needs --stages 2 or more):\n"
                         "  policy := clause (';' clause)*     clause := [EDGE ':'] DIR=CODEC (',' DIR=CODEC)* | none | auto\n"
                         "  EDGE: I-J (J = I+1) or *   DIR: fwd (activations), bwd (gradients), both\n"

@@ -44,8 +44,7 @@ refuse "--replicas" --replicas 0
 refuse "over the 255 ranks" --stages 16 --replicas 16
 refuse "--layout needs --replicas" --layout replica-major
 refuse "--layout must be" --replicas 2 --layout diagonal
-refuse "--trace is not supported with --replicas yet: it writes one file per stage" --stages 2 --replicas 2 \
-    --trace "$dir/t.json"
+refuse "--metrics needs --stages 2 or more" --metrics "$dir/m"   # one process: neither edges nor replicas
 refuse "--dp-hosts H dividing --replicas 3" --replicas 3 --dp-compress sign --dp-reduce hierarchical --dp-hosts 2
 refuse "keeps state" --replicas 2 --dp-compress 'ef(sign)'
 refuse "--dp-warmup needs --dp-compress" --replicas 2 --dp-warmup 2
@@ -136,6 +135,48 @@ for m in "0.01-1f1b" "0.01-zb-h1"; do
     else
         echo "FAIL: S=2 x D=2 buckets $m: the model differs from one bucket per chunk's"; fails=$((fails + 1))
     fi
+done
+fi
+
+# --metrics and --trace with replicas: the data-parallel bytes and times per step (step lines, metrics
+# JSONL, summary), and trace spans of the buckets, named by stage and replica, some inside the last backward
+if [ "$part" = equiv ]; then
+for run in "2 2" "1 3"; do
+    read -r S D <<<"$run"
+    label="S=$S x D=$D --metrics --trace"
+    if ! timeout 120 "$pz" train "${common[@]}" --steps 3 --micro-batches 2 --stages "$S" --replicas "$D" \
+         --dp-bucket-mb 0.01 --metrics "$dir/m" --trace "$dir/t.json" > "$dir/r.jsonl" 2>"$dir/r.err"; then
+        tail -20 "$dir/r.err"; echo "FAIL: $label: the run failed"; fails=$((fails + 1)); continue
+    fi
+    grep -q "data-parallel average over 3 steps" "$dir/r.err" || { echo "FAIL: $label: no table"; fails=$((fails + 1)); }
+    "$py" - "$dir/r.jsonl" "$dir/m.jsonl" "$dir/t.json" "$label" "$S" "$D" <<'PY' || fails=$((fails + 1))
+import json, sys
+out, mj, tj, label, S, D = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
+rows = [json.loads(l) for l in open(out) if l.startswith("{")]
+steps = [r for r in rows if "loss" in r]
+summ = [r for r in rows if r.get("summary")]
+def bad(msg): print(f"FAIL: {label}: {msg}"); sys.exit(1)
+if len(steps) != 3 or len(summ) != 1: bad(f"{len(steps)} step lines, {len(summ)} summaries")
+raw = steps[0]["dp_raw"]
+for r in steps:
+    # the ring sends 2(D-1)/D of the gradient: with 2 replicas exactly its bytes
+    want = raw * 2 * (D - 1) / D
+    if r["dp_raw"] != raw or abs(r["dp_wire"] - want) > 0.01 * want: bad(f"bytes {r}")
+    if not (r["dp_sync_ms"] > 0 and 0 <= r["dp_hidden_ms"] <= r["dp_sync_ms"]): bad(f"times {r}")
+s = summ[0]
+if s["dp_raw"] != 3 * raw or not 0 <= s["dp_hidden_s"] <= s["dp_sync_s"]: bad(f"summary {s}")
+ml = [json.loads(l) for l in open(mj)]
+if len(ml) != 3 or any(len(m["dp"]["stages"]) != S or m["dp"]["raw_bytes"] != raw for m in ml): bad(f"metrics {ml[0]}")
+ev = json.load(open(tj))["traceEvents"]
+names = {e["args"]["name"] for e in ev if e.get("ph") == "M"}
+if names != {f"stage {s} replica {r}" for s in range(S) for r in range(D)}: bad(f"trace processes {names}")
+# a bucket that starts inside the last micro-batch's backward (micro 1), on the same rank
+last = [(e["pid"], e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("name") == "backward 1"]
+inside = [e for e in ev if e.get("cat") == "dp bucket" and any(p == e["pid"] and a < e["ts"] < b for p, a, b in last)]
+if not inside: bad("no dp bucket starts during a last backward")
+print(f"ok: {label}: dp bytes {raw} raw per step, sync {s['dp_sync_s'] * 1e3:.1f} ms, "
+      f"{s['dp_hidden_s'] * 1e3:.1f} ms hidden; {len(inside)} buckets started inside a last backward")
+PY
 done
 fi
 
