@@ -35,12 +35,12 @@
 
 /* --dp-link-mbps, --dp-link-latency-ms: the transport's simulated links
  * (the mechanism of --link-mbps) to the group's members, with --dp-hosts
- * only to those on other hosts. A link so slow that one message outlasts
+ * (or the hosts found from the names) only to those on other hosts. A link so slow that one message outlasts
  * --peer-timeout would end in "peer frozen?" at the receiver: say so first. */
-static pz_status dp_links(exec *x) {
+static pz_status dp_links(exec *x, int hosts) {
     const pz_dp_opts *o = &x->o->dp;
     if (o->link_mbps <= 0 && o->link_latency_ms <= 0) return PZ_OK;
-    pz_dp_group_set_link(&x->dp, o->hosts, o->link_mbps, o->link_latency_ms);
+    pz_dp_group_set_link(&x->dp, hosts, o->link_mbps, o->link_latency_ms);
     size_t most = 0;
     for (int cc = 0; cc < x->V; cc++) {
         size_t m = pz_dp_allreduce_max_message(&x->dp, x->ch[cc].stage.grads.numel, PZ_DP_AUTO);
@@ -55,6 +55,18 @@ static pz_status dp_links(exec *x) {
                    "takes %.3g s on the link between replicas, longer than --peer-timeout %g s, after which the "
                    "receiving replica would give its peer up: raise the rate or --peer-timeout",
                    (double)o->link_mbps, (double)o->link_latency_ms, most, secs, timeout);
+}
+
+/* --dp-reduce hierarchical without --dp-hosts: the hosts are those the
+ * ranks run on, their host names exchanged over the stage's group
+ * (pz_dp_group_hosts: H runs of consecutive replicas, each run one name;
+ * refused otherwise, naming the replica out of place). */
+static pz_status find_hosts(exec *x, int *hosts) {
+    pz_status st = pz_dp_group_hosts(&x->dp, NULL, hosts);
+    if (st == PZ_OK && is_root(x))
+        fprintf(stderr, "pipezip train: --dp-reduce hierarchical: stage 0's %d replicas run on %d host%s (their host "
+                "names), %d each\n", x->D, *hosts, *hosts == 1 ? "" : "s", x->D / *hosts);
+    return st;
 }
 
 pz_status exec_dp_init(exec *x) {
@@ -73,11 +85,13 @@ pz_status exec_dp_init(exec *x) {
         st = pz_dp_sync_init(&x->sync[cc], &x->dp, s->grad_mem, s->grads.numel, hold, bf ? bf : 1);
         s->grads_final_ctx = &x->sync[cc];
     }
+    int hosts = x->o->dp.hosts;
+    pz_dp_mode mode = x->D < 2 ? PZ_DP_ALLGATHER : (pz_dp_mode)x->o->dp.reduce;
+    if (st == PZ_OK && (x->o->dp.compress || bsgd) && mode == PZ_DP_HIERARCHICAL && !hosts) st = find_hosts(x, &hosts);
     if (st == PZ_OK && (x->o->dp.compress || bsgd)) {
         /* --dp-compress: one reduction per chunk, with error feedback;
          * binsgdm's exchange: its codec, no error feedback (pipeline_binsgdm.c) */
-        pz_dp_mode mode = x->D < 2 ? PZ_DP_ALLGATHER : (pz_dp_mode)x->o->dp.reduce;
-        pz_dp_copts co = {mode, !bsgd, (uint64_t)x->o->model.seed, x->o->dp.hosts};
+        pz_dp_copts co = {mode, !bsgd, (uint64_t)x->o->model.seed, hosts};
         x->cr = xcalloc((size_t)x->V, sizeof *x->cr);
         for (int cc = 0; cc < x->V && st == PZ_OK; cc++) {
             size_t w = bsgd ? exec_bsgd_tied(x, &x->ch[cc]) : 0;
@@ -90,7 +104,7 @@ pz_status exec_dp_init(exec *x) {
             if (st == PZ_OK && w) st = pz_dp_creduce_create(&x->crw, &x->dp, PZ_BINSGDM_SPEC, &cw, w);
         }
     }
-    return st == PZ_OK ? dp_links(x) : st;
+    return st == PZ_OK ? dp_links(x, hosts) : st;
 }
 
 void exec_dp_skip(exec *x, int tail) {

@@ -180,9 +180,10 @@ static pz_status dp_compress_check(pz_train_opts *o, const pz_train_words *w) {
         if (strcmp(w->dp_reduce, modes[m]) == 0) o->dp.reduce = m + 1;
     if (w->dp_reduce && strcmp(w->dp_reduce, modes[o->dp.reduce - 1]) != 0)
         return pz_fail(PZ_ERR_ARG, "--dp-reduce must be allgather, twophase or hierarchical, not '%s'", w->dp_reduce);
-    if (o->dp.reduce == 3 && (o->dp.hosts < 1 || o->dp.replicas % o->dp.hosts != 0))
-        return pz_fail(PZ_ERR_ARG, "--dp-reduce hierarchical needs --dp-hosts H dividing --replicas %d%s", o->dp.replicas,
-                       o->dp.hosts ? "" : " (the hosts are simulated)");
+    /* no --dp-hosts: the hosts are the ranks' host names, found at start (runtime/exec/pipeline_dp.c) */
+    if (o->dp.reduce == 3 && o->dp.hosts && o->dp.replicas % o->dp.hosts != 0)
+        return pz_fail(PZ_ERR_ARG, "--dp-reduce hierarchical needs --dp-hosts H dividing --replicas %d (H = %d), or no "
+                       "--dp-hosts: then the hosts are those the ranks run on", o->dp.replicas, o->dp.hosts);
     if (bsgd) return PZ_OK;
     pz_codec *c = NULL;
     pz_status st = pz_codec_create_for(o->dp.compress, PZ_USE_GRADIENT, &c);
@@ -262,7 +263,7 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
         {"--dp-reduce", PZ_FLAG_STR, &w->dp_reduce, "with --dp-compress or --optimizer binsgdm: allgather (default for 2 replicas), twophase (default above) or hierarchical", 0, 0, NULL},
         {"--dp-warmup", PZ_FLAG_INT, &o->dp.warmup, "with --dp-compress or --optimizer binsgdm: the first N steps average uncompressed", 0, 100000000, NULL},
         {"--dp-bucket-mb", PZ_FLAG_FLOAT, &o->dp.bucket_mb, "with --replicas: MiB per bucket of the gradient average, which starts during the last backward (default 25; --dp-compress steps reduce per chunk at the end)", 0.0001, 4096, &w->dp_bucket_given},
-        {"--dp-hosts", PZ_FLAG_INT, &o->dp.hosts, "with --dp-reduce hierarchical: the replicas form H hosts (simulated; H divides --replicas)", 0, 255, NULL},
+        {"--dp-hosts", PZ_FLAG_INT, &o->dp.hosts, "with --dp-reduce hierarchical: the replicas form H simulated hosts (H divides --replicas); default: the hosts the ranks run on (host names)", 0, 255, NULL},
         {"--dp-link-mbps", PZ_FLAG_FLOAT, &o->dp.link_mbps, "with --replicas: simulated rate of the links between replicas, Mbit/s (0 = unlimited; with --dp-hosts only between hosts)", 0, 1e7, NULL},
         {"--dp-link-latency-ms", PZ_FLAG_FLOAT, &o->dp.link_latency_ms, "with --replicas: simulated one-way delay of the links between replicas, ms", 0, 60000, NULL},
         {"--split", PZ_FLAG_STR, &o->sched.split, "blocks per stage, e.g. 3,3,3,3 (interleaved: per chunk; default: balanced by a cost model)", 0, 0, NULL},

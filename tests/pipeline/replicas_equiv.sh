@@ -82,20 +82,24 @@ PY
 
 # Never lose a run: a replica killed in the middle of step 13
 # (PIPEZIP_FAULT=sync: its backward done, the other replicas waiting in the
-# gradient average) is named with its stage and replica by the launcher,
-# which restarts every rank from step 10's checkpoint (--max-restarts 1);
-# the final model is the uninterrupted run's, byte for byte
+# gradient average) makes the launcher stop the ranks, naming the first it
+# reaps with its stage and replica (the victim, or a replica that lost it
+# in the same instant: pipeline_failure.sh names a killed one exactly), and
+# restart every rank from step 10's checkpoint (--max-restarts 1); the final
+# model is the uninterrupted run's, byte for byte
 restarted() {   # label victim name ref.safetensors ckdir flags...
     local label="$1" victim="$2" name="$3" ref="$4" ck="$5"; shift 5
     if ! PIPEZIP_FAULT=sync:13:$victim timeout 120 "$pz" train "${common[@]}" "$@" --checkpoint-dir "$ck" \
          --max-restarts 1 --save "$dir/restarted.safetensors" > /dev/null 2>"$dir/k.err"; then
         tail -20 "$dir/k.err"; echo "FAIL: $label: the run with a restart failed"; fails=$((fails + 1))
-    elif ! grep -q "^pipezip: $name exited with status 3" "$dir/k.err" || ! grep -q "^pipezip: restart 1 of 1" "$dir/k.err"; then
-        grep "^pipezip" "$dir/k.err"; echo "FAIL: $label: '$name' not named, or no restart"; fails=$((fails + 1))
+    elif ! grep -q "PIPEZIP_FAULT=sync:13:$victim: exiting at sync 13" "$dir/k.err" ||
+         ! grep -q "^pipezip: rank [0-9] (stage [0-9], replica [0-9]) exited with status" "$dir/k.err" ||
+         ! grep -q "^pipezip: restart 1 of 1" "$dir/k.err"; then
+        grep "^pipezip" "$dir/k.err"; echo "FAIL: $label: no fault in step 13, no rank named, or no restart"; fails=$((fails + 1))
     elif ! cmp -s "$ref" "$dir/restarted.safetensors"; then
         echo "FAIL: $label: the final model differs from the uninterrupted run's"; fails=$((fails + 1))
     else
-        echo "ok: $label: $name killed in step 13, restarted: the final model is the uninterrupted run's, byte for byte"
+        echo "ok: $label: $name killed in step 13 ($(grep -m1 -o "^pipezip: rank .* exited with status [0-9]*" "$dir/k.err")), restarted: the final model is the uninterrupted run's, byte for byte"
     fi
 }
 
@@ -224,6 +228,41 @@ crun "S=1 x D=3 sign twophase" "$dir/s3.jsonl" --replicas 3 --dp-compress sign -
     && echo "ok: S=1 x D=3 sign twophase, warm-up 2: replicas identical every step"
 crun "S=1 x D=4 sign hierarchical" "$dir/h4.jsonl" --replicas 4 --dp-compress sign --dp-reduce hierarchical --dp-hosts 2 \
     && echo "ok: S=1 x D=4 sign hierarchical over 2 hosts: replicas identical every step"
+# Hosts from the launch: 4 ranks started by hand (as mpirun would), each in a
+# UTS namespace of its own with its own host name. Without --dp-hosts,
+# hierarchical finds the hosts from the names: ranks 0, 1 on one host and
+# 2, 3 on another compute what --dp-hosts 2 computes, bit for bit; names that
+# interleave the replicas are refused, naming the replica out of place.
+by_hosts() {   # out host-of-rank-0 .. host-of-rank-3; rank 0's stderr in $dir/host0.err
+    local out="$1" port r=0 rc=0 pids=()
+    shift
+    port=$("$py" "$(dirname "$0")/free_port.py")
+    for h in "$@"; do
+        PIPEZIP_JOB_SECRET=replicas-hosts-test-secret-0123456789 RANK=$r WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 \
+            MASTER_PORT=$port timeout 120 unshare --uts sh -c 'hostname "$0" && exec "$@"' "$h" "$pz" train \
+            "${common[@]}" --micro-batches 2 --replicas 4 --dp-compress sign --dp-reduce hierarchical \
+            > "$dir/host$r.out" 2>"$dir/host$r.err" &
+        pids+=($!)
+        r=$((r + 1))
+    done
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    cp "$dir/host0.out" "$out"
+    return $rc
+}
+if ! unshare --uts true 2>/dev/null; then
+    echo "skip: hosts from the launch: no UTS namespaces here (unshare --uts needs root)"
+elif ! by_hosts "$dir/hn.jsonl" pz-host-a pz-host-a pz-host-b pz-host-b; then
+    tail -5 "$dir"/host*.err; echo "FAIL: hierarchical, hosts from the names: the run failed"; fails=$((fails + 1))
+elif ! grep -q "stage 0's 4 replicas run on 2 hosts (their host names), 2 each" "$dir/host0.err" ||
+     ! cmp -s <(grep '"loss"' "$dir/h4.jsonl" | sed 's/"ms":[^,]*,"tok_s":[^,}]*//') \
+              <(grep '"loss"' "$dir/hn.jsonl" | sed 's/"ms":[^,]*,"tok_s":[^,}]*//'); then
+    grep host "$dir/host0.err"; echo "FAIL: hierarchical, hosts from the names: not --dp-hosts 2's losses"; fails=$((fails + 1))
+elif by_hosts /dev/null pz-host-a pz-host-b pz-host-a pz-host-b ||
+     ! grep -q "holds members that are not consecutive" "$dir/host0.err"; then
+    tail -3 "$dir/host0.err"; echo "FAIL: interleaved host names were not refused"; fails=$((fails + 1))
+else
+    echo "ok: S=1 x D=4 sign hierarchical, hosts from the ranks' host names (2 x 2): --dp-hosts 2's step lines, bit for bit; interleaved hosts refused"
+fi
 ep=(--replicas 2 --dp-compress sign --checkpoint-every 10)
 if crun "sign EF uninterrupted" "$dir/ea.jsonl" "${ep[@]}" --checkpoint-dir "$dir/cea" --save "$dir/ea.safetensors"; then
     restarted "S=1 x D=2 sign with error feedback" 1 "rank 1 (stage 0, replica 1)" "$dir/ea.safetensors" "$dir/cec" \

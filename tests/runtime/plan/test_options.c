@@ -54,7 +54,8 @@ static const struct {
     {"binsgdm", "ef(sign)", "cpu", NULL, 1, 2, 0, "--dp-compress 'ef(sign)' is the codec of AdamW's"},
     {"binsgdm", NULL, "cpu", NULL, 2, 2, 0, NULL},
     {"binsgdm", NULL, "cuda", NULL, 1, 1, 0, "binsgdm runs on --device cpu only"},
-    {"binsgdm", NULL, "cpu", "hierarchical", 1, 4, 0, "--dp-reduce hierarchical needs --dp-hosts H"},
+    {"binsgdm", NULL, "cpu", "hierarchical", 1, 4, 3, "--dp-reduce hierarchical needs --dp-hosts H dividing --replicas 4 (H = 3)"},
+    {"binsgdm", NULL, "cpu", "hierarchical", 1, 4, 0, NULL},   /* the hosts from the ranks' host names */
     {"binsgdm", "none", "cpu", NULL, 1, 1, 0, NULL},
     {"binsgdm", NULL, "cpu", "twophase", 1, 3, 0, NULL},
 };
