@@ -527,6 +527,29 @@ static inline __m256i jsq_vpick8(const __m256 e[4], const __m256 h[4]) {
     return pz_mckp_vpick8(v, NULL, m);
 }
 
+/* Lanes a block of the pass below takes at a time. */
+enum { JSQ_B8 = 256 };
+
+/* Of 8 lanes (key = |x| bits), the mask of those that may keep a width at
+ * lam_lo or lam_hi: a lane whose dropped cost e0 + h[0] is at most h[1]
+ * takes width 0 at that multiplier, because every kept width costs at least
+ * h[c] >= h[1] (errors are >= 0, fp addition and h are monotone) and a tie
+ * goes to the lower width. The test uses jsq_verrs8's e0 and jsq_vpick8's
+ * sum, so it is exact, not an estimate. */
+static inline unsigned jsq_maybe_kept8(const jsq_vmodel8 *K, __m256i key, const __m256 hh[4], const __m256 hl[4]) {
+    __m256 xh = _mm256_mul_ps(_mm256_castsi256_ps(key), K->vM), e0 = _mm256_mul_ps(xh, xh);
+    __m256 z = _mm256_and_ps(_mm256_cmp_ps(_mm256_add_ps(e0, hl[0]), hl[1], _CMP_LE_OQ),
+                             _mm256_cmp_ps(_mm256_add_ps(e0, hh[0]), hh[1], _CMP_LE_OQ));
+    return ~(unsigned)_mm256_movemask_ps(z) & 0xffu;
+}
+
+/* The pass for G = 1, in blocks of JSQ_B8 lanes: the lanes that surely take
+ * width 0 at both multipliers (jsq_maybe_kept8: about a third of them at
+ * jointsq:4, two thirds at jointsq:2) are set aside first, and the errors,
+ * both picks and the candidates are computed for the others only, packed 8
+ * to a vector (a lane of |x| = 0 pads the last: it picks width 0 at both
+ * ends, so it adds no count, maximum or candidate); their picks are then
+ * spread back into cls. */
 static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uint32_t cf[4], float lam_lo,
                         float lam_hi, uint8_t *cls, pz_mckp_soa *cand, jsq_cside *cs_, size_t ccap, jsq_passb *r) {
     uint32_t *cid = cs_->id;
@@ -537,23 +560,38 @@ static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uin
         hl[c] = _mm256_set1_ps(lam_lo * (float)cf[c]);
     }
     const __m256i absm = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2),
-                  three = _mm256_set1_epi32(3);
+                  three = _mm256_set1_epi32(3), iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     __m256i mx1 = _mm256_setzero_si256(), mx2 = mx1, mx3 = mx1, nhv = mx1, nlv = mx1;
     uint64_t nh[4] = {0, 0, 0, 0}, nl[4] = {0, 0, 0, 0};
+    uint32_t kkey[JSQ_B8 + 8], kid[JSQ_B8 + 8];
+    uint8_t kmask[JSQ_B8 / 8], kcls[JSQ_B8 + 16];
     size_t nc = 0, i = 0, it = 0;
-    const __m256i step = _mm256_set1_epi32(8);
-    __m256i iv = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    /* two vectors an iteration: their 16 class bytes leave in one store */
-    for (; i + 16 <= n; i += 16) {
-        __m256i av[2];
-        for (int h = 0; h < 2; h++, iv = _mm256_add_epi32(iv, step)) {
-            __m256i key = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(x + i + 8 * h)), absm);
+    while (n - i >= 8) {
+        size_t nb = n - i < JSQ_B8 ? (n - i) & ~(size_t)7 : JSQ_B8, nk = 0;
+        for (size_t b = 0; b < nb; b += 8) {               /* set aside the surely dropped */
+            __m256i key = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(x + i + b)), absm);
+            unsigned m = jsq_maybe_kept8(&K, key, hh, hl);
+            kmask[b / 8] = (uint8_t)m;
+            __m256i iv = _mm256_add_epi32(_mm256_set1_epi32((int)(i + b)), iota);
+            _mm256_storeu_si256((__m256i *)(void *)(kkey + nk), pz_v8_compress(m, key));
+            _mm256_storeu_si256((__m256i *)(void *)(kid + nk), pz_v8_compress(m, iv));
+            nk += (size_t)__builtin_popcount(m);
+        }
+        _mm256_storeu_si256((__m256i *)(void *)(kkey + nk), _mm256_setzero_si256());
+        for (size_t k = 0; k < nk; k += 8) {
+            __m256i key = _mm256_loadu_si256((const __m256i *)(const void *)(kkey + k));
+            __m256i iv = _mm256_loadu_si256((const __m256i *)(const void *)(kid + k));
             __m256 e[4];
             jsq_verrs8(&K, key, e);
             __m256i a = jsq_vpick8(e, hh), bq = jsq_vpick8(e, hl);
-            av[h] = a;
+            pz_v8_store_bytes(kcls + k, a);
             nhv = pz_mckp_vcount8(nhv, a);
             nlv = pz_mckp_vcount8(nlv, bq);
+            if (++it == 1023) {
+                pz_mckp_vcount8_flush(&nhv, nh);
+                pz_mckp_vcount8_flush(&nlv, nl);
+                it = 0;
+            }
             __m256i same = _mm256_cmpeq_epi32(a, bq);
             __m256i kk = _mm256_and_si256(key, same);  /* keys of the kept lanes (0 does not raise a max) */
             mx1 = _mm256_max_epu32(mx1, _mm256_and_si256(kk, _mm256_cmpeq_epi32(a, one)));
@@ -567,14 +605,12 @@ static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uin
             _mm256_storeu_si256((__m256i *)(void *)(cs_->key + at), pz_v8_compress(dif, key));
             nc += (size_t)__builtin_popcount(dif);
         }
-        __m256i w = _mm256_packs_epi32(av[0], av[1]);   /* 16-bit, per 128-bit lane */
-        __m128i b = _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
-        _mm_storeu_si128((__m128i *)(void *)(cls + i), _mm_shuffle_epi32(b, 0xD8));
-        if (++it == 511) {
-            pz_mckp_vcount8_flush(&nhv, nh);
-            pz_mckp_vcount8_flush(&nlv, nl);
-            it = 0;
+        for (size_t b = 0, k = 0; b < nb; b += 8) {         /* the picks back in place, 0 where set aside */
+            __m128i p8 = _mm_loadl_epi64((const __m128i *)(const void *)(kcls + k));
+            _mm_storel_epi64((__m128i *)(void *)(cls + i + b), pz_v8_expand_b(kmask[b / 8], p8));
+            k += (size_t)__builtin_popcount(kmask[b / 8]);
         }
+        i += nb;
     }
     pz_mckp_vcount8_flush(&nhv, nh);
     pz_mckp_vcount8_flush(&nlv, nl);
