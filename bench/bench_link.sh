@@ -26,11 +26,13 @@
 #   lists are comma-separated; POLICIES separated by ';' (the first is the
 #   baseline of "vs none"). Defaults: 10,100,1000  0,25
 #   defaults,1f1b,1f1b:warmup=auto,zb-h1,gpipe  'none;fwd=aq(q4),bwd=q8;fwd=q4,bwd=q8'  3  5
-#   runs/bench_link.png. TIED: a --compress-tied codec for every policy but
-#   the first (default none: the exact exchange). BENCH_LINK_DIR=DIR keeps
-#   the runs' step lines in DIR; a run whose file there already holds all
-#   STEPS step lines is not run again (resume a matrix, or reuse the baseline
-#   policy's runs for another TIED).
+#   runs/bench_link.png. TIED: the --compress-tied codec of every policy but
+#   the first, spelled out (default none: the exact exchange, train's
+#   default before issue 26) in every run but the "defaults" rows. A rate
+#   of 0 runs without a link limit. BENCH_LINK_DIR=DIR keeps the runs' step
+#   lines (NAME.jsonl) and stderr (NAME.err) in DIR; a run whose file there
+#   already holds all STEPS step lines is not run again (resume a matrix, or
+#   reuse the baseline policy's runs for another TIED).
 # The data is 64 samples of the fortunes corpus, two steps per epoch: aq()
 # sends each sample at full precision the first time it sees it, so the timed
 # steps (3..) are all in its delta epochs.
@@ -65,10 +67,10 @@ complete() { [ -f "$1" ] && [ "$(grep -c '"loss"' "$1")" -ge "$steps" ]; }
 n=0
 for pi in "${!pols[@]}"; do
   pol=${pols[$pi]}
-  tflag=(); [ "$pi" -gt 0 ] && [ "$tied" != none ] && tflag=(--compress-tied "$tied")
+  tflag=(--compress-tied none); [ "$pi" -gt 0 ] && tflag=(--compress-tied "$tied")
   for k in $(seq 1 "$runs"); do   # compute only: no link limit
     complete "$tmp/c-$pi-$k.jsonl" && continue
-    "$pz" train "${args[@]}" --compress "$pol" "${tflag[@]}" --schedule 1f1b > "$tmp/c-$pi-$k.jsonl" 2>/dev/null
+    "$pz" train "${args[@]}" --compress "$pol" "${tflag[@]}" --schedule 1f1b > "$tmp/c-$pi-$k.jsonl" 2> "$tmp/c-$pi-$k.err"
     n=$((n + 1))
   done
   for r in ${rates//,/ }; do
@@ -79,7 +81,7 @@ for pi in "${!pols[@]}"; do
           sflag=(--schedule "$s"); tf=("${tflag[@]}")
           [ "$s" = defaults ] && sflag=() && tf=()   # train's defaults: only --compress and the link
           "$pz" train "${args[@]}" --compress "$pol" "${tf[@]}" --link-mbps "$r" --link-latency-ms "$l" "${sflag[@]}" \
-            > "$tmp/l-$pi-$r-$l-$s-$k.jsonl" 2>/dev/null
+            > "$tmp/l-$pi-$r-$l-$s-$k.jsonl" 2> "$tmp/l-$pi-$r-$l-$s-$k.err"
           n=$((n + 1))
         done
       done
