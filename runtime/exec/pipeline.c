@@ -453,7 +453,9 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     x.G = x.S * x.V;
     if (world != x.S * x.D) {
         if (x.D == 1) return pz_fail(PZ_ERR_ARG, "WORLD_SIZE %d does not match --stages %d", world, o->sched.stages);
-        return pz_fail(PZ_ERR_ARG, "WORLD_SIZE %d does not match --stages %d x --replicas %d", world, x.S, x.D);
+        return pz_fail(PZ_ERR_ARG, "WORLD_SIZE %d does not match --stages %d x --replicas %d = %d processes (the world "
+                       "size is the launcher's: WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS)", world, x.S,
+                       x.D, x.S * x.D);
     }
     x.rank = pz_dp_layout_stage(o->dp.layout ? PZ_DP_LAYOUT_STRIDED : PZ_DP_LAYOUT_CONTIGUOUS, rank, x.S, x.D);
     x.replica = o->dp.layout ? rank / x.S : rank % x.D;

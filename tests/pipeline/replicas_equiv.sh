@@ -55,7 +55,11 @@ refuse "--dp-bucket-mb: 'lots' is not a finite number" --replicas 2 --dp-bucket-
 refuse "--dp-bucket-mb needs --replicas 2" --dp-bucket-mb 1
 # a rank started by mpirun/srun/env: the world must be stages x replicas
 RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 \
-    refuse "WORLD_SIZE 2 does not match --stages 2 x --replicas 2" --stages 2 --replicas 2 --micro-batches 2
+    refuse "WORLD_SIZE 2 does not match --stages 2 x --replicas 2 = 4 processes" --stages 2 --replicas 2 --micro-batches 2
+OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=6 \
+    refuse "WORLD_SIZE 6 does not match --stages 2 x --replicas 2 = 4 processes" --stages 2 --replicas 2 --micro-batches 2
+SLURM_PROCID=0 SLURM_NTASKS=3 \
+    refuse "WORLD_SIZE 3 does not match --stages 1 x --replicas 2 = 2 processes" --replicas 2
 
 
 fi
