@@ -391,6 +391,18 @@ const float *pz_dp_creduce_worker_error(const pz_dp_creduce *c, size_t *len) {
     return c->ew;
 }
 
+void pz_dp_creduce_ef_floats(const pz_dp_copts *o, size_t n, int D, int me, size_t *worker, size_t *server) {
+    size_t lo, hi;
+    *worker = *server = 0;
+    int H = o->mode == PZ_DP_HIERARCHICAL ? o->hosts : 0, L = H > 0 ? D / H : 1;
+    if (!o->ef || D < 1 || (H > 0 && (L < 1 || me % L != 0))) return;   /* hierarchical: a leader's, inner twophase */
+    if (H > 0) D = H, me /= L;
+    *worker = n;
+    if (o->mode == PZ_DP_ALLGATHER) return;
+    pz_dp_chunk(n, D, me, &lo, &hi);
+    *server = hi - lo;
+}
+
 const float *pz_dp_creduce_server_error(const pz_dp_creduce *c, size_t *lo, size_t *len) {
     if (c->inner) return pz_dp_creduce_server_error(c->inner, lo, len);
     *lo = c->es ? c->es_lo : 0;

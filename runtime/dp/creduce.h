@@ -85,6 +85,9 @@ pz_status pz_dp_creduce_load(pz_dp_creduce *c, const uint8_t *blob, size_t len);
 /* The residuals (NULL, 0 when the mode keeps none): e_w (n floats) and
  * e_s with its element range [*lo, *lo + *len). */
 const float *pz_dp_creduce_worker_error(const pz_dp_creduce *c, size_t *len);
+/* The floats of those two (*worker, *server) that create would allocate for
+ * n elements on member me of D, without creating it (the memory plan). */
+void pz_dp_creduce_ef_floats(const pz_dp_copts *o, size_t n, int D, int me, size_t *worker, size_t *server);
 const float *pz_dp_creduce_server_error(const pz_dp_creduce *c, size_t *lo, size_t *len);
 
 /* Bytes of compressed messages this member sent so far (headers included)

@@ -35,6 +35,12 @@ size_t pz_dp_sync_bytes(size_t n, size_t hold, size_t bucket_floats, int D) {
     return bytes;
 }
 
+size_t pz_dp_plan_bytes(size_t n, size_t hold, size_t bucket_floats, int D, int me, const pz_dp_copts *o) {
+    size_t w = 0, s = 0, bytes = bucket_floats ? pz_dp_sync_bytes(n, hold, bucket_floats, D) : 0;
+    if (o) pz_dp_creduce_ef_floats(o, n, D, me, &w, &s);
+    return bytes + (w + s) * sizeof(float);
+}
+
 pz_status pz_dp_sync_init(pz_dp_sync *s, pz_dp_group *g, float *grad, size_t n, size_t hold, size_t bucket_floats) {
     memset(s, 0, sizeof *s);
     if (!g || (!grad && n)) return pz_fail(PZ_ERR_ARG, "dp sync: NULL argument");

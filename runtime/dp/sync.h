@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/dp/creduce.h"
 #include "runtime/dp/group.h"
 
 typedef struct {
@@ -74,6 +75,13 @@ void pz_dp_sync_free(pz_dp_sync *s);
  * D and its request table), for the memory plan. */
 int pz_dp_sync_count(size_t n, size_t hold, size_t bucket_floats);
 size_t pz_dp_sync_bytes(size_t n, size_t hold, size_t bucket_floats, int D);
+
+/* The memory plan's bytes for one chunk of n floats (held prefix hold) on
+ * member me of D: its buckets all in flight at once (bucket_floats 0: none,
+ * binsgdm) and, with a compressed reduction (o, NULL: none), the error
+ * feedback it keeps: the worker's (the chunk) and the server's (the part it
+ * owns), as pz_dp_creduce_ef_floats. */
+size_t pz_dp_plan_bytes(size_t n, size_t hold, size_t bucket_floats, int D, int me, const pz_dp_copts *o);
 
 /* The step's last backward begins: the hook's marks count from here. A
  * second call before finish changes nothing (zero-bubble schedules run the

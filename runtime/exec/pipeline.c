@@ -34,7 +34,6 @@
 #include "runtime/plan/device.h"
 #include "runtime/ckpt/fault.h"
 #include "runtime/ckpt/resume.h"
-#include "runtime/plan/memplan.h"
 #include "runtime/observe/nvtx.h"
 #include "runtime/plan/partition.h"
 #include "runtime/plan/options.h"
@@ -286,7 +285,8 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
     }
     if ((st = pz_schedule_build(&x->sched, &x->spec, rank, x->S, o->model.micro)) != PZ_OK) return st;
     {   /* before anything big is allocated: refuse a run that cannot fit */
-        pz_mem_job mj = {cfg, all, &x->spec, &x->pol, x->S, o->model.batch, o->model.seq, o->model.micro, x->be->host_memory};
+        pz_mem_job mj = {cfg, all, &x->spec, &x->pol, x->S, o->model.batch, o->model.seq, o->model.micro,
+                         x->be->host_memory, x->D > 1 ? exec_dp_plan_bytes : NULL, x};
         char prefix[32] = "";
         if (x->S > 1) snprintf(prefix, sizeof prefix, "rank %d: ", rank);
         /* replicas: the plan knows stages, not replicas: this rank alone (docs/data-parallel.md) */

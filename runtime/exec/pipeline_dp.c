@@ -69,6 +69,12 @@ static pz_status find_hosts(exec *x, int *hosts) {
     return st;
 }
 
+/* --dp-bucket-mb in floats, at least one */
+static size_t bucket_floats(const exec *x) {
+    size_t bf = (size_t)((double)x->o->dp.bucket_mb * (1 << 20) / sizeof(float));
+    return bf ? bf : 1;
+}
+
 pz_status exec_dp_init(exec *x) {
     const int bsgd = x->o->model.optim.kind == PZ_OPTIM_BINSGDM;
     if (x->D < 2 && !bsgd) return PZ_OK;
@@ -76,13 +82,13 @@ pz_status exec_dp_init(exec *x) {
     pz_dp_layout_ranks(x->o->dp.layout ? PZ_DP_LAYOUT_STRIDED : PZ_DP_LAYOUT_CONTIGUOUS, x->rank, x->S, x->D, ranks);
     pz_status st = pz_dp_group_init(&x->dp, x->tp, x->wrank, ranks, x->D);
     free(ranks);
-    size_t bf = (size_t)((double)x->o->dp.bucket_mb * (1 << 20) / sizeof(float));
+    size_t bf = bucket_floats(x);
     /* the buckets (cpu: the ring runs in place; binsgdm exchanges its m/b instead) */
     x->sync = x->D > 1 && !bsgd && x->be->host_memory ? xcalloc((size_t)x->V, sizeof *x->sync) : NULL;
     for (int cc = 0; x->sync && cc < x->V && st == PZ_OK; cc++) {
         pz_stage *s = &x->ch[cc].stage;   /* the tied wte waits for both ends' add (S > 1); the hook: exec_dp_backward */
         size_t hold = tied_chunk(x) == &x->ch[cc] ? (size_t)s->cfg.padded_vocab_size * s->cfg.channels : 0;
-        st = pz_dp_sync_init(&x->sync[cc], &x->dp, s->grad_mem, s->grads.numel, hold, bf ? bf : 1);
+        st = pz_dp_sync_init(&x->sync[cc], &x->dp, s->grad_mem, s->grads.numel, hold, bf);
         s->grads_final_ctx = &x->sync[cc];
     }
     int hosts = x->o->dp.hosts;
@@ -122,6 +128,24 @@ static pz_status mean_of(exec *x, float *dev, size_t n) {
     if (st == PZ_OK) x->be->from_host(dev, host, n * sizeof(float));
     free(host);
     return st;
+}
+
+double exec_dp_plan_bytes(const pz_mem_job *j, int r) {
+    const exec *x = j->dp_ctx;
+    const int bsgd = x->o->model.optim.kind == PZ_OPTIM_BINSGDM;
+    const pz_gpt2_config *c = j->cfg;
+    size_t bf = bsgd ? 0 : bucket_floats(x);
+    pz_dp_copts co = {(pz_dp_mode)x->o->dp.reduce, !bsgd, 0, x->o->dp.hosts};
+    int me = x->replica;
+    if (co.mode == PZ_DP_HIERARCHICAL && !co.hosts) co.hosts = 1, me = 0;   /* hosts not known yet: a leader's, the most */
+    double bytes = 0.0;
+    for (int cc = 0; cc < x->V; cc++) {   /* chunk cc is global chunk cc x S + r; the tied wte held on the ends */
+        int g = cc * x->S + r;
+        size_t hold = x->S > 1 && (g == 0 || g == x->G - 1) ? (size_t)c->padded_vocab_size * c->channels : 0;
+        bytes += (double)pz_dp_plan_bytes(pz_stage_numel(c, &j->ranges[g]), hold, bf, x->D, me,
+                                          x->o->dp.compress || bsgd ? &co : NULL);
+    }
+    return bytes;
 }
 
 /* this step averages through --dp-compress's codec (after --dp-warmup) */

@@ -29,6 +29,7 @@
 #include "runtime/exec/staging.h"
 #include "runtime/edge/tied.h"
 #include "runtime/observe/trace.h"
+#include "runtime/plan/memplan.h"
 #include "runtime/plan/train.h"
 #include "runtime/net/transport.h"
 #include "schedules/schedule.h"
@@ -156,6 +157,8 @@ void exec_dp_skip(exec *x, int tail);
 /* a backward pass of chunk c begins (last: of the step's last micro-batch,
  * whose passes alone report final gradients to the buckets) */
 void exec_dp_backward(exec *x, pz_chunk *c, int step, int last);
+/* the memory plan's data-parallel term of stage r (pz_mem_job.dp_bytes; dp_ctx: the exec) */
+double exec_dp_plan_bytes(const pz_mem_job *j, int r);
 /* after the list: the tied add, and every chunk's gradient averaged over
  * the stage's replicas (x->dp_fig: what it took) */
 pz_status exec_dp_sync(exec *x, int step);

@@ -92,9 +92,11 @@ static double gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
 
 void pz_mem_need_print(FILE *f, const pz_mem_need *n) {
     fprintf(f, "%.2f GiB (parameters and gradients %.2f, AdamW %.2f, backward scratch %.2f, activations %.2f for "
-            "%d micro-batch%s in flight, buffers %.2f, codec state %.2f)", gib(n->total), gib(n->model),
+            "%d micro-batch%s in flight, buffers %.2f, codec state %.2f", gib(n->total), gib(n->model),
             gib(n->optim), gib(n->scratch), gib(n->acts), n->slots, n->slots == 1 ? "" : "es", gib(n->buffers),
             gib(n->codec));
+    if (n->dp > 0) fprintf(f, ", data-parallel buckets and error feedback %.2f", gib(n->dp));
+    fputc(')', f);
 }
 
 double pz_mem_codec_bound(const pz_policy *pol, int rank, int world, int B, int T, int C) {
@@ -140,7 +142,7 @@ static pz_mem_need chunks_need(const pz_mem_job *j, int r) {
     return n;
 }
 
-static pz_mem_need rank_need(const pz_mem_job *j, int r) {
+static pz_mem_need stage_need(const pz_mem_job *j, int r) {
     const int defer = j->spec->kind == PZ_SCHED_ZBH1;
     if (j->spec->kind == PZ_SCHED_INTERLEAVED && j->spec->virtual_stages > 1) {
         pz_mem_need n = chunks_need(j, r);
@@ -157,9 +159,16 @@ static pz_mem_need rank_need(const pz_mem_job *j, int r) {
     return n;
 }
 
+pz_mem_need pz_mem_rank_need(const pz_mem_job *j, int r) {
+    pz_mem_need n = stage_need(j, r);
+    n.dp = j->dp_bytes ? j->dp_bytes(j, r) : 0.0;   /* host memory, whatever the backend */
+    n.total += n.dp;
+    return n;
+}
+
 static double local_need(const pz_mem_job *j, int local_first, int local_count) {
     double local = 0;
-    for (int r = local_first; r < local_first + local_count && r < j->world; r++) local += rank_need(j, r).total;
+    for (int r = local_first; r < local_first + local_count && r < j->world; r++) local += pz_mem_rank_need(j, r).total;
     return local;
 }
 
@@ -179,7 +188,7 @@ int pz_mem_max_warmup(const pz_mem_job *j, int local_first, int local_count, int
 }
 
 pz_status pz_mem_check(const pz_mem_job *j, int rank, int local_first, int local_count, const char *prefix) {
-    pz_mem_need mine = rank_need(j, rank);
+    pz_mem_need mine = pz_mem_rank_need(j, rank);
     fprintf(stderr, "%smemory: about ", prefix);
     pz_mem_need_print(stderr, &mine);
     fprintf(stderr, "%s\n", j->host_memory ? "" : " on the device; host part counted below");

@@ -8,7 +8,8 @@
  * send buffers, and the codec state of its edges. Ranks that share a host
  * (runtime/plan/cores.h: the local launcher's, or mpirun's and srun's local
  * rank variables, placed by consecutive ranks) share its memory, so their
- * needs are added. The limit is MemAvailable (/proc/meminfo), lowered to the
+ * needs are added. With replicas the executor adds each stage's
+ * data-parallel buckets and error feedback (pz_mem_job.dp_bytes). The limit is MemAvailable (/proc/meminfo), lowered to the
  * cgroup's memory.max less its usage when that is smaller. On a device
  * backend only the host buffers and codec state count (the device's memory
  * is the CUDA allocator's to refuse). */
@@ -30,6 +31,7 @@ typedef struct {
     double acts;      /* activation slots (slots of them) */
     double buffers;   /* host buffers of the slots, send ring */
     double codec;     /* codec state (aq buffers, ef residuals): an upper bound */
+    double dp;        /* --replicas: the gradient average's buckets in flight, its error feedback */
     int slots;
     double total;
 } pz_mem_need;
@@ -51,13 +53,18 @@ double pz_mem_available(const char **source);
 double pz_mem_codec_bound(const pz_policy *pol, int rank, int world, int B, int T, int C);
 
 /* What a training run asks of each rank, for the check below. */
-typedef struct {
+typedef struct pz_mem_job {
     const pz_gpt2_config *cfg;
     const pz_stage_range *ranges;   /* (world; interleaved with V > 1: world x V, by global chunk) */
     const pz_sched_spec *spec;
     const pz_policy *pol;
     int world, B, T, micro;
     int host_memory;                /* the backend's buffers are host memory */
+    /* --replicas: the bytes of stage r's data-parallel average (in host
+     * memory), given by the executor (runtime/dp/sync.h: pz_dp_plan_bytes
+     * per chunk); NULL: none */
+    double (*dp_bytes)(const struct pz_mem_job *j, int r);
+    const void *dp_ctx;
 } pz_mem_job;
 
 /* Prints this rank's estimate (one line, prefix first) and refuses
@@ -69,6 +76,10 @@ pz_status pz_mem_check(const pz_mem_job *j, int rank, int local_first, int local
 /* The largest extra warm-up K <= kmax (1f1b:warmup=K) whose micro-batches
  * in flight still fit this host's ranks; kmax when nothing limits it. */
 int pz_mem_max_warmup(const pz_mem_job *j, int local_first, int local_count, int kmax);
+
+/* Stage r's need in that run (pz_mem_need_of per chunk, the data-parallel
+ * term added). */
+pz_mem_need pz_mem_rank_need(const pz_mem_job *j, int r);
 
 /* Prints "about X GiB: ..." for one rank. */
 void pz_mem_need_print(FILE *f, const pz_mem_need *n);

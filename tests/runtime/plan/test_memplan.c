@@ -5,11 +5,17 @@
  * counted: parameters and gradients (pz_stage_init), AdamW's moments
  * (pz_optim_init), one activation slot (pz_acts_init, plus the token and
  * target ids); the backward scratch and the buffers by their formulas,
- * written out here from the shapes they hold. */
+ * written out here from the shapes they hold. With replicas: the error
+ * feedback of compressed reductions created for real (on a group that
+ * never sends: creating one sends nothing), the buckets of a real sync, and
+ * the data-parallel term in the rank's total. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base/mem.h"
 #include "kernels/backend.h"
+#include "runtime/dp/sync.h"
 #include "runtime/plan/memplan.h"
 #include "stages/optim.h"
 #include "stages/gpt2_config.h"
@@ -66,6 +72,64 @@ static void check_stage(const pz_gpt2_config *cfg, pz_stage_range r, int B, int 
     pz_stage_free(&s);
 }
 
+/* The error feedback the plan counts against a reduction created for real:
+ * member me of D, n elements, each mode. */
+static void check_ef(pz_dp_mode mode, int D, int hosts, size_t n) {
+    static char no_transport;   /* create sends nothing: the group only needs a transport to name */
+    int ranks[PZ_DP_MAX];
+    for (int i = 0; i < D; i++) ranks[i] = 10 + i;
+    for (int me = 0; me < D; me++) {
+        pz_dp_group g;
+        CHECK_STATUS(pz_dp_group_init(&g, (pz_transport *)&no_transport, ranks[me], ranks, D), PZ_OK, NULL);
+        pz_dp_copts co = {mode, 1, 7, hosts};
+        pz_dp_creduce *c = NULL;
+        CHECK_STATUS(pz_dp_creduce_create(&c, &g, "sign", &co, n), PZ_OK, NULL);
+        size_t w = 0, s = 0, wl = 0, sl = 0, lo = 0;
+        const float *we = c ? pz_dp_creduce_worker_error(c, &wl) : NULL, *se = c ? pz_dp_creduce_server_error(c, &lo, &sl) : NULL;
+        pz_dp_creduce_ef_floats(&co, n, D, me, &w, &s);
+        CHECK(w == wl && s == sl && (wl == 0) == (we == NULL) && (sl == 0) == (se == NULL),
+              "mode %d, member %d of %d: plan worker %zu server %zu floats, created %zu and %zu", (int)mode, me, D, w, s,
+              wl, sl);
+        CHECK(pz_dp_plan_bytes(n, 0, 0, D, me, &co) == (wl + sl) * sizeof(float), "mode %d: plan bytes", (int)mode);
+        pz_dp_creduce_free(c);
+        pz_dp_group_free(&g);
+    }
+}
+
+/* The buckets the plan counts against a sync cut for real, and the term in
+ * a rank's total (pz_mem_rank_need with a data-parallel figure). */
+static size_t plan_n, plan_hold;
+static double dp_of(const pz_mem_job *j, int r) {
+    (void)j, (void)r;
+    return (double)pz_dp_plan_bytes(plan_n, plan_hold, 1000, 3, 1, NULL);
+}
+
+static void check_buckets(const pz_gpt2_config *cfg) {
+    pz_stage_range r = {1, 2, 0, 1};   /* a last stage: its wte is held for the tied add */
+    plan_n = pz_stage_numel(cfg, &r), plan_hold = (size_t)cfg->padded_vocab_size * cfg->channels;
+    float *grad = xcalloc(plan_n, sizeof *grad);
+    pz_dp_group g = {.n = 3, .me = 1};
+    pz_dp_sync s;
+    CHECK_STATUS(pz_dp_sync_init(&s, &g, grad, plan_n, plan_hold, 1000), PZ_OK, NULL);
+    size_t want = (size_t)s.nb * sizeof(pz_dp_bucket);   /* its table and every bucket's op in flight at once */
+    for (int i = 0; i < s.nb; i++) want += pz_dp_op_bytes(s.b[i].hi - s.b[i].lo, 3);
+    CHECK(pz_dp_plan_bytes(plan_n, plan_hold, 1000, 3, 1, NULL) == want && s.nb > 2,
+          "buckets: plan %zu bytes, the sync's %d buckets %zu", pz_dp_plan_bytes(plan_n, plan_hold, 1000, 3, 1, NULL),
+          s.nb, want);
+    pz_dp_sync_free(&s);
+    free(grad);
+    pz_sched_spec sp = pz_sched_plain(PZ_SCHED_1F1B);
+    pz_stage_range all[2] = {{0, 1, 1, 0}, r};
+    pz_policy pol;
+    memset(&pol, 0, sizeof pol);
+    pz_mem_job j = {cfg, all, &sp, &pol, 2, 2, 16, 4, 1, NULL, NULL};
+    pz_mem_need a = pz_mem_rank_need(&j, 1);
+    j.dp_bytes = dp_of;
+    pz_mem_need b = pz_mem_rank_need(&j, 1);
+    CHECK(b.dp == (double)want && b.total == a.total + b.dp && a.dp == 0, "rank need: dp %.0f, total %.0f vs %.0f",
+          b.dp, b.total, a.total);
+}
+
 int main(void) {
     pz_gpt2_config cfg;
     if (pz_gpt2_preset("tiny", &cfg) != PZ_OK) {
@@ -79,5 +143,10 @@ int main(void) {
     check_stage(&cfg, (pz_stage_range){2, 2, 0, 1}, 3, 8, 0, 1, 4);
     check_stage(&cfg, (pz_stage_range){0, 2, 1, 1}, 1, 32, 0, 1, 1);
     check_stage(&cfg, (pz_stage_range){1, 2, 0, 1}, 2, 16, 1, 4, 3);
+    /* replicas: error feedback of every mode (hierarchical: leaders only), buckets */
+    check_ef(PZ_DP_ALLGATHER, 2, 0, 1001);
+    check_ef(PZ_DP_TWOPHASE, 3, 0, 1001);
+    check_ef(PZ_DP_HIERARCHICAL, 4, 2, 1001);
+    check_buckets(&cfg);
     return check_summary("memplan");
 }
