@@ -1,18 +1,22 @@
 /* bench_allreduce.c: bus bandwidth of the data-parallel all-reduce
  * (runtime/dp/group.c, over pipezip's transport) against Open MPI's
- * MPI_Allreduce, on the same processes, buffers and sizes, in the same run.
+ * MPI_Allreduce, on the same processes and sizes (buffers of their own, both
+ * 2 MiB-aligned and touched before), in the same run.
  * A printout, not an assertion.
  *
  *   mpirun --allow-run-as-root -np 2 bench_allreduce [--runs N] [--algo auto|ring|rd]
- *          [--seg BYTES] [--small BYTES] [--spin SECONDS] [--min BYTES] [--max BYTES]
+ *          [--seg BYTES] [--small BYTES] [--spin SECONDS] [--min BYTES] [--max BYTES] [--batch-ms MS] [--mean]
  *
  * For every size (x4 from --min 4 KiB to --max 64 MiB) and run, each side
- * does a timed batch of all-reduces (enough for ~50 ms, at least 3) after a
- * warm-up, the two alternating run by run so that both see the same load;
+ * does a timed batch of all-reduces (enough for --batch-ms of MPI, default
+ * 50, at least 3) after a warm-up of each, the two alternating run by run
+ * (and which goes first alternating too) so that both see the same load;
  * a batch's time is the slowest rank's (MPI_MAX). Reported: medians over the
  * runs of busbw = size x 2(D-1)/D / time (the OSU and nccl-tests
  * convention), and ours / MPI. Each size's result is also compared with
  * MPI's (bit for bit at D = 2, where both add the same two numbers).
+ * --mean times the average instead (pz_dp_allreduce's mean, what training
+ * runs; MPI's sum followed by the division, as an MPI user averages).
  * Rank 0 picks the transport's port and broadcasts it with MPI. */
 #include <mpi.h>
 #include <stdio.h>
@@ -28,7 +32,8 @@
 
 #define MAX_RUNS 64
 
-static int g_rank;
+static int g_rank, g_world;
+static int g_mean;   /* --mean: the average (what training runs), MPI's sum then divided by D */
 
 static void die_on(pz_status st) {
     if (st == PZ_OK) return;
@@ -58,14 +63,22 @@ static void fill(float *x, size_t n, int rank, int it) {
     for (size_t i = 0; i < n; i++) x[i] = (float)((i * 7 + (size_t)rank * 13 + (size_t)it) % 1000) * 0.001f - 0.5f;
 }
 
+/* one all-reduce of x[0..n), ours or MPI's */
+static void allreduce(int ours, pz_dp_group *g, float *x, size_t n, pz_dp_algo algo) {
+    if (ours) {
+        die_on(pz_dp_allreduce(g, x, n, g_mean, algo));
+        return;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    if (g_mean)
+        for (size_t i = 0; i < n; i++) x[i] /= (float)g_world;
+}
+
 /* seconds per all-reduce over `iters` calls, the slowest rank's */
 static double time_batch(int ours, pz_dp_group *g, float *x, size_t n, int iters, pz_dp_algo algo) {
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = pz_now();
-    for (int i = 0; i < iters; i++) {
-        if (ours) die_on(pz_dp_allreduce(g, x, n, 0, algo));
-        else MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    }
+    for (int i = 0; i < iters; i++) allreduce(ours, g, x, n, algo);
     double dt = (pz_now() - t0) / iters, mx;
     MPI_Allreduce(&dt, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return mx;
@@ -102,9 +115,10 @@ int main(int argc, char **argv) {
     int world;
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
+    g_world = world;
     int runs = 7;
     pz_dp_algo algo = PZ_DP_AUTO;
-    double spin = 0;
+    double spin = 0, batch_ms = 50;
     size_t seg = PZ_DP_SEG_BYTES, small = PZ_DP_SMALL_BYTES, lo = 4 << 10, hi = 64 << 20;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -116,6 +130,8 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--seg") && v) seg = parse_size(argv[++i]);
         else if (!strcmp(a, "--small") && v) small = parse_size(argv[++i]);
         else if (!strcmp(a, "--spin") && v) spin = atof(argv[++i]);
+        else if (!strcmp(a, "--batch-ms") && v) batch_ms = atof(argv[++i]);
+        else if (!strcmp(a, "--mean")) g_mean = 1;
         else if (!strcmp(a, "--min") && v) lo = parse_size(argv[++i]);
         else if (!strcmp(a, "--max") && v) hi = parse_size(argv[++i]);
         else {
@@ -124,8 +140,9 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (runs < 1 || runs > MAX_RUNS || seg < 4 || lo < 4 || hi < lo || world > PZ_DP_MAX) {
-        if (g_rank == 0) fprintf(stderr, "bench_allreduce: bad option values (runs 1..%d, sizes >= 4 bytes)\n", MAX_RUNS);
+    if (runs < 1 || runs > MAX_RUNS || seg < 4 || lo < 4 || hi < lo || world > PZ_DP_MAX || !(batch_ms >= 1 && batch_ms <= 60000)) {
+        if (g_rank == 0)
+            fprintf(stderr, "bench_allreduce: bad option values (runs 1..%d, sizes >= 4 bytes, batch-ms 1..60000)\n", MAX_RUNS);
         MPI_Finalize();
         return 2;
     }
@@ -156,8 +173,9 @@ int main(int argc, char **argv) {
         char cpu[128];
         cpu_name(cpu, sizeof cpu);
         printf("CPU: %s, %ld online\n", cpu, sysconf(_SC_NPROCESSORS_ONLN));
-        printf("bench_allreduce: D = %d ranks, %d runs per size (medians), algo %s, segments %zu B, recursive doubling up to %zu B, spin %g s\n",
-               world, runs, algo == PZ_DP_RING ? "ring" : algo == PZ_DP_RDOUBLING ? "rd" : "auto", seg, small, spin);
+        printf("bench_allreduce: D = %d ranks, %d runs per size (medians), algo %s, segments %zu B, recursive doubling up to %zu B, spin %g s, batches of %g ms, %s\n",
+               world, runs, algo == PZ_DP_RING ? "ring" : algo == PZ_DP_RDOUBLING ? "rd" : "auto", seg, small, spin,
+               batch_ms, g_mean ? "mean (MPI: sum, then / D)" : "sum");
         printf("%10s %12s %12s %12s %7s %s\n", "bytes", "ours busbw", "MPI busbw", "ours algbw", "ratio", "check");
     }
     double factor = world > 1 ? 2.0 * (world - 1) / world : 1.0;
@@ -166,8 +184,8 @@ int main(int argc, char **argv) {
         /* correctness: the same inputs through both */
         fill(x, n, g_rank, 0);
         memcpy(y, x, n * sizeof *x);
-        die_on(pz_dp_allreduce(&g, x, n, 0, algo));
-        MPI_Allreduce(MPI_IN_PLACE, y, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        allreduce(1, &g, x, n, algo);
+        allreduce(0, &g, y, n, algo);
         double maxdiff = 0;
         for (size_t i = 0; i < n; i++) {
             double d = x[i] > y[i] ? x[i] - y[i] : y[i] - x[i];
@@ -175,17 +193,20 @@ int main(int argc, char **argv) {
         }
         double md;
         MPI_Allreduce(&maxdiff, &md, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        /* batch size: ~50 ms of MPI at this size, at least 3 */
+        /* batch size: ~batch_ms of MPI at this size (longer batches average
+         * out more of a loaded machine's scheduling), at least 3 */
         double one = time_batch(0, &g, y, n, 2, algo);
-        int iters = one > 0 ? (int)(0.05 / one) : 1000;
+        int iters = one > 0 ? (int)(batch_ms * 1e-3 / one) : 1000;
         if (iters < 3) iters = 3;
-        if (iters > 2000) iters = 2000;
+        if (iters > 20000) iters = 20000;
         MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
         time_batch(1, &g, x, n, 2, algo); /* warm-up */
         double ours[MAX_RUNS], mpi[MAX_RUNS];
-        for (int r = 0; r < runs; r++) {
-            ours[r] = time_batch(1, &g, x, n, iters, algo);
+        for (int r = 0; r < runs; r++) {   /* who goes first alternates: a trend in the load hits both alike */
+            int ours_first = r % 2 == 0;
+            if (ours_first) ours[r] = time_batch(1, &g, x, n, iters, algo);
             mpi[r] = time_batch(0, &g, y, n, iters, algo);
+            if (!ours_first) ours[r] = time_batch(1, &g, x, n, iters, algo);
         }
         double to = median(ours, runs), tm = median(mpi, runs);
         double bo = (double)bytes * factor / to / 1e9, bm = (double)bytes * factor / tm / 1e9;

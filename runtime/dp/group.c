@@ -132,6 +132,15 @@ static void add_into(float *restrict dst, const float *restrict src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
+/* dst = (dst + src) / D: an average's last reduce-scatter step, so that the
+ * all-gather passes the mean on and no pass over the whole vector follows.
+ * The same bits as dividing afterwards: the owner divides the sum every
+ * member would have divided (no contraction: -ffp-contract=off). */
+static void add_mean_into(float *restrict dst, const float *restrict src, size_t n, int D) {
+    const float d = (float)D;
+    for (size_t i = 0; i < n; i++) dst[i] = (dst[i] + src[i]) / d;
+}
+
 /* ---- ring ------------------------------------------------------------------ */
 
 /* An all-reduce in flight: the ring's state between calls (the blocking
@@ -264,7 +273,9 @@ static pz_status ring_advance(pz_dp_op *R, int block, int *done) {
                 return pz_fail(PZ_ERR_PEER, "rank %d: dp all-reduce #%u: rank %d sent %zu bytes, expected %zu "
                                "(mismatched calls?)", R->g->ranks[R->g->me], R->seq, R->g->ranks[left], got,
                                (b - a) * sizeof(float));
-            if (s < R->D - 1) add_into(R->buf + a, R->scr + (size_t)(s % 2) * R->maxchunk + (a - lo), b - a);
+            const float *got_seg = R->scr + (size_t)(s % 2) * R->maxchunk + (a - lo);
+            if (s < R->D - 2 || (s == R->D - 2 && !R->mean)) add_into(R->buf + a, got_seg, b - a);
+            else if (s == R->D - 2) add_mean_into(R->buf + a, got_seg, b - a, R->D);
             if (s + 1 < R->steps && (st = ring_send(R, s + 1, R->i)) != PZ_OK) return st;
         }
         R->s++;
@@ -275,7 +286,7 @@ static pz_status ring_advance(pz_dp_op *R, int block, int *done) {
         pz_status st = sends_done(R, s, block, &all);
         if (st != PZ_OK || !all) return st;
     }
-    if (R->mean && R->D > 1)
+    if (R->mean && R->D > 1 && R->steps == 0)   /* recursive doubling; the ring divided in its last add */
         for (size_t k = 0; k < R->n; k++) R->buf[k] /= (float)R->D;
     *done = 1;
     return PZ_OK;
