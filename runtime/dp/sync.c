@@ -41,6 +41,21 @@ size_t pz_dp_plan_bytes(size_t n, size_t hold, size_t bucket_floats, int D, int 
     return bytes + (w + s) * sizeof(float);
 }
 
+size_t pz_dp_held(const pz_gpt2_config *cfg, int S, int G, int g) {
+    return S > 1 && (g == 0 || g == G - 1) ? (size_t)cfg->padded_vocab_size * cfg->channels : 0;
+}
+
+double pz_dp_plan_stage(const pz_gpt2_config *cfg, const pz_stage_range *ranges, int S, int V, int r,
+                        size_t bucket_floats, int D, int me, const pz_dp_copts *o) {
+    double bytes = 0.0;
+    for (int c = 0; c < V; c++) {
+        int g = c * S + r;
+        bytes += (double)pz_dp_plan_bytes(pz_stage_numel(cfg, &ranges[g]), pz_dp_held(cfg, S, S * V, g), bucket_floats,
+                                          D, me, o);
+    }
+    return bytes;
+}
+
 pz_status pz_dp_sync_init(pz_dp_sync *s, pz_dp_group *g, float *grad, size_t n, size_t hold, size_t bucket_floats) {
     memset(s, 0, sizeof *s);
     if (!g || (!grad && n)) return pz_fail(PZ_ERR_ARG, "dp sync: NULL argument");

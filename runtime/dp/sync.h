@@ -35,6 +35,7 @@
 
 #include "runtime/dp/creduce.h"
 #include "runtime/dp/group.h"
+#include "stages/gpt2_params.h"
 
 typedef struct {
     size_t lo, hi;          /* floats of the buffer */
@@ -75,6 +76,16 @@ void pz_dp_sync_free(pz_dp_sync *s);
  * D and its request table), for the memory plan. */
 int pz_dp_sync_count(size_t n, size_t hold, size_t bucket_floats);
 size_t pz_dp_sync_bytes(size_t n, size_t hold, size_t bucket_floats, int D);
+
+/* The held prefix of global chunk g of G (S stages): the tied word
+ * embedding on a pipeline's first and last chunk, which the two ends add to
+ * each other before the average; 0 elsewhere. */
+size_t pz_dp_held(const pz_gpt2_config *cfg, int S, int G, int g);
+
+/* The memory plan's figure of stage r's V chunks (global chunk c x S + r of
+ * ranges[S x V]): pz_dp_plan_bytes of each, the tied prefix held. */
+double pz_dp_plan_stage(const pz_gpt2_config *cfg, const pz_stage_range *ranges, int S, int V, int r,
+                        size_t bucket_floats, int D, int me, const pz_dp_copts *o);
 
 /* The memory plan's bytes for one chunk of n floats (held prefix hold) on
  * member me of D: its buckets all in flight at once (bucket_floats 0: none,

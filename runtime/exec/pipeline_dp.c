@@ -86,8 +86,8 @@ pz_status exec_dp_init(exec *x) {
     /* the buckets (cpu: the ring runs in place; binsgdm exchanges its m/b instead) */
     x->sync = x->D > 1 && !bsgd && x->be->host_memory ? xcalloc((size_t)x->V, sizeof *x->sync) : NULL;
     for (int cc = 0; x->sync && cc < x->V && st == PZ_OK; cc++) {
-        pz_stage *s = &x->ch[cc].stage;   /* the tied wte waits for both ends' add (S > 1); the hook: exec_dp_backward */
-        size_t hold = tied_chunk(x) == &x->ch[cc] ? (size_t)s->cfg.padded_vocab_size * s->cfg.channels : 0;
+        pz_stage *s = &x->ch[cc].stage;   /* the hook: exec_dp_backward */
+        size_t hold = pz_dp_held(&s->cfg, x->S, x->G, x->ch[cc].g);
         st = pz_dp_sync_init(&x->sync[cc], &x->dp, s->grad_mem, s->grads.numel, hold, bf);
         s->grads_final_ctx = &x->sync[cc];
     }
@@ -133,19 +133,11 @@ static pz_status mean_of(exec *x, float *dev, size_t n) {
 double exec_dp_plan_bytes(const pz_mem_job *j, int r) {
     const exec *x = j->dp_ctx;
     const int bsgd = x->o->model.optim.kind == PZ_OPTIM_BINSGDM;
-    const pz_gpt2_config *c = j->cfg;
-    size_t bf = bsgd ? 0 : bucket_floats(x);
     pz_dp_copts co = {(pz_dp_mode)x->o->dp.reduce, !bsgd, 0, x->o->dp.hosts};
     int me = x->replica;
     if (co.mode == PZ_DP_HIERARCHICAL && !co.hosts) co.hosts = 1, me = 0;   /* hosts not known yet: a leader's, the most */
-    double bytes = 0.0;
-    for (int cc = 0; cc < x->V; cc++) {   /* chunk cc is global chunk cc x S + r; the tied wte held on the ends */
-        int g = cc * x->S + r;
-        size_t hold = x->S > 1 && (g == 0 || g == x->G - 1) ? (size_t)c->padded_vocab_size * c->channels : 0;
-        bytes += (double)pz_dp_plan_bytes(pz_stage_numel(c, &j->ranges[g]), hold, bf, x->D, me,
-                                          x->o->dp.compress || bsgd ? &co : NULL);
-    }
-    return bytes;
+    return pz_dp_plan_stage(j->cfg, j->ranges, x->S, x->V, r, bsgd ? 0 : bucket_floats(x), x->D, me,
+                            x->o->dp.compress || bsgd ? &co : NULL);
 }
 
 /* this step averages through --dp-compress's codec (after --dp-warmup) */

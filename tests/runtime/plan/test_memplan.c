@@ -99,9 +99,8 @@ static void check_ef(pz_dp_mode mode, int D, int hosts, size_t n) {
 /* The buckets the plan counts against a sync cut for real, and the term in
  * a rank's total (pz_mem_rank_need with a data-parallel figure). */
 static size_t plan_n, plan_hold;
-static double dp_of(const pz_mem_job *j, int r) {
-    (void)j, (void)r;
-    return (double)pz_dp_plan_bytes(plan_n, plan_hold, 1000, 3, 1, NULL);
+static double dp_of(const pz_mem_job *j, int r) {   /* as the executor's: the stage's chunks, the tied prefix held */
+    return pz_dp_plan_stage(j->cfg, j->ranges, j->world, 1, r, 1000, 3, 1, NULL);
 }
 
 static void check_buckets(const pz_gpt2_config *cfg) {
