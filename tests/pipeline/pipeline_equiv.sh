@@ -5,9 +5,10 @@
 # (Not bitwise: the tied-embedding gradient and the global gradient norm are
 # summed in a different order across stages.) Every parameter and both AdamW
 # moments at the end (the runs' final checkpoints, tests/pipeline/compare_ckpt.py)
-# agree: moments within 1e-5, parameters 1e-3 of each tensor's largest magnitude. Also checks that --save from a
-# pipeline writes the same model the single process would, to 1e-5, and that
-# a --trace file is valid Chrome trace JSON with events from every stage.
+# agree: moments within 1e-5 (1e-4 with 2 threads per rank), parameters 1e-3
+# of each tensor's largest magnitude. Also checks that --save from a pipeline
+# writes the same model the single process would, to 1e-5, and that a --trace
+# file is valid Chrome trace JSON with events from every stage.
 #   usage: pipeline_equiv.sh PATH/TO/pipezip
 set -u
 pz="$1"
@@ -15,8 +16,20 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 py=python3
 
-# a small corpus: the repository's own sources
-cat "$(dirname "$0")"/../../runtime/*/*.c "$(dirname "$0")"/../../stages/*.c > "$dir/text.txt"
+# a small corpus of its own, the same at every commit: with the repository's
+# sources (as before) every edit of them changed the data, and with it how
+# far a 2-thread run's rounding drifts (adam_m 2.6e-6 to 1.0e-5 against the
+# bound of 1e-5 from one commit to the next)
+"$py" - "$dir/text.txt" <<'PY'
+import random, sys
+r = random.Random(7)
+words = ["".join(r.choice("etaoinshrdlucmfwypvbgkjqxz") for _ in range(r.randint(1, 9))) for _ in range(3000)]
+lines = []
+for _ in range(12000):
+    n = r.randint(3, 14)
+    lines.append(" ".join(words[min(int(r.paretovariate(1.1)) - 1, 2999)] for _ in range(n)).capitalize() + ".")
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PY
 "$pz" tokenize --out "$dir/train.bin" --val-out "$dir/val.bin" --val-fraction 0.2 "$dir/text.txt" || exit 1
 
 common=(--preset tiny --data "$dir/train.bin" --val-data "$dir/val.bin" --batch 2 --seq 32
@@ -75,8 +88,14 @@ PY
     # checkpoints), not only losses, relative to each tensor's largest
     # magnitude: moments within 1e-5, parameters within 1e-3 (the tied
     # gradient and the norm are summed in another order, and AdamW divides by
-    # sqrt(v) of near-zero bias gradients: measured 7e-7 and 2.7e-4)
-    if out=$("$py" "$(dirname "$0")/compare_ckpt.py" "$dir/ckref" "$dir/ckp" 1e-3 1e-5); then
+    # sqrt(v) of near-zero bias gradients: measured 7e-7 and 2.7e-4); a run
+    # with 2 threads per rank also sums the matmuls' partial products in
+    # another order than the 1-thread reference: moments within 1e-4 there
+    # (measured 2.6e-6 to 2.5e-5 on different corpora; a wrong gradient or
+    # micro-batch gives 1e-2 and more)
+    mom=1e-5
+    [[ " ${extra[*]} " == *" --threads "* ]] && mom=1e-4
+    if out=$("$py" "$(dirname "$0")/compare_ckpt.py" "$dir/ckref" "$dir/ckp" 1e-3 "$mom"); then
       echo "$out" | sed "s/^ok:/ok: S=$S $sched: parameters and moments:/"
     else
       echo "$out"; echo "FAIL: S=$S $sched: parameters or moments differ"; fails=$((fails + 1))
