@@ -1,6 +1,6 @@
 /* pipeline_ckpt.c: what a rank reads and writes: checkpoints and --resume
- * (runtime/ckpt/resume.h for the files), --save and --dump-edge (see
- * runtime/exec/pipeline_exec.h).
+ * (runtime/ckpt/resume.h for the files), --save (runtime/ckpt/gather.h) and
+ * --dump-edge (runtime/observe/dump.h); see runtime/exec/pipeline_exec.h.
  *
  * Checkpoints are written as if each global chunk were a stage of a
  * G-stage pipeline: shard g holds chunk g (parameters, AdamW moments, the
@@ -9,19 +9,18 @@
  * and it from any other. */
 #include "runtime/exec/pipeline_exec.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/mem.h"
 #include "compress/core/codec.h"
-#include "compress/core/npy.h"
 #include "runtime/plan/fingerprint.h"
 #include "runtime/ckpt/fault.h"
+#include "runtime/ckpt/gather.h"
 #include "runtime/ckpt/resume.h"
+#include "runtime/observe/dump.h"
 
 /* The codecs of chunk c's edge ends (and their error-metric twins), named
  * by edge, direction and role, for the checkpoint's codec state. */
@@ -133,85 +132,24 @@ pz_status exec_checkpoint(exec *x, int step) {
     return st;
 }
 
-/* Copies every tensor of `from` into the tensor of the same name in `to`. */
-static void copy_by_name(pz_gpt2_params *to, const pz_gpt2_params *from) {
-    int nt = pz_gpt2_params_tensors(to, NULL), nf = pz_gpt2_params_tensors(from, NULL);
-    pz_tensor_info *tt = xcalloc((size_t)nt, sizeof *tt), *tf = xcalloc((size_t)nf, sizeof *tf);
-    pz_gpt2_params_tensors(to, tt);
-    pz_gpt2_params_tensors(from, tf);
-    for (int i = 0; i < nf; i++)
-        for (int j = 0; j < nt; j++)
-            if (strcmp(tf[i].name, tt[j].name) == 0) memcpy(tt[j].data, tf[i].data, tf[i].numel * sizeof(float));
-    free(tt);
-    free(tf);
-}
-
-/* --save: every rank sends its chunks' parameters to rank 0, which
- * assembles them by tensor name, whatever the split, and saves them
- * (stages/gpt2_checkpoint.h formats). */
+/* --save: replica 0's stages gather the model on its rank 0 (runtime/ckpt/gather.h) */
 pz_status exec_gather_save(exec *x, const pz_stage_range *all, const char *path) {
-    const pz_gpt2_config *cfg = &x->ch[0].stage.cfg;
-    pz_status st = PZ_OK;
-    const char *w = "parameters for --save, to rank 0";
     if (x->replica > 0) return PZ_OK;   /* replica 0's pipeline holds every replica's model */
-    for (int cc = 0; x->rank != 0 && cc < x->V && st == PZ_OK; cc++) {
-        pz_stage *s = &x->ch[cc].stage;
-        size_t bytes = s->params.numel * sizeof(float);
-        float *host = xmalloc(bytes);
-        x->be->to_host(host, s->param_mem, bytes);
-        pz_request *r = NULL;
-        st = pz_transport_send(x->tp, world_of(x, 0), pz_tag(x->wrank, 0, (uint32_t)cc, PZ_KIND_SAVE), host, bytes, w, &r);
-        if (st == PZ_OK) st = pz_transport_wait(x->tp, r, NULL);
-        free(host);
-    }
-    if (x->rank != 0) return st;
-    pz_stage_range whole = pz_whole_model(cfg);
-    float *mem = xmalloc(pz_stage_numel(cfg, &whole) * sizeof(float));
-    pz_gpt2_params full;
-    pz_gpt2_params_bind(&full, cfg, &whole, mem);
-    for (int g = 0; g < x->G && st == PZ_OK; g++) {
-        int r = g % x->S, cc = g / x->S;
-        size_t n = pz_stage_numel(cfg, &all[g]);
-        float *part = xmalloc(n * sizeof(float));
-        if (r == 0) x->be->to_host(part, x->ch[cc].stage.param_mem, n * sizeof(float));
-        else {
-            pz_request *req = NULL;
-            int wr = world_of(x, r);
-            st = pz_transport_recv(x->tp, wr, pz_tag(wr, 0, (uint32_t)cc, PZ_KIND_SAVE), part, n * sizeof(float), w, &req);
-            if (st == PZ_OK) st = pz_transport_wait(x->tp, req, NULL);
-        }
-        if (st == PZ_OK) {
-            pz_gpt2_params p;
-            pz_gpt2_params_bind(&p, cfg, &all[g], part);
-            copy_by_name(&full, &p);
-            pz_gpt2_params_unbind(&p);
-        }
-        free(part);
-    }
-    if (st == PZ_OK && (st = pz_params_save(&full, path)) == PZ_OK) fprintf(stderr, "pipezip train: saved %s\n", path);
-    pz_gpt2_params_unbind(&full);
-    free(mem);
+    int *wr = xcalloc((size_t)x->S, sizeof *wr);
+    float **params = xcalloc((size_t)x->V, sizeof *params);
+    for (int s = 0; s < x->S; s++) wr[s] = world_of(x, s);
+    for (int cc = 0; cc < x->V; cc++) params[cc] = x->ch[cc].stage.param_mem;
+    pz_status st = pz_gather_save(x->tp, x->be, &x->ch[0].stage.cfg, all, x->S, x->V, x->rank, wr, params, path);
+    free(wr);
+    free(params);
     return st;
 }
 
-/* --dump-edge STEP. At that step (1-based, as the step lines count), each
- * sender writes the tensor it is about to encode, before any codec touches
- * it, as float32 .npy of shape (B, T, C):
- *   DIR/step<S>-edge<e>-<e+1>-fwd-micro<m>.npy   activations, by chunk e
- *   DIR/step<S>-edge<e>-<e+1>-bwd-micro<m>.npy   their gradients, by chunk e+1
- * (replicas: m counts the global batch, replica r's micro-batches from r x M)
- * so codecs can be studied on real tensors (`pipezip codec --in`, the sweep). */
+/* --dump-edge STEP (runtime/observe/dump.h) */
 pz_status exec_dump_edge(exec *x, const pz_edge_end *e, int kind, uint64_t step, int micro, const float *src) {
     const pz_train_opts *o = x->o;
-    if (!o->observe.dump_edge || step + 1 != (uint64_t)o->observe.dump_edge || (kind != PZ_KIND_ACT && kind != PZ_KIND_GRAD)) return PZ_OK;
-    if (mkdir(o->observe.dump_dir, 0755) != 0 && errno != EEXIST)
-        return pz_fail(PZ_ERR_IO, "--dump-dir %s: %s", o->observe.dump_dir, strerror(errno));
-    char path[4200];
-    snprintf(path, sizeof path, "%s/step%llu-edge%d-%d-%s-micro%d.npy", o->observe.dump_dir, (unsigned long long)step + 1,
-             e->edge, e->edge + 1, kind == PZ_KIND_ACT ? "fwd" : "bwd",
-             x->replica * o->model.micro + micro);
-    pz_shape sh = {3, {(size_t)o->model.batch, (size_t)o->model.seq, (size_t)x->ch[0].stage.cfg.channels}};
-    pz_status st = pz_npy_write(path, &sh, src);
-    if (st != PZ_OK) return pz_fail(st, "--dump-edge: %s", pz_last_error());
-    return PZ_OK;
+    if (!o->observe.dump_edge || step + 1 != (uint64_t)o->observe.dump_edge || (kind != PZ_KIND_ACT && kind != PZ_KIND_GRAD))
+        return PZ_OK;
+    return pz_dump_edge(o->observe.dump_dir, step + 1, e->edge, kind == PZ_KIND_GRAD, x->replica * o->model.micro + micro,
+                        (size_t)o->model.batch, (size_t)o->model.seq, (size_t)x->ch[0].stage.cfg.channels, src);
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --dump-edge STEP (runtime/exec/pipeline_ckpt.c): at that step every sender writes
+# --dump-edge STEP (runtime/observe/dump.c): at that step every sender writes
 # the tensor it encodes as .npy, before the codec: 3 stages, 2 micro-batches:
 # 2 edges x 2 directions x 2 micro-batches = 8 files (step 1 here) of shape (B, T, C),
 # readable by NumPy, finite, and the fwd ones equal whatever the codec (they
