@@ -244,7 +244,7 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
         {"--lr", PZ_FLAG_FLOAT, &o->model.optim.lr, "peak learning rate", 0, 10, NULL},
         {"--min-lr-frac", PZ_FLAG_FLOAT, &o->model.optim.min_lr_frac, "cosine decays to lr x this", 0, 1, NULL},
         {"--warmup", PZ_FLAG_INT, &o->model.optim.warmup_steps, "linear warm-up steps (default: steps/10)", 0, 100000000, &o->model.warmup_given},
-        {"--optimizer", PZ_FLAG_STR, &w->optimizer, "adamw (default) or binsgdm (BinSGDM/Birder: 1-bit binary-randomised m/b exchanged between replicas; cpu only; docs/data-parallel.md)", 0, 0, NULL},
+        {"--optimizer", PZ_FLAG_STR, &w->optimizer, "adamw or binsgdm (BinSGDM/Birder: each replica's m/b sent as 1-bit binary randomisation, instead of --dp-compress; cpu only; docs/data-parallel.md)", 0, 0, NULL},
         {"--weight-decay", PZ_FLAG_FLOAT, &o->model.optim.weight_decay, "decoupled weight decay on 2-D weights (AdamW and binsgdm)", 0, 10, NULL},
         {"--beta1", PZ_FLAG_FLOAT, &o->model.optim.beta1, "AdamW beta1; binsgdm's beta (both its moments)", 0, 0.999999, NULL},
         {"--beta2", PZ_FLAG_FLOAT, &o->model.optim.beta2, "AdamW beta2 (binsgdm: unused)", 0, 0.999999, NULL},
