@@ -14,6 +14,7 @@
 #define PZ_BINSGDM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "stages/optim.h"
 
@@ -33,5 +34,14 @@ void pz_binsgdm_prepare(pz_optim *o, pz_stage *s, float grad_scale);
 /* The update from the exchanged mean at s->grad_mem, at the scheduled lr of
  * step o->t (then o->t + 1), weight decay by the tensors' mask. Returns the lr. */
 float pz_binsgdm_step(pz_optim *o, pz_stage *s);
+
+/* A replica's m and b as bytes (checkpoints keep each replica's: they
+ * differ, each folds in its own gradients). Little-endian: u32 magic
+ * "PZBS", u32 version 1, u64 n, n floats m, n floats b, u32 CRC-32C of all
+ * before. *blob is malloc'ed. */
+void pz_binsgdm_state_save(const pz_optim *o, uint8_t **blob, size_t *len);
+/* Reads them back into o, refusing another format, a damaged file or
+ * another size; `path` names the file in the messages. */
+pz_status pz_binsgdm_state_load(pz_optim *o, const uint8_t *b, size_t len, const char *path);
 
 #endif

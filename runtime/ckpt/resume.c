@@ -620,3 +620,35 @@ pz_status pz_resume_read_codecs(const char *dir, int step, int rank, const char 
     free(path);
     return st;
 }
+
+static char *side_path(const char *dir, int step, int g, const char *kind, int replica) {
+    char ext[24];
+    snprintf(ext, sizeof ext, ".%s%d", kind, replica);
+    return pz_resume_rank_path(dir, step, g, ext);
+}
+
+pz_status pz_resume_write_side(const char *dir, int step, int g, const char *kind, int replica, const uint8_t *blob,
+                               size_t len) {
+    char *path = side_path(dir, step, g, kind, replica), *slash = strrchr(path, '/');
+    pz_status st = PZ_OK;
+    *slash = 0;
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+        st = pz_fail(PZ_ERR_IO, "checkpoint: cannot create %s: %s", path, strerror(errno));
+    *slash = '/';
+    pz_atomic_file af;
+    if (st == PZ_OK && (st = pz_atomic_open(&af, path)) == PZ_OK) {
+        if (fwrite(blob, 1, len, af.f) == len) st = pz_atomic_commit(&af);
+        else pz_atomic_abort(&af), st = pz_fail(PZ_ERR_IO, "checkpoint: cannot write %s", path);
+    }
+    free(path);
+    return st;
+}
+
+pz_status pz_resume_read_side(const char *dir, int step, int g, const char *kind, int replica, const char *holds,
+                              uint8_t **blob, size_t *len, char **path) {
+    *path = side_path(dir, step, g, kind, replica);
+    if (access(*path, F_OK) != 0)
+        return pz_fail(PZ_ERR_ARG, "--resume: %s is missing: the checkpoint holds no %s for replica %d (written "
+                       "without it, or with fewer replicas?)", *path, holds, replica);
+    return pz_read_file(*path, blob, len);
+}

@@ -101,6 +101,16 @@ pz_status pz_resume_read_shard(const char *dir, int step, int rank, int world, p
  * are skipped. */
 /* "DIR/step-N/rank-R<ext>" (malloc'ed): a file of this rank's beside its shard */
 char *pz_resume_rank_path(const char *dir, int step, int rank, const char *ext);
+/* A replica's own state of chunk g beside replica 0's shards (--dp-compress's
+ * error feedback, binsgdm's m and b): DIR/step-N/rank-G.<kind>R, written
+ * atomically, the step's directory made first (replica 0's shards may not
+ * have made it yet). */
+pz_status pz_resume_write_side(const char *dir, int step, int g, const char *kind, int replica, const uint8_t *blob,
+                               size_t len);
+/* Reads it back (*blob malloc'ed); a missing one is refused, saying it
+ * should hold `holds`. *path (malloc'ed, for the caller's messages) names it. */
+pz_status pz_resume_read_side(const char *dir, int step, int g, const char *kind, int replica, const char *holds,
+                              uint8_t **blob, size_t *len, char **path);
 pz_status pz_resume_write_codecs(const char *dir, int step, int rank, const char *const *names, pz_codec *const *cs,
                                  int n);
 pz_status pz_resume_read_codecs(const char *dir, int step, int rank, const char *const *names, pz_codec *const *cs,

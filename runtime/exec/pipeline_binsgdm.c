@@ -21,10 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/bytes.h"
 #include "base/clock.h"
-#include "base/crc32c.h"
 #include "base/mem.h"
+#include "runtime/ckpt/resume.h"
 #include "stages/binsgdm.h"
 
 size_t exec_bsgd_tied(const exec *x, const pz_chunk *c) {
@@ -72,59 +71,29 @@ pz_status exec_bsgd_step(exec *x, int step, double norm, float *lr) {
     return st;
 }
 
-/* A replica's m and b (replica 0's are also in the shard, as AdamW's m and
- * v; the others' differ: each folds in its own gradients). Little-endian:
- * u32 magic "PZBS", u32 version 1, u64 n, n floats m, n floats b, u32
- * CRC-32C of all before. */
-#define BSGD_MAGIC 0x53425a50u /* "PZBS" */
-
+/* with replicas: each replica's m and b (replica 0's are also in the
+ * shard, as AdamW's m and v; stages/binsgdm.h has the format) */
 pz_status exec_bsgd_save(exec *x, const char *dir, int step) {
     pz_status st = PZ_OK;
     for (int cc = 0; x->D > 1 && cc < x->V && st == PZ_OK; cc++) {
-        const pz_optim *o = &x->ch[cc].opt;
-        size_t n = o->numel, len = 16 + 8 * n + 4;
-        uint8_t *b = xmalloc(len);
-        pz_put_u32(b, BSGD_MAGIC);
-        pz_put_u32(b + 4, 1);
-        pz_put_u64(b + 8, n);
-        for (size_t i = 0; i < 2 * n; i++) {
-            uint32_t w;
-            memcpy(&w, i < n ? &o->m[i] : &o->v[i - n], 4);
-            pz_put_u32(b + 16 + 4 * i, w);
-        }
-        pz_put_u32(b + len - 4, pz_crc32c(0, b, len - 4));
-        char *path = exec_side_path(x, dir, step, x->ch[cc].g, "bsgd");
-        st = exec_write_blob(path, b, len);
-        free(path);
+        uint8_t *b = NULL;
+        size_t len = 0;
+        pz_binsgdm_state_save(&x->ch[cc].opt, &b, &len);
+        st = pz_resume_write_side(dir, step, x->ch[cc].g, "bsgd", x->replica, b, len);
         free(b);
     }
     return st;
 }
 
-static pz_status bsgd_parse(pz_optim *o, const uint8_t *b, size_t len, const char *path) {
-    size_t n = o->numel;
-    if (len < 20 || pz_get_u32(b) != BSGD_MAGIC || pz_get_u32(b + 4) != 1)
-        return pz_fail(PZ_ERR_FORMAT, "--resume: %s is not a binsgdm state file (magic or version)", path);
-    if (pz_get_u32(b + len - 4) != pz_crc32c(0, b, len - 4))
-        return pz_fail(PZ_ERR_FORMAT, "--resume: %s: CRC mismatch (damaged)", path);
-    if (pz_get_u64(b + 8) != n || len != 16 + 8 * n + 4)
-        return pz_fail(PZ_ERR_FORMAT, "--resume: %s holds %llu elements, this chunk has %zu", path,
-                       (unsigned long long)pz_get_u64(b + 8), n);
-    for (size_t i = 0; i < 2 * n; i++) {
-        uint32_t w = pz_get_u32(b + 16 + 4 * i);
-        memcpy(i < n ? &o->m[i] : &o->v[i - n], &w, 4);
-    }
-    return PZ_OK;
-}
-
 pz_status exec_bsgd_load(exec *x, const char *dir, int step) {
     pz_status st = PZ_OK;
     for (int cc = 0; x->D > 1 && cc < x->V && st == PZ_OK; cc++) {
-        char *path = exec_side_path(x, dir, step, x->ch[cc].g, "bsgd");
+        char *path = NULL;
         uint8_t *blob = NULL;
         size_t len = 0;
-        if ((st = exec_read_side(x, path, "binsgdm state (m, b)", &blob, &len)) == PZ_OK)
-            st = bsgd_parse(&x->ch[cc].opt, blob, len, path);
+        if ((st = pz_resume_read_side(dir, step, x->ch[cc].g, "bsgd", x->replica, "binsgdm state (m, b)", &blob, &len,
+                                      &path)) == PZ_OK)
+            st = pz_binsgdm_state_load(&x->ch[cc].opt, blob, len, path);
         free(blob);
         free(path);
     }

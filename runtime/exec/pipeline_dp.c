@@ -19,14 +19,10 @@
  * pipeline with D x M micro-batches sees. */
 #include "runtime/exec/pipeline_exec.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "base/io/file.h"
 #include "base/clock.h"
 #include "base/mem.h"
 #include "runtime/ckpt/fault.h"
@@ -241,44 +237,15 @@ void exec_dp_free(exec *x) {
     pz_dp_group_free(&x->dp);
 }
 
-char *exec_side_path(exec *x, const char *dir, int step, int g, const char *kind) {
-    char ext[24];
-    snprintf(ext, sizeof ext, ".%s%d", kind, x->replica);
-    return pz_resume_rank_path(dir, step, g, ext);
-}
-
-pz_status exec_read_side(exec *x, const char *path, const char *holds, uint8_t **blob, size_t *len) {
-    if (access(path, F_OK) != 0)
-        return pz_fail(PZ_ERR_ARG, "--resume: %s is missing: the checkpoint holds no %s for replica %d (written "
-                       "without it, or with fewer replicas?)", path, holds, x->replica);
-    return pz_read_file(path, blob, len);
-}
-
-pz_status exec_write_blob(char *path, const uint8_t *blob, size_t len) {
-    pz_status st = PZ_OK;
-    char *slash = strrchr(path, '/');
-    *slash = 0;   /* the step's directory: replica 0's shards may not have made it yet */
-    if (mkdir(path, 0777) != 0 && errno != EEXIST)
-        st = pz_fail(PZ_ERR_IO, "checkpoint: cannot create %s: %s", path, strerror(errno));
-    *slash = '/';
-    pz_atomic_file af;
-    if (st == PZ_OK && (st = pz_atomic_open(&af, path)) == PZ_OK) {
-        if (fwrite(blob, 1, len, af.f) == len) st = pz_atomic_commit(&af);
-        else pz_atomic_abort(&af), st = pz_fail(PZ_ERR_IO, "checkpoint: cannot write %s", path);
-    }
-    return st;
-}
-
 pz_status exec_dp_save(exec *x, const char *dir, int step) {
     pz_status st = PZ_OK;
     if (x->o->model.optim.kind == PZ_OPTIM_BINSGDM) return exec_bsgd_save(x, dir, step);   /* no error feedback */
     for (int cc = 0; x->cr && cc < x->V && st == PZ_OK; cc++) {
-        char *path = exec_side_path(x, dir, step, x->ch[cc].g, "dpef");
         uint8_t *blob = NULL;
         size_t len = 0;
-        if ((st = pz_dp_creduce_save(x->cr[cc], &blob, &len)) == PZ_OK) st = exec_write_blob(path, blob, len);
+        if ((st = pz_dp_creduce_save(x->cr[cc], &blob, &len)) == PZ_OK)
+            st = pz_resume_write_side(dir, step, x->ch[cc].g, "dpef", x->replica, blob, len);
         free(blob);
-        free(path);
     }
     return st;
 }
@@ -287,10 +254,11 @@ pz_status exec_dp_load(exec *x, const char *dir, int step) {
     pz_status st = PZ_OK;
     if (x->o->model.optim.kind == PZ_OPTIM_BINSGDM) return exec_bsgd_load(x, dir, step);
     for (int cc = 0; x->cr && cc < x->V && st == PZ_OK; cc++) {
-        char *path = exec_side_path(x, dir, step, x->ch[cc].g, "dpef");
+        char *path = NULL;
         uint8_t *blob = NULL;
         size_t len = 0;
-        if ((st = exec_read_side(x, path, "error feedback of --dp-compress", &blob, &len)) == PZ_OK &&
+        if ((st = pz_resume_read_side(dir, step, x->ch[cc].g, "dpef", x->replica, "error feedback of --dp-compress",
+                                      &blob, &len, &path)) == PZ_OK &&
             (st = pz_dp_creduce_load(x->cr[cc], blob, len)) != PZ_OK)
             st = pz_fail(st, "--resume: %s: %s", path, pz_last_error());
         free(blob);

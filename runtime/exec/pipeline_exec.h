@@ -170,12 +170,6 @@ pz_status exec_dp_load(exec *x, const char *dir, int step);
 /* the replicas hold the same parameters and optimizer state, bit for bit
  * (binsgdm: the parameters; its m and b are each replica's) */
 pz_status exec_dp_check(exec *x, const char *when);
-/* a checkpoint's side file at path (step-N/...), its directory made first */
-pz_status exec_write_blob(char *path, const uint8_t *blob, size_t len);
-/* step-N/rank-G.<kind>R: chunk G's side file of this replica R (malloc'ed) */
-char *exec_side_path(exec *x, const char *dir, int step, int g, const char *kind);
-/* reads a side file; a missing one is refused, saying it should hold `holds` */
-pz_status exec_read_side(exec *x, const char *path, const char *holds, uint8_t **blob, size_t *len);
 
 /* pipeline_binsgdm.c: --optimizer binsgdm. The step after the norm's
  * reduction: moments, the exchange of m/b, the update (lr: the one used). */
