@@ -167,6 +167,9 @@ def build_args():
                     "a findings block.",
         epilog="Lists of codecs are separated by ';' because codec specs may contain ','. "
                "Every number in the outputs comes from the runs of this sweep.")
+    ap.add_argument("--dp", action="store_true",
+                    help="run the data-parallel codec sweep instead (examples/sweep_dp.py; its flags: "
+                         "sweep_dp.py --help)")
     ap.add_argument("--quick", action="store_true",
                     help="reduced form for CI: a 2x2 grid (fwd none,aq(q4) x bwd none,q8), no extra "
                          "policies, seeds 1337,1338 (headline rows none and fwd=aq(q4),bwd=q8), a 20-step "
@@ -229,6 +232,9 @@ def build_args():
 
 
 def main():
+    if "--dp" in sys.argv[1:]:   # the data-parallel sweep is its own script, with its own flags
+        rest = [x for x in sys.argv[1:] if x != "--dp"]
+        os.execv(sys.executable, [sys.executable, os.path.join(REPO, "examples", "sweep_dp.py")] + rest)
     ap = build_args()
     a = ap.parse_args()
     q = a.quick

@@ -11,11 +11,13 @@
 /* fingerprint keys that do not change what training computes: validation,
  * checkpointing, the simulated links (the network's, not the job's;
  * --compress auto's decisions, which they sway, travel in the checkpoint),
- * and the replicas' bucket size (the replicas must agree on it, but it only
- * moves float rounding: the sum's order with 3 replicas or more) */
+ * the replicas' bucket size (the replicas must agree on it, but it only
+ * moves float rounding: the sum's order with 3 replicas or more), and
+ * --dp-variance's measurement beside the sync */
 static const char *const not_job[] = {"--resume",        "--checkpoint-every",  "--val-every",    "--val-batches",
                                       "--val-data",      "--eval-compress",     "--link-mbps",    "--link-latency-ms",
-                                      "--dp-link-mbps",  "--dp-link-latency-ms", "--dp-bucket-mb", NULL};
+                                      "--dp-link-mbps",  "--dp-link-latency-ms", "--dp-bucket-mb",
+                                      "--dp-variance",   NULL};
 /* the flags --resume DIR may change: layout, steps, learning rate */
 static const char *const resume_may[] = {"--stages",      "--split",  "--schedule", "--virtual-stages",
                                          "--device",      "--compress", "--compress-tied", "--steps",

@@ -159,6 +159,7 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
      * figure, times D so that the mean below gives it back exactly */
     red[L->kfit + x->rank] = x->replica == 0 ? (double)x->kfit * x->D : 0.0;
     memcpy(red + L->dp + PZ_DP_FIGS * x->rank, x->dp_fig, sizeof x->dp_fig);   /* zero without replicas */
+    if (x->D > 1) exec_dp_variance(x, red + L->dpvar);
     /* the link runs beside compute with gpipe and extra warm-up (autospec.h);
      * --schedule auto adds the warm-up a codec's link time needs (below), so
      * its candidates are weighed as hidden too (issue 26) */
@@ -197,7 +198,11 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     exec_trace(x, "optimizer", -1, t_opt, pz_now());
     double ms = 1e3 * (pz_now() - t0), tok_s = (double)o->model.batch * o->model.seq * o->model.micro * x->D / (ms * 1e-3);
     if (is_root(x)) {
-        pz_step_line line = {step + 1, loss, norm, ms, tok_s, lr, red[L->tied], x->D > 1 ? red + L->dp : NULL};
+        /* --dp-variance: the error ratio where the sync averaged gradients (an
+         * all-zero exact mean, or none measured, prints no dp_var) */
+        const double *v = red + L->dpvar;
+        pz_step_line line = {step + 1, loss, norm, ms, tok_s, lr, red[L->tied], x->D > 1 ? red + L->dp : NULL,
+                             o->dp.variance && v[1] > 0.0 ? v[0] / v[1] : -1.0};
         pz_report_step(stdout, &line, S, x->G - 1, red + L->edges, red + L->ranks);
         if (S * x->D > 1) pz_metrics_step(&x->met, step + 1, red + L->edges, line.dp, tok_s);
         if (isatty(2)) fprintf(stderr, "\rstep %d/%d loss %.4f  %.0f ms  %.0f tok/s   ", step + 1, o->model.steps, loss, ms, tok_s);
@@ -339,7 +344,8 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
     L->sumsq = 0, L->loss = 1, L->tied = 2, L->ranks = 3, L->edges = L->ranks + 3 * x->S;
     L->rtt = L->edges + 2 * (x->G - 1) * PZ_EDGE_STATS_N, L->hold = L->rtt + x->S, L->stop = L->hold + x->S;
     L->kfit = L->stop + 2, L->autod = L->kfit + x->S, L->dp = L->autod + 2 * (x->G - 1) * PZ_AUTO_RED;
-    L->n = L->dp + PZ_DP_FIGS * x->S;
+    L->dpvar = L->dp + PZ_DP_FIGS * x->S;
+    L->n = L->dpvar + 2;
     return PZ_OK;
 }
 

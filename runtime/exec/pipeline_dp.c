@@ -80,7 +80,8 @@ pz_status exec_dp_init(exec *x) {
     free(ranks);
     size_t bf = bucket_floats(x);
     /* the buckets (cpu: the ring runs in place; binsgdm exchanges its m/b instead) */
-    x->sync = x->D > 1 && !bsgd && x->be->host_memory ? xcalloc((size_t)x->V, sizeof *x->sync) : NULL;
+    x->sync = x->D > 1 && !bsgd && x->be->host_memory && !x->o->dp.variance ? xcalloc((size_t)x->V, sizeof *x->sync)
+                                                                             : NULL;   /* --dp-variance: the raw gradient at the end */
     for (int cc = 0; x->sync && cc < x->V && st == PZ_OK; cc++) {
         pz_stage *s = &x->ch[cc].stage;   /* the hook: exec_dp_backward */
         size_t hold = pz_dp_held(&s->cfg, x->S, x->G, x->ch[cc].g);
@@ -147,17 +148,44 @@ void exec_dp_backward(exec *x, pz_chunk *c, int step, int last) {
     c->stage.grads_final = on ? pz_dp_sync_ready : NULL;
 }
 
+/* --dp-variance: the exact mean of the n gradients at grad (host memory:
+ * replicas run on the cpu), in a copy, before the sync replaces them with
+ * its estimate (chunk_sync counts the sync's bytes after it). */
+static pz_status exact_mean(exec *x, const float *grad, size_t n, float **out) {
+    *out = xmalloc(n * sizeof(float) + 1);
+    memcpy(*out, grad, n * sizeof(float));
+    return pz_dp_allreduce(&x->dp, *out, n, 1, PZ_DP_AUTO);
+}
+
+/* adds ||est - exact||^2 and ||exact||^2 to x->dp_err (uncompressed, est is
+ * the same all-reduce's result: 0 exactly) */
+static void add_error(exec *x, const float *est, const float *exact, size_t n) {
+    double d2 = 0.0, r2 = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)est[i] - exact[i];
+        d2 += d * d;
+        r2 += (double)exact[i] * exact[i];
+    }
+    x->dp_err[0] += d2;
+    x->dp_err[1] += r2;
+}
+
 /* One chunk's average after the tied add: the rest of its buckets, or the
  * whole chunk at once (compressed: pz_dp_creduce_run is one blocking call
  * per chunk; a backend without host memory: through a host copy). */
 static pz_status chunk_sync(exec *x, int cc, int step) {
     pz_stage *s = &x->ch[cc].stage;
     pz_dp_sync *y = x->sync && !compressed(x, step) ? &x->sync[cc] : NULL;
+    float *exact = NULL;   /* --dp-variance (no buckets then) */
+    pz_status st = x->o->dp.variance ? exact_mean(x, s->grad_mem, s->grads.numel, &exact) : PZ_OK;
     double t0 = pz_now();
     uint64_t sent0 = x->dp.bytes_sent;
-    pz_status st = y ? pz_dp_sync_finish(y)
-                 : compressed(x, step) ? pz_dp_creduce_run(x->cr[cc], s->grad_mem, s->grad_mem, (uint64_t)step)
-                 : mean_of(x, s->grad_mem, s->grads.numel);
+    if (st == PZ_OK)
+        st = y ? pz_dp_sync_finish(y)
+           : compressed(x, step) ? pz_dp_creduce_run(x->cr[cc], s->grad_mem, s->grad_mem, (uint64_t)step)
+           : mean_of(x, s->grad_mem, s->grads.numel);
+    if (st == PZ_OK && exact) add_error(x, s->grad_mem, exact, s->grads.numel);
+    free(exact);
     for (int i = 0; y && i < y->nb; i++)
         if (y->b[i].state == 2) exec_trace(x, "dp bucket", -1, y->b[i].t_start, y->b[i].t_done);
     if (!y) exec_trace(x, "dp sync", -1, t0, pz_now());
@@ -182,6 +210,12 @@ pz_status exec_dp_sync(exec *x, int step) {
     if (st == PZ_OK) st = exec_tied_finish(x, (uint32_t)step);
     for (int cc = 0; cc < x->V && st == PZ_OK; cc++) st = chunk_sync(x, cc, step);
     return st;
+}
+
+void exec_dp_variance(exec *x, double *out) {
+    out[0] = x->dp_err[0];
+    out[1] = x->dp_err[1];
+    x->dp_err[0] = x->dp_err[1] = 0.0;
 }
 
 /* The n floats at dev compared across the group, by digest. */

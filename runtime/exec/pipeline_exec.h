@@ -63,7 +63,7 @@ enum { FWD_TX, BWD_RX, FWD_RX, BWD_TX };   /* pz_chunk.end */
 
 /* The step's reduction, one layout for every schedule (offsets into it). */
 typedef struct {
-    int sumsq, loss, tied, ranks, edges, rtt, hold, stop, kfit, autod, dp, n;
+    int sumsq, loss, tied, ranks, edges, rtt, hold, stop, kfit, autod, dp, dpvar, n;
 } pz_red_layout;
 
 typedef struct {
@@ -80,6 +80,7 @@ typedef struct {
     pz_dp_sync *sync;          /* per chunk, its bucketed average (V; runtime/dp/sync.h) */
     double dp_fig[PZ_DP_FIGS]; /* the step's data-parallel figures (runtime/observe/metrics.h) */
     pz_dp_creduce *crw;        /* binsgdm, S > 1: the tied wte's own exchange (first and last rank) */
+    double dp_err[2];          /* --dp-variance, this step: ||estimate - exact mean||^2, ||exact mean||^2 */
     pz_sched_spec spec;        /* --schedule; warmup=auto resolved after the first steps */
     pz_schedule sched;
     pz_policy pol;             /* per boundary */
@@ -170,6 +171,9 @@ pz_status exec_dp_load(exec *x, const char *dir, int step);
 /* the replicas hold the same parameters and optimizer state, bit for bit
  * (binsgdm: the parameters; its m and b are each replica's) */
 pz_status exec_dp_check(exec *x, const char *when);
+/* --dp-variance's figures of the step for the reduction (2 values): the
+ * squared error of the average and the squared exact mean (0 without it) */
+void exec_dp_variance(exec *x, double *out);
 
 /* pipeline_binsgdm.c: --optimizer binsgdm. The step after the norm's
  * reduction: moments, the exchange of m/b, the update (lr: the one used). */

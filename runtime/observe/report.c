@@ -24,6 +24,7 @@ void pz_report_step(FILE *f, const pz_step_line *s, int world, int edges, const 
                     1e3 * rank_s[3 * r + 1], 1e3 * rank_s[3 * r + 2]);
         fputc(']', f);
     }
+    if (s->dp && s->dp_var >= 0.0) fprintf(f, ",\"dp_var\":%.6g", s->dp_var);
     fputs("}\n", f);
     fflush(f);
 }

@@ -13,6 +13,7 @@ typedef struct {
     float lr;
     double tied_wire;       /* bytes of one end's tied-embedding message (pipelines) */
     const double *dp;       /* --replicas: per stage PZ_DP_FIGS (runtime/observe/metrics.h), else NULL */
+    double dp_var;          /* --dp-variance: ||estimate - exact mean||^2 / ||exact mean||^2, else < 0 */
 } pz_step_line;
 
 /* edge_stats: the step's summed pz_edge_stats per (edge, direction), `edges` of them (NULL

@@ -127,6 +127,7 @@ char *pz_fingerprint_build(const pz_train_opts *o, const pz_gpt2_config *c, cons
         add(&l, "--dp-link-mbps", "%.9g", (double)o->dp.link_mbps);
         add(&l, "--dp-link-latency-ms", "%.9g", (double)o->dp.link_latency_ms);
         add(&l, "--dp-bucket-mb", "%s", short_float(fb, sizeof fb, o->dp.bucket_mb));
+        add(&l, "--dp-variance", "%d", o->dp.variance);   /* an extra all-reduce: every member or none */
     }
     add(&l, "--split", "%s", o->sched.split ? o->sched.split : "(balanced)");
     add(&l, "--schedule", "%s", o->sched.name);

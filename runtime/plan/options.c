@@ -22,6 +22,7 @@ void pz_train_words_default(pz_train_words *w) {
     w->dp_reduce = NULL;
     w->optimizer = "adamw";
     w->dp_bucket_given = 0;
+    w->dp_variance = "off";
 }
 
 pz_status pz_sched_of_flags(const char *schedule, int virtual_stages, pz_sched_spec *sp) {
@@ -130,6 +131,7 @@ static pz_status replicas_check(pz_train_opts *o, const pz_train_words *w) {
             return pz_fail(PZ_ERR_ARG, "%s needs --replicas 2 or more (it simulates the links between data-parallel "
                            "replicas; --link-mbps and --link-latency-ms simulate the pipeline's)", link);
         if (w->dp_bucket_given) return pz_fail(PZ_ERR_ARG, "--dp-bucket-mb needs --replicas 2 or more");
+        if (o->dp.variance) return pz_fail(PZ_ERR_ARG, "--dp-variance on needs --replicas 2 or more");
         return PZ_OK;
     }
     /* interleaving, warmup=auto, --compress auto and --dump-edge work with
@@ -200,6 +202,7 @@ pz_status pz_train_opts_check(pz_train_opts *o, const pz_train_words *w, pz_sche
     pz_status st;
     if ((st = on_off("--eval-compress", w->eval_compress, &o->link.eval_compress)) != PZ_OK ||
         (st = on_off("--error-metrics", w->error_metrics, &o->observe.error_metrics)) != PZ_OK ||
+        (st = on_off("--dp-variance", w->dp_variance, &o->dp.variance)) != PZ_OK ||
         (st = pz_cores_parse_bind(w->bind, &o->host.bind)) != PZ_OK)
         return st;
     if (strcmp(w->progress, "thread") != 0 && strcmp(w->progress, "inline") != 0)
@@ -262,6 +265,7 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
         {"--dp-compress", PZ_FLAG_STR, &o->dp.compress, "with --replicas: codec of the gradient average, e.g. sign, q4:group=512, topk:0.01 (stateless; error feedback is the reduction's own; default none)", 0, 0, NULL},
         {"--dp-reduce", PZ_FLAG_STR, &w->dp_reduce, "with --dp-compress or --optimizer binsgdm: allgather (default for 2 replicas), twophase (default above) or hierarchical", 0, 0, NULL},
         {"--dp-warmup", PZ_FLAG_INT, &o->dp.warmup, "with --dp-compress or --optimizer binsgdm: the first N steps average uncompressed", 0, 100000000, NULL},
+        {"--dp-variance", PZ_FLAG_STR, &w->dp_variance, "with --replicas, on: each step also averages the gradients exactly and reports dp_var, ||mean estimate - exact mean||^2 / ||exact mean||^2 (a diagnostic: one more uncompressed all-reduce per step, and no buckets; off by default)", 0, 0, NULL},
         {"--dp-bucket-mb", PZ_FLAG_FLOAT, &o->dp.bucket_mb, "with --replicas: MiB per bucket of the gradient average, which starts during the last backward (default 25; --dp-compress steps reduce per chunk at the end)", 0.0001, 4096, &w->dp_bucket_given},
         {"--dp-hosts", PZ_FLAG_INT, &o->dp.hosts, "with --dp-reduce hierarchical: the replicas form H simulated hosts (H divides --replicas); default: the hosts the ranks run on (host names)", 0, 255, NULL},
         {"--dp-link-mbps", PZ_FLAG_FLOAT, &o->dp.link_mbps, "with --replicas: simulated rate of the links between replicas, Mbit/s (0 = unlimited; with --dp-hosts only between hosts)", 0, 1e7, NULL},

@@ -28,6 +28,7 @@ typedef struct {
     const char *dp_reduce;       /* --dp-reduce allgather|twophase|hierarchical (NULL: by D) */
     const char *optimizer;       /* --optimizer adamw|binsgdm */
     int dp_bucket_given;         /* --dp-bucket-mb appeared */
+    const char *dp_variance;     /* --dp-variance on|off */
 } pz_train_words;
 
 void pz_train_words_default(pz_train_words *w);

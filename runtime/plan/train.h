@@ -53,6 +53,7 @@ typedef struct {
     int warmup;             /* --dp-warmup N: the first N steps uncompressed */
     int hosts;              /* --dp-hosts H: hierarchical's hosts (simulated), dividing D */
     float bucket_mb;        /* --dp-bucket-mb: MiB per bucket of the uncompressed average (runtime/dp/sync.h) */
+    int variance;           /* --dp-variance on: measure the average's error against the exact mean */
     int layout;             /* --layout: pz_dp_layout (0 = rank = stage x D + replica, 1 = replica x S + stage) */
     float link_mbps;        /* --dp-link-mbps: simulated rate of the links between replicas (0 = unlimited) */
     float link_latency_ms;  /* --dp-link-latency-ms: their simulated one-way delay */

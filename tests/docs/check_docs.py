@@ -46,6 +46,7 @@ HELP_SCRIPTS = {
     "gpt_finetune.sh": "examples/gpt_finetune.sh",
     "run-main.sh": "examples/gpt_finetune.sh",  # passes its arguments on to the example
     "sweep.py": "examples/sweep.py",
+    "sweep_dp.py": "examples/sweep_dp.py",
     "setup.sh": "tools/setup.sh",
     "make_corpus.sh": "tools/make_corpus.sh",
 }

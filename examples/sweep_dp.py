@@ -1,0 +1,367 @@
+#!/usr/bin/env python3
+"""The data-parallel codec sweep (`pipezip sweep --dp`; issue 25, "the sweep in
+the seeds' own setting").
+
+Trains the same model from the same seed with S = 1 stage x D replicas once per
+data-parallel codec (--dp-compress, or --optimizer binsgdm) and once
+uncompressed, over every seed of --seeds, and reports per codec:
+
+  * val_loss: the validation loss after the last step (mean and sample std
+    over the seeds), and its change against uncompressed data parallelism;
+  * dp_wire: the median over steps of the step lines' dp_wire (what one
+    replica sent for the step's gradient average), and bits = 32 x dp_wire /
+    the uncompressed run's dp_wire: bits per gradient element, since the
+    uncompressed ring all-reduce sends 4 bytes per element with 2 replicas
+    (with D > 2 the codecs run twophase, whose factor 2(D-1)/D is the ring's);
+  * dp_var: the mean over the compressed steps of the step lines' dp_var
+    (train --dp-variance on): ||estimate - exact mean||^2 / ||exact mean||^2 of
+    the gradient average the optimizer received, against the exact average
+    of the same step's gradients (0 uncompressed);
+  * the median step time on this host.
+
+A comparison "holds" only when the difference of the two means exceeds the
+seed spread (the sum of the two standard deviations), "fails" when it is
+reversed by more than that, and is "not resolved" otherwise. The verdicts,
+computed from the table: JointSQ against uniform quantization and TopK at
+about the same bits, NUQSGD's variance against QSGD's (q at the same 4-bit
+codes), whether 1-bit (sign with error feedback, twophase) needs a warm-up
+(if it is not within 2% without one, the shortest --dp-warmup of
+--warmup-tries that gets there), the quality targets of issue 25, and
+whether compression pays on a slow link.
+
+Writes to --out: results.csv, results.md, findings.md and runs/ (each run's
+step lines); a run whose step lines are complete is reused, so a stopped
+sweep continues where it stopped. Prints the table and the findings.
+
+Usage: python3 examples/sweep_dp.py [--quick] [--out DIR] [--preset demo] [--replicas 2] ...
+"""
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "examples"))
+from sweep import Parser, seed_list as int_list  # noqa: E402  (exit 1 on a bad flag; whole numbers, none twice)
+
+# (name, --dp-compress spec or None, extra train flags). q gets a block of
+# 512 (AC-SGD's buckets): its default is a scale per element. topk:0.05 and
+# jointsq:2 sit at about 2 bits per element, beside q2 (JointSQ's claim at
+# equal bits); q4 is QSGD's 4-bit code for NUQSGD's comparison.
+# In the order they run: the quality targets' rows first.
+CODECS = [
+    ("none", None, []),
+    ("sign+EF", "sign", ["--dp-reduce", "twophase"]),
+    ("binsgdm", None, ["--optimizer", "binsgdm"]),
+    ("q4", "q4:group=512", []),
+    ("jointsq:2", "jointsq:2", []),
+    ("q2", "q2:group=512", []),
+    ("topk", "topk:0.05", []),
+    ("nuq4 elias", "nuq4:code=elias", []),
+]
+QUICK_CODECS = ["none", "sign+EF", "q4"]
+COLUMNS = ["codec", "spec", "reduce", "seeds", "val_loss", "val_loss_std", "val_loss_vs_none_pct", "dp_wire",
+           "bits", "dp_var", "dp_var_std", "step_ms", "warmup"]
+
+
+def log(msg):
+    print(f"sweep --dp: {msg}", file=sys.stderr, flush=True)
+
+
+def die(msg):
+    print(f"sweep --dp: error: {msg}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def build_args():
+    names = [c[0] for c in CODECS]
+    ap = Parser(prog="sweep_dp.py", description="Train S=1 x D replicas under every data-parallel codec and "
+                "uncompressed, over several seeds; write a table and the verdicts on the seeds' claims.",
+                epilog="Every number in the outputs comes from the runs of this sweep.")
+    ap.add_argument("--quick", action="store_true", help="reduced form for CI: tiny preset, codecs "
+                    + ",".join(QUICK_CODECS) + ", 4 steps, seeds 1337,1338, small batches")
+    ap.add_argument("--out", help="output directory (default runs/sweep-dp, or runs/sweep-dp-quick with --quick)")
+    ap.add_argument("--pipezip", default=os.environ.get("PIPEZIP", os.path.join(REPO, "build", "pipezip")),
+                    help="pipezip binary (default $PIPEZIP, else build/pipezip)")
+    ap.add_argument("--preset", help="model preset (default demo; quick: tiny)")
+    ap.add_argument("--replicas", type=int, help="data-parallel replicas D (default 2)")
+    ap.add_argument("--codecs", help="comma-separated subset of: " + ",".join(names) + " (default all; none is "
+                    "always run: it is the reference)")
+    ap.add_argument("--seeds", type=int_list, help="seeds, comma-separated (default 1337,1338,1339; quick: "
+                    "1337,1338)")
+    ap.add_argument("--steps", type=int, help="training steps per run (default 200; quick: 4)")
+    ap.add_argument("--batch", type=int, help="sequences per micro-batch (default 4; quick: 2)")
+    ap.add_argument("--seq", type=int, help="tokens per sequence (default 64; quick: 32)")
+    ap.add_argument("--micro-batches", type=int, help="micro-batches per replica and step (default 1)")
+    ap.add_argument("--val-batches", type=int, help="validation batches after the last step (default 16; quick: 2)")
+    ap.add_argument("--lr", help="peak learning rate (default: train's)")
+    ap.add_argument("--warmup-tries", type=int_list, help="--dp-warmup values tried, shortest first, when sign+EF "
+                    "is not within 2%% without one (default: 5%%, 10%% and 20%% of --steps; 'none' skips: give 0)")
+    ap.add_argument("--link-mbps", type=int_list, help="slow links for the link verdict, Mbit/s (default 100,1000)")
+    ap.add_argument("--data", help="training shards (default data/fortunes_train.bin)")
+    ap.add_argument("--val-data", help="validation shards (default data/fortunes_val.bin)")
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads per process (default 0: train's choice)")
+    return ap
+
+
+def settings(a):
+    """the run settings, --quick's or the full sweep's defaults, overridden by the flags"""
+    q = a.quick
+    d = dict(preset="tiny" if q else "demo", replicas=2, seeds=[1337, 1338] if q else [1337, 1338, 1339],
+             steps=4 if q else 200, batch=2 if q else 4, seq=32 if q else 64, micro_batches=1,
+             val_batches=2 if q else 16)
+    for k in d:
+        if getattr(a, k) is not None:
+            d[k] = getattr(a, k)
+    if d["replicas"] < 2:
+        die("--replicas must be 2 or more")
+    for k in ("steps", "batch", "seq", "micro_batches", "val_batches"):
+        if d[k] < 1:
+            die(f"--{k.replace('_', '-')} must be at least 1")
+    return d
+
+
+def train_help(pz):
+    r = subprocess.run([pz, "train", "--help"], capture_output=True, text=True)
+    if r.returncode != 0:
+        die(f"{pz} train --help failed: {r.stderr.strip()}")
+    return r.stdout + r.stderr
+
+
+def run_lines(path):
+    """the JSON lines of a finished run's stdout, or None when it is incomplete"""
+    if not os.path.isfile(path):
+        return None
+    lines = []
+    with open(path) as f:
+        for ln in f:
+            ln = ln.strip()
+            if ln.startswith("{"):
+                try:
+                    lines.append(json.loads(ln))
+                except json.JSONDecodeError:
+                    return None
+    return lines
+
+
+def run_one(a, s, name, spec, extra, seed, warmup, out_dir):
+    """one training run (reused when its step lines are complete); its figures"""
+    tag = re.sub(r"[^A-Za-z0-9.]+", "_", name) + (f"-warmup{warmup}" if warmup else "")
+    path = os.path.join(out_dir, "runs", tag, f"seed-{seed}.jsonl")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    cmd = [a.pipezip, "train", "--preset", s["preset"], "--data", a.data, "--val-data", a.val_data,
+           "--stages", "1", "--replicas", str(s["replicas"]), "--micro-batches", str(s["micro_batches"]),
+           "--batch", str(s["batch"]), "--seq", str(s["seq"]), "--steps", str(s["steps"]),
+           "--val-every", str(s["steps"]), "--val-batches", str(s["val_batches"]), "--seed", str(seed),
+           "--threads", str(a.threads), "--dp-variance", "on"] + extra
+    if a.lr:
+        cmd += ["--lr", a.lr]
+    if spec:
+        cmd += ["--dp-compress", spec]
+    if warmup:
+        cmd += ["--dp-warmup", str(warmup)]
+    lines = run_lines(path)
+    done = lines and any(x.get("step") == s["steps"] and "val_loss" in x for x in lines)
+    if not done:
+        log(f"{tag} seed {seed}: {' '.join(cmd)}")
+        t0 = time.time()
+        with open(path + ".tmp", "w") as f, open(path[:-6] + ".err", "w") as e:
+            rc = subprocess.run(cmd, stdout=f, stderr=e).returncode
+        if rc != 0:
+            die(f"{tag} seed {seed} failed (exit {rc}); see {path[:-6]}.err")
+        os.replace(path + ".tmp", path)
+        log(f"{tag} seed {seed}: {time.time() - t0:.0f} s")
+        lines = run_lines(path)
+    steps = [x for x in lines if "loss" in x and "val_loss" not in x]
+    val = [x["val_loss"] for x in lines if x.get("step") == s["steps"] and "val_loss" in x]
+    if len(steps) != s["steps"] or not val:
+        die(f"{path}: {len(steps)} step lines and {len(val)} final validations, expected {s['steps']} and 1")
+    # binsgdm exchanges in its optimizer, after the step's figures: its bytes
+    # show on the next step line, so the median skips the first step
+    # (dp_bytes: the same count in step lines of builds before dp_wire)
+    byt = [x.get("dp_wire", x.get("dp_bytes")) for x in steps[1:] or steps]
+    var = [x["dp_var"] for x in steps[warmup:] if "dp_var" in x]
+    return {"val_loss": val[-1], "dp_wire": statistics.median(byt),
+            "dp_var": statistics.fmean(var) if var else None,
+            "step_ms": statistics.median(x["ms"] for x in steps[1:] or steps)}
+
+
+def mean_std(v):
+    v = [x for x in v if x is not None]
+    if not v:
+        return None, None
+    return statistics.fmean(v), (statistics.stdev(v) if len(v) > 1 else None)
+
+
+def summarize(name, spec, reduce, seeds, runs, warmup):
+    row = {"codec": name, "spec": spec or "", "reduce": reduce, "seeds": " ".join(map(str, seeds)), "warmup": warmup}
+    for k in ("val_loss", "dp_var"):
+        row[k], row[k + "_std"] = mean_std([r[k] for r in runs])
+    row["dp_wire"] = statistics.median(r["dp_wire"] for r in runs)
+    row["step_ms"] = statistics.median(r["step_ms"] for r in runs)
+    return row
+
+
+def compare(a, b, key, lower_is_better=True):
+    """'holds' when a beats b by more than the seed spread, 'fails' when b beats a
+    by more, 'not resolved' otherwise (or without two seeds on both sides)"""
+    ma, sa, mb, sb = a[key], a[key + "_std"], b[key], b[key + "_std"]
+    if ma is None or mb is None:
+        return "not measured", ""
+    if sa is None or sb is None:
+        return "not judged (fewer than 2 seeds)", f"{ma:.4g} vs {mb:.4g}"
+    d = (mb - ma) if lower_is_better else (ma - mb)
+    spread = sa + sb
+    text = f"{ma:.4g} +- {sa:.2g} vs {mb:.4g} +- {sb:.2g} (difference {abs(ma - mb):.3g}, spread {spread:.3g})"
+    return ("holds" if d > spread else "fails" if -d > spread else "not resolved by the seed spread"), text
+
+
+def within(row, ref, pct):
+    return row["val_loss"] is not None and (row["val_loss"] - ref["val_loss"]) / ref["val_loss"] * 100 <= pct
+
+
+def fmt(v, p=4):
+    return "" if v is None else f"{v:.{p}g}" if isinstance(v, float) else str(v)
+
+
+def main():
+    a = build_args().parse_args()
+    s = settings(a)
+    a.out = a.out or os.path.join(REPO, "runs", "sweep-dp-quick" if a.quick else "sweep-dp")
+    a.data = a.data or os.path.join(REPO, "data", "fortunes_train.bin")
+    a.val_data = a.val_data or os.path.join(REPO, "data", "fortunes_val.bin")
+    for f in (a.data, a.val_data):
+        if not os.path.isfile(f):
+            die(f"{f}: no such file (bash tools/make_corpus.sh data build/pipezip makes the built-in corpora)")
+    if not os.access(a.pipezip, os.X_OK):
+        die(f"{a.pipezip}: not an executable pipezip (build it, or give --pipezip)")
+    names = [c[0] for c in CODECS]
+    want = QUICK_CODECS if a.quick and not a.codecs else a.codecs.split(",") if a.codecs else names
+    bad = [w for w in want if w not in names]
+    if bad:
+        die(f"--codecs: unknown {','.join(bad)} (known: {','.join(names)})")
+    helptext = train_help(a.pipezip)
+    os.makedirs(a.out, exist_ok=True)
+    notes = []
+    rows = []
+    D = s["replicas"]
+    for name, spec, extra in CODECS:
+        if name not in want and name != "none":
+            continue
+        if "--optimizer" in extra and "binsgdm" not in helptext:
+            notes.append(f"{name}: not run: this pipezip has no `--optimizer binsgdm` (train --help does not "
+                         "name it; issue 25's BinSGDM optimizer has not landed in this build)")
+            log(notes[-1])
+            continue
+        red = "" if not spec else extra[1] if "--dp-reduce" in extra else "allgather" if D == 2 else "twophase"
+        runs = [run_one(a, s, name, spec, extra, seed, 0, a.out) for seed in s["seeds"]]
+        rows.append(summarize(name, spec, red, s["seeds"], runs, 0))
+    ref = rows[0]
+    # 1-bit without warm-up: if not within 2%, the shortest warm-up that is
+    one_bit = next((r for r in rows if r["codec"] == "sign+EF"), None)
+    tries = a.warmup_tries if a.warmup_tries is not None else sorted({max(1, s["steps"] * p // 100) for p in (5, 10, 20)})
+    tries = [t for t in tries if 0 < t < s["steps"]]
+    warm_found = None
+    if one_bit and not within(one_bit, ref, 2.0):
+        for w in tries:
+            runs = [run_one(a, s, "sign+EF", "sign", ["--dp-reduce", "twophase"], seed, w, a.out) for seed in s["seeds"]]
+            rows.append(summarize("sign+EF", "sign", "twophase", s["seeds"], runs, w))
+            if within(rows[-1], ref, 2.0):
+                warm_found = w
+                break
+    for r in rows:
+        r["val_loss_vs_none_pct"] = (r["val_loss"] - ref["val_loss"]) / ref["val_loss"] * 100
+        r["bits"] = 32.0 * r["dp_wire"] / ref["dp_wire"] if ref["dp_wire"] > 0 else None
+    findings = verdicts(rows, ref, one_bit, warm_found, tries, s, a, helptext)
+    write_outputs(a, s, rows, findings, notes)
+
+
+def verdicts(rows, ref, one_bit, warm_found, tries, s, a, helptext):
+    by = {r["codec"]: r for r in rows if not r["warmup"]}
+    out = ["Rule: A claim holds when the difference of the two means exceeds the seed spread (the sum of their "
+           "sample standard deviations over the seeds), fails when it is reversed by more than that, and is not "
+           "resolved otherwise."]
+    jsq = by.get("jointsq:2")
+    for other in ("q2", "topk"):
+        if jsq and other in by:
+            v, t = compare(jsq, by[other], "val_loss")
+            out.append(f"JointSQ beats {other} at about equal bits ({fmt(jsq['bits'], 3)} vs {fmt(by[other]['bits'], 3)} "
+                       f"bits per element), validation loss: {v}: {t}")
+    if "nuq4 elias" in by and "q4" in by:
+        v, t = compare(by["nuq4 elias"], by["q4"], "dp_var")
+        out.append(f"NUQSGD's variance is lower than QSGD's (nuq4 elias at {fmt(by['nuq4 elias']['bits'], 3)} bits vs "
+                   f"q4 stochastic at {fmt(by['q4']['bits'], 3)} bits), dp_var: {v}: {t}")
+    if one_bit:
+        pct = one_bit["val_loss_vs_none_pct"]
+        if within(one_bit, ref, 2.0):
+            out.append(f"1-bit (sign+EF, twophase) needs no warm-up: holds: {pct:+.2f}% validation loss against "
+                       f"uncompressed with --dp-warmup 0 (target within 2%)")
+        elif warm_found:
+            out.append(f"1-bit (sign+EF, twophase) needs no warm-up: fails: {pct:+.2f}% without one; the shortest "
+                       f"--dp-warmup of {tries} within 2% is {warm_found} steps ({100 * warm_found / s['steps']:.0f}% of "
+                       f"{s['steps']})")
+        else:
+            out.append(f"1-bit (sign+EF, twophase) needs no warm-up: fails: {pct:+.2f}% without one, and no "
+                       f"--dp-warmup of {tries} got within 2%")
+    targets = [("q4", 1.0), ("jointsq:2", 1.0), ("sign+EF", 2.0), ("binsgdm", 2.0)]
+    for name, pct in targets:
+        if name not in by:
+            out.append(f"Quality: {name} within {pct:g}% of uncompressed: not run")
+            continue
+        r = by[name]
+        ok = within(r, ref, pct)
+        if not ok and name == "sign+EF" and warm_found:
+            ok, extra = True, f" with --dp-warmup {warm_found}"
+        else:
+            extra = " with no warm-up"
+        out.append(f"Quality: {name} within {pct:g}% of uncompressed{extra}: {'holds' if ok else 'fails'} "
+                   f"({r['val_loss_vs_none_pct']:+.2f}%)")
+    rates = a.link_mbps or [100, 1000]
+    measured = "--dp-link-mbps" in helptext
+    out.append("Slow link (arithmetic from the measured bytes, not a measured run"
+               + ("; this pipezip has --dp-link-mbps, which this sweep does not drive yet" if measured else
+                  "; this pipezip has no --dp-link-mbps") + "): step at R Mbit/s ~ the step's median ms here + "
+               "dp_wire x 8 / R, with no overlap of sync and compute:")
+    for rate in rates:
+        est = {r["codec"]: r["step_ms"] + r["dp_wire"] * 8 / (rate * 1e3) for r in rows if not r["warmup"]}
+        parts = ", ".join(f"{k} {v:.0f} ms" for k, v in est.items())
+        pays = [k for k, v in est.items() if k != "none" and v < est["none"]]
+        out.append(f"  {rate} Mbit/s: {parts}; compression pays for: {', '.join(pays) if pays else 'none of them'}")
+    return out
+
+
+def write_outputs(a, s, rows, findings, notes):
+    import csv
+    with open(os.path.join(a.out, "results.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: fmt(r[k], 6) if isinstance(r[k], float) else r[k] for k in COLUMNS})
+    head = ("| codec | spec | reduce | warm-up | val loss (mean +- std) | vs none | bits/elem | dp bytes/step | "
+            "dp_var (mean +- std) | step ms |")
+    md = [head, "|" + "---|" * 10]
+    for r in rows:
+        vl = f"{r['val_loss']:.4f} +- {fmt(r['val_loss_std'], 2) or '-'}"
+        dv = "-" if r["dp_var"] is None else f"{r['dp_var']:.4g} +- {fmt(r['dp_var_std'], 2) or '-'}"
+        md.append(f"| {r['codec']} | {r['spec'] or '-'} | {r['reduce'] or '-'} | {r['warmup']} | {vl} | "
+                  f"{r['val_loss_vs_none_pct']:+.2f}% | {fmt(r['bits'], 3)} | {r['dp_wire']:.0f} | {dv} | "
+                  f"{r['step_ms']:.0f} |")
+    setting = (f"preset {s['preset']}, S=1 x D={s['replicas']}, {s['steps']} steps, batch {s['batch']} x "
+               f"{s['seq']} x {s['micro_batches']} micro-batch(es) per replica, seeds {','.join(map(str, s['seeds']))}, "
+               f"validation: {s['val_batches']} batches after the last step")
+    with open(os.path.join(a.out, "results.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    with open(os.path.join(a.out, "findings.md"), "w") as f:
+        f.write(f"Setting: {setting}\n\n" + "\n".join(f"- {x}" for x in notes + findings) + "\n")
+    print(f"== DP sweep: {setting}")
+    print("\n".join(md))
+    print("== findings")
+    print("\n".join(notes + findings))
+
+
+if __name__ == "__main__":
+    main()
