@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "runtime/plan/fingerprint.h"
 
 /* fingerprint keys that do not change what training computes: validation,
  * checkpointing, the simulated links (the network's, not the job's;
@@ -128,23 +129,6 @@ char *pz_job_desc(const char *fp) {
     return out;
 }
 
-/* the value of flag key (klen bytes) in desc into out; 0 when absent */
-static int value_of(const char *desc, const char *key, size_t klen, char *out, size_t cap) {
-    for (const char *p = desc; *p;) {
-        const char *nl = strchr(p, '\n'), *tab = strchr(p, '\t');
-        if (!nl) nl = p + strlen(p);
-        if (tab && tab < nl && (size_t)(tab - p) == klen && memcmp(p, key, klen) == 0) {
-            size_t n = (size_t)(nl - tab - 1);
-            if (n >= cap) n = cap - 1;
-            memcpy(out, tab + 1, n);
-            out[n] = 0;
-            return 1;
-        }
-        p = *nl ? nl + 1 : nl;
-    }
-    return 0;
-}
-
 /* the differences of a's keys against b, allowed ones (pass 1) or not (pass 0) */
 static int diff_pass(const char *a, const char *b, int swap, int pass, char *msg, size_t cap, size_t *n) {
     int found = 0;
@@ -154,8 +138,8 @@ static int diff_pass(const char *a, const char *b, int swap, int pass, char *msg
         if (tab && tab < nl) {
             size_t kl = (size_t)(tab - p);
             char va[PZ_JOB_VALUE_MAX + 64], vb[PZ_JOB_VALUE_MAX + 64];
-            value_of(a, p, kl, va, sizeof va);
-            int inb = value_of(b, p, kl, vb, sizeof vb);
+            pz_fingerprint_value(a, p, kl, va, sizeof va);
+            int inb = pz_fingerprint_value(b, p, kl, vb, sizeof vb);
             if (swap && inb) goto next;   /* keys of b that a lacks only */
             if (!inb) snprintf(vb, sizeof vb, "(none)");
             if (strcmp(va, vb) != 0 && in_list(resume_may, p, kl) == pass) {

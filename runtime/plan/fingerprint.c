@@ -155,7 +155,7 @@ char *pz_fingerprint_build(const pz_train_opts *o, const pz_gpt2_config *c, cons
 }
 
 /* the value of key in text ("key\tvalue\n" lines), copied to out; 0 if absent */
-static int value_of(const char *text, const char *key, size_t klen, char *out, size_t cap) {
+int pz_fingerprint_value(const char *text, const char *key, size_t klen, char *out, size_t cap) {
     for (const char *p = text; *p;) {
         const char *tab = strchr(p, '\t'), *nl = strchr(p, '\n');
         if (!nl) nl = p + strlen(p);
@@ -181,7 +181,7 @@ int pz_fingerprint_differ(const char *mine, const char *theirs, const pz_rank_la
             size_t klen = (size_t)(tab - p) < sizeof key ? (size_t)(tab - p) : sizeof key - 1;
             memcpy(key, p, klen);
             key[klen] = 0;
-            if (value_of(mine, key, klen, a, sizeof a) && value_of(theirs, key, klen, b, sizeof b) && strcmp(a, b)) {
+            if (pz_fingerprint_value(mine, key, klen, a, sizeof a) && pz_fingerprint_value(theirs, key, klen, b, sizeof b) && strcmp(a, b)) {
                 char nr[64], n0[64];
                 snprintf(msg, cap, "%s does not agree with %s: %s is %s on rank %d, %s on rank 0",
                          pz_rank_name(names, r, nr, sizeof nr), pz_rank_name(names, 0, n0, sizeof n0), key, b, r, a);
@@ -229,7 +229,7 @@ static pz_status judge(pz_transport *t, int world, const char *mine, const pz_fp
         pz_fp_share *s = &all[q];
         if (verdict[0]) continue;   /* the first difference is the one named */
         if (strlen(buf) != n) snprintf(verdict, cap, "rank %d sent a fingerprint with a NUL byte", q);
-        else if (!value_of(buf, "@share", 6, sv, sizeof sv) || sscanf(sv, "%d %d %d", &s->stage, &s->first, &s->count) != 3)
+        else if (!pz_fingerprint_value(buf, "@share", 6, sv, sizeof sv) || sscanf(sv, "%d %d %d", &s->stage, &s->first, &s->count) != 3)
             snprintf(verdict, cap, "rank %d sent a fingerprint without its share of the data", q);
         if (!verdict[0]) pz_fingerprint_differ(mine, buf, names, q, verdict, cap);
     }
