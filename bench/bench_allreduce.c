@@ -27,6 +27,7 @@
 
 #include "base/clock.h"
 #include "base/mem.h"
+#include "bench/bench_util.h"
 #include "runtime/dp/group.h"
 #include "runtime/net/launcher.h"
 
@@ -47,16 +48,6 @@ static float *big_alloc(size_t n) {
     madvise(p, n * sizeof(float) + 64, MADV_HUGEPAGE);
     memset(p, 0, n * sizeof(float) + 64);
     return p;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static void fill(float *x, size_t n, int rank, int it) {
@@ -208,7 +199,7 @@ int main(int argc, char **argv) {
             mpi[r] = time_batch(0, &g, y, n, iters, algo);
             if (!ours_first) ours[r] = time_batch(1, &g, x, n, iters, algo);
         }
-        double to = median(ours, runs), tm = median(mpi, runs);
+        double to = bench_median(ours, runs), tm = bench_median(mpi, runs);
         double bo = (double)bytes * factor / to / 1e9, bm = (double)bytes * factor / tm / 1e9;
         if (g_rank == 0) {
             printf("%10zu %9.3f GB/s %9.3f GB/s %9.3f GB/s %6.2fx %s\n", bytes, bo, bm, (double)bytes / to / 1e9,

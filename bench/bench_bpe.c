@@ -10,21 +10,11 @@
 #include "stages/bpe/bpe.h"
 #include "base/clock.h"
 #include "base/io/file.h"
+#include "bench/bench_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-
-static double cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv) {
     if (argc < 3 || argc > 4) {
@@ -45,12 +35,12 @@ int main(int argc, char **argv) {
     for (int r = 0; r < runs; r++) {
         pz_bpe_enc *e = pz_bpe_enc_new(b);
         pz_bpe_ids ids = {0};
-        double t0 = pz_now(), c0 = cpu_now();
+        double t0 = pz_now(), c0 = bench_thread_cpu_now();
         if (pz_bpe_encode(e, (const char *)text, len, argv[2], &ids)) {
             fprintf(stderr, "bench_bpe: %s\n", pz_last_error());
             return 1;
         }
-        double dt = pz_now() - t0, dc = cpu_now() - c0;
+        double dt = pz_now() - t0, dc = bench_thread_cpu_now() - c0;
         mbs[r] = (double)len / 1e6 / dt;
         cpu[r] = (double)len / 1e6 / dc;
         ntok = ids.n;
@@ -58,8 +48,8 @@ int main(int argc, char **argv) {
         free(ids.ids);
         pz_bpe_enc_free(e);
     }
-    qsort(mbs, (size_t)runs, sizeof *mbs, cmp_double);
-    qsort(cpu, (size_t)runs, sizeof *cpu, cmp_double);
+    qsort(mbs, (size_t)runs, sizeof *mbs, bench_cmp_double);
+    qsort(cpu, (size_t)runs, sizeof *cpu, bench_cmp_double);
     printf("{\"bytes\":%zu,\"tokens\":%zu,\"runs\":%d,\"median_mb_per_s\":%.1f,\"min_mb_per_s\":%.1f,\"max_mb_per_s\":%.1f,"
            "\"median_cpu_mb_per_s\":%.1f}\n",
            len, ntok, runs, mbs[runs / 2], mbs[0], mbs[runs - 1], cpu[runs / 2]);

@@ -37,14 +37,13 @@
 #include "base/clock.h"
 #include "base/mem.h"
 #include "base/rng.h"
+#include "bench/bench_util.h"
 
 static int use_cpu_clock = 0;
 
 static double now(void) {
     if (!use_cpu_clock) return pz_now();
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return bench_thread_cpu_now();
 }
 
 static const char *const default_specs[] = {
@@ -59,16 +58,6 @@ static const char *const default_specs[] = {
     "q8+zstd",
     "hadamard(fp32)", "hadamard(q4:group=row,round=nearest)",
 };
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return v[n / 2];
-}
 
 /* target ratio to memcpy for a spec, or 0 when the issue sets none */
 static double target_of(const char *spec) {
@@ -161,7 +150,7 @@ int main(int argc, char **argv) {
         t[k] = now() - t0;
         x[k] += 0.0f;
     }
-    double memcpy_gbps = (double)bytes / median(t, 9) * 1e-9;
+    double memcpy_gbps = (double)bytes / bench_median(t, 9) * 1e-9;
     printf("bench_codecs: tensor (8, 512, 1024) float32 = %zu bytes, one thread, median of %d runs, %s clock\n", bytes,
            runs, use_cpu_clock ? "thread CPU" : "wall");
     printf("memcpy at start: %.2f GB/s; each line's ratios use memcpy timed in the same runs (cpy GB/s)\n",
@@ -208,8 +197,8 @@ int main(int argc, char **argv) {
                 num += d * d;
                 den += (double)x[i] * (double)x[i];
             }
-            double eg = (double)bytes / median(te, runs) * 1e-9, dg = (double)bytes / median(td, runs) * 1e-9;
-            memcpy_gbps = (double)bytes / median(tm, runs) * 1e-9;
+            double eg = (double)bytes / bench_median(te, runs) * 1e-9, dg = (double)bytes / bench_median(td, runs) * 1e-9;
+            memcpy_gbps = (double)bytes / bench_median(tm, runs) * 1e-9;
             double target = target_of(specs[s]);
             const char *met = "";
             if (target > 0) {

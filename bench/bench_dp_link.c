@@ -17,6 +17,7 @@
 
 #include "base/clock.h"
 #include "base/mem.h"
+#include "bench/bench_util.h"
 #include "runtime/dp/creduce.h"
 #include "tests/runtime/dp/dp_fork.h"
 
@@ -28,16 +29,6 @@ typedef struct {
     double mbps, lat;
     char specs[512], modes[64];
 } opts;
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void die_on(pz_status st, int rank) {
     if (st == PZ_OK) return;
@@ -77,7 +68,7 @@ static int child(int rank, int world, int port, void *arg) {
         die_on(pz_dp_allreduce(&g, x, o->n, 1, PZ_DP_AUTO), rank);
         ts[s] = pz_now() - a;
     }
-    double t_raw = median(ts, o->steps);
+    double t_raw = bench_median(ts, o->steps);
     row(rank, "fp32 all-reduce", (double)(g.bytes_sent - b0) / o->steps, t_raw, 0, o);
     char modes[64], specs[512];
     snprintf(modes, sizeof modes, "%s", o->modes);
@@ -99,7 +90,7 @@ static int child(int rank, int world, int port, void *arg) {
             for (int j = 0; j < world; j++) sent += (double)pz_dp_creduce_sent_to(c)[j];
             char name[96];
             snprintf(name, sizeof name, "%s %s", m, sp);
-            row(rank, name, sent / o->steps, median(ts, o->steps), t_raw, o);
+            row(rank, name, sent / o->steps, bench_median(ts, o->steps), t_raw, o);
             pz_dp_creduce_free(c);
         }
     }

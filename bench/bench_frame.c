@@ -13,12 +13,8 @@
 
 #include "base/clock.h"
 #include "base/mem.h"
+#include "bench/bench_util.h"
 #include "runtime/net/frame.h"
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv) {
     int runs = argc > 1 ? atoi(argv[1]) : 9;
@@ -47,9 +43,9 @@ int main(int argc, char **argv) {
             tp[r] = (t2 - t1) / reps;
             tc[r] = (t3 - t2) / reps;
         }
-        qsort(tm, (size_t)runs, sizeof *tm, cmp_double);
-        qsort(tp, (size_t)runs, sizeof *tp, cmp_double);
-        qsort(tc, (size_t)runs, sizeof *tc, cmp_double);
+        qsort(tm, (size_t)runs, sizeof *tm, bench_cmp_double);
+        qsort(tp, (size_t)runs, sizeof *tp, bench_cmp_double);
+        qsort(tc, (size_t)runs, sizeof *tc, bench_cmp_double);
         double m = tm[runs / 2], p = tp[runs / 2], c = tc[runs / 2];
         printf("%10zu %8.2f GB/s %6.2f GB/s %6.2f GB/s %10.2fx%s\n", n, n / m * 1e-9, n / p * 1e-9, n / c * 1e-9, m / p,
                bad ? "  CHECK FAILED" : "");

@@ -23,7 +23,9 @@
 extern "C" {
 #include "compress/core/codec.h"
 #include "compress/cuda/codec_cuda.h"
+#include "base/clock.h"
 #include "base/rng.h"
+#include "bench/bench_util.h"
 }
 
 /* every CUDA call is checked: a failure names file:line and the call, and exits */
@@ -34,33 +36,17 @@ static void cu_check(cudaError_t e, const char *call, const char *file, int line
 }
 #define CU(call) cu_check((call), #call, __FILE__, __LINE__)
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmpd);
-    return v[n / 2];
-}
-
 /* median seconds of an async copy of `bytes` on st, over runs after a
  * warm-up (t: room for runs times) */
 static double memcpy_time(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t st, double *t,
                           int runs) {
     for (int k = 0; k <= runs; k++) {
-        double t0 = now();
+        double t0 = pz_now();
         CU(cudaMemcpyAsync(dst, src, bytes, kind, st));
         CU(cudaStreamSynchronize(st));
-        if (k) t[k - 1] = now() - t0;
+        if (k) t[k - 1] = pz_now() - t0;
     }
-    return median(t, runs);
+    return bench_median(t, runs);
 }
 
 int main(int argc, char **argv) {
@@ -120,24 +106,24 @@ int main(int argc, char **argv) {
         pz_status e = PZ_OK;
         for (int k = 0; k <= runs && !e; k++) {
             pz_codec_ctx ctx = {1, (uint64_t)k, 0, 0, 0, NULL};
-            double t0 = now();
+            double t0 = pz_now();
             e = pz_codec_encode_cuda(enc, dx, &s, &ctx, msg, cap, &len, st);
-            if (k) t[k - 1] = now() - t0;
+            if (k) t[k - 1] = pz_now() - t0;
         }
         if (e) {
             printf("%-34s error: %s\n", specs[i], pz_last_error());
             free(msg);
             continue;
         }
-        double enc_gbs = gb / median(t, runs);
+        double enc_gbs = gb / bench_median(t, runs);
         pz_shape got;
         for (int k = 0; k <= runs && !e; k++) {
             pz_codec_ctx ctx = {1, (uint64_t)k, 0, 0, 0, NULL};
-            double t0 = now();
+            double t0 = pz_now();
             e = pz_codec_decode_cuda(dec, msg, len, &ctx, dy, n, &got, st);
-            if (k) t[k - 1] = now() - t0;
+            if (k) t[k - 1] = pz_now() - t0;
         }
-        double dec_gbs = e ? NAN : gb / median(t, runs);
+        double dec_gbs = e ? NAN : gb / bench_median(t, runs);
         const char *path = pz_codec_has_cuda(enc) ? "" : pz_codec_cuda_encode_path(enc) == PZ_CUDA_DEVICE
                                                              ? " (decode on host)"
                                                              : " (host codec)";
