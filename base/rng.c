@@ -3,16 +3,18 @@
 
 #include <math.h>
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+#define GOLDEN64 0x9E3779B97F4A7C15ull
+
+uint64_t pz_splitmix64(uint64_t x) {
+    uint64_t z = x + GOLDEN64;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
 
+/* the splitmix64 sequence from seed: its i-th output mixes seed + i steps */
 void pz_rng_seed(pz_rng *r, uint64_t seed) {
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+    for (int i = 0; i < 4; i++) r->s[i] = pz_splitmix64(seed + (uint64_t)i * GOLDEN64);
 }
 
 static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }

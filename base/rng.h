@@ -17,6 +17,10 @@ float pz_rng_uniform(pz_rng *r);          /* [0, 1) with 24 random bits */
 float pz_rng_normal(pz_rng *r);           /* standard normal, Box-Muller */
 uint64_t pz_rng_below(pz_rng *r, uint64_t n); /* uniform in [0, n), unbiased */
 
+/* One splitmix64 output from state x (x advanced by its constant, then
+ * mixed): a stateless hash of a counter, e.g. for test data by index. */
+uint64_t pz_splitmix64(uint64_t x);
+
 #ifdef __cplusplus
 }
 #endif

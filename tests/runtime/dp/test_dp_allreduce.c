@@ -22,6 +22,7 @@
 
 #include "base/clock.h"
 #include "base/mem.h"
+#include "base/rng.h"
 #include "runtime/dp/group.h"
 #include "tests/check.h"
 #include "tests/runtime/dp/dp_dump.h"   /* OK() */
@@ -35,15 +36,8 @@ typedef struct {
     pz_dp_layout layout;
 } scen;
 
-static uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* integer-valued inputs: any summation order gives the exact sum */
-static float ival(int replica, size_t i, int round) { return (float)((int)(mix(i * 31 + (size_t)round) % 201) - 100 + replica); }
+static float ival(int replica, size_t i, int round) { return (float)((int)(pz_splitmix64(i * 31 + (size_t)round) % 201) - 100 + replica); }
 
 static void check_sums(pz_dp_group *g, size_t n, pz_dp_algo algo, int round, int mean) {
     float *x = xmalloc((n ? n : 1) * sizeof *x);
@@ -113,13 +107,13 @@ static void check_async(pz_dp_group *g, int round) {
 /* random inputs: every member must end with the same bits */
 static void check_identical(pz_dp_group *g, pz_transport *t, size_t n, pz_dp_algo algo) {
     float *x = xmalloc(n * sizeof *x);
-    for (size_t i = 0; i < n; i++) x[i] = (float)((double)(mix(i ^ ((uint64_t)g->me << 40)) >> 11) * 0x1p-53 - 0.5);
+    for (size_t i = 0; i < n; i++) x[i] = (float)((double)(pz_splitmix64(i ^ ((uint64_t)g->me << 40)) >> 11) * 0x1p-53 - 0.5);
     OK(pz_dp_allreduce(g, x, n, 1, algo));
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < n; i++) {
         uint32_t b;
         memcpy(&b, &x[i], 4);
-        h = mix(h ^ b);
+        h = pz_splitmix64(h ^ b);
     }
     /* every rank of the world adds its digest's halves; the groups' members
      * agree when each sum is D x its own halves (checked per group below) */

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "base/rng.h"
 #include "runtime/dp/creduce.h"
 #include "runtime/dp/dpmsg.h"
 #include "tests/check.h"
@@ -61,17 +62,10 @@ static const config configs[] = {
 
 static const char *g_out;
 
-static uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* a gradient: uniform in [-1, 1) plus a per-replica bias and a slow drift */
 static void gradient(float *g, int rank, int step) {
     for (size_t i = 0; i < N; i++) {
-        double u = (double)(mix(((uint64_t)rank << 48) ^ ((uint64_t)step << 24) ^ i) >> 11) * 0x1p-53;
+        double u = (double)(pz_splitmix64(((uint64_t)rank << 48) ^ ((uint64_t)step << 24) ^ i) >> 11) * 0x1p-53;
         g[i] = (float)(2 * u - 1 + 0.1 * rank - 0.05 * ((i % 7) == 0) + 0.01 * step / STEPS);
     }
 }

@@ -22,6 +22,7 @@
 
 #include "base/clock.h"
 #include "base/mem.h"
+#include "base/rng.h"
 #include "runtime/dp/sync.h"
 #include "tests/check.h"
 #include "tests/runtime/dp/dp_fork.h"
@@ -32,17 +33,10 @@
         CHECK(s_ == PZ_OK, "%s -> %s: %s", #expr, pz_status_name(s_), pz_last_error()); \
     } while (0)
 
-static uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* random floats of both signs and many magnitudes: sums that round */
 static void fill(float *x, size_t n, int member, int round) {
     for (size_t i = 0; i < n; i++) {
-        uint64_t h = mix(i * 7919 + (uint64_t)member * 104729 + (uint64_t)round * 1299709);
+        uint64_t h = pz_splitmix64(i * 7919 + (uint64_t)member * 104729 + (uint64_t)round * 1299709);
         x[i] = (float)((double)(h >> 11) / 9007199254740992.0 - 0.5) * (float)(1 << (h & 7));
     }
 }

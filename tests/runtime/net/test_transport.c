@@ -44,6 +44,7 @@
 #include "tests/runtime/net/boot_fake.h"
 #include "base/clock.h"
 #include "base/mem.h"
+#include "base/rng.h"
 #include "tests/check.h"
 #include "tests/runtime/net/transport_util.h"
 
@@ -86,21 +87,14 @@ static const ucx_config *g_cfg;
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static uint64_t mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 static void fill(void *buf, size_t n, uint64_t seed) {
     uint8_t *p = buf;
     size_t w = n / 8;
     for (size_t i = 0; i < w; i++) {
-        uint64_t v = mix(seed * 0x100000001b3ull + i);
+        uint64_t v = pz_splitmix64(seed * 0x100000001b3ull + i);
         memcpy(p + 8 * i, &v, 8);
     }
-    uint64_t v = mix(seed ^ 0xabcdefull);
+    uint64_t v = pz_splitmix64(seed ^ 0xabcdefull);
     for (size_t i = 8 * w; i < n; i++) p[i] = (uint8_t)(v >> (8 * (i % 8)));
 }
 
@@ -109,11 +103,11 @@ static size_t verify(const void *buf, size_t n, uint64_t seed) {
     const uint8_t *p = buf;
     size_t w = n / 8;
     for (size_t i = 0; i < w; i++) {
-        uint64_t v = mix(seed * 0x100000001b3ull + i), got;
+        uint64_t v = pz_splitmix64(seed * 0x100000001b3ull + i), got;
         memcpy(&got, p + 8 * i, 8);
         if (got != v) return 8 * i;
     }
-    uint64_t v = mix(seed ^ 0xabcdefull);
+    uint64_t v = pz_splitmix64(seed ^ 0xabcdefull);
     for (size_t i = 8 * w; i < n; i++)
         if (p[i] != (uint8_t)(v >> (8 * (i % 8)))) return i;
     return (size_t)-1;
