@@ -68,17 +68,7 @@ int dp_fork_run_victim(const char *name, int world, double limit_s, dp_child_fn 
         if (left) nanosleep(&(struct timespec){0, 5000000}, NULL);
     }
     int ok = !timed_out;
-    for (int i = 0; i < world; i++)
-        if (i == victim) {
-            if (!WIFSIGNALED(status[i]) || WTERMSIG(status[i]) != SIGKILL) {
-                fprintf(stderr, "  rank %d (victim) ended with status 0x%x\n", i, status[i]);
-                ok = 0;
-            }
-        } else if (!WIFEXITED(status[i]) || WEXITSTATUS(status[i]) != 0) {
-            fprintf(stderr, "  rank %d ended with %s %d\n", i, WIFEXITED(status[i]) ? "exit code" : "signal",
-                    WIFEXITED(status[i]) ? WEXITSTATUS(status[i]) : WTERMSIG(status[i]));
-            ok = 0;
-        }
+    for (int i = 0; i < world; i++) ok &= rank_ended_ok(i, status[i], i == victim);
     printf("%s - %s W=%d (%.2f s)%s\n", ok ? "ok" : "FAIL", name, world, pz_now() - t0, timed_out ? " TIMED OUT" : "");
     fflush(stdout);
     return ok;

@@ -42,16 +42,6 @@ static void sleep_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
-static void say(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(int rank, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "  [rank %d] ", rank);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
 /* a blob that stands for rank r's worker address */
 static void blob_of(int r, uint8_t *b, size_t n) {
     for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(r * 31 + i);
@@ -112,7 +102,7 @@ static int wrong_secret(int role, int port) {
     double dt;
     if (role == 0) {
         int rc = join(0, 2, port, 2.0, SECRET, &st, &dt);
-        say(0, "failed as expected after %.2f s: %s", dt, pz_last_error());
+        rank_say(0, "failed as expected after %.2f s: %s", dt, pz_last_error());
         CHECK(rc != 0 && st == PZ_ERR_PEER, "rank 0 accepted a wrong secret");
         CHECK(strstr(pz_last_error(), "only 1 of 2 ranks joined") && strstr(pz_last_error(), "127.0.0.1:") &&
               strstr(pz_last_error(), "claiming rank 1") && strstr(pz_last_error(), "proof of the job secret failed"),
@@ -120,7 +110,7 @@ static int wrong_secret(int role, int port) {
         CHECK(dt >= 1.9 && dt < 4.0, "rank 0 gave up after %.2f s with a 2 s deadline", dt);
     } else {
         int rc = join(1, 2, port, 10, OTHER, &st, &dt);
-        say(1, "failed as expected after %.2f s: %s", dt, pz_last_error());
+        rank_say(1, "failed as expected after %.2f s: %s", dt, pz_last_error());
         CHECK(rc != 0, "rank 1 joined with a wrong secret");
         CHECK(strstr(pz_last_error(), "refused by rank 0") && strstr(pz_last_error(), "proof of the job secret is wrong"),
               "rank 1's message: %s", pz_last_error());
@@ -136,7 +126,7 @@ static int one_sided(int role, int port, int variant) {
     int has = (role == 0) == (variant == 0);
     int rc = join(role, 2, port, role == 0 ? 2.0 : 10, has ? k_secret : NULL, has ? sizeof k_secret - 1 : 0, &st, &dt);
     CHECK(rc != 0, "rank %d joined", role);
-    say(role, "failed as expected: %s", pz_last_error());
+    rank_say(role, "failed as expected: %s", pz_last_error());
     if (role == 1)
         CHECK(strstr(pz_last_error(), "refused by rank 0 at 127.0.0.1:") &&
               strstr(pz_last_error(), variant == 0 ? "needs the job secret" : "rank 0 has no job secret but this rank has one"),
@@ -158,12 +148,12 @@ static void expect_refused(int fd, const char *what, const char *needle) {
     int got = fake_recv(fd, 12.0, &type, buf, sizeof buf - 1, &len);
     if (got && type == PZ_F_REJECT) {
         buf[len] = 0;
-        say(1, "%s: refused: %s", what, (char *)buf);
+        rank_say(1, "%s: refused: %s", what, (char *)buf);
         CHECK(!needle || strstr((char *)buf, needle), "%s: reason [%s] lacks '%s'", what, (char *)buf, needle);
     } else {
         CHECK(!got && !needle, "%s: expected a REJECT%s, got %s type %u", what, needle ? "" : " or the end",
               got ? "a frame of" : "nothing,", type);
-        say(1, "%s: connection closed", what);
+        rank_say(1, "%s: connection closed", what);
     }
 }
 
@@ -180,14 +170,14 @@ static int impostors(int role, int port) {
     int fd = fake_connect(port);
     fake_join j = {.rank = 1, .world = 2};
     CHECK(fake_handshake(fd, &j) == 0 && strstr(j.reason, "needs the job secret"), "no secret: %s", j.reason);
-    say(1, "no secret: refused: %s", j.reason);
+    rank_say(1, "no secret: refused: %s", j.reason);
     close(fd);
 
     fd = fake_connect(port);
     j = (fake_join){.rank = 1, .world = 2, .secret = OTHER, .claim_secret = 1};
     CHECK(fake_handshake(fd, &j) == 0 && strstr(j.reason, "proof of the job secret is wrong"), "wrong secret: %s",
           j.reason);
-    say(1, "wrong secret: refused: %s", j.reason);
+    rank_say(1, "wrong secret: refused: %s", j.reason);
     close(fd);
 
     /* a proof guessed at random, claiming other ranks and worlds */
@@ -210,7 +200,7 @@ static int impostors(int role, int port) {
     fd = fake_connect(port);
     j = (fake_join){.rank = 1, .world = 2, .claim_secret = 1, .nonce = rec.nonce_sent, .mac = rec.mac_sent};
     CHECK(fake_handshake(fd, &j) == 0 && strstr(j.reason, "proof of the job secret is wrong"), "replay: %s", j.reason);
-    say(1, "replayed proof: refused: %s", j.reason);
+    rank_say(1, "replayed proof: refused: %s", j.reason);
     close(fd);
 
     /* the forged start-up message of the issue: a valid HELLO header and 200
@@ -271,7 +261,7 @@ static int impostors(int role, int port) {
     /* the real rank 1, with the idle connections still open */
     int rc = join(1, 2, port, 20, SECRET, &st, &dt);
     CHECK(rc == 0, "the real rank 1 did not join: %s", pz_last_error());
-    say(1, "the real rank 1 joined after the impostors");
+    rank_say(1, "the real rank 1 joined after the impostors");
     for (int i = 0; i < 3; i++) close(idle[i]);
     return 0;
 }
@@ -287,7 +277,7 @@ static int fake_rank0(int role, int port) {
             int rc = join(1, 2, port, 10, SECRET, &st, &dt);
             CHECK(rc != 0 && strstr(pz_last_error(), "failed to prove that it knows the job secret"),
                   "rank 1 with a fake rank 0: %s", rc ? pz_last_error() : "joined");
-            say(1, "refused the fake rank 0: %s", pz_last_error());
+            rank_say(1, "refused the fake rank 0: %s", pz_last_error());
         }
         return 0;
     }
@@ -329,7 +319,7 @@ static int flood(int role, int port) {
     sleep_ms(300);
     int rc = join(1, 2, port, 30, SECRET, &st, &dt);
     CHECK(rc == 0, "rank 1 after a flood: %s", pz_last_error());
-    say(1, "joined after %.1f s despite 70 idle connections", dt);
+    rank_say(1, "joined after %.1f s despite 70 idle connections", dt);
     for (int i = 0; i < 70; i++)
         if (fds[i] >= 0) close(fds[i]);
     return 0;

@@ -56,14 +56,7 @@ static int g_rank = -1;
         CHECK(s_ == PZ_OK, "%s -> %s: %s", #expr, pz_status_name(s_), pz_last_error());   \
     } while (0)
 
-static void say(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "[rank %d] ", g_rank);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
+#define say(...) rank_say(g_rank, __VA_ARGS__)
 
 /* ---- UCX configurations ------------------------------------------------- */
 
@@ -818,19 +811,7 @@ static void run(const char *name, const ucx_config *cfg, scenario s, int world, 
         if (left) sleep_ms(5);
     }
     int ok = !timed_out;
-    for (int i = 0; i < g_nkids; i++) {
-        int r = i + first_rank;
-        if (r == victim) {
-            if (!WIFSIGNALED(status[i]) || WTERMSIG(status[i]) != SIGKILL) {
-                fprintf(stderr, "  rank %d (victim) ended with status 0x%x\n", r, status[i]);
-                ok = 0;
-            }
-        } else if (!WIFEXITED(status[i]) || WEXITSTATUS(status[i]) != 0) {
-            fprintf(stderr, "  rank %d ended with %s %d\n", r, WIFEXITED(status[i]) ? "exit code" : "signal",
-                    WIFEXITED(status[i]) ? WEXITSTATUS(status[i]) : WTERMSIG(status[i]));
-            ok = 0;
-        }
-    }
+    for (int i = 0; i < g_nkids; i++) ok &= rank_ended_ok(i + first_rank, status[i], i + first_rank == victim);
     g_nkids = 0;
     printf("%s - %s [%s] W=%d (%.2f s)%s\n", ok ? "ok" : "FAIL", name, cfg ? cfg->name : "-", world, pz_now() - t0,
            timed_out ? " TIMED OUT" : "");
