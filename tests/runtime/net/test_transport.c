@@ -612,6 +612,23 @@ static int child_stop(int rank, int world, int port) {
 
 /* ---- bootstrap --------------------------------------------------------------- */
 
+/* sends a HELLO claiming rank of world (a 16-byte address) on fd, after the
+ * handshake; rank 0 must answer with a REJECT frame, whose reason is logged */
+static void hello_refused(int fd, uint32_t rank, uint32_t world, const char *who) {
+    uint8_t hello[PZ_BOOT_HELLO_FIXED + 16], reply[PZ_BOOT_REJECT_MAX + 1];
+    pz_put_u32(hello, rank);
+    pz_put_u32(hello + 4, world);
+    pz_put_u32(hello + 8, 16);
+    memset(hello + PZ_BOOT_HELLO_FIXED, 0x5a, 16);
+    CHECK(fake_send(fd, PZ_F_HELLO, hello, sizeof hello), "%s: send HELLO", who);
+    unsigned type = 0;
+    size_t len = 0;
+    CHECK(fake_recv(fd, 5.0, &type, reply, sizeof reply - 1, &len) && type == PZ_F_REJECT,
+          "%s: expected a REJECT frame, got type %u", who, type);
+    reply[len] = 0;
+    say("%s was refused: %s", who, (char *)reply);
+}
+
 /* fake rank: a stray connection with garbage, one announcing a 1 GB frame,
  * then (bad == 1) a rank that holds the job secret but has the wrong world size. */
 static int child_fake(int rank, int world, int port, int bad) {
@@ -627,18 +644,7 @@ static int child_fake(int rank, int world, int port, int bad) {
         int fd = fake_connect(port);
         fake_join j = {.rank = 1, .world = 3, .secret = k_secret, .secret_len = sizeof k_secret - 1, .claim_secret = 1};
         CHECK(fake_handshake(fd, &j) == 1, "the handshake failed: %s", j.reason);
-        uint8_t hello[PZ_BOOT_HELLO_FIXED + 16], reply[PZ_BOOT_REJECT_MAX + 1];
-        pz_put_u32(hello, 1);
-        pz_put_u32(hello + 4, 3);
-        pz_put_u32(hello + 8, 16);
-        memset(hello + PZ_BOOT_HELLO_FIXED, 0x5a, 16);
-        CHECK(fake_send(fd, PZ_F_HELLO, hello, sizeof hello), "send HELLO");
-        unsigned type = 0;
-        size_t len = 0;
-        CHECK(fake_recv(fd, 5.0, &type, reply, sizeof reply - 1, &len) && type == PZ_F_REJECT,
-              "expected a REJECT frame, got type %u", type);
-        reply[len] = 0;
-        say("fake rank was refused: %s", (char *)reply);
+        hello_refused(fd, 1, 3, "fake rank");
         close(fd);
     } else {
         sleep_ms(3000); /* keep the stray connections open while the real ranks meet */
@@ -659,18 +665,9 @@ static int child_fake_nosecret(int port) {
         int fd = fake_connect(port);
         fake_join j = {.rank = (int)claims[i][0], .world = (int)claims[i][1]};
         CHECK(fd >= 0 && fake_handshake(fd, &j) == 1, "no-secret handshake: %s", j.reason);
-        uint8_t hello[PZ_BOOT_HELLO_FIXED + 16], reply[PZ_BOOT_REJECT_MAX + 1];
-        pz_put_u32(hello, claims[i][0]);
-        pz_put_u32(hello + 4, claims[i][1]);
-        pz_put_u32(hello + 8, 16);
-        memset(hello + PZ_BOOT_HELLO_FIXED, 0x5a, 16);
-        CHECK(fake_send(fd, PZ_F_HELLO, hello, sizeof hello), "send HELLO");
-        unsigned type = 0;
-        size_t len = 0;
-        CHECK(fake_recv(fd, 5.0, &type, reply, sizeof reply - 1, &len) && type == PZ_F_REJECT,
-              "stray HELLO %d: expected a REJECT frame, got type %u", i, type);
-        reply[len] = 0;
-        say("stray HELLO %d refused: %s", i, (char *)reply);
+        char who[32];
+        snprintf(who, sizeof who, "stray HELLO %d", i);
+        hello_refused(fd, claims[i][0], claims[i][1], who);
         close(fd);
     }
     return 0;
