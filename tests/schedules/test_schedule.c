@@ -35,6 +35,7 @@
 #include "schedules/schedule.h"
 #include "runtime/cli/schedule_cmd.h"
 #include "tests/check.h"
+#include "tests/slurp.h"
 
 /* ---------------------------------------------------------------- checker */
 
@@ -922,16 +923,6 @@ static void test_api(void) {
               pz_op_peer(PZ_OP_FORWARD, 2, 4) == -1 && pz_op_peer(PZ_OP_OPTIM_STEP, 0, 4) == -1,
           "peers");
     printf("ok: api and argument errors\n");
-}
-
-/* Reads the whole of a tmpfile into a malloc'ed string. */
-static char *slurp(FILE *f) {
-    long len = ftell(f);
-    rewind(f);
-    char *buf = malloc((size_t)len + 1);
-    size_t got = fread(buf, 1, (size_t)len, f);
-    buf[got] = 0;
-    return buf;
 }
 
 /* Parses the printed table: returns the number of slot rows; fills per-stage

@@ -29,6 +29,7 @@
 #include "schedules/schedule.h"
 #include "runtime/cli/schedule_cmd.h"
 #include "tests/check.h"
+#include "tests/slurp.h"
 
 typedef struct {
     char msg[512];
@@ -648,15 +649,6 @@ static void test_checker_catches_defects(void) {
     free_clone(c, S);
     free_all(good, S);
     printf("ok: the checker rejects wrong chunks, out-of-order chunks, extra activations, misplaced REDUCE_TIED\n");
-}
-
-static char *slurp(FILE *f) {
-    long len = ftell(f);
-    rewind(f);
-    char *buf = malloc((size_t)len + 1);
-    size_t got = fread(buf, 1, (size_t)len, f);
-    buf[got] = 0;
-    return buf;
 }
 
 static void test_table(void) {
