@@ -301,6 +301,21 @@ static void test_budget(void) {
 
 /* ---------------------------------------------------------------- the pivot path */
 
+/* x encoded with a tah spec of `bits` (tiles of 64) and its wire, read after
+ * the message's hdr-byte header into *g and *w (checked); the message, or
+ * NULL when it did not encode */
+static uint8_t *encode_wire(const char *spec, float bits, const float *x, const pz_shape *s, size_t hdr,
+                            size_t *plen, geo *g, wire *w) {
+    pz_status st;
+    uint8_t *m = encode(spec, x, s, plen, &st);
+    CHECK(st == PZ_OK, "%s: %s", spec, pz_last_error());
+    if (!m) return NULL;
+    *g = geo_of(bits, 64, 0, s);
+    CHECK(wire_read(g, m + hdr, *plen, w), "%s: parse", spec);
+    return m;
+}
+
+
 static void test_pivot(void) {
     pz_shape s = shp(1, 384, 0, 0);
     float x[384], y[384];
@@ -314,12 +329,10 @@ static void test_pivot(void) {
     x[320 + 3] = 30.0f, x[320 + 40] = -30.0f;               /* tile 5: two equal */
     size_t plen;
     pz_status st;
-    uint8_t *m = encode("tah:8", x, &s, &plen, &st);
-    CHECK(st == PZ_OK, "tah:8: %s", pz_last_error());
-    if (!m) return;
-    geo g = geo_of(8.0f, 64, 0, &s);
+    geo g;
     wire w;
-    CHECK(wire_read(&g, m + 56, plen, &w), "parse");
+    uint8_t *m = encode_wire("tah:8", 8.0f, x, &s, 56, &plen, &g, &w);
+    if (!m) return;
     const int want[6] = {1, 0, 0, 1, 0, 0};
     for (int t = 0; t < 6; t++) CHECK(w.flag[t] == want[t], "tile %d: flag %d, expected %d", t, w.flag[t], want[t]);
     CHECK(w.piv[0] == 17 && w.piv[3] == 5, "pivots %u, %u (expected 17, 5)", w.piv[0], w.piv[3]);
@@ -351,12 +364,11 @@ static void test_wire_checks(void) {
     fill_heavy(x, n, 100);
     x[10] = 300.0f;   /* tile 0 takes the pivot path */
     pz_status st;
-    uint8_t *m = encode("tah:5", x, &s, &plen, &st);
-    CHECK(st == PZ_OK, "tah:5: %s", pz_last_error());
-    if (!m) return;
-    geo g = geo_of(5.0f, 64, 0, &s);
+    geo g;
     wire w;
-    CHECK(wire_read(&g, m + 64, plen, &w) && w.flag[0] == 1, "tile 0 flagged");
+    uint8_t *m = encode_wire("tah:5", 5.0f, x, &s, 64, &plen, &g, &w);
+    if (!m) return;
+    CHECK(w.flag && w.flag[0] == 1, "tile 0 flagged");
     uint8_t *c = xmalloc(plen + 64);
     size_t H = 64;
     uint8_t *bits = c + H + 4 * g.NT;
