@@ -120,6 +120,15 @@ static char *small_json(const char *model_extra, const char *top_extra, const ch
 
 static pz_status from_json(const char *s, pz_bpe **b) { return pz_bpe_from_tokenizer_json(s, strlen(s), "tok.json", b); }
 
+/* the small tokenizer, loaded (checked); NULL when it did not load */
+static pz_bpe *small_bpe(void) {
+    char *j = small_json(NULL, NULL, NULL, 0);
+    pz_bpe *b = NULL;
+    CHECK_STATUS(from_json(j, &b), PZ_OK, NULL);
+    free(j);
+    return b;
+}
+
 /* encodes text and compares with want (n ids) */
 static void expect_ids(const pz_bpe *b, const char *text, const uint32_t *want, size_t n, int line) {
     pz_bpe_enc *e = pz_bpe_enc_new(b);
@@ -150,10 +159,7 @@ static void expect_ids(const pz_bpe *b, const char *text, const uint32_t *want, 
     } while (0)
 
 static void test_small(void) {
-    char *j = small_json(NULL, NULL, NULL, 0);
-    pz_bpe *b = NULL;
-    CHECK_STATUS(from_json(j, &b), PZ_OK, NULL);
-    free(j);
+    pz_bpe *b = small_bpe();
     if (!b) return;
     CHECK(pz_bpe_n_vocab(b) == 301, "n_vocab %u", pz_bpe_n_vocab(b));
     CHECK(pz_bpe_added_id(b, "<|endoftext|>") == 300, "eot id");
@@ -181,7 +187,7 @@ static void test_small(void) {
     pz_bpe_free(b);
 
     /* merges as pairs (tokenizers >= 0.20 writes them so) */
-    j = small_json(NULL, NULL, "[[\"\xc4\xa0\", \"t\"], [\"h\", \"e\"], [\"\xc4\xa0t\", \"he\"]]", 0);
+    char *j = small_json(NULL, NULL, "[[\"\xc4\xa0\", \"t\"], [\"h\", \"e\"], [\"\xc4\xa0t\", \"he\"]]", 0);
     CHECK_STATUS(from_json(j, &b), PZ_OK, NULL);
     free(j);
     if (b) EXPECT_IDS(b, " the", 258);
@@ -190,10 +196,7 @@ static void test_small(void) {
 
 /* long pieces (heap) against the scan, on random text of the small tokenizer's letters and spaces */
 static void test_long_pieces(void) {
-    char *j = small_json(NULL, NULL, NULL, 0);
-    pz_bpe *b = NULL;
-    CHECK_STATUS(from_json(j, &b), PZ_OK, NULL);
-    free(j);
+    pz_bpe *b = small_bpe();
     if (!b) return;
     pz_bpe_enc *heap = pz_bpe_enc_new(b), *scan = pz_bpe_enc_new(b);
     pz_bpe_enc_force_scan(scan, 1);
