@@ -33,6 +33,10 @@
 #   --replicas D         data-parallel copies of the pipeline (S x D processes,
 #                        each step D x M micro-batches, the gradients averaged;
 #                        the report shows what the average cost) [1]
+#   --dp-compress SPEC   with --replicas 2 or more: the codec of the gradient
+#                        average, e.g. sign, q4:group=512, jointsq:2
+#                        (docs/data-parallel.md; the reduction's default for
+#                        D, with its own error feedback) or none [none]
 #   --compress POLICY    per-edge codec policy, e.g. 'fwd=aq(q4),bwd=q8',
 #                        '0-1:fwd=topk:0.2;*:bwd=q8' or none [fwd=aq(q4),bwd=q8]
 #   --eval-compress on|off  validate with the forward codecs too [on]
@@ -79,7 +83,7 @@ die() { echo "$prog: error: $*" >&2; exit 1; }
 note() { echo "$prog: $*" >&2; }
 
 init="" data=$repo/data/fortunes_train.bin val_data=$repo/data/fortunes_val.bin
-train_tokens=65536 stages=2 replicas=1 policy='fwd=aq(q4),bwd=q8' eval_compress=on
+train_tokens=65536 stages=2 replicas=1 dp_compress=none policy='fwd=aq(q4),bwd=q8' eval_compress=on
 steps=120 batch=4 micro=4 seq=128 lr=3e-4 warmup="" seed=1337 val_every=30 val_batches=32
 link_mbps=0 error_metrics=on threads=0 out=$repo/runs/finetune save=1 quiet=0 before_eval=1
 pipezip=${PIPEZIP:-$repo/build/pipezip}
@@ -101,7 +105,7 @@ while [ $# -gt 0 ]; do
             [ $has_val = 0 ] || die "$flag takes no value"
             case $flag in --no-save) save=0 ;; --quiet) quiet=1 ;; --base-only) base_only=1 ;; --no-before-eval) before_eval=0 ;; esac
             shift; continue ;;
-        --init|--data|--val-data|--train-tokens|--stages|--replicas|--compress|--eval-compress|--steps|--batch|\
+        --init|--data|--val-data|--train-tokens|--stages|--replicas|--dp-compress|--compress|--eval-compress|--steps|--batch|\
         --micro-batches|--seq|--lr|--warmup|--seed|--val-every|--val-batches|--link-mbps|--error-metrics|--threads|\
         --out|--pipezip|--base-steps|--base-data|--base-val-data|--cache)
             if [ $has_val = 0 ]; then
@@ -119,6 +123,7 @@ while [ $# -gt 0 ]; do
         --train-tokens) is_uint "$val" || die "--train-tokens: '$val' is not a whole number"; train_tokens=$val ;;
         --stages) is_pos "$val" || die "--stages: '$val' is not a positive whole number"; stages=$val ;;
         --replicas) is_pos "$val" || die "--replicas: '$val' is not a positive whole number"; replicas=$val ;;
+        --dp-compress) dp_compress=$val ;;   # the codec spec is checked by pipezip
         --compress) policy=$val ;;
         --eval-compress) case $val in on|off) eval_compress=$val ;; *) die "--eval-compress: '$val' must be on or off" ;; esac ;;
         --steps) is_pos "$val" || die "--steps: '$val' is not a positive whole number"; steps=$val ;;
@@ -147,6 +152,7 @@ command -v python3 >/dev/null || die "python3 not found (apt-get install python3
 mkdir -p "$cache" || die "cannot create cache directory $cache"
 [ -z "$warmup" ] && warmup=$((steps / 10))
 [ "$stages" -ge 2 ] || [ "$policy" = none ] || die "--compress needs --stages 2 or more (compression happens between stages)"
+[ "$replicas" -ge 2 ] || [ "$dp_compress" = none ] || die "--dp-compress needs --replicas 2 or more (it compresses the average between replicas)"
 
 # Files of a shard list (a file, a comma list or a glob), one per line, for
 # hashing; errors name what is missing.
@@ -289,9 +295,11 @@ rm -f "$out"/{train.jsonl,train.err,metrics.csv,metrics.jsonl,report.json,report
 args=(train --init "$base_path" --data "$train_shards" --stages "$stages"
       --batch "$batch" --micro-batches "$micro" --seq "$seq" --steps "$steps"
       --lr "$lr" --warmup "$warmup" --seed "$seed" --threads "$threads"
-      --eval-compress "$eval_compress" --link-mbps "$link_mbps" --error-metrics "$error_metrics"
-      --metrics "$out/metrics")
+      --eval-compress "$eval_compress" --error-metrics "$error_metrics" --metrics "$out/metrics")
+# one stage has no link to slow: train refuses --link-mbps there, even 0
+[ "$stages" = 1 ] && [ "$link_mbps" = 0 ] || args+=(--link-mbps "$link_mbps")
 [ "$replicas" = 1 ] || args+=(--replicas "$replicas")
+[ "$dp_compress" = none ] || args+=(--dp-compress "$dp_compress")
 # pipezip's default is no compression; it takes 'none' only as a codec (fwd=none)
 [ "$policy" = none ] || args+=(--compress "$policy")
 if [ "$val_batches" != 0 ]; then
@@ -312,7 +320,8 @@ if [ "$val_batches" != 0 ] && [ "$before_eval" = 1 ]; then
     note "validation loss before fine-tuning: $before"
 fi
 
-note "fine-tuning: $stages stages, policy '$policy', $steps steps of $micro x $batch x $seq tokens"
+dp_note=""; [ "$replicas" = 1 ] || dp_note=" x $replicas replicas (gradient average: $dp_compress)"
+note "fine-tuning: $stages stages$dp_note, policy '$policy', $steps steps of $micro x $batch x $seq tokens"
 t0=$SECONDS
 if ! "$pipezip" "${args[@]}" 2> "$out/train.err" | tee "$out/train.jsonl" | progress; then
     tail -n 30 "$out/train.err" >&2
