@@ -27,12 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "base/io/file.h"
 #include "base/isa.h"
+#include "bench/bench_isa.h"
 #include "compress/core/codec.h"
 #include "base/clock.h"
 #include "base/mem.h"
@@ -70,32 +68,6 @@ static double target_of(const char *spec) {
     return 0.0;
 }
 
-/* Runs this program again under PIPEZIP_ISA at every level this CPU runs,
- * best first; non-zero if any run failed. */
-static int run_each_isa(char **argv) {
-    char self[4096];
-    if (pz_self_exe(self, sizeof self) != 0) pz_die("bench_codecs: cannot find its own executable");
-    pz_isa top = pz_isa_cpu() < pz_isa_built() ? pz_isa_cpu() : pz_isa_built();
-    int bad = 0;
-    for (int l = (int)top; l >= 0; l--) {
-        printf("%s== PIPEZIP_ISA=%s ==\n", l == (int)top ? "" : "\n", pz_isa_name((pz_isa)l));
-        fflush(stdout);
-        pid_t pid = fork();
-        if (pid < 0) pz_die("bench_codecs: fork failed");
-        if (pid == 0) {
-            setenv("PIPEZIP_ISA", pz_isa_name((pz_isa)l), 1);
-            execv(self, argv);
-            _exit(127);
-        }
-        int wst = 0;
-        if (waitpid(pid, &wst, 0) != pid || !WIFEXITED(wst) || WEXITSTATUS(wst) != 0) {
-            fprintf(stderr, "bench_codecs: the run at %s failed\n", pz_isa_name((pz_isa)l));
-            bad = 1;
-        }
-    }
-    return bad;
-}
-
 /* The benchmark's tensor: normal values, with heavy-tailed outlier channels
  * (one in 97) of C channels. */
 static void fill_input(float *x, size_t n, size_t C) {
@@ -126,9 +98,7 @@ int main(int argc, char **argv) {
         }
     }
     const char *env = getenv("PIPEZIP_ISA");
-    if (!(env && *env) && pz_isa_built() > PZ_ISA_BASELINE) {
-        return run_each_isa(argv);
-    }
+    if (!(env && *env) && pz_isa_built() > PZ_ISA_BASELINE) return bench_each_isa(argv, PZ_ISA_BASELINE, NULL);
     omp_set_num_threads(1);
     const char *const *specs = default_specs;
     int nspecs = (int)(sizeof default_specs / sizeof default_specs[0]);

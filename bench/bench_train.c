@@ -7,7 +7,15 @@
  * 124M step at B=4, T=64 runs (and a large square one), one independent
  * sgemm per thread at once (see sgemm_gflops). Model FLOPs per token
  * follow llm.c's estimate: 6 * params (padded wte included) + 6 * L * C * T.
- * The timed steps are tests/bench_step.c's, shared with tests/gpu/bench_gpu.c. */
+ * The timed steps are tests/bench_step.c's, shared with tests/gpu/bench_gpu.c.
+ *
+ * One run per instruction-set level from the CPU's best down to x86-64-v3
+ * (issue 26: >= 80% of the peak at v3 and at v4), each a child process
+ * started with PIPEZIP_ISA set, which prints its own peak and steps; with
+ * PIPEZIP_ISA set, only that level. At x86-64-v3 the child also gets
+ * OPENBLAS_CORETYPE=Haswell (unless it is set), so that OpenBLAS's sgemm,
+ * in the peak and in the step alike, is its AVX2 kernel, as on a CPU
+ * without AVX-512; the header names the kernel OpenBLAS chose. */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +29,7 @@
 #include "base/mem.h"
 #include "base/parse.h"
 #include "base/rng.h"
+#include "bench/bench_isa.h"
 #include "tests/bench_step.h"
 
 /* Median GFLOP/s of cblas_sgemm C(M,N) = A(M,K) . B(K,N)^T when every one of
@@ -51,6 +60,11 @@ static double sgemm_gflops(int M, int N, int K, int reps) {
     return 2.0 * M * N * K * nt / med * 1e-9;
 }
 
+/* the child's environment at its level: AVX2 sgemm at x86-64-v3 */
+static void level_env(pz_isa level) {
+    if (level == PZ_ISA_AVX2) setenv("OPENBLAS_CORETYPE", "Haswell", 0);
+}
+
 int main(int argc, char **argv) {
     int threads = 0, steps = 5;
     const char *only = NULL;
@@ -65,7 +79,11 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
+    const char *env = getenv("PIPEZIP_ISA");
+    if (!(env && *env) && pz_isa_built() > PZ_ISA_BASELINE && pz_isa_cpu() >= PZ_ISA_AVX2)
+        return bench_each_isa(argv, PZ_ISA_AVX2, level_env);
     pz_backend_cpu_set_threads(threads);
+    printf("kernels compiled for: %s; OpenBLAS sgemm kernel: %s\n", pz_isa_describe(), openblas_get_corename());
     /* GEMM shapes of one GPT-2 124M block and the head at B*T = 256, plus a square one */
     static const int shapes[][3] = {{256, 2304, 768}, {256, 3072, 768}, {256, 768, 3072},
                                     {256, 50304, 768}, {1024, 1024, 1024}};
