@@ -14,8 +14,11 @@ own; every rank sends as much as it receives):
             of the owner's re-encoded chunk), each WIRE + the 40-byte
             data-parallel header
   allgather: D-1 messages of the whole gradient, each WIRE + 40
-Where the step lines carry measured data-parallel wire bytes ("dp_wire"),
-those are used instead and the source is printed.
+Where the step lines carry the measured data-parallel bytes sent
+("dp_wire", per rank and step), those are used instead and the source is
+printed; their measured sync time and the part of it hidden behind the
+backward ("dp_sync_ms", "dp_hidden_ms") are printed beside (medians over the
+median run's timed steps).
 """
 import os
 import statistics
@@ -65,11 +68,26 @@ print(f"CPU: {cpu}")
 print(f"demo preset, S=1 x D={D}, 1 micro-batch of 8 x 128 per replica, n = {n} floats; "
       f"link {rate:g} Mbit/s; medians of {runs} runs (each: median of steps {FIRST}..)")
 print("compute-only = the step with D = 2 and an unlimited link, uncompressed (the average over loopback)")
-print(f"{'configuration':<34} {'step s':>8} {'sync bytes/rank':>16} {'sync s':>8}   runs' steps, s")
-print(f"{'compute-only (no link limit)':<34} {comp_s:8.3f} {'':>16} {'':>8}   {spread['compute']}")
-print(f"{'fp32 ring @ %g Mbit/s' % rate:<34} {fp32_s:8.3f} {fp32_bytes:16.0f} {fp32_sync:8.3f}   {spread['fp32']}")
-print(f"{'%s %s @ %g Mbit/s' % (spec, reduce, rate):<34} {cmp_s:8.3f} {cmp_bytes:16.0f} {cmp_sync:8.3f}   "
-      f"{spread['comp']} (sync bytes: {source})")
+
+
+def measured(rows):   # the run's measured sync and hidden seconds, if the step lines carry them
+    if not all("dp_sync_ms" in r and "dp_hidden_ms" in r for r in rows):
+        return "%8s %8s" % ("-", "-")
+    return "%8.3f %8.3f" % (statistics.median(r["dp_sync_ms"] for r in rows) / 1e3,
+                            statistics.median(r["dp_hidden_ms"] for r in rows) / 1e3)
+
+
+comp_rows = run("compute")[1]
+print(f"{'configuration':<34} {'step s':>8} {'sync bytes/rank':>16} {'sync s':>8} {'measured':>8} {'hidden':>8}"
+      f"   runs' steps, s")
+print(f"{'compute-only (no link limit)':<34} {comp_s:8.3f} {'':>16} {'':>8} {measured(comp_rows)}   "
+      f"{spread['compute']}")
+print(f"{'fp32 ring @ %g Mbit/s' % rate:<34} {fp32_s:8.3f} {fp32_bytes:16.0f} {fp32_sync:8.3f} {measured(fp32_rows)}   "
+      f"{spread['fp32']}")
+print(f"{'%s %s @ %g Mbit/s' % (spec, reduce, rate):<34} {cmp_s:8.3f} {cmp_bytes:16.0f} {cmp_sync:8.3f} "
+      f"{measured(cmp_rows)}   {spread['comp']}")
+print(f"sync bytes of the compressed row: {source}; sync s = bytes / rate; measured, hidden: the step lines' "
+      f"dp_sync_ms, dp_hidden_ms")
 ratio = cmp_s / comp_s
 frac = speedup / bound
 print(f"compressed / compute-only: {ratio:.3f} (target <= 1.15: {'met' if ratio <= 1.15 else 'NOT met'})")

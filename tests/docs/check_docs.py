@@ -49,6 +49,7 @@ HELP_SCRIPTS = {
     "sweep_dp.py": "examples/sweep_dp.py",
     "setup.sh": "tools/setup.sh",
     "make_corpus.sh": "tools/make_corpus.sh",
+    "netns_pipeline.sh": "tools/netns_pipeline.sh",
 }
 
 # Flags of other people's programs that the docs name, and why.

@@ -12,7 +12,10 @@
 #   (b) the simulated link (same job on loopback, --link-mbps R) gives the real
 #       link's tokens/s within 30% uncompressed, 25% compressed (see TOL_SIM);
 #   (c) no namespace is left behind, also after a rank fails or the script is
-#       interrupted, and a failing rank is named.
+#       interrupted, and a failing rank is named;
+#   (d) replicas (--replicas 2, S=1) with their link shaped at 8 Mbit/s: no
+#       step beats the gradient's time on it, and the simulated link
+#       (--dp-link-mbps) gives the same step within 40%.
 # Prints the measured figures. Skips (77) where namespaces are not permitted.
 #   usage: netns_link.sh PATH/TO/pipezip
 set -u
@@ -238,6 +241,39 @@ elif [ "$rc" = 0 ] && [ "$before" = "$after" ]; then
   echo "ok: a 2-stage run over a 100 Mbit/s link with 20 ms of real delay (netem)"
 else
   echo "$out"; fail "--delay-ms with netem: rc $rc"
+fi
+
+# (d) replicas on real shaped links (--replicas: every rank on a bridge, htb
+# per peer): S=1 x D=2 on the tiny preset with the replicas' link at 8 Mbit/s
+# and the rest fast. Each step's average sends the 254592-float gradient
+# once each way (ring, D = 2): no step beats that on the link, the step lines'
+# sync time holds it, and the simulated link (--dp-link-mbps, loopback) gives
+# the same step time within 40%; no namespace is left behind.
+dpjob=(--preset tiny --data "$dir/train.bin" --batch 2 --seq 32 --steps 4 --val-every 0 --threads 1
+       --peer-timeout 30 --seed 5)
+bash "$netns" --stages 1 --replicas 2 --mbps 1000 --dp-mbps 8 --pipezip "$pz" -- "${dpjob[@]}" \
+  > "$dir/dp_real.jsonl" 2> "$dir/dp_real.err" &
+pid=$!
+wait "$pid"; st=$?
+[ -z "$(left_behind "$pid")" ] || fail "(d) namespaces left behind: $(left_behind "$pid" | tr '\n' ' ')"
+if [ "$st" = 0 ] &&
+   UCX_TLS=tcp timeout 120 "$pz" train --replicas 2 --dp-link-mbps 8 "${dpjob[@]}" \
+     > "$dir/dp_sim.jsonl" 2> "$dir/dp_sim.err"; then
+  "$py" - "$dir/dp_real.jsonl" "$dir/dp_sim.jsonl" <<'PY' || fail "(d) replicas over shaped links"
+import json, statistics, sys
+def rows(p):
+    return [json.loads(l) for l in open(p) if '"loss"' in l][1:]   # steps 2..
+real, sim = rows(sys.argv[1]), rows(sys.argv[2])
+floor = 254592 * 4 * 8 / 8e6 * 1e3
+r, s = statistics.median(x["ms"] for x in real), statistics.median(x["ms"] for x in sim)
+sync = statistics.median(x["dp_sync_ms"] for x in real)
+ok = min(x["ms"] for x in real) >= 0.95 * floor and sync >= 0.95 * floor and abs(s / r - 1) <= 0.4
+print(("ok" if ok else "FAIL") + ": (d) replicas, 8 Mbit/s between them: real step %.0f ms (sync %.0f), simulated %.0f ms, "
+      "the gradient needs %.0f ms on the link" % (r, sync, s, floor))
+sys.exit(0 if ok else 1)
+PY
+else
+  cat "$dir/dp_real.err" "$dir/dp_sim.err" 2>/dev/null | tail -20; fail "(d) a replicas run failed"
 fi
 
 if [ "$fails" = 0 ]; then echo "netns link: all passed"; else echo "netns link: $fails failed"; fi
