@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "runtime/plan/autowarm.h"
 
 /* Chunk c's edge ends: the out edge (boundary g: we send fwd, receive bwd)
  * unless c is last, the in edge (boundary g-1) unless c is first.
@@ -137,58 +138,21 @@ void exec_chunk_free(exec *x, pz_chunk *c) {
     pz_stage_free(&c->stage);
 }
 
-/* --schedule auto's choice, on stderr (rank 0) and in the metrics: plain
- * 1F1B when the links keep up with compute, else the warm-up it needs */
-static void say_auto(exec *x, int k, double rtt01, double c) {
-    char name[32] = "1f1b";
-    if (k > 0) snprintf(name, sizeof name, "1f1b:warmup=%d", k);
-    x->auto_told = k + 1;
-    if (!is_root(x)) return;
-    if (k > 0)
-        fprintf(stderr, "pipezip train: --schedule auto: %s (edge 0-1's round trip %.0f ms against %.0f ms of "
-                "compute per micro-batch: %d more micro-batches in flight per downstream stage hide it)\n", name,
-                1e3 * rtt01, 1e3 * c, k);
-    else
-        fprintf(stderr, "pipezip train: --schedule auto: %s (the links keep up with compute: round trip %.0f ms, "
-                "%.0f ms of compute per micro-batch)\n", name, 1e3 * rtt01, 1e3 * c);
-    pz_metrics_schedule(&x->met, name);
-}
-
-/* warmup=auto (V = 1 only): from the step just reduced, the extra warm-up
- * that lets the pipeline's round trip hide behind compute; when it differs
- * from the one in use, the schedule and the activation slots are rebuilt (at
- * a step boundary nothing is in flight). Every rank computes it from the
- * same reduced bits, so all ranks agree. */
+/* warmup=auto (V = 1 only; runtime/plan/autowarm.h): K from the step just
+ * reduced; when it differs from the one in use, the schedule and the
+ * activation slots are rebuilt (at a step boundary nothing is in flight). */
 pz_status exec_auto_warmup(exec *x, const double *red) {
     const int S = x->S, m = x->o->model.micro;
-    const double *es = red + x->red.edges, *kfit = red + x->red.kfit;
-    double *c = xcalloc((size_t)S, sizeof *c), *link_rtt = xcalloc((size_t)S, sizeof *link_rtt);
-    double *period = xcalloc((size_t)S, sizeof *period);
-    for (int q = 0; q < S; q++) c[q] = red[x->red.ranks + 3 * q] / m;
-    /* each edge's round trip, measured on whatever link it is (real, or
-     * --link-mbps/--link-latency-ms) */
-    pz_sched_link_rtt(S, red + x->red.rtt, red + x->red.hold, link_rtt);
-    for (int e = 0; e + 1 < S; e++) {
-        /* the throughput bound per message is known for a simulated rate */
-        double Bps = x->pol.mbps[e] * 1e6 / 8.0;
-        const double *f = es + (2 * e + PZ_FWD) * PZ_EDGE_STATS_N, *b = es + (2 * e + PZ_BWD) * PZ_EDGE_STATS_N;
-        if (Bps > 0) period[e] = fmax(f[1], b[1]) / m / Bps;   /* [1]: wire bytes */
+    const pz_warm_figs f = {red + x->red.ranks, red + x->red.rtt, red + x->red.hold, red + x->red.edges,
+                            red + x->red.kfit};
+    double rtt01, cmax;
+    int k = pz_auto_warmup_k(&x->pol, S, m, &f, x->rank == 0, &rtt01, &cmax);
+    if (x->spec.warmup_auto == PZ_SCHED_NAMED_AUTO && x->auto_told != k + 1) {   /* on stderr and in the metrics */
+        char name[32];
+        pz_auto_warmup_say(is_root(x) ? stderr : NULL, k, rtt01, cmax, name, sizeof name);
+        x->auto_told = k + 1;
+        if (is_root(x)) pz_metrics_schedule(&x->met, name);
     }
-    int k = pz_sched_auto_warmup(S, m, c, link_rtt, period), kmem = m;
-    for (int q = 0; q < S; q++)
-        if (kfit[q] < kmem) kmem = (int)kfit[q];   /* every rank has every rank's figure: they agree */
-    if (k > kmem) {
-        if (x->rank == 0)
-            fprintf(stderr, "pipezip train: warmup=auto: K = %d would keep more micro-batches in flight than the "
-                    "memory of some host holds; capped at K = %d\n", k, kmem);
-        k = kmem;
-    }
-    double rtt01 = link_rtt[0], cmax = 0.0;
-    for (int q = 0; q < S; q++) cmax = fmax(cmax, c[q]);
-    if (x->spec.warmup_auto == PZ_SCHED_NAMED_AUTO && x->auto_told != k + 1) say_auto(x, k, rtt01, cmax);
-    free(c);
-    free(link_rtt);
-    free(period);
     if (k == x->spec.warmup_extra) return PZ_OK;
     pz_chunk *ch = &x->ch[0];
     int old_bound = ch->bound;
