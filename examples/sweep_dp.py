@@ -64,6 +64,7 @@ CODECS = [
     ("nuq4 elias", "nuq4:code=elias", []),
 ]
 QUICK_CODECS = ["none", "sign+EF", "q4"]
+LINK_STEPS = 5   # a speed run's steps (the median skips the first)
 COLUMNS = ["codec", "spec", "reduce", "seeds", "val_loss", "val_loss_std", "val_loss_vs_none_pct", "dp_wire",
            "bits", "dp_var", "dp_var_std", "step_ms", "warmup"]
 
@@ -101,7 +102,8 @@ def build_args():
     ap.add_argument("--lr", help="peak learning rate (default: train's)")
     ap.add_argument("--warmup-tries", type=int_list, help="--dp-warmup values tried, shortest first, when sign+EF "
                     "is not within 2%% without one (default: 5%%, 10%% and 20%% of --steps; 'none' skips: give 0)")
-    ap.add_argument("--link-mbps", type=int_list, help="slow links for the link verdict, Mbit/s (default 100,1000)")
+    ap.add_argument("--link-mbps", type=int_list, help="slow links for the link verdict, Mbit/s: a speed run "
+                    "per codec and rate (train --dp-link-mbps, first seed; default 100)")
     ap.add_argument("--data", help="training shards (default data/fortunes_train.bin)")
     ap.add_argument("--val-data", help="validation shards (default data/fortunes_val.bin)")
     ap.add_argument("--threads", type=int, default=0, help="CPU threads per process (default 0: train's choice)")
@@ -148,16 +150,20 @@ def run_lines(path):
     return lines
 
 
-def run_one(a, s, name, spec, extra, seed, warmup, out_dir):
-    """one training run (reused when its step lines are complete); its figures"""
-    tag = re.sub(r"[^A-Za-z0-9.]+", "_", name) + (f"-warmup{warmup}" if warmup else "")
+def run_one(a, s, name, spec, extra, seed, warmup, out_dir, link=0):
+    """one training run (reused when its step lines are complete); its figures.
+    link > 0: a speed run instead, LINK_STEPS steps over --dp-link-mbps link,
+    without validation or --dp-variance (its all-reduce would cross the link)"""
+    tag = re.sub(r"[^A-Za-z0-9.]+", "_", name) + (f"-warmup{warmup}" if warmup else "") + (f"-link{link}" if link else "")
     path = os.path.join(out_dir, "runs", tag, f"seed-{seed}.jsonl")
     os.makedirs(os.path.dirname(path), exist_ok=True)
+    n = LINK_STEPS if link else s["steps"]
     cmd = [a.pipezip, "train", "--preset", s["preset"], "--data", a.data, "--val-data", a.val_data,
            "--stages", "1", "--replicas", str(s["replicas"]), "--micro-batches", str(s["micro_batches"]),
-           "--batch", str(s["batch"]), "--seq", str(s["seq"]), "--steps", str(s["steps"]),
-           "--val-every", str(s["steps"]), "--val-batches", str(s["val_batches"]), "--seed", str(seed),
-           "--threads", str(a.threads), "--dp-variance", "on"] + extra
+           "--batch", str(s["batch"]), "--seq", str(s["seq"]), "--steps", str(n), "--seed", str(seed),
+           "--threads", str(a.threads)] + extra
+    cmd += ["--val-every", "0", "--dp-link-mbps", str(link)] if link else \
+        ["--val-every", str(n), "--val-batches", str(s["val_batches"]), "--dp-variance", "on"]
     if a.lr:
         cmd += ["--lr", a.lr]
     if spec:
@@ -165,7 +171,8 @@ def run_one(a, s, name, spec, extra, seed, warmup, out_dir):
     if warmup:
         cmd += ["--dp-warmup", str(warmup)]
     lines = run_lines(path)
-    done = lines and any(x.get("step") == s["steps"] and "val_loss" in x for x in lines)
+    done = lines and (link or any(x.get("step") == n and "val_loss" in x for x in lines)) and \
+        sum(1 for x in lines if "loss" in x and "val_loss" not in x) == n
     if not done:
         log(f"{tag} seed {seed}: {' '.join(cmd)}")
         t0 = time.time()
@@ -177,9 +184,9 @@ def run_one(a, s, name, spec, extra, seed, warmup, out_dir):
         log(f"{tag} seed {seed}: {time.time() - t0:.0f} s")
         lines = run_lines(path)
     steps = [x for x in lines if "loss" in x and "val_loss" not in x]
-    val = [x["val_loss"] for x in lines if x.get("step") == s["steps"] and "val_loss" in x]
-    if len(steps) != s["steps"] or not val:
-        die(f"{path}: {len(steps)} step lines and {len(val)} final validations, expected {s['steps']} and 1")
+    val = [x["val_loss"] for x in lines if x.get("step") == n and "val_loss" in x] or [None]
+    if len(steps) != n or (val[-1] is None and not link):
+        die(f"{path}: {len(steps)} step lines, expected {n} and a final validation")
     # binsgdm exchanges in its optimizer, after the step's figures: its bytes
     # show on the next step line, so the median skips the first step
     # (dp_bytes: the same count in step lines of builds before dp_wire)
@@ -273,6 +280,12 @@ def main():
             if within(rows[-1], ref, 2.0):
                 warm_found = w
                 break
+    # the slow link: one speed run per codec and rate, first seed
+    extras = {c[0]: c[2] for c in CODECS}
+    for r in rows:
+        for rate in (a.link_mbps or [100]) if "--dp-link-mbps" in helptext and not r["warmup"] else []:
+            f = run_one(a, s, r["codec"], r["spec"] or None, extras[r["codec"]], s["seeds"][0], 0, a.out, link=rate)
+            r[f"link{rate}_ms"] = f["step_ms"]
     for r in rows:
         r["val_loss_vs_none_pct"] = (r["val_loss"] - ref["val_loss"]) / ref["val_loss"] * 100
         r["bits"] = 32.0 * r["dp_wire"] / ref["dp_wire"] if ref["dp_wire"] > 0 else None
@@ -304,6 +317,9 @@ def verdicts(rows, ref, one_bit, warm_found, tries, s, a, helptext):
             out.append(f"1-bit (sign+EF, twophase) needs no warm-up: fails: {pct:+.2f}% without one; the shortest "
                        f"--dp-warmup of {tries} within 2% is {warm_found} steps ({100 * warm_found / s['steps']:.0f}% of "
                        f"{s['steps']})")
+        elif not tries:
+            out.append(f"1-bit (sign+EF, twophase) needs no warm-up: fails: {pct:+.2f}% without one; no warm-up was "
+                       "tried (--warmup-tries 0)")
         else:
             out.append(f"1-bit (sign+EF, twophase) needs no warm-up: fails: {pct:+.2f}% without one, and no "
                        f"--dp-warmup of {tries} got within 2%")
@@ -320,17 +336,16 @@ def verdicts(rows, ref, one_bit, warm_found, tries, s, a, helptext):
             extra = " with no warm-up"
         out.append(f"Quality: {name} within {pct:g}% of uncompressed{extra}: {'holds' if ok else 'fails'} "
                    f"({r['val_loss_vs_none_pct']:+.2f}%)")
-    rates = a.link_mbps or [100, 1000]
-    measured = "--dp-link-mbps" in helptext
-    out.append("Slow link (arithmetic from the measured bytes, not a measured run"
-               + ("; this pipezip has --dp-link-mbps, which this sweep does not drive yet" if measured else
-                  "; this pipezip has no --dp-link-mbps") + "): step at R Mbit/s ~ the step's median ms here + "
-               "dp_wire x 8 / R, with no overlap of sync and compute:")
+    rates = a.link_mbps or [100]
+    if "--dp-link-mbps" not in helptext:
+        out.append("Slow link: not measured: this pipezip has no --dp-link-mbps")
+        return out
     for rate in rates:
-        est = {r["codec"]: r["step_ms"] + r["dp_wire"] * 8 / (rate * 1e3) for r in rows if not r["warmup"]}
-        parts = ", ".join(f"{k} {v:.0f} ms" for k, v in est.items())
-        pays = [k for k, v in est.items() if k != "none" and v < est["none"]]
-        out.append(f"  {rate} Mbit/s: {parts}; compression pays for: {', '.join(pays) if pays else 'none of them'}")
+        ms = {r["codec"]: r[f"link{rate}_ms"] for r in rows if not r["warmup"]}
+        parts = ", ".join(f"{k} {v:.0f} ms" for k, v in ms.items())
+        pays = [k for k, v in ms.items() if k != "none" and v < ms["none"]]
+        out.append(f"Slow link, measured (train --dp-link-mbps {rate}, {LINK_STEPS} steps, first seed, median step "
+                   f"after the first): {parts}; compression pays for: {', '.join(pays) if pays else 'none of them'}")
     return out
 
 
