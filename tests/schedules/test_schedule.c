@@ -36,20 +36,9 @@
 #include "runtime/cli/schedule_cmd.h"
 #include "tests/check.h"
 #include "tests/slurp.h"
+#include "tests/schedules/report.h"
 
 /* ---------------------------------------------------------------- checker */
-
-typedef struct {
-    char msg[512];
-} report;
-
-__attribute__((format(printf, 2, 3))) static int bad(report *r, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->msg, sizeof r->msg, fmt, ap);
-    va_end(ap);
-    return 1;
-}
 
 /* time of a zb-h1 weight-gradient op (BACKWARD is then the input gradient only) */
 static long g_tw = 1;

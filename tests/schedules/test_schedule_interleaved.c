@@ -30,18 +30,7 @@
 #include "runtime/cli/schedule_cmd.h"
 #include "tests/check.h"
 #include "tests/slurp.h"
-
-typedef struct {
-    char msg[512];
-} report;
-
-__attribute__((format(printf, 2, 3))) static int bad(report *r, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->msg, sizeof r->msg, fmt, ap);
-    va_end(ap);
-    return 1;
-}
+#include "tests/schedules/report.h"
 
 static pz_sched_spec ispec(int V) {
     pz_sched_spec sp = {PZ_SCHED_INTERLEAVED, 0, 0, V};
