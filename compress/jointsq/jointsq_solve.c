@@ -342,6 +342,26 @@ static void jsq_pass_b1_tail(const float *x, size_t i, size_t n, const jsq_model
     }
     *ncp = nc;
 }
+
+/* The vector passes' end: the last elements [i, n) (jsq_pass_b1_tail), then
+ * the counts, costs and candidates of the pass into r (nh[1..3], dsum, nc:
+ * the vector part's; r->nmax[1..3] set). */
+static void jsq_pass_b1_finish(const float *x, size_t i, size_t n, const jsq_model *md, const uint32_t cf[4],
+                               float lam_lo, float lam_hi, uint8_t *cls, pz_mckp_soa *cand, jsq_cside *cs_,
+                               size_t ccap, uint64_t nh[4], int64_t dsum, size_t nc, jsq_passb *r) {
+    r->nmax[0] = 0;
+    jsq_pass_b1_tail(x, i, n, md, cf, lam_lo, lam_hi, cls, cand, cs_, ccap, nh, &dsum, &nc, r);
+    nh[0] = n - nh[1] - nh[2] - nh[3];
+    r->cost_hi = 0;
+    for (int o = 0; o < 4; o++) {
+        r->nh[o] = nh[o];
+        r->cost_hi += nh[o] * cf[o];
+    }
+    r->cost_lo = (uint64_t)((int64_t)r->cost_hi + dsum);
+    r->ncand = nc;
+    memcpy(r->ucost, cf, sizeof r->ucost);
+    cand->ucost = r->ucost; /* every candidate a full group */
+}
 #endif
 
 #if defined(__AVX512F__)
@@ -474,18 +494,7 @@ static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uin
     r->nmax[1] = _mm512_reduce_max_epu32(mx1);
     r->nmax[2] = _mm512_reduce_max_epu32(mx2);
     r->nmax[3] = _mm512_reduce_max_epu32(mx3);
-    r->nmax[0] = 0;
-    jsq_pass_b1_tail(x, i, n, md, cf, lam_lo, lam_hi, cls, cand, cs_, ccap, nh, &dsum, &nc, r);
-    nh[0] = n - nh[1] - nh[2] - nh[3];
-    r->cost_hi = 0;
-    for (int o = 0; o < 4; o++) {
-        r->nh[o] = nh[o];
-        r->cost_hi += nh[o] * cf[o];
-    }
-    r->cost_lo = (uint64_t)((int64_t)r->cost_hi + dsum);
-    r->ncand = nc;
-    memcpy(r->ucost, cf, sizeof r->ucost);
-    cand->ucost = r->ucost;                      /* every candidate a full group */
+    jsq_pass_b1_finish(x, i, n, md, cf, lam_lo, lam_hi, cls, cand, cs_, ccap, nh, dsum, nc, r);
 }
 #elif defined(__AVX2__)
 /* x86-64-v3: the same pass 8 elements at a time, the same arithmetic (a
@@ -630,18 +639,7 @@ static void jsq_pass_b1(const float *x, size_t n, const jsq_model *md, const uin
     r->nmax[1] = pz_v8_hmax_epu32(mx1);
     r->nmax[2] = pz_v8_hmax_epu32(mx2);
     r->nmax[3] = pz_v8_hmax_epu32(mx3);
-    r->nmax[0] = 0;
-    jsq_pass_b1_tail(x, i, n, md, cf, lam_lo, lam_hi, cls, cand, cs_, ccap, nh, &dsum, &nc, r);
-    nh[0] = n - nh[1] - nh[2] - nh[3];
-    r->cost_hi = 0;
-    for (int o = 0; o < 4; o++) {
-        r->nh[o] = nh[o];
-        r->cost_hi += nh[o] * cf[o];
-    }
-    r->cost_lo = (uint64_t)((int64_t)r->cost_hi + dsum);
-    r->ncand = nc;
-    memcpy(r->ucost, cf, sizeof r->ucost);
-    cand->ucost = r->ucost;
+    jsq_pass_b1_finish(x, i, n, md, cf, lam_lo, lam_hi, cls, cand, cs_, ccap, nh, dsum, nc, r);
 }
 #endif
 
