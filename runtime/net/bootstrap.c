@@ -174,7 +174,12 @@ pz_status pz_bootstrap_run(pz_bootstrap *b, int rank, int world, const char *mas
     }
     b->secret = NULL; /* not kept: the caller owns it */
     b->secret_len = 0;
-    return st;
+    if (st == PZ_OK) return PZ_OK;
+    /* a failed rendezvous releases everything (the message kept first) */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", pz_last_error());
+    pz_bootstrap_close(b);
+    return pz_fail(st, "%s", msg);
 }
 
 /* ---- after the rendezvous ------------------------------------------------ */

@@ -35,7 +35,8 @@ pz_status boot_resolve(const char *host, int port, int passive, struct addrinfo 
 
 /* The rendezvous of rank 0 (listens, checks every connection, sends the
  * table) and of a joining rank (connects, retries, proves the secret); on
- * failure everything in b is released and a message recorded. */
+ * failure a message is recorded, and pz_bootstrap_run releases everything
+ * in b (closing twice is harmless). */
 pz_status boot_run_rank0(pz_bootstrap *b, const char *host, int port, double deadline);
 pz_status boot_run_joining(pz_bootstrap *b, const char *host, int port, const void *blob, size_t blen,
                            double deadline);

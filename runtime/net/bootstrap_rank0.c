@@ -528,11 +528,7 @@ static pz_status send_table(pz_bootstrap *b, double deadline) {
         st = boot_send_frame(b->fds[r], F_TABLE, tab, tlen, deadline, who);
     }
     free(tab);
-    if (st == PZ_OK) return PZ_OK;
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", pz_last_error());
-    pz_bootstrap_close(b);
-    return pz_fail(st, "%s", msg);
+    return st;
 }
 
 pz_status boot_run_rank0(pz_bootstrap *b, const char *host, int port, double deadline) {
