@@ -393,13 +393,22 @@ static pz_op matching_op(pz_op op) {
     }
 }
 
-/* The latest clock when every stage ran its whole list, else -1 (stuck). */
-static long finish(const pz_schedule *st, int S, const int *pc, const long *clock) {
+/* The two ends of an exchange meet: both go on at the later one's clock. */
+static void meet(long *clock, int s, int p) {
+    long t = clock[s] > clock[p] ? clock[s] : clock[p];
+    clock[s] = clock[p] = t;
+}
+
+/* The end of a simulation: the latest clock when every stage ran its whole
+ * list, else -1 (stuck); frees pc and clock. */
+static long finish(const pz_schedule *st, int S, int *pc, long *clock) {
     long makespan = 0;
-    for (int s = 0; s < S; s++) {
-        if (pc[s] < st[s].n) return -1;
-        if (clock[s] > makespan) makespan = clock[s];
+    for (int s = 0; s < S && makespan >= 0; s++) {
+        if (pc[s] < st[s].n) makespan = -1;
+        else if (clock[s] > makespan) makespan = clock[s];
     }
+    free(pc);
+    free(clock);
     return makespan;
 }
 
@@ -433,8 +442,7 @@ static long simulate_rendezvous(const pz_schedule *st, int S) {
                     const int chunks_match = in->op == PZ_OP_REDUCE_TIED || (o->chunk == pe.chunk && back.chunk == in->chunk);
                     if (o->op != matching_op(in->op) || o->micro != in->micro || back.rank != s || !chunks_match)
                         break;
-                    long t = clock[s] > clock[p] ? clock[s] : clock[p];
-                    clock[s] = clock[p] = t;
+                    meet(clock, s, p);
                     pc[s]++;
                     pc[p]++;
                 }
@@ -442,10 +450,7 @@ static long simulate_rendezvous(const pz_schedule *st, int S) {
             }
         }
     }
-    long makespan = finish(st, S, pc, clock);
-    free(pc);
-    free(clock);
-    return makespan;
+    return finish(st, S, pc, clock);
 }
 
 /* Runs the lists as the executor does: a send never blocks, a receive only
@@ -486,19 +491,15 @@ static long simulate_executor(const pz_schedule *st, int S, int m, long **start)
                 } else if (in->op == PZ_OP_REDUCE_TIED) {
                     int p = pz_op_peer(in->op, s, S);
                     if (p < 0 || p >= S || pc[p] >= st[p].n || st[p].ins[pc[p]].op != PZ_OP_REDUCE_TIED) break;
-                    long t = clock[s] > clock[p] ? clock[s] : clock[p];
-                    clock[s] = clock[p] = t;
+                    meet(clock, s, p);
                     pc[p]++;
                 }
                 pc[s]++;
                 progress = 1;
             }
     }
-    long makespan = finish(st, S, pc, clock);
-    free(pc);
-    free(clock);
     free(sent);
-    return makespan;
+    return finish(st, S, pc, clock);
 }
 
 static long gcd_l(long a, long b) {
