@@ -101,6 +101,11 @@ static int train_run(pz_train_opts *o, const pz_train_words *w) {
             fail("train", st);
             return PZ_EXIT_REFUSED;
         }
+        /* it lost a peer: the local launcher names another rank as the cause (launcher.h) */
+        if (st == PZ_ERR_PEER && getenv("PZ_LAUNCHED")) {
+            fail("train", st);
+            return PZ_EXIT_PEER;
+        }
         return st == PZ_OK ? 0 : fail("train", st);
     }
     if (o->sched.stages * o->dp.replicas > 1) {   /* world = stages x replicas processes */

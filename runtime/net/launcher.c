@@ -199,7 +199,8 @@ static void stop_others(run_state *s) {
 }
 
 /* Reaps the ranks that ended, then judges them: a rank killed by a signal
- * is the cause rather than a rank that exited because it lost that one. */
+ * is the cause rather than one that failed on its own, and that one rather
+ * than a rank that exited because it lost a peer (PZ_EXIT_PEER). */
 static void reap(run_state *s) {
     int reaped[64], nreaped = 0;
     for (int r = 0; r < s->world && nreaped < 64; r++) {
@@ -211,10 +212,11 @@ static void reap(run_state *s) {
         s->alive--;
         reaped[nreaped++] = r;
     }
-    for (int pass = 0; pass < 2 && s->failed_rank < 0; pass++)
+    for (int pass = 0; pass < 3 && s->failed_rank < 0; pass++)
         for (int i = 0; i < nreaped && s->failed_rank < 0; i++) {
             int r = reaped[i], st = s->cs[r].status;
-            if (pass == 0 && !WIFSIGNALED(st)) continue;
+            int lost_peer = WIFEXITED(st) && WEXITSTATUS(st) == PZ_EXIT_PEER;
+            if ((pass == 0 && !WIFSIGNALED(st)) || (pass == 1 && lost_peer)) continue;
             /* a rank stopped by the signal we forwarded exits 128 + it */
             int bad = !(WIFEXITED(st) &&
                         (WEXITSTATUS(st) == 0 || (s->first_signal && WEXITSTATUS(st) == 128 + s->first_signal)));
@@ -227,8 +229,8 @@ static void reap(run_state *s) {
                 fprintf(stderr, "pipezip: %s was killed by signal %d (%s); stopping the other ranks\n", name,
                         WTERMSIG(st), strsignal(WTERMSIG(st)));
             else
-                fprintf(stderr, "pipezip: %s exited with status %d; stopping the other ranks\n", name,
-                        WEXITSTATUS(st));
+                fprintf(stderr, "pipezip: %s exited with status %d%s; stopping the other ranks\n", name,
+                        WEXITSTATUS(st), lost_peer ? " (because of a peer)" : "");
             name_stopped(s->cs, s->world, s->names);
             stop_others(s);
         }

@@ -24,6 +24,11 @@ int pz_launch_local(int world, int argc, char **argv, int max_restarts, const pz
  * another run holds): restarting cannot help, so the launcher does not, and
  * returns 1. */
 #define PZ_EXIT_REFUSED 4
+/* The exit status of a rank the launcher started that failed because a peer
+ * was lost or stopped answering (PZ_ERR_PEER): the cause is another rank.
+ * When ranks end in the same instant, the launcher names a rank killed by a
+ * signal first, then one that failed otherwise, and one of these last. */
+#define PZ_EXIT_PEER 5
 
 /* A TCP port free on 127.0.0.1 now, drawn at random outside the kernel's
  * ephemeral range (net.ipv4.ip_local_port_range) so that no outgoing
