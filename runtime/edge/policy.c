@@ -431,3 +431,15 @@ pz_status pz_policy_check_latency(const pz_policy *p, int ranks, double peer_tim
                    "--link-latency-ms or raise --peer-timeout", wait_ms, ranks - 1, ranks > 2 ? "s" : "", ranks - 1,
                    sum_ms, peer_timeout_s);
 }
+
+void pz_policy_text(const pz_policy *p, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (int e = 0; e < p->stages - 1 && n < cap; e++) {
+        const char *f = pz_policy_codec(p, e, PZ_FWD), *b = pz_policy_codec(p, e, PZ_BWD);
+        int k = snprintf(buf + n, cap - n, "%s%d-%d:fwd=%s,bwd=%s", e ? ";" : "", e, e + 1, f ? f : "none",
+                         b ? b : "none");
+        if (k < 0) break;
+        n += (size_t)k;
+    }
+}

@@ -100,6 +100,8 @@ int pz_policy_any(const pz_policy *p, int dir);
  * auto gives its first candidate.
  * Writes into buf. */
 pz_status pz_policy_eval_spec(const char *spec, char *buf, size_t cap);
+/* The codecs of every edge as one line, "0-1:fwd=q8,bwd=none;1-2:..." (cut at cap). */
+void pz_policy_text(const pz_policy *p, char *buf, size_t cap);
 /* Prints edge e's line: "edge 0-1: fwd aq(q4:...) | bwd q8:... | link 100 Mbit/s (simulated)". */
 void pz_policy_print_edge(FILE *f, const pz_policy *p, int e);
 

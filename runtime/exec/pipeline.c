@@ -221,15 +221,8 @@ static pz_status finish_run(exec *x, double t_run) {
     if (x->replica > 0) memset(sb, 0, (size_t)3 * S * sizeof *sb);   /* replica 0's stages stand for all */
     pz_status st = exec_allreduce(x, sb, 3 * S);
     if (st == PZ_OK && is_root(x)) {
-        char pt[4096] = "";
-        size_t n = 0;
-        for (int e = 0; e < x->G - 1 && n < sizeof pt; e++) {   /* "0-1:fwd=...,bwd=...;..." */
-            const char *f = pz_policy_codec(&x->pol, e, PZ_FWD), *b = pz_policy_codec(&x->pol, e, PZ_BWD);
-            int k = snprintf(pt + n, sizeof pt - n, "%s%d-%d:fwd=%s,bwd=%s", e ? ";" : "", e, e + 1, f ? f : "none",
-                             b ? b : "none");
-            if (k < 0) break;
-            n += (size_t)k;
-        }
+        char pt[4096];
+        pz_policy_text(&x->pol, pt, sizeof pt);
         st = pz_metrics_finish(&x->met, pt, sb, sb + S, S);
         double run_s = pz_now() - t_run;   /* what the progress threads cost: CPU seconds against the run */
         if (threaded) fprintf(stderr, "pipezip train: progress threads used, in %.2f s of training:", run_s);
@@ -280,13 +273,8 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
     if (is_root(x) && x->S > 1) {
         if (x->V > 1) fprintf(stderr, "interleaved: %d chunks, rank r holds chunks r, r+%d, ...:\n", x->G, x->S);
         pz_partition_print(stderr, cfg, o->model.seq, x->G, all);
-        fprintf(stderr, "compression policy%s:\n", x->V > 1 ? " (edge I-J: the boundary between chunks I and J)" : "");
-        for (int e = 0; e < x->G - 1; e++) fputs("  ", stderr), pz_policy_print_edge(stderr, &x->pol, e);
         const char *ts = tied_spec(x) ? tied_spec(x) : tied_auto(x) ? "auto's live bwd candidate" : NULL;
-        fprintf(stderr, "  tied exchange: %s%s\n", ts ? ts : "none (exact)",
-                o->link.compress_tied ? "" : ts ? " (as edge 0-1's bwd; --compress-tied none keeps it exact)" : "");
-        fprintf(stderr, "  validation: %s\n", o->link.eval_compress && pz_policy_any(&x->pol, PZ_FWD)
-                                                  ? "through the fwd codecs (wrappers' inner codec)" : "uncompressed");
+        pz_train_print_policy(stderr, &o->link, &x->pol, x->V, ts);
     }
     if ((st = pz_schedule_build(&x->sched, &x->spec, rank, x->S, o->model.micro)) != PZ_OK) return st;
     {   /* before anything big is allocated: refuse a run that cannot fit */
@@ -368,30 +356,6 @@ static pz_status setup_transport(exec *x, const pz_gpt2_config *cfg, const char 
         x->ch[cc].stage.between_blocks_ctx = x->tp;
     }
     return PZ_OK;
-}
-
-static void print_start(const exec *x, const pz_gpt2_config *cfg, const pz_cores *cores) {
-    const pz_train_opts *o = x->o;
-    if (x->D > 1 && is_root(x))
-        fprintf(stderr, "pipezip train: %d replicas x %d stage%s (%s: rank = %s), global batch %d x %d micro-batches "
-                "of %d x %d, replica r takes micro-batches r*%d..r*%d+%d\n", x->D, x->S, x->S == 1 ? "" : "s",
-                o->dp.layout ? "replica-major" : "stage-major", o->dp.layout ? "replica x S + stage" : "stage x D + replica",
-                x->D, o->model.micro, o->model.batch, o->model.seq, o->model.micro, o->model.micro, o->model.micro - 1);
-    if (x->S == 1 && is_root(x))
-        fprintf(stderr, "pipezip train: %zu parameters (L=%d NH=%d C=%d V=%d Vp=%d maxT=%d), "
-                "batch %d x seq %d x %d micro-batch%s, %zu training samples, %d thread%s\n",
-                pz_gpt2_numel(cfg), cfg->num_layers, cfg->num_heads, cfg->channels, cfg->vocab_size,
-                cfg->padded_vocab_size, cfg->max_seq_len, o->model.batch, o->model.seq, o->model.micro, o->model.micro == 1 ? "" : "es",
-                pz_dataset_num_samples(&x->train), cores->threads, cores->threads == 1 ? "" : "s");
-    else if (is_root(x) && x->V > 1)
-        fprintf(stderr, "pipezip train: %d stages x %d chunks, %s schedule, %d micro-batch%s of %d x %d per step\n",
-                x->S, x->V, o->sched.name, o->model.micro, o->model.micro == 1 ? "" : "es", o->model.batch, o->model.seq);
-    else if (is_root(x))
-        fprintf(stderr, "pipezip train: %d stages, %s schedule, %d micro-batch%s of %d x %d per step\n", x->S,
-                o->sched.name, o->model.micro, o->model.micro == 1 ? "" : "es", o->model.batch, o->model.seq);
-    if (x->spec.warmup_auto && x->S > 1 && is_root(x))
-        fprintf(stderr, "pipezip train: %s: step 1 runs plain 1F1B and measures compute and links\n",
-                x->spec.warmup_auto == PZ_SCHED_NAMED_AUTO ? "--schedule auto" : "warmup=auto");
 }
 
 /* The steps: the list, the step tail, a stop, checkpoints, validation. */
@@ -485,7 +449,9 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     if (world == 1 && ((st = exec_job_start(&x, &cfg)) != PZ_OK ||   /* its checkpoints name the job */
                        (st = exec_dp_init(&x)) != PZ_OK))               /* binsgdm's exchange with itself */
         goto cleanup;
-    print_start(&x, &cfg, &cores);
+    if (is_root(&x))
+        pz_train_print_start(stderr, o, &cfg, x.S, x.V, x.D, pz_dataset_num_samples(&x.train), cores.threads,
+                             x.spec.warmup_auto);
     sigaction(SIGTERM, &sa, &old_term);
     sigaction(SIGINT, &sa, &old_int);
     handlers = 1;

@@ -16,6 +16,7 @@
 #include "base/isa.h"
 #include "stages/gpt2_checkpoint.h"
 #include "runtime/plan/device.h"
+#include "schedules/schedule.h"
 #include "runtime/observe/nvtx.h"
 #include "base/clock.h"
 #include "base/io/file.h"
@@ -222,4 +223,39 @@ int pz_params_nonfinite(const pz_stage *s, char *name, size_t cap) {
     free(ti);
     free(host);
     return found;
+}
+
+void pz_train_print_start(FILE *f, const pz_train_opts *o, const pz_gpt2_config *cfg, int S, int V, int D,
+                          size_t samples, int threads, int warmup_auto) {
+    const pz_model_opts *m = &o->model;
+    const char *es = m->micro == 1 ? "" : "es";
+    if (D > 1)
+        fprintf(f, "pipezip train: %d replicas x %d stage%s (%s: rank = %s), global batch %d x %d micro-batches "
+                "of %d x %d, replica r takes micro-batches r*%d..r*%d+%d\n", D, S, S == 1 ? "" : "s",
+                o->dp.layout ? "replica-major" : "stage-major", o->dp.layout ? "replica x S + stage" : "stage x D + replica",
+                D, m->micro, m->batch, m->seq, m->micro, m->micro, m->micro - 1);
+    if (S == 1)
+        fprintf(f, "pipezip train: %zu parameters (L=%d NH=%d C=%d V=%d Vp=%d maxT=%d), "
+                "batch %d x seq %d x %d micro-batch%s, %zu training samples, %d thread%s\n",
+                pz_gpt2_numel(cfg), cfg->num_layers, cfg->num_heads, cfg->channels, cfg->vocab_size,
+                cfg->padded_vocab_size, cfg->max_seq_len, m->batch, m->seq, m->micro, es, samples, threads,
+                threads == 1 ? "" : "s");
+    else if (V > 1)
+        fprintf(f, "pipezip train: %d stages x %d chunks, %s schedule, %d micro-batch%s of %d x %d per step\n", S, V,
+                o->sched.name, m->micro, es, m->batch, m->seq);
+    else
+        fprintf(f, "pipezip train: %d stages, %s schedule, %d micro-batch%s of %d x %d per step\n", S, o->sched.name,
+                m->micro, es, m->batch, m->seq);
+    if (warmup_auto && S > 1)
+        fprintf(f, "pipezip train: %s: step 1 runs plain 1F1B and measures compute and links\n",
+                warmup_auto == PZ_SCHED_NAMED_AUTO ? "--schedule auto" : "warmup=auto");
+}
+
+void pz_train_print_policy(FILE *f, const pz_link_opts *l, const pz_policy *pol, int V, const char *tied) {
+    fprintf(f, "compression policy%s:\n", V > 1 ? " (edge I-J: the boundary between chunks I and J)" : "");
+    for (int e = 0; e < pol->stages - 1; e++) fputs("  ", f), pz_policy_print_edge(f, pol, e);
+    fprintf(f, "  tied exchange: %s%s\n", tied ? tied : "none (exact)",
+            l->compress_tied ? "" : tied ? " (as edge 0-1's bwd; --compress-tied none keeps it exact)" : "");
+    fprintf(f, "  validation: %s\n", l->eval_compress && pz_policy_any(pol, PZ_FWD)
+                                         ? "through the fwd codecs (wrappers' inner codec)" : "uncompressed");
 }

@@ -3,6 +3,9 @@
 #define PZ_TRAIN_H
 
 #include <stdint.h>
+#include <stdio.h>
+
+#include "runtime/edge/policy.h"
 #include "stages/data.h"
 #include "stages/optim.h"
 #include "stages/stage.h"
@@ -140,6 +143,14 @@ pz_status pz_model_save(const pz_stage *s, const char *path);
 pz_status pz_params_save(const pz_gpt2_params *p, const char *path);
 /* Whether --save PATH names a directory (see pz_model_save). */
 int pz_save_is_dir(const char *path);
+
+/* The run's first lines on f (rank 0): replicas, the model or the
+ * pipeline, the schedule, what warmup=auto measures first. */
+void pz_train_print_start(FILE *f, const pz_train_opts *o, const pz_gpt2_config *cfg, int S, int V, int D,
+                          size_t samples, int threads, int warmup_auto);
+/* A pipeline's compression policy on f: every edge (between chunks with V
+ * > 1), the tied exchange's codec (tied: NULL = exact), validation's way. */
+void pz_train_print_policy(FILE *f, const pz_link_opts *l, const pz_policy *pol, int V, const char *tied);
 
 /* Whether the stage's parameters hold a NaN or an infinity; the first one
  * ("h.0.attn.c_attn.weight[12] = nan") goes to name. */
