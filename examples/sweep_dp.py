@@ -103,7 +103,7 @@ def build_args():
     ap.add_argument("--warmup-tries", type=int_list, help="--dp-warmup values tried, shortest first, when sign+EF "
                     "is not within 2%% without one (default: 5%%, 10%% and 20%% of --steps; 'none' skips: give 0)")
     ap.add_argument("--link-mbps", type=int_list, help="slow links for the link verdict, Mbit/s: a speed run "
-                    "per codec and rate (train --dp-link-mbps, first seed; default 100)")
+                    "per codec and rate (train --dp-link-mbps, first seed; default 100; 0: none)")
     ap.add_argument("--data", help="training shards (default data/fortunes_train.bin)")
     ap.add_argument("--val-data", help="validation shards (default data/fortunes_val.bin)")
     ap.add_argument("--threads", type=int, default=0, help="CPU threads per process (default 0: train's choice)")
@@ -197,6 +197,10 @@ def run_one(a, s, name, spec, extra, seed, warmup, out_dir, link=0):
             "step_ms": statistics.median(x["ms"] for x in steps[1:] or steps)}
 
 
+def link_rates(a):
+    return [r for r in (a.link_mbps if a.link_mbps is not None else [100]) if r > 0]
+
+
 def mean_std(v):
     v = [x for x in v if x is not None]
     if not v:
@@ -283,7 +287,7 @@ def main():
     # the slow link: one speed run per codec and rate, first seed
     extras = {c[0]: c[2] for c in CODECS}
     for r in rows:
-        for rate in (a.link_mbps or [100]) if "--dp-link-mbps" in helptext and not r["warmup"] else []:
+        for rate in link_rates(a) if "--dp-link-mbps" in helptext and not r["warmup"] else []:
             f = run_one(a, s, r["codec"], r["spec"] or None, extras[r["codec"]], s["seeds"][0], 0, a.out, link=rate)
             r[f"link{rate}_ms"] = f["step_ms"]
     for r in rows:
@@ -336,7 +340,10 @@ def verdicts(rows, ref, one_bit, warm_found, tries, s, a, helptext):
             extra = " with no warm-up"
         out.append(f"Quality: {name} within {pct:g}% of uncompressed{extra}: {'holds' if ok else 'fails'} "
                    f"({r['val_loss_vs_none_pct']:+.2f}%)")
-    rates = a.link_mbps or [100]
+    rates = link_rates(a)
+    if not rates:
+        out.append("Slow link: not measured (--link-mbps 0)")
+        return out
     if "--dp-link-mbps" not in helptext:
         out.append("Slow link: not measured: this pipezip has no --dp-link-mbps")
         return out
