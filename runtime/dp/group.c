@@ -550,3 +550,30 @@ pz_status pz_dp_allreduce(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_
     pz_status st = op_start(g, buf, n, mean, algo, 0, &op);
     return st == PZ_OK ? pz_dp_op_wait(op) : st;
 }
+
+pz_status pz_dp_check_link(double mbps, double latency_ms, size_t most, double timeout) {
+    double secs = (mbps > 0 ? (double)most * 8.0 / (mbps * 1e6) : 0.0) + latency_ms * 1e-3;
+    if (secs < timeout) return PZ_OK;
+    return pz_fail(PZ_ERR_ARG, "--dp-link-mbps %g, --dp-link-latency-ms %g: one data-parallel message of up to %zu "
+                       "bytes takes %.3g s on the link between replicas, longer than --peer-timeout %g s, after which "
+                       "the receiving replica would give its peer up: raise the rate or --peer-timeout", mbps,
+                       latency_ms, most, secs, timeout);
+}
+
+pz_status pz_dp_mean_dev(pz_dp_group *g, const pz_backend *be, float *dev, size_t n) {
+    if (be->host_memory) return pz_dp_allreduce(g, dev, n, 1, PZ_DP_AUTO);
+    float *host = xmalloc(n * sizeof(float) + 1);
+    be->to_host(host, dev, n * sizeof(float));
+    pz_status st = pz_dp_allreduce(g, host, n, 1, PZ_DP_AUTO);
+    if (st == PZ_OK) be->from_host(dev, host, n * sizeof(float));
+    free(host);
+    return st;
+}
+
+pz_status pz_dp_check_identical_dev(pz_dp_group *g, const pz_backend *be, const float *dev, size_t n, const char *what) {
+    float *host = xmalloc(n * sizeof(float) + 1);
+    be->to_host(host, dev, n * sizeof(float));
+    pz_status st = pz_dp_check_identical(g, host, n * sizeof(float), what);
+    free(host);
+    return st;
+}

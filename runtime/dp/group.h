@@ -46,6 +46,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/backend.h"
 #include "runtime/net/transport.h"
 
 /* tag kinds of the data-parallel messages (the others: PZ_KIND_* in transport.h) */
@@ -109,6 +110,10 @@ int pz_dp_layout_stage(pz_dp_layout layout, int rank, int S, int D);
  * memory, not a network link, so `--dp-hosts H` slows only the messages
  * between hosts. */
 void pz_dp_group_set_link(pz_dp_group *g, int hosts, double mbps, double latency_ms);
+/* --dp-link-mbps, --dp-link-latency-ms: a link on which one message of
+ * `most` bytes would outlast the peer timeout (the receiver would end in
+ * "peer frozen?") is refused, saying so first. */
+pz_status pz_dp_check_link(double mbps, double latency_ms, size_t most, double timeout);
 
 /* The largest message pz_dp_allreduce of n floats sends with algo (the
  * whole vector for recursive doubling, else a ring segment), in bytes: what
@@ -117,6 +122,9 @@ size_t pz_dp_allreduce_max_message(const pz_dp_group *g, size_t n, pz_dp_algo al
 
 /* In-place sum (mean = 1: then divided by D) of buf[0..n) over the group. */
 pz_status pz_dp_allreduce(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_algo algo);
+/* The mean of n floats at dev, backend memory (through a host copy where
+ * the backend has no host memory). */
+pz_status pz_dp_mean_dev(pz_dp_group *g, const pz_backend *be, float *dev, size_t n);
 
 /* buf[0..n) of member `root` to every member (root sends to each; for the
  * few members of a host). */
@@ -159,6 +167,8 @@ pz_status pz_dp_wait_recv(pz_dp_group *g, pz_request *r, size_t *got);
  * from the first member's. The transport stays usable after that error (all
  * messages completed); other PZ_ERR_PEER are the transport's. */
 pz_status pz_dp_check_identical(pz_dp_group *g, const void *data, size_t bytes, const char *what);
+/* The same for n floats at dev (backend memory). */
+pz_status pz_dp_check_identical_dev(pz_dp_group *g, const pz_backend *be, const float *dev, size_t n, const char *what);
 
 /* The hosts the members run on, for the hierarchical reduction's H: every
  * member sends its host name (my_host, or gethostname() when NULL; at most 63

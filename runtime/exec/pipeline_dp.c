@@ -44,13 +44,7 @@ static pz_status dp_links(exec *x, int hosts) {
         if (x->crw && pz_dp_creduce_max_message(x->crw) > m) m = pz_dp_creduce_max_message(x->crw);
         if (m > most) most = m;
     }
-    double secs = (o->link_mbps > 0 ? (double)most * 8.0 / (o->link_mbps * 1e6) : 0.0) + o->link_latency_ms * 1e-3;
-    double timeout = x->o->net.peer_timeout;
-    if (secs < timeout) return PZ_OK;
-    return pz_fail(PZ_ERR_ARG, "--dp-link-mbps %g, --dp-link-latency-ms %g: one data-parallel message of up to %zu bytes "
-                   "takes %.3g s on the link between replicas, longer than --peer-timeout %g s, after which the "
-                   "receiving replica would give its peer up: raise the rate or --peer-timeout",
-                   (double)o->link_mbps, (double)o->link_latency_ms, most, secs, timeout);
+    return pz_dp_check_link(o->link_mbps, o->link_latency_ms, most, x->o->net.peer_timeout);
 }
 
 /* --dp-reduce hierarchical without --dp-hosts: the hosts are those the
@@ -116,17 +110,6 @@ void exec_dp_skip(exec *x, int tail) {
     for (int k = 0; k < n; k++) pz_loader_next(&x->loader, x->tok, x->tgt, x->ids_tmp);
 }
 
-/* The mean of n floats at dev (backend memory) over the group. */
-static pz_status mean_of(exec *x, float *dev, size_t n) {
-    if (x->be->host_memory) return pz_dp_allreduce(&x->dp, dev, n, 1, PZ_DP_AUTO);
-    float *host = xmalloc(n * sizeof(float) + 1);
-    x->be->to_host(host, dev, n * sizeof(float));
-    pz_status st = pz_dp_allreduce(&x->dp, host, n, 1, PZ_DP_AUTO);
-    if (st == PZ_OK) x->be->from_host(dev, host, n * sizeof(float));
-    free(host);
-    return st;
-}
-
 double exec_dp_plan_bytes(const pz_mem_job *j, int r) {
     const exec *x = j->dp_ctx;
     const int bsgd = x->o->model.optim.kind == PZ_OPTIM_BINSGDM;
@@ -183,7 +166,7 @@ static pz_status chunk_sync(exec *x, int cc, int step) {
     if (st == PZ_OK)
         st = y ? pz_dp_sync_finish(y)
            : compressed(x, step) ? pz_dp_creduce_run(x->cr[cc], s->grad_mem, s->grad_mem, (uint64_t)step)
-           : mean_of(x, s->grad_mem, s->grads.numel);
+           : pz_dp_mean_dev(&x->dp, x->be, s->grad_mem, s->grads.numel);
     if (st == PZ_OK && exact) add_error(x, s->grad_mem, exact, s->grads.numel);
     free(exact);
     for (int i = 0; y && i < y->nb; i++)
@@ -218,15 +201,6 @@ void exec_dp_variance(exec *x, double *out) {
     x->dp_err[0] = x->dp_err[1] = 0.0;
 }
 
-/* The n floats at dev compared across the group, by digest. */
-static pz_status same_of(exec *x, const float *dev, size_t n, const char *what) {
-    float *host = xmalloc(n * sizeof(float) + 1);
-    x->be->to_host(host, dev, n * sizeof(float));
-    pz_status st = pz_dp_check_identical(&x->dp, host, n * sizeof(float), what);
-    free(host);
-    return st;
-}
-
 /* What the autos chose (warmup=auto's K; --compress auto's live codec per
  * boundary and direction): every replica decides from the step's one
  * reduction, so all hold the same choices. Averaged gradients would keep
@@ -252,9 +226,10 @@ pz_status exec_dp_check(exec *x, const char *when) {
         snprintf(w[1], sizeof w[1], "chunk %d's AdamW m %s", c->g, when);
         snprintf(w[2], sizeof w[2], "chunk %d's AdamW v %s", c->g, when);
         size_t n = c->stage.params.numel;
-        st = same_of(x, c->stage.param_mem, n, w[0]);
+        st = pz_dp_check_identical_dev(&x->dp, x->be, c->stage.param_mem, n, w[0]);
         if (x->o->model.optim.kind == PZ_OPTIM_BINSGDM) continue;   /* its m and b are each replica's own */
-        if (st == PZ_OK && (st = same_of(x, c->opt.m, n, w[1])) == PZ_OK) st = same_of(x, c->opt.v, n, w[2]);
+        if (st == PZ_OK && (st = pz_dp_check_identical_dev(&x->dp, x->be, c->opt.m, n, w[1])) == PZ_OK)
+            st = pz_dp_check_identical_dev(&x->dp, x->be, c->opt.v, n, w[2]);
     }
     return st;
 }
