@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/mem.h"
 #include "runtime/dp/creduce_priv.h"
 #include "runtime/dp/dpmsg.h"
@@ -438,4 +439,21 @@ void pz_dp_creduce_set_tap(pz_dp_creduce *c, pz_dp_tap fn, void *user) {
     c->tap = fn;
     c->tap_user = user;
     if (c->inner) pz_dp_creduce_set_tap(c->inner, fn, user);
+}
+
+static double sent_by(const pz_dp_creduce *c, int members) {
+    double b = 0.0;
+    for (int j = 0; c && j < members; j++) b += (double)pz_dp_creduce_sent_to(c)[j];
+    return b;
+}
+
+pz_status pz_dp_creduce_exchange(pz_dp_creduce *c, pz_dp_group *g, float *u, size_t n, uint64_t step, int compressed,
+                                 double *fig) {
+    double t0 = pz_now(), b0 = sent_by(c, g->n), g0 = (double)g->bytes_sent;
+    pz_status st = compressed ? pz_dp_creduce_run(c, u, u, step)
+                 : g->n > 1 ? pz_dp_allreduce(g, u, n, 1, PZ_DP_AUTO) : PZ_OK;
+    fig[0] += (double)n * sizeof(float);
+    fig[1] += compressed ? sent_by(c, g->n) - b0 : (double)g->bytes_sent - g0;
+    fig[2] += pz_now() - t0;
+    return st;
 }

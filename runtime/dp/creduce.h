@@ -95,6 +95,14 @@ const float *pz_dp_creduce_server_error(const pz_dp_creduce *c, size_t *lo, size
  * tests. Hierarchical: the leaders' compressed exchange only (the host's
  * uncompressed all-reduce counts in its group's bytes_sent). */
 const uint64_t *pz_dp_creduce_sent_to(const pz_dp_creduce *c);
+/* binsgdm's exchange of the n floats at u over c's group g: through c when
+ * `compressed` (its 1-bit messages), else (--dp-warmup) their uncompressed
+ * mean (one member: u itself). fig[0..2] get what it took added: float32's
+ * bytes, the bytes this rank sent (c's messages, hierarchical's between
+ * hosts only; the warm-up's all-reduce by the group: the flat modes also
+ * post through g, so one count, not both) and the seconds. */
+pz_status pz_dp_creduce_exchange(pz_dp_creduce *c, pz_dp_group *g, float *u, size_t n, uint64_t step, int compressed,
+                                 double *fig);
 
 /* The largest message (header included) this member may receive over a
  * network link in one run: a codec bound of the slots; hierarchical: the

@@ -47,6 +47,26 @@ void pz_edge_free(pz_edge_end *e) {
 
 size_t pz_edge_capacity(const pz_edge_end *e) { return e->cap; }
 
+double pz_edge_stats_take(pz_edge_end *e, double *es) {
+    if (!e->numel) return 0.0;
+    double codec_s = e->st.enc_s + e->st.dec_s;
+    const double *v = &e->st.raw;
+    double *d = es + (2 * e->edge + e->dir) * PZ_EDGE_STATS_N;
+    for (int i = 0; i < PZ_EDGE_STATS_N; i++) d[i] += v[i];
+    memset(&e->st, 0, sizeof e->st);
+    return codec_s;
+}
+
+double pz_edge_state_bytes(const pz_edge_end *e, double *file) {
+    double mem = 0.0;
+    pz_codec *cs[2] = {e->codec, e->shadow};
+    for (int j = 0; j < 2; j++) {
+        size_t fb = 0;
+        if (cs[j]) mem += (double)pz_codec_state_bytes(cs[j], &fb), *file += (double)fb;
+    }
+    return mem;
+}
+
 pz_status pz_edge_init_val(pz_edge_end val[2], int edge, int sender, const char *fwd_spec, int B, int T, int C) {
     char ev[512];
     const char *evs = NULL;

@@ -47,6 +47,13 @@ typedef struct {
 pz_status pz_edge_init(pz_edge_end *e, int edge, int dir, int sender, const char *spec, int B, int T, int C,
                        int measure_error);
 void pz_edge_free(pz_edge_end *e);
+/* Adds the step's statistics of e into es (PZ_EDGE_STATS_N figures per edge
+ * and direction, at 2 * edge + dir) and zeroes them; returns its codec
+ * seconds. An end this rank does not have (numel 0) adds nothing. */
+double pz_edge_stats_take(pz_edge_end *e, double *es);
+/* Bytes of codec state e holds in memory (its codec and twin); *file gets
+ * those spilled to files added. */
+double pz_edge_state_bytes(const pz_edge_end *e, double *file);
 /* Bytes a wire buffer of this end needs. */
 size_t pz_edge_capacity(const pz_edge_end *e);
 /* Validation's two ends of edge e (forward only): [0] raw floats, [1] the

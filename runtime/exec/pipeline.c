@@ -80,18 +80,8 @@ static double edge_sums(exec *x, double *es, double *file) {
     x->codec_s = 0.0;
     for (int cc = 0; cc < x->V; cc++)
         for (int k = 0; k < 4; k++) {
-            pz_edge_end *e = &x->ch[cc].end[k];
-            pz_codec *cs[2] = {e->codec, e->shadow};
-            for (int j = 0; !es && j < 2; j++) {
-                size_t fb = 0;
-                if (cs[j]) mem += (double)pz_codec_state_bytes(cs[j], &fb), *file += (double)fb;
-            }
-            if (!es || !e->numel) continue;   /* this rank has no such end */
-            x->codec_s += e->st.enc_s + e->st.dec_s;
-            const double *v = &e->st.raw;
-            double *d = es + (2 * e->edge + e->dir) * PZ_EDGE_STATS_N;
-            for (int i = 0; i < PZ_EDGE_STATS_N; i++) d[i] += v[i];
-            memset(&e->st, 0, sizeof e->st);
+            if (es) x->codec_s += pz_edge_stats_take(&x->ch[cc].end[k], es);
+            else mem += pz_edge_state_bytes(&x->ch[cc].end[k], file);
         }
     return mem;
 }

@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
 #include "base/mem.h"
 #include "runtime/ckpt/resume.h"
 #include "stages/binsgdm.h"
@@ -30,26 +29,9 @@ size_t exec_bsgd_tied(const exec *x, const pz_chunk *c) {
     return c == tied_chunk(x) ? (size_t)c->stage.cfg.padded_vocab_size * c->stage.cfg.channels : 0;
 }
 
-static double sent_by(const exec *x, const pz_dp_creduce *r) {
-    double b = 0.0;
-    for (int j = 0; r && j < x->D; j++) b += (double)pz_dp_creduce_sent_to(r)[j];
-    return b;
-}
-
-/* u's n floats over the stage's replicas: 1-bit, or during --dp-warmup
- * their mean uncompressed (one replica: u itself). dp_fig gets what it
- * took: float32's bytes, the bytes this rank sent (the 1-bit messages
- * counted by the reduction: hierarchical's between hosts only; the warm-up's
- * all-reduce by the group) and the seconds. */
+/* u's n floats over the stage's replicas, 1-bit after --dp-warmup (dp_fig: what it took) */
 static pz_status exchange(exec *x, pz_dp_creduce *r, float *u, size_t n, int step) {
-    double t0 = pz_now(), b0 = sent_by(x, r), g0 = (double)x->dp.bytes_sent;
-    pz_status st = step >= x->o->dp.warmup ? pz_dp_creduce_run(r, u, u, (uint64_t)step)
-                 : x->D > 1 ? pz_dp_allreduce(&x->dp, u, n, 1, PZ_DP_AUTO) : PZ_OK;
-    x->dp_fig[0] += (double)n * sizeof(float);
-    /* the flat modes also post through x->dp: take one count, not both */
-    x->dp_fig[1] += step >= x->o->dp.warmup ? sent_by(x, r) - b0 : (double)x->dp.bytes_sent - g0;
-    x->dp_fig[2] += pz_now() - t0;
-    return st;
+    return pz_dp_creduce_exchange(r, &x->dp, u, n, (uint64_t)step, step >= x->o->dp.warmup, x->dp_fig);
 }
 
 pz_status exec_bsgd_step(exec *x, int step, double norm, float *lr) {
