@@ -22,16 +22,15 @@
 #define PZ_AUTO_DEFAULT "fp16/q8/hadamard(q4)/q4/q2"
 #define PZ_AUTO_EVERY 10
 #define PZ_AUTO_MAX_ERR 0.5   /* issue 26: q2's 0.79 cost +2.6% loss in the sweep (docs/results.md) */
-/* A candidate fits when its link time per step is within a share of the
- * step's compute. With micro-batches in flight beyond plain 1F1B's (gpipe,
- * 1f1b:warmup=K > 0) the link runs beside compute and only its throughput
- * counts: 0.9 (the rest is slack for jitter and codec time). In plain 1F1B
- * and zb-h1 each micro-batch's activation and gradient are on its round
- * trip's critical path, so every second of link time lengthens the step:
- * only 0.05 of compute may go to each direction's link (at most ~10% per
- * edge). */
+/* The rule predicts each candidate's step (pz_auto_step_s). Where the
+ * schedule keeps micro-batches in flight beyond plain 1F1B's (gpipe,
+ * 1f1b:warmup=K > 0) the link runs beside compute, and its messages hide
+ * while they take at most PZ_AUTO_MARGIN of it (the rest is slack for jitter
+ * and codec time). Among candidates whose predicted steps are within
+ * PZ_AUTO_TOL of the fastest, the least error wins (issue 26: a more
+ * precise codec that costs 2% or less of the step). */
 #define PZ_AUTO_MARGIN 0.9
-#define PZ_AUTO_MARGIN_EXPOSED 0.05
+#define PZ_AUTO_TOL 0.02
 
 typedef struct {
     int every;                   /* re-decide after every `every` steps */
@@ -51,10 +50,18 @@ pz_status pz_auto_parse(const char *text, pz_auto_spec *a);
  * candidates of a bwd value are gradient codecs (pz_codec_create_for). */
 pz_status pz_auto_parse_for(const char *text, int use, pz_auto_spec *a);
 void pz_auto_spec_free(pz_auto_spec *a);
-/* The candidate both ends start with: the first (most precise), or the last
- * (fewest bytes, as listed) when the edge has a simulated rate, so a slow
- * link is not flooded before the first measurement. Same on every rank. */
-int pz_auto_initial(const pz_auto_spec *a, double mbps);
+/* The candidate both ends start with, before anything is measured; the
+ * same on every rank (a pure function of its arguments). Without a simulated
+ * rate (mbps <= 0): the first (most precise). With one: the fewest bytes
+ * among candidates whose error on a probe is within max-err (all of them
+ * when none is): compute is not known before step 1, so it is taken as 0,
+ * the guess under which every byte is on the step's critical path. The
+ * probe is a deterministic Gaussian tensor of the edge's shape (B, T, C),
+ * on which q2 errs 0.84 (nearest) and 1.26 (stochastic), q4 0.13 and 0.19,
+ * near and above what the demo preset's tensors measured (autospec.c);
+ * bytes and errors are the candidate codecs' own (use: enum pz_codec_use).
+ * est_err (may be NULL) gets the start's error on the probe (-1: no probe). */
+int pz_auto_start(const pz_auto_spec *a, int use, int B, int T, int C, double mbps, double *est_err);
 /* Whether the sender decides after 1-based step `step`: after step 2 (step
  * 1 gives the first compute figure, and is cold), then after every
  * multiple of every. */
@@ -71,30 +78,36 @@ void pz_auto_describe(const pz_auto_spec *a, char *buf, size_t cap);
 typedef struct {
     int measured;      /* 0: no sample yet (never chosen) */
     double rel_err;    /* ||x - x'|| / ||x|| over the sampled micro-batches */
-    double bytes;      /* wire bytes per step the rule weighs (pz_auto_step_bytes) */
+    double msg;        /* wire bytes per message */
+    double tied;       /* wire bytes of the tied-embedding message this direction's link carries per step (0: none) */
 } pz_auto_fig;
 
-/* Wire bytes per step that the rule weighs for a candidate sending
- * msg_bytes per message, micro messages per step. Where the link runs beside
- * compute (overlapped: gpipe, 1f1b:warmup=K), one message more: the step's
- * first activation crosses before the next stage can start and its last
- * gradient after the last backward, outside any overlap (fill and drain),
- * so with few micro-batches a codec whose micro messages just fit the share
- * of compute still stretches the step by a message's time. Where each
- * message is on the critical path anyway (plain 1F1B, zb-h1), micro. */
-double pz_auto_step_bytes(double msg_bytes, int micro, int overlapped);
+/* The step the rule predicts (what it knows of one edge and direction). */
+typedef struct {
+    double compute_s;  /* the pipeline's compute per step */
+    double rate;       /* link bytes/s (0: unlimited) */
+    double latency_s;  /* one-way delay per message */
+    int micro;         /* messages per step */
+    int overlapped;    /* the link runs beside compute (gpipe, 1f1b:warmup=K > 0) */
+} pz_auto_link;
+
+/* A candidate's predicted step seconds and (*link_s, may be NULL) its link
+ * seconds per step (micro messages, the tied one, delays). Overlapped:
+ * max(compute, micro messages' time / PZ_AUTO_MARGIN) plus what no overlap
+ * hides at the step boundary: one message (the first activation crosses
+ * before the next stage starts; the last gradient after the last backward:
+ * fill and drain) and the tied message (exchanged after the last backward).
+ * Otherwise (plain 1F1B, zb-h1: each micro-batch's round trip waits for its
+ * messages): compute plus every message and the tied one. */
+double pz_auto_step_s(const pz_auto_fig *f, const pz_auto_link *l, double *link_s);
 
 /* The decision (candidates with rel_err >= 1, worse than zeros, left out
- * unless all are): among measured candidates, the lowest rel_err whose link
- * time per step, bytes / rate + latency_s (rate in bytes/s; 0 = unlimited),
- * is at most margin * compute_s; if none fits, the one with the least link
- * time. Quality bound: a pick with rel_err above max_err is replaced by the
- * candidate within max_err with the least link time, when that time is at
- * most twice margin * compute_s (a step stretched by at most the link's
- * share again, rather than a gradient or activation too coarse to train
- * on). Ties go to the earlier candidate. Returns the index and its link
- * time (*link_s), or -1 when nothing was measured. */
-int pz_auto_choose(const pz_auto_fig *f, int n, double compute_s, double rate, double latency_s, double margin,
-                   double max_err, double *link_s);
+ * unless all are): the candidates within max_err when one of them predicts
+ * a step at most twice the fastest candidate's (pz_auto_step_s), else all;
+ * among them, the least rel_err whose step is within PZ_AUTO_TOL of their
+ * fastest. Ties go to the earlier candidate. Returns the index, its
+ * predicted step (*step_s) and link time (*link_s), or -1 when nothing was
+ * measured. */
+int pz_auto_choose(const pz_auto_fig *f, int n, const pz_auto_link *l, double max_err, double *step_s, double *link_s);
 
 #endif

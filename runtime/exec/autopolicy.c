@@ -20,7 +20,7 @@
 #include "base/io/file.h"
 #include "base/mem.h"
 
-pz_status pz_auto_init(pz_autopol *a, const pz_policy *pol, int micro, int nend) {
+pz_status pz_auto_init(pz_autopol *a, const pz_policy *pol, int micro, int nend, int B, int T, int C) {
     memset(a, 0, sizeof *a);
     a->end = xcalloc((size_t)nend, sizeof *a->end);
     a->nend = nend;
@@ -28,13 +28,19 @@ pz_status pz_auto_init(pz_autopol *a, const pz_policy *pol, int micro, int nend)
     a->micro = micro;
     a->specs = xcalloc((size_t)2 * a->edges + 1, sizeof *a->specs);
     a->cur = xcalloc((size_t)2 * a->edges + 1, sizeof *a->cur);
+    a->start_err = xcalloc((size_t)2 * a->edges + 1, sizeof *a->start_err);
     for (int k = 0; k < 2 * a->edges; k++) {
         if (!pz_auto_is(pol->spec[k])) continue;
         pz_status st = pz_auto_parse_for(pol->spec[k], pz_dir_use(k % 2),
                                          &a->specs[k]);
         if (st != PZ_OK) return st;
-        a->cur[k] = pz_auto_initial(&a->specs[k], pol->mbps[k / 2]);
         a->any = 1;
+        /* the start probes every candidate: done once per distinct (value, direction, rate) */
+        int same = -1;
+        for (int j = k % 2; j < k && same < 0; j += 2)
+            if (a->specs[j].n && strcmp(pol->spec[j], pol->spec[k]) == 0 && pol->mbps[j / 2] == pol->mbps[k / 2]) same = j;
+        if (same >= 0) a->cur[k] = a->cur[same], a->start_err[k] = a->start_err[same];
+        else a->cur[k] = pz_auto_start(&a->specs[k], pz_dir_use(k % 2), B, T, C, pol->mbps[k / 2], &a->start_err[k]);
     }
     return PZ_OK;
 }
@@ -56,6 +62,7 @@ void pz_auto_free(pz_autopol *a) {
     for (int k = 0; a->specs && k < 2 * a->edges; k++) pz_auto_spec_free(&a->specs[k]);
     free(a->specs);
     free(a->cur);
+    free(a->start_err);
     memset(a, 0, sizeof *a);
 }
 
@@ -185,9 +192,17 @@ static double tied_scale(const pz_autopol *a, const pz_auto_end *s, int k) {
     return (s->bytes[k] / s->samples[k]) / (s->bytes[s->cur] / s->samples[s->cur]);
 }
 
+void pz_auto_figs(const pz_autopol *a, const pz_auto_end *s, double tied_bytes, pz_auto_fig *f) {
+    for (int k = 0; k < s->spec->n; k++) {
+        f[k].measured = s->samples[k] > 0;
+        f[k].rel_err = s->norm2[k] > 0 ? sqrt(s->err2[k] / s->norm2[k]) : 0.0;
+        f[k].msg = s->samples[k] > 0 ? s->bytes[k] / s->samples[k] : 0.0;
+        /* with 2 ranks the tied exchange shares the edge's link, each way */
+        f[k].tied = f[k].measured ? tied_bytes * tied_scale(a, s, k) : 0.0;
+    }
+}
+
 void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, int overlapped, double tied_bytes, double *dec) {
-    /* how much of compute the link may take: the schedule says whether it runs beside (autospec.h) */
-    double margin = overlapped ? PZ_AUTO_MARGIN : PZ_AUTO_MARGIN_EXPOSED;
     for (int slot = 0; slot < a->nend; slot++) {
         pz_auto_end *s = &a->end[slot];
         if (!s->live || !s->sender) continue;
@@ -195,29 +210,25 @@ void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, int overl
         if (!pz_auto_decides(s->spec, step)) continue;
         int n = s->spec->n;
         pz_auto_fig f[PZ_AUTO_MAX];
-        for (int k = 0; k < n; k++) {
-            f[k].measured = s->samples[k] > 0;
-            f[k].rel_err = s->norm2[k] > 0 ? sqrt(s->err2[k] / s->norm2[k]) : 0.0;
-            f[k].bytes = s->samples[k] > 0 ? pz_auto_step_bytes(s->bytes[k] / s->samples[k], a->micro,
-                                                                overlapped) : 0.0;
-            /* with 2 ranks the tied exchange shares the edge's link, each way */
-            if (f[k].measured) f[k].bytes += tied_bytes * tied_scale(a, s, k);
-        }
+        pz_auto_figs(a, s, tied_bytes, f);
         /* a simulated rate is known; otherwise what the sends took (none
          * measured: taken as unlimited). Delay only from --link-latency-ms. */
         double mbps = pol->mbps[s->edge];
-        double rate = mbps > 0 ? mbps * 1e6 / 8 : s->link_rate;
-        double compute = s->compute_n > 0 ? s->compute_sum / s->compute_n : 0.0, link = 0.0;
-        int pick = pz_auto_choose(f, n, compute, rate, pol->latency_ms[s->edge] * 1e-3, margin,
-                                  s->spec->max_err, &link);
+        pz_auto_link l = {s->compute_n > 0 ? s->compute_sum / s->compute_n : 0.0,
+                          mbps > 0 ? mbps * 1e6 / 8 : s->link_rate, pol->latency_ms[s->edge] * 1e-3, a->micro,
+                          overlapped};
+        double pred = 0.0, link = 0.0;
+        int pick = pz_auto_choose(f, n, &l, s->spec->max_err, &pred, &link);
         if (pick < 0) continue;   /* nothing sampled yet: keep the live codec */
         double *d = dec + (2 * s->edge + s->dir) * PZ_AUTO_RED;
         d[0] = pick + 1;
         d[1] = f[pick].rel_err;
         d[2] = link;
-        d[3] = compute;
-        d[4] = rate;
-        d[5] = margin;
+        d[3] = l.compute_s;
+        d[4] = l.rate;
+        d[5] = pred;
+        d[6] = f[s->cur].measured ? f[s->cur].rel_err : -1.0;   /* what the steps so far sent with */
+        d[7] = f[s->cur].measured ? pz_auto_step_s(&f[s->cur], &l, NULL) : -1.0;
         memset(s->err2, 0, (size_t)n * sizeof *s->err2);
         memset(s->norm2, 0, (size_t)n * sizeof *s->norm2);
         memset(s->bytes, 0, (size_t)n * sizeof *s->bytes);
@@ -251,15 +262,17 @@ void pz_auto_apply(pz_autopol *a, const double *dec, int step, pz_metrics *m) {
         int pick = (int)d[0] - 1;
         if (pick < 0 || pick >= as->n) continue;
         if (m) {
-            char rate[48];
+            char rate[48], was[96] = "";
             if (d[4] > 0) snprintf(rate, sizeof rate, "%.4g Mbit/s", d[4] * 8 / 1e6);
             else snprintf(rate, sizeof rate, "an unlimited link");
+            if (pick != a->cur[k])
+                snprintf(was, sizeof was, ", was %s at rel err %.4g, predicted step %.3g s", as->cand[a->cur[k]], d[6],
+                         d[7]);
             const char *cost = pz_auto_sweep_cost(as->cand[pick], k % 2);   /* the sweep's figure, where it has one */
-            fprintf(stderr, "pipezip train: auto after step %d: edge %d-%d %s %s %s%s%s (rel err %.4g; link %.3g s "
-                    "per step at %s, allowed %.2g x compute %.3g s%s%s%s)\n", step, k / 2, k / 2 + 1,
-                    k % 2 ? "bwd" : "fwd", pick == a->cur[k] ? "keeps" : "switches to", as->cand[pick],
-                    pick == a->cur[k] ? "" : ", was ", pick == a->cur[k] ? "" : as->cand[a->cur[k]], d[1], d[2], rate,
-                    d[5], d[3], cost ? "; the sweep's validation loss vs none: " : "", cost ? cost : "",
+            fprintf(stderr, "pipezip train: auto after step %d: edge %d-%d %s %s %s%s (rel err %.4g; predicted step "
+                    "%.3g s: compute %.3g s, link %.3g s per step at %s%s%s%s)\n", step, k / 2, k / 2 + 1,
+                    k % 2 ? "bwd" : "fwd", pick == a->cur[k] ? "keeps" : "switches to", as->cand[pick], was, d[1],
+                    d[5], d[3], d[2], rate, cost ? "; the sweep's validation loss vs none: " : "", cost ? cost : "",
                     cost ? ", docs/results.md" : "");
             pz_metrics_auto(m, k, as->canon[pick], d[1], d[2], d[3], d[4], d[5]);
         }
@@ -309,6 +322,21 @@ pz_status pz_auto_load(pz_autopol *a, const char *path) {
     free(cur);
     free(text);
     return st;
+}
+
+void pz_auto_print_start(const pz_autopol *a, pz_metrics *m) {
+    for (int k = 0; k < 2 * a->edges; k++) {
+        if (!a->specs[k].n) continue;
+        free(m->codec[k]);
+        m->codec[k] = xstrdup(a->specs[k].canon[a->cur[k]]);
+        if (a->start_err[k] < 0)
+            fprintf(stderr, "pipezip train: auto starts edge %d-%d %s with %s (no simulated rate: the first candidate)\n",
+                    k / 2, k / 2 + 1, k % 2 ? "bwd" : "fwd", a->specs[k].cand[a->cur[k]]);
+        else
+            fprintf(stderr, "pipezip train: auto starts edge %d-%d %s with %s (rel err %.4g on a Gaussian probe, "
+                    "max-err %g: the fewest bytes within it, before anything is measured)\n", k / 2, k / 2 + 1,
+                    k % 2 ? "bwd" : "fwd", a->specs[k].cand[a->cur[k]], a->start_err[k], a->specs[k].max_err);
+    }
 }
 
 void pz_auto_metrics_sync(const pz_autopol *a, pz_metrics *m) {

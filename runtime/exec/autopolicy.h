@@ -31,8 +31,9 @@
 /* per (edge, direction) in the step's reduction: chosen candidate + 1 (0: no
  * decision this step), its relative error, link seconds per step, the
  * compute seconds it was held against, the link rate in bytes/s (0 =
- * unlimited), the share of compute the link could have (autospec.h) */
-#define PZ_AUTO_RED 6
+ * unlimited), its predicted step seconds (pz_auto_step_s), the live
+ * candidate's measured error and predicted step (-1: not measured) */
+#define PZ_AUTO_RED 8
 
 typedef struct {
     pz_edge_end *live;          /* the executor's end (NULL: this slot is not auto) */
@@ -55,6 +56,7 @@ typedef struct {
     int edges, micro, any;
     pz_auto_spec *specs;        /* [2*edge + dir]: n = 0 where not auto */
     int *cur;                   /* [2*edge + dir]: every rank's view of the live candidate */
+    double *start_err;          /* [2*edge + dir]: the start's error on pz_auto_start's probe (-1: none) */
     pz_auto_end *end;           /* [nend]: this rank's ends, as the executor's slots (4 per chunk) */
     int nend;
     int tied_follows;           /* the tied exchange follows edge 0-1's bwd pick (runtime/edge/tied.h) */
@@ -62,9 +64,10 @@ typedef struct {
     int eval_n;                 /* sampled messages evaluated */
 } pz_autopol;
 
-/* Parses the policy's auto values (already checked by the policy parser);
+/* Parses the policy's auto values (already checked by the policy parser)
+ * and picks each one's start (pz_auto_start, edges of B x T x C floats);
  * nend: the executor's edge-end slots. */
-pz_status pz_auto_init(pz_autopol *a, const pz_policy *pol, int micro, int nend);
+pz_status pz_auto_init(pz_autopol *a, const pz_policy *pol, int micro, int nend, int B, int T, int C);
 /* Frees everything; safe on a zeroed struct and twice. Frees the candidates'
  * ends, not the executor's live ends. */
 void pz_auto_free(pz_autopol *a);
@@ -81,11 +84,16 @@ pz_status pz_auto_sample(pz_autopol *a, const pz_edge_end *e, const float *x, co
 void pz_auto_sent(pz_autopol *a, const pz_edge_end *e, int micro, size_t len, double t);
 void pz_auto_send_done(pz_autopol *a, const pz_edge_end *e, int micro, double t);
 
+/* What the rule weighs for the sender end s (pz_auto_fig, one per
+ * candidate, from the window's samples): with tied_bytes, the tied message
+ * each way per step; where the exchange follows this end's picks
+ * (tied_follows, edge 0-1 bwd), each candidate's own, the live one's scaled
+ * by the two candidates' message sizes. */
+void pz_auto_figs(const pz_autopol *a, const pz_auto_end *s, double tied_bytes, pz_auto_fig *f);
 /* Before the step's reduction (step 1-based): folds the step's sends into
  * the window and, at decision steps, writes this rank's picks into dec
  * (overlapped: the schedule runs the link beside compute, gpipe or
- * 1f1b:warmup=K > 0, so the link may take PZ_AUTO_MARGIN of compute, else
- * PZ_AUTO_MARGIN_EXPOSED;
+ * 1f1b:warmup=K > 0: pz_auto_step_s's two cases;
  * tied_bytes: the tied-embedding message each way per step that every
  * edge's link carries too: the caller passes it where every link joins the
  * first and the last rank, 2 ranks, else 0; where it follows edge 0-1's bwd
@@ -103,6 +111,8 @@ void pz_auto_apply(pz_autopol *a, const double *dec, int step, pz_metrics *m);
  * or candidate counts) is refused, before anything changes. */
 pz_status pz_auto_save(const pz_autopol *a, const char *path);
 pz_status pz_auto_load(pz_autopol *a, const char *path);
+/* Rank 0 at the start: the metrics' codecs are the start candidates (printed, with the probe's errors). */
+void pz_auto_print_start(const pz_autopol *a, pz_metrics *m);
 /* Rank 0 after loading: the metrics' codecs are the loaded candidates (printed). */
 void pz_auto_metrics_sync(const pz_autopol *a, pz_metrics *m);
 /* The evaluation's cost, one line on stderr (ranks that evaluated). */

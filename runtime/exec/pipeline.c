@@ -283,7 +283,7 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
     size_t BT = (size_t)o->model.batch * o->model.seq;
     x->act_bytes = BT * (size_t)cfg->channels * sizeof(float);
     x->ch = xcalloc((size_t)x->V, sizeof *x->ch);
-    if ((st = pz_auto_init(&x->au, &x->pol, o->model.micro, 4 * x->V)) != PZ_OK) return st;
+    if ((st = pz_auto_init(&x->au, &x->pol, o->model.micro, 4 * x->V, o->model.batch, o->model.seq, cfg->channels)) != PZ_OK) return st;
     for (int cc = 0; cc < x->V; cc++) {
         pz_chunk *c = &x->ch[cc];
         c->g = cc * x->S + rank;
@@ -312,6 +312,7 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
     if (x->S * x->D > 1 && is_root(x) && (st = pz_metrics_init(&x->met, &x->pol, o->observe.metrics, o->model.micro, o->observe.error_metrics,
                                                           x->D > 1 ? x->S : 0)) != PZ_OK)
         return st;
+    if (x->au.any && is_root(x)) pz_auto_print_start(&x->au, &x->met);   /* what the steps before a decision send */
     /* the reduction, one layout for every schedule: gradient sumsq, loss,
      * tied bytes, 3 per rank (compute, wait, codec seconds), the edge
      * statistics per boundary and direction, warmup=auto's round trips

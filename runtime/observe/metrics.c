@@ -32,10 +32,10 @@ pz_status pz_metrics_init(pz_metrics *m, const pz_policy *p, const char *prefix,
         const char *spec = pz_policy_codec(p, k / 2, k % 2);
         pz_codec *c;
         pz_auto_spec as;
-        if (pz_auto_is(spec)) {   /* the candidate every rank starts with */
+        if (pz_auto_is(spec)) {   /* the first candidate, until the executor names its start (pz_auto_print_start) */
             m->is_auto[k] = 1;
             pz_status st = pz_auto_parse_for(spec, pz_dir_use(k % 2), &as);
-            m->codec[k] = xstrdup(st == PZ_OK ? as.canon[pz_auto_initial(&as, p->mbps[k / 2])] : "none");
+            m->codec[k] = xstrdup(st == PZ_OK ? as.canon[0] : "none");
             pz_auto_spec_free(&as);
         } else if (spec && pz_codec_create_for(spec, pz_dir_use(k % 2), &c) == PZ_OK) {
             m->codec[k] = xstrdup(pz_codec_spec(c));
@@ -133,7 +133,7 @@ void pz_metrics_step(pz_metrics *m, int step, const double *es, const double *dp
             fputs(",\"auto_next\":", f);
             json_str(f, m->next_codec[k]);
             fprintf(f, ",\"auto_rel_err\":%.6g,\"auto_link_ms\":%.3f,\"auto_compute_ms\":%.3f,\"auto_mbps\":%.6g,"
-                    "\"auto_margin\":%.3g", d[0], 1e3 * d[1], 1e3 * d[2], d[3] * 8 / 1e6, d[4]);
+                    "\"auto_step_ms\":%.3f", d[0], 1e3 * d[1], 1e3 * d[2], d[3] * 8 / 1e6, 1e3 * d[4]);
         }
         fputc('}', f);
     }
@@ -152,11 +152,11 @@ static void take_next(pz_metrics *m) {
 }
 
 void pz_metrics_auto(pz_metrics *m, int k, const char *codec, double rel_err, double link_s, double compute_s,
-                     double rate, double margin) {
+                     double rate, double step_s) {
     free(m->next_codec[k]);
     m->next_codec[k] = xstrdup(codec);
     double *d = m->next + 5 * k;
-    d[0] = rel_err, d[1] = link_s, d[2] = compute_s, d[3] = rate, d[4] = margin;
+    d[0] = rel_err, d[1] = link_s, d[2] = compute_s, d[3] = rate, d[4] = step_s;
 }
 
 /* per stage: bytes over the run, times per step, the part hidden */

@@ -28,7 +28,7 @@ typedef struct {
     char **codec;              /* [2*e+d]: canonical spec or "none"; auto: the live candidate's */
     int *is_auto;              /* [2*e+d]: the policy says auto */
     double *next;              /* [2*e+d][5]: auto's decision after this step (rel err, link s,
-                                  compute s, rate B/s, margin), written by pz_metrics_step */
+                                  compute s, rate B/s, predicted step s), written by pz_metrics_step */
     char **next_codec;         /* [2*e+d]: the candidate picked, NULL: no decision */
     double *tot;               /* [2*e+d][PZ_EDGE_STATS_N]: run totals */
     double *relerr_sum;        /* [2*e+d]: sum of per-step relative errors */
@@ -55,7 +55,7 @@ void pz_metrics_step(pz_metrics *m, int step, const double *es, const double *dp
 /* auto decided after the step that pz_metrics_step records next: (edge,
  * dir) k goes on with codec; the step's JSONL entry says so and the figures. */
 void pz_metrics_auto(pz_metrics *m, int k, const char *codec, double rel_err, double link_s, double compute_s,
-                     double rate, double margin);
+                     double rate, double step_s);
 /* Writes the CSV, commits the JSONL, prints the table on stderr and the
  * {"summary":...} line on stdout. state_bytes / spill_bytes: per rank. */
 pz_status pz_metrics_finish(pz_metrics *m, const char *policy_text, const double *state_bytes,

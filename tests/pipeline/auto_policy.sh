@@ -2,10 +2,10 @@
 # --compress auto (runtime/edge/autospec.c, runtime/exec/autopolicy.c) over simulated links:
 #  1. No simulated rate (shared memory between local ranks, the rate
 #     measured from the sends), gpipe: after step 2 every edge and direction
-#     keeps fp16, the default's most precise candidate; the decisions are on
-#     stderr and in the metrics JSONL. (gpipe lets the link take 0.9 of
-#     compute; plain 1F1B only 0.05, which a measured rate on a loaded host
-#     can miss. Plain 1F1B on a fast simulated link: case 2.)
+#     keeps fp16, the default's most precise candidate, or takes q8 (the
+#     tiny preset's few ms of compute: one exposed fp16 message on a loaded
+#     host can cost more than 2% of the step); the decisions are on
+#     stderr and in the metrics JSONL. (Plain 1F1B on a fast simulated link: case 2.)
 #  2. A switch mid-run on 3 stages (every end of an edge switches, the middle
 #     rank's four too): a fast simulated link starts from the listed
 #     candidate with the fewest bytes (hadamard(q4)) and moves to fp16 after
@@ -18,13 +18,14 @@
 #     codecs could not tell).
 #     Checkpoints keep the decisions: a run killed after step 4 and resumed
 #     goes on with fp16 and the same losses.
-#  3. 10 Mbit/s and 5 ms, plain 1F1B: each decision picks a candidate whose
-#     link time per step fits 0.05 of the compute, or else one with no more wire bytes
-#     per step than the hand-picked fwd=q4,bwd=q8; both runs' tokens/s are
+#  3. 10 Mbit/s and 5 ms, plain 1F1B: each decision picks a candidate within
+#     max-err that sends no more wire bytes per step than the hand-picked
+#     fwd=q4,bwd=q8, or predicts a step within 2% of it; both runs' tokens/s are
 #     printed (not asserted: timing on a shared host).
 #  3b. The same link under the default schedule (auto, issue 26): it says its
-#     choice, and auto weighs the candidates at 0.9 of compute (the warm-up
-#     hides them); the quality bound's picks: tests/runtime/edge/test_autospec.c.
+#     choice, and auto weighs the candidates as overlapped (the warm-up
+#     hides them, and its predicted step counts fill and drain); the rule's
+#     picks: tests/runtime/edge/test_autospec.c, tests/runtime/exec/test_autopolicy.c.
 #  4. interleaved:v=2 on 2 ranks (3 boundaries): every boundary and direction
 #     switches after step 2 as in case 2; steps 1-2 equal interleaved with
 #     hadamard(q4) fixed, bit for bit; its checkpoint keeps the decisions.
@@ -41,9 +42,11 @@ common=(--preset tiny --data "$dir/train.bin" --batch 2 --seq 64 --micro-batches
 # 1. an unthrottled link: fp16 or better
 if "$pz" train "${common[@]}" --stages 2 --steps 4 --schedule gpipe --compress 'both=auto' --metrics "$dir/fast" \
      > "$dir/fast.out" 2> "$dir/fast.err"; then
-  grep -q 'auto after step 2: edge 0-1 fwd keeps fp16 ' "$dir/fast.err" \
-    && grep -q 'auto after step 2: edge 0-1 bwd keeps fp16 ' "$dir/fast.err" \
-    || { grep 'auto' "$dir/fast.err"; fail "fast link: fp16 not kept after step 2"; }
+  # fp16, or q8 where fp16's exposed message costs the few ms of compute
+  # more than 2% (the measured rate, a loaded host)
+  grep -Eq 'auto after step 2: edge 0-1 fwd (keeps fp16|switches to q8,) ' "$dir/fast.err" \
+    && grep -Eq 'auto after step 2: edge 0-1 bwd (keeps fp16|switches to q8,) ' "$dir/fast.err" \
+    || { grep 'auto' "$dir/fast.err"; fail "fast link: neither fp16 kept nor q8 after step 2"; }
   grep -q 'rank 1: auto evaluated its candidates on 4 sampled micro-batches' "$dir/fast.err" \
     || { grep 'evaluated' "$dir/fast.err"; fail "fast link: no evaluation cost line"; }
   "$py" - "$dir/fast.jsonl" <<'PY' || fail "fast link: metrics"
@@ -51,11 +54,11 @@ import json, sys
 met = [json.loads(l) for l in open(sys.argv[1])]
 assert len(met) == 4, len(met)
 for e in met[1]["edges"]:
-    assert e["codec"] == "fp16" and e["auto_next"] == "fp16", e
-    assert e["auto_margin"] == 0.9 and e["auto_link_ms"] <= 0.9 * e["auto_compute_ms"], e
+    assert e["codec"] == "fp16" and e["auto_next"].split(":")[0] in ("fp16", "q8") and e["auto_rel_err"] < 0.01, e
+    assert e["auto_step_ms"] >= e["auto_compute_ms"], e   # the predicted step: compute and what the link adds
 assert all("auto_next" not in e for m in (met[0], met[2], met[3]) for e in m["edges"]), met
-print("fast link: fp16 kept, link %.3f ms per step against compute %.3f ms"
-      % (met[1]["edges"][0]["auto_link_ms"], met[1]["edges"][0]["auto_compute_ms"]))
+print("fast link: fp16 or q8 (rel err < 0.01), link %.3f ms per step, predicted step %.3f ms, compute %.3f ms"
+      % (met[1]["edges"][0]["auto_link_ms"], met[1]["edges"][0]["auto_step_ms"], met[1]["edges"][0]["auto_compute_ms"]))
 PY
 else
   cat "$dir/fast.err"; fail "fast link: auto run failed"
@@ -131,9 +134,13 @@ for i, m in enumerate(auto[:-1]):
         decisions += 1
         nxt = [x for x in auto[i + 1]["edges"] if x["dir"] == e["dir"]][0]
         assert nxt["codec"] == e["auto_next"], (e, nxt)
-        assert e["auto_margin"] == 0.05, e   # plain 1F1B: the messages are on the critical path
-        fits = e["auto_link_ms"] <= e["auto_margin"] * e["auto_compute_ms"]
-        assert fits or nxt["wire_bytes"] <= hand_bytes[e["dir"]], (e, nxt, hand_bytes)
+        # plain 1F1B: every message on the critical path; the pick is within the
+        # quality bound, and sends no more than the hand-picked codec, or its
+        # extra bytes at 10 Mbit/s cost at most 2% of its predicted step
+        # (hadamard(q4)'s few more bytes than q4, for a lower error)
+        extra_ms = (nxt["wire_bytes"] - hand_bytes[e["dir"]]) / 1.25e6 * 1e3
+        assert e["auto_rel_err"] <= 0.5, e
+        assert extra_ms <= 0.02 * e["auto_step_ms"], (e, nxt, hand_bytes)
         assert e["auto_mbps"] == 10, e
 assert decisions == 2 * 3, decisions   # fwd and bwd after steps 2, 4 and 8 (the one after 12 is never applied)
 summ = lambda p: [json.loads(l) for l in open(p) if '"summary"' in l][0]
@@ -155,14 +162,15 @@ fi
 if "$pz" train "${common[@]}" --stages 2 --steps 6 --link-mbps 10 --link-latency-ms 5 --compress 'both=auto:every=4' \
      --metrics "$dir/autod" > "$dir/autod.out" 2> "$dir/autod.err"; then
   grep -q -- '--schedule auto: 1f1b' "$dir/autod.err" || { cat "$dir/autod.err"; fail "default schedule: no choice said"; }
-  "$py" - "$dir/autod.jsonl" <<'PY' || fail "default schedule: auto's margin"
+  "$py" - "$dir/autod.jsonl" <<'PY' || fail "default schedule: auto's decisions"
 import json, sys
 m = [json.loads(l) for l in open(sys.argv[1])]
 d = [e for x in m for e in x["edges"] if "auto_next" in e]
 assert len(d) == 2 * 2, d   # fwd and bwd after steps 2 and 4
-assert all(e["auto_margin"] == 0.9 for e in d), d
-print("default schedule: auto weighed its candidates at 0.9 of compute:",
-      ", ".join("%s %s (rel err %.3g)" % (e["dir"], e["auto_next"].split(":")[0], e["auto_rel_err"]) for e in d))
+assert all(e["auto_rel_err"] <= 0.5 and e["auto_step_ms"] >= e["auto_compute_ms"] for e in d), d
+print("default schedule: auto picked",
+      ", ".join("%s %s (rel err %.3g, predicted step %.1f ms)" % (e["dir"], e["auto_next"].split(":")[0],
+                                                                  e["auto_rel_err"], e["auto_step_ms"]) for e in d))
 PY
 else
   tail -n 5 "$dir/autod.err"; fail "default schedule: the auto run failed"

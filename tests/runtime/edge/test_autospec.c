@@ -1,7 +1,9 @@
 /* test_autospec: --compress auto's pure parts (runtime/edge/autospec.c): the
- * decision rule on given compute, link and error figures (and the quality
- * bound, max-err), the candidate
- * list and its defaults, the initial candidate and the decision steps. */
+ * predicted step of a candidate (fill, drain and the tied message on top of
+ * the steady state), the decision on given compute, link and error figures
+ * (fastest step, the least error within PZ_AUTO_TOL, the quality bound
+ * max-err), the start before any measurement, the candidate list and its
+ * defaults, and the decision steps. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,42 +11,120 @@
 #include "runtime/edge/autospec.h"
 #include "tests/check.h"
 
-/* candidates in the default order: error rises, bytes per step fall */
-static const pz_auto_fig figs[] = {
-    {1, 2e-4, 100000}, /* fp16 */ {1, 4e-3, 50000}, /* q8 */ {1, 0.05, 26000}, /* hadamard(q4) */
-    {1, 0.09, 25000},  /* q4 */   {1, 0.6, 12500},  /* q2 */
+/* The demo preset's edge at 4 x 128 x 384 (as measured: bytes per message
+ * and relative errors of its activations; docs/results.md), default order */
+static const pz_auto_fig fwd[] = {
+    {1, 2e-4, 393300, 0},  /* fp16 */ {1, 0.004, 198216, 0}, /* q8 */ {1, 0.075, 99984, 0}, /* hadamard(q4) */
+    {1, 0.076, 99912, 0},  /* q4 */   {1, 0.64, 50760, 0},   /* q2 */
 };
-enum { NF = sizeof figs / sizeof figs[0] };
-#define NB 1e9   /* no quality bound: the rule's time part alone */
+enum { NF = sizeof fwd / sizeof fwd[0] };
+#define NB 1e9        /* no quality bound: the rule's time part alone */
+#define MBPS10 1.25e6 /* 10 Mbit/s in bytes/s */
 
-/* issue 26: the quality bound (max-err). At 10 Mbit/s in plain 1F1B (0.05
- * of compute), auto sent activations as q2 (rel err 0.79, +2.6% loss in the
- * sweep) where q4 missed the share by less than 2x. */
-static void test_quality_bound(void) {
-    pz_auto_fig f[NF];
-    memcpy(f, figs, sizeof f);
-    f[4].rel_err = 0.79;   /* q2 as measured on the demo preset's activations */
+static int pick(const pz_auto_fig *f, int n, double compute, double rate, int overlapped, double max_err,
+                double *step) {
+    pz_auto_link l = {compute, rate, 0.0, 8, overlapped};
     double link = 0;
-    /* compute 0.25 s: 12.5 ms allowed; only q2's 10 ms fits, q4's 20 ms within 2x */
-    CHECK(pz_auto_choose(f, NF, 0.25, 1.25e6, 0, PZ_AUTO_MARGIN_EXPOSED, NB, &link) == 4, "without the bound: q2");
-    int got = pz_auto_choose(f, NF, 0.25, 1.25e6, 0, PZ_AUTO_MARGIN_EXPOSED, PZ_AUTO_MAX_ERR, &link);
-    CHECK(got == 3 && fabs(link - 0.02) < 1e-9, "bound 0.5: candidate %d (link %g s), want q4", got, link);
-    CHECK(f[got].rel_err <= PZ_AUTO_MAX_ERR, "a pick above the bound");
-    /* under it, the least link time within 2x (q4, not the more precise hadamard(q4) at 20.8 ms) */
-    CHECK(pz_auto_choose(f, NF, 0.21, 1.25e6, 0, PZ_AUTO_MARGIN_EXPOSED, PZ_AUTO_MAX_ERR, &link) == 3, "q4 in 2x");
-    /* nothing under the bound within 2x (15 ms of 0.15 s): the fewest bytes, even above it */
-    CHECK(pz_auto_choose(f, NF, 0.15, 1.25e6, 0, PZ_AUTO_MARGIN_EXPOSED, PZ_AUTO_MAX_ERR, &link) == 4,
-          "nothing within 2x: q2");
-    /* a pick within the bound is kept as it is (hadamard(q4) fits 25 ms) */
-    CHECK(pz_auto_choose(f, NF, 0.5, 1.25e6, 0, PZ_AUTO_MARGIN_EXPOSED, PZ_AUTO_MAX_ERR, &link) == 2, "fits");
-    /* a tight bound: only fp16 and q8 qualify; q8 at 40 ms is within 2 x 0.9 x 25 ms */
-    CHECK(pz_auto_choose(f, NF, 0.025, 1.25e6, 0, PZ_AUTO_MARGIN, 0.01, &link) == 1, "max-err 0.01: q8");
-    /* the expected cost from the sweep's table (docs/results.md), where it has a row */
+    return pz_auto_choose(f, n, &l, max_err, step, &link);
+}
+
+/* the step model: steady state, fill/drain, tied, delay, plain 1F1B */
+static void test_step(void) {
+    pz_auto_fig f = {1, 0.1, 125000, 62500};   /* 0.1 s a message, 0.05 s the tied one at 10 Mbit/s */
+    pz_auto_link l = {1.65, MBPS10, 0.0, 8, 1};
+    double link = 0, s = pz_auto_step_s(&f, &l, &link);
+    CHECK(fabs(s - (1.65 + 0.1 + 0.05)) < 1e-9 && fabs(link - 0.85) < 1e-9, "hidden: step %g link %g", s, link);
+    l.compute_s = 0.5;   /* 0.8 s of messages over 0.9 of compute: the link sets the pace */
+    s = pz_auto_step_s(&f, &l, NULL);
+    CHECK(fabs(s - (0.8 / PZ_AUTO_MARGIN + 0.15)) < 1e-9, "link-bound: step %g", s);
+    l.compute_s = 1.65, l.latency_s = 0.01;   /* each message and the tied one pay the delay */
+    s = pz_auto_step_s(&f, &l, &link);
+    CHECK(fabs(s - (1.65 + 0.11 + 0.06)) < 1e-9 && fabs(link - (8 * 0.11 + 0.06)) < 1e-9, "delay: %g %g", s, link);
+    l.latency_s = 0, l.overlapped = 0;   /* plain 1F1B: every message on the critical path */
+    s = pz_auto_step_s(&f, &l, NULL);
+    CHECK(fabs(s - (1.65 + 0.85)) < 1e-9, "exposed: step %g", s);
+    l.rate = 0;   /* unlimited: compute alone */
+    CHECK(pz_auto_step_s(&f, &l, NULL) == 1.65, "unlimited");
+}
+
+/* issue 26 at 10 Mbit/s, demo preset, 8 micro-batches, compute 1.65 s,
+ * the default schedule (overlapped): q8's first activation (0.16 s, not
+ * hidden) costs 4.6% of the step over q4's (0.08 s); the fastest, q2, errs
+ * above the bound; within it q4 and hadamard(q4) predict steps 0.004% apart
+ * and hadamard(q4) errs less */
+static void test_fill_and_bound(void) {
+    double step = 0;
+    CHECK(pick(fwd, NF, 1.65, MBPS10, 1, NB, &step) == 4, "without the bound: q2 is the fastest");
+    int got = pick(fwd, NF, 1.65, MBPS10, 1, PZ_AUTO_MAX_ERR, &step);
+    CHECK(got == 2 && fabs(step - (1.65 + 99984 / MBPS10)) < 1e-9, "bound 0.5: candidate %d (step %g), want "
+          "hadamard(q4)", got, step);
+    /* the old rule (least error that hides) took q8: its 8 messages fit 0.9 of compute */
+    CHECK(8 * 198216 / MBPS10 <= PZ_AUTO_MARGIN * 1.65, "q8 hides in the steady state");
+    /* compute large enough that q8's extra fill is under 2% of the step: q8 */
+    CHECK(pick(fwd, NF, 5.0, MBPS10, 1, PZ_AUTO_MAX_ERR, &step) == 1, "compute 5 s: q8 within 2%%");
+    /* and larger: fp16 (0.31 s of fill is 1.6% of 20 s) */
+    CHECK(pick(fwd, NF, 20.0, MBPS10, 1, PZ_AUTO_MAX_ERR, &step) == 0, "compute 20 s: fp16");
+    /* unlimited: every step alike, the least error */
+    CHECK(pick(fwd, NF, 1.65, 0, 1, PZ_AUTO_MAX_ERR, &step) == 0 && step == 1.65, "unlimited: fp16");
+    /* plain 1F1B: 8 messages on the critical path, q2 saves 0.39 s a step over q4, 19% (0.64 is
+     * under a bound of 0.7); with the default bound q4 is within 2x of it: hadamard(q4) */
+    CHECK(pick(fwd, NF, 1.65, MBPS10, 0, 0.7, &step) == 4, "exposed, max-err 0.7: q2");
+    CHECK(pick(fwd, NF, 1.65, MBPS10, 0, PZ_AUTO_MAX_ERR, &step) == 2, "exposed: hadamard(q4)");
+    /* nothing within the bound comes within 2x of the fastest step: the fastest, above it */
+    CHECK(pick(fwd, NF, 0.01, MBPS10, 0, 0.05, &step) == 4, "nothing within 2x: q2");
+    /* a tight bound: only fp16 and q8 qualify, q8 is within 2x */
+    CHECK(pick(fwd, NF, 1.65, MBPS10, 1, 0.01, &step) == 1, "max-err 0.01: q8");
+}
+
+/* the rest of the rule: worse than zeros, unmeasured, ties */
+static void test_rule(void) {
+    double step = 0;
+    /* a candidate worse than zeros (rel err >= 1; q2 on gradients measured 1.12) never wins while another is useful */
+    pz_auto_fig f[3] = {{1, 0.006, 198216, 0}, {1, 0.166, 99912, 0}, {1, 1.12, 50760, 0}};
+    CHECK(pick(f, 3, 0.3, MBPS10, 0, NB, &step) == 1, "q2 worse than zeros was picked");
+    f[1].rel_err = 1.0, f[0].rel_err = 1.5;
+    CHECK(pick(f, 3, 0.3, MBPS10, 0, NB, &step) == 2, "all bad: the fastest");
+    pz_auto_fig g[NF];
+    memcpy(g, fwd, sizeof g);
+    g[0].measured = 0;
+    CHECK(pick(g, NF, 100.0, MBPS10, 1, NB, &step) == 1, "unmeasured fp16 picked");
+    for (int k = 0; k < NF; k++) g[k].measured = 0;
+    CHECK(pick(g, NF, 1.0, MBPS10, 1, NB, &step) == -1, "nothing measured, yet a pick");
+    pz_auto_fig t[3] = {{1, 0.1, 1000, 0}, {1, 0.1, 500, 0}, {1, 0.2, 500, 0}};
+    CHECK(pick(t, 3, 1.0, 0, 1, NB, &step) == 0, "tie on error");
+    CHECK(pick(t, 3, 1e-9, 1e3, 0, NB, &step) == 1, "tie on time");
+}
+
+/* issue 26: the start before any measurement honours max-err (it was q2,
+ * the last listed, rel err 0.79 on the demo preset's activations) */
+static void test_start(const pz_auto_spec *a) {
+    double e = 0;
+    CHECK(pz_auto_start(a, 0, 4, 128, 384, 0, &e) == 0 && e == -1, "no simulated rate: fp16");
+    int s = pz_auto_start(a, 0, 4, 128, 384, 10, &e);
+    CHECK(s == 3 && e > 0.05 && e <= a->max_err, "10 Mbit/s fwd: candidate %d (%s, probe err %g), want q4", s,
+          a->cand[s], e);
+    s = pz_auto_start(a, 1, 4, 128, 384, 10, &e);
+    CHECK(s == 3 && e <= a->max_err, "10 Mbit/s bwd: candidate %d (%s, probe err %g), want q4", s, a->cand[s], e);
+    pz_auto_spec b;
+    CHECK(pz_auto_parse_for("auto:candidates=fp16/q8/q2", 1, &b) == PZ_OK, "%s", pz_last_error());
+    s = pz_auto_start(&b, 1, 2, 64, 96, 100000, &e);
+    CHECK(s == 1, "fp16/q8/q2 bwd: candidate %d (probe err %g), want q8: q2 errs above 0.5", s, e);
+    pz_auto_spec_free(&b);
+    CHECK(pz_auto_parse_for("auto:candidates=fp16/q2,max-err=0.01", 0, &b) == PZ_OK, "%s", pz_last_error());
+    s = pz_auto_start(&b, 0, 2, 64, 96, 10, &e);
+    CHECK(s == 0, "max-err 0.01: fp16 (%d)", s);
+    pz_auto_spec_free(&b);
+    CHECK(pz_auto_parse_for("auto:candidates=q8/q2,max-err=0.001", 0, &b) == PZ_OK, "%s", pz_last_error());
+    s = pz_auto_start(&b, 0, 2, 64, 96, 10, &e);
+    CHECK(s == 1 && e > 0.5, "nothing within max-err: the fewest bytes (%d, %g)", s, e);
+    pz_auto_spec_free(&b);
+}
+
+static void test_bound_option(void) {
     CHECK(pz_auto_sweep_cost("q2", 0) && strcmp(pz_auto_sweep_cost("q2", 0), "+2.62%") == 0, "fwd q2's cost");
     CHECK(pz_auto_sweep_cost("q2", 1) && strcmp(pz_auto_sweep_cost("q2", 1), "+0.23%") == 0, "bwd q2's cost");
     CHECK(!pz_auto_sweep_cost("q8", 0) && !pz_auto_sweep_cost("q4", 1) && !pz_auto_sweep_cost(NULL, 0),
           "a cost where the sweep has no row");
-    /* the option */
     pz_auto_spec a;
     CHECK(pz_auto_parse("auto", &a) == PZ_OK && a.max_err == PZ_AUTO_MAX_ERR, "default max-err %g", a.max_err);
     pz_auto_spec_free(&a);
@@ -63,89 +143,11 @@ static void test_quality_bound(void) {
     }
 }
 
-static void choose(double compute, double mbps, double lat_ms, int want, double want_link) {
-    double link = -1;
-    int got = pz_auto_choose(figs, NF, compute, mbps * 1e6 / 8, lat_ms * 1e-3, PZ_AUTO_MARGIN, NB, &link);
-    CHECK(got == want, "compute %g s, %g Mbit/s, %g ms: candidate %d, want %d", compute, mbps, lat_ms, got, want);
-    CHECK(want_link < 0 || (link > want_link * 0.999 && link < want_link * 1.001), "link %g s, want %g", link,
-          want_link);
-}
-
 int main(void) {
-    test_quality_bound();
-    /* a fast link: the most precise one fits (100 kB at 10 Gbit/s: 80 us) */
-    choose(0.01, 10000, 0, 0, 8e-5);
-    /* unlimited (rate 0) and no delay: everything fits, fp16 wins */
-    {
-        double link = -1;
-        CHECK(pz_auto_choose(figs, NF, 0.01, 0, 0, PZ_AUTO_MARGIN, NB, &link) == 0 && link == 0, "unlimited link");
-    }
-    /* 10 Mbit/s = 1.25 MB/s: fp16 needs 80 ms, q8 40 ms, hadamard(q4) 20.8 ms, q4 20 ms, q2 10 ms */
-    choose(0.1, 10, 0, 0, 0.08);       /* 80 ms <= 0.9 * 100 ms */
-    choose(0.08, 10, 0, 1, 0.04);      /* fp16 is over 72 ms: q8 */
-    choose(0.025, 10, 0, 2, 0.0208);   /* 22.5 ms: hadamard(q4) fits and errs less than q4 */
-    choose(0.0115, 10, 0, 4, 0.01);    /* only q2 fits 10.35 ms */
-    choose(0.001, 10, 0, 4, 0.01);     /* nothing fits: the fewest bytes */
-    /* fill and drain: where the link runs beside compute, one message more
-     * per step. The demo preset's case at 10 Mbit/s, 4 micro-batches of
-     * 4 x 128 x 384, compute 1.65 s: fp16's 4 messages of 393216 bytes take
-     * 1.26 s, within 0.9 x 1.65 = 1.485 s, but with the fifth 1.57 s, not:
-     * q8 (0.79 s) is chosen; where every message is on the critical path,
-     * no extra message */
-    CHECK(pz_auto_step_bytes(393216, 4, 1) == 5 * 393216.0, "overlapped: micro + 1 messages");
-    CHECK(pz_auto_step_bytes(393216, 4, 0) == 4 * 393216.0, "exposed: micro messages");
-    {
-        pz_auto_fig f[2] = {{1, 2e-4, 0}, {1, 4e-3, 0}};
-        double link = -1;
-        f[0].bytes = pz_auto_step_bytes(393216, 4, 0);
-        f[1].bytes = pz_auto_step_bytes(196864, 4, 0);
-        CHECK(pz_auto_choose(f, 2, 1.65, 1.25e6, 0, PZ_AUTO_MARGIN, NB, &link) == 0, "fp16 without the fill message");
-        f[0].bytes = pz_auto_step_bytes(393216, 4, 1);
-        f[1].bytes = pz_auto_step_bytes(196864, 4, 1);
-        CHECK(pz_auto_choose(f, 2, 1.65, 1.25e6, 0, PZ_AUTO_MARGIN, NB, &link) == 1 && fabs(link - 0.787456) < 1e-6,
-              "q8 with it: %g s", link);
-    }
-    /* a candidate worse than zeros (rel err >= 1) is never the pick while
-     * another one is useful: q2 at rel err 1.16 on gradients (measured on
-     * the demo preset) loses to q4 even where only q2 fits the compute */
-    {
-        pz_auto_fig f[3] = {{1, 4e-3, 1e6}, {1, 0.155, 5e5}, {1, 1.16, 2.6e5}};
-        double link = -1;
-        CHECK(pz_auto_choose(f, 3, 0.3, 1.25e6, 0, PZ_AUTO_MARGIN, NB, &link) == 1, "q2 worse than zeros was picked");
-        f[1].rel_err = 1.0;
-        f[0].rel_err = 1.5;
-        CHECK(pz_auto_choose(f, 3, 0.3, 1.25e6, 0, PZ_AUTO_MARGIN, NB, &link) == 2, "all bad: the fewest bytes");
-    }
-    /* the margin: just within 0.9 of compute fits, just over does not */
-    choose(0.08 / 0.9 * 1.001, 10, 0, 0, 0.08);
-    choose(0.08 / 0.9 * 0.999, 10, 0, 1, 0.04);
-    /* one-way delay is added to each candidate's link time: 30 ms pushes q8 out of 63 ms */
-    choose(0.07, 10, 30, 2, 0.0508);
-    choose(0.07, 10, 0, 1, 0.04);
-    /* plain 1F1B: only 0.05 of compute; 25 ms of 0.5 s fit hadamard(q4), not q8's 40 */
-    {
-        double link = 0;
-        int got = pz_auto_choose(figs, NF, 0.5, 1.25e6, 0, PZ_AUTO_MARGIN_EXPOSED, NB, &link);
-        CHECK(got == 2, "exposed margin: candidate %d, want 2", got);
-    }
-    /* unmeasured candidates are skipped; none measured: -1 */
-    {
-        pz_auto_fig f[NF];
-        memcpy(f, figs, sizeof f);
-        f[0].measured = 0;
-        double link = 0;
-        CHECK(pz_auto_choose(f, NF, 1.0, 1.25e6, 0, PZ_AUTO_MARGIN, NB, &link) == 1, "unmeasured fp16 picked");
-        for (int k = 0; k < NF; k++) f[k].measured = 0;
-        CHECK(pz_auto_choose(f, NF, 1.0, 1.25e6, 0, PZ_AUTO_MARGIN, NB, &link) == -1, "nothing measured, yet a pick");
-    }
-    /* equal errors: the earlier candidate; equal bytes when nothing fits: the earlier one too */
-    {
-        pz_auto_fig f[3] = {{1, 0.1, 1000}, {1, 0.1, 500}, {1, 0.2, 500}};
-        double link = 0;
-        CHECK(pz_auto_choose(f, 3, 1.0, 0, 0, PZ_AUTO_MARGIN, NB, &link) == 0, "tie on error");
-        CHECK(pz_auto_choose(f, 3, 1e-9, 1e3, 0, PZ_AUTO_MARGIN, NB, &link) == 1, "tie on bytes");
-    }
-
+    test_step();
+    test_fill_and_bound();
+    test_rule();
+    test_bound_option();
     /* the spec: defaults, options, canonical names */
     {
         pz_auto_spec a;
@@ -153,8 +155,7 @@ int main(void) {
         CHECK(a.every == PZ_AUTO_EVERY && a.n == 5 && strcmp(a.cand[0], "fp16") == 0 &&
                   strcmp(a.cand[2], "hadamard(q4)") == 0 && strncmp(a.canon[1], "q8:", 3) == 0,
               "defaults: every %d, %d candidates", a.every, a.n);
-        /* fp16 first when the rate is unknown, the fewest bytes as listed when simulated */
-        CHECK(pz_auto_initial(&a, 0) == 0 && pz_auto_initial(&a, 10) == 4, "initial candidates");
+        test_start(&a);
         pz_auto_spec_free(&a);
         pz_auto_spec_free(&a);   /* safe twice */
         CHECK(pz_auto_parse("auto:every=7,candidates=none/q4:group=row,round=nearest", &a) == PZ_OK, "%s",
