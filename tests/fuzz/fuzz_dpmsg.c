@@ -18,6 +18,7 @@
 
 #include "runtime/dp/dpmsg.h"
 #include "tests/fuzz/fuzz_dpmsg.h"
+#include "tests/fuzz/fuzz_reason.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -28,12 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char why[160];
     memset(why, 'x', sizeof why);
     pz_dpmsg_result r = pz_dpmsg_check(buf, size, &want, why, sizeof why);
-    if ((int)r < PZ_DPMSG_OK || r > PZ_DPMSG_RANGE) abort();
-    size_t n = strnlen(why, sizeof why);
-    if (n == sizeof why) abort();
-    if ((r == PZ_DPMSG_OK) != (n == 0)) abort();
-    for (size_t i = 0; i < n; i++)
-        if (why[i] < 32 || why[i] > 126) abort();
+    fuzz_check_reason((int)r, PZ_DPMSG_RANGE, why, sizeof why);
     if (r == PZ_DPMSG_OK) {
         uint8_t again[PZ_DPMSG_HDR];
         want.msg_len = size - PZ_DPMSG_HDR;
