@@ -124,7 +124,7 @@ static void mutate(pz_rng *r, uint8_t *b, size_t *len, size_t cap) {
 }
 
 int main(int argc, char **argv) {
-    static const fuzz_target t = {"ckpt_meta", ".pzckm", 100000, 20261125, make_seeds, mutate};
+    static const fuzz_target t = {"ckpt_meta", ".pzckm", 100000, 20261125, make_seeds, mutate, NULL};
     return fuzz_main(&t, argc, argv);
 }
 #endif

@@ -43,31 +43,8 @@ static void fix_length(uint8_t *b, size_t len) {
     if (len >= PZ_DPMSG_HDR) pz_put_u64(b + 32, len - PZ_DPMSG_HDR);
 }
 
-/* the header steps: a field changed, the message made consistent, the length field */
-static void header_step(pz_rng *r, uint8_t *b, size_t *len, size_t cap, size_t at, unsigned kind) {
-    (void)cap, (void)at;
-    switch (kind) {
-    case 5: /* one header field changed, the length kept consistent */
-        if (*len >= PZ_DPMSG_HDR) {
-            b[5 + pz_rng_below(r, 27)] ^= (uint8_t)(1u << pz_rng_below(r, 8));
-            fix_length(b, *len);
-        }
-        break;
-    case 6: fix_length(b, *len); break;
-    case 7: /* the length field: nudges and extremes */
-        if (*len >= PZ_DPMSG_HDR) {
-            uint64_t v = pz_get_u64(b + 32);
-            pz_put_u64(b + 32, pz_rng_below(r, 4) == 0 ? ~0ull : v + pz_rng_below(r, 9) - 4);
-        }
-        break;
-    }
-}
-
-static void mutate(pz_rng *r, uint8_t *b, size_t *len, size_t cap) {
-    fuzz_mutate_steps(r, b, len, cap, 3, 8, header_step);
-}
-
 int main(int argc, char **argv) {
-    static const fuzz_target t = {"dpmsg", ".pzdpmsg", 200000, 20261128, make_seeds, mutate};
+    static const fuzz_header h = {PZ_DPMSG_HDR, 32, 5, 27, fix_length};   /* bytes 5..31: after the magic */
+    static const fuzz_target t = {"dpmsg", ".pzdpmsg", 200000, 20261128, make_seeds, NULL, &h};
     return fuzz_main(&t, argc, argv);
 }

@@ -1,5 +1,6 @@
 /* fuzz_driver.c: see fuzz_driver.h. */
 #include "tests/fuzz/replay/fuzz_driver.h"
+#include "base/bytes.h"
 #include "base/io/file.h"
 #include "base/mem.h"
 #include "base/rng.h"
@@ -90,6 +91,28 @@ static int replay_files(int nfiles, char **files) {
     return 0;
 }
 
+/* the header of the target being run (fuzz_extra_step has no context) */
+static const fuzz_header *g_header;
+
+static void header_step(pz_rng *r, uint8_t *b, size_t *len, size_t cap, size_t at, unsigned kind) {
+    const fuzz_header *h = g_header;
+    (void)cap, (void)at;
+    if (*len < h->size) return;
+    if (kind == 5) {
+        b[h->field_at + pz_rng_below(r, h->nfield)] ^= (uint8_t)(1u << pz_rng_below(r, 8));
+        h->seal(b, *len);
+    } else if (kind == 6) {
+        h->seal(b, *len);
+    } else {
+        uint64_t v = pz_get_u64(b + h->len_at);
+        pz_put_u64(b + h->len_at, pz_rng_below(r, 4) == 0 ? ~0ull : v + pz_rng_below(r, 9) - 4);
+    }
+}
+
+static void mutate_header(pz_rng *r, uint8_t *b, size_t *len, size_t cap) {
+    fuzz_mutate_steps(r, b, len, cap, 3, 8, header_step);
+}
+
 static int smoke(const fuzz_target *t, long iters) {
     fuzz_image s[FUZZ_MAX_SEEDS];
     int ns = t->make_seeds(s);
@@ -105,7 +128,8 @@ static int smoke(const fuzz_target *t, long iters) {
         const fuzz_image *seed = &s[it % ns];
         size_t len = seed->len;
         memcpy(buf, seed->data, len);
-        t->mutate(&r, buf, &len, cap);
+        if (t->mutate) t->mutate(&r, buf, &len, cap);
+        else mutate_header(&r, buf, &len, cap);
         uint8_t *exact = xmalloc(len ? len : 1);   /* exact size: ASan sees reads past the end */
         memcpy(exact, buf, len);
         LLVMFuzzerTestOneInput(exact, len);
@@ -118,6 +142,7 @@ static int smoke(const fuzz_target *t, long iters) {
 }
 
 int fuzz_main(const fuzz_target *t, int argc, char **argv) {
+    g_header = t->header;
     if (argc == 3 && strcmp(argv[1], "--seed") == 0) return write_seeds(t, argv[2]);
     if (argc >= 2 && strspn(argv[1], "0123456789") != strlen(argv[1])) return replay_files(argc - 1, argv + 1);
     return smoke(t, argc >= 2 ? atol(argv[1]) : t->default_iters);

@@ -24,6 +24,16 @@ typedef struct {
     size_t len;
 } fuzz_image;
 
+/* A message behind a fixed header of `size` bytes that holds its payload's
+ * length as a u64 at len_at (the frame, the data-parallel message): its
+ * mutator also flips a bit of header bytes [field_at, field_at + nfield)
+ * and re-seals (a mislabelled message), re-seals alone, or sets the length
+ * field to a nudged or extreme value. */
+typedef struct {
+    size_t size, len_at, field_at, nfield;
+    void (*seal)(uint8_t *b, size_t len);   /* makes the header consistent with len bytes */
+} fuzz_header;
+
 typedef struct {
     const char *name;       /* names the smoke test's closing line */
     const char *seed_ext;   /* file name ending of the seeds --seed writes */
@@ -33,6 +43,9 @@ typedef struct {
     int (*make_seeds)(fuzz_image *seeds);
     /* mutates b[0..*len) in place; b has room for cap bytes */
     void (*mutate)(pz_rng *r, uint8_t *b, size_t *len, size_t cap);
+    /* or, with mutate NULL, the mutator of a fixed-header message: up to 3
+     * steps of fuzz_byte_step and the header's */
+    const fuzz_header *header;
 } fuzz_target;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
