@@ -93,3 +93,15 @@ int dp_write_meta(const char *out, const char *name, const char *line) {
     fclose(f);
     return 1;
 }
+
+const char *dp_mode_word(pz_dp_mode mode) {
+    return mode == PZ_DP_TWOPHASE ? "twophase" : mode == PZ_DP_ALLGATHER ? "allgather" : "hierarchical";
+}
+
+const char *dp_out_arg(int argc, char **argv, const char *prog) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s OUTDIR\n", prog);
+        exit(2);
+    }
+    return argv[1];
+}

@@ -58,4 +58,11 @@ pz_status dp_write_npy(const char *dir, int rank, const char *what, int rows, si
 /* Makes out/name and writes meta.txt there holding `line`. 1 on success. */
 int dp_write_meta(const char *out, const char *name, const char *line);
 
+/* The name meta.txt gives a mode: twophase, allgather or hierarchical. */
+const char *dp_mode_word(pz_dp_mode mode);
+
+/* The one argument of a model test, OUTDIR (where the configurations'
+ * folders go); exits 2 with a usage line naming prog when it is missing. */
+const char *dp_out_arg(int argc, char **argv, const char *prog);
+
 #endif

@@ -143,17 +143,13 @@ static int child(int rank, int world, int port, void *arg) {
 static int write_meta(const config *cf) {
     char line[256];
     snprintf(line, sizeof line, "%s %d %d %d %d %.9g %.9g %.9g\n",
-             cf->mode == PZ_DP_TWOPHASE ? "twophase" : cf->mode == PZ_DP_ALLGATHER ? "allgather" : "hierarchical",
+             dp_mode_word(cf->mode),
              cf->D, cf->H ? cf->H : 1, N, STEPS, (double)LR, (double)WD, (double)BETA);
     return dp_write_meta(g_out, cf->name, line);
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_binsgdm OUTDIR\n");
-        return 2;
-    }
-    g_out = argv[1];
+    g_out = dp_out_arg(argc, argv, "test_binsgdm");
     int ok = 1;
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) ok &= write_meta(&configs[i]);
     /* one replica: a group of one without a transport, in this process */

@@ -261,17 +261,13 @@ static void check_header(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_dp_compress OUTDIR\n");
-        return 2;
-    }
-    g_out = argv[1];
+    g_out = dp_out_arg(argc, argv, "test_dp_compress");
     int ok = 1;
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
         const config *cf = &configs[i];
         char line[256];
         snprintf(line, sizeof line, "%s %d %d %d %d %s\n",
-                 cf->mode == PZ_DP_TWOPHASE ? "twophase" : cf->mode == PZ_DP_ALLGATHER ? "allgather" : "hierarchical",
+                 dp_mode_word(cf->mode),
                  cf->D, cf->H ? cf->H : 1, N, STEPS, cf->spec);
         if (!dp_write_meta(g_out, cf->name, line)) return 1;
     }
