@@ -83,6 +83,16 @@ if sorted(vgot) != sorted(vref) or any(abs(vgot[s] - vref[s]) > 1e-6 * vref[s] f
 print(f"ok: {label}: {len(want)} step losses within {worst:.2e} relative, {len(vref)} validation losses")
 PY
 }
+resumed_same() {   # label uninterrupted.jsonl resumed.jsonl: steps 11..20 resumed, each loss to the bit
+    "$py" - "$2" "$3" "$1" <<'PY' || fails=$((fails + 1))
+import json, sys
+a = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1])) if "loss" in r}
+b = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[2])) if "loss" in r}
+if sorted(b) != list(range(11, 21)) or any(a[s] != b[s] for s in b):
+    print(f"FAIL: resumed {sys.argv[3]}: {b} vs {a}"); sys.exit(1)
+print(f"ok: resumed {sys.argv[3]}: steps 11..20 bit for bit")
+PY
+}
 
 # Never lose a run: a replica killed in the middle of step 13
 # (PIPEZIP_FAULT=sync: its backward done, the other replicas waiting in the
@@ -198,14 +208,7 @@ if PIPEZIP_FAULT=step:10:3 "$pz" train "${common[@]}" "${rp[@]}" --checkpoint-di
 elif ! "$pz" train "${common[@]}" "${rp[@]}" --checkpoint-dir "$dir/ckb" --resume auto > "$dir/b2.jsonl" 2>"$dir/b2.err"; then
     tail -20 "$dir/b2.err"; echo "FAIL: the resumed run failed"; fails=$((fails + 1))
 else
-    "$py" - "$dir/a.jsonl" "$dir/b2.jsonl" <<'PY' || fails=$((fails + 1))
-import json, sys
-a = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1])) if "loss" in r}
-b = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[2])) if "loss" in r}
-if sorted(b) != list(range(11, 21)) or any(a[s] != b[s] for s in b):
-    print(f"FAIL: resumed S=2 x D=2: {b} vs {a}"); sys.exit(1)
-print("ok: resumed S=2 x D=2: steps 11..20 bit for bit")
-PY
+    resumed_same "S=2 x D=2" "$dir/a.jsonl" "$dir/b2.jsonl"
 fi
 fi
 # --dp-compress: replicas identical after every step (PIPEZIP_DP_CHECK), q8
@@ -277,14 +280,7 @@ if crun "sign EF uninterrupted" "$dir/ea.jsonl" "${ep[@]}" --checkpoint-dir "$di
         echo "FAIL: the sign run with rank 1 killed succeeded"; fails=$((fails + 1))
     elif crun "sign EF resumed" "$dir/eb.jsonl" "${ep[@]}" --checkpoint-dir "$dir/ceb" --resume auto; then
         [ "$(find "$dir/ceb" -name "rank-0.dpef[01]" | wc -l)" -ge 4 ] || { echo "FAIL: no error-feedback files in the checkpoints"; fails=$((fails + 1)); }
-        "$py" - "$dir/ea.jsonl" "$dir/eb.jsonl" <<'PY' || fails=$((fails + 1))
-import json, sys
-a = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1])) if "loss" in r}
-b = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[2])) if "loss" in r}
-if sorted(b) != list(range(11, 21)) or any(a[s] != b[s] for s in b):
-    print(f"FAIL: resumed sign with error feedback: {b} vs {a}"); sys.exit(1)
-print("ok: resumed S=1 x D=2 sign with error feedback: steps 11..20 bit for bit")
-PY
+        resumed_same "S=1 x D=2 sign with error feedback" "$dir/ea.jsonl" "$dir/eb.jsonl"
     fi
 fi
 fi
