@@ -13,7 +13,7 @@ py=python3
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+source "$(dirname "$0")/../lib.sh"   # fail, pz_sigterm
 
 cat "$(dirname "$0")"/../../runtime/*/*.c > "$dir/text.txt"
 "$pz" tokenize --out "$dir/train.bin" "$dir/text.txt" >/dev/null || { echo "FAIL: tokenize"; exit 1; }
@@ -76,21 +76,12 @@ fi
 # boundary with a checkpoint and exits 143; the resumed run ends like the
 # uninterrupted one (the 2 Mbit/s link only slows the steps down)
 ck="$dir/ckt"
-"$pz" "${job[@]}" --stages 2 --link-mbps 2 --checkpoint-dir "$ck" > "$dir/t.jsonl" 2>"$dir/err" &
-pid=$!
-for _ in $(seq 1 300); do grep -q '"step":2,' "$dir/t.jsonl" 2>/dev/null && break; sleep 0.1; done
-kill -TERM "$pid"
-wait "$pid"
-rc=$?
-newest=$(ls -d "$ck"/step-* 2>/dev/null | tail -n 1)
-if [ "$rc" = 143 ] && [ -n "$newest" ] && [ -f "$newest/manifest.json" ] && grep -q "stopping after step" "$dir/err"; then
-  echo "ok: SIGTERM: exit 143, $(grep -m1 -o 'stopping after step [0-9]*' "$dir/err"), checkpoint $(basename "$newest")"
+if pz_sigterm "SIGTERM" "$ck" "$dir/t.jsonl" "$dir/err" 300 "$pz" "${job[@]}" --stages 2 --link-mbps 2 \
+     --checkpoint-dir "$ck"; then
   "$pz" "${job[@]}" --stages 2 --checkpoint-dir "$ck" --resume auto --save "$dir/rest.safetensors" \
     > /dev/null 2>"$dir/err" && cmp -s "$dir/ref2.safetensors" "$dir/rest.safetensors" &&
     echo "ok: resumed after SIGTERM: the model equals the uninterrupted run's" ||
     { cat "$dir/err"; fail "resume after SIGTERM"; }
-else
-  cat "$dir/err"; fail "SIGTERM: exit $rc, newest checkpoint '$newest'"
 fi
 
 # codec state: aq(q4) activations with ef(q8) gradients on 2 stages, and
