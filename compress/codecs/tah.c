@@ -75,44 +75,36 @@
 
 /* ---- spec ---- */
 
+/* one option of a tah spec (after its leading number) */
+static pz_status tah_opt(const char *spec, const pz_spec_opt *o, pz_codec_params *p) {
+    if (pz_spec_key_is(o, "tile") && o->val) {
+        uint64_t g;
+        pz_status st = pz_spec_uint(spec, o->voff, o->val, o->vlen, 2, TAH_MAX_TILE, &g, "tah tile");
+        if (st != PZ_OK) return st;
+        if (g & (g - 1)) return pz_spec_fail(spec, o->voff, "tah tile must be a power of two");
+        p->group_size = (uint32_t)g;
+    } else if (pz_spec_key_is(o, "alloc") && o->val) {
+        if (pz_spec_val_is(o, "tile")) p->per_row = 0;
+        else if (pz_spec_val_is(o, "token")) p->per_row = 1;
+        else return pz_spec_fail(spec, o->voff, "alloc must be tile or token");
+    } else if (pz_spec_key_is(o, "rank") && o->val) {
+        if (pz_spec_val_is(o, "entropy")) p->scale_mode = 0;
+        else if (pz_spec_val_is(o, "range")) p->scale_mode = 1;
+        else return pz_spec_fail(spec, o->voff, "rank must be entropy or range");
+    } else {
+        return pz_spec_unknown(spec, o, "tah", "tile=<G>, alloc=tile|token, rank=entropy|range");
+    }
+    return PZ_OK;
+}
+
 static pz_status tah_parse(pz_codec_params *p, const char *args, const char *spec, size_t where) {
     memset(p, 0, sizeof *p);
     p->id = PZ_CODEC_TAH;
     p->group_size = TAH_DEFAULT_TILE;
-    if (args[0] != ':') return pz_spec_fail(spec, where, "tah needs a budget in bits per element, as in tah:3.5");
-    size_t blen = strcspn(args + 1, ",");
-    double b;
-    pz_status st = pz_spec_float(spec, where + 1, args + 1, blen, 0.0, TAH_MAX_BITS, &b, "tah budget");
-    if (st != PZ_OK) return st;
-    if (!((float)b > (float)TAH_MIN_BITS))
-        return pz_spec_fail(spec, where + 1,
-                            "tah budget must be > 3: every element takes at least 3 bits, plus the tile overhead");
-    p->budget = (float)b;
-    size_t pos = 1 + blen;
-    if ((st = pz_spec_list_after(spec, where, args, &pos)) != PZ_OK) return st;
-    pz_spec_opt o;
-    int r;
-    while ((r = pz_spec_next_opt(spec, where, args, &pos, &o)) > 0) {
-        if (pz_spec_key_is(&o, "tile") && o.val) {
-            uint64_t g;
-            st = pz_spec_uint(spec, o.voff, o.val, o.vlen, 2, TAH_MAX_TILE, &g, "tah tile");
-            if (st != PZ_OK) return st;
-            if (g & (g - 1)) return pz_spec_fail(spec, o.voff, "tah tile must be a power of two");
-            p->group_size = (uint32_t)g;
-        } else if (pz_spec_key_is(&o, "alloc") && o.val) {
-            if (pz_spec_val_is(&o, "tile")) p->per_row = 0;
-            else if (pz_spec_val_is(&o, "token")) p->per_row = 1;
-            else return pz_spec_fail(spec, o.voff, "alloc must be tile or token");
-        } else if (pz_spec_key_is(&o, "rank") && o.val) {
-            if (pz_spec_val_is(&o, "entropy")) p->scale_mode = 0;
-            else if (pz_spec_val_is(&o, "range")) p->scale_mode = 1;
-            else return pz_spec_fail(spec, o.voff, "rank must be entropy or range");
-        } else {
-            return pz_spec_unknown(spec, &o, "tah", "tile=<G>, alloc=tile|token, rank=entropy|range");
-        }
-    }
-    if (r < 0) return PZ_ERR_ARG;
-    return PZ_OK;
+    static const pz_spec_lead lead = {
+        "tah budget", "tah needs a budget in bits per element, as in tah:3.5", 0.0, TAH_MAX_BITS, (float)TAH_MIN_BITS,
+        "tah budget must be > 3: every element takes at least 3 bits, plus the tile overhead", tah_opt};
+    return pz_spec_parse_lead(spec, where, args, &lead, &p->budget, p);
 }
 
 static void tah_format(const pz_codec_params *p, char *buf, size_t cap) {

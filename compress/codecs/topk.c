@@ -110,37 +110,32 @@ static size_t topk_k(float fraction, size_t L) {
     return k < 1 ? 1 : k;
 }
 
+/* one option of a topk spec (after its leading number) */
+static pz_status topk_opt(const char *spec, const pz_spec_opt *o, pz_codec_params *p) {
+    if (pz_spec_key_is(o, "scope")) {
+        if (pz_spec_val_is(o, "row")) p->per_row = 1;
+        else if (pz_spec_val_is(o, "tensor")) p->per_row = 0;
+        else return pz_spec_fail(spec, o->val ? o->voff : o->off, "topk scope must be row or tensor");
+    } else if (pz_spec_key_is(o, "values")) {
+        if (pz_spec_val_is(o, "fp32")) p->value_mode = PZ_VALUES_FP32;
+        else if (pz_spec_val_is(o, "fp16")) p->value_mode = PZ_VALUES_FP16;
+        else if (pz_spec_val_is(o, "q8")) p->value_mode = PZ_VALUES_Q8;
+        else return pz_spec_fail(spec, o->val ? o->voff : o->off, "topk values must be fp32, fp16 or q8");
+    } else {
+        return pz_spec_unknown(spec, o, "topk", "scope=, values=");
+    }
+    return PZ_OK;
+}
+
 static pz_status topk_parse(pz_codec_params *p, const char *args, const char *spec, size_t where) {
     memset(p, 0, sizeof *p);
     p->id = PZ_CODEC_TOPK;
     p->per_row = 1;
     p->value_mode = PZ_VALUES_FP32;
-    if (args[0] != ':') return pz_spec_fail(spec, where, "topk needs a fraction, as in topk:0.1");
-    size_t flen = strcspn(args + 1, ",");
-    double f;
-    pz_status st = pz_spec_float(spec, where + 1, args + 1, flen, TOPK_MIN_FRACTION, 1.0, &f,
-                                 "topk fraction");
+    static const pz_spec_lead lead = {"topk fraction", "topk needs a fraction, as in topk:0.1", TOPK_MIN_FRACTION, 1.0,
+                                      -INFINITY, NULL, topk_opt};
+    pz_status st = pz_spec_parse_lead(spec, where, args, &lead, &p->fraction, p);
     if (st != PZ_OK) return st;
-    p->fraction = (float)f;
-    size_t pos = 1 + flen;
-    if ((st = pz_spec_list_after(spec, where, args, &pos)) != PZ_OK) return st;
-    pz_spec_opt o;
-    int r;
-    while ((r = pz_spec_next_opt(spec, where, args, &pos, &o)) > 0) {
-        if (pz_spec_key_is(&o, "scope")) {
-            if (pz_spec_val_is(&o, "row")) p->per_row = 1;
-            else if (pz_spec_val_is(&o, "tensor")) p->per_row = 0;
-            else return pz_spec_fail(spec, o.val ? o.voff : o.off, "topk scope must be row or tensor");
-        } else if (pz_spec_key_is(&o, "values")) {
-            if (pz_spec_val_is(&o, "fp32")) p->value_mode = PZ_VALUES_FP32;
-            else if (pz_spec_val_is(&o, "fp16")) p->value_mode = PZ_VALUES_FP16;
-            else if (pz_spec_val_is(&o, "q8")) p->value_mode = PZ_VALUES_Q8;
-            else return pz_spec_fail(spec, o.val ? o.voff : o.off, "topk values must be fp32, fp16 or q8");
-        } else {
-            return pz_spec_unknown(spec, &o, "topk", "scope=, values=");
-        }
-    }
-    if (r < 0) return PZ_ERR_ARG;
     p->group_mode = p->per_row ? PZ_GROUP_ROW : PZ_GROUP_TENSOR;
     return PZ_OK;
 }

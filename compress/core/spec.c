@@ -104,6 +104,23 @@ pz_status pz_spec_list_after(const char *spec, size_t where, const char *args, s
     return PZ_OK;
 }
 
+pz_status pz_spec_parse_lead(const char *spec, size_t where, const char *args, const pz_spec_lead *L, float *v,
+                             pz_codec_params *p) {
+    if (args[0] != ':') return pz_spec_fail(spec, where, "%s", L->needs);
+    size_t n = strcspn(args + 1, ","), pos = 1 + n;
+    double d;
+    pz_status st = pz_spec_float(spec, where + 1, args + 1, n, L->lo, L->hi, &d, L->what);
+    if (st != PZ_OK) return st;
+    if (!((float)d > L->above)) return pz_spec_fail(spec, where + 1, "%s", L->low);
+    *v = (float)d;
+    if ((st = pz_spec_list_after(spec, where, args, &pos)) != PZ_OK) return st;
+    pz_spec_opt o;
+    int r;
+    while ((r = pz_spec_next_opt(spec, where, args, &pos, &o)) > 0)
+        if ((st = L->take(spec, &o, p)) != PZ_OK) return st;
+    return r < 0 ? PZ_ERR_ARG : PZ_OK;
+}
+
 pz_status pz_spec_uint(const char *spec, size_t off, const char *s, size_t n,
                        uint64_t lo, uint64_t hi, uint64_t *out, const char *what) {
     if (n == 0) return pz_spec_fail(spec, off, "%s: number expected", what);

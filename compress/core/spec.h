@@ -46,6 +46,24 @@ pz_status pz_spec_unknown(const char *spec, const pz_spec_opt *o, const char *co
  * *pos moves past the ','. where = offset of args in spec. */
 pz_status pz_spec_list_after(const char *spec, size_t where, const char *args, size_t *pos);
 
+/* A codec's handling of one option: sets p, or returns an error pointing
+ * into spec (pz_spec_unknown for a key it does not take). */
+typedef pz_status (*pz_spec_take_fn)(const char *spec, const pz_spec_opt *o, pz_codec_params *p);
+/* A spec whose arguments are ":<number>[,option...]" (topk's fraction,
+ * jointsq's and tah's budget): how to read them. */
+typedef struct {
+    const char *what;      /* names the number in errors: "tah budget" */
+    const char *needs;     /* the error when there is no number */
+    double lo, hi;         /* its range */
+    float above;           /* and, as a float, it must be > this (-INFINITY: no such bound) */
+    const char *low;       /* the error when it is not */
+    pz_spec_take_fn take;  /* each option after it */
+} pz_spec_lead;
+/* Reads args (at offset where of spec) as L says: the number into *v, then
+ * the options into p; the first error stops, in that order. */
+pz_status pz_spec_parse_lead(const char *spec, size_t where, const char *args, const pz_spec_lead *L, float *v,
+                             pz_codec_params *p);
+
 /* Whole text [s, s+n) as a number in [lo, hi]; errors point at off. */
 pz_status pz_spec_uint(const char *spec, size_t off, const char *s, size_t n,
                        uint64_t lo, uint64_t hi, uint64_t *out, const char *what);

@@ -114,34 +114,27 @@
 
 /* ---- spec ---- */
 
+/* one option of a jointsq spec (after its leading number) */
+static pz_status jsq_opt(const char *spec, const pz_spec_opt *o, pz_codec_params *p) {
+    if (pz_spec_key_is(o, "group") && o->val) {
+        uint64_t g;
+        pz_status st = pz_spec_uint(spec, o->voff, o->val, o->vlen, 1, JSQ_MAX_GROUP, &g, "jointsq group");
+        if (st != PZ_OK) return st;
+        p->group_size = (uint32_t)g;
+    } else {
+        return pz_spec_unknown(spec, o, "jointsq", "group=<N>");
+    }
+    return PZ_OK;
+}
+
 static pz_status jsq_parse(pz_codec_params *p, const char *args, const char *spec, size_t where) {
     memset(p, 0, sizeof *p);
     p->id = PZ_CODEC_JOINTSQ;
     p->group_mode = PZ_GROUP_BLOCK;
     p->group_size = JSQ_DEFAULT_GROUP;
-    if (args[0] != ':') return pz_spec_fail(spec, where, "jointsq needs a budget in bits per element, as in jointsq:1.5");
-    size_t blen = strcspn(args + 1, ",");
-    double b;
-    pz_status st = pz_spec_float(spec, where + 1, args + 1, blen, 0.0, JSQ_MAX_BITS, &b, "jointsq budget");
-    if (st != PZ_OK) return st;
-    if (!((float)b > 0.0f)) return pz_spec_fail(spec, where + 1, "jointsq budget must be > 0");
-    p->budget = (float)b;
-    size_t pos = 1 + blen;
-    if ((st = pz_spec_list_after(spec, where, args, &pos)) != PZ_OK) return st;
-    pz_spec_opt o;
-    int r;
-    while ((r = pz_spec_next_opt(spec, where, args, &pos, &o)) > 0) {
-        if (pz_spec_key_is(&o, "group") && o.val) {
-            uint64_t g;
-            st = pz_spec_uint(spec, o.voff, o.val, o.vlen, 1, JSQ_MAX_GROUP, &g, "jointsq group");
-            if (st != PZ_OK) return st;
-            p->group_size = (uint32_t)g;
-        } else {
-            return pz_spec_unknown(spec, &o, "jointsq", "group=<N>");
-        }
-    }
-    if (r < 0) return PZ_ERR_ARG;
-    return PZ_OK;
+    static const pz_spec_lead lead = {"jointsq budget", "jointsq needs a budget in bits per element, as in jointsq:1.5",
+                                      0.0, JSQ_MAX_BITS, 0.0f, "jointsq budget must be > 0", jsq_opt};
+    return pz_spec_parse_lead(spec, where, args, &lead, &p->budget, p);
 }
 
 static void jsq_format(const pz_codec_params *p, char *buf, size_t cap) {
