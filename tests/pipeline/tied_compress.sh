@@ -102,7 +102,7 @@ else
 fi
 
 #    Killed after step 4 and resumed, it goes on with fp16 (the decision the
-#    checkpoint keeps), not q2 (the initial candidate): steps 5-8 equal the
+#    checkpoint keeps), not q8 (the start): steps 5-8 equal the
 #    uninterrupted run's, bit for bit.
 PIPEZIP_FAULT=step:4:1 timeout 300 "$pz" train "${common[@]}" "${fa[@]}" --checkpoint-dir "$dir/ckr" \
   --checkpoint-every 4 > /dev/null 2> "$dir/ckr.err"
