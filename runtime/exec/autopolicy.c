@@ -355,3 +355,9 @@ void pz_auto_report(const pz_autopol *a, int rank, double run_s, int steps) {
             "%.2f ms per step, %.1f%% of %.2f s of training\n", rank, a->eval_n, a->eval_s, 1e3 * a->eval_s / steps,
             run_s > 0 ? 100.0 * a->eval_s / run_s : 0.0, run_s);
 }
+
+int pz_auto_decided(const pz_autopol *a, int step) {
+    for (int k = 0; a->any && k < 2 * a->edges; k++)
+        if (pz_auto_decides(&a->specs[k], step)) return 1;
+    return 0;
+}

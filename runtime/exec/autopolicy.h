@@ -105,6 +105,8 @@ void pz_auto_contribute(pz_autopol *a, const pz_policy *pol, int step, int overl
  * prints the decisions and hands them to the metrics. */
 void pz_auto_note_compute(pz_autopol *a, double compute_s);
 void pz_auto_apply(pz_autopol *a, const double *dec, int step, pz_metrics *m);
+/* Whether some auto decides after 1-based step (every rank agrees). */
+int pz_auto_decided(const pz_autopol *a, int step);
 /* Checkpoints: the live candidate of every auto (edge, direction), as text
  * ("pipezip-auto 1 <edges>" then "<2*edge+dir> <candidates> <live>" lines).
  * Loading switches this rank's ends; a file of another policy (other edges

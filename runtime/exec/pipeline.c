@@ -98,22 +98,7 @@ static pz_status diverged(exec *x, int step, int first_step, double loss, double
         for (int r = 0; r < x->S && other < 0; r++)
             if (nf[r] > 0) other = r;
     free(nf);
-    const char *hint = step == first_step ? " (from the starting model: check --init)" : "";
-    if (mine)
-        return pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: rank %d's weights are not finite: %s%s",
-                       step + 1, loss, norm, x->rank, bad, hint);
-    if (other >= 0)
-        return pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: rank %d's weights are not finite%s",
-                       step + 1, loss, norm, other, hint);
-    return pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: training diverged (try a lower --lr)", step + 1,
-                   loss, norm);
-}
-
-/* whether --compress auto decided after 1-based step (every rank agrees) */
-static int auto_decided(const pz_autopol *a, int step) {
-    for (int k = 0; a->any && k < 2 * a->edges; k++)
-        if (pz_auto_decides(&a->specs[k], step)) return 1;
-    return 0;
+    return pz_train_diverged(step + 1, loss, norm, mine ? x->rank : other, mine ? bad : NULL, step == first_step);
 }
 
 /* The step tail after the list ran: sends out, one reduction, auto's
@@ -175,7 +160,7 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
      * step after each switch of --compress auto, whose bytes it must hide */
     if (x->spec.warmup_auto && (step < 2 || x->rewarm) && S > 1 && (st = exec_auto_warmup(x, red)) != PZ_OK)
         return st;
-    x->rewarm = named_auto && auto_decided(&x->au, step + 1);
+    x->rewarm = named_auto && pz_auto_decided(&x->au, step + 1);
     if ((st = exec_tied_finish(x, (uint32_t)step)) != PZ_OK) return st;
     double t_opt = pz_now();
     float lr = 0.0f;

@@ -145,7 +145,6 @@ void exec_trace(exec *x, const char *name, int micro, double t0, double t1);
 /* pipeline_slots.c */
 pz_status exec_edges(exec *x, pz_chunk *c);
 void exec_slots_alloc(exec *x);
-void exec_slots_free(exec *x);
 void exec_chunk_free(exec *x, pz_chunk *c);
 /* kfit: per rank, the largest extra warm-up its host's memory holds (exec.kfit) */
 pz_status exec_auto_warmup(exec *x, const double *red);

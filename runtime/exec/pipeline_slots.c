@@ -126,7 +126,7 @@ void exec_slots_alloc(exec *x) {
     }
 }
 
-void exec_slots_free(exec *x) {
+static void exec_slots_free(exec *x) {
     for (int c = 0; x->ch && c < x->V; c++) chunk_slots_free(x, &x->ch[c]);
 }
 

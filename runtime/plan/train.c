@@ -259,3 +259,12 @@ void pz_train_print_policy(FILE *f, const pz_link_opts *l, const pz_policy *pol,
     fprintf(f, "  validation: %s\n", l->eval_compress && pz_policy_any(pol, PZ_FWD)
                                          ? "through the fwd codecs (wrappers' inner codec)" : "uncompressed");
 }
+
+pz_status pz_train_diverged(int step, double loss, double norm, int rank, const char *bad, int from_start) {
+    const char *hint = from_start ? " (from the starting model: check --init)" : "";
+    if (rank >= 0)
+        return pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: rank %d's weights are not finite%s%s%s", step,
+                       loss, norm, rank, bad ? ": " : "", bad ? bad : "", hint);
+    return pz_fail(PZ_ERR_ARG, "step %d: loss %g, gradient norm %g: training diverged (try a lower --lr)", step, loss,
+                   norm);
+}

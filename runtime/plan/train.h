@@ -152,6 +152,11 @@ void pz_train_print_start(FILE *f, const pz_train_opts *o, const pz_gpt2_config 
  * > 1), the tied exchange's codec (tied: NULL = exact), validation's way. */
 void pz_train_print_policy(FILE *f, const pz_link_opts *l, const pz_policy *pol, int V, const char *tied);
 
+/* The error of a 1-based step whose loss or norm is not finite: the rank
+ * whose weights are not finite (-1: none; bad: the first such value where
+ * known), from the starting model or not; else the learning rate's fault. */
+pz_status pz_train_diverged(int step, double loss, double norm, int rank, const char *bad, int from_start);
+
 /* Whether the stage's parameters hold a NaN or an infinity; the first one
  * ("h.0.attn.c_attn.weight[12] = nan") goes to name. */
 int pz_params_nonfinite(const pz_stage *s, char *name, size_t cap);
