@@ -28,9 +28,10 @@
  * while they take at most PZ_AUTO_MARGIN of it (the rest is slack for jitter
  * and codec time). Among candidates whose predicted steps are within
  * PZ_AUTO_TOL of the fastest, the least error wins (issue 26: a more
- * precise codec that costs 2% or less of the step). */
+ * precise codec that costs 1% or less of the step; the two directions of
+ * an edge decide apart, so together they stay within 2%). */
 #define PZ_AUTO_MARGIN 0.9
-#define PZ_AUTO_TOL 0.02
+#define PZ_AUTO_TOL 0.01
 
 typedef struct {
     int every;                   /* re-decide after every `every` steps */

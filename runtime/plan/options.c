@@ -319,7 +319,7 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
                         "         with gpipe, warmup=K or --schedule auto max(compute, messages / 0.9) plus\n"
                         "         the exposed fill/drain message and the tied one; with plain 1f1b or zb-h1\n"
                         "         compute plus every message) and picks the fastest, or the least error\n"
-                        "         within 2% of it; only candidates within relative error E (default 0.5)\n"
+                        "         within 1% of it; only candidates within relative error E (default 0.5)\n"
                         "         when one of them is within 2x of the fastest step; error >= 1 only if all\n"
                         "         are. It starts, on a simulated link, with the fewest bytes within E on a\n"
                         "         Gaussian probe (else the first candidate); both\n"
