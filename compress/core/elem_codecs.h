@@ -45,22 +45,21 @@ static inline PZ_HD double pz_lanes_combine(double *s) {
     return s[0];
 }
 
-static inline double pz_sum_sq_canon(const float *x, size_t n) {
+/* the canonical sum of x's terms, |v| (absolute) or v*v; the callers below
+ * pass a constant, so each inlined copy keeps one term */
+static inline double pz_sum_canon(const float *x, size_t n, int absolute) {
     double s[PZ_SUM_LANES] = {0};
     size_t i = 0;
     for (; i + PZ_SUM_LANES <= n; i += PZ_SUM_LANES)
-        for (int l = 0; l < PZ_SUM_LANES; l++) s[l] = s[l] + pz_term_sq(x[i + (size_t)l]);
-    for (int l = 0; i < n; i++, l++) s[l] = s[l] + pz_term_sq(x[i]);
+        for (int l = 0; l < PZ_SUM_LANES; l++) {
+            float v = x[i + (size_t)l];
+            s[l] = s[l] + (absolute ? pz_term_abs(v) : pz_term_sq(v));
+        }
+    for (int l = 0; i < n; i++, l++) s[l] = s[l] + (absolute ? pz_term_abs(x[i]) : pz_term_sq(x[i]));
     return pz_lanes_combine(s);
 }
-static inline double pz_sum_abs_canon(const float *x, size_t n) {
-    double s[PZ_SUM_LANES] = {0};
-    size_t i = 0;
-    for (; i + PZ_SUM_LANES <= n; i += PZ_SUM_LANES)
-        for (int l = 0; l < PZ_SUM_LANES; l++) s[l] = s[l] + pz_term_abs(x[i + (size_t)l]);
-    for (int l = 0; i < n; i++, l++) s[l] = s[l] + pz_term_abs(x[i]);
-    return pz_lanes_combine(s);
-}
+static inline double pz_sum_sq_canon(const float *x, size_t n) { return pz_sum_canon(x, n, 0); }
+static inline double pz_sum_abs_canon(const float *x, size_t n) { return pz_sum_canon(x, n, 1); }
 
 /* ---- q<b> ---- */
 /* A group's grid as both sides derive it from the stored range [lo, hi]
