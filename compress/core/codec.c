@@ -288,10 +288,17 @@ void pz_codec_set_framed(pz_codec *c, int framed) {
 
 int pz_codec_has_state(const pz_codec *c) { return c->wrap != NULL; }
 
-int pz_codec_keeps_state(const pz_codec *c) {
-    if (!c->wrap) return 0;
-    return c->wrap->kind != PZ_WRAP_HADAMARD || pz_codec_keeps_state(c->wrap->inner(c->w));
+const char *pz_codec_state_wrapper(const pz_codec *c) {
+    if (!c->wrap) return NULL;
+    switch (c->wrap->kind) {
+    case PZ_WRAP_EF: return "ef";
+    case PZ_WRAP_EF21: return "ef21";
+    case PZ_WRAP_AQ: return "aq";
+    default: return pz_codec_state_wrapper(c->wrap->inner(c->w));   /* hadamard(): none of its own */
+    }
 }
+
+int pz_codec_keeps_state(const pz_codec *c) { return pz_codec_state_wrapper(c) != NULL; }
 
 void *pz_codec_backend(const pz_codec *c) { return c->backend; }
 void pz_codec_set_backend(pz_codec *c, void *state, void (*free_fn)(void *)) {

@@ -89,6 +89,9 @@ int pz_codec_has_state(const pz_codec *c);
 /* Whether one of c's levels keeps state across messages (ef, ef21, aq):
  * what a codec that two ends must switch or share freely may not have. */
 int pz_codec_keeps_state(const pz_codec *c);
+/* The name of the outermost such level ("ef", "ef21" or "aq"), or NULL:
+ * for messages that name what a caller cannot take. */
+const char *pz_codec_state_wrapper(const pz_codec *c);
 
 /* Marks c, and the codecs it wraps, as one whose messages travel between
  * ranks inside a checked frame (runtime/net/frame.h), whose CRC-32C covers them:

@@ -190,11 +190,13 @@ static pz_status dp_compress_check(pz_train_opts *o, const pz_train_words *w) {
     pz_codec *c = NULL;
     pz_status st = pz_codec_create_for(o->dp.compress, PZ_USE_GRADIENT, &c);
     if (st != PZ_OK) return pz_fail(PZ_ERR_ARG, "--dp-compress '%s': %s", o->dp.compress, pz_last_error());
-    int stateful = pz_codec_keeps_state(c);
+    const char *wrapper = pz_codec_state_wrapper(c);   /* a static name: valid after the free */
     pz_codec_free(c);
-    if (stateful)
-        return pz_fail(PZ_ERR_ARG, "--dp-compress '%s' keeps state (ef, ef21, aq): not supported here; the reduction "
-                       "has its own error feedback, give the plain codec", o->dp.compress);
+    if (wrapper)
+        return pz_fail(PZ_ERR_ARG, "--dp-compress '%s': its %s() wrapper keeps state across messages, which the "
+                       "data-parallel reduction does not take: the reduction keeps its own error feedback (the "
+                       "worker's, and with twophase the owner's); give the codec without %s()", o->dp.compress, wrapper,
+                       wrapper);
     return PZ_OK;
 }
 

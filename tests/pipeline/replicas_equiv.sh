@@ -46,7 +46,8 @@ refuse "--layout needs --replicas" --layout replica-major
 refuse "--layout must be" --replicas 2 --layout diagonal
 refuse "--metrics needs --stages 2 or more" --metrics "$dir/m"   # one process: neither edges nor replicas
 refuse "--dp-hosts H dividing --replicas 3" --replicas 3 --dp-compress sign --dp-reduce hierarchical --dp-hosts 2
-refuse "keeps state" --replicas 2 --dp-compress 'ef(sign)'
+refuse "--dp-compress 'ef(sign)': its ef() wrapper keeps state" --replicas 2 --dp-compress 'ef(sign)'
+refuse "--dp-compress 'hadamard(aq(q4))': its aq() wrapper keeps state" --replicas 2 --dp-compress 'hadamard(aq(q4))'
 refuse "--dp-warmup needs --dp-compress" --replicas 2 --dp-warmup 2
 refuse "--dp-compress needs --replicas 2" --dp-compress sign
 refuse "--dp-reduce must be" --replicas 2 --dp-compress sign --dp-reduce ring
