@@ -176,11 +176,12 @@ def run_one(a, s, name, spec, extra, seed, warmup, out_dir, link=0):
     if not done:
         log(f"{tag} seed {seed}: {' '.join(cmd)}")
         t0 = time.time()
-        with open(path + ".tmp", "w") as f, open(path[:-6] + ".err", "w") as e:
+        tmp = f"{path}.{os.getpid()}.tmp"   # two sweeps on one --out must not share it
+        with open(tmp, "w") as f, open(path[:-6] + ".err", "w") as e:
             rc = subprocess.run(cmd, stdout=f, stderr=e).returncode
         if rc != 0:
             die(f"{tag} seed {seed} failed (exit {rc}); see {path[:-6]}.err")
-        os.replace(path + ".tmp", path)
+        os.replace(tmp, path)
         log(f"{tag} seed {seed}: {time.time() - t0:.0f} s")
         lines = run_lines(path)
     steps = [x for x in lines if "loss" in x and "val_loss" not in x]
