@@ -39,3 +39,20 @@ pz_status pz_fail_caret(pz_status s, const char *head, const char *indent, const
     if (col > 2000) col = 2000;   /* the message is cut long before (pz_fail) */
     return pz_fail(s, "%s%s%.2000s\n%*s^", head, indent, text, (int)col, "");
 }
+
+/* the value of key in text ("key\tvalue\n" lines), copied to out; 0 if absent */
+int pz_kv_value(const char *text, const char *key, size_t klen, char *out, size_t cap) {
+    for (const char *p = text; *p;) {
+        const char *tab = strchr(p, '\t'), *nl = strchr(p, '\n');
+        if (!nl) nl = p + strlen(p);
+        if (tab && tab < nl && (size_t)(tab - p) == klen && memcmp(p, key, klen) == 0) {
+            size_t n = (size_t)(nl - tab - 1);
+            if (n >= cap) n = cap - 1;
+            memcpy(out, tab + 1, n);
+            out[n] = 0;
+            return 1;
+        }
+        p = *nl ? nl + 1 : nl;
+    }
+    return 0;
+}

@@ -24,6 +24,11 @@ pz_status pz_parse_float(const char *s, double lo, double hi, double *out, const
  *       ^                                        */
 pz_status pz_fail_caret(pz_status s, const char *head, const char *indent, const char *text, size_t pos);
 
+/* The value of key (klen bytes) in text made of "key\tvalue\n" lines (the
+ * fingerprints and job descriptions), copied to out (cap bytes, NUL-terminated,
+ * truncated); 0 when text has no such key. */
+int pz_kv_value(const char *text, const char *key, size_t klen, char *out, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

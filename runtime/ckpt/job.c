@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "base/mem.h"
-#include "runtime/plan/fingerprint.h"
+#include "base/parse.h"
 
 /* fingerprint keys that do not change what training computes: validation,
  * checkpointing, the simulated links (the network's, not the job's;
@@ -138,8 +138,8 @@ static int diff_pass(const char *a, const char *b, int swap, int pass, char *msg
         if (tab && tab < nl) {
             size_t kl = (size_t)(tab - p);
             char va[PZ_JOB_VALUE_MAX + 64], vb[PZ_JOB_VALUE_MAX + 64];
-            pz_fingerprint_value(a, p, kl, va, sizeof va);
-            int inb = pz_fingerprint_value(b, p, kl, vb, sizeof vb);
+            pz_kv_value(a, p, kl, va, sizeof va);
+            int inb = pz_kv_value(b, p, kl, vb, sizeof vb);
             if (swap && inb) goto next;   /* keys of b that a lacks only */
             if (!inb) snprintf(vb, sizeof vb, "(none)");
             if (strcmp(va, vb) != 0 && in_list(resume_may, p, kl) == pass) {

@@ -9,6 +9,7 @@
 
 #include "base/io/file.h"
 #include "base/mem.h"
+#include "base/parse.h"
 #include "runtime/edge/tied.h"
 #include "stages/hf_dir.h"
 
@@ -154,23 +155,6 @@ char *pz_fingerprint_build(const pz_train_opts *o, const pz_gpt2_config *c, cons
     return l.s;
 }
 
-/* the value of key in text ("key\tvalue\n" lines), copied to out; 0 if absent */
-int pz_fingerprint_value(const char *text, const char *key, size_t klen, char *out, size_t cap) {
-    for (const char *p = text; *p;) {
-        const char *tab = strchr(p, '\t'), *nl = strchr(p, '\n');
-        if (!nl) nl = p + strlen(p);
-        if (tab && tab < nl && (size_t)(tab - p) == klen && memcmp(p, key, klen) == 0) {
-            size_t n = (size_t)(nl - tab - 1);
-            if (n >= cap) n = cap - 1;
-            memcpy(out, tab + 1, n);
-            out[n] = 0;
-            return 1;
-        }
-        p = *nl ? nl + 1 : nl;
-    }
-    return 0;
-}
-
 int pz_fingerprint_differ(const char *mine, const char *theirs, const pz_rank_layout *names, int r, char *msg,
                           size_t cap) {
     for (const char *p = mine; *p;) {
@@ -181,7 +165,7 @@ int pz_fingerprint_differ(const char *mine, const char *theirs, const pz_rank_la
             size_t klen = (size_t)(tab - p) < sizeof key ? (size_t)(tab - p) : sizeof key - 1;
             memcpy(key, p, klen);
             key[klen] = 0;
-            if (pz_fingerprint_value(mine, key, klen, a, sizeof a) && pz_fingerprint_value(theirs, key, klen, b, sizeof b) && strcmp(a, b)) {
+            if (pz_kv_value(mine, key, klen, a, sizeof a) && pz_kv_value(theirs, key, klen, b, sizeof b) && strcmp(a, b)) {
                 char nr[64], n0[64];
                 snprintf(msg, cap, "%s does not agree with %s: %s is %s on rank %d, %s on rank 0",
                          pz_rank_name(names, r, nr, sizeof nr), pz_rank_name(names, 0, n0, sizeof n0), key, b, r, a);
@@ -229,7 +213,7 @@ static pz_status judge(pz_transport *t, int world, const char *mine, const pz_fp
         pz_fp_share *s = &all[q];
         if (verdict[0]) continue;   /* the first difference is the one named */
         if (strlen(buf) != n) snprintf(verdict, cap, "rank %d sent a fingerprint with a NUL byte", q);
-        else if (!pz_fingerprint_value(buf, "@share", 6, sv, sizeof sv) || sscanf(sv, "%d %d %d", &s->stage, &s->first, &s->count) != 3)
+        else if (!pz_kv_value(buf, "@share", 6, sv, sizeof sv) || sscanf(sv, "%d %d %d", &s->stage, &s->first, &s->count) != 3)
             snprintf(verdict, cap, "rank %d sent a fingerprint without its share of the data", q);
         if (!verdict[0]) pz_fingerprint_differ(mine, buf, names, q, verdict, cap);
     }

@@ -44,11 +44,6 @@ char *pz_fingerprint_build(const pz_train_opts *o, const pz_gpt2_config *cfg, co
 int pz_fingerprint_differ(const char *mine, const char *theirs, const pz_rank_layout *names, int r, char *msg,
                           size_t cap);
 
-/* The value of key (klen bytes) in text ("key\tvalue\n" lines, as built
- * here and in job descriptions), copied to out (cap bytes, NUL-terminated,
- * truncated); 0 when text has no such key. */
-int pz_fingerprint_value(const char *text, const char *key, size_t klen, char *out, size_t cap);
-
 /* A rank's share of every global batch: its replica trains on micro-batches
  * [first, first + count) of it, as stage `stage`. */
 typedef struct {
