@@ -1,6 +1,6 @@
 /* binsgdm.h: BinSGDM / Birder's update rule (docs/data-parallel.md,
  * "--optimizer binsgdm"), the parts that run on one replica. The 1-bit
- * exchange between replicas is runtime/dp's (runtime/exec/pipeline_binsgdm.c).
+ * exchange between replicas is runtime/dp's (runtime/dp/replica.c).
  *
  * Per element, with the gradient g already multiplied by the clip factor c:
  *   m = beta m + (1 - beta) g          momentum

@@ -12,7 +12,7 @@ levels are checked:
     kernels:  kernels/ <- cpu, cuda
     stages:   bpe <- stages/
     compress: core <- codecs, jointsq <- wrappers <- cuda
-    runtime:  net, edge <- observe <- plan <- ckpt, dp <- exec <- cli
+    runtime:  net, edge <- observe <- plan <- ckpt <- dp <- exec <- cli
 
 In compress/ and runtime/ every source file lives in a room: a new file
 goes into the room of its role (or a new room is added here, with its rank).
@@ -39,8 +39,8 @@ ROOMS = {
     "kernels": {"": 0, "cpu": 1, "cuda": 1},
     "stages": {"bpe": 0, "": 1},
     "compress": {"core": 0, "codecs": 1, "jointsq": 1, "wrappers": 2, "cuda": 3},
-    "runtime": {"net": 0, "edge": 0, "observe": 1, "plan": 2, "ckpt": 3, "dp": 3,
-                "exec": 4, "cli": 5},
+    "runtime": {"net": 0, "edge": 0, "observe": 1, "plan": 2, "ckpt": 3, "dp": 4,
+                "exec": 5, "cli": 6},
 }
 SOURCES = (".c", ".h", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([^"]+)"', re.M)

@@ -1,7 +1,7 @@
 /* creduce.h: compressed data-parallel reductions over the codec messages of
  * compress/ (any stateless codec spec: sign, q4, nuq4:code=elias,
  * topk:0.01, jointsq:2, ...). `pipezip train --dp-compress` runs one per
- * model chunk (runtime/exec/pipeline_dp.c).
+ * model chunk (runtime/dp/replica.c).
  *
  * The codec sees each message as a 1-D tensor: one row of its elements. So
  * group=row or tensor means one scale per message (sign's default, as in

@@ -55,7 +55,7 @@ static void set_links(exec *x) {
         double rate, lat;
         if (p == x->rank) continue;
         pz_policy_peer_link(&x->pol, x->S, x->rank, p, &rate, &lat);
-        if (rate > 0 || lat > 0) pz_transport_set_link(x->tp, world_of(x, p), rate, lat);
+        if (rate > 0 || lat > 0) pz_transport_set_link(x->tp, pz_replica_world(&x->rep, p), rate, lat);
     }
 }
 
@@ -112,8 +112,8 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     /* replicas: the tied add first (the last rank's otherwise waits for the
      * norm), so that the average covers both ends' sum; then the average,
      * and the loader past the other replicas' micro-batches */
-    if (x->D > 1 && (st = exec_dp_sync(x, step)) != PZ_OK) return st;
-    exec_dp_skip(x, 1);
+    if (x->rep.D > 1 && (st = pz_replica_sync(&x->rep, step)) != PZ_OK) return st;
+    pz_replica_skip(&x->rep, &x->loader, x->tok, x->tgt, x->ids_tmp, 1);
     memset(red, 0, (size_t)L->n * sizeof *red);
     for (int cc = 0; cc < x->V; cc++) {   /* the global norm: wte counted once (rank S-1's copy equals rank 0's) */
         pz_stage *s = &x->ch[cc].stage;
@@ -132,9 +132,9 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     red[L->stop + 1] = stop_signal == SIGINT;
     /* warmup=auto: what each rank's host can hold; replicas: replica 0's
      * figure, times D so that the mean below gives it back exactly */
-    red[L->kfit + x->rank] = x->replica == 0 ? (double)x->kfit * x->D : 0.0;
-    memcpy(red + L->dp + PZ_DP_FIGS * x->rank, x->dp_fig, sizeof x->dp_fig);   /* zero without replicas */
-    if (x->D > 1) exec_dp_variance(x, red + L->dpvar);
+    red[L->kfit + x->rank] = x->rep.replica == 0 ? (double)x->kfit * x->rep.D : 0.0;
+    memcpy(red + L->dp + PZ_DP_FIGS * x->rank, x->rep.fig, sizeof x->rep.fig);   /* zero without replicas */
+    if (x->rep.D > 1) pz_replica_variance(&x->rep, red + L->dpvar);
     /* the link runs beside compute with gpipe and extra warm-up (autospec.h);
      * --schedule auto adds the warm-up a codec's link time needs (below), so
      * its candidates are weighed as hidden too (issue 26) */
@@ -145,7 +145,7 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     /* replicas: each adds 1/D of its figures, so the sum over the world is
      * the replicas' mean (loss: of the global batch; the gradients are equal
      * after the average, so their norm is one replica's) */
-    for (int i = 0; x->D > 1 && i < L->n; i++) red[i] /= x->D;
+    for (int i = 0; x->rep.D > 1 && i < L->n; i++) red[i] /= x->rep.D;
     if ((st = exec_allreduce(x, red, L->n)) != PZ_OK) return st;
     if (x->au.any) {   /* every rank switches here, between steps: no message is in flight */
         double cmax = 0.0;
@@ -165,21 +165,21 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     double t_opt = pz_now();
     float lr = 0.0f;
     PZ_RANGE_PUSH("optimizer stage %d step %d", x->rank, step);
-    if (o->model.optim.kind == PZ_OPTIM_BINSGDM) st = exec_bsgd_step(x, step, norm, &lr);
+    if (o->model.optim.kind == PZ_OPTIM_BINSGDM) st = pz_replica_binsgdm_step(&x->rep, step, norm, &lr);
     for (int cc = 0; o->model.optim.kind == PZ_OPTIM_ADAMW && cc < x->V; cc++)
         lr = pz_optim_step(&x->ch[cc].opt, &x->ch[cc].stage, pz_clip_scale(&x->ch[cc].opt.cfg, norm));
     PZ_RANGE_POP();
     if (st != PZ_OK) return st;
     exec_trace(x, "optimizer", -1, t_opt, pz_now());
-    double ms = 1e3 * (pz_now() - t0), tok_s = (double)o->model.batch * o->model.seq * o->model.micro * x->D / (ms * 1e-3);
+    double ms = 1e3 * (pz_now() - t0), tok_s = (double)o->model.batch * o->model.seq * o->model.micro * x->rep.D / (ms * 1e-3);
     if (is_root(x)) {
         /* --dp-variance: the error ratio where the sync averaged gradients (an
          * all-zero exact mean, or none measured, prints no dp_var) */
         const double *v = red + L->dpvar;
-        pz_step_line line = {step + 1, loss, norm, ms, tok_s, lr, red[L->tied], x->D > 1 ? red + L->dp : NULL,
+        pz_step_line line = {step + 1, loss, norm, ms, tok_s, lr, red[L->tied], x->rep.D > 1 ? red + L->dp : NULL,
                              o->dp.variance && v[1] > 0.0 ? v[0] / v[1] : -1.0};
         pz_report_step(stdout, &line, S, x->G - 1, red + L->edges, red + L->ranks);
-        if (S * x->D > 1) pz_metrics_step(&x->met, step + 1, red + L->edges, line.dp, tok_s);
+        if (S * x->rep.D > 1) pz_metrics_step(&x->met, step + 1, red + L->edges, line.dp, tok_s);
         if (isatty(2)) fprintf(stderr, "\rstep %d/%d loss %.4f  %.0f ms  %.0f tok/s   ", step + 1, o->model.steps, loss, ms, tok_s);
     }
     return PZ_OK;
@@ -193,7 +193,7 @@ static pz_status finish_run(exec *x, double t_run) {
     sb[x->rank] = edge_sums(x, NULL, &sb[S + x->rank]);
     unsigned long rounds = 0, sleeps = 0;
     int threaded = pz_transport_thread_stats(x->tp, &sb[2 * S + x->rank], &rounds, &sleeps);
-    if (x->replica > 0) memset(sb, 0, (size_t)3 * S * sizeof *sb);   /* replica 0's stages stand for all */
+    if (x->rep.replica > 0) memset(sb, 0, (size_t)3 * S * sizeof *sb);   /* replica 0's stages stand for all */
     pz_status st = exec_allreduce(x, sb, 3 * S);
     if (st == PZ_OK && is_root(x)) {
         char pt[4096];
@@ -211,7 +211,7 @@ static pz_status finish_run(exec *x, double t_run) {
 
 static void exec_free(exec *x) {
     pz_ckpt_job_free(&x->job);
-    exec_dp_free(x);
+    pz_replica_free(&x->rep);
     pz_chunk *t = tied_chunk(x);
     if (x->tied_view && t)   /* a failed step left the last rank's view open */
         pz_staging_view_done(&t->stg, t->stage.grads.wte, x->tied_view,
@@ -254,11 +254,11 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
     if ((st = pz_schedule_build(&x->sched, &x->spec, rank, x->S, o->model.micro)) != PZ_OK) return st;
     {   /* before anything big is allocated: refuse a run that cannot fit */
         pz_mem_job mj = {cfg, all, &x->spec, &x->pol, x->S, o->model.batch, o->model.seq, o->model.micro,
-                         x->be->host_memory, x->D > 1 ? exec_dp_plan_bytes : NULL, x};
+                         x->be->host_memory, x->rep.D > 1 ? pz_replica_plan_bytes : NULL, &x->rep};
         char prefix[32] = "";
         if (x->S > 1) snprintf(prefix, sizeof prefix, "rank %d: ", rank);
         /* replicas: the plan knows stages, not replicas: this rank alone (docs/data-parallel.md) */
-        int first = x->D > 1 ? rank : rank - cores->local_rank, count = x->D > 1 ? 1 : cores->local_ranks;
+        int first = x->rep.D > 1 ? rank : rank - cores->local_rank, count = x->rep.D > 1 ? 1 : cores->local_ranks;
         if ((st = pz_mem_check(&mj, rank, first, count, prefix)) != PZ_OK) return st;
         if (x->spec.warmup_auto) x->kfit = pz_mem_max_warmup(&mj, first, count, o->model.micro);
     }
@@ -294,8 +294,8 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
     x->ids_tmp = xcalloc((size_t)o->model.batch, sizeof *x->ids_tmp);
     if ((st = check_links(x)) != PZ_OK) return st;
     exec_slots_alloc(x);
-    if (x->S * x->D > 1 && is_root(x) && (st = pz_metrics_init(&x->met, &x->pol, o->observe.metrics, o->model.micro, o->observe.error_metrics,
-                                                          x->D > 1 ? x->S : 0)) != PZ_OK)
+    if (x->S * x->rep.D > 1 && is_root(x) && (st = pz_metrics_init(&x->met, &x->pol, o->observe.metrics, o->model.micro, o->observe.error_metrics,
+                                                          x->rep.D > 1 ? x->S : 0)) != PZ_OK)
         return st;
     if (x->au.any && is_root(x)) pz_auto_print_start(&x->au, &x->met);   /* what the steps before a decision send */
     /* the reduction, one layout for every schedule: gradient sumsq, loss,
@@ -303,7 +303,7 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
      * statistics per boundary and direction, warmup=auto's round trips
      * and holds (one each per rank), the ranks that got SIGTERM and SIGINT, warmup=auto's
      * memory fit per rank, auto's decisions per boundary and direction,
-     * the data-parallel figures per rank (exec.dp_fig) */
+     * the data-parallel figures per rank (exec.rep.fig) */
     pz_red_layout *L = &x->red;
     L->sumsq = 0, L->loss = 1, L->tied = 2, L->ranks = 3, L->edges = L->ranks + 3 * x->S;
     L->rtt = L->edges + 2 * (x->G - 1) * PZ_EDGE_STATS_N, L->hold = L->rtt + x->S, L->stop = L->hold + x->S;
@@ -313,20 +313,29 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
     return PZ_OK;
 }
 
+/* the replica's group, over the rank's chunks (runtime/dp/replica.h) */
+static pz_status start_replica(exec *x) {
+    pz_replica_chunk *rc = xcalloc((size_t)x->V, sizeof *rc);
+    for (int cc = 0; cc < x->V; cc++) rc[cc] = (pz_replica_chunk){&x->ch[cc].stage, &x->ch[cc].opt, x->ch[cc].g};
+    pz_status st = pz_replica_start(&x->rep, x->tp, x->be, rc, &x->trace, exec_tied_add, x);
+    free(rc);
+    return st;
+}
+
 /* The transport, the fingerprint the ranks must agree on, the links. */
 static pz_status setup_transport(exec *x, const pz_gpt2_config *cfg, const char *master_addr, int master_port) {
     const pz_train_opts *o = x->o;
-    pz_transport_opts to = {x->wrank, x->S * x->D, master_addr, master_port, o->net.peer_timeout, o->net.peer_timeout,
+    pz_transport_opts to = {x->rep.wrank, x->S * x->rep.D, master_addr, master_port, o->net.peer_timeout, o->net.peer_timeout,
                             !o->net.progress_inline, o->net.job_secret, o->net.job_secret_len};
     pz_status st = pz_transport_init(&x->tp, &to);
     if (st != PZ_OK) return st;
-    pz_transport_set_names(x->tp, &(pz_rank_layout){x->S, x->D, o->dp.layout});
+    pz_transport_set_names(x->tp, &(pz_rank_layout){x->S, x->rep.D, o->dp.layout});
     /* authenticated: now the ranks must agree on what they compute, and on the job */
     if ((st = exec_job_start(x, cfg)) != PZ_OK) return st;   /* every rank has the verdict: the caller closes the transport */
-    if ((st = exec_dp_init(x)) != PZ_OK) return st;
+    if ((st = start_replica(x)) != PZ_OK) return st;
     set_links(x);
-    pz_fault_flip(x->tp, x->wrank, o->ckpt.resume == NULL);
-    pz_staging_report(&x->ch[0].stg, x->tp, x->wrank);
+    pz_fault_flip(x->tp, x->rep.wrank, o->ckpt.resume == NULL);
+    pz_staging_report(&x->ch[0].stg, x->tp, x->rep.wrank);
     for (int cc = 0; o->net.progress_inline && cc < x->V; cc++) {   /* no thread: compute progresses between blocks */
         x->ch[cc].stage.between_blocks = progress_hook;
         x->ch[cc].stage.between_blocks_ctx = x->tp;
@@ -348,12 +357,12 @@ static pz_status train_steps(exec *x, int *stopped) {
     double t_run = pz_now();
     /* the tests' check that replicas stay identical after every step (else at checkpoints) */
     const char *ce = getenv("PIPEZIP_DP_CHECK");
-    const int dp_check_each = x->D > 1 && ce && strcmp(ce, "step") == 0;
+    const int dp_check_each = x->rep.D > 1 && ce && strcmp(ce, "step") == 0;
     for (int step = first_step; step < o->model.steps && st == PZ_OK; step++) {
         double t0 = pz_now(), loss_sum = 0.0;
         x->compute_s = x->wait_s = x->codec_s = 0.0;
         for (int cc = 0; cc < x->V; cc++) pz_stage_zero_grad(&x->ch[cc].stage);
-        exec_dp_skip(x, 0);   /* replica r's block of the global batch */
+        pz_replica_skip(&x->rep, &x->loader, x->tok, x->tgt, x->ids_tmp, 0);   /* replica r's block of the global batch */
         for (int k = 0; k < x->sched.n && st == PZ_OK; k++)
             st = exec_run_instr(x, &x->sched.ins[k], (uint32_t)step, &loss_sum);
         if (st != PZ_OK || (st = finish_step(x, step, first_step, t0, loss_sum, red)) != PZ_OK) break;
@@ -367,7 +376,7 @@ static pz_status train_steps(exec *x, int *stopped) {
         if (o->ckpt.dir && (last || stop || (o->ckpt.every > 0 && (step + 1) % o->ckpt.every == 0)) &&
             (st = exec_checkpoint(x, step + 1)) != PZ_OK)
             break;
-        pz_fault_point("step", step + 1, x->wrank);
+        pz_fault_point("step", step + 1, x->rep.wrank);
         if (stop) break;   /* no validation: a preempted machine has seconds left */
         if (o->model.val_data && o->model.val_every > 0 && ((step + 1) % o->model.val_every == 0 || last)) {
             int comp = o->link.eval_compress && pz_policy_any(&x->pol, PZ_FWD);
@@ -381,7 +390,7 @@ static pz_status train_steps(exec *x, int *stopped) {
     free(red);
     if (is_root(x) && isatty(2)) fprintf(stderr, "\n");
     if (st == PZ_OK) pz_auto_report(&x->au, x->rank, pz_now() - t_run, o->model.steps - first_step);
-    if (st == PZ_OK && x->S * x->D > 1) st = finish_run(x, t_run);
+    if (st == PZ_OK && x->S * x->rep.D > 1) st = finish_run(x, t_run);
     return st;
 }
 
@@ -391,20 +400,18 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     memset(&x, 0, sizeof x);
     x.o = o;
     x.S = o->sched.stages;
-    x.D = o->dp.replicas > 1 ? o->dp.replicas : 1;
-    x.wrank = rank;
     pz_status st;
     if ((st = pz_train_schedule(o, &x.spec)) != PZ_OK) return st;   /* runtime/plan/options.h */
     x.V = pz_sched_chunks(&x.spec);
     x.G = x.S * x.V;
-    if (world != x.S * x.D) {
-        if (x.D == 1) return pz_fail(PZ_ERR_ARG, "WORLD_SIZE %d does not match --stages %d", world, o->sched.stages);
+    pz_replica_place(&x.rep, o, rank, x.S, x.V);   /* stage x.rep.rank of replica x.rep.replica */
+    x.rank = x.rep.rank;
+    if (world != x.S * x.rep.D) {
+        if (x.rep.D == 1) return pz_fail(PZ_ERR_ARG, "WORLD_SIZE %d does not match --stages %d", world, o->sched.stages);
         return pz_fail(PZ_ERR_ARG, "WORLD_SIZE %d does not match --stages %d x --replicas %d = %d processes (the world "
                        "size is the launcher's: WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS)", world, x.S,
-                       x.D, x.S * x.D);
+                       x.rep.D, x.S * x.rep.D);
     }
-    x.rank = pz_dp_layout_stage(o->dp.layout ? PZ_DP_LAYOUT_STRIDED : PZ_DP_LAYOUT_CONTIGUOUS, rank, x.S, x.D);
-    x.replica = o->dp.layout ? rank / x.S : rank % x.D;
     if (o->observe.trace) pz_trace_start(&x.trace, pz_now());
     /* threads and cores first: before any OpenMP region starts its pool */
     pz_cores cores;
@@ -423,10 +430,10 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     if ((st = setup_model(&x, &cfg, all, &cores)) != PZ_OK) goto cleanup;
     if (world > 1 && (st = setup_transport(&x, &cfg, master_addr, master_port)) != PZ_OK) goto cleanup;
     if (world == 1 && ((st = exec_job_start(&x, &cfg)) != PZ_OK ||   /* its checkpoints name the job */
-                       (st = exec_dp_init(&x)) != PZ_OK))               /* binsgdm's exchange with itself */
+                       (st = start_replica(&x)) != PZ_OK))              /* binsgdm's exchange with itself */
         goto cleanup;
     if (is_root(&x))
-        pz_train_print_start(stderr, o, &cfg, x.S, x.V, x.D, pz_dataset_num_samples(&x.train), cores.threads,
+        pz_train_print_start(stderr, o, &cfg, x.S, x.V, x.rep.D, pz_dataset_num_samples(&x.train), cores.threads,
                              x.spec.warmup_auto);
     sigaction(SIGTERM, &sa, &old_term);
     sigaction(SIGINT, &sa, &old_int);
@@ -439,7 +446,7 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
         fprintf(stderr, "pipezip train: stopped early: %s not written\n", o->model.save);
     if (st == PZ_OK && o->model.save && !stopped)
         st = pz_resume_note_last_good(exec_gather_save(&x, all, o->model.save), o->ckpt.dir, &x.job);
-    if (st == PZ_OK && o->observe.trace) st = pz_trace_write_fragment(&x.trace, o->observe.trace, rank, x.rank, x.D > 1 ? x.replica : -1);
+    if (st == PZ_OK && o->observe.trace) st = pz_trace_write_fragment(&x.trace, o->observe.trace, rank, x.rank, x.rep.D > 1 ? x.rep.replica : -1);
     /* a failed close skips the shutdown barrier, the one step that could
      * replace the message of st */
     pz_transport_close(x.tp, st != PZ_OK);

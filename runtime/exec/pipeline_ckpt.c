@@ -40,9 +40,9 @@ static int chunk_codecs(exec *x, pz_chunk *c, const char **names, pz_codec **cs)
 pz_status exec_job_start(exec *x, const pz_gpt2_config *cfg) {
     const pz_train_opts *o = x->o;
     char *fp = pz_fingerprint_build(o, cfg, &x->pol, x->train.paths ? &x->train : NULL, x->val.paths ? &x->val : NULL);
-    pz_fp_share share = {x->rank, x->replica * o->model.micro, o->model.micro};   /* this replica's block */
-    pz_status st = pz_fingerprint_agree(x->tp, x->wrank, x->S * x->D, fp, &share);
-    if (st == PZ_OK) st = pz_ckpt_job_start(x->tp, &o->ckpt, x->wrank, x->S * x->D, fp, &x->job);
+    pz_fp_share share = {x->rank, x->rep.replica * o->model.micro, o->model.micro};   /* this replica's block */
+    pz_status st = pz_fingerprint_agree(x->tp, x->rep.wrank, x->S * x->rep.D, fp, &share);
+    if (st == PZ_OK) st = pz_ckpt_job_start(x->tp, &o->ckpt, x->rep.wrank, x->S * x->rep.D, fp, &x->job);
     free(fp);
     return st;
 }
@@ -68,7 +68,7 @@ static pz_status load_step(void *ctx, const char *dir, int step) {
                         pz_codec_spec(cs[i]));
         same = same && same_c;
     }
-    if (st == PZ_OK) st = exec_dp_load(x, dir, step);
+    if (st == PZ_OK) st = pz_replica_load(&x->rep, dir, step);
     if (st == PZ_OK && x->au.any) {   /* auto's decisions; none there (another policy): start over */
         char *path = pz_resume_rank_path(dir, step, x->rank, ".auto");
         if (same && access(path, F_OK) == 0) {
@@ -85,7 +85,7 @@ static pz_status load_step(void *ctx, const char *dir, int step) {
  * (runtime/ckpt/resume.h, pz_resume_start). *start = steps already done. */
 pz_status exec_resume(exec *x, int *start) {
     const char *dir;
-    pz_status st = pz_resume_start(x->tp, &x->o->ckpt, x->wrank, x->S * x->D, &x->job, load_step, x, start, &dir);
+    pz_status st = pz_resume_start(x->tp, &x->o->ckpt, x->rep.wrank, x->S * x->rep.D, &x->job, load_step, x, start, &dir);
     if (st != PZ_OK || *start < 0) {
         *start = 0;
         return st;
@@ -103,7 +103,7 @@ pz_status exec_checkpoint(exec *x, int step) {
     /* replicas: identical (checked), so replica 0's shards are every replica's */
     pz_status st = exec_dp_check(x, "at a checkpoint");
     if (st != PZ_OK) return st;
-    for (int cc = 0; x->replica == 0 && cc < x->V && st == PZ_OK; cc++) {
+    for (int cc = 0; x->rep.replica == 0 && cc < x->V && st == PZ_OK; cc++) {
         pz_chunk *c = &x->ch[cc];
         const char *names[8];
         pz_codec *cs[8];
@@ -111,19 +111,19 @@ pz_status exec_checkpoint(exec *x, int step) {
         st = pz_resume_write_shard(dir, step, c->g, x->G, &c->stage, &c->opt, &x->loader, &x->job);
         if (st == PZ_OK) st = pz_resume_write_codecs(dir, step, c->g, names, cs, n);
     }
-    if (st == PZ_OK) st = exec_dp_save(x, dir, step);   /* every replica its own error feedback */
+    if (st == PZ_OK) st = pz_replica_save(&x->rep, dir, step);   /* every replica its own error feedback, binsgdm state */
     if (st == PZ_OK && x->au.any) {   /* the candidates auto goes on with */
         char *path = pz_resume_rank_path(dir, step, x->rank, ".auto");
         st = pz_auto_save(&x->au, path);
         free(path);
     }
-    pz_fault_point("checkpoint", step, x->wrank);
+    pz_fault_point("checkpoint", step, x->rep.wrank);
     double bad = st != PZ_OK;
     pz_status st2 = exec_allreduce(x, &bad, 1);
     if (st2 != PZ_OK) return st2;
     /* a shard that could not be written (a full disk): none of it stays, the run goes on */
     if (bad > 0) {
-        for (int cc = 0; x->replica == 0 && cc < x->V; cc++) pz_resume_abandon(dir, step, x->ch[cc].g, &x->job, cc ? PZ_OK : st);
+        for (int cc = 0; x->rep.replica == 0 && cc < x->V; cc++) pz_resume_abandon(dir, step, x->ch[cc].g, &x->job, cc ? PZ_OK : st);
         return PZ_OK;
     }
     if (is_root(x) && (st = pz_resume_commit(dir, step, x->G, x->o->ckpt.keep, &x->job)) == PZ_OK)
@@ -134,10 +134,10 @@ pz_status exec_checkpoint(exec *x, int step) {
 
 /* --save: replica 0's stages gather the model on its rank 0 (runtime/ckpt/gather.h) */
 pz_status exec_gather_save(exec *x, const pz_stage_range *all, const char *path) {
-    if (x->replica > 0) return PZ_OK;   /* replica 0's pipeline holds every replica's model */
+    if (x->rep.replica > 0) return PZ_OK;   /* replica 0's pipeline holds every replica's model */
     int *wr = xcalloc((size_t)x->S, sizeof *wr);
     float **params = xcalloc((size_t)x->V, sizeof *params);
-    for (int s = 0; s < x->S; s++) wr[s] = world_of(x, s);
+    for (int s = 0; s < x->S; s++) wr[s] = pz_replica_world(&x->rep, s);
     for (int cc = 0; cc < x->V; cc++) params[cc] = x->ch[cc].stage.param_mem;
     pz_status st = pz_gather_save(x->tp, x->be, &x->ch[0].stage.cfg, all, x->S, x->V, x->rank, wr, params, path);
     free(wr);
@@ -150,6 +150,6 @@ pz_status exec_dump_edge(exec *x, const pz_edge_end *e, int kind, uint64_t step,
     const pz_train_opts *o = x->o;
     if (!o->observe.dump_edge || step + 1 != (uint64_t)o->observe.dump_edge || (kind != PZ_KIND_ACT && kind != PZ_KIND_GRAD))
         return PZ_OK;
-    return pz_dump_edge(o->observe.dump_dir, step + 1, e->edge, kind == PZ_KIND_GRAD, x->replica * o->model.micro + micro,
+    return pz_dump_edge(o->observe.dump_dir, step + 1, e->edge, kind == PZ_KIND_GRAD, x->rep.replica * o->model.micro + micro,
                         (size_t)o->model.batch, (size_t)o->model.seq, (size_t)x->ch[0].stage.cfg.channels, src);
 }

@@ -18,9 +18,7 @@
 
 #include "runtime/exec/autopolicy.h"
 #include "runtime/ckpt/job.h"
-#include "runtime/dp/creduce.h"
-#include "runtime/dp/group.h"
-#include "runtime/dp/sync.h"
+#include "runtime/dp/replica.h"
 #include "stages/data.h"
 #include "runtime/edge/edge.h"
 #include "runtime/observe/metrics.h"
@@ -70,17 +68,10 @@ typedef struct {
     const pz_train_opts *o;
     pz_transport *tp;
     const pz_backend *be;
-    int rank, S, V, G;         /* rank: this process's stage (0..S-1) */
-    /* --replicas D (docs/data-parallel.md): this process is stage `rank` of
-     * replica `replica`, world rank wrank (o->dp.layout); dp is the stage's
-     * group of D replicas (D > 1), which averages the gradients every step */
-    int D, replica, wrank;
-    pz_dp_group dp;
-    pz_dp_creduce **cr;        /* --dp-compress: per chunk, its compressed reduction (V) */
-    pz_dp_sync *sync;          /* per chunk, its bucketed average (V; runtime/dp/sync.h) */
-    double dp_fig[PZ_DP_FIGS]; /* the step's data-parallel figures (runtime/observe/metrics.h) */
-    pz_dp_creduce *crw;        /* binsgdm, S > 1: the tied wte's own exchange (first and last rank) */
-    double dp_err[2];          /* --dp-variance, this step: ||estimate - exact mean||^2, ||exact mean||^2 */
+    int rank, S, V, G;         /* rank: this process's stage (0..S-1), rep.rank */
+    /* --replicas D and binsgdm (runtime/dp/replica.h): this process is stage
+     * `rank` of replica rep.replica, world rank rep.wrank, of rep.D */
+    pz_replica rep;
     pz_sched_spec spec;        /* --schedule; warmup=auto resolved after the first steps */
     pz_schedule sched;
     pz_policy pol;             /* per boundary */
@@ -110,12 +101,8 @@ typedef struct {
     pz_ckpt_job job;           /* what its checkpoints name, the directory's lock (runtime/ckpt/job.h) */
 } exec;
 
-/* the world rank of stage `stage` of this replica (D = 1: the stage) */
-static inline int world_of(const exec *x, int stage) {
-    return x->o->dp.layout ? x->replica * x->S + stage : stage * x->D + x->replica;
-}
 /* the rank that prints, commits checkpoints, saves: world rank 0 */
-static inline int is_root(const exec *x) { return x->wrank == 0; }
+static inline int is_root(const exec *x) { return x->rep.wrank == 0; }
 static inline int holds_first(const exec *x) { return x->rank == 0; }
 static inline int holds_last(const exec *x) { return x->rank == x->S - 1; }
 static inline int is_first(const pz_chunk *c) { return c->g == 0; }
@@ -137,6 +124,7 @@ pz_status exec_wait_sends(exec *x);
 /* the last rank's wte gradient gets the first rank's copy (after the norm);
  * then exec_tied_follow: the codec of auto's live candidate, where it follows one */
 pz_status exec_tied_finish(exec *x, uint32_t step);
+pz_status exec_tied_add(void *x, uint32_t step);   /* the same, as the replica's hook */
 pz_status exec_tied_follow(exec *x);
 /* one validation pass; rank 0 prints its line */
 pz_status exec_validate(exec *x, int step, uint32_t *val_round, int compressed);
@@ -149,40 +137,10 @@ void exec_chunk_free(exec *x, pz_chunk *c);
 /* kfit: per rank, the largest extra warm-up its host's memory holds (exec.kfit) */
 pz_status exec_auto_warmup(exec *x, const double *red);
 
-/* pipeline_dp.c: the data-parallel part of the step (D > 1) */
-pz_status exec_dp_init(exec *x);
-/* before micro-batch 0 (skip) or after the step (tail): the loader passes
- * over the other replicas' micro-batches of the global batch */
-void exec_dp_skip(exec *x, int tail);
-/* a backward pass of chunk c begins (last: of the step's last micro-batch,
- * whose passes alone report final gradients to the buckets) */
-void exec_dp_backward(exec *x, pz_chunk *c, int step, int last);
-/* the memory plan's data-parallel term of stage r (pz_mem_job.dp_bytes; dp_ctx: the exec) */
-double exec_dp_plan_bytes(const pz_mem_job *j, int r);
-/* after the list: the tied add, and every chunk's gradient averaged over
- * the stage's replicas (x->dp_fig: what it took) */
-pz_status exec_dp_sync(exec *x, int step);
-void exec_dp_free(exec *x);
-/* --dp-compress: the reductions' error feedback, one file per chunk and
- * replica beside the checkpoint's shards (step-N/rank-G.dpefR) */
-pz_status exec_dp_save(exec *x, const char *dir, int step);
-pz_status exec_dp_load(exec *x, const char *dir, int step);
-/* the replicas hold the same parameters and optimizer state, bit for bit
- * (binsgdm: the parameters; its m and b are each replica's) */
-pz_status exec_dp_check(exec *x, const char *when);
-/* --dp-variance's figures of the step for the reduction (2 values): the
- * squared error of the average and the squared exact mean (0 without it) */
-void exec_dp_variance(exec *x, double *out);
-
-/* pipeline_binsgdm.c: --optimizer binsgdm. The step after the norm's
- * reduction: moments, the exchange of m/b, the update (lr: the one used). */
-pz_status exec_bsgd_step(exec *x, int step, double norm, float *lr);
-/* floats of the tied wte at the start of chunk c's buffers that binsgdm
- * exchanges on their own (S > 1, first and last rank), else 0 */
-size_t exec_bsgd_tied(const exec *x, const pz_chunk *c);
-/* with replicas: each replica's m and b beside the shards (step-N/rank-G.bsgdR) */
-pz_status exec_bsgd_save(exec *x, const char *dir, int step);
-pz_status exec_bsgd_load(exec *x, const char *dir, int step);
+/* the replicas hold the same parameters, optimizer state and choices (runtime/dp/replica.h) */
+static inline pz_status exec_dp_check(exec *x, const char *when) {
+    return pz_replica_check(&x->rep, x->spec.warmup_extra, x->au.any ? x->au.cur : NULL, 2 * x->au.edges, when);
+}
 
 /* pipeline_ckpt.c */
 pz_status exec_resume(exec *x, int *start);

@@ -50,9 +50,9 @@ static pz_status post(exec *x, int recv, int peer, int b, int kind, uint32_t ste
     snprintf(w, sizeof w, "%s, edge %d-%d %s, step %u micro %d", what, b, b + 1,
              kind == PZ_KIND_GRAD ? "backward" : "forward", step, micro);
     PZ_RANGE_PUSH("%s", w);
-    peer = world_of(x, peer);   /* the stage's rank in this replica */
+    peer = pz_replica_world(&x->rep, peer);   /* the stage's rank in this replica */
     pz_status st = recv ? pz_transport_recv(x->tp, peer, pz_tag(peer, step, fld, (uint32_t)kind), buf, len, w, req)
-                        : pz_transport_send(x->tp, peer, pz_tag(x->wrank, step, fld, (uint32_t)kind), buf, len, w, req);
+                        : pz_transport_send(x->tp, peer, pz_tag(x->rep.wrank, step, fld, (uint32_t)kind), buf, len, w, req);
     PZ_RANGE_POP();
     return st;
 }
@@ -148,7 +148,7 @@ static pz_status reduce_tied(exec *x, int peer, uint32_t step) {
     if (!c) return PZ_OK;
     size_t n = (size_t)c->stage.cfg.padded_vocab_size * c->stage.cfg.channels, len = 0;
     double t0 = pz_now();
-    peer = world_of(x, peer);   /* each replica's first and last stage exchange their own */
+    peer = pz_replica_world(&x->rep, peer);   /* each replica's first and last stage exchange their own */
     pz_status st = wait_req(x, &x->tied_send, -1, NULL, NULL);   /* last step's, long gone */
     if (st != PZ_OK) return st;
     float *g = pz_staging_view(&c->stg, c->stage.grads.wte, n);   /* host copy on a device */
@@ -160,7 +160,7 @@ static pz_status reduce_tied(exec *x, int peer, uint32_t step) {
     snprintf(w, sizeof w, "tied embedding gradient, ranks 0 and %d, step %u", x->S - 1, step);
     st = pz_transport_recv(x->tp, peer, pz_tag(peer, step, 0, PZ_KIND_TIED), x->tied.in, x->tied.cap, w, &x->tied_recv);
     if (st == PZ_OK)
-        st = pz_transport_send(x->tp, peer, pz_tag(x->wrank, step, 0, PZ_KIND_TIED), x->tied.out, len, w, &x->tied_send);
+        st = pz_transport_send(x->tp, peer, pz_tag(x->rep.wrank, step, 0, PZ_KIND_TIED), x->tied.out, len, w, &x->tied_send);
     exec_trace(x, "tied", -1, t0, pz_now());
     if (st != PZ_OK || !holds_first(x)) return st;
     return exec_tied_finish(x, step);
@@ -170,6 +170,8 @@ static pz_status reduce_tied(exec *x, int peer, uint32_t step) {
  * candidate (tied.h): after the step's add, with the switches every rank
  * made after the step's reduction (or loaded on resume). */
 pz_status exec_tied_follow(exec *x) { return x->tied.follow ? pz_tied_use(&x->tied, x->au.cur[PZ_BWD]) : PZ_OK; }
+
+pz_status exec_tied_add(void *x, uint32_t step) { return exec_tied_finish(x, step); }
 
 pz_status exec_tied_finish(exec *x, uint32_t step) {
     if (!x->tied_view) return exec_tied_follow(x);
@@ -187,7 +189,7 @@ pz_status exec_tied_finish(exec *x, uint32_t step) {
 /* BACKWARD (zb-h1: the input gradient only) and BACKWARD_WEIGHT. */
 static pz_status backward(exec *x, pz_chunk *c, int slot, uint32_t step, int i, int weights) {
     double t0 = pz_now();
-    exec_dp_backward(x, c, (int)step, i == x->o->model.micro - 1);   /* replicas: the last one's buckets start */
+    pz_replica_backward(&x->rep, (int)(c - x->ch), (int)step, i == x->o->model.micro - 1);   /* replicas: the last one's buckets start */
     if (weights) {
         PZ_RANGE_PUSH("W stage %d step %u micro %d", c->g, step, i);
         pz_stage_backward_weight(&c->stage, &c->slots[slot]);
@@ -321,14 +323,14 @@ pz_status exec_validate(exec *x, int step, uint32_t *val_round, int compressed) 
         if (nb > o->model.val_batches) nb = o->model.val_batches;
     }
     /* every rank must agree on the count: first and last computed it from the same data */
-    double cnt = holds_first(x) && x->replica == 0 ? nb : 0.0, sum = 0.0;   /* replicas: each validates, replica 0 counts */
+    double cnt = holds_first(x) && x->rep.replica == 0 ? nb : 0.0, sum = 0.0;   /* replicas: each validates, replica 0 counts */
     if ((st = exec_allreduce(x, &cnt, 1)) != PZ_OK) goto out;
     nb = (int)cnt;
     for (int k = 0; k < nb && st == PZ_OK; k++) {
         if (ends) pz_loader_next(&vl, x->tok, x->tgt, x->ids_tmp);
         st = validate_batch(x, k, round, compressed, &sum);
     }
-    double v = holds_last(x) && x->replica == 0 ? sum : 0.0;
+    double v = holds_last(x) && x->rep.replica == 0 ? sum : 0.0;
     if (st == PZ_OK) st = exec_allreduce(x, &v, 1);
     if (st == PZ_OK && is_root(x)) pz_report_val(stdout, step, nb > 0 ? v / nb : NAN, nb, x->S == 1 ? -1 : compressed);
 out:

@@ -137,15 +137,15 @@ static pz_status replicas_check(pz_train_opts *o, const pz_train_words *w) {
     /* interleaving, warmup=auto, --compress auto and --dump-edge work with
      * replicas: what the autos decide comes from the step's one reduction
      * over all S x D ranks, so every replica decides the same (checked with
-     * the parameters, exec_dp_check). --trace: each rank writes its world
+     * the parameters, pz_replica_check). --trace: each rank writes its world
      * rank's fragment; --metrics: world rank 0 writes. */
     if (strcmp(o->host.device, "cpu") != 0)
         return pz_fail(PZ_ERR_ARG, "--replicas needs --device cpu for now (docs/data-parallel.md)");
     return PZ_OK;
 }
 
-/* --optimizer binsgdm: its 1-bit exchange is its own (runtime/exec/
- * pipeline_binsgdm.c), so it takes no --dp-compress; on the CPU only. */
+/* --optimizer binsgdm: its 1-bit exchange is its own (runtime/dp/
+ * replica.c), so it takes no --dp-compress; on the CPU only. */
 static pz_status optimizer_check(pz_train_opts *o, const pz_train_words *w) {
     if (strcmp(w->optimizer, "adamw") == 0) {
         o->model.optim.kind = PZ_OPTIM_ADAMW;
@@ -182,7 +182,7 @@ static pz_status dp_compress_check(pz_train_opts *o, const pz_train_words *w) {
         if (strcmp(w->dp_reduce, modes[m]) == 0) o->dp.reduce = m + 1;
     if (w->dp_reduce && strcmp(w->dp_reduce, modes[o->dp.reduce - 1]) != 0)
         return pz_fail(PZ_ERR_ARG, "--dp-reduce must be allgather, twophase or hierarchical, not '%s'", w->dp_reduce);
-    /* no --dp-hosts: the hosts are the ranks' host names, found at start (runtime/exec/pipeline_dp.c) */
+    /* no --dp-hosts: the hosts are the ranks' host names, found at start (runtime/dp/replica.c) */
     if (o->dp.reduce == 3 && o->dp.hosts && o->dp.replicas % o->dp.hosts != 0)
         return pz_fail(PZ_ERR_ARG, "--dp-reduce hierarchical needs --dp-hosts H dividing --replicas %d (H = %d), or no "
                        "--dp-hosts: then the hosts are those the ranks run on", o->dp.replicas, o->dp.hosts);

@@ -8,7 +8,7 @@
  * Each configuration (mode, D, hosts) runs STEPS steps on N parameters that
  * start equal on every rank, each rank with its own fixed pseudo-random
  * gradients, the clip factor 0.5 on odd steps: moments, exchange of u = m/b,
- * update, as pipeline_binsgdm.c does per chunk. Written to OUTDIR/<config>/:
+ * update, as runtime/dp/replica.c does per chunk. Written to OUTDIR/<config>/:
  *   meta.txt                         mode D H n steps lr wd beta
  *   r<rank>_g.npy  (steps, n)        its gradients (before the clip factor)
  *   r<rank>_p.npy  (steps + 1, n)    its parameters, first the starting ones
