@@ -185,15 +185,56 @@ static inline uint64_t er_peek(const uint8_t *p, size_t len, uint64_t pos) {
     return w << (pos & 7);
 }
 
+/* Table-driven decode of several codes per lookup: the per-code loop below
+ * costs a branch and a bit count per code, and most codes are 1 to 4 bits.
+ * The entry for the next ETAB_BITS bits of the stream (MSB first) holds the
+ * whole codes that begin there, up to ETAB_MAX of them (their b-bit values
+ * in bytes 0..6), and in byte 7 their count | the bits they take << 3. A
+ * count of 0 (the first code is longer than ETAB_BITS bits, or malformed)
+ * leaves that code to the per-code loop, which also says what is wrong.
+ * Built per decode (2048 entries) where the tensor is large enough for the
+ * lookups to repay it. */
+#define ETAB_BITS 11
+#define ETAB_MAX 7
+#define ETAB_MIN_N (1u << 16)
+
+static void etab_build(uint64_t *tab, int b, int sl, int zmax) {
+    for (uint32_t x = 0; x < (1u << ETAB_BITS); x++) {
+        uint64_t e = 0;
+        int used = 0, cnt = 0;
+        while (cnt < ETAB_MAX) {
+            uint32_t rest = (x << used) & ((1u << ETAB_BITS) - 1);   /* bits not yet taken, at the top */
+            int left = ETAB_BITS - used, z = 0;
+            while (z < left && !((rest >> (ETAB_BITS - 1 - z)) & 1)) z++;
+            int width = 2 * z + 1;
+            if (z > zmax || width > left) break;
+            uint32_t jx = (rest >> (ETAB_BITS - width)) - 1, sg = 0;
+            if (jx > (uint32_t)sl) break;
+            if (jx) {
+                if (width + 1 > left) break;
+                sg = (rest >> (ETAB_BITS - width - 1)) & 1;
+                width++;
+            }
+            e |= (uint64_t)(jx | sg << (b - 1)) << (8 * cnt);
+            cnt++;
+            used += width;
+        }
+        tab[x] = e | (uint64_t)(cnt | used << 3) << 56;
+    }
+}
+
 /* Decodes the m codes of a chunk from bit *pos (codes[] has 64 bytes of
- * slack). From each load of 57 bits of the stream it takes, in turn, the run
- * of 1 bits ahead if any (j = 0 codes, all at once) and the code with j > 0
- * that ends it, while 16 bits (the longest code) are left. Returns 0, with *pos and codes[] unspecified, at
- * anything but well-formed codes (a long zero prefix, j > s, a code past the
- * stream's end): the caller then redoes the chunk with the checked loop,
- * which says what is wrong. */
+ * slack). With a table (tab, else NULL) it takes 4 lookups (at most 44 bits
+ * and 4 * ETAB_MAX codes) from each load of 57 bits of the stream while that
+ * many codes are left. Otherwise, and where the table has no entry, it
+ * takes in turn the run of 1 bits ahead if any (j = 0 codes, all at once)
+ * and the code with j > 0 that ends it, while 16 bits (the longest code) are
+ * left. Returns 0, with *pos and codes[] unspecified, at anything but
+ * well-formed codes (a long zero prefix, j > s, a code past the stream's
+ * end): the caller then redoes the chunk with the checked loop, which says
+ * what is wrong. */
 static int elias_fast(const uint8_t *cin, size_t clen, uint64_t *ppos, uint64_t total, size_t m, int b, int sl,
-                      int zmax, uint8_t *codes) {
+                      int zmax, const uint64_t *tab, uint8_t *codes) {
     uint64_t pos = *ppos;
     size_t i = 0;
     const uint32_t sgs = (uint32_t)(b - 1);
@@ -207,6 +248,21 @@ static int elias_fast(const uint8_t *cin, size_t clen, uint64_t *ppos, uint64_t 
             w = er_peek(cin, clen, pos);              /* (zeros past the end) */
         }
         unsigned used = 0;
+        if (tab && m - i >= 4 * ETAB_MAX && byte + 8 <= clen) {
+            /* an entry of count 0 takes no bits, so the lookups after it
+             * find it again: only the last one needs looking at */
+            uint64_t e = 0;
+            for (int k = 0; k < 4; k++) {
+                e = tab[(w << used) >> (64 - ETAB_BITS)];
+                memcpy(codes + i, &e, 8);
+                i += (size_t)((e >> 56) & 7);
+                used += (unsigned)(e >> 59);
+            }
+            if ((e >> 56) & 7 || used) {
+                pos += used;
+                continue;
+            }
+        }
         for (;;) {
             uint64_t v = w << used;                   /* used <= 57 */
             if (v >> 63) {                            /* a run of j = 0 codes */
@@ -328,6 +384,7 @@ static pz_status nuq_decode(const pz_codec_params *p, const uint8_t *in, size_t 
         return pz_fail(PZ_ERR_FORMAT, "nuq: payload of %zu bytes, expected %zu", len, nuq_max_payload(p, s));
     float *norm = xmalloc(G * sizeof(float));
     memcpy(norm, in, 4 * G);
+    uint64_t *etab = NULL;   /* (elias_fast's table) */
     pz_status st = PZ_OK;
     for (size_t g = 0; g < G; g++)
         if (!(norm[g] >= 0.0f) || !isfinite(norm[g])) {
@@ -338,12 +395,23 @@ static pz_status nuq_decode(const pz_codec_params *p, const uint8_t *in, size_t 
     size_t clen = len - 4 * G;
     uint64_t pos = 0, total = (uint64_t)clen * 8;
     uint8_t codes[PZ_CHUNK + 64];
+    if (p->elias && n >= ETAB_MIN_N) {
+        etab = xmalloc(sizeof(uint64_t) << ETAB_BITS);
+        etab_build(etab, b, sl, 31 - __builtin_clz((uint32_t)sl + 1));
+    }
+    uint64_t last_bits = 2, last_m = 1;   /* (the first chunk tries the table) */
     for (size_t a = 0; a < n; a += PZ_CHUNK) {
         size_t e = a + PZ_CHUNK < n ? a + PZ_CHUNK : n;
         if (p->elias) {
             int zmax = 31 - __builtin_clz((uint32_t)sl + 1);   /* gamma(j+1) has at most this many zeros */
             uint64_t pos0 = pos;
-            if (elias_fast(cin, clen, &pos, total, e - a, b, sl, zmax, codes)) goto values;
+            /* mostly j = 0 codes (under 1.25 bits a code in the last chunk):
+             * the runs of 1 bits go faster than 7 codes a lookup */
+            const uint64_t *tab = etab && 4 * last_bits > 5 * (uint64_t)last_m ? etab : NULL;
+            int ok = elias_fast(cin, clen, &pos, total, e - a, b, sl, zmax, tab, codes);
+            last_bits = pos - pos0;
+            last_m = e - a;
+            if (ok) goto values;
             pos = pos0;
             uint64_t win = er_peek(cin, clen, pos), wpos = pos;   /* window of >= 57 bits from wpos */
             for (size_t i = 0; i < e - a; i++) {
@@ -393,6 +461,7 @@ static pz_status nuq_decode(const pz_codec_params *p, const uint8_t *in, size_t 
         }
     }
 done:
+    free(etab);
     free(norm);
     return st;
 }

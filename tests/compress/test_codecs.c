@@ -23,6 +23,7 @@
 
 #include "compress/core/bitpack.h"
 #include "compress/core/codec.h"
+#include "compress/core/codec_impl.h"
 #include "base/crc32c.h"
 #include "compress/core/elem.h"
 #include "compress/codecs/qcommon.h"
@@ -1074,6 +1075,93 @@ static void test_corruption(void) {
         }
 }
 
+/* nuq's Elias decoder reads large tensors (2^16 elements and more) through a
+ * table of several codes a lookup, and runs of j = 0 codes a word at a time
+ * (compress/codecs/nuq.c): held to a plain reader (pz_elias_gamma_get) on
+ * streams of every b, mostly j = 0, small j or any j, intact, with one bit
+ * flipped, cut short by a byte or with a non-zero padding bit. */
+static int nuq_elias_ref(const uint8_t *st, size_t len, size_t n, int b, uint8_t *codes) {
+    int sl = (1 << (b - 1)) - 1;
+    pz_bitr rd;
+    pz_bitr_init(&rd, st, len);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t g = pz_elias_gamma_get(&rd);
+        if (rd.err || g - 1 > (uint64_t)sl) return 0;
+        uint64_t sg = g > 1 ? pz_bitr_get(&rd, 1) : 0;
+        if (rd.err) return 0;
+        codes[i] = (uint8_t)((g - 1) | sg << (b - 1));
+    }
+    uint64_t left = pz_bitr_left(&rd);
+    return left < 8 && pz_bitr_get(&rd, (int)left) == 0;
+}
+
+static void test_nuq_elias_reader(void) {
+    const pz_codec_impl *impl = pz_codec_impl_by_name("nuq", 3);
+    size_t n = 70001;   /* past the table's threshold; no multiple of a chunk */
+    pz_shape s = shp(2, 1, (int64_t)n, 0, 0);
+    uint8_t *codes = xmalloc(n), *ref = xmalloc(n), *buf = xmalloc(4 + 2 * n + 16);
+    float *y = xmalloc(n * sizeof(float));
+    pz_rng r;
+    pz_rng_seed(&r, 77);
+    int bad = 0, cases = 0;
+    for (int b = 2; b <= 8; b++)
+        for (int mix = 0; mix < 3; mix++) {
+            char args[64];
+            snprintf(args, sizeof args, "%d:code=elias,bucket=%zu", b, n);
+            pz_codec_params p;
+            memset(&p, 0, sizeof p);
+            if (impl->parse(&p, args, args, 0) != PZ_OK) { bad++; continue; }
+            uint32_t sl = (1u << (b - 1)) - 1;
+            const float one = 1.0f;
+            memcpy(buf, &one, 4);
+            pz_bitw w;
+            pz_bitw_init(&w, buf + 4, 2 * n + 12);
+            for (size_t i = 0; i < n; i++) {
+                uint32_t j = mix == 0 ? (pz_rng_below(&r, 16) ? 0 : 1 + (uint32_t)pz_rng_below(&r, sl))
+                           : mix == 1 ? (uint32_t)pz_rng_below(&r, sl < 3 ? sl + 1 : 4)
+                                      : (uint32_t)pz_rng_below(&r, sl + 1);
+                uint32_t sg = j ? (uint32_t)pz_rng_below(&r, 2) : 0;
+                codes[i] = (uint8_t)(j | sg << (b - 1));
+                pz_elias_gamma_put(&w, j + 1);
+                if (j) pz_bitw_put(&w, sg, 1);
+            }
+            size_t slen = pz_bitw_finish(&w);
+            for (int edit = 0; edit < 8; edit++) {
+                size_t len = 4 + slen;
+                uint8_t saved[2] = {buf[4 + slen - 1], 0};
+                size_t at = 4 + (size_t)pz_rng_below(&r, slen), bit = (size_t)pz_rng_below(&r, 8);
+                uint8_t keep = buf[at];
+                if (edit >= 2 && edit < 7) buf[at] ^= (uint8_t)(1u << bit);   /* a flipped bit */
+                if (edit == 1) len--;                                    /* cut short */
+                if (edit == 7) buf[4 + slen - 1] |= 1;                   /* padding (or the last code's bit) */
+                int ok = nuq_elias_ref(buf + 4, len - 4, n, b, ref);
+                pz_status st = impl->decode(&p, buf, len, &s, y);
+                cases++;
+                if ((st == PZ_OK) != ok) {
+                    if (bad < 5) printf("  nuq%d elias mix %d edit %d: decode %d, plain reader %d\n", b, mix, edit, st, ok);
+                    bad++;
+                } else if (ok) {
+                    size_t wrong = 0;
+                    for (size_t i = 0; i < n; i++)
+                        wrong += y[i] != pz_nuq_value(ref[i], 1.0f, b, (int)sl);
+                    if (edit == 0)
+                        for (size_t i = 0; i < n; i++) wrong += ref[i] != codes[i];
+                    if (wrong) {
+                        if (bad < 5) printf("  nuq%d elias mix %d edit %d: %zu values differ\n", b, mix, edit, wrong);
+                        bad++;
+                    }
+                }
+                buf[at] = keep;
+                buf[4 + slen - 1] = saved[0];
+            }
+        }
+    CHECK(bad == 0, "nuq elias table reader: %d of %d streams differ from the plain reader", bad, cases);
+    free(codes);
+    free(ref);
+    free(buf);
+    free(y);
+}
+
 /* payload edits with a recomputed CRC: no crash (ASan), and q/nuq/sign never
  * produce a non-finite value */
 static void test_payload_edits(void) {
@@ -1216,6 +1304,7 @@ int main(void) {
     test_nuq_variance();
     test_corruption();
     test_payload_edits();
+    test_nuq_elias_reader();
     test_peek();
     return check_summary("test_codecs");
 }
