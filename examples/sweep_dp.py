@@ -24,9 +24,9 @@ seed spread (the sum of the two standard deviations), "fails" when it is
 reversed by more than that, and is "not resolved" otherwise. The verdicts,
 computed from the table: JointSQ against uniform quantization and TopK at
 about the same bits, NUQSGD's variance against QSGD's (q at the same 4-bit
-codes), whether 1-bit (sign with error feedback, twophase) needs a warm-up
-(if it is not within 2% without one, the shortest --dp-warmup of
---warmup-tries that gets there), the quality targets of issue 25, and
+codes), whether 1-bit (sign with error feedback, twophase; 1-bit Adam, which
+runs only with one) needs a warm-up (if it is not within 2% without one, the
+shortest --dp-warmup of --warmup-tries that gets there), the quality targets of issue 25, and
 whether compression pays on a slow link.
 
 Writes to --out: results.csv, results.md, findings.md and runs/ (each run's
@@ -57,13 +57,20 @@ CODECS = [
     ("none", None, []),
     ("sign+EF", "sign", ["--dp-reduce", "twophase"]),
     ("binsgdm", None, ["--optimizer", "binsgdm"]),
+    ("1bit-adam", "sign", ["--dp-reduce", "twophase", "--dp-compress-what", "momentum"]),
     ("q4", "q4:group=512", []),
     ("jointsq:2", "jointsq:2", []),
     ("q2", "q2:group=512", []),
     ("topk", "topk:0.05", []),
     ("nuq4 elias", "nuq4:code=elias", []),
 ]
-QUICK_CODECS = ["none", "sign+EF", "q4"]
+QUICK_CODECS = ["none", "sign+EF", "1bit-adam", "q4"]
+# the 1-bit rows whose warm-up the sweep searches (the shortest --dp-warmup of
+# --warmup-tries within 2%, when none is not enough); 1bit-adam (train
+# --dp-compress-what momentum) freezes AdamW's v when the warm-up ends, so it
+# runs only with one, and its speed runs use --dp-warmup 1
+WARMUP_SEARCH = ["sign+EF", "1bit-adam"]
+NEEDS_WARMUP = {"1bit-adam"}
 LINK_STEPS = 5   # a speed run's steps (the median skips the first)
 COLUMNS = ["codec", "spec", "reduce", "seeds", "val_loss", "val_loss_std", "val_loss_vs_none_pct", "dp_wire",
            "bits", "dp_var", "dp_var_std", "step_ms", "warmup"]
@@ -101,7 +108,7 @@ def build_args():
     ap.add_argument("--val-batches", type=int, help="validation batches after the last step (default 16; quick: 2)")
     ap.add_argument("--lr", help="peak learning rate (default: train's)")
     ap.add_argument("--warmup-tries", type=int_list, help="--dp-warmup values tried, shortest first, when sign+EF "
-                    "is not within 2%% without one (default: 5%%, 10%% and 20%% of --steps; 'none' skips: give 0)")
+                    "is not within 2%% without one, and for 1bit-adam (default: 5%%, 10%% and 20%% of --steps; 'none' skips: give 0)")
     ap.add_argument("--link-mbps", type=int_list, help="slow links for the link verdict, Mbit/s: a speed run "
                     "per codec and rate (train --dp-link-mbps, first seed; default 100; 0: none)")
     ap.add_argument("--data", help="training shards (default data/fortunes_train.bin)")
@@ -269,37 +276,76 @@ def main():
                          "name it; issue 25's BinSGDM optimizer has not landed in this build)")
             log(notes[-1])
             continue
+        if name in NEEDS_WARMUP:   # the warm-up search below runs it
+            continue
         compressed = spec or "--optimizer" in extra   # binsgdm: its own 1-bit exchange, train's default mode
         red = "" if not compressed else extra[1] if "--dp-reduce" in extra else "allgather" if D == 2 else "twophase"
         runs = [run_one(a, s, name, spec, extra, seed, 0, a.out) for seed in s["seeds"]]
         rows.append(summarize(name, spec, red, s["seeds"], runs, 0))
     ref = rows[0]
-    # 1-bit without warm-up: if not within 2%, the shortest warm-up that is
-    one_bit = next((r for r in rows if r["codec"] == "sign+EF"), None)
     tries = a.warmup_tries if a.warmup_tries is not None else sorted({max(1, s["steps"] * p // 100) for p in (5, 10, 20)})
     tries = [t for t in tries if 0 < t < s["steps"]]
-    warm_found = None
-    if one_bit and not within(one_bit, ref, 2.0):
-        for w in tries:
-            runs = [run_one(a, s, "sign+EF", "sign", ["--dp-reduce", "twophase"], seed, w, a.out) for seed in s["seeds"]]
-            rows.append(summarize("sign+EF", "sign", "twophase", s["seeds"], runs, w))
-            if within(rows[-1], ref, 2.0):
-                warm_found = w
-                break
+    warm_found = warmup_search(a, s, rows, ref, want, tries, helptext)
     # the slow link: one speed run per codec and rate, first seed
     extras = {c[0]: c[2] for c in CODECS}
     for r in rows:
-        for rate in link_rates(a) if "--dp-link-mbps" in helptext and not r["warmup"] else []:
-            f = run_one(a, s, r["codec"], r["spec"] or None, extras[r["codec"]], s["seeds"][0], 0, a.out, link=rate)
+        w = 1 if r["codec"] in NEEDS_WARMUP else 0   # one speed run per codec: its first row
+        if r is not next(x for x in rows if x["codec"] == r["codec"]):
+            continue
+        for rate in link_rates(a) if "--dp-link-mbps" in helptext else []:
+            f = run_one(a, s, r["codec"], r["spec"] or None, extras[r["codec"]], s["seeds"][0], w, a.out, link=rate)
             r[f"link{rate}_ms"] = f["step_ms"]
     for r in rows:
         r["val_loss_vs_none_pct"] = (r["val_loss"] - ref["val_loss"]) / ref["val_loss"] * 100
         r["bits"] = 32.0 * r["dp_wire"] / ref["dp_wire"] if ref["dp_wire"] > 0 else None
-    findings = verdicts(rows, ref, one_bit, warm_found, tries, s, a, helptext)
+    findings = verdicts(rows, ref, warm_found, tries, s, a, helptext)
     write_outputs(a, s, rows, findings, notes)
 
 
-def verdicts(rows, ref, one_bit, warm_found, tries, s, a, helptext):
+def warmup_search(a, s, rows, ref, want, tries, helptext):
+    """the 1-bit rows of WARMUP_SEARCH: when not within 2% with no warm-up (or
+    unable to run without one), the shortest of tries that is; {name: steps}"""
+    found = {}
+    for name, spec, extra in CODECS:
+        if name not in WARMUP_SEARCH or name not in want or ("--dp-compress-what" in extra and
+                                                            "--dp-compress-what" not in helptext):
+            continue
+        zero = next((r for r in rows if r["codec"] == name), None)
+        if zero and within(zero, ref, 2.0):
+            continue
+        for w in tries:
+            runs = [run_one(a, s, name, spec, extra, seed, w, a.out) for seed in s["seeds"]]
+            rows.append(summarize(name, spec, "twophase", s["seeds"], runs, w))
+            if within(rows[-1], ref, 2.0):
+                found[name] = w
+                log(f"{name}: the shortest --dp-warmup within 2% of uncompressed: {w} steps")
+                break
+        else:
+            log(f"{name}: no --dp-warmup of {tries} got within 2% of uncompressed")
+    return found
+
+
+def one_bit_verdict(name, zero, rows, warm_found, tries, s):
+    """whether the 1-bit row `name` needs a warm-up, and which it needed"""
+    if name in NEEDS_WARMUP:
+        head, without = "1-bit (1-bit Adam, momentum through sign+EF, twophase) warm-up", "it needs one (v freezes then)"
+    else:
+        head, without = "1-bit (sign+EF, twophase) needs no warm-up", f"{zero['val_loss_vs_none_pct']:+.2f}% without one"
+    pct = None if zero is None else zero["val_loss_vs_none_pct"]
+    if zero is not None and pct <= 2.0:
+        return f"{head}: holds: {pct:+.2f}% validation loss against uncompressed with --dp-warmup 0 (target within 2%)"
+    w = warm_found.get(name)
+    if w:
+        r = next(x for x in rows if x["codec"] == name and x["warmup"] == w)
+        verdict = "" if name in NEEDS_WARMUP else "fails: "
+        return (f"{head}: {verdict}{without}; the shortest --dp-warmup of {tries} within 2% is {w} steps "
+                f"({100 * w / s['steps']:.0f}% of {s['steps']}: {r['val_loss_vs_none_pct']:+.2f}%)")
+    if not tries:
+        return f"{head}: fails: {without}; no warm-up was tried (--warmup-tries 0)"
+    return f"{head}: fails: {without}, and no --dp-warmup of {tries} got within 2%"
+
+
+def verdicts(rows, ref, warm_found, tries, s, a, helptext):
     by = {r["codec"]: r for r in rows if not r["warmup"]}
     out = ["Rule: A claim holds when the difference of the two means exceeds the seed spread (the sum of their "
            "sample standard deviations over the seeds), fails when it is reversed by more than that, and is not "
@@ -314,37 +360,29 @@ def verdicts(rows, ref, one_bit, warm_found, tries, s, a, helptext):
         v, t = compare(by["nuq4 elias"], by["q4"], "dp_var")
         out.append(f"NUQSGD's variance is lower than QSGD's (nuq4 elias at {fmt(by['nuq4 elias']['bits'], 3)} bits vs "
                    f"q4 stochastic at {fmt(by['q4']['bits'], 3)} bits), dp_var: {v}: {t}")
-    if one_bit:
-        pct = one_bit["val_loss_vs_none_pct"]
-        if within(one_bit, ref, 2.0):
-            out.append(f"1-bit (sign+EF, twophase) needs no warm-up: holds: {pct:+.2f}% validation loss against "
-                       f"uncompressed with --dp-warmup 0 (target within 2%)")
-        elif warm_found:
-            out.append(f"1-bit (sign+EF, twophase) needs no warm-up: fails: {pct:+.2f}% without one; the shortest "
-                       f"--dp-warmup of {tries} within 2% is {warm_found} steps ({100 * warm_found / s['steps']:.0f}% of "
-                       f"{s['steps']})")
-        elif not tries:
-            out.append(f"1-bit (sign+EF, twophase) needs no warm-up: fails: {pct:+.2f}% without one; no warm-up was "
-                       "tried (--warmup-tries 0)")
-        else:
-            out.append(f"1-bit (sign+EF, twophase) needs no warm-up: fails: {pct:+.2f}% without one, and no "
-                       f"--dp-warmup of {tries} got within 2%")
+    for name in WARMUP_SEARCH:
+        if any(r["codec"] == name for r in rows):
+            out.append(one_bit_verdict(name, by.get(name), rows, warm_found, tries, s))
     if "binsgdm" in by:   # BinSGDM's own claim: no warm-up (no search for one here)
         r = by["binsgdm"]
         out.append(f"1-bit (binsgdm) needs no warm-up: {'holds' if within(r, ref, 2.0) else 'fails'}: "
                    f"{r['val_loss_vs_none_pct']:+.2f}% validation loss against uncompressed with --dp-warmup 0 "
                    "(target within 2%)")
-    targets = [("q4", 1.0), ("jointsq:2", 1.0), ("sign+EF", 2.0), ("binsgdm", 2.0)]
+    targets = [("q4", 1.0), ("jointsq:2", 1.0), ("sign+EF", 2.0), ("binsgdm", 2.0), ("1bit-adam", 2.0)]
     for name, pct in targets:
-        if name not in by:
-            out.append(f"Quality: {name} within {pct:g}% of uncompressed: not run")
+        w = warm_found.get(name)
+        r = by.get(name) or next((x for x in rows if x["codec"] == name and x["warmup"] == w), None)
+        if r is None:
+            out.append(f"Quality: {name} within {pct:g}% of uncompressed: not run" +
+                       (", or no warm-up got there" if name in NEEDS_WARMUP and w is None and
+                        any(x["codec"] == name for x in rows) else ""))
             continue
-        r = by[name]
         ok = within(r, ref, pct)
-        if not ok and name == "sign+EF" and warm_found:
-            ok, extra = True, f" with --dp-warmup {warm_found}"
+        if not ok and w:
+            r = next(x for x in rows if x["codec"] == name and x["warmup"] == w)
+            ok, extra = True, f" with --dp-warmup {w}"
         else:
-            extra = " with no warm-up"
+            extra = " with no warm-up" if not r["warmup"] else f" with --dp-warmup {r['warmup']}"
         out.append(f"Quality: {name} within {pct:g}% of uncompressed{extra}: {'holds' if ok else 'fails'} "
                    f"({r['val_loss_vs_none_pct']:+.2f}%)")
     rates = link_rates(a)
@@ -355,7 +393,7 @@ def verdicts(rows, ref, one_bit, warm_found, tries, s, a, helptext):
         out.append("Slow link: not measured: this pipezip has no --dp-link-mbps")
         return out
     for rate in rates:
-        ms = {r["codec"]: r[f"link{rate}_ms"] for r in rows if not r["warmup"]}
+        ms = {r["codec"]: r[f"link{rate}_ms"] for r in rows if f"link{rate}_ms" in r}
         parts = ", ".join(f"{k} {v:.0f} ms" for k, v in ms.items())
         pays = [k for k, v in ms.items() if k != "none" and v < ms["none"]]
         out.append(f"Slow link, measured (train --dp-link-mbps {rate}, {LINK_STEPS} steps, first seed, median step "

@@ -71,3 +71,34 @@ float pz_optim_step(pz_optim *o, pz_stage *s, float grad_scale) {
     }
     return lr;
 }
+
+void pz_onebit_momentum(float *m, const float *grad, size_t n, float beta1, float grad_scale) {
+    const float a1 = 1.0f - beta1;
+    for (size_t i = 0; i < n; i++) m[i] = beta1 * m[i] + a1 * (grad[i] * grad_scale);
+}
+
+void pz_onebit_frozen(float *p, const float *m, const float *v, size_t n, float lr, const pz_optim_config *c, float wd,
+                      int t, int tf) {
+    /* as the AdamW kernel: the corrections once, in double */
+    const float inv_bc1 = (float)(1.0 / (1.0 - pow((double)c->beta1, (double)t)));
+    const float inv_bc2 = (float)(1.0 / (1.0 - pow((double)c->beta2, (double)tf)));
+    for (size_t i = 0; i < n; i++) {
+        const float mhat = m[i] * inv_bc1, vhat = v[i] * inv_bc2;
+        p[i] = p[i] - lr * (mhat / (sqrtf(vhat) + c->eps) + wd * p[i]);
+    }
+}
+
+void pz_optim_momentum(pz_optim *o, const pz_stage *s, float grad_scale) {
+    pz_onebit_momentum(o->m, s->grad_mem, o->numel, o->cfg.beta1, grad_scale);
+}
+
+float pz_optim_step_frozen(pz_optim *o, pz_stage *s, int tf) {
+    float lr = pz_lr_at(&o->cfg, o->t);
+    o->t++;
+    for (int i = 0; i < o->ntensors; i++) {
+        const pz_tensor_info *t = &o->tensors[i];
+        pz_onebit_frozen(s->param_mem + t->offset, o->m + t->offset, o->v + t->offset, t->numel, lr, &o->cfg,
+                         t->decay ? o->cfg.weight_decay : 0.0f, o->t, tf);
+    }
+    return lr;
+}

@@ -43,4 +43,23 @@ float pz_clip_scale(const pz_optim_config *c, double global_norm);
  * grad_scale first. Returns the lr used. */
 float pz_optim_step(pz_optim *o, pz_stage *s, float grad_scale);
 
+/* 1-bit Adam's steps after the warm-up (--dp-compress-what momentum,
+ * runtime/dp/onebit.c), host memory only. The replicas exchange
+ * the momentum, not the gradient, and v stays as AdamW left it:
+ *   momentum: m = b1 m + (1 - b1) g, g = grad * grad_scale (this replica's);
+ *   then, with m replaced by the replicas' compressed mean,
+ *   frozen:   p -= lr (mhat / (sqrt(vhat) + eps) + wd p),
+ *             mhat = m / (1 - b1^t), vhat = v / (1 - b2^tf)
+ * t the 1-based step, tf the steps v took (the warm-up's): AdamW's own
+ * update (kernels/cpu/adamw.c) with v no longer moving, so the switch keeps
+ * the step's scale. Plain multiplies and adds (no fma; the build has
+ * -ffp-contract=off), so tests/runtime/dp/onebit_model.py rebuilds them bit
+ * for bit. The frozen step returns the lr (of step o->t, then o->t + 1). */
+void pz_optim_momentum(pz_optim *o, const pz_stage *s, float grad_scale);
+float pz_optim_step_frozen(pz_optim *o, pz_stage *s, int tf);
+/* the same on n elements (the model test's entry points) */
+void pz_onebit_momentum(float *m, const float *grad, size_t n, float beta1, float grad_scale);
+void pz_onebit_frozen(float *p, const float *m, const float *v, size_t n, float lr, const pz_optim_config *c, float wd,
+                      int t, int tf);
+
 #endif

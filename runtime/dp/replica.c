@@ -237,6 +237,7 @@ pz_status pz_replica_sync(pz_replica *r, int step) {
     if (r->D > 1) pz_fault_point("sync", step + 1, r->wrank);   /* mid-step: the other replicas wait in the average */
     /* binsgdm exchanges m/b in its step instead (and fills fig there) */
     if (bsgd(r)) return PZ_OK;
+    if (pz_replica_onebit_on(r, step)) return PZ_OK;   /* 1-bit Adam: the momentum, in its step (onebit.c) */
     memset(r->fig, 0, sizeof r->fig);
     /* the buckets that started during the backward end first, then the
      * tied add (the last rank waits there for the first rank's backward),

@@ -81,6 +81,11 @@ pz_status pz_replica_sync(pz_replica *r, int step);
 /* --optimizer binsgdm's step after the norm's reduction: moments, the
  * exchange of m/b, the update (lr: the one used) */
 pz_status pz_replica_binsgdm_step(pz_replica *r, int step, double norm, float *lr);
+/* --dp-compress-what momentum (1-bit Adam, onebit.c): whether step runs
+ * with v frozen (after --dp-warmup), and that step after the norm's
+ * reduction: each replica's momentum, its compressed mean, the update */
+int pz_replica_onebit_on(const pz_replica *r, int step);
+pz_status pz_replica_onebit_step(pz_replica *r, int step, double norm, float *lr);
 /* --dp-variance's figures of the step (2 values, then zeroed) */
 void pz_replica_variance(pz_replica *r, double *out);
 

@@ -23,6 +23,7 @@ void pz_train_words_default(pz_train_words *w) {
     w->optimizer = "adamw";
     w->dp_bucket_given = 0;
     w->dp_variance = "off";
+    w->dp_what = "grad";
 }
 
 pz_status pz_sched_of_flags(const char *schedule, int virtual_stages, pz_sched_spec *sp) {
@@ -163,6 +164,23 @@ static pz_status optimizer_check(pz_train_opts *o, const pz_train_words *w) {
     return PZ_OK;
 }
 
+/* --dp-compress-what momentum (1-bit Adam, runtime/dp/onebit.c):
+ * AdamW's v freezes when the warm-up ends, so there must be one (a v of 0
+ * would divide by eps); the tied embedding's two copies (S > 1) would need
+ * an exchange of their own, which only binsgdm has. */
+static pz_status momentum_check(pz_train_opts *o, const pz_train_words *w) {
+    o->dp.momentum = strcmp(w->dp_what, "momentum") == 0;
+    if (!o->dp.momentum && strcmp(w->dp_what, "grad") != 0)
+        return pz_fail(PZ_ERR_ARG, "--dp-compress-what must be grad or momentum, not '%s'", w->dp_what);
+    if (o->dp.momentum && o->dp.warmup < 1)
+        return pz_fail(PZ_ERR_ARG, "--dp-compress-what momentum needs --dp-warmup N >= 1: AdamW's second moment is "
+                       "frozen when the warm-up ends (1-bit Adam), and without one it would be zero");
+    if (o->dp.momentum && o->sched.stages > 1)
+        return pz_fail(PZ_ERR_ARG, "--dp-compress-what momentum needs --stages 1 for now: the tied embedding's copies "
+                       "on the first and the last stage would get different momentum estimates");
+    return PZ_OK;
+}
+
 /* --dp-compress (or binsgdm's exchange) and its companions: the codec must
  * exist and keep no state (the reduction's error feedback is its own), the
  * mode be known, the hosts divide D. Checked here, before any process starts. */
@@ -174,6 +192,8 @@ static pz_status dp_compress_check(pz_train_opts *o, const pz_train_words *w) {
     if (needs)
         return pz_fail(PZ_ERR_ARG, "%s needs --dp-compress SPEC (or --optimizer binsgdm)%s", needs,
                        strcmp(needs, "--dp-hosts") == 0 ? " and --dp-reduce hierarchical" : "");
+    if (!o->dp.compress && strcmp(w->dp_what, "grad") != 0)
+        return pz_fail(PZ_ERR_ARG, "--dp-compress-what %s needs --dp-compress SPEC (and --optimizer adamw)", w->dp_what);
     if (!compressed) return PZ_OK;
     if (o->dp.replicas < 2 && !bsgd) return pz_fail(PZ_ERR_ARG, "--dp-compress needs --replicas 2 or more");
     static const char *const modes[] = {"allgather", "twophase", "hierarchical"};
@@ -187,8 +207,10 @@ static pz_status dp_compress_check(pz_train_opts *o, const pz_train_words *w) {
         return pz_fail(PZ_ERR_ARG, "--dp-reduce hierarchical needs --dp-hosts H dividing --replicas %d (H = %d), or no "
                        "--dp-hosts: then the hosts are those the ranks run on", o->dp.replicas, o->dp.hosts);
     if (bsgd) return PZ_OK;
+    pz_status st = momentum_check(o, w);
+    if (st != PZ_OK) return st;
     pz_codec *c = NULL;
-    pz_status st = pz_codec_create_for(o->dp.compress, PZ_USE_GRADIENT, &c);
+    st = pz_codec_create_for(o->dp.compress, PZ_USE_GRADIENT, &c);
     if (st != PZ_OK) return pz_fail(PZ_ERR_ARG, "--dp-compress '%s': %s", o->dp.compress, pz_last_error());
     const char *wrapper = pz_codec_state_wrapper(c);   /* a static name: valid after the free */
     pz_codec_free(c);
@@ -266,6 +288,7 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
         {"--layout", PZ_FLAG_STR, &w->layout, "with --replicas: stage-major (rank = stage x D + replica, the default) or replica-major (rank = replica x S + stage)", 0, 0, NULL},
         {"--dp-compress", PZ_FLAG_STR, &o->dp.compress, "with --replicas: codec of the gradient average, e.g. sign, q4:group=512, topk:0.01 (stateless; error feedback is the reduction's own; default none)", 0, 0, NULL},
         {"--dp-reduce", PZ_FLAG_STR, &w->dp_reduce, "with --dp-compress or --optimizer binsgdm: allgather (default for 2 replicas), twophase (default above) or hierarchical", 0, 0, NULL},
+        {"--dp-compress-what", PZ_FLAG_STR, &w->dp_what, "with --dp-compress: grad (default: the gradient average goes through the codec) or momentum (1-bit Adam: after --dp-warmup N >= 1 AdamW's v is frozen and the replicas' momentum goes through the codec; --stages 1)", 0, 0, NULL},
         {"--dp-warmup", PZ_FLAG_INT, &o->dp.warmup, "with --dp-compress or --optimizer binsgdm: the first N steps average uncompressed", 0, 100000000, NULL},
         {"--dp-variance", PZ_FLAG_STR, &w->dp_variance, "with --replicas, on: each step also averages the gradients exactly and reports dp_var, ||mean estimate - exact mean||^2 / ||exact mean||^2 (a diagnostic: one more uncompressed all-reduce per step, and no buckets; off by default)", 0, 0, NULL},
         {"--dp-bucket-mb", PZ_FLAG_FLOAT, &o->dp.bucket_mb, "with --replicas: MiB per bucket of the gradient average, which starts during the last backward (default 25; --dp-compress steps reduce per chunk at the end)", 0.0001, 4096, &w->dp_bucket_given},

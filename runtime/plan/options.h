@@ -29,6 +29,7 @@ typedef struct {
     const char *optimizer;       /* --optimizer adamw|binsgdm */
     int dp_bucket_given;         /* --dp-bucket-mb appeared */
     const char *dp_variance;     /* --dp-variance on|off */
+    const char *dp_what;         /* --dp-compress-what grad|momentum */
 } pz_train_words;
 
 void pz_train_words_default(pz_train_words *w);

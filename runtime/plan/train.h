@@ -54,6 +54,8 @@ typedef struct {
     const char *compress;   /* --dp-compress SPEC: the replicas' gradient codec (NULL: uncompressed) */
     int reduce;             /* --dp-reduce: pz_dp_mode (1 allgather, 2 twophase, 3 hierarchical) */
     int warmup;             /* --dp-warmup N: the first N steps uncompressed */
+    int momentum;           /* --dp-compress-what momentum: 1-bit Adam (AdamW's v frozen after the warm-up, the
+                             * replicas' momentum through the codec; runtime/dp/onebit.c) */
     int hosts;              /* --dp-hosts H: hierarchical's hosts (simulated), dividing D */
     float bucket_mb;        /* --dp-bucket-mb: MiB per bucket of the uncompressed average (runtime/dp/sync.h) */
     int variance;           /* --dp-variance on: measure the average's error against the exact mean */

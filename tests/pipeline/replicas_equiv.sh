@@ -11,7 +11,8 @@
 # bit for bit as the run that was not interrupted.
 # With PART = compress (a test of its own, to keep each short): --dp-compress
 # instead, replicas identical every step with each reduction mode, q8 close
-# to uncompressed, resume with the error feedback bit for bit. With PART =
+# to uncompressed, resume with the error feedback bit for bit (sign+EF, and
+# 1-bit Adam with its momentum and frozen v). With PART =
 # lifted: interleaving, warmup=auto, --compress auto and --dump-edge with
 # replicas (the replicas' choices identical every step).
 #   usage: replicas_equiv.sh PATH/TO/pipezip [equiv|compress|lifted]
@@ -282,6 +283,18 @@ if crun "sign EF uninterrupted" "$dir/ea.jsonl" "${ep[@]}" --checkpoint-dir "$di
     elif crun "sign EF resumed" "$dir/eb.jsonl" "${ep[@]}" --checkpoint-dir "$dir/ceb" --resume auto; then
         [ "$(find "$dir/ceb" -name "rank-0.dpef[01]" | wc -l)" -ge 4 ] || { echo "FAIL: no error-feedback files in the checkpoints"; fails=$((fails + 1)); }
         resumed_same "S=1 x D=2 sign with error feedback" "$dir/ea.jsonl" "$dir/eb.jsonl"
+    fi
+fi
+# 1-bit Adam (--dp-compress-what momentum): v freezes after step 3, so step
+# 10's checkpoint must carry m and the frozen v (the shards) and the error
+# feedback (dpef) for the resumed steps 11..20 to match bit for bit
+op=(--replicas 2 --dp-compress sign --dp-reduce twophase --dp-compress-what momentum --dp-warmup 3 --checkpoint-every 10)
+if crun "1-bit Adam uninterrupted" "$dir/oa.jsonl" "${op[@]}" --checkpoint-dir "$dir/coa"; then
+    if PIPEZIP_FAULT=step:10:1 "$pz" train "${common[@]}" --micro-batches 2 "${op[@]}" --checkpoint-dir "$dir/cob" \
+        > /dev/null 2>&1; then
+        echo "FAIL: the 1-bit Adam run with rank 1 killed succeeded"; fails=$((fails + 1))
+    elif crun "1-bit Adam resumed" "$dir/ob.jsonl" "${op[@]}" --checkpoint-dir "$dir/cob" --resume auto; then
+        resumed_same "S=1 x D=2 1-bit Adam (m, frozen v, error feedback)" "$dir/oa.jsonl" "$dir/ob.jsonl"
     fi
 fi
 fi

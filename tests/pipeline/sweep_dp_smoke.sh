@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Smoke test of the data-parallel sweep (pipezip sweep --dp, examples/sweep_dp.py
 # --quick): tiny preset, S=1 x D=2 (allgather; sign+EF twophase) and D=4
-# (twophase), 4 steps, seeds 1337,1338, codecs none, sign+EF, q4, on a corpus
+# (twophase), 4 steps, seeds 1337,1338, codecs none, sign+EF, q4 and 1bit-adam
+# (--dp-compress-what momentum, only with a warm-up: 1 step), on a corpus
 # tokenized from pipezip's own sources. Checks the table's structure and that
 # its values come from the runs: results.csv has those rows and columns, the
 # numbers are finite, uncompressed has dp_var 0 exactly and 32 bits per
@@ -71,11 +72,16 @@ if ok:
         fail(f"reductions sign+EF {s['reduce']}, q4 {q['reduce']}")
     if not num(n, "val_loss_std") > 0:
         fail("uncompressed: no spread over 2 seeds (the seeds did not change the runs?)")
+    # 1-bit Adam runs only with a warm-up: 4 steps try --dp-warmup 1
+    ob = [r for r in rows if r["codec"] == "1bit-adam"]
+    if not ob or ob[0]["warmup"] != "1" or ob[0]["reduce"] != "twophase" or not 0.9 <= num(ob[0], "bits") <= 1.3:
+        fail(f"1bit-adam: rows {ob}, expected one at --dp-warmup 1, twophase, about 1 bit per element")
 fm = open(os.path.join(out, "findings.md")).read()
 if D == 2 and "compression pays for: sign+EF, q4" not in fm:
     fail("findings.md: at 100 Mbit/s sign+EF and q4 should beat uncompressed (1 MB per step: 80 ms on the link)")
 for want in ("Rule: A claim", "Quality: q4 within 1%", "Quality: sign+EF within 2%", "Slow link",
-             "1-bit (sign+EF, twophase) needs no warm-up"):
+             "1-bit (sign+EF, twophase) needs no warm-up", "1-bit (1-bit Adam, momentum through sign+EF",
+             "Quality: 1bit-adam within 2%"):
     if want not in fm:
         fail(f"findings.md lacks '{want}'")
 md = open(os.path.join(out, "results.md")).read().strip().splitlines()

@@ -77,44 +77,63 @@ def same(cfg, what, got, want):
     return True
 
 
-def twophase(cfg, spec, gs, q1, q2, D, n, steps):
-    """gs, q1: per member (steps, n); q2: per member (steps, m_j)."""
-    ew = [np.zeros(n, F32) for _ in range(D)]
-    es = [np.zeros(chunk(n, D, j)[1] - chunk(n, D, j)[0], F32) for j in range(D)]
-    out = np.zeros((steps, n), F32)
-    for t in range(steps):
-        xs = [gs[i][t] + ew[i] for i in range(D)]
-        for i in range(D):
-            for j in range(D):
-                lo, hi = chunk(n, D, j)
-                if not check_message(cfg, spec, xs[i][lo:hi], q1[i][t][lo:hi], f"step {t} member {i} chunk {j}"):
-                    return None
-            ew[i] = xs[i] - q1[i][t]
+def twophase_step(cfg, spec, gs, q1, q2, ew, es, D, n, t, out):
+    """step t on the members' inputs gs (n each): updates the residuals ew,
+    es and writes the result into out (n); False on a wrong message"""
+    xs = [gs[i] + ew[i] for i in range(D)]
+    for i in range(D):
         for j in range(D):
             lo, hi = chunk(n, D, j)
-            acc = np.zeros(hi - lo, F32)
-            for i in range(D):
-                acc = acc + q1[i][t][lo:hi]
-            z = acc / F32(D) + es[j]
-            if not check_message(cfg, spec, z, q2[j][t], f"step {t} owner {j}"):
-                return None
-            es[j] = z - q2[j][t]
-            out[t, lo:hi] = q2[j][t]
+            if not check_message(cfg, spec, xs[i][lo:hi], q1[i][t][lo:hi], f"step {t} member {i} chunk {j}"):
+                return False
+        ew[i] = xs[i] - q1[i][t]
+    for j in range(D):
+        lo, hi = chunk(n, D, j)
+        acc = np.zeros(hi - lo, F32)
+        for i in range(D):
+            acc = acc + q1[i][t][lo:hi]
+        z = acc / F32(D) + es[j]
+        if not check_message(cfg, spec, z, q2[j][t], f"step {t} owner {j}"):
+            return False
+        es[j] = z - q2[j][t]
+        out[lo:hi] = q2[j][t]
+    return True
+
+
+def allgather_step(cfg, spec, gs, q1, ew, D, n, t, out):
+    """the same for allgather (no owner residuals)"""
+    acc = np.zeros(n, F32)
+    for i in range(D):
+        x = gs[i] + ew[i]
+        if not check_message(cfg, spec, x, q1[i][t], f"step {t} member {i}"):
+            return False
+        ew[i] = x - q1[i][t]
+        acc = acc + q1[i][t]
+    out[:] = acc / F32(D)
+    return True
+
+
+def residuals(n, D):
+    """zero worker residuals (D x n) and owner residuals (one per chunk)"""
+    return [np.zeros(n, F32) for _ in range(D)], [np.zeros(np.subtract(*chunk(n, D, j)[::-1]), F32) for j in range(D)]
+
+
+def twophase(cfg, spec, gs, q1, q2, D, n, steps):
+    """gs, q1: per member (steps, n); q2: per member (steps, m_j)."""
+    ew, es = residuals(n, D)
+    out = np.zeros((steps, n), F32)
+    for t in range(steps):
+        if not twophase_step(cfg, spec, [g[t] for g in gs], q1, q2, ew, es, D, n, t, out[t]):
+            return None
     return out, ew, np.concatenate(es)
 
 
 def allgather(cfg, spec, gs, q1, D, n, steps):
-    ew = [np.zeros(n, F32) for _ in range(D)]
+    ew, _ = residuals(n, D)
     out = np.zeros((steps, n), F32)
     for t in range(steps):
-        acc = np.zeros(n, F32)
-        for i in range(D):
-            x = gs[i][t] + ew[i]
-            if not check_message(cfg, spec, x, q1[i][t], f"step {t} member {i}"):
-                return None
-            ew[i] = x - q1[i][t]
-            acc = acc + q1[i][t]
-        out[t] = acc / F32(D)
+        if not allgather_step(cfg, spec, [g[t] for g in gs], q1, ew, D, n, t, out[t]):
+            return None
     return out, ew, None
 
 

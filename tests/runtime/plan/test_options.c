@@ -60,6 +60,16 @@ static const struct {
     {"binsgdm", NULL, "cpu", "twophase", 1, 3, 0, NULL},
 };
 
+/* --dp-compress-what momentum (1-bit Adam): a warm-up, one stage, a codec */
+static void mom(pz_train_opts *o, pz_train_words *w) {
+    o->dp.replicas = 2, o->dp.compress = "sign", o->dp.warmup = 3, w->dp_what = "momentum";
+}
+static void mom_nowarm(pz_train_opts *o, pz_train_words *w) { mom(o, w), o->dp.warmup = 0; }
+static void mom_stages(pz_train_opts *o, pz_train_words *w) { mom(o, w), o->sched.stages = 2; }
+static void mom_nocodec(pz_train_opts *o, pz_train_words *w) { mom(o, w), o->dp.compress = NULL, o->dp.warmup = 0; }
+static void mom_bsgd(pz_train_opts *o, pz_train_words *w) { mom_nocodec(o, w), w->optimizer = "binsgdm"; }
+static void what_bad(pz_train_opts *o, pz_train_words *w) { mom(o, w), w->dp_what = "m"; }
+
 static void check_optimizers(void) {
     for (size_t i = 0; i < sizeof opt_cases / sizeof opt_cases[0]; i++) {
         pz_train_opts o;
@@ -107,6 +117,12 @@ static const opt_case cases[] = {
     {"unknown device", device_bad, "tpu"},
     {"a good pipeline", good_pipe, NULL},
     {"binsgdm hierarchical, warm-up", bsgd_good, NULL},
+    {"1-bit Adam", mom, NULL},
+    {"1-bit Adam without a warm-up", mom_nowarm, "--dp-compress-what momentum needs --dp-warmup N >= 1"},
+    {"1-bit Adam on 2 stages", mom_stages, "--dp-compress-what momentum needs --stages 1"},
+    {"1-bit Adam without a codec", mom_nocodec, "--dp-compress-what momentum needs --dp-compress SPEC"},
+    {"1-bit Adam under binsgdm", mom_bsgd, "--dp-compress-what momentum needs --dp-compress SPEC (and --optimizer adamw)"},
+    {"--dp-compress-what m", what_bad, "--dp-compress-what must be grad or momentum, not 'm'"},
 };
 
 int main(void) {
@@ -151,5 +167,11 @@ int main(void) {
     CHECK_STATUS(pz_train_opts_check(&o, &w, &sp), PZ_OK, NULL);
     CHECK(o.model.optim.kind == PZ_OPTIM_BINSGDM && o.dp.reduce == 3 && !o.dp.compress, "binsgdm: kind %d mode %d",
           (int)o.model.optim.kind, o.dp.reduce);
+    pz_train_opts_default(&o);
+    pz_train_words_default(&w);
+    o.model.data = "d.bin";
+    mom(&o, &w);
+    CHECK_STATUS(pz_train_opts_check(&o, &w, &sp), PZ_OK, NULL);
+    CHECK(o.dp.momentum == 1, "--dp-compress-what momentum: %d", o.dp.momentum);
     return check_summary("options");
 }
