@@ -7,7 +7,7 @@
 #endif
 #include "compress/core/bitpack.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -110,6 +110,16 @@ void pz_bits_to_pm1(const uint8_t *bits, size_t n, float *out) {
         uint16_t m;
         memcpy(&m, bits + i / 8, 2);
         _mm512_storeu_ps(out + i, _mm512_mask_blend_ps((__mmask16)m, neg, pos));
+    }
+#elif defined(__AVX2__)
+    /* no mask registers: the byte in every lane, lane j keeps its bit j,
+     * and a compare with that bit picks +1 or -1 */
+    const __m256 pos = _mm256_set1_ps(1.0f), neg = _mm256_set1_ps(-1.0f);
+    const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    for (; i + 8 <= n; i += 8) {
+        __m256i b = _mm256_and_si256(_mm256_set1_epi32(bits[i / 8]), lane_bit);
+        __m256 set = _mm256_castsi256_ps(_mm256_cmpeq_epi32(b, lane_bit));
+        _mm256_storeu_ps(out + i, _mm256_blendv_ps(neg, pos, set));
     }
 #endif
     for (; i + 8 <= n; i += 8) {
