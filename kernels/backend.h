@@ -22,7 +22,7 @@ typedef struct pz_backend {
 
     /* memory: device buffers (host memory on the CPU backend) */
     void *(*alloc)(size_t bytes);          /* zero-filled, aborts on failure */
-    void (*free)(void *p);
+    void (*free)(void *p);                 /* NULL is fine, as with free() */
     void (*zero)(void *p, size_t bytes);
     void (*to_host)(void *dst_host, const void *src, size_t bytes);
     void (*from_host)(void *dst, const void *src_host, size_t bytes);

@@ -604,8 +604,7 @@ out:
         pz_schedule_free(&st[s]);
         free(start[s]);
     }
-    free(st);
-    free(start);
+    PZ_FREE_ALL(st, start);
     return status;
 }
 

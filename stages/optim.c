@@ -32,8 +32,8 @@ pz_status pz_optim_init(pz_optim *o, const pz_stage *s, const pz_optim_config *c
 }
 
 void pz_optim_free(pz_optim *o, const pz_stage *s) {
-    if (o->m) s->be->free(o->m);
-    if (o->v) s->be->free(o->v);
+    s->be->free(o->m);
+    s->be->free(o->v);
     free(o->tensors);
     memset(o, 0, sizeof *o);
 }

@@ -76,8 +76,8 @@ pz_status pz_acts_init(pz_acts *a, const pz_stage *s) {
 }
 
 void pz_acts_free(pz_acts *a, const pz_stage *s) {
-    if (a->mem) s->be->free(a->mem);
-    if (a->tokens) s->be->free(a->tokens);
+    s->be->free(a->mem);
+    s->be->free(a->tokens);
     free(a->blocks);
     memset(a, 0, sizeof *a);
 }

@@ -55,6 +55,31 @@ static inline size_t pz_group_run(const pz_groups *g, size_t i, size_t e, size_t
     return end < e ? end : e;
 }
 
+/* The encode walk of q and sign: x's n elements in chunks of PZ_CHUNK, each
+ * with its own counter key (klo, khi: the stochastic codes' randomness), and
+ * each chunk in runs of pz_group_run (elements i..re, m of them, the first in
+ * group gi). RUN (a statement) writes the run's m codes to cd[0..m); the
+ * chunk's codes are then packed b bits each into out. A macro, not a function
+ * with a callback, so that each RUN's `omp simd` loop is compiled in place. */
+#define PZ_ENCODE_RUNS(g, key, b, out, ...)                                              \
+    do {                                                                                 \
+        uint8_t codes_[PZ_CHUNK];                                                        \
+        for (size_t a_ = 0; a_ < (g).n; a_ += PZ_CHUNK) {                                \
+            size_t e_ = a_ + PZ_CHUNK < (g).n ? a_ + PZ_CHUNK : (g).n;                   \
+            pz_ukey k_ = pz_ukey_at((key), a_);                                          \
+            uint32_t klo = k_.lo, khi = k_.hi;                                           \
+            for (size_t i = a_; i < e_;) {                                               \
+                size_t gi, re = pz_group_run(&(g), i, e_, &gi);                          \
+                uint8_t *cd = codes_ + (i - a_);                                         \
+                size_t m = re - i;                                                       \
+                uint32_t i32 = (uint32_t)i;                                              \
+                __VA_ARGS__;                                                             \
+                i = re;                                                                  \
+            }                                                                            \
+            pz_pack_codes(codes_, e_ - a_, (b), (out) + (a_ / 8) * (size_t)(b));         \
+        }                                                                                \
+    } while (0)
+
 /* Order-preserving map of float bits to int32 (and back: same function). */
 static inline PZ_HD int32_t pz_ord32(uint32_t b) { return (int32_t)(b ^ ((uint32_t)((int32_t)b >> 31) >> 1)); }
 

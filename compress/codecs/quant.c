@@ -251,25 +251,13 @@ static pz_status q_encode(const pz_codec_params *p, const float *x, const pz_sha
     uint8_t *codes_out = out + q_scale_bytes(p, s);
     uint64_t key = pz_ctx_key(ctx);
     int stoch = p->round_mode == PZ_ROUND_STOCHASTIC;
-    uint8_t codes[PZ_CHUNK];
-    for (size_t a = 0; a < g.n; a += PZ_CHUNK) {
-        size_t e = a + PZ_CHUNK < g.n ? a + PZ_CHUNK : g.n;
-        pz_ukey k = pz_ukey_at(key, a);
-        uint32_t klo = k.lo, khi = k.hi;
-        for (size_t i = a; i < e;) {
-            size_t gi, re = pz_group_run(&g, i, e, &gi);
-            uint8_t *cd = codes + (i - a);
-            const float *xi = x + i, *of = offs + gi, *iv = invs + gi, *fs = fss + gi;
-            size_t m = re - i;
-            uint32_t i32 = (uint32_t)i;
-            int cs = g.span == 0;
-            if (stoch && mt) Q_RUN(Q_STMT);
-            else if (stoch) Q_RUN(Q_STOCH);
-            else Q_RUN(Q_NEAR);
-            i = re;
-        }
-        pz_pack_codes(codes, e - a, b, codes_out + (a / 8) * (size_t)b);
-    }
+    int cs = g.span == 0;
+    PZ_ENCODE_RUNS(g, key, b, codes_out, {
+        const float *xi = x + i, *of = offs + gi, *iv = invs + gi, *fs = fss + gi;
+        if (stoch && mt) Q_RUN(Q_STMT);
+        else if (stoch) Q_RUN(Q_STOCH);
+        else Q_RUN(Q_NEAR);
+    });
     *len = need;
 done:
     free(lo);

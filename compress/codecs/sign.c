@@ -161,33 +161,19 @@ static pz_status sign_encode(const pz_codec_params *p, const float *x, const pz_
         }
     } else {
         uint64_t key = pz_ctx_key(ctx);
-        uint8_t codes[PZ_CHUNK];
-        for (size_t a = 0; a < g.n; a += PZ_CHUNK) {
-            size_t e = a + PZ_CHUNK < g.n ? a + PZ_CHUNK : g.n;
-            pz_ukey k = pz_ukey_at(key, a);
-            uint32_t klo = k.lo, khi = k.hi;
-            for (size_t i = a; i < e;) {
-                size_t gi, re = pz_group_run(&g, i, e, &gi);
-                uint8_t *cd = codes + (i - a);
-                const float *xi = x + i;
-                size_t m = re - i;
-                uint32_t i32 = (uint32_t)i;
-                /* P(bit) = (1 + x/s)/2 = x*hinv + 1/2, hinv = 1/(2s) */
-                if (g.span) {
-                    float hv = hinv[gi];
-#pragma omp simd
-                    for (uint32_t j = 0; j < (uint32_t)m; j++)
-                        cd[j] = pz_sign_bit_stoch(xi[j], hv, pz_uniform2(klo, khi, i32 + j));
-                } else {
-                    const float *hv = hinv + gi;
-#pragma omp simd
-                    for (uint32_t j = 0; j < (uint32_t)m; j++)
-                        cd[j] = pz_sign_bit_stoch(xi[j], hv[j], pz_uniform2(klo, khi, i32 + j));
-                }
-                i = re;
+        /* P(bit) = (1 + x/s)/2 = x*hinv + 1/2, hinv = 1/(2s) */
+        PZ_ENCODE_RUNS(g, key, 1, bits_out, {
+            const float *xi = x + i;
+            if (g.span) {
+                float hv = hinv[gi];
+                _Pragma("omp simd") for (uint32_t j = 0; j < (uint32_t)m; j++)
+                    cd[j] = pz_sign_bit_stoch(xi[j], hv, pz_uniform2(klo, khi, i32 + j));
+            } else {
+                const float *hv = hinv + gi;
+                _Pragma("omp simd") for (uint32_t j = 0; j < (uint32_t)m; j++)
+                    cd[j] = pz_sign_bit_stoch(xi[j], hv[j], pz_uniform2(klo, khi, i32 + j));
             }
-            pz_pack_codes(codes, e - a, 1, bits_out + a / 8);
-        }
+        });
     }
     free(sc);
     *len = need;

@@ -327,8 +327,8 @@ pz_status pz_zstd_unpack(pz_zstd_stage *z, const pz_msg_header *m, size_t bound,
 }
 
 void pz_zstd_stage_free(pz_zstd_stage *z) {
-    if (z->cctx) ZSTD_freeCCtx(z->cctx);
-    if (z->dctx) ZSTD_freeDCtx(z->dctx);
+    ZSTD_freeCCtx(z->cctx); /* both take NULL */
+    ZSTD_freeDCtx(z->dctx);
     free(z->buf);
     memset(z, 0, sizeof *z);
 }

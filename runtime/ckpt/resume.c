@@ -536,10 +536,7 @@ out:
         pz_st_close(&f[r]);
         free(paths[r]);
     }
-    free(f);
-    free(paths);
-    free(ti);
-    free(host);
+    PZ_FREE_ALL(f, paths, ti, host);
     return st;
 }
 

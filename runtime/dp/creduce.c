@@ -139,20 +139,8 @@ void pz_dp_creduce_free(pz_dp_creduce *c) {
     if (c->leaders) pz_dp_group_free(c->leaders);
     free(c->leaders);
     pz_dp_group_free(&c->host);
-    free(c->x);
-    free(c->q);
-    free(c->tmp);
-    free(c->acc);
-    free(c->ew);
-    free(c->es);
-    free(c->off);
-    free(c->soff);
-    free(c->rreq);
-    free(c->sreq);
-    free(c->rbuf);
-    free(c->sbuf);
-    free(c->sent_to);
-    free(c);
+    PZ_FREE_ALL(c->x, c->q, c->tmp, c->acc, c->ew, c->es, c->off, c->soff, c->rreq, c->sreq, c->rbuf, c->sbuf,
+                c->sent_to, c);
 }
 
 /* ---- messages -------------------------------------------------------------------- */

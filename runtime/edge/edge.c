@@ -39,8 +39,8 @@ pz_status pz_edge_init(pz_edge_end *e, int edge, int dir, int sender, const char
 }
 
 void pz_edge_free(pz_edge_end *e) {
-    if (e->codec) pz_codec_free(e->codec);
-    if (e->shadow) pz_codec_free(e->shadow);
+    pz_codec_free(e->codec);
+    pz_codec_free(e->shadow);
     free(e->scratch);
     memset(e, 0, sizeof *e);
 }

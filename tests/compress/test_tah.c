@@ -84,13 +84,7 @@ typedef struct {
     float *z, *sc;
 } wire;
 
-static void wire_free(wire *w) {
-    free(w->flag);
-    free(w->wide);
-    free(w->piv);
-    free(w->z);
-    free(w->sc);
-}
+static void wire_free(wire *w) { PZ_FREE_ALL(w->flag, w->wide, w->piv, w->z, w->sc); }
 
 /* reads the flags, bitmap, pivots, zeros and scales; 0 when the payload is too short */
 static int wire_read(const geo *g, const uint8_t *pl, size_t len, wire *w) {

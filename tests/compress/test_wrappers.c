@@ -105,9 +105,7 @@ static pz_status wpair_send(wpair *w, const pz_codec_ctx *ctx) {
 }
 
 static void wpair_close(wpair *w) {
-    free(w->buf);
-    free(w->x);
-    free(w->out);
+    PZ_FREE_ALL(w->buf, w->x, w->out);
     pz_wrapper_free(w->tx);
     pz_wrapper_free(w->rx);
 }
