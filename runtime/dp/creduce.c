@@ -81,6 +81,7 @@ static pz_status hier_create(pz_dp_creduce *c, const char *spec) {
     c->leaders = xcalloc(1, sizeof *c->leaders);
     st = pz_dp_group_init(c->leaders, c->g->t, c->g->ranks[me], ranks, H);
     if (st != PZ_OK) return st;
+    c->leaders->net_only = 1;   /* one per host: between hosts, never shared memory */
     pz_dp_copts io = c->o;
     io.mode = PZ_DP_TWOPHASE;
     io.hosts = 0;

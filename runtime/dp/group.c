@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/crc32c.h"
 #include "base/mem.h"
+#include "runtime/dp/shm.h"
 
 /* ring segments per chunk at most: the micro field (16 bits) holds
  * step x RING_MAXSEG + segment for 2(D-1) <= 510 steps */
@@ -41,6 +42,7 @@ pz_status pz_dp_group_init(pz_dp_group *g, pz_transport *t, int my_rank, const i
 
 void pz_dp_group_free(pz_dp_group *g) {
     if (!g) return;
+    pz_dp_shm_free(g);
     free(g->ranks);
     free(g->scratch);
     memset(g, 0, sizeof *g);
@@ -56,6 +58,7 @@ int pz_dp_layout_stage(pz_dp_layout layout, int rank, int S, int D) {
 
 void pz_dp_group_set_link(pz_dp_group *g, int hosts, double mbps, double latency_ms) {
     int per_host = hosts > 0 && g->n % hosts == 0 ? g->n / hosts : 1;
+    if (per_host < g->n) g->net_only = 1;   /* not one host: the network */
     for (int i = 0; i < g->n; i++)
         if (i / per_host != g->me / per_host) pz_transport_set_link(g->t, g->ranks[i], mbps, latency_ms);
 }
@@ -154,6 +157,7 @@ struct pz_dp_op {
     int s, i, posted;          /* step and segment awaited; whether step s's receives are posted */
     pz_request **sends;        /* [steps][RING_MAXSEG] */
     pz_request *recvs[RING_MAXSEG];
+    pz_dp_shm_op *shm;         /* the shared-memory path's op instead (shm.h) */
 };
 
 static int mod(int a, int D) { return ((a % D) + D) % D; }
@@ -245,6 +249,7 @@ static pz_status sends_done(pz_dp_op *R, int s, int block, int *all) {
  * once. Returns with *done = 0 where a message has not arrived (block = 0). */
 static pz_status ring_advance(pz_dp_op *R, int block, int *done) {
     *done = 0;
+    if (R->shm) return pz_dp_shm_advance(R->shm, block, done);
     while (R->s < R->steps) {
         int s = R->s, all;
         if (!R->posted) {
@@ -295,6 +300,7 @@ static pz_status ring_advance(pz_dp_op *R, int block, int *done) {
 /* after an error, requests still posted are the transport's to free on close */
 static void op_free(pz_dp_op *R) {
     if (!R) return;
+    pz_dp_shm_op_free(R->shm);
     free(R->sends);
     free(R->own_scr);
     free(R);
@@ -463,6 +469,9 @@ static pz_status op_start(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_
     if (!buf && n) return pz_fail(PZ_ERR_ARG, "dp all-reduce: NULL buffer of %zu floats", n);
     if (algo != PZ_DP_AUTO && algo != PZ_DP_RING && algo != PZ_DP_RDOUBLING)
         return pz_fail(PZ_ERR_ARG, "dp all-reduce: unknown algorithm %d", (int)algo);
+    int shm = 0;
+    pz_status st = pz_dp_shm_pick(g, n, algo, &shm);   /* the first may set it up (collective) */
+    if (st != PZ_OK) return st;
     pz_dp_op *R = xcalloc(1, sizeof *R);
     R->g = g;
     R->buf = buf;
@@ -470,8 +479,13 @@ static pz_status op_start(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_
     R->D = g->n;
     R->mean = mean;
     R->seq = g->seq;
-    pz_status st = PZ_OK;
     if (algo == PZ_DP_AUTO) algo = n * sizeof(float) <= g->small_bytes ? PZ_DP_RDOUBLING : PZ_DP_RING;
+    if (shm) {
+        st = pz_dp_shm_start(g, buf, n, mean, &R->shm);   /* counts itself in g->seq */
+        if (st != PZ_OK) op_free(R);
+        else *out = R;
+        return st;
+    }
     if (g->n > 1 && n > 0 && algo == PZ_DP_RDOUBLING) {
         st = rd_allreduce(g, buf, n);   /* latency-bound: done here, also for _start */
     } else if (g->n > 1 && n > 0) {

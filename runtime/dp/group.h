@@ -31,6 +31,11 @@
  *    their vector into a neighbour first and get the result back after):
  *    latency-optimal, for small messages.
  * PZ_DP_AUTO picks recursive doubling up to small_bytes, the ring above.
+ *  - shared memory: when every member maps one segment (all on this host),
+ *    the ring's sums (each element added in the ring's order, so the same
+ *    bits) through it, without the transport (runtime/dp/shm.h). The
+ *    all-reduce takes it by itself for the ring, and for recursive doubling
+ *    with D = 2 (the same bits); net_only turns it off.
  *
  * After an error the transport must be closed (pz_transport_close(t, 1)):
  * receives may still be posted into the caller's buffer.
@@ -59,6 +64,7 @@ enum {
     PZ_DP_KIND_HINTRA = 0x25,   /* hierarchical: inside a host */
     PZ_DP_KIND_CHECK = 0x26,    /* pz_dp_check_identical's digests, pz_dp_group_hosts' names */
     PZ_DP_KIND_BCAST = 0x27,    /* pz_dp_broadcast */
+    PZ_DP_KIND_SHM = 0x28,      /* the shared-memory path's set-up (runtime/dp/shm.h) */
 };
 
 #define PZ_DP_MAX 256           /* members of a group (the tag's source field) */
@@ -80,13 +86,23 @@ typedef struct {
                            * run); 0 = the transport's wait only */
     float *scratch;       /* receive space (grown on demand) */
     size_t scratch_n;
-    uint64_t bytes_sent, bytes_recv;  /* payload bytes, for reports and tests */
+    uint64_t bytes_sent, bytes_recv;  /* payload bytes, for reports and tests (shared
+                                       * memory: what the others read of what it wrote,
+                                       * and it of theirs) */
+    int net_only;         /* 1: never the shared-memory path (set on every member:
+                           * tests, benchmarks; pz_dp_group_set_link sets it
+                           * for a group that spans simulated hosts) */
+    size_t shm_slot_bytes;     /* its piece per member (0: PZ_DP_SHM_SLOT_BYTES) */
+    struct pz_dp_shm *shm;     /* its state (runtime/dp/shm.c) */
 } pz_dp_group;
 
 /* Defaults: 64 KiB (one exchange beats the ring's 2(D-1) latencies below it,
  * bench/bench_allreduce) and 1 MiB segments. */
 #define PZ_DP_SMALL_BYTES ((size_t)64 << 10)
 #define PZ_DP_SEG_BYTES ((size_t)1 << 20)
+/* The shared-memory path's piece per member and round: a segment holds two
+ * sets of D, 8 x D MiB of /dev/shm, touched only as far as the vector needs. */
+#define PZ_DP_SHM_SLOT_BYTES ((size_t)4 << 20)
 
 /* ranks: n distinct world ranks (0..255), my_rank one of them. The group
  * keeps a copy. t may be NULL for n = 1 (a process alone: nothing is sent).

@@ -430,6 +430,8 @@ pz_status tp_post_send(pz_transport *t, int peer, uint64_t tag, const void *buf,
     return PZ_OK;
 }
 
+double pz_transport_peer_timeout(const pz_transport *t) { return t->peer_timeout_s; }
+
 void pz_transport_set_link(pz_transport *t, int peer, double mbps, double latency_ms) {
     if (!t || peer < 0 || peer >= t->world || peer == t->rank) return;
     lock(t);

@@ -115,6 +115,9 @@ pz_status pz_transport_wait(pz_transport *t, pz_request *req, size_t *len);
  * that finished long before the wait says when its data arrived. */
 pz_status pz_transport_wait_at(pz_transport *t, pz_request *req, size_t *len, double *done_at);
 void pz_transport_progress(pz_transport *t);
+/* opts.peer_timeout_s as init took it (the default for 0): the deadline
+ * of waits done outside the transport (the data-parallel shared memory). */
+double pz_transport_peer_timeout(const pz_transport *t);
 
 /* Fault injection for the tests (PIPEZIP_FAULT_FLIP, runtime/ckpt/fault.h):
  * the first message of tag kind `kind` and step `step` this rank sends

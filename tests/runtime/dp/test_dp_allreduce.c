@@ -141,6 +141,7 @@ static int child(int rank, int world, int port, void *arg) {
     pz_dp_layout_ranks(s->layout, stage, S, s->D, ranks);
     pz_dp_group g = {0};
     OK(pz_dp_group_init(&g, t, rank, ranks, s->D));
+    g.net_only = 1;   /* the transport's algorithms (test_dp_shm.c: the shared-memory path) */
     if (s->victim_signal) {
         /* the last member dies (or freezes) after its first sends; the others
          * must fail naming it: within a few seconds when killed, after the
