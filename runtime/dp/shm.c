@@ -461,15 +461,10 @@ pz_status pz_dp_shm_advance(pz_dp_shm_op *op, int block, int *done) {
 
 pz_status pz_dp_shm_start(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_shm_op **out) {
     struct pz_dp_shm *S = g->shm;
-    pz_dp_shm_op *op = xcalloc(1, sizeof *op);
-    op->g = g;
-    op->buf = buf;
-    op->n = n;
-    op->mean = mean;
-    op->seq = g->seq++;
-    op->piece = S->slot_bytes / sizeof(float);
-    op->rounds = (uint32_t)((n + op->piece - 1) / op->piece);
-    op->k0 = S->next_round;
+    pz_dp_shm_op *op = xmalloc(sizeof *op);
+    size_t piece = S->slot_bytes / sizeof(float);
+    *op = (pz_dp_shm_op){.g = g, .buf = buf, .n = n, .piece = piece, .mean = mean, .seq = g->seq++,
+                         .k0 = S->next_round, .rounds = (uint32_t)((n + piece - 1) / piece)};
     S->next_round += op->rounds;
     if (S->tail) S->tail->next = op;
     else S->head = op;
