@@ -182,11 +182,8 @@ static size_t jsq_max_payload(const pz_codec_params *p, const pz_shape *s) {
 }
 
 /* ---- encode ----
- * Scratch of megabytes comes from the codec object's pz_scratch
- * (codec_impl.h), kept from one encode to the next: fresh pages, huge or
- * not, cost the kernel's zeroing on every call (about 12 MB per 4M-element
- * call, as much time as the pass over the groups). Its slots: */
-enum { JSQ_S_GM, JSQ_S_SX, JSQ_S_SGM, JSQ_S_SAMPLE, JSQ_S_CLS, JSQ_S_CAND, JSQ_S_CSIDE, JSQ_S_CCH, JSQ_S_MCKP };
+ * (the scratch slots, the phases' shared state and the candidate buffer's
+ * size: jointsq_priv.h) */
 
 /* Groups sampled for the scale search when there are more than this. */
 static size_t jsq_sample_limit(size_t G) {
@@ -194,13 +191,6 @@ static size_t jsq_sample_limit(size_t G) {
     if (lim < 4096) lim = 4096;
     if (lim > pz_jsq_tune.sample) lim = pz_jsq_tune.sample;
     return lim;
-}
-
-/* Candidates a pass over all groups keeps before a retry takes memory of
- * its own: ng / 32 + the tuning's minimum, at most ng. */
-static size_t jsq_default_ccap(size_t ng) {
-    size_t ccap = ng / 32 + pz_jsq_tune.ccap_min;
-    return ccap < ng ? ccap : ng;
 }
 
 /* The scratch an encode keeps for this shape: the slots above at their
@@ -212,7 +202,7 @@ static size_t jsq_scratch_bound(const pz_codec_params *p, const pz_shape *s) {
     size_t lim = jsq_sample_limit(g.G), ms = g.ng <= lim ? g.ng : lim;
     size_t b = (g.G > 1 ? (g.ng + 16) * sizeof(float) : 0) + pz_jsq_soa_bytes(ms);
     if (g.ng > lim) {
-        size_t ccap = jsq_default_ccap(g.ng);
+        size_t ccap = pz_jsq_default_ccap(g.ng);
         b += ms * g.G * sizeof(float) + ms * sizeof(float) + g.ng + pz_jsq_soa_bytes(ccap) +
              pz_jsq_cside_bytes(ccap) + ccap + pz_mckp_work_bytes(ccap);
     }
@@ -237,31 +227,6 @@ static double jsq_solve_sample(pz_mckp_soa *s, size_t ms, uint64_t cap, int exac
     pz_mckp_cost_at(s, ms, *lam, choice, NULL);
     return err;
 }
-
-/* What the phases of one encode share: the input, what the first look at it
- * found, and the sample the scales are searched on. */
-typedef struct {
-    const float *x;
-    jsq_geom g;
-    pz_scratch *scr;
-    const float *gm;          /* group maxima (G > 1), else NULL: |x| is its own */
-    float M;                  /* max |x|: s_8, and the unit of the model's errors */
-    uint64_t room_bits;       /* map + values: the budget less JSQ_RESERVE */
-    int exact;                /* the sample is the whole tensor */
-    const float *sx, *sgm;    /* the sample's elements and group maxima */
-    size_t snel, ms;          /* its elements and groups */
-    double sfrac;             /* its share: sample capacity = capacity * sfrac */
-} jsq_enc;
-
-/* The scale search's result on the sample. */
-typedef struct {
-    float sc[4];
-    int k;
-    float lam;
-    double err;
-    uint8_t *cls;             /* the sample's classes (ms, xmalloc: the caller frees) */
-} jsq_best;
-
 #if defined(__AVX512F__)
 /* The group maxima that whole 512-bit vectors reach, from group 0: for G = 2,
  * 4, 8, 16 / G groups a vector, folded within each group by shuffles and
@@ -463,162 +428,6 @@ static void jsq_search_scales(const jsq_enc *e, int k, jsq_best *best) {
     free(scand);
 }
 
-/* The candidate buffer of the passes over all groups: the items and their
- * side arrays, in the scratch for the default size, in buffers of their own
- * (cblk, csblk: the owner frees them) once a retry outgrows it. */
-typedef struct {
-    pz_mckp_soa cand;
-    jsq_cside cs;
-    size_t ccap;
-    void *cblk, *csblk;
-} jsq_cands;
-
-/* The bracket for the next pass after one that missed: where cost, linear in
- * log(lambda) through the two points measured, meets the capacity, of a
- * width for about ccap / 4 candidates when the bracket held the multiplier
- * (too many candidates), else half as wide as this one; kept inside the
- * bounds (lamL, lamU) the passes found and at most a quarter of their span
- * wide, so the search cannot run away. */
-static void jsq_next_bracket(const jsq_passb *r, uint64_t capacity, int ok_hi, int ok_lo, size_t ccap, float lamL,
-                             float lamU, float *lam_lo, float *lam_hi) {
-    double l0 = log(*lam_lo > 0 ? *lam_lo : FLT_MIN), l1 = log(*lam_hi < FLT_MAX ? *lam_hi : FLT_MAX);
-    double width = l1 - l0, le, w;
-    if (r->cost_lo > r->cost_hi && *lam_lo > 0) {
-        double t = ((double)r->cost_lo - (double)capacity) / ((double)r->cost_lo - (double)r->cost_hi);
-        le = l0 + t * width;
-    } else {
-        le = ok_hi ? l0 - 2 * width : l1 + 2 * width;
-    }
-    if (ok_hi && ok_lo) w = 0.5 * width * (double)ccap / 4 / (double)r->ncand;
-    else w = 0.5 * width;
-    if (lamL > 0 && lamU < INFINITY) {
-        double a = log(lamL), bu = log(lamU);
-        if (le <= a || le >= bu) le = 0.5 * (a + bu);
-        if (w > 0.25 * (bu - a)) w = 0.25 * (bu - a);
-    }
-    *lam_lo = (float)exp(le - w);
-    *lam_hi = (float)exp(le + w);
-    if (lamL > 0 && *lam_lo < lamL) *lam_lo = lamL;
-    if (*lam_hi > lamU) *lam_hi = lamU;
-}
-
-/* Passes over all groups until one brackets the critical multiplier
- * (cost(lam_hi) <= capacity < cost(lam_lo)) with at most ccap candidates:
- * then cls holds pick(lam_hi) for every group and *r the candidates. After 8
- * passes that bracket it with too many (many groups tied at one multiplier)
- * the candidates are all taken; after 40 (fp32 rounding gone wild) every
- * group is a candidate. */
-static void jsq_bracket_passes(const jsq_enc *e, const jsq_model *md, int k, uint64_t capacity, float *lam_lo_,
-                               float *lam_hi_, uint8_t *cls, jsq_cands *cb, jsq_passb *r) {
-    float lam_lo = *lam_lo_, lam_hi = *lam_hi_;
-    float lamL = 0, lamU = INFINITY;   /* cost > capacity at lamL, <= capacity at lamU */
-    for (int tries = 0;; tries++) {
-        if (!(lam_lo < lam_hi)) lam_lo = lam_hi * 0.5f;
-        pz_jsq_pass_b(e->x, &e->g, e->gm, md, k, lam_lo, lam_hi < FLT_MAX ? lam_hi : FLT_MAX, cls, &cb->cand, &cb->cs,
-                      cb->ccap, r);
-        int ok_hi = r->cost_hi <= capacity, ok_lo = r->cost_lo > capacity || lam_lo == 0;
-        if (ok_hi && ok_lo && r->ncand <= cb->ccap) break;
-        if ((ok_hi && ok_lo && tries >= 8) || tries >= 40) {
-            if (!(ok_hi && ok_lo)) {
-                lam_lo = 0;
-                lam_hi = INFINITY;
-                r->ncand = e->g.ng;
-            }
-            free(cb->cblk);
-            free(cb->csblk);
-            cb->ccap = r->ncand;
-            cb->cand = pz_jsq_soa_alloc(cb->ccap, &cb->cblk);
-            cb->cs = pz_jsq_cside_alloc(cb->ccap);
-            cb->csblk = cb->cs.blk;
-            pz_jsq_pass_b(e->x, &e->g, e->gm, md, k, lam_lo, lam_hi < FLT_MAX ? lam_hi : FLT_MAX, cls, &cb->cand,
-                          &cb->cs, cb->ccap, r);
-            break;
-        }
-        if (r->cost_lo > capacity) lamL = lam_lo > lamL ? lam_lo : lamL;
-        else lamU = lam_lo < lamU ? lam_lo : lamU;
-        if (r->cost_hi > capacity) lamL = lam_hi > lamL ? lam_hi : lamL;
-        else lamU = lam_hi < lamU ? lam_hi : lamU;
-        if (!(lamL < lamU)) lamL = 0;                       /* (not monotone: start over) */
-        if (lamU == 0) {                                    /* cost(0) fits: the all-best choice */
-            lam_lo = lam_hi = 0;
-            continue;
-        }
-        jsq_next_bracket(r, capacity, ok_hi, ok_lo, cb->ccap, lamL, lamU, &lam_lo, &lam_hi);
-    }
-    *lam_lo_ = lam_lo;
-    *lam_hi_ = lam_hi;
-}
-
-/* The exact solver on the candidates with the capacity the other groups
- * leave, its choices written into cls; the class counts and maxima are the
- * pass's over the non-candidates plus the candidates' (in vector loops: a
- * loop that updates gcount[c] element by element waits on its own stores). */
-static void jsq_solve_candidates(const jsq_enc *e, const jsq_cands *cb, const jsq_passb *r, uint64_t capacity,
-                                 float lam_lo, float lam_hi, uint8_t *cls, size_t gcount[4], uint32_t cmax[4]) {
-    size_t nc = r->ncand;
-    const uint32_t *hi = cb->cs.hi;
-    uint64_t fixed_cost = r->cost_hi;
-    for (size_t j = 0; j < nc; j++) fixed_cost -= cb->cand.ucost ? cb->cand.ucost[hi[j]] : cb->cand.cost[hi[j]][j];
-    uint8_t *cch = pz_scratch_get(e->scr, JSQ_S_CCH, nc ? nc : 1);
-    pz_mckp_info info;
-    /* the solver's work memory: in the scratch for the default candidate
-     * buffer, its own beyond that */
-    size_t ccap0 = jsq_default_ccap(e->g.ng);
-    void *mw = nc <= ccap0 ? pz_scratch_get(e->scr, JSQ_S_MCKP, pz_mckp_work_bytes(ccap0)) : NULL;
-    pz_mckp_soa cand = cb->cand;
-    pz_mckp_solve_soa(&cand, nc, capacity - fixed_cost, lam_lo, lam_hi, 0, cch, &info, mw);
-    for (int c = 0; c < 4; c++) {
-        gcount[c] = (size_t)r->nh[c];
-        cmax[c] = r->nmax[c];
-    }
-    size_t w1 = 0, w2 = 0, w3 = 0, now_[4] = {0, 0, 0, 0};
-#pragma omp simd reduction(+ : w1, w2, w3)
-    for (size_t j = 0; j < nc; j++) {
-        w1 += hi[j] == 1;
-        w2 += hi[j] == 2;
-        w3 += hi[j] == 3;
-    }
-    pz_jsq_class_stats(cch, nc, (const float *)(const void *)cb->cs.key, now_, cmax);
-    gcount[1] = gcount[1] - w1 + now_[1];
-    gcount[2] = gcount[2] - w2 + now_[2];
-    gcount[3] = gcount[3] - w3 + now_[3];
-    for (size_t j = 0; j < nc; j++) cls[cb->cs.id[j]] = cch[j];
-}
-
-/* Every group's class when the scales were searched on a sample: bracket the
- * critical multiplier on the sample, pass over all groups, then solve exactly
- * among the candidates (the groups whose pick changes inside the bracket).
- * Returns 1 with the class counts and maxima in gcount, cmax (counted on the
- * way), 0 when the caller must count them. */
-static int jsq_assign_all(const jsq_enc *e, const jsq_best *best, uint8_t *cls, size_t gcount[4], uint32_t cmax[4]) {
-    const int k = best->k;
-    const size_t ng = e->g.ng;
-    uint64_t capacity = e->room_bits > 1 + (uint64_t)k ? (e->room_bits - 1 - (uint64_t)k) << k : 0;
-    if ((uint64_t)ng > capacity) {                          /* even the all-dropped map is over */
-        memset(cls, 0, ng);
-        return 0;
-    }
-    jsq_model md;
-    pz_jsq_model(&md, e->M, best->sc);
-    uint32_t ucost[4];
-    pz_mckp_soa ss = pz_jsq_soa_at(pz_scratch_get(e->scr, JSQ_S_SAMPLE, pz_jsq_soa_bytes(e->ms)), e->ms);
-    pz_jsq_soa_fill(e->sx, e->snel, e->g.G, e->sgm, &md, k, &ss, ucost);
-    const double delta = pz_jsq_tune.delta, scap = (double)capacity * e->sfrac;
-    float lam_hi = pz_mckp_lambda(&ss, e->ms, (uint64_t)(scap * (1 - delta)), 12, best->lam, NULL, NULL);
-    float lam_lo = pz_mckp_lambda(&ss, e->ms, (uint64_t)(scap * (1 + delta)), 12, best->lam, NULL, NULL);
-    jsq_cands cb;
-    cb.ccap = jsq_default_ccap(ng);
-    cb.cand = pz_jsq_soa_at(pz_scratch_get(e->scr, JSQ_S_CAND, pz_jsq_soa_bytes(cb.ccap)), cb.ccap);
-    cb.cs = pz_jsq_cside_at(pz_scratch_get(e->scr, JSQ_S_CSIDE, pz_jsq_cside_bytes(cb.ccap)), cb.ccap);
-    cb.cblk = cb.csblk = NULL;
-    jsq_passb r;
-    jsq_bracket_passes(e, &md, k, capacity, &lam_lo, &lam_hi, cls, &cb, &r);
-    jsq_solve_candidates(e, &cb, &r, capacity, lam_lo, lam_hi, cls, gcount, cmax);
-    free(cb.cblk);
-    free(cb.csblk);
-    return 1;
-}
-
 /* The value streams: per element chunk, the classes expanded to elements
  * (G > 1), the codes staged per class, and every full JSQ_CH of a class's
  * codes packed at its stream's write offset wo[c]; the rest at the end. */
@@ -745,7 +554,7 @@ static pz_status jsq_encode_s(const pz_codec_params *p, const float *x, const pz
         if (!(best.err < INFINITY)) memset(cls, 0, ng);
     } else {
         cls = pz_scratch_get(scr, JSQ_S_CLS, ng);
-        have_stats = jsq_assign_all(&e, &best, cls, gcount, cmax);
+        have_stats = pz_jsq_assign_all(&e, &best, cls, gcount, cmax);
     }
     if (!have_stats) pz_jsq_class_stats(cls, ng, gm ? gm : x, gcount, cmax);
     size_t kept = gcount[1] + gcount[2] + gcount[3];

@@ -1,10 +1,12 @@
-/* jointsq.h: what the JointSQ files share (compress/jointsq/jointsq.c: spec, geometry,
- * encode; jointsq_solve.c: item errors and the assignment pass over all
- * groups; jointsq_wire.c: the map and the value streams; jointsq_read.c:
- * decode). The format and the algorithm are described at the top of jointsq.c. Private to these
- * files (and the tests); the codec is reached through its table. */
-#ifndef PZ_COMPRESS_JOINTSQ_H
-#define PZ_COMPRESS_JOINTSQ_H
+/* jointsq_priv.h: what the JointSQ files share (compress/jointsq/jointsq.c:
+ * spec, geometry, the scale search, encode; jointsq_assign.c: the model, the
+ * item arrays and, on a sample, every group's class; jointsq_solve.c: item
+ * errors and the assignment pass over all groups; jointsq_wire.c: the map and
+ * the value streams; jointsq_read.c: decode). The format and the algorithm
+ * are described at the top of jointsq.c. Private to these files (and the
+ * tests); the codec is reached through its table. */
+#ifndef PZ_COMPRESS_JOINTSQ_PRIV_H
+#define PZ_COMPRESS_JOINTSQ_PRIV_H
 
 #if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
 #pragma GCC target("prefer-vector-width=512")
@@ -104,10 +106,55 @@ typedef struct {
     uint32_t ucost[4];           /* the candidates' costs when all the same (cand->ucost) */
 } jsq_passb;
 
+/* ---- encode's shared state (jointsq.c, jointsq_assign.c) ----
+ * Scratch of megabytes comes from the codec object's pz_scratch
+ * (codec_impl.h), kept from one encode to the next: fresh pages, huge or
+ * not, cost the kernel's zeroing on every call (about 12 MB per 4M-element
+ * call, as much time as the pass over the groups). Its slots: */
+enum { JSQ_S_GM, JSQ_S_SX, JSQ_S_SGM, JSQ_S_SAMPLE, JSQ_S_CLS, JSQ_S_CAND, JSQ_S_CSIDE, JSQ_S_CCH, JSQ_S_MCKP };
+
+/* Candidates a pass over all groups keeps before a retry takes memory of
+ * its own: ng / 32 + the tuning's minimum, at most ng. */
+static inline size_t pz_jsq_default_ccap(size_t ng) {
+    size_t ccap = ng / 32 + pz_jsq_tune.ccap_min;
+    return ccap < ng ? ccap : ng;
+}
+
+
+/* What the phases of one encode share: the input, what the first look at it
+ * found, and the sample the scales are searched on. */
+typedef struct {
+    const float *x;
+    jsq_geom g;
+    pz_scratch *scr;
+    const float *gm;          /* group maxima (G > 1), else NULL: |x| is its own */
+    float M;                  /* max |x|: s_8, and the unit of the model's errors */
+    uint64_t room_bits;       /* map + values: the budget less JSQ_RESERVE */
+    int exact;                /* the sample is the whole tensor */
+    const float *sx, *sgm;    /* the sample's elements and group maxima */
+    size_t snel, ms;          /* its elements and groups */
+    double sfrac;             /* its share: sample capacity = capacity * sfrac */
+} jsq_enc;
+
+/* The scale search's result on the sample. */
+typedef struct {
+    float sc[4];
+    int k;
+    float lam;
+    double err;
+    uint8_t *cls;             /* the sample's classes (ms, xmalloc: the caller frees) */
+} jsq_best;
+
+/* Every group's class when the scales were searched on a sample: bracket the
+ * critical multiplier on the sample, pass over all groups, then solve exactly
+ * among the candidates. Returns 1 with the class counts and maxima in
+ * gcount, cmax, 0 when the caller must count them. */
+int pz_jsq_assign_all(const jsq_enc *e, const jsq_best *best, uint8_t *cls, size_t gcount[4], uint32_t cmax[4]);
+
 /* jointsq.c */
 pz_status pz_jsq_geom(const pz_codec_params *p, const pz_shape *s, jsq_geom *g);
 
-/* jointsq_solve.c */
+/* jointsq_solve.c, jointsq_assign.c */
 void pz_jsq_model(jsq_model *md, float M, const float s[4]);
 void pz_jsq_soa_fill(const float *x, size_t nel, size_t G, const float *gm, const jsq_model *md, int k,
                           pz_mckp_soa *s, uint32_t *ucost);

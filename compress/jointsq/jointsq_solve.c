@@ -1,22 +1,12 @@
-/* jointsq_solve.c: JointSQ's model of each group's error per width and the
- * assignment pass that picks every group's width between two multipliers
- * (the algorithm: compress/jointsq/jointsq.c). */
+/* jointsq_solve.c: JointSQ's model error of each group per width, the
+ * knapsack's items filled from it, and the assignment pass that picks every
+ * group's width between two multipliers (the algorithm:
+ * compress/jointsq/jointsq.c; the item arrays and the passes' driver:
+ * jointsq_assign.c). */
 #include "compress/jointsq/jointsq_priv.h"
 
 /* ---- item errors ---- */
 
-
-void pz_jsq_model(jsq_model *md, float M, const float s[4]) {
-    memset(md, 0, sizeof *md);
-    md->invM = 1.0f / M;
-    for (int c = 1; c < 4; c++) {
-        float sh = s[c] * md->invM;
-        float D = sh / (float)jsq_L[c];
-        md->invD[c] = D > 0 ? 1.0f / D : 0.0f;
-        md->D2[c] = D * D;
-        md->s[c] = s[c] > 0 ? s[c] : -1.0f;
-    }
-}
 
 #if defined(__AVX512F__)
 /* The sum of 16 lanes folded in halves (lane l += lane l + 8, + 4, + 2, + 1),
@@ -238,77 +228,11 @@ void pz_jsq_soa_fill(const float *x, size_t nel, size_t G, const float *gm, cons
     }
 }
 
-size_t pz_jsq_soa_bytes(size_t n) { return (n + 16) * 32 + 64; }
-
-pz_mckp_soa pz_jsq_soa_at(void *blk, size_t n) {
-    pz_mckp_soa s;
-    s.ucost = NULL;
-    n += 16;                                      /* slack for vector stores */
-    uint8_t *b = blk;
-    for (int o = 0; o < 4; o++) {
-        s.err[o] = (float *)(void *)(b + (size_t)o * n * 4);
-        s.cost[o] = (uint32_t *)(void *)(b + (size_t)(4 + o) * n * 4);
-    }
-    return s;
-}
-
-pz_mckp_soa pz_jsq_soa_alloc(size_t n, void **blk) {
-    *blk = pz_alloc_huge(pz_jsq_soa_bytes(n));
-    return pz_jsq_soa_at(*blk, n);
-}
-
-/* The Rice parameter that codes the map of cls[] in the fewest bits (the
- * smallest such k): sum over runs r of floor(r / 2^k), from a histogram of
- * the run lengths. */
-int pz_jsq_best_k(const uint8_t *cls, size_t ng) {
-    enum { RH = 1024 };
-    uint32_t h[RH];
-    uint64_t big[JSQ_MAX_K + 1];
-    memset(h, 0, sizeof h);
-    memset(big, 0, sizeof big);
-    size_t run = 0, kept = 0;
-    for (size_t i = 0; i <= ng; i++) {
-        if (i < ng && !cls[i]) {
-            run++;
-            continue;
-        }
-        if (run < RH) h[run]++;
-        else for (int k = 0; k <= JSQ_MAX_K; k++) big[k] += run >> k;
-        run = 0;
-        kept += i < ng;
-    }
-    int best = 0;
-    uint64_t bb = UINT64_MAX;
-    for (int k = 0; k <= JSQ_MAX_K; k++) {
-        uint64_t b = big[k] + (uint64_t)(kept + 1) * (1 + (uint64_t)k);
-        for (size_t r = (size_t)1 << k; r < RH; r++) b += (uint64_t)h[r] * (r >> k);
-        if (b < bb) {
-            bb = b;
-            best = k;
-        }
-    }
-    return best;
-}
 
 /* ---- the assignment pass over all groups ----
  * For two multipliers lam_lo < lam_hi, every group's pick at both (the rule
  * of pz_mckp_pick); cls[] receives the pick at lam_hi; the groups whose picks
  * differ are the candidates (their items go to cand/cid, at most ccap). */
-
-size_t pz_jsq_cside_bytes(size_t cap) { return 3 * (cap + 16) * sizeof(uint32_t); }
-
-jsq_cside pz_jsq_cside_at(void *blk, size_t cap) {
-    jsq_cside c;
-    cap += 16;
-    uint32_t *b = blk;
-    c.id = b;
-    c.hi = b + cap;
-    c.key = b + 2 * cap;
-    c.blk = b;
-    return c;
-}
-
-jsq_cside pz_jsq_cside_alloc(size_t cap) { return pz_jsq_cside_at(pz_alloc_huge(pz_jsq_cside_bytes(cap)), cap); }
 
 #if defined(__AVX512F__) || defined(__AVX2__)
 /* The vector passes' last elements [i, n) (fewer than a vector), with the
