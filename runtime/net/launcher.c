@@ -181,7 +181,7 @@ static void spawn_ranks(child *cs, int world, char **argv, int port, const char 
 /* What one attempt knows about its ranks while it waits for them. */
 typedef struct {
     child *cs;
-    const pz_rank_layout *names;   /* how messages name a rank (rankname.h; NULL: "rank R") */
+    const pz_rank_layout *names;   /* how messages name a rank (pz_rank_name; NULL: "rank R") */
     int world, alive;
     int failed_rank;          /* the rank whose end stops the others; -1 while none */
     int refused;              /* it exited PZ_EXIT_REFUSED */

@@ -2,7 +2,7 @@
 #ifndef PZ_LAUNCHER_H
 #define PZ_LAUNCHER_H
 
-#include "runtime/net/rankname.h"
+#include "runtime/net/transport.h"   /* pz_rank_layout */
 
 /* Re-executes this program `world` times with RANK, WORLD_SIZE, LOCAL_RANK,
  * LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (a free loopback port),
@@ -17,7 +17,7 @@
  * the launcher is forwarded: the ranks stop at the next step boundary (after a
  * checkpoint) and it returns 128 + the signal; a second one kills them.
  * names: how its messages name a rank (NULL: "rank R"; replicas: with stage
- * and replica, runtime/net/rankname.h). */
+ * and replica, runtime/net/transport.h). */
 int pz_launch_local(int world, int argc, char **argv, int max_restarts, const pz_rank_layout *names);
 /* The exit status of a rank the launcher started that refused the job at
  * start (runtime/ckpt/job.h: another job's checkpoint directory, or one

@@ -448,6 +448,17 @@ void pz_transport_set_names(pz_transport *t, const pz_rank_layout *names) {
 
 const pz_rank_layout *pz_transport_names(const pz_transport *t) { return &t->names; }
 
+const char *pz_rank_name(const pz_rank_layout *l, int rank, char *buf, size_t cap) {
+    if (!l || l->replicas <= 1 || l->stages < 1 || rank < 0 || rank >= l->stages * l->replicas) {
+        snprintf(buf, cap, "rank %d", rank);
+        return buf;
+    }
+    int stage = l->replica_major ? rank % l->stages : rank / l->replicas;
+    int replica = l->replica_major ? rank / l->stages : rank % l->replicas;
+    snprintf(buf, cap, "rank %d (stage %d, replica %d)", rank, stage, replica);
+    return buf;
+}
+
 pz_status tp_post_recv(pz_transport *t, int peer, uint64_t tag, void *buf, size_t cap, const char *what,
                        pz_request **req) {
     pz_request *r = req_new(t, 0, peer, tag, cap, what);

@@ -41,7 +41,22 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "base/status.h"
-#include "runtime/net/rankname.h"
+
+/* How messages name a rank of a job with data-parallel replicas: `train
+ * --stages S --replicas D` runs S x D ranks, and "rank 5 was killed" leaves
+ * the user to work out which stage of which replica that is, under either
+ * layout. With D > 1 the launcher's and the transport's messages say "rank 5
+ * (stage 2, replica 1)"; with one replica, "rank 5" as before. The layouts
+ * are those of docs/data-parallel.md (runtime/dp/group.h computes the groups
+ * from the same rule). Here, beside the transport that names its peers, for
+ * the launcher (launcher.h) and the fingerprint exchange too. */
+typedef struct {
+    int stages, replicas;   /* replicas <= 1 (or a zeroed struct): a plain pipeline */
+    int replica_major;      /* --layout replica-major: rank = replica x S + stage; else stage x D + replica */
+} pz_rank_layout;
+
+/* "rank R" or "rank R (stage s, replica r)" into buf[cap]; returns buf. */
+const char *pz_rank_name(const pz_rank_layout *l, int rank, char *buf, size_t cap);
 
 typedef struct {
     int rank, world;
@@ -137,7 +152,7 @@ void pz_transport_fault_flip(pz_transport *t, unsigned kind, uint32_t step, long
  * kernel links instead. */
 void pz_transport_set_link(pz_transport *t, int peer, double mbps, double latency_ms);
 
-/* How errors name a lost or frozen peer from now on (rankname.h: with
+/* How errors name a lost or frozen peer from now on (pz_rank_name: with
  * replicas, its stage and replica beside its rank). */
 void pz_transport_set_names(pz_transport *t, const pz_rank_layout *names);
 /* The names set (a zeroed layout before: "rank R"). */

@@ -62,7 +62,7 @@ typedef struct {
 
 struct pz_transport {
     int rank, world;
-    pz_rank_layout names;    /* how errors name a peer (rankname.h) */
+    pz_rank_layout names;    /* how errors name a peer (pz_rank_name) */
     double peer_timeout_s, connect_timeout_s;
     ucp_context_h ctx;
     ucp_worker_h worker;

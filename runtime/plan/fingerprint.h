@@ -15,7 +15,7 @@
  * --trace, --metrics, --peer-timeout) are not part of it.
  *
  * With --replicas, ranks are named with their stage and replica (the
- * transport's names, runtime/net/rankname.h), and each rank also sends its
+ * transport's names, runtime/net/transport.h), and each rank also sends its
  * share of every global batch (a line "@share", beside the fingerprint: not
  * part of the job's id): rank 0 refuses two replicas of a stage whose shares
  * overlap, naming both, as the others' flags. */

@@ -565,7 +565,7 @@ static int child_kill(int rank, int world, int port, int victim, int target) {
 
 /* rank 1 starts receiving a 64 MiB message from rank 0 and SIGSTOPs itself;
  * rank 0 (send) and rank 2 (receive) must give up after the 2 s peer timeout.
- * Rank 2 names its peers as the replicas of one stage (rankname.h): its
+ * Rank 2 names its peers as the replicas of one stage (pz_rank_name): its
  * error says which replica froze; rank 0's says "rank 1" alone. */
 static int child_stop(int rank, int world, int port) {
     const double timeout = 2.0;
