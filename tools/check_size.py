@@ -7,7 +7,11 @@ outgrows the limits of issue 23.
     job lives in the room of its role: checkpoints in runtime/ckpt, links in
     runtime/edge, the replicas' mechanics in runtime/dp, ...);
   - no function in a source file outside tests/ is over 120 lines, counted
-    from its signature's first line to its closing brace (split it by phase).
+    from its signature's first line to its closing brace (split it by phase);
+  - no source file (.c, .h, .cu, .cuh) outside tests/ is over 700 lines
+    (split it by role);
+  - no folder, tests/ included, holds more than 20 source files (give it
+    rooms by role, or move a file to the room it belongs to).
 
 Functions are found by braces at file level: a '{' at depth 0 whose statement
 has a '(' and is not a struct, enum, union, typedef or initializer. Comments,
@@ -21,7 +25,10 @@ import tempfile
 
 EXEC_LINES = 1500
 FUNC_LINES = 120
+FILE_LINES = 700
+DIR_FILES = 20
 SOURCES = (".c", ".cu")
+ALL_SOURCES = (".c", ".h", ".cu", ".cuh")
 SKIP_DIRS = {"tests", "build", ".git", "subprojects"}
 
 
@@ -65,12 +72,40 @@ def functions(text):
     return out
 
 
-def sources(root):
+def walk(root, tests):
+    """(folder, its source files (ALL_SOURCES), sorted) of every folder under
+    root but build trees, hidden ones, subprojects and, unless tests, tests/"""
+    skip = SKIP_DIRS if not tests else SKIP_DIRS - {"tests"}
     for dirpath, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(("build", ".")))
-        for f in sorted(files):
-            if f.endswith(SOURCES):
+        dirs[:] = sorted(d for d in dirs if d not in skip and not d.startswith(("build", ".")))
+        yield dirpath, sorted(f for f in files if f.endswith(ALL_SOURCES))
+
+
+def sources(root, ext=SOURCES):
+    for dirpath, files in walk(root, False):
+        for f in files:
+            if f.endswith(ext):
                 yield os.path.join(dirpath, f)
+
+
+def check_rooms(root):
+    """the folders over DIR_FILES source files and the files outside tests/
+    over FILE_LINES lines; the fullest folder and the longest file"""
+    bad, fullest, longest = [], (0, ""), (0, "")
+    for dirpath, files in walk(root, True):
+        rel = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        if len(files) > DIR_FILES:
+            bad.append(f"{rel}/: {len(files)} source files, over {DIR_FILES}: give it rooms by role, or move a "
+                       "file to the room it belongs to")
+        fullest = max(fullest, (len(files), rel + "/"))
+    for path in sources(root, ALL_SOURCES):
+        rel = os.path.relpath(path, root).replace(os.sep, "/")
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            n = len(fh.read().splitlines())
+        if n > FILE_LINES:
+            bad.append(f"{rel}: {n} lines, over {FILE_LINES}: split it by role")
+        longest = max(longest, (n, rel))
+    return bad, fullest, longest
 
 
 def check(root, exec_lines):
@@ -94,7 +129,7 @@ def check(root, exec_lines):
                 bad.append(f"{rel}:{a}: {name} is {n} lines, over {FUNC_LINES}: split it by phase")
             if n > longest[0]:
                 longest = (n, f"{rel}:{a} {name}")
-    return bad, total, longest
+    return bad + check_rooms(root)[0], total, longest
 
 
 def self_test():
@@ -121,6 +156,37 @@ def self_test():
         if check(root, 11)[0] != bad[1:]:
             print("FAIL: self-test: 11 lines at a limit of 11 were refused")
             return 1
+    return self_test_rooms()
+
+
+def self_test_rooms():
+    """a made-up tree at the limits passes; one file or one line more fails"""
+    def write(root, rel, lines):
+        os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+        with open(os.path.join(root, rel), "w") as f:
+            f.write("int x;\n" * lines)
+
+    with tempfile.TemporaryDirectory() as root:
+        for i in range(DIR_FILES):
+            write(root, f"compress/core/f{i}.{'ch'[i % 2]}", 1)
+            write(root, f"tests/compress/t{i}.c", 1)
+        write(root, "compress/core/notes.txt", 1)           # not a source file
+        write(root, "runtime/big.h", FILE_LINES)
+        write(root, "tests/big.c", FILE_LINES + 1)          # tests/ may hold long files
+        write(root, "build/x/huge.c", FILE_LINES + 1)       # build trees are not checked
+        got = check_rooms(root)
+        if got[0] or got[1][0] != DIR_FILES or got[2] != (FILE_LINES, "runtime/big.h"):
+            print(f"FAIL: self-test: a tree at the limits gave {got}")
+            return 1
+        write(root, "compress/core/more.cu", 1)
+        write(root, "tests/compress/more.cuh", 1)
+        write(root, "runtime/big.h", FILE_LINES + 1)
+        bad = check_rooms(root)[0]
+        want = [f"compress/core/: {DIR_FILES + 1} source files", f"tests/compress/: {DIR_FILES + 1} source files",
+                f"runtime/big.h: {FILE_LINES + 1} lines"]
+        if len(bad) != 3 or any(not b.startswith(w) for b, w in zip(bad, want)):
+            print(f"FAIL: self-test: a tree over the limits gave {bad}")
+            return 1
     return 0
 
 
@@ -138,8 +204,11 @@ def main():
         print(f"FAIL: {b}")
     if bad:
         return 1
+    _, fullest, longest_file = check_rooms(sys.argv[1])
     print(f"ok: runtime/exec/pipeline* {total} lines (at most {exec_lines}; the goal {EXEC_LINES}); longest function "
-          f"outside tests/ {longest[0]} lines ({longest[1]}; at most {FUNC_LINES})")
+          f"outside tests/ {longest[0]} lines ({longest[1]}; at most {FUNC_LINES}); longest file outside tests/ "
+          f"{longest_file[0]} lines ({longest_file[1]}; at most {FILE_LINES}); fullest folder {fullest[0]} source "
+          f"files ({fullest[1]}; at most {DIR_FILES})")
     return 0
 
 
