@@ -76,34 +76,31 @@
 /* ---- spec ---- */
 
 /* one option of a tah spec (after its leading number) */
-static pz_status tah_opt(const char *spec, const pz_spec_opt *o, pz_codec_params *p) {
+static int tah_opt(const char *spec, const pz_spec_opt *o, pz_codec_params *p, pz_status *st) {
+    uint64_t g;
     if (pz_spec_key_is(o, "tile") && o->val) {
-        uint64_t g;
-        pz_status st = pz_spec_uint(spec, o->voff, o->val, o->vlen, 2, TAH_MAX_TILE, &g, "tah tile");
-        if (st != PZ_OK) return st;
-        if (g & (g - 1)) return pz_spec_fail(spec, o->voff, "tah tile must be a power of two");
-        p->group_size = (uint32_t)g;
+        *st = pz_spec_uint(spec, o->voff, o->val, o->vlen, 2, TAH_MAX_TILE, &g, "tah tile");
+        if (*st == PZ_OK && (g & (g - 1))) *st = pz_spec_fail(spec, o->voff, "tah tile must be a power of two");
+        if (*st == PZ_OK) p->group_size = (uint32_t)g;
     } else if (pz_spec_key_is(o, "alloc") && o->val) {
         if (pz_spec_val_is(o, "tile")) p->per_row = 0;
         else if (pz_spec_val_is(o, "token")) p->per_row = 1;
-        else return pz_spec_fail(spec, o->voff, "alloc must be tile or token");
+        else *st = pz_spec_fail(spec, o->voff, "alloc must be tile or token");
     } else if (pz_spec_key_is(o, "rank") && o->val) {
         if (pz_spec_val_is(o, "entropy")) p->scale_mode = 0;
         else if (pz_spec_val_is(o, "range")) p->scale_mode = 1;
-        else return pz_spec_fail(spec, o->voff, "rank must be entropy or range");
+        else *st = pz_spec_fail(spec, o->voff, "rank must be entropy or range");
     } else {
-        return pz_spec_unknown(spec, o, "tah", "tile=<G>, alloc=tile|token, rank=entropy|range");
+        return 0;
     }
-    return PZ_OK;
+    return 1;
 }
 
 static pz_status tah_parse(pz_codec_params *p, const char *args, const char *spec, size_t where) {
-    memset(p, 0, sizeof *p);
-    p->id = PZ_CODEC_TAH;
-    p->group_size = TAH_DEFAULT_TILE;
     static const pz_spec_lead lead = {
         "tah budget", "tah needs a budget in bits per element, as in tah:3.5", 0.0, TAH_MAX_BITS, (float)TAH_MIN_BITS,
-        "tah budget must be > 3: every element takes at least 3 bits, plus the tile overhead", tah_opt};
+        "tah budget must be > 3: every element takes at least 3 bits, plus the tile overhead", tah_opt,
+        "tah", "tile=<G>, alloc=tile|token, rank=entropy|range", {.id = PZ_CODEC_TAH, .group_size = TAH_DEFAULT_TILE}};
     return pz_spec_parse_lead(spec, where, args, &lead, &p->budget, p);
 }
 

@@ -111,29 +111,26 @@ static size_t topk_k(float fraction, size_t L) {
 }
 
 /* one option of a topk spec (after its leading number) */
-static pz_status topk_opt(const char *spec, const pz_spec_opt *o, pz_codec_params *p) {
+static int topk_opt(const char *spec, const pz_spec_opt *o, pz_codec_params *p, pz_status *st) {
+    size_t at = o->val ? o->voff : o->off;
     if (pz_spec_key_is(o, "scope")) {
         if (pz_spec_val_is(o, "row")) p->per_row = 1;
         else if (pz_spec_val_is(o, "tensor")) p->per_row = 0;
-        else return pz_spec_fail(spec, o->val ? o->voff : o->off, "topk scope must be row or tensor");
-    } else if (pz_spec_key_is(o, "values")) {
-        if (pz_spec_val_is(o, "fp32")) p->value_mode = PZ_VALUES_FP32;
-        else if (pz_spec_val_is(o, "fp16")) p->value_mode = PZ_VALUES_FP16;
-        else if (pz_spec_val_is(o, "q8")) p->value_mode = PZ_VALUES_Q8;
-        else return pz_spec_fail(spec, o->val ? o->voff : o->off, "topk values must be fp32, fp16 or q8");
-    } else {
-        return pz_spec_unknown(spec, o, "topk", "scope=, values=");
+        else *st = pz_spec_fail(spec, at, "topk scope must be row or tensor");
+        return 1;
     }
-    return PZ_OK;
+    if (!pz_spec_key_is(o, "values")) return 0;
+    if (pz_spec_val_is(o, "fp32")) p->value_mode = PZ_VALUES_FP32;
+    else if (pz_spec_val_is(o, "fp16")) p->value_mode = PZ_VALUES_FP16;
+    else if (pz_spec_val_is(o, "q8")) p->value_mode = PZ_VALUES_Q8;
+    else *st = pz_spec_fail(spec, at, "topk values must be fp32, fp16 or q8");
+    return 1;
 }
 
 static pz_status topk_parse(pz_codec_params *p, const char *args, const char *spec, size_t where) {
-    memset(p, 0, sizeof *p);
-    p->id = PZ_CODEC_TOPK;
-    p->per_row = 1;
-    p->value_mode = PZ_VALUES_FP32;
     static const pz_spec_lead lead = {"topk fraction", "topk needs a fraction, as in topk:0.1", TOPK_MIN_FRACTION, 1.0,
-                                      -INFINITY, NULL, topk_opt};
+                                      -INFINITY, NULL, topk_opt, "topk", "scope=, values=",
+                                      {.id = PZ_CODEC_TOPK, .per_row = 1, .value_mode = PZ_VALUES_FP32}};
     pz_status st = pz_spec_parse_lead(spec, where, args, &lead, &p->fraction, p);
     if (st != PZ_OK) return st;
     p->group_mode = p->per_row ? PZ_GROUP_ROW : PZ_GROUP_TENSOR;

@@ -106,6 +106,7 @@ pz_status pz_spec_list_after(const char *spec, size_t where, const char *args, s
 
 pz_status pz_spec_parse_lead(const char *spec, size_t where, const char *args, const pz_spec_lead *L, float *v,
                              pz_codec_params *p) {
+    memcpy(p, &L->init, sizeof *p);   /* padding too: L is static, so it is 0 */
     if (args[0] != ':') return pz_spec_fail(spec, where, "%s", L->needs);
     size_t n = strcspn(args + 1, ","), pos = 1 + n;
     double d;
@@ -116,8 +117,10 @@ pz_status pz_spec_parse_lead(const char *spec, size_t where, const char *args, c
     if ((st = pz_spec_list_after(spec, where, args, &pos)) != PZ_OK) return st;
     pz_spec_opt o;
     int r;
-    while ((r = pz_spec_next_opt(spec, where, args, &pos, &o)) > 0)
-        if ((st = L->take(spec, &o, p)) != PZ_OK) return st;
+    while ((r = pz_spec_next_opt(spec, where, args, &pos, &o)) > 0) {
+        if (!L->take(spec, &o, p, &st)) return pz_spec_unknown(spec, &o, L->codec, L->known);
+        if (st != PZ_OK) return st;
+    }
     return r < 0 ? PZ_ERR_ARG : PZ_OK;
 }
 

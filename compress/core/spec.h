@@ -46,11 +46,13 @@ pz_status pz_spec_unknown(const char *spec, const pz_spec_opt *o, const char *co
  * *pos moves past the ','. where = offset of args in spec. */
 pz_status pz_spec_list_after(const char *spec, size_t where, const char *args, size_t *pos);
 
-/* A codec's handling of one option: sets p, or returns an error pointing
- * into spec (pz_spec_unknown for a key it does not take). */
-typedef pz_status (*pz_spec_take_fn)(const char *spec, const pz_spec_opt *o, pz_codec_params *p);
+/* A codec's handling of one option, as pz_spec_scale_opt: returns 1 when o
+ * is one of its options (applied to p; *st, PZ_OK on entry, says how it
+ * went), 0 when it is not (the caller reports it, naming the known ones). */
+typedef int (*pz_spec_take_fn)(const char *spec, const pz_spec_opt *o, pz_codec_params *p, pz_status *st);
 /* A spec whose arguments are ":<number>[,option...]" (topk's fraction,
- * jointsq's and tah's budget): how to read them. */
+ * jointsq's and tah's budget): how to read them, and the parameters before
+ * they are read (the codec id and its defaults; every other field 0). */
 typedef struct {
     const char *what;      /* names the number in errors: "tah budget" */
     const char *needs;     /* the error when there is no number */
@@ -58,9 +60,12 @@ typedef struct {
     float above;           /* and, as a float, it must be > this (-INFINITY: no such bound) */
     const char *low;       /* the error when it is not */
     pz_spec_take_fn take;  /* each option after it */
+    const char *codec, *known;  /* for pz_spec_unknown: "tah", "tile=<G>, ..." */
+    pz_codec_params init;  /* p before the arguments */
 } pz_spec_lead;
-/* Reads args (at offset where of spec) as L says: the number into *v, then
- * the options into p; the first error stops, in that order. */
+/* Sets *p to L->init, then reads args (at offset where of spec) as L says:
+ * the number into *v, then the options into p; the first error stops, in
+ * that order. */
 pz_status pz_spec_parse_lead(const char *spec, size_t where, const char *args, const pz_spec_lead *L, float *v,
                              pz_codec_params *p);
 

@@ -115,25 +115,20 @@
 /* ---- spec ---- */
 
 /* one option of a jointsq spec (after its leading number) */
-static pz_status jsq_opt(const char *spec, const pz_spec_opt *o, pz_codec_params *p) {
-    if (pz_spec_key_is(o, "group") && o->val) {
-        uint64_t g;
-        pz_status st = pz_spec_uint(spec, o->voff, o->val, o->vlen, 1, JSQ_MAX_GROUP, &g, "jointsq group");
-        if (st != PZ_OK) return st;
-        p->group_size = (uint32_t)g;
-    } else {
-        return pz_spec_unknown(spec, o, "jointsq", "group=<N>");
-    }
-    return PZ_OK;
+static int jsq_opt(const char *spec, const pz_spec_opt *o, pz_codec_params *p, pz_status *st) {
+    if (!pz_spec_key_is(o, "group") || !o->val) return 0;
+    uint64_t g;
+    *st = pz_spec_uint(spec, o->voff, o->val, o->vlen, 1, JSQ_MAX_GROUP, &g, "jointsq group");
+    if (*st == PZ_OK) p->group_size = (uint32_t)g;
+    return 1;
 }
 
 static pz_status jsq_parse(pz_codec_params *p, const char *args, const char *spec, size_t where) {
-    memset(p, 0, sizeof *p);
-    p->id = PZ_CODEC_JOINTSQ;
-    p->group_mode = PZ_GROUP_BLOCK;
-    p->group_size = JSQ_DEFAULT_GROUP;
     static const pz_spec_lead lead = {"jointsq budget", "jointsq needs a budget in bits per element, as in jointsq:1.5",
-                                      0.0, JSQ_MAX_BITS, 0.0f, "jointsq budget must be > 0", jsq_opt};
+                                      0.0, JSQ_MAX_BITS, 0.0f, "jointsq budget must be > 0", jsq_opt, "jointsq",
+                                      "group=<N>",
+                                      {.id = PZ_CODEC_JOINTSQ, .group_mode = PZ_GROUP_BLOCK,
+                                       .group_size = JSQ_DEFAULT_GROUP}};
     return pz_spec_parse_lead(spec, where, args, &lead, &p->budget, p);
 }
 
