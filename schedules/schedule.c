@@ -205,6 +205,10 @@ static pz_status check_args(const pz_sched_spec *sp, int stage, int nstages, int
     return PZ_OK;
 }
 
+int pz_sched_splits_last(const pz_sched_spec *sp, int nstages) {
+    return sp->kind == PZ_SCHED_1F1B && sp->warmup_auto == PZ_SCHED_NAMED_AUTO && nstages > 1;
+}
+
 /* 1F1B's warm-up forwards on stage s: (S-s-1)(1+K), at most m. */
 static int warmup_1f1b(const pz_sched_spec *sp, int stage, int nstages, int nmicro) {
     long w = (long)(nstages - stage - 1) * (1L + sp->warmup_extra);
@@ -352,6 +356,9 @@ pz_status pz_schedule_build(pz_schedule *s, const pz_sched_spec *sp, int stage, 
         for (; zb && wdone < m; wdone++) emit(s, PZ_OP_BACKWARD_WEIGHT, wdone);
     }
     if (nstages > 1 && (first || last)) emit(s, PZ_OP_REDUCE_TIED, -1);
+    /* auto: the last backward was the input half; its weights after the
+     * gradient and the tied gradient (both final after B) have left */
+    if (pz_sched_splits_last(sp, nstages)) emit(s, PZ_OP_BACKWARD_WEIGHT, m - 1);
     emit(s, PZ_OP_OPTIM_STEP, -1);
 
     /* activations live from FORWARD to BACKWARD (zb-h1: to BACKWARD_WEIGHT) */

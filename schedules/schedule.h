@@ -18,6 +18,7 @@
  *   REDUCE_TIED  first and last stage exchange and sum their copies of the tied
  *                embedding gradient (only on those two stages, only when S > 1;
  *                with S = 1 the two copies are one buffer)
+ *   (auto: BACKWARD_WEIGHT of the last micro-batch, pz_sched_splits_last)
  *   OPTIM_STEP   the optimizer step; always the last instruction.
  * micro is -1 for the two end-of-step ops.
  *
@@ -220,6 +221,20 @@ const char *pz_op_name(pz_op op);
 #define PZ_SCHED_MAX_MICRO (1 << 20)
 pz_status pz_schedule_build(pz_schedule *s, const pz_sched_spec *sp, int stage, int nstages, int nmicro);
 void pz_schedule_free(pz_schedule *s);
+
+/* Whether the list splits the backward of the step's last micro-batch m-1
+ * (1 for "auto" with S > 1): BACKWARD m-1 is then the input half only (as
+ * zb-h1's B: d(input), the head's and the embedding's gradients), and
+ * BACKWARD_WEIGHT m-1, the blocks' weight gradients, follows SEND_GRAD m-1
+ * and REDUCE_TIED, right before OPTIM_STEP. Over a slow link the step's
+ * drain is a chain: the last stage's last backward, its gradient on the
+ * link, the first stage's last backward, the tied gradient on the link;
+ * the split takes each stage's weight half out of that chain (the upstream
+ * stage and the tied peer get their message a weight half earlier) and
+ * changes no sum (stage.h: the halves add what the whole backward adds).
+ * Only micro-batch m-1's activation slot keeps the matmuls' output
+ * gradients the weight half needs. */
+int pz_sched_splits_last(const pz_sched_spec *sp, int nstages);
 
 /* Rank that a communication op of `stage` talks to, for the kinds with one
  * chunk per rank (interleaved: use pz_instr_peer): RECV_ACT/SEND_GRAD ->

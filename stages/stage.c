@@ -14,7 +14,7 @@
 /* ---- activation slot layout ------------------------------------------- */
 
 /* Points a's views into base (or only counts when base is NULL); returns floats used. */
-static size_t acts_layout(pz_acts *a, const pz_stage *s, float *base) {
+static size_t acts_layout(pz_acts *a, const pz_stage *s, float *base, int defer) {
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->cfg.channels;
     size_t att = (size_t)s->B * s->cfg.num_heads * s->T * s->T;
     size_t off = 0;
@@ -28,7 +28,7 @@ static size_t acts_layout(pz_acts *a, const pz_stage *s, float *base) {
         TAKE(b->ln2, BT * C); TAKE(b->ln2_mean, BT); TAKE(b->ln2_rstd, BT);
         TAKE(b->fch, 4 * BT * C); TAKE(b->fch_gelu, 4 * BT * C);
         TAKE(b->fcproj, BT * C); TAKE(b->res3, BT * C);
-        if (s->defer_weights) {
+        if (defer) {
             TAKE(b->d_fcproj, BT * C); TAKE(b->d_fc, 4 * BT * C);
             TAKE(b->d_attproj, BT * C); TAKE(b->d_qkv, 3 * BT * C);
         }
@@ -55,20 +55,22 @@ size_t pz_acts_slot_numel(const pz_gpt2_config *cfg, const pz_stage_range *r, in
     pz_block_acts blocks[1];   /* acts_layout only counts with base NULL, but writes the views (NULL) */
     int nb = r->l1 - r->l0;
     a.blocks = nb <= 1 ? blocks : xcalloc((size_t)nb, sizeof *a.blocks);
-    size_t n = acts_layout(&a, &s, NULL) + 2 * (size_t)B * T;   /* + tokens and targets (ints) */
+    size_t n = acts_layout(&a, &s, NULL, defer_weights) + 2 * (size_t)B * T;   /* + tokens and targets (ints) */
     if (a.blocks != blocks) free(a.blocks);
     return n;
 }
 
-pz_status pz_acts_init(pz_acts *a, const pz_stage *s) {
+pz_status pz_acts_init(pz_acts *a, const pz_stage *s) { return pz_acts_init_split(a, s, s->defer_weights); }
+
+pz_status pz_acts_init_split(pz_acts *a, const pz_stage *s, int defer) {
     memset(a, 0, sizeof *a);
     a->B = s->B;
     a->T = s->T;
     int nb = s->range.l1 - s->range.l0;
     a->blocks = xcalloc(nb > 0 ? (size_t)nb : 1, sizeof *a->blocks);
-    a->numel = acts_layout(a, s, NULL);
+    a->numel = acts_layout(a, s, NULL, defer);
     a->mem = s->be->alloc(a->numel * sizeof(float));
-    acts_layout(a, s, a->mem);
+    acts_layout(a, s, a->mem, defer);
     size_t BT = (size_t)s->B * s->T;
     a->tokens = s->be->alloc(2 * BT * sizeof(int));
     a->targets = a->tokens + BT;
@@ -298,12 +300,12 @@ void pz_stage_backward(pz_stage *s, pz_acts *a, const float *dout, float *dx_in)
 }
 
 void pz_stage_backward_input(pz_stage *s, pz_acts *a, const float *dout, float *dx_in) {
-    assert(s->defer_weights && (s->range.l1 == s->range.l0 || a->blocks[0].d_qkv));
+    assert(s->range.l1 == s->range.l0 || a->blocks[0].d_qkv);
     stage_backward(s, a, dout, dx_in, 1);
 }
 
 void pz_stage_backward_weight(pz_stage *s, pz_acts *a) {
-    assert(s->defer_weights);
+    assert(s->range.l1 == s->range.l0 || a->blocks[0].d_qkv);
     for (int i = s->range.l1 - s->range.l0 - 1; i >= 0; i--) {
         block_backward_weight(s, &s->params.blocks[i], &s->grads.blocks[i], &a->blocks[i]);
         grads_final(s, s->grads.blocks[i].ln1w);

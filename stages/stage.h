@@ -74,6 +74,10 @@ pz_status pz_stage_init(pz_stage *s, const pz_backend *be, const pz_gpt2_config 
 void pz_stage_free(pz_stage *s);
 
 pz_status pz_acts_init(pz_acts *a, const pz_stage *s);
+/* The same slot, with (defer != 0) or without room for the matmuls' output
+ * gradients whatever s->defer_weights says: a schedule that splits only one
+ * micro-batch's backward (schedule.h, pz_sched_splits_last) gives one slot. */
+pz_status pz_acts_init_split(pz_acts *a, const pz_stage *s, int defer);
 
 /* What those allocate, in floats, without allocating (memory estimates):
  * a stage's parameters, gradients and backward scratch; one activation
@@ -99,8 +103,8 @@ const float *pz_stage_forward(pz_stage *s, pz_acts *a, const int *tokens,
  * (overwritten, not accumulated). */
 void pz_stage_backward(pz_stage *s, pz_acts *a, const float *dout, float *dx_in);
 
-/* The same backward in two halves (s->defer_weights set before the slots
- * were made). _input computes dx_in and every gradient except the blocks'
+/* The same backward in two halves (on a slot made with the room for them:
+ * s->defer_weights set before pz_acts_init, or pz_acts_init_split). _input computes dx_in and every gradient except the blocks'
  * matmul weights and biases, whose output gradients it saves in `a`;
  * _weight then accumulates those, and nothing waits for it. Together they
  * add to s->grads exactly (bit for bit) what pz_stage_backward adds. */

@@ -107,7 +107,9 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     const pz_train_opts *o = x->o;
     const pz_red_layout *L = &x->red;
     const int S = x->S;
-    pz_status st = exec_wait_sends(x);
+    /* the first rank's tied add (REDUCE_TIED only sent): before its norm */
+    pz_status st = holds_first(x) && x->tied_view ? exec_tied_finish(x, (uint32_t)step) : PZ_OK;
+    if (st == PZ_OK) st = exec_wait_sends(x);
     if (st != PZ_OK) return st;
     /* replicas: the tied add first (the last rank's otherwise waits for the
      * norm), so that the average covers both ends' sum; then the average,

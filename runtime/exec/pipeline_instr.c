@@ -139,7 +139,9 @@ static pz_status forward(exec *x, pz_chunk *c, int slot, uint32_t step, int i, f
 
 /* REDUCE_TIED: both ends hold wte; each sends its gradient and adds the
  * other's, so the two copies stay identical (runtime/edge/tied.h). Neither end
- * waits for its own send, and the last rank adds the first's copy only
+ * waits for its own send, nor here for the other's: the first rank adds it
+ * when its step ends, before the norm (auto runs the last micro-batch's
+ * weight half meanwhile, while the message crosses), the last rank only
  * after the norm's reduction (its norm skips wte): over a slow link that
  * message is the step's longest, and the first rank starts the next step
  * while it is still on its way. */
@@ -162,8 +164,7 @@ static pz_status reduce_tied(exec *x, int peer, uint32_t step) {
     if (st == PZ_OK)
         st = pz_transport_send(x->tp, peer, pz_tag(x->rep.wrank, step, 0, PZ_KIND_TIED), x->tied.out, len, w, &x->tied_send);
     exec_trace(x, "tied", -1, t0, pz_now());
-    if (st != PZ_OK || !holds_first(x)) return st;
-    return exec_tied_finish(x, step);
+    return st;   /* the add: exec_tied_finish, at the step's end */
 }
 
 /* Where edge 0-1's bwd is auto, the tied exchange follows its live
@@ -186,8 +187,10 @@ pz_status exec_tied_finish(exec *x, uint32_t step) {
     return st == PZ_OK ? exec_tied_follow(x) : st;
 }
 
-/* BACKWARD (zb-h1: the input gradient only) and BACKWARD_WEIGHT. */
+/* BACKWARD (zb-h1, and auto's last micro-batch: the input gradient only) and
+ * BACKWARD_WEIGHT. */
 static pz_status backward(exec *x, pz_chunk *c, int slot, uint32_t step, int i, int weights) {
+    const int half = c->stage.defer_weights || (i == x->o->model.micro - 1 && pz_sched_splits_last(&x->sched.spec, x->S));
     double t0 = pz_now();
     pz_replica_backward(&x->rep, (int)(c - x->ch), (int)step, i == x->o->model.micro - 1);   /* replicas: the last one's buckets start */
     if (weights) {
@@ -195,7 +198,7 @@ static pz_status backward(exec *x, pz_chunk *c, int slot, uint32_t step, int i, 
         pz_stage_backward_weight(&c->stage, &c->slots[slot]);
     } else {
         PZ_RANGE_PUSH("B stage %d step %u micro %d", c->g, step, i);
-        (c->stage.defer_weights ? pz_stage_backward_input : pz_stage_backward)(
+        (half ? pz_stage_backward_input : pz_stage_backward)(
             &c->stage, &c->slots[slot], is_last(x, c) ? NULL : pz_staging_in(&c->stg, c->grad_in),
             is_first(c) ? NULL : pz_staging_dx(&c->stg, c->grad_out[slot]));
         if (!is_first(c)) pz_staging_dx_done(&c->stg, c->grad_out[slot]);

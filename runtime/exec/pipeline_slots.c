@@ -63,8 +63,11 @@ static void chunk_alloc(exec *x, pz_chunk *c) {
     c->slots = xcalloc((size_t)n, sizeof *c->slots);
     c->ids = xcalloc((size_t)n, sizeof *c->ids);
     c->grad_out = xcalloc((size_t)n, sizeof *c->grad_out);
+    /* auto splits the last micro-batch's backward: only its slot keeps the
+     * output gradients for the weight half (zb-h1: every slot) */
+    const int m = x->o->model.micro, split = pz_sched_splits_last(&x->sched.spec, x->S) ? (m - 1) % n : -1;
     for (int k = 0; k < n; k++) {
-        pz_acts_init(&c->slots[k], &c->stage);
+        pz_acts_init_split(&c->slots[k], &c->stage, c->stage.defer_weights || k == split);
         c->ids[k] = xcalloc((size_t)B, sizeof **c->ids);
         if (!first) c->grad_out[k] = pz_host_buffer(be, x->act_bytes);
     }

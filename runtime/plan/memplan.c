@@ -153,6 +153,12 @@ static pz_mem_need stage_need(const pz_mem_job *j, int r) {
     pz_mem_need n = pz_mem_need_of(j->cfg, &j->ranges[r], j->B, j->T, defer, slots, j->micro, r == 0,
                                    r == j->world - 1,
                                    pz_mem_codec_bound(j->pol, r, j->world, j->B, j->T, j->cfg->channels));
+    if (pz_sched_splits_last(j->spec, j->world)) {   /* one slot also keeps the matmuls' output gradients */
+        const double more = sizeof(float) * ((double)pz_acts_slot_numel(j->cfg, &j->ranges[r], j->B, j->T, 1) -
+                                             (double)pz_acts_slot_numel(j->cfg, &j->ranges[r], j->B, j->T, 0));
+        n.acts += more;
+        n.total += more;
+    }
     if (!j->host_memory) {   /* only the host side counts here */
         n.total = n.buffers + n.codec;
     }

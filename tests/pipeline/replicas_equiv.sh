@@ -190,7 +190,8 @@ ev = json.load(open(tj))["traceEvents"]
 names = {e["args"]["name"] for e in ev if e.get("ph") == "M"}
 if names != {f"stage {s} replica {r}" for s in range(S) for r in range(D)}: bad(f"trace processes {names}")
 # a bucket that starts inside the last micro-batch's backward (micro 1), on the same rank
-last = [(e["pid"], e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("name") == "backward 1"]
+# (--schedule auto, the default, splits it: its weight half finishes the blocks)
+last = [(e["pid"], e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("name") in ("backward 1", "weight 1")]
 inside = [e for e in ev if e.get("cat") == "dp bucket" and any(p == e["pid"] and a < e["ts"] < b for p, a, b in last)]
 if not inside: bad("no dp bucket starts during a last backward")
 print(f"ok: {label}: dp bytes {raw} raw per step, sync {s['dp_sync_s'] * 1e3:.1f} ms, "

@@ -1028,6 +1028,43 @@ static void test_cmd(void) {
     printf("ok: command-line errors\n");
 }
 
+/* --schedule auto (any K the runtime picks) splits the last micro-batch's
+ * backward when S > 1: its list is 1f1b:warmup=K's with BACKWARD_WEIGHT m-1
+ * inserted right before OPTIM_STEP (after SEND_GRAD m-1 and REDUCE_TIED),
+ * the slot bound unchanged, and it stays deadlock-free in both models. */
+static void test_auto_split(void) {
+    int runs = 0;
+    for (int K = 0; K <= 2; K++)
+        for (int S = 1; S <= 8; S++)
+            for (int m = 1; m <= 16; m++) {
+                pz_sched_spec au = spec_k(PZ_SCHED_1F1B, K), plain = spec_k(PZ_SCHED_1F1B, K);
+                au.warmup_auto = PZ_SCHED_NAMED_AUTO;
+                CHECK(pz_sched_splits_last(&au, S) == (S > 1) && !pz_sched_splits_last(&plain, S),
+                      "splits_last S=%d", S);
+                pz_schedule *a = build_all(au, S, m), *p = build_all(plain, S, m);
+                for (int s = 0; s < S; s++) {
+                    const int extra = S > 1;
+                    int same = a[s].n == p[s].n + extra && a[s].max_in_flight == p[s].max_in_flight;
+                    for (int k = 0; same && k < p[s].n - 1; k++)
+                        same = a[s].ins[k].op == p[s].ins[k].op && a[s].ins[k].micro == p[s].ins[k].micro;
+                    if (same && extra)
+                        same = a[s].ins[a[s].n - 2].op == PZ_OP_BACKWARD_WEIGHT && a[s].ins[a[s].n - 2].micro == m - 1;
+                    CHECK(same && a[s].ins[a[s].n - 1].op == PZ_OP_OPTIM_STEP,
+                          "auto K=%d S=%d m=%d stage %d: not 1f1b's list with W%d before the optimizer", K, S, m, s,
+                          m - 1);
+                }
+                FILE *null = fopen("/dev/null", "w");   /* the table runs the lists under rendezvous */
+                CHECK(null && pz_schedule_print_table(null, &au, S, m) == PZ_OK &&
+                          simulate_eager(a, S, m, 1, 2, 0) > 0 && simulate_eager(a, S, m, 1, 2, 3) > 0,
+                      "auto K=%d S=%d m=%d: deadlock", K, S, m);
+                if (null) fclose(null);
+                free_all(a, S);
+                free_all(p, S);
+                runs++;
+            }
+    printf("ok: auto splits the last backward: %d (K, S, m) lists are 1f1b's plus W(m-1), deadlock-free\n", runs);
+}
+
 int main(void) {
     test_api();
     test_shapes();
@@ -1036,6 +1073,7 @@ int main(void) {
     test_link_delay();
     test_link_rtt();
     test_zb_idle();
+    test_auto_split();
     test_checker_catches_defects();
     test_table();
     test_cmd();

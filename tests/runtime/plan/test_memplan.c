@@ -123,6 +123,17 @@ static void check_buckets(const pz_gpt2_config *cfg) {
     memset(&pol, 0, sizeof pol);
     pz_mem_job j = {cfg, all, &sp, &pol, 2, 2, 16, 4, 1, NULL, NULL};
     pz_mem_need a = pz_mem_rank_need(&j, 1);
+    /* --schedule auto: one slot (the last micro-batch's) also keeps the
+     * matmuls' output gradients for its split backward */
+    pz_sched_spec au = sp;
+    au.warmup_auto = PZ_SCHED_NAMED_AUTO;
+    j.spec = &au;
+    pz_mem_need c = pz_mem_rank_need(&j, 1);
+    j.spec = &sp;
+    const double more = sizeof(float) * ((double)pz_acts_slot_numel(cfg, &r, j.B, j.T, 1) -
+                                         (double)pz_acts_slot_numel(cfg, &r, j.B, j.T, 0));
+    CHECK(more > 0 && c.acts == a.acts + more && c.total == a.total + more,
+          "auto's split slot: acts %.0f vs %.0f + %.0f", c.acts, a.acts, more);
     j.dp_bytes = dp_of;
     pz_mem_need b = pz_mem_rank_need(&j, 1);
     CHECK(b.dp == (double)want && b.total == a.total + b.dp && a.dp == 0, "rank need: dp %.0f, total %.0f vs %.0f",
