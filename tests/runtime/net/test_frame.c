@@ -60,25 +60,21 @@ static void mismatch(pz_frame_id sent, pz_frame_result res, const char *needle, 
     expect(hdr, sizeof hdr, &base_id, p, sizeof p, res, needle, what);
 }
 
+/* base_id with one field set to value, sent, then checked against base_id */
+#define MISMATCH(field, value, res, needle, what)                \
+    do {                                                         \
+        pz_frame_id id_ = base_id;                               \
+        id_.field = value;                                       \
+        mismatch(id_, res, needle, what);                        \
+    } while (0)
+
 static void mismatches(void) {
-    pz_frame_id id = base_id;
-    id.job ^= 1;
-    mismatch(id, PZ_FRAME_JOB, "job id 1122334455667789, expected 1122334455667788", "other job");
-    id = base_id;
-    id.src = 2;
-    mismatch(id, PZ_FRAME_EDGE, "from rank 2 to rank 1, expected 0 to 1", "other source rank");
-    id = base_id;
-    id.dst = 3;
-    mismatch(id, PZ_FRAME_EDGE, "from rank 0 to rank 3", "other destination rank");
-    id = base_id;
-    id.kind = 2;
-    mismatch(id, PZ_FRAME_KIND, "kind 2, expected 1", "other direction");
-    id = base_id;
-    id.step = 8;
-    mismatch(id, PZ_FRAME_STEP, "step 8, expected 7", "other step");
-    id = base_id;
-    id.micro = 0;
-    mismatch(id, PZ_FRAME_MICRO, "micro-batch 0, expected 3", "other micro-batch");
+    MISMATCH(job, base_id.job ^ 1, PZ_FRAME_JOB, "job id 1122334455667789, expected 1122334455667788", "other job");
+    MISMATCH(src, 2, PZ_FRAME_EDGE, "from rank 2 to rank 1, expected 0 to 1", "other source rank");
+    MISMATCH(dst, 3, PZ_FRAME_EDGE, "from rank 0 to rank 3", "other destination rank");
+    MISMATCH(kind, 2, PZ_FRAME_KIND, "kind 2, expected 1", "other direction");
+    MISMATCH(step, 8, PZ_FRAME_STEP, "step 8, expected 7", "other step");
+    MISMATCH(micro, 0, PZ_FRAME_MICRO, "micro-batch 0, expected 3", "other micro-batch");
 
     uint8_t hdr[PZ_FRAME_HDR], p[64] = {0};
     pz_frame_put(hdr, &base_id, p, sizeof p);
