@@ -12,11 +12,8 @@
 #   usage: bench/bench_bubble.sh [PIPEZIP] [STAGES] [MICRO] [STEPS] [RUNS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pz=${1:-build/pipezip}
-S=${2:-4}
-m=${3:-8}
-steps=${4:-6}
-runs=${5:-3}
+source bench/bench_args.sh
+bench_args pz=build/pipezip S=4 m=8 steps=6 runs=3 -- "$@"
 bash tools/make_corpus.sh data >/dev/null
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 args=(--preset demo --data data/pydoc_train.bin --batch 4 --seq 128 --micro-batches "$m" --stages "$S"

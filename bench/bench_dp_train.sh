@@ -25,12 +25,8 @@
 # other work on the machine slows the compute, not the simulated link.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pz=${1:-build/pipezip}
-rate=${2:-100}
-runs=${3:-3}
-steps=${4:-5}
-spec=${5:-sign}
-reduce=${6:-twophase}
+source bench/bench_args.sh
+bench_args pz=build/pipezip rate=100 runs=3 steps=5 spec=sign reduce=twophase -- "$@"
 D=2
 case $reduce in twophase|allgather) ;; *) echo "bench_dp_train: REDUCE is twophase or allgather" >&2; exit 2 ;; esac
 [ -f data/fortunes_train.bin ] || bash tools/make_corpus.sh >&2

@@ -40,15 +40,9 @@
 # rate, one panel per compressed policy, one line per schedule and delay.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pz=${1:-build/pipezip}
-rates=${2:-10,100,1000}
-lats=${3:-0,25}
-scheds=${4:-defaults,1f1b,1f1b:warmup=auto,zb-h1,gpipe}
-policies=${5:-none;fwd=aq(q4),bwd=q8;fwd=q4,bwd=q8}
-runs=${6:-3}
-steps=${7:-5}
-plot=${8:-runs/bench_link.png}
-tied=${9:-none}
+source bench/bench_args.sh
+bench_args pz=build/pipezip rates=10,100,1000 lats=0,25 scheds=defaults,1f1b,1f1b:warmup=auto,zb-h1,gpipe \
+            'policies=none;fwd=aq(q4),bwd=q8;fwd=q4,bwd=q8' runs=3 steps=5 plot=runs/bench_link.png tied=none -- "$@"
 [ -f data/fortunes_train.bin ] || bash tools/make_corpus.sh >&2
 # BENCH_LINK_DIR keeps every run's step lines there (to report again or profile)
 if [ -n "${BENCH_LINK_DIR:-}" ]; then tmp=$BENCH_LINK_DIR; mkdir -p "$tmp"

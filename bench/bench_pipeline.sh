@@ -9,9 +9,8 @@
 #   usage: bench/bench_pipeline.sh [PIPEZIP] [STEPS] [RUNS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pz=${1:-build/pipezip}
-steps=${2:-8}
-runs=${3:-3}
+source bench/bench_args.sh
+bench_args pz=build/pipezip steps=8 runs=3 -- "$@"
 bash tools/make_corpus.sh data >/dev/null
 args=(--preset demo --data data/pydoc_train.bin --batch 4 --seq 128 --micro-batches 8 --steps "$steps" --seed 1)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
