@@ -76,7 +76,7 @@ static int child(int rank, int world, int port, void *arg) {
         pz_dp_mode mode = !strcmp(m, "allgather") ? PZ_DP_ALLGATHER : PZ_DP_TWOPHASE;
         snprintf(specs, sizeof specs, "%s", o->specs);
         for (char *ss = NULL, *sp = strtok_r(specs, ",", &ss); sp; sp = strtok_r(NULL, ",", &ss)) {
-            pz_dp_copts co = {mode, 1, 1, 0};
+            pz_dp_copts co = {mode, 1, 1, 0, 0, 0};
             pz_dp_creduce *c = NULL;
             die_on(pz_dp_creduce_create(&c, &g, sp, &co, o->n), rank);
             for (int s = 0; s < o->steps; s++) {

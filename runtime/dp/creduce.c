@@ -17,49 +17,74 @@ static size_t slot_cap(const pz_dp_creduce *c, size_t count) {
     return PZ_DPMSG_HDR + pz_codec_max_encoded_size(c->codec, &s);
 }
 
+/* Bucket b's slots from rbuf offset *r and sbuf offset *s on: allgather,
+ * receive slot i from member i (D + 1 offsets), send slot 0; twophase,
+ * receive slots 0..D-1 phase 1 from member i (my part), D..2D-1 phase 2
+ * from owner j (part j), send slots 0..D-1 my phase-1 message for part j,
+ * D my phase 2. */
+static void bucket_slots(pz_dp_creduce *c, pz_dp_cbucket *b, size_t *r, size_t *s) {
+    int D = c->g->n;
+    size_t lo, hi;
+    if (c->o.mode == PZ_DP_ALLGATHER) {
+        size_t cap = slot_cap(c, b->n);
+        for (int i = 0; i <= D; i++) b->off[i] = *r + (size_t)i * cap;
+        b->soff[0] = *s;
+        b->soff[1] = *s + cap;
+        *r = b->off[D];
+        *s = b->soff[1];
+        return;
+    }
+    size_t mine = slot_cap(c, b->es_len), at = *r;
+    for (int i = 0; i < D; i++, at += mine) b->off[i] = at;
+    for (int j = 0; j < D; j++) {
+        b->off[D + j] = at;
+        pz_dp_chunk(b->n, D, j, &lo, &hi);
+        at += slot_cap(c, hi - lo);
+    }
+    b->off[2 * D] = *r = at;
+    at = *s;
+    for (int j = 0; j < D; j++) {
+        b->soff[j] = at;
+        pz_dp_chunk(b->n, D, j, &lo, &hi);
+        at += slot_cap(c, hi - lo);
+    }
+    b->soff[D] = at;
+    b->soff[D + 1] = *s = at + mine;
+}
+
 static pz_status flat_create(pz_dp_creduce *c) {
     int D = c->g->n, me = c->g->me;
-    size_t n = c->n, lo, hi;
+    size_t n = c->n, D2 = (size_t)2 * D, r = 0, s = 0;
     c->x = xmalloc(n * sizeof(float));
     c->q = xmalloc(n * sizeof(float));
     c->tmp = xmalloc(n * sizeof(float));
     c->acc = xmalloc(n * sizeof(float));
-    c->off = xcalloc((size_t)2 * D + 1, sizeof *c->off); /* receive slots: offsets into rbuf */
-    c->soff = xcalloc((size_t)D + 2, sizeof *c->soff); /* send slots: offsets into sbuf */
-    c->rreq = xcalloc((size_t)D * 2, sizeof *c->rreq);
-    c->sreq = xcalloc((size_t)D * 2, sizeof *c->sreq);
     if (c->o.ef) c->ew = xcalloc(n, sizeof(float));
-    if (c->o.mode == PZ_DP_ALLGATHER) {
-        size_t cap = slot_cap(c, n);
-        for (int i = 0; i <= D; i++) c->off[i] = (size_t)i * cap;
-        c->soff[1] = cap;
-    } else {
-        pz_dp_chunk(n, D, me, &c->es_lo, &hi);
-        c->es_len = hi - c->es_lo;
-        if (c->o.ef) c->es = xcalloc(c->es_len ? c->es_len : 1, sizeof(float));
-        /* receive slots 0..D-1: phase 1 from member i (my chunk); D..2D-1:
-         * phase 2 from owner j (chunk j) */
-        size_t mine = slot_cap(c, c->es_len), at = 0;
-        for (int i = 0; i < D; i++, at += mine) c->off[i] = at;
-        for (int j = 0; j < D; j++) {
-            c->off[D + j] = at;
-            pz_dp_chunk(n, D, j, &lo, &hi);
-            at += slot_cap(c, hi - lo);
+    size_t per = (D2 + 1) + ((size_t)D + 2) + D2;   /* off, soff, rlen */
+    c->offs = xcalloc((size_t)c->nb * per, sizeof *c->offs);
+    c->reqs = xcalloc((size_t)c->nb * 2 * D2, sizeof *c->reqs);
+    c->flags = xcalloc((size_t)c->nb * D2, 1);
+    for (int k = 0; k < c->nb; k++) {
+        pz_dp_cbucket *b = &c->b[k];
+        b->off = c->offs + (size_t)k * per;
+        b->soff = b->off + D2 + 1;
+        b->rlen = b->soff + D + 2;
+        b->rreq = c->reqs + (size_t)k * 2 * D2;
+        b->sreq = b->rreq + D2;
+        b->used = c->flags + (size_t)k * D2;
+        if (c->o.mode != PZ_DP_ALLGATHER) {
+            size_t lo, hi;
+            pz_dp_chunk(b->n, D, me, &lo, &hi);
+            b->es_lo = b->lo + lo;
+            b->es_len = hi - lo;
+            b->es_at = c->es_len;
+            c->es_len += b->es_len;
         }
-        c->off[2 * D] = at;
-        /* send slots 0..D-1: my phase-1 message for chunk j; D: my phase 2 */
-        at = 0;
-        for (int j = 0; j < D; j++) {
-            c->soff[j] = at;
-            pz_dp_chunk(n, D, j, &lo, &hi);
-            at += slot_cap(c, hi - lo);
-        }
-        c->soff[D] = at;
-        c->soff[D + 1] = at + mine;
+        bucket_slots(c, b, &r, &s);
     }
-    size_t rlast = c->o.mode == PZ_DP_ALLGATHER ? (size_t)D : (size_t)2 * D;
-    c->rbuf = xmalloc(c->off[rlast] ? c->off[rlast] : 1);
-    c->sbuf = xmalloc(c->soff[c->o.mode == PZ_DP_ALLGATHER ? 1 : D + 1]);
+    if (c->o.ef && c->o.mode != PZ_DP_ALLGATHER) c->es = xcalloc(c->es_len ? c->es_len : 1, sizeof(float));
+    c->rbuf = xmalloc(r ? r : 1);
+    c->sbuf = xmalloc(s ? s : 1);
     c->sent_to = xcalloc((size_t)D, sizeof *c->sent_to);
     return PZ_OK;
 }
@@ -99,6 +124,8 @@ pz_status pz_dp_creduce_create(pz_dp_creduce **out, pz_dp_group *g, const char *
         return pz_fail(PZ_ERR_ARG, "dp compressed reduction: %zu elements for %d replicas (at least one per replica)",
                        n, g->n);
     if (n > ((size_t)1 << 40)) return pz_fail(PZ_ERR_ARG, "dp compressed reduction: %zu elements", n);
+    if (o->bucket && o->hold > n)
+        return pz_fail(PZ_ERR_ARG, "dp compressed reduction: held prefix of %zu floats in a vector of %zu", o->hold, n);
     int H = o->mode == PZ_DP_HIERARCHICAL ? o->hosts : 1;
     if (H < 1 || g->n % H != 0)
         return pz_fail(PZ_ERR_ARG, "dp compressed reduction: %d hosts do not divide %d replicas", H, g->n);
@@ -124,6 +151,12 @@ pz_status pz_dp_creduce_create(pz_dp_creduce **out, pz_dp_group *g, const char *
     snprintf(c->base_spec, sizeof c->base_spec, "%s", c->spec);
     char *z = strstr(c->base_spec, "+zstd");   /* a message says +zstd only where it paid */
     if (z) *z = 0;
+    c->nb = pz_dp_buckets(n, o->hold, o->bucket, NULL, NULL);
+    size_t *lo = xcalloc((size_t)c->nb * 2, sizeof *lo);
+    pz_dp_buckets(n, o->hold, o->bucket, lo, lo + c->nb);
+    c->b = xcalloc((size_t)c->nb, sizeof *c->b);
+    for (int k = 0; k < c->nb; k++) c->b[k].lo = lo[k], c->b[k].n = lo[c->nb + k] - lo[k];
+    free(lo);
     st = o->mode == PZ_DP_HIERARCHICAL ? hier_create(c, spec) : flat_create(c);
     if (st != PZ_OK) {
         pz_dp_creduce_free(c);
@@ -140,7 +173,7 @@ void pz_dp_creduce_free(pz_dp_creduce *c) {
     if (c->leaders) pz_dp_group_free(c->leaders);
     free(c->leaders);
     pz_dp_group_free(&c->host);
-    PZ_FREE_ALL(c->x, c->q, c->tmp, c->acc, c->ew, c->es, c->off, c->soff, c->rreq, c->sreq, c->rbuf, c->sbuf,
+    PZ_FREE_ALL(c->x, c->q, c->tmp, c->acc, c->ew, c->es, c->b, c->offs, c->reqs, c->flags, c->rbuf, c->sbuf,
                 c->sent_to, c);
 }
 
@@ -155,34 +188,82 @@ static pz_codec_ctx codec_ctx(const pz_dp_creduce *c, uint64_t step, int phase, 
 /* Encodes x[lo..lo+cnt) into the slot (header + codec message) and decodes
  * it again into q[lo..): exactly what every receiver will decode. */
 static pz_status encode(pz_dp_creduce *c, const float *x, size_t lo, size_t cnt, int phase, int chunk, uint64_t step,
-                        uint8_t *slot, size_t cap, size_t *len, float *q) {
+                        uint32_t seq, uint8_t *slot, size_t cap, size_t *len, float *q) {
     pz_shape s = {1, {(int64_t)cnt}}, got;
     pz_codec_ctx ctx = codec_ctx(c, step, phase, chunk);
     size_t ml = 0;
     pz_status st = pz_codec_encode(c->codec, x + lo, &s, &ctx, slot + PZ_DPMSG_HDR, cap - PZ_DPMSG_HDR, &ml);
     if (st != PZ_OK) return st;
-    pz_dpmsg h = {(uint8_t)phase, (uint16_t)c->g->n, (uint16_t)c->g->me, (uint16_t)chunk, c->g->seq, lo, cnt, ml};
+    pz_dpmsg h = {(uint8_t)phase, (uint16_t)c->g->n, (uint16_t)c->g->me, (uint16_t)chunk, seq, lo, cnt, ml};
     pz_dpmsg_put(slot, &h);
     *len = PZ_DPMSG_HDR + ml;
-    if (c->tap) c->tap(c->tap_user, phase, chunk, slot + PZ_DPMSG_HDR, ml);
+    if (c->tap) c->tap(c->tap_user, phase, chunk, lo, cnt, slot + PZ_DPMSG_HDR, ml);
     st = pz_codec_decode(c->codec, slot + PZ_DPMSG_HDR, ml, &ctx, q + lo, cnt, &got);
     if (st == PZ_OK && pz_shape_numel(&got) != cnt)
         st = pz_fail(PZ_ERR_FORMAT, "dp: own message decodes to %zu elements, not %zu", pz_shape_numel(&got), cnt);
     return st;
 }
 
-static pz_status send_slot(pz_dp_creduce *c, int peer, unsigned kind, uint8_t *slot, size_t len, pz_request **req) {
+static pz_status send_slot(pz_dp_creduce *c, const pz_dp_cbucket *b, int peer, unsigned kind, size_t slot,
+                           size_t len, pz_request **req) {
     c->sent_to[peer] += len;
-    return pz_dp_post(c->g, 1, peer, kind, 0, slot, len, req);
+    return pz_dp_post_at(c->g, b->seq, 1, peer, kind, 0, c->sbuf + b->soff[slot], len, req);
 }
 
-/* Waits for member src's message in slot [buf, cap), checks its header and
- * codec message against want and decodes it into out (want->count floats). */
-static pz_status take(pz_dp_creduce *c, pz_request *r, int src, uint8_t *buf, const pz_dpmsg *want, uint64_t step,
-                      float *out) {
-    size_t got = 0;
-    pz_status st = pz_dp_wait_recv(c->g, r, &got);
-    if (st != PZ_OK) return st;
+static pz_status post_recv(pz_dp_creduce *c, pz_dp_cbucket *b, int peer, unsigned kind, int slot) {
+    return pz_dp_post_at(c->g, b->seq, 0, peer, kind, 0, c->rbuf + b->off[slot], b->off[slot + 1] - b->off[slot],
+                         &b->rreq[slot]);
+}
+
+/* Whether receive slot i of b has arrived (block: waits for it); a slot
+ * never posted counts as arrived. */
+static pz_status arrived(pz_dp_creduce *c, pz_dp_cbucket *b, int i, int block, int *yes) {
+    *yes = b->rreq[i] == NULL;
+    if (*yes) return PZ_OK;
+    size_t len = 0;
+    int d = 1;
+    pz_status st = block ? pz_dp_wait(c->g, b->rreq[i], &len) : pz_transport_test(c->g->t, b->rreq[i], &d, &len);
+    if (st != PZ_OK || d) b->rreq[i] = NULL;
+    if (st == PZ_OK && d) {
+        b->rlen[i] = len;
+        c->g->bytes_recv += len;
+        *yes = 1;
+    }
+    return st;
+}
+
+/* Whether receive slots [from, to) of b have all arrived. */
+static pz_status all_arrived(pz_dp_creduce *c, pz_dp_cbucket *b, int from, int to, int block, int *all) {
+    *all = 1;
+    for (int i = from; i < to; i++) {
+        int y = 0;
+        pz_status st = arrived(c, b, i, block, &y);
+        if (st != PZ_OK) return st;
+        if (!y) *all = 0;
+    }
+    return PZ_OK;
+}
+
+/* Whether every send of b has completed (block: waits for them). */
+static pz_status sends_done(pz_dp_creduce *c, pz_dp_cbucket *b, int block, int *all) {
+    *all = 1;
+    for (int i = 0; i < 2 * c->g->n; i++) {
+        if (!b->sreq[i]) continue;
+        int d = 1;
+        pz_status st = block ? pz_dp_wait(c->g, b->sreq[i], NULL) : pz_transport_test(c->g->t, b->sreq[i], &d, NULL);
+        if (st != PZ_OK || d) b->sreq[i] = NULL;
+        if (st != PZ_OK) return st;
+        if (!d) *all = 0;
+    }
+    return PZ_OK;
+}
+
+/* Member src's message in receive slot `slot` of b (arrived): checks its
+ * header and codec message against want and decodes it into out
+ * (want->count floats). */
+static pz_status take(pz_dp_creduce *c, const pz_dp_cbucket *b, int slot, int src, const pz_dpmsg *want, float *out) {
+    size_t got = b->rlen[slot];
+    const uint8_t *buf = c->rbuf + b->off[slot];
     char why[160];
     int me_rank = c->g->ranks[c->g->me], src_rank = c->g->ranks[src];
     pz_dpmsg_result res = pz_dpmsg_check(buf, got, want, why, sizeof why);
@@ -193,7 +274,7 @@ static pz_status take(pz_dp_creduce *c, pz_request *r, int src, uint8_t *buf, co
      * themselves): a replica that runs another codec is refused here */
     pz_shape s;
     char spec[600];
-    st = pz_codec_peek_framed(buf + PZ_DPMSG_HDR, got - PZ_DPMSG_HDR, spec, sizeof spec, &s);
+    pz_status st = pz_codec_peek_framed(buf + PZ_DPMSG_HDR, got - PZ_DPMSG_HDR, spec, sizeof spec, &s);
     if (st == PZ_OK) {
         char *z = strstr(spec, "+zstd");
         if (z) *z = 0;
@@ -201,7 +282,7 @@ static pz_status take(pz_dp_creduce *c, pz_request *r, int src, uint8_t *buf, co
             return pz_fail(PZ_ERR_PEER, "rank %d: dp reduction #%u: rank %d's message was written by codec '%s', this "
                            "replica runs '%s'", me_rank, want->seq, src_rank, spec, c->base_spec);
     }
-    pz_codec_ctx ctx = codec_ctx(c, step, want->phase, want->chunk);
+    pz_codec_ctx ctx = codec_ctx(c, b->step, want->phase, want->chunk);
     if (st == PZ_OK) st = pz_codec_decode(c->codec, buf + PZ_DPMSG_HDR, got - PZ_DPMSG_HDR, &ctx, out, want->count, &s);
     if (st != PZ_OK)
         return pz_fail(PZ_ERR_PEER, "rank %d: dp reduction #%u: codec message from rank %d refused: %s", me_rank,
@@ -216,162 +297,235 @@ static void add_into(float *restrict dst, const float *restrict src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
-/* x = g + e_w (or g) */
-static void worker_input(pz_dp_creduce *c, const float *grad) {
+/* x = g + e_w (or g) over [lo, lo + n) */
+static void worker_input(pz_dp_creduce *c, const float *grad, size_t lo, size_t n) {
     if (c->ew)
-        for (size_t i = 0; i < c->n; i++) c->x[i] = grad[i] + c->ew[i];
+        for (size_t i = lo; i < lo + n; i++) c->x[i] = grad[i] + c->ew[i];
     else
-        memcpy(c->x, grad, c->n * sizeof(float));
+        memcpy(c->x + lo, grad + lo, n * sizeof(float));
 }
 
-static pz_status wait_sends(pz_dp_creduce *c, int count) {
-    pz_status st = PZ_OK;
-    for (int i = 0; i < count; i++)
-        if (c->sreq[i] && st == PZ_OK) {
-            st = pz_dp_wait(c->g, c->sreq[i], NULL);
-            c->sreq[i] = NULL;
-        }
+/* encode x[lo, lo + n) into send slot `slot` (decoded into q), e_w = x - q */
+static pz_status encode_worker(pz_dp_creduce *c, pz_dp_cbucket *b, size_t lo, size_t n, int phase, int chunk, int slot,
+                               size_t *len) {
+    pz_status st = encode(c, c->x, lo, n, phase, chunk, b->step, b->seq, c->sbuf + b->soff[slot],
+                          b->soff[slot + 1] - b->soff[slot], len, c->q);
+    if (st == PZ_OK && c->ew)
+        for (size_t i = lo; i < lo + n; i++) c->ew[i] = c->x[i] - c->q[i];
     return st;
 }
 
-/* ---- the modes --------------------------------------------------------------------- */
+/* ---- the modes: a bucket's start and advance --------------------------------------- */
 
-static pz_status run_allgather(pz_dp_creduce *c, const float *grad, float *out, uint64_t step) {
-    pz_dp_group *g = c->g;
-    int D = g->n, me = g->me;
-    size_t n = c->n, len = 0;
+static pz_status allgather_start(pz_dp_creduce *c, pz_dp_cbucket *b) {
+    int D = c->g->n, me = c->g->me;
+    size_t len = 0;
     pz_status st = PZ_OK;
     for (int i = 0; i < D && st == PZ_OK; i++)
-        if (i != me)
-            st = pz_dp_post(g, 0, i, PZ_DP_KIND_CGATHER, 0, c->rbuf + c->off[i], c->off[i + 1] - c->off[i], &c->rreq[i]);
-    worker_input(c, grad);
-    if (st == PZ_OK)
-        st = encode(c, c->x, 0, n, PZ_DPMSG_ALLGATHER, 0, step, c->sbuf, c->soff[1], &len, c->q);
-    if (st == PZ_OK && c->ew)
-        for (size_t i = 0; i < n; i++) c->ew[i] = c->x[i] - c->q[i];
+        if (i != me) st = post_recv(c, b, i, PZ_DP_KIND_CGATHER, i);
+    worker_input(c, b->grad, b->lo, b->n);
+    if (st == PZ_OK) st = encode_worker(c, b, b->lo, b->n, PZ_DPMSG_ALLGATHER, 0, 0, &len);
     for (int i = 0; i < D && st == PZ_OK; i++)
-        if (i != me) st = send_slot(c, i, PZ_DP_KIND_CGATHER, c->sbuf, len, &c->sreq[i]);
-    memset(c->acc, 0, n * sizeof(float));
+        if (i != me) st = send_slot(c, b, i, PZ_DP_KIND_CGATHER, 0, len, &b->sreq[i]);
+    return st;
+}
+
+/* every member's message in: their sum in group order, / D, into out */
+static pz_status allgather_finish(pz_dp_creduce *c, pz_dp_cbucket *b) {
+    int D = c->g->n, me = c->g->me;
+    size_t lo = b->lo, n = b->n;
+    pz_status st = PZ_OK;
+    memset(c->acc + lo, 0, n * sizeof(float));
     for (int i = 0; i < D && st == PZ_OK; i++) {
         if (i == me) {
-            add_into(c->acc, c->q, n);
+            add_into(c->acc + lo, c->q + lo, n);
             continue;
         }
-        pz_dpmsg want = {PZ_DPMSG_ALLGATHER, (uint16_t)D, (uint16_t)i, 0, g->seq, 0, n, 0};
-        st = take(c, c->rreq[i], i, c->rbuf + c->off[i], &want, step, c->tmp);
-        c->rreq[i] = NULL;
-        if (st == PZ_OK) add_into(c->acc, c->tmp, n);
+        pz_dpmsg want = {PZ_DPMSG_ALLGATHER, (uint16_t)D, (uint16_t)i, 0, b->seq, lo, n, 0};
+        st = take(c, b, i, i, &want, c->tmp + lo);
+        if (st == PZ_OK) add_into(c->acc + lo, c->tmp + lo, n);
     }
-    if (st == PZ_OK) st = wait_sends(c, D);
-    if (st == PZ_OK)
-        for (size_t i = 0; i < n; i++) out[i] = c->acc[i] / (float)D;
+    for (size_t i = lo; i < lo + n && st == PZ_OK; i++) b->out[i] = c->acc[i] / (float)D;
     return st;
 }
 
-/* Phase 2 of twophase on the owner: average the decoded chunks in group
- * order, add e_s, re-encode, keep e_s, the decoded result into out. */
-static pz_status owner(pz_dp_creduce *c, float *out, uint64_t step, size_t *len) {
-    pz_dp_group *g = c->g;
-    int D = g->n, me = g->me;
-    size_t lo = c->es_lo, m = c->es_len;
-    float *acc = c->acc, *z = c->tmp + lo;
+static pz_status twophase_start(pz_dp_creduce *c, pz_dp_cbucket *b) {
+    int D = c->g->n, me = c->g->me;
+    size_t lo, hi, len = 0;
     pz_status st = PZ_OK;
+    for (int i = 0; i < D && st == PZ_OK; i++) {
+        if (i == me) continue;
+        pz_dp_chunk(b->n, D, i, &lo, &hi);
+        if (b->es_len) st = post_recv(c, b, i, PZ_DP_KIND_CPHASE1, i);   /* an empty part (a bucket of < D floats): */
+        if (st == PZ_OK && hi > lo) st = post_recv(c, b, i, PZ_DP_KIND_CPHASE2, D + i);   /* no messages */
+    }
+    worker_input(c, b->grad, b->lo, b->n);
+    /* phase 1: part j to its owner, starting after this member so that the
+     * owners are not all sent to at once */
+    for (int k = 1; k <= D && st == PZ_OK; k++) {
+        int j = (me + k) % D;
+        pz_dp_chunk(b->n, D, j, &lo, &hi);
+        if (hi == lo) continue;
+        st = encode_worker(c, b, b->lo + lo, hi - lo, PZ_DPMSG_TO_OWNER, j, j, &len);
+        if (st == PZ_OK && j != me) st = send_slot(c, b, j, PZ_DP_KIND_CPHASE1, j, len, &b->sreq[j]);
+    }
+    return st;
+}
+
+/* The owner, once its D parts are in: average them in group order, add
+ * e_s, re-encode, keep e_s, its result into out, and send it to all. */
+static pz_status owner(pz_dp_creduce *c, pz_dp_cbucket *b) {
+    int D = c->g->n, me = c->g->me;
+    size_t lo = b->es_lo, m = b->es_len, len = 0;
+    float *acc = c->acc + lo, *z = c->tmp + lo, *es = c->es ? c->es + b->es_at : NULL;
+    pz_status st = PZ_OK;
+    if (m == 0) return PZ_OK;
     memset(acc, 0, m * sizeof(float));
     for (int i = 0; i < D && st == PZ_OK; i++) {
         if (i == me) {
             add_into(acc, c->q + lo, m);
             continue;
         }
-        pz_dpmsg want = {PZ_DPMSG_TO_OWNER, (uint16_t)D, (uint16_t)i, (uint16_t)me, g->seq, lo, m, 0};
-        st = take(c, c->rreq[i], i, c->rbuf + c->off[i], &want, step, c->tmp + lo);
-        c->rreq[i] = NULL;
-        if (st == PZ_OK) add_into(acc, c->tmp + lo, m);
+        pz_dpmsg want = {PZ_DPMSG_TO_OWNER, (uint16_t)D, (uint16_t)i, (uint16_t)me, b->seq, lo, m, 0};
+        st = take(c, b, i, i, &want, z);
+        if (st == PZ_OK) add_into(acc, z, m);
     }
     if (st != PZ_OK) return st;
-    for (size_t k = 0; k < m; k++) z[k] = acc[k] / (float)D + (c->es ? c->es[k] : 0.0f);
-    uint8_t *slot = c->sbuf + c->soff[D];
+    for (size_t k = 0; k < m; k++) z[k] = acc[k] / (float)D + (es ? es[k] : 0.0f);
     /* z sits at tmp[lo..): encode reads it there, the decoded result lands in out[lo..) */
-    st = encode(c, c->tmp, lo, m, PZ_DPMSG_FROM_OWNER, me, step, slot, c->soff[D + 1] - c->soff[D], len, out);
-    if (st == PZ_OK && c->es)
-        for (size_t k = 0; k < m; k++) c->es[k] = z[k] - out[lo + k];
-    return st;
-}
-
-static pz_status run_twophase(pz_dp_creduce *c, const float *grad, float *out, uint64_t step) {
-    pz_dp_group *g = c->g;
-    int D = g->n, me = g->me;
-    size_t n = c->n, lo, hi, len = 0;
-    pz_status st = PZ_OK;
-    for (int i = 0; i < D && st == PZ_OK; i++) {
-        if (i == me) continue;
-        st = pz_dp_post(g, 0, i, PZ_DP_KIND_CPHASE1, 0, c->rbuf + c->off[i], c->off[i + 1] - c->off[i], &c->rreq[i]);
-        if (st == PZ_OK)
-            st = pz_dp_post(g, 0, i, PZ_DP_KIND_CPHASE2, 0, c->rbuf + c->off[D + i], c->off[D + i + 1] - c->off[D + i],
-                            &c->rreq[D + i]);
-    }
-    worker_input(c, grad);
-    /* phase 1: chunk j to its owner, starting after this member so that the
-     * owners are not all sent to at once */
-    for (int k = 1; k <= D && st == PZ_OK; k++) {
-        int j = (me + k) % D;
-        pz_dp_chunk(n, D, j, &lo, &hi);
-        st = encode(c, c->x, lo, hi - lo, PZ_DPMSG_TO_OWNER, j, step, c->sbuf + c->soff[j], c->soff[j + 1] - c->soff[j],
-                    &len, c->q);
-        if (st == PZ_OK && c->ew)
-            for (size_t i = lo; i < hi; i++) c->ew[i] = c->x[i] - c->q[i];
-        if (st == PZ_OK && j != me) st = send_slot(c, j, PZ_DP_KIND_CPHASE1, c->sbuf + c->soff[j], len, &c->sreq[j]);
-    }
-    if (st == PZ_OK) st = owner(c, out, step, &len);
+    st = encode(c, c->tmp, lo, m, PZ_DPMSG_FROM_OWNER, me, b->step, b->seq, c->sbuf + b->soff[D],
+                b->soff[D + 1] - b->soff[D], &len, b->out);
+    if (st == PZ_OK && es)
+        for (size_t k = 0; k < m; k++) es[k] = z[k] - b->out[lo + k];
     for (int i = 0; i < D && st == PZ_OK; i++)
-        if (i != me) st = send_slot(c, i, PZ_DP_KIND_CPHASE2, c->sbuf + c->soff[D], len, &c->sreq[D + i]);
-    for (int j = 0; j < D && st == PZ_OK; j++) {
-        if (j == me) continue;
-        pz_dp_chunk(n, D, j, &lo, &hi);
-        pz_dpmsg want = {PZ_DPMSG_FROM_OWNER, (uint16_t)D, (uint16_t)j, (uint16_t)j, g->seq, lo, hi - lo, 0};
-        st = take(c, c->rreq[D + j], j, c->rbuf + c->off[D + j], &want, step, out + lo);
-        c->rreq[D + j] = NULL;
-    }
-    if (st == PZ_OK) st = wait_sends(c, 2 * D);
+        if (i != me) st = send_slot(c, b, i, PZ_DP_KIND_CPHASE2, D, len, &b->sreq[D + i]);
     return st;
 }
 
-static pz_status run_hier(pz_dp_creduce *c, const float *grad, float *out, uint64_t step) {
-    size_t n = c->n;
-    memcpy(c->acc, grad, n * sizeof(float));
-    pz_status st = pz_dp_allreduce(&c->host, c->acc, n, 1, PZ_DP_AUTO);   /* the host's mean */
+/* phase 2: each owner's result into out as it arrives; *all when every one is in */
+static pz_status from_owners(pz_dp_creduce *c, pz_dp_cbucket *b, int block, int *all) {
+    int D = c->g->n, me = c->g->me;
+    *all = 1;
+    for (int j = 0; j < D; j++) {
+        size_t lo, hi;
+        int y = 0;
+        pz_dp_chunk(b->n, D, j, &lo, &hi);
+        if (j == me || hi == lo || b->used[D + j]) continue;
+        pz_status st = arrived(c, b, D + j, block, &y);
+        if (st == PZ_OK && y) {
+            pz_dpmsg want = {PZ_DPMSG_FROM_OWNER, (uint16_t)D, (uint16_t)j, (uint16_t)j, b->seq, b->lo + lo, hi - lo, 0};
+            st = take(c, b, D + j, j, &want, b->out + b->lo + lo);
+            b->used[D + j] = 1;
+        }
+        if (st != PZ_OK) return st;
+        if (!y) *all = 0;
+    }
+    return PZ_OK;
+}
+
+/* Moves bucket b as far as what has arrived allows (block: to its end). */
+static pz_status advance(pz_dp_creduce *c, pz_dp_cbucket *b, int block, int *done) {
+    int D = c->g->n, all = 0;
+    pz_status st = PZ_OK;
+    *done = 0;
+    if (b->phase == 1) {
+        st = all_arrived(c, b, 0, D, block, &all);
+        if (st == PZ_OK && all) {
+            st = c->o.mode == PZ_DP_ALLGATHER ? allgather_finish(c, b) : owner(c, b);
+            b->phase = c->o.mode == PZ_DP_ALLGATHER ? 3 : 2;
+        }
+    }
+    if (st == PZ_OK && b->phase == 2) {
+        st = from_owners(c, b, block, &all);
+        if (st == PZ_OK && all) b->phase = 3;
+    }
+    if (st == PZ_OK && b->phase == 3) {
+        st = sends_done(c, b, block, &all);
+        if (st == PZ_OK && all) b->phase = 0, *done = 1;
+    }
+    if (st != PZ_OK) b->phase = 0;   /* after an error the transport is closed (group.h) */
+    return st;
+}
+
+/* hierarchical, bucket b whole: the host's uncompressed mean, the leaders'
+ * twophase of that bucket, the leader's result shared with its host */
+static pz_status hier_bucket(pz_dp_creduce *c, int k, const float *grad, float *out, uint64_t step) {
+    size_t lo = c->b[k].lo, n = c->b[k].n;
+    memcpy(c->acc + lo, grad + lo, n * sizeof(float));
+    pz_status st = pz_dp_allreduce(&c->host, c->acc + lo, n, 1, PZ_DP_AUTO);   /* the host's mean */
     if (st != PZ_OK) return st;
     if (c->leader) {
-        st = pz_dp_creduce_run(c->inner, c->acc, out, step);
+        st = pz_dp_creduce_start(c->inner, k, c->acc, out, step);
+        if (st == PZ_OK) st = pz_dp_creduce_wait(c->inner, k);
         /* the leaders' traffic, by the full group's index */
         const uint64_t *in = pz_dp_creduce_sent_to(c->inner);
         int L = c->g->n / c->o.hosts;
         for (int h = 0; h < c->o.hosts; h++) c->sent_to[h * L] = in[h];
     }
     /* the leader (the host's first member) shares the result */
-    if (st == PZ_OK) st = pz_dp_broadcast(&c->host, 0, out, n);
+    if (st == PZ_OK) st = pz_dp_broadcast(&c->host, 0, out + lo, n);
     return st;
+}
+
+/* one replica: the codec round trip with error feedback all the same */
+static pz_status alone_bucket(pz_dp_creduce *c, pz_dp_cbucket *b) {
+    size_t len = 0;
+    worker_input(c, b->grad, b->lo, b->n);
+    pz_status st = encode(c, c->x, b->lo, b->n, PZ_DPMSG_ALLGATHER, 0, b->step, b->seq, c->sbuf + b->soff[0],
+                          b->soff[1] - b->soff[0], &len, b->out);
+    if (st == PZ_OK && c->ew)
+        for (size_t i = b->lo; i < b->lo + b->n; i++) c->ew[i] = c->x[i] - b->out[i];
+    return st;
+}
+
+int pz_dp_creduce_buckets(const pz_dp_creduce *c) { return c->nb; }
+
+void pz_dp_creduce_range(const pz_dp_creduce *c, int k, size_t *lo, size_t *hi) {
+    *lo = c->b[k].lo;
+    *hi = c->b[k].lo + c->b[k].n;
+}
+
+int pz_dp_creduce_overlaps(const pz_dp_creduce *c) { return c->o.mode != PZ_DP_HIERARCHICAL && c->g->n > 1; }
+
+pz_status pz_dp_creduce_start(pz_dp_creduce *c, int k, const float *grad, float *out, uint64_t step) {
+    if (!c || !grad || !out) return pz_fail(PZ_ERR_ARG, "dp compressed reduction: NULL argument");
+    if (k < 0 || k >= c->nb) return pz_fail(PZ_ERR_ARG, "dp compressed reduction: bucket %d of %d", k, c->nb);
+    pz_dp_cbucket *b = &c->b[k];
+    if (b->phase != 0) return pz_fail(PZ_ERR_ARG, "dp compressed reduction: bucket %d started twice", k);
+    pz_status st;
+    if (c->o.mode == PZ_DP_HIERARCHICAL) {
+        st = hier_bucket(c, k, grad, out, step);
+        c->g->seq++;
+        return st;
+    }
+    b->grad = grad;
+    b->out = out;
+    b->step = step;
+    b->seq = c->g->seq++;
+    memset(b->used, 0, (size_t)2 * c->g->n);
+    if (c->g->n == 1) return alone_bucket(c, b);
+    st = c->o.mode == PZ_DP_ALLGATHER ? allgather_start(c, b) : twophase_start(c, b);
+    b->phase = st == PZ_OK ? 1 : 0;
+    return st;
+}
+
+pz_status pz_dp_creduce_test(pz_dp_creduce *c, int k, int *done) {
+    *done = 1;
+    if (!c || k < 0 || k >= c->nb) return pz_fail(PZ_ERR_ARG, "dp compressed reduction: no bucket %d", k);
+    return c->b[k].phase ? advance(c, &c->b[k], 0, done) : PZ_OK;
+}
+
+pz_status pz_dp_creduce_wait(pz_dp_creduce *c, int k) {
+    int done = 1;
+    if (!c || k < 0 || k >= c->nb) return pz_fail(PZ_ERR_ARG, "dp compressed reduction: no bucket %d", k);
+    return c->b[k].phase ? advance(c, &c->b[k], 1, &done) : PZ_OK;
 }
 
 pz_status pz_dp_creduce_run(pz_dp_creduce *c, const float *grad, float *out, uint64_t step) {
     if (!c || !grad || !out) return pz_fail(PZ_ERR_ARG, "dp compressed reduction: NULL argument");
-    pz_status st;
-    if (c->o.mode == PZ_DP_HIERARCHICAL) {
-        st = run_hier(c, grad, out, step);
-        c->g->seq++;
-        return st;
-    }
-    if (c->g->n == 1) {
-        /* one replica: the codec round trip with error feedback all the same */
-        size_t len = 0;
-        worker_input(c, grad);
-        st = encode(c, c->x, 0, c->n, PZ_DPMSG_ALLGATHER, 0, step, c->sbuf, c->soff[1], &len, out);
-        if (st == PZ_OK && c->ew)
-            for (size_t i = 0; i < c->n; i++) c->ew[i] = c->x[i] - out[i];
-        c->g->seq++;
-        return st;
-    }
-    st = c->o.mode == PZ_DP_ALLGATHER ? run_allgather(c, grad, out, step) : run_twophase(c, grad, out, step);
-    c->g->seq++;
+    pz_status st = PZ_OK;
+    for (int k = 0; k < c->nb && st == PZ_OK; k++) st = pz_dp_creduce_start(c, k, grad, out, step);
+    for (int k = 0; k < c->nb && st == PZ_OK; k++) st = pz_dp_creduce_wait(c, k);
     return st;
 }
 
@@ -389,13 +543,19 @@ void pz_dp_creduce_ef_floats(const pz_dp_copts *o, size_t n, int D, int me, size
     if (H > 0) D = H, me /= L;
     *worker = n;
     if (o->mode == PZ_DP_ALLGATHER) return;
-    pz_dp_chunk(n, D, me, &lo, &hi);
-    *server = hi - lo;
+    int nb = pz_dp_buckets(n, o->hold, o->bucket, NULL, NULL);
+    size_t *b = xcalloc((size_t)nb * 2 + 1, sizeof *b);
+    pz_dp_buckets(n, o->hold, o->bucket, b, b + nb);
+    for (int k = 0; k < nb; k++) {   /* this member's part of every bucket */
+        pz_dp_chunk(b[nb + k] - b[k], D, me, &lo, &hi);
+        *server += hi - lo;
+    }
+    free(b);
 }
 
 const float *pz_dp_creduce_server_error(const pz_dp_creduce *c, size_t *lo, size_t *len) {
     if (c->inner) return pz_dp_creduce_server_error(c->inner, lo, len);
-    *lo = c->es ? c->es_lo : 0;
+    *lo = c->es ? c->b[0].es_lo : 0;
     *len = c->es ? c->es_len : 0;
     return c->es;
 }
@@ -405,8 +565,12 @@ size_t pz_dp_creduce_bytes(const pz_dp_creduce *c) {
     size_t f = sizeof(float), D = (size_t)c->g->n, b = sizeof *c;
     b += ((c->x != NULL) + (c->q != NULL) + (c->tmp != NULL) + (c->acc != NULL) + (c->ew != NULL)) * c->n * f;
     b += c->es ? c->es_len * f : 0;
-    if (c->off) b += c->off[c->o.mode == PZ_DP_ALLGATHER ? D : 2 * D];   /* receive slots */
-    if (c->soff) b += c->soff[c->o.mode == PZ_DP_ALLGATHER ? 1 : D + 1]; /* send slots */
+    b += (size_t)c->nb * sizeof *c->b;
+    if (c->offs) {   /* the buckets' slots (the last bucket's end is the buffers' size) and tables */
+        const pz_dp_cbucket *l = &c->b[c->nb - 1];
+        b += l->off[c->o.mode == PZ_DP_ALLGATHER ? D : 2 * D] + l->soff[c->o.mode == PZ_DP_ALLGATHER ? 1 : D + 1];
+        b += (size_t)c->nb * (((5 * D + 3) * sizeof *c->offs) + 4 * D * sizeof *c->reqs + 2 * D);
+    }
     b += D * sizeof *c->sent_to;
     b += c->host.scratch_n * f;
     if (c->inner) b += pz_dp_creduce_bytes(c->inner) + c->leaders->scratch_n * f;
@@ -419,8 +583,9 @@ size_t pz_dp_creduce_max_message(const pz_dp_creduce *c) {
     if (c->o.mode == PZ_DP_HIERARCHICAL) return c->inner ? pz_dp_creduce_max_message(c->inner) : 0;
     int slots = c->o.mode == PZ_DP_ALLGATHER ? c->g->n : 2 * c->g->n;
     size_t most = 0;
-    for (int i = 0; i < slots; i++)
-        if (c->off[i + 1] - c->off[i] > most) most = c->off[i + 1] - c->off[i];
+    for (int k = 0; k < c->nb; k++)
+        for (int i = 0; i < slots; i++)
+            if (c->b[k].off[i + 1] - c->b[k].off[i] > most) most = c->b[k].off[i + 1] - c->b[k].off[i];
     return most;
 }
 

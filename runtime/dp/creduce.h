@@ -42,6 +42,13 @@
  * sum over steps of out = sum of the true means - mean over members of e_w -
  * the concatenated e_s holds (twophase; allgather without the e_s term).
  *
+ * Buckets (o->bucket > 0): the vector is cut as pz_dp_buckets cuts it and
+ * each bucket is reduced on its own, as above (the codec sees a bucket, or
+ * a bucket's chunk, as one message: its scale spans that, not the vector).
+ * e_w stays one n-float vector; e_s is each bucket's owned chunk, in bucket
+ * order. So another bucket size gives other numbers (and state that does
+ * not load: the blob names the cut).
+ *
  * Every message carries runtime/dp/dpmsg.h's header inside the transport's
  * frame; a message whose header, codec or shape differs from what this
  * member expects fails the call with PZ_ERR_PEER naming the sender and the
@@ -62,6 +69,8 @@ typedef struct {
     int ef;           /* error feedback on the workers (and owners, twophase) */
     uint64_t seed;    /* the codecs' random streams (stochastic rounding) */
     int hosts;        /* hierarchical: H, dividing D (0 = 1 for other modes) */
+    size_t bucket;    /* buckets of at most this many floats, cut as pz_dp_buckets (0: one, the whole vector) */
+    size_t hold;      /* ... with the held prefix [0, hold) apart (runtime/dp/sync.h) */
 } pz_dp_copts;
 
 typedef struct pz_dp_creduce pz_dp_creduce;
@@ -73,8 +82,27 @@ pz_status pz_dp_creduce_create(pz_dp_creduce **out, pz_dp_group *g, const char *
                                size_t n);
 void pz_dp_creduce_free(pz_dp_creduce *c);
 /* The mean estimate of the members' grad into out (both n floats; they may
- * be the same buffer). `step` feeds the codecs' random streams. */
+ * be the same buffer). `step` feeds the codecs' random streams. Runs every
+ * bucket: start them all, then wait for each. */
 pz_status pz_dp_creduce_run(pz_dp_creduce *c, const float *grad, float *out, uint64_t step);
+
+/* The buckets one at a time, so that they travel while the backward
+ * computes (runtime/dp/sync.h): start encodes bucket k of grad (with its
+ * worker error), posts its receives and sends and returns; test does what
+ * has arrived (twophase: the owner's average, server error and re-encoding
+ * once its D - 1 parts are in, then each owner's result decoded into out as
+ * it arrives) and says whether the bucket is done; wait finishes it. The
+ * members start their buckets in the same order (each takes the group's
+ * collective number at start). grad[lo, hi) and out[lo, hi) of the bucket
+ * belong to it until it is done. Data moves only inside test or wait.
+ * Hierarchical buckets, and those of a group of one, run whole inside
+ * start (overlaps() is 0 for them). */
+int pz_dp_creduce_buckets(const pz_dp_creduce *c);
+void pz_dp_creduce_range(const pz_dp_creduce *c, int k, size_t *lo, size_t *hi);
+int pz_dp_creduce_overlaps(const pz_dp_creduce *c);
+pz_status pz_dp_creduce_start(pz_dp_creduce *c, int k, const float *grad, float *out, uint64_t step);
+pz_status pz_dp_creduce_test(pz_dp_creduce *c, int k, int *done);
+pz_status pz_dp_creduce_wait(pz_dp_creduce *c, int k);
 
 /* Error-feedback state as one self-checking blob (malloc'ed): the mode,
  * spec, group size, position, n, and e_w / e_s; load refuses a blob of
@@ -83,7 +111,9 @@ pz_status pz_dp_creduce_save(const pz_dp_creduce *c, uint8_t **blob, size_t *len
 pz_status pz_dp_creduce_load(pz_dp_creduce *c, const uint8_t *blob, size_t len);
 
 /* The residuals (NULL, 0 when the mode keeps none): e_w (n floats) and
- * e_s with its element range [*lo, *lo + *len). */
+ * e_s: this member's part of every bucket, in bucket order (*len floats in
+ * all; *lo: where the first bucket's part starts, which with one bucket is
+ * e_s's element range [*lo, *lo + *len)). */
 const float *pz_dp_creduce_worker_error(const pz_dp_creduce *c, size_t *len);
 /* The floats of those two (*worker, *server) that create would allocate for
  * n elements on member me of D, without creating it (the memory plan). */
@@ -116,8 +146,9 @@ size_t pz_dp_creduce_max_message(const pz_dp_creduce *c);
 size_t pz_dp_creduce_bytes(const pz_dp_creduce *c);
 
 /* Tests: called with every message this member sends (after its header),
- * before it leaves: phase (dpmsg.h), chunk, the codec message. */
-typedef void (*pz_dp_tap)(void *user, int phase, int chunk, const uint8_t *msg, size_t len);
+ * before it leaves: phase (dpmsg.h), chunk, its elements [lo, lo + count),
+ * the codec message. */
+typedef void (*pz_dp_tap)(void *user, int phase, int chunk, size_t lo, size_t count, const uint8_t *msg, size_t len);
 void pz_dp_creduce_set_tap(pz_dp_creduce *c, pz_dp_tap fn, void *user);
 
 #endif

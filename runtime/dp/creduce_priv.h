@@ -6,6 +6,21 @@
 
 #include "runtime/dp/creduce.h"
 
+/* One bucket [lo, lo + n) of the vector and its exchange in flight. */
+typedef struct {
+    size_t lo, n;
+    size_t es_lo, es_len, es_at; /* twophase: my part [es_lo, es_lo + es_len) of it; its server error at es + es_at */
+    size_t *off, *soff;          /* receive / send slots: offsets into rbuf (2D + 1) / sbuf (D + 2) */
+    pz_request **rreq, **sreq;   /* 2D each */
+    size_t *rlen;                /* 2D: bytes arrived in each receive slot */
+    uint8_t *used;               /* 2D: the slot's message is decoded */
+    const float *grad;
+    float *out;
+    uint64_t step;
+    uint32_t seq;                /* the group's collective number at start */
+    int phase;                   /* 0 idle, 1 the first messages, 2 the owners', 3 the sends' completion */
+} pz_dp_cbucket;
+
 struct pz_dp_creduce {
     pz_dp_group *g;
     pz_codec *codec;
@@ -15,11 +30,14 @@ struct pz_dp_creduce {
     char base_spec[256];       /* ... without +zstd, as messages name it */
     float *x, *q, *tmp, *acc;  /* n floats each: input + e_w, decoded own messages, scratch */
     float *ew;                 /* worker error, n floats (ef) */
-    float *es;                 /* owner's error for chunk [es_lo, es_lo + es_len) (twophase, ef) */
-    size_t es_lo, es_len;
-    size_t *off, *soff;        /* receive / send slot offsets into rbuf / sbuf */
+    float *es;                 /* owner's error: each bucket's part, in bucket order (twophase, ef) */
+    size_t es_len;             /* its floats */
+    int nb;                    /* buckets (o.bucket, o.hold; pz_dp_buckets) */
+    pz_dp_cbucket *b;
+    size_t *offs;              /* the buckets' slot offsets, lengths and flags, in one block each */
+    pz_request **reqs;
+    uint8_t *flags;
     uint8_t *rbuf, *sbuf;
-    pz_request **rreq, **sreq;
     uint64_t *sent_to;         /* bytes sent to each member */
     pz_dp_tap tap;
     void *tap_user;

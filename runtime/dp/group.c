@@ -78,10 +78,26 @@ void pz_dp_chunk(size_t n, int parts, int j, size_t *lo, size_t *hi) {
     *hi = *lo + q + (uj < r ? 1 : 0);
 }
 
+int pz_dp_buckets(size_t n, size_t hold, size_t bf, size_t *lo, size_t *hi) {
+    if (bf == 0 || hold > n) {
+        if (lo && n) lo[0] = 0, hi[0] = n;
+        return n ? 1 : 0;
+    }
+    int k = 0;
+    size_t part[2][2] = {{hold, n}, {0, hold}};   /* the rest from the top down, then the held prefix */
+    for (int p = 0; p < 2; p++)
+        for (size_t top = part[p][1]; top > part[p][0]; k++) {
+            size_t bot = top - part[p][0] > bf ? top - bf : part[p][0];
+            if (lo) lo[k] = bot, hi[k] = top;
+            top = bot;
+        }
+    return k;
+}
+
 /* ---- messages ---------------------------------------------------------------- */
 
-static pz_status post_at(pz_dp_group *g, uint32_t seq, int is_send, int peer, unsigned kind, uint32_t k, void *buf,
-                         size_t bytes, pz_request **req) {
+pz_status pz_dp_post_at(pz_dp_group *g, uint32_t seq, int is_send, int peer, unsigned kind, uint32_t k, void *buf,
+                        size_t bytes, pz_request **req) {
     char what[96];
     int src = is_send ? g->ranks[g->me] : g->ranks[peer];
     snprintf(what, sizeof what, "dp %s #%u message %u (kind 0x%x) %s rank %d", is_send ? "send" : "receive",
@@ -97,7 +113,7 @@ static pz_status post_at(pz_dp_group *g, uint32_t seq, int is_send, int peer, un
 
 pz_status pz_dp_post(pz_dp_group *g, int is_send, int peer, unsigned kind, uint32_t k, void *buf, size_t bytes,
                      pz_request **req) {
-    return post_at(g, g->seq, is_send, peer, kind, k, buf, bytes, req);
+    return pz_dp_post_at(g, g->seq, is_send, peer, kind, k, buf, bytes, req);
 }
 
 pz_status pz_dp_wait(pz_dp_group *g, pz_request *r, size_t *len) {
@@ -206,8 +222,8 @@ static pz_status ring_post_recvs(pz_dp_op *R, int s) {
     for (int i = 0; i < ns; i++) {
         size_t a, b;
         seg_range(lo, hi, sl, i, &a, &b);
-        pz_status st = post_at(R->g, R->seq, 0, left, PZ_DP_KIND_RING, (uint32_t)(s * RING_MAXSEG + i), dst + a,
-                               (b - a) * sizeof(float), &R->recvs[i]);
+        pz_status st = pz_dp_post_at(R->g, R->seq, 0, left, PZ_DP_KIND_RING, (uint32_t)(s * RING_MAXSEG + i),
+                                     dst + a, (b - a) * sizeof(float), &R->recvs[i]);
         if (st != PZ_OK) return st;
     }
     return PZ_OK;
@@ -217,8 +233,8 @@ static pz_status ring_send(pz_dp_op *R, int s, int i) {
     size_t lo, hi, sl, a, b;
     seg_count(R, send_chunk(R, s), &lo, &hi, &sl);
     seg_range(lo, hi, sl, i, &a, &b);
-    return post_at(R->g, R->seq, 1, mod(R->g->me + 1, R->D), PZ_DP_KIND_RING, (uint32_t)(s * RING_MAXSEG + i),
-                   R->buf + a, (b - a) * sizeof(float), &R->sends[(size_t)s * RING_MAXSEG + i]);
+    return pz_dp_post_at(R->g, R->seq, 1, mod(R->g->me + 1, R->D), PZ_DP_KIND_RING, (uint32_t)(s * RING_MAXSEG + i),
+                         R->buf + a, (b - a) * sizeof(float), &R->sends[(size_t)s * RING_MAXSEG + i]);
 }
 
 /* Whether r finished (block: waits for it); r is freed when it did or failed. */

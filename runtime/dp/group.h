@@ -175,6 +175,10 @@ pz_status pz_dp_wait(pz_dp_group *g, pz_request *r, size_t *len);
 pz_status pz_dp_post(pz_dp_group *g, int is_send, int peer, unsigned kind, uint32_t k, void *buf, size_t bytes,
                      pz_request **req);
 pz_status pz_dp_wait_recv(pz_dp_group *g, pz_request *r, size_t *got);
+/* pz_dp_post in collective `seq` (one that started earlier and is still in
+ * flight beside others: compressed buckets, creduce.h). */
+pz_status pz_dp_post_at(pz_dp_group *g, uint32_t seq, int is_send, int peer, unsigned kind, uint32_t k, void *buf,
+                        size_t bytes, pz_request **req);
 
 /* Replicas must hold the same bits (parameters after a step, optimizer
  * state): every member sends the CRC-32C and length of data[0..bytes) to
@@ -199,5 +203,10 @@ float *pz_dp_scratch(pz_dp_group *g, size_t n);
 /* The element range [*lo, *hi) of chunk j when n elements are split into
  * parts chunks as evenly as possible (the first n % parts chunks one longer). */
 void pz_dp_chunk(size_t n, int parts, int j, size_t *lo, size_t *hi);
+/* The buckets of a gradient of n floats (runtime/dp/sync.h, creduce.h), in
+ * start order: [hold, n) from the top down in pieces of at most bf floats,
+ * then the held prefix [0, hold) the same way (bf 0: one bucket, [0, n)).
+ * Writes them into lo[], hi[] (when not NULL); returns how many. */
+int pz_dp_buckets(size_t n, size_t hold, size_t bf, size_t *lo, size_t *hi);
 
 #endif

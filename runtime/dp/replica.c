@@ -108,16 +108,19 @@ static size_t bucket_floats(const pz_replica *r) {
     return bf ? bf : 1;
 }
 
-/* --dp-compress: one reduction per chunk, with error feedback; binsgdm's
- * exchange: its codec, no error feedback (the tied wte: its own messages
- * and random stream, the same on the first and the last rank, so both
- * copies move alike) */
+/* --dp-compress: one reduction per chunk, with error feedback, in the
+ * sync's buckets (one per chunk without a sync: --dp-variance); binsgdm's
+ * exchange: its codec, no error feedback, one bucket (the tied wte: its
+ * own messages and random stream, the same on the first and the last rank,
+ * so both copies move alike) */
 static pz_status make_reductions(pz_replica *r, pz_dp_mode mode, int hosts) {
     pz_status st = PZ_OK;
-    pz_dp_copts co = {mode, !bsgd(r), (uint64_t)r->o->model.seed, hosts};
+    pz_dp_copts co = {mode, !bsgd(r), (uint64_t)r->o->model.seed, hosts, 0, 0};
     r->cr = xcalloc((size_t)r->V, sizeof *r->cr);
     for (int cc = 0; cc < r->V && st == PZ_OK; cc++) {
         size_t w = bsgd(r) ? tied_floats(r, cc) : 0;
+        co.bucket = r->sync ? bucket_floats(r) : 0;
+        co.hold = r->sync ? r->sync[cc].hold : 0;
         st = pz_dp_creduce_create(&r->cr[cc], &r->dp, bsgd(r) ? PZ_BINSGDM_SPEC : r->o->dp.compress, &co,
                                   r->ch[cc].stage->grads.numel - w);
         pz_dp_copts cw = co;
@@ -165,7 +168,7 @@ void pz_replica_skip(const pz_replica *r, pz_loader *l, int *tok, int *tgt, size
 
 double pz_replica_plan_bytes(const pz_mem_job *j, int s) {
     const pz_replica *r = j->dp_ctx;
-    pz_dp_copts co = {(pz_dp_mode)r->o->dp.reduce, !bsgd(r), 0, r->o->dp.hosts};
+    pz_dp_copts co = {(pz_dp_mode)r->o->dp.reduce, !bsgd(r), 0, r->o->dp.hosts, 0, 0};
     int me = r->replica;
     if (co.mode == PZ_DP_HIERARCHICAL && !co.hosts) co.hosts = 1, me = 0;   /* hosts not known yet: a leader's, the most */
     return pz_dp_plan_stage(j->cfg, j->ranges, r->S, r->V, s, bsgd(r) ? 0 : bucket_floats(r), r->D, me,
@@ -175,9 +178,16 @@ double pz_replica_plan_bytes(const pz_mem_job *j, int s) {
 /* this step averages through --dp-compress's codec (after --dp-warmup) */
 static int compressed(const pz_replica *r, int step) { return r->cr && step >= r->o->dp.warmup; }
 
+/* the chunk's buckets go through its compressed reduction this step, or the ring */
+static pz_status sync_codec(pz_replica *r, int cc, int step) {
+    return pz_dp_sync_codec(&r->sync[cc], compressed(r, step) ? r->cr[cc] : NULL, (uint64_t)step);
+}
+
 void pz_replica_backward(pz_replica *r, int cc, int step, int last) {
     if (!r->ch) return;   /* not started: no replicas, AdamW */
-    int on = r->sync && last && !compressed(r, step);
+    int on = r->sync && last && !pz_replica_onebit_on(r, step);   /* 1-bit Adam: no gradient average */
+    /* a cut that differs fails the same call again in chunk_sync, which returns it */
+    if (on) on = sync_codec(r, cc, step) == PZ_OK;
     if (on) pz_dp_sync_arm(&r->sync[cc]);
     /* zero-bubble: an earlier micro-batch's weight pass may run after the
      * last one's input pass, and its gradients are not final */
@@ -206,14 +216,17 @@ static void add_error(pz_replica *r, const float *est, const float *exact, size_
     r->err[1] += r2;
 }
 
-/* One chunk's average after the tied add: the rest of its buckets, or the
- * whole chunk at once (compressed: pz_dp_creduce_run is one blocking call
- * per chunk; a backend without host memory: through a host copy). */
+/* One chunk's average after the tied add: the rest of its buckets
+ * (uncompressed or compressed), or the whole chunk at once (--dp-variance:
+ * compressed, pz_dp_creduce_run; a backend without host memory: through a
+ * host copy). */
 static pz_status chunk_sync(pz_replica *r, int cc, int step) {
     pz_stage *s = r->ch[cc].stage;
-    pz_dp_sync *y = r->sync && !compressed(r, step) ? &r->sync[cc] : NULL;
+    pz_dp_sync *y = r->sync ? &r->sync[cc] : NULL;
     float *exact = NULL;   /* --dp-variance (no buckets then) */
-    pz_status st = r->o->dp.variance ? exact_mean(r, s->grad_mem, s->grads.numel, &exact) : PZ_OK;
+    pz_status st = r->o->dp.variance ? exact_mean(r, s->grad_mem, s->grads.numel, &exact)
+                 : y                 ? sync_codec(r, cc, step)
+                                     : PZ_OK;
     double t0 = pz_now();
     uint64_t sent0 = r->dp.bytes_sent;
     if (st == PZ_OK)
@@ -242,8 +255,7 @@ pz_status pz_replica_sync(pz_replica *r, int step) {
     /* the buckets that started during the backward end first, then the
      * tied add (the last rank waits there for the first rank's backward),
      * then the rest: wte holds both ends' sum before it is averaged */
-    for (int cc = 0; r->sync && !compressed(r, step) && cc < r->V && st == PZ_OK; cc++)
-        st = pz_dp_sync_drain(&r->sync[cc]);
+    for (int cc = 0; r->sync && cc < r->V && st == PZ_OK; cc++) st = pz_dp_sync_drain(&r->sync[cc]);
     if (st == PZ_OK) st = r->tied_add(r->tied_ctx, (uint32_t)step);
     for (int cc = 0; cc < r->V && st == PZ_OK; cc++) st = chunk_sync(r, cc, step);
     return st;

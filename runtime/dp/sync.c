@@ -7,28 +7,26 @@
 #include "base/clock.h"
 #include "base/mem.h"
 
-/* Buckets of [lo, hi) from the top down, at most bf floats each, into out
- * (when not NULL); returns how many. */
-static int cut(size_t lo, size_t hi, size_t bf, pz_dp_bucket *out) {
-    int k = 0;
-    for (size_t top = hi; top > lo; k++) {
-        size_t bot = top - lo > bf ? top - bf : lo;
-        if (out) out[k] = (pz_dp_bucket){.lo = bot, .hi = top};
-        top = bot;
-    }
+/* The buckets of pz_dp_buckets into out (when not NULL); returns how many. */
+static int cut(size_t n, size_t hold, size_t bf, pz_dp_bucket *out) {
+    int k = pz_dp_buckets(n, hold, bf, NULL, NULL);
+    if (!out) return k;
+    size_t *r = xcalloc((size_t)k * 2 + 1, sizeof *r);
+    pz_dp_buckets(n, hold, bf, r, r + k);
+    for (int i = 0; i < k; i++) out[i] = (pz_dp_bucket){.lo = r[i], .hi = r[k + i]};
+    free(r);
     return k;
 }
 
 int pz_dp_sync_count(size_t n, size_t hold, size_t bucket_floats) {
     if (bucket_floats == 0 || hold > n) return 0;
-    return cut(hold, n, bucket_floats, NULL) + cut(0, hold, bucket_floats, NULL);
+    return cut(n, hold, bucket_floats, NULL);
 }
 
 size_t pz_dp_sync_bytes(size_t n, size_t hold, size_t bucket_floats, int D) {
     int nb = pz_dp_sync_count(n, hold, bucket_floats);
     pz_dp_bucket *b = xcalloc(nb ? (size_t)nb : 1, sizeof *b);
-    int k = cut(hold, n, bucket_floats, b);
-    cut(0, hold, bucket_floats, b + k);
+    if (nb) cut(n, hold, bucket_floats, b);
     size_t bytes = (size_t)nb * sizeof *b;   /* the table, then every bucket in flight at once */
     for (int i = 0; i < nb; i++) bytes += pz_dp_op_bytes(b[i].hi - b[i].lo, D);
     free(b);
@@ -37,7 +35,10 @@ size_t pz_dp_sync_bytes(size_t n, size_t hold, size_t bucket_floats, int D) {
 
 size_t pz_dp_plan_bytes(size_t n, size_t hold, size_t bucket_floats, int D, int me, const pz_dp_copts *o) {
     size_t w = 0, s = 0, bytes = bucket_floats ? pz_dp_sync_bytes(n, hold, bucket_floats, D) : 0;
-    if (o) pz_dp_creduce_ef_floats(o, n, D, me, &w, &s);
+    pz_dp_copts oc = o ? *o : (pz_dp_copts){0};
+    oc.bucket = bucket_floats;   /* the compressed buckets are the same cut: their server error is per bucket */
+    oc.hold = hold;
+    if (o) pz_dp_creduce_ef_floats(&oc, n, D, me, &w, &s);
     return bytes + (w + s) * sizeof(float);
 }
 
@@ -67,9 +68,21 @@ pz_status pz_dp_sync_init(pz_dp_sync *s, pz_dp_group *g, float *grad, size_t n, 
     s->hold = hold;
     s->nb = pz_dp_sync_count(n, hold, bucket_floats);
     s->b = xcalloc(s->nb ? (size_t)s->nb : 1, sizeof *s->b);
-    int k = cut(hold, n, bucket_floats, s->b);
-    cut(0, hold, bucket_floats, s->b + k);
+    if (s->nb) cut(n, hold, bucket_floats, s->b);
     return PZ_OK;
+}
+
+pz_status pz_dp_sync_codec(pz_dp_sync *s, pz_dp_creduce *cr, uint64_t step) {
+    s->cr = cr;
+    s->step = step;
+    if (!cr) return PZ_OK;
+    int ok = pz_dp_creduce_buckets(cr) == s->nb;
+    for (int i = 0; ok && i < s->nb; i++) {
+        size_t lo, hi;
+        pz_dp_creduce_range(cr, i, &lo, &hi);
+        ok = lo == s->b[i].lo && hi == s->b[i].hi;
+    }
+    return ok ? PZ_OK : pz_fail(PZ_ERR_ARG, "dp sync: the compressed reduction cuts other buckets than the sync's");
 }
 
 void pz_dp_sync_free(pz_dp_sync *s) {
@@ -94,8 +107,11 @@ static void start(pz_dp_sync *s, pz_dp_bucket *b) {
     b->t_start = pz_now();
     if (s->t_first == 0.0) s->t_first = b->t_start;
     /* the ring: its start never blocks (recursive doubling would run to the
-     * end inside start, with the backward waiting) */
-    s->err = pz_dp_allreduce_start(s->g, s->grad + b->lo, b->hi - b->lo, 1, PZ_DP_RING, &b->op);
+     * end inside start, with the backward waiting); compressed: bucket k of
+     * the reduction (the same cut) */
+    int k = (int)(b - s->b);
+    s->err = s->cr ? pz_dp_creduce_start(s->cr, k, s->grad, s->grad, s->step)
+                   : pz_dp_allreduce_start(s->g, s->grad + b->lo, b->hi - b->lo, 1, PZ_DP_RING, &b->op);
     b->state = s->err == PZ_OK ? 1 : 2;
     if (s->err != PZ_OK) b->op = NULL;
 }
@@ -118,11 +134,13 @@ void pz_dp_sync_ready(void *ctx, size_t lo) {
     if (!s->armed || s->err != PZ_OK) return;
     if (lo < s->ready_lo) s->ready_lo = lo;
     if (lo == 0 && s->t_backward_end == 0.0) s->t_backward_end = pz_now();
-    start_ready(s, s->hold);
+    /* a reduction whose buckets run whole inside start (hierarchical)
+     * would stall the backward: its buckets wait for finish */
+    start_ready(s, s->cr && !pz_dp_creduce_overlaps(s->cr) ? s->n : s->hold);
     for (int i = 0; i < s->next && s->err == PZ_OK; i++) {
         int d = 0;
         if (s->b[i].state != 1) continue;
-        s->err = pz_dp_op_test(s->b[i].op, &d);
+        s->err = s->cr ? pz_dp_creduce_test(s->cr, i, &d) : pz_dp_op_test(s->b[i].op, &d);
         if (s->err != PZ_OK || d) done(s, &s->b[i]);
     }
 }
@@ -132,7 +150,7 @@ static double wait_started(pz_dp_sync *s) {
     double t0 = pz_now();
     for (int i = 0; i < s->next && s->err == PZ_OK; i++)
         if (s->b[i].state == 1) {
-            s->err = pz_dp_op_wait(s->b[i].op);
+            s->err = s->cr ? pz_dp_creduce_wait(s->cr, i) : pz_dp_op_wait(s->b[i].op);
             done(s, &s->b[i]);
         }
     return pz_now() - t0;

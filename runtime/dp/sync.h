@@ -26,7 +26,13 @@
  * every replica holds the same bits. With 2 replicas the sum a + b does not
  * depend on where the buckets are cut (addition commutes), so the result is
  * bit for bit the unbucketed all-reduce's; with more replicas the ring's
- * order of the D terms depends on an element's position in its bucket. */
+ * order of the D terms depends on an element's position in its bucket.
+ *
+ * Compressed (pz_dp_sync_codec): each bucket is one of the reduction's
+ * buckets (creduce.h), started, tested and waited for in the same places:
+ * its encoding (and worker error) at start, its owners' steps as its
+ * messages arrive. The codec's scale then spans a bucket (or its chunk),
+ * so the bucket size changes the numbers (the replicas stay identical). */
 #ifndef PZ_DP_SYNC_H
 #define PZ_DP_SYNC_H
 
@@ -46,6 +52,8 @@ typedef struct {
 
 typedef struct {
     pz_dp_group *g;
+    pz_dp_creduce *cr;      /* this step's compressed reduction, else NULL (pz_dp_sync_codec) */
+    uint64_t step;
     float *grad;
     size_t n, hold;
     int nb;
@@ -94,6 +102,11 @@ double pz_dp_plan_stage(const pz_gpt2_config *cfg, const pz_stage_range *ranges,
  * owns), as pz_dp_creduce_ef_floats. */
 size_t pz_dp_plan_bytes(size_t n, size_t hold, size_t bucket_floats, int D, int me, const pz_dp_copts *o);
 
+/* This step's buckets go through cr (--dp-compress, its buckets cut as the
+ * sync's: pz_dp_copts.bucket and hold; refused otherwise), or the ring all-reduce
+ * (cr NULL: uncompressed, --dp-warmup). Call before arm; it stays until changed.
+ * Hierarchical buckets (pz_dp_creduce_overlaps 0) all start in finish. */
+pz_status pz_dp_sync_codec(pz_dp_sync *s, pz_dp_creduce *cr, uint64_t step);
 /* The step's last backward begins: the hook's marks count from here. A
  * second call before finish changes nothing (zero-bubble schedules run the
  * last micro-batch's backward in two halves). */

@@ -233,8 +233,8 @@ if sorted(b) != sorted(a) or worst > 0.01:
 print(f"ok: S=2 x D=2 --dp-compress q8:group=512: 20 losses within {worst:.2e} of uncompressed, replicas identical")
 PY
 fi
-crun "S=1 x D=3 sign twophase" "$dir/s3.jsonl" --replicas 3 --dp-compress sign --dp-warmup 2 \
-    && echo "ok: S=1 x D=3 sign twophase, warm-up 2: replicas identical every step"
+crun "S=1 x D=3 sign twophase" "$dir/s3.jsonl" --replicas 3 --dp-compress sign --dp-warmup 2 --dp-bucket-mb 0.1 \
+    && echo "ok: S=1 x D=3 sign twophase, warm-up 2, buckets of 0.1 MiB: replicas identical every step"
 crun "S=1 x D=4 sign hierarchical" "$dir/h4.jsonl" --replicas 4 --dp-compress sign --dp-reduce hierarchical --dp-hosts 2 \
     && echo "ok: S=1 x D=4 sign hierarchical over 2 hosts: replicas identical every step"
 # Hosts from the launch: 4 ranks started by hand (as mpirun would), each in a
@@ -274,7 +274,8 @@ elif by_hosts /dev/null pz-host-a pz-host-b pz-host-a pz-host-b ||
 else
     echo "ok: S=1 x D=4 sign hierarchical, hosts from the ranks' host names (2 x 2): --dp-hosts 2's losses and norms, bit for bit; interleaved hosts refused"
 fi
-ep=(--replicas 2 --dp-compress sign --checkpoint-every 10)
+# (in buckets of 0.1 MiB, several per chunk: each bucket's error feedback is saved and restored)
+ep=(--replicas 2 --dp-compress sign --checkpoint-every 10 --dp-bucket-mb 0.1)
 if crun "sign EF uninterrupted" "$dir/ea.jsonl" "${ep[@]}" --checkpoint-dir "$dir/cea" --save "$dir/ea.safetensors"; then
     restarted "S=1 x D=2 sign with error feedback" 1 "rank 1 (stage 0, replica 1)" "$dir/ea.safetensors" "$dir/cec" \
         --micro-batches 2 "${ep[@]}"
@@ -284,6 +285,13 @@ if crun "sign EF uninterrupted" "$dir/ea.jsonl" "${ep[@]}" --checkpoint-dir "$di
     elif crun "sign EF resumed" "$dir/eb.jsonl" "${ep[@]}" --checkpoint-dir "$dir/ceb" --resume auto; then
         [ "$(find "$dir/ceb" -name "rank-0.dpef[01]" | wc -l)" -ge 4 ] || { echo "FAIL: no error-feedback files in the checkpoints"; fails=$((fails + 1)); }
         resumed_same "S=1 x D=2 sign with error feedback" "$dir/ea.jsonl" "$dir/eb.jsonl"
+        # the error feedback is per bucket: another cut is refused, naming the flag
+        if "$pz" train "${common[@]}" --micro-batches 2 "${ep[@]}" --dp-bucket-mb 0.2 --checkpoint-dir "$dir/ceb" \
+            --resume auto > /dev/null 2>"$dir/cb.err" || ! grep -q -- "--dp-bucket-mb must be the checkpoint's" "$dir/cb.err"; then
+            tail -3 "$dir/cb.err"; echo "FAIL: a resume with another --dp-bucket-mb was not refused"; fails=$((fails + 1))
+        else
+            echo "ok: a resume of the error feedback with another --dp-bucket-mb is refused"
+        fi
     fi
 fi
 # 1-bit Adam (--dp-compress-what momentum): v freezes after step 3, so step

@@ -12,12 +12,21 @@
 #include "runtime/dp/creduce.h"
 #include "runtime/dp/dpmsg.h"
 
-pz_status dp_tap_init(dp_tap_ctx *tc, const char *spec, pz_dp_mode mode, int D, int H, int rank, size_t n, int steps) {
+pz_status dp_tap_init(dp_tap_ctx *tc, const char *spec, pz_dp_mode mode, int D, int H, int rank, size_t n, int steps,
+                      size_t bucket, size_t hold) {
     int hier = mode == PZ_DP_HIERARCHICAL, inner_D = hier ? H : D, inner_me = hier ? rank / (D / H) : rank;
-    size_t lo, hi;
-    pz_dp_chunk(n, inner_D, inner_me, &lo, &hi);
-    *tc = (dp_tap_ctx){NULL, inner_D, n, xcalloc((size_t)steps * n, 4), xcalloc((size_t)steps * (hi - lo), 4), 0,
-                       hi - lo, 0, !hier || rank % (D / H) == 0, lo, steps};
+    size_t lo, hi, m = 0, first = 0;
+    int nb = pz_dp_buckets(n, hold, bucket, NULL, NULL);
+    size_t *b = xcalloc((size_t)nb * 2, sizeof *b);
+    pz_dp_buckets(n, hold, bucket, b, b + nb);
+    for (int k = 0; k < nb; k++) {   /* the part this rank owns of every bucket */
+        pz_dp_chunk(b[nb + k] - b[k], inner_D, inner_me, &lo, &hi);
+        if (k == 0) first = b[k] + lo;
+        m += hi - lo;
+    }
+    free(b);
+    *tc = (dp_tap_ctx){NULL, inner_D, n, xcalloc((size_t)steps * n, 4), xcalloc((size_t)steps * (m ? m : 1), 4), 0,
+                       m, 0, !hier || rank % (D / H) == 0, first, steps, -1, 0};
     pz_status st = pz_codec_create_for(spec, PZ_USE_GRADIENT, &tc->dec);
     if (st == PZ_OK) pz_codec_set_framed(tc->dec, 1);   /* the messages it taps are framed, as they go on the wire */
     return st;
@@ -49,13 +58,19 @@ pz_status dp_group_of(pz_dp_group *g, pz_transport *t, int rank, int D) {
     return pz_dp_group_init(g, t, rank, ranks, D);
 }
 
-void dp_tap(void *user, int phase, int chunk, const uint8_t *msg, size_t len) {
+void dp_tap(void *user, int phase, int chunk, size_t lo, size_t count, const uint8_t *msg, size_t len) {
     dp_tap_ctx *tc = user;
-    size_t lo = 0, hi = tc->n;
-    if (phase == PZ_DPMSG_TO_OWNER) pz_dp_chunk(tc->n, tc->D, chunk, &lo, &hi);
-    float *dst = phase == PZ_DPMSG_FROM_OWNER ? tc->q2 + (size_t)tc->step * tc->m
+    if (tc->q2_step != tc->step) tc->q2_step = tc->step, tc->q2_at = 0;   /* this step's first message */
+    /* from-owner: this rank's parts, in bucket order; else at the message's elements */
+    float *dst = phase == PZ_DPMSG_FROM_OWNER ? tc->q2 + (size_t)tc->step * tc->m + tc->q2_at
                                               : tc->q1 + (size_t)tc->step * tc->n + lo;
-    size_t cap = phase == PZ_DPMSG_FROM_OWNER ? tc->m : hi - lo;
+    size_t cap = count;
+    if (phase == PZ_DPMSG_FROM_OWNER && tc->q2_at + count > tc->m) {
+        fprintf(stderr, "FAIL tap: step %d: from-owner messages beyond the %zu floats owned\n", tc->step, tc->m);
+        tc->failed++;
+        return;
+    }
+    if (phase == PZ_DPMSG_FROM_OWNER) tc->q2_at += count;
     pz_codec_ctx ctx = {0};
     pz_shape s;
     if (pz_codec_decode(tc->dec, msg, len, &ctx, dst, cap, &s) != PZ_OK) {

@@ -28,16 +28,19 @@ typedef struct {
     size_t n;
     float *q1, *q2;
     int step;
-    size_t m;     /* from-owner chunk length */
+    size_t m;     /* from-owner floats: this rank's part of every bucket */
     int failed;   /* messages that did not decode, or framed ones a stored reader took */
     int sends;    /* whether this rank sends compressed messages (hierarchical: the hosts' leaders) */
-    size_t lo;    /* the chunk this rank owns: [lo, lo + m) */
+    size_t lo;    /* the chunk this rank owns: [lo, lo + m) (bucketed: where its first bucket's part starts) */
     int steps;
+    int q2_step;  /* the step of the from-owner messages so far, and their floats */
+    size_t q2_at;
 } dp_tap_ctx;
 
 /* The tap of rank in a reduction (mode, D members, H hosts) of n-element
  * vectors over `steps` steps, with a codec object of spec of its own. */
-pz_status dp_tap_init(dp_tap_ctx *tc, const char *spec, pz_dp_mode mode, int D, int H, int rank, size_t n, int steps);
+pz_status dp_tap_init(dp_tap_ctx *tc, const char *spec, pz_dp_mode mode, int D, int H, int rank, size_t n, int steps,
+                      size_t bucket, size_t hold);
 /* q1 and (not all-gather) q2 as dir/r<rank>_q1.npy, _q2.npy, where this rank sends */
 pz_status dp_tap_write(const dp_tap_ctx *tc, const char *dir, int rank, pz_dp_mode mode);
 void dp_tap_free(dp_tap_ctx *tc);
@@ -50,7 +53,7 @@ pz_status dp_group_of(pz_dp_group *g, pz_transport *t, int rank, int D);
 
 /* a pz_dp_tap (runtime/dp/creduce.h) over a dp_tap_ctx; a failure is
  * printed and counted in failed (CHECK it after the run) */
-void dp_tap(void *user, int phase, int chunk, const uint8_t *msg, size_t len);
+void dp_tap(void *user, int phase, int chunk, size_t lo, size_t count, const uint8_t *msg, size_t len);
 
 /* dir/r<rank>_<what>.npy: rows x cols float32 (rows = 0: a vector of cols) */
 pz_status dp_write_npy(const char *dir, int rank, const char *what, int rows, size_t cols, const float *v);

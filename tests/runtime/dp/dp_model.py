@@ -13,6 +13,12 @@ configuration replays the algorithm in NumPy from the gradients:
   hierarchical  host means (uncompressed), then twophase over the hosts'
                 leaders; every member gets the leaders' result
 
+Bucketed configurations (meta's bucket > 0) cut the vector as
+pz_dp_buckets does (cut() here: [hold, n) from the top down in pieces of at
+most `bucket`, then [0, hold)) and run the algorithm on each bucket apart:
+every message, its scale and the owners' parts are per bucket, an owner's
+residual is its part of every bucket, in bucket order.
+
 where q are the real codec messages as a separate codec object decoded them
 (the tap in test_dp_compress.c). For fp16 and sign (deterministic codecs)
 the model also encodes x (resp. z) itself and requires the same decoded
@@ -42,6 +48,20 @@ def chunk(n, parts, j):
     q, r = divmod(n, parts)
     lo = j * q + min(j, r)
     return lo, lo + q + (1 if j < r else 0)
+
+
+def cut(n, hold, bucket):
+    """The buckets [lo, hi) in start order (runtime/dp/group.c, pz_dp_buckets)."""
+    if bucket == 0 or hold > n:
+        return [(0, n)]
+    out = []
+    for a, b in ((hold, n), (0, hold)):
+        top = b
+        while top > a:
+            bot = top - bucket if top - a > bucket else a
+            out.append((bot, top))
+            top = bot
+    return out
 
 
 def codec_model(spec, x):
@@ -77,64 +97,85 @@ def same(cfg, what, got, want):
     return True
 
 
-def twophase_step(cfg, spec, gs, q1, q2, ew, es, D, n, t, out):
+def owner_parts(n, D, buckets):
+    """member j's part of every bucket, [(lo, hi)] in bucket order, for each j"""
+    return [[(blo + chunk(bhi - blo, D, j)[0], blo + chunk(bhi - blo, D, j)[1]) for (blo, bhi) in buckets]
+            for j in range(D)]
+
+
+def twophase_step(cfg, spec, gs, q1, q2, ew, es, D, n, t, out, buckets=None):
     """step t on the members' inputs gs (n each): updates the residuals ew,
-    es and writes the result into out (n); False on a wrong message"""
+    es (per owner, one array per bucket: residuals()) and writes the result
+    into out (n); False on a wrong message. q2[j][t] holds owner j's parts
+    of every bucket, in bucket order."""
+    parts = owner_parts(n, D, buckets or [(0, n)])
     xs = [gs[i] + ew[i] for i in range(D)]
     for i in range(D):
         for j in range(D):
-            lo, hi = chunk(n, D, j)
-            if not check_message(cfg, spec, xs[i][lo:hi], q1[i][t][lo:hi], f"step {t} member {i} chunk {j}"):
-                return False
+            for k, (lo, hi) in enumerate(parts[j]):
+                if hi > lo and not check_message(cfg, spec, xs[i][lo:hi], q1[i][t][lo:hi],
+                                                 f"step {t} member {i} bucket {k} part {j}"):
+                    return False
         ew[i] = xs[i] - q1[i][t]
     for j in range(D):
-        lo, hi = chunk(n, D, j)
-        acc = np.zeros(hi - lo, F32)
-        for i in range(D):
-            acc = acc + q1[i][t][lo:hi]
-        z = acc / F32(D) + es[j]
-        if not check_message(cfg, spec, z, q2[j][t], f"step {t} owner {j}"):
-            return False
-        es[j] = z - q2[j][t]
-        out[lo:hi] = q2[j][t]
+        at = 0
+        for k, (lo, hi) in enumerate(parts[j]):
+            acc = np.zeros(hi - lo, F32)
+            for i in range(D):
+                acc = acc + q1[i][t][lo:hi]
+            z = acc / F32(D) + es[j][k]
+            q = q2[j][t][at:at + hi - lo]
+            at += hi - lo
+            if hi > lo and not check_message(cfg, spec, z, q, f"step {t} owner {j} bucket {k}"):
+                return False
+            es[j][k] = z - q
+            out[lo:hi] = q
     return True
 
 
-def allgather_step(cfg, spec, gs, q1, ew, D, n, t, out):
-    """the same for allgather (no owner residuals)"""
+def allgather_step(cfg, spec, gs, q1, ew, D, n, t, out, buckets=None):
+    """the same for allgather (no owner residuals); a message per bucket"""
     acc = np.zeros(n, F32)
     for i in range(D):
         x = gs[i] + ew[i]
-        if not check_message(cfg, spec, x, q1[i][t], f"step {t} member {i}"):
-            return False
+        for k, (lo, hi) in enumerate(buckets or [(0, n)]):
+            if not check_message(cfg, spec, x[lo:hi], q1[i][t][lo:hi], f"step {t} member {i} bucket {k}"):
+                return False
         ew[i] = x - q1[i][t]
         acc = acc + q1[i][t]
     out[:] = acc / F32(D)
     return True
 
 
-def residuals(n, D):
-    """zero worker residuals (D x n) and owner residuals (one per chunk)"""
-    return [np.zeros(n, F32) for _ in range(D)], [np.zeros(np.subtract(*chunk(n, D, j)[::-1]), F32) for j in range(D)]
+def residuals(n, D, buckets=None):
+    """zero worker residuals (D x n) and owner residuals (per owner, one per bucket)"""
+    parts = owner_parts(n, D, buckets or [(0, n)])
+    return [np.zeros(n, F32) for _ in range(D)], [[np.zeros(hi - lo, F32) for (lo, hi) in parts[j]] for j in range(D)]
 
 
-def twophase(cfg, spec, gs, q1, q2, D, n, steps):
-    """gs, q1: per member (steps, n); q2: per member (steps, m_j)."""
-    ew, es = residuals(n, D)
+def twophase(cfg, spec, gs, q1, q2, D, n, steps, buckets):
+    """gs, q1: per member (steps, n); q2: per member (steps, m_j). Returns the
+    outputs, worker residuals, owner residuals as the owners dump them (in
+    owner order, each in bucket order) and at their elements (the identity)."""
+    ew, es = residuals(n, D, buckets)
     out = np.zeros((steps, n), F32)
     for t in range(steps):
-        if not twophase_step(cfg, spec, [g[t] for g in gs], q1, q2, ew, es, D, n, t, out[t]):
+        if not twophase_step(cfg, spec, [g[t] for g in gs], q1, q2, ew, es, D, n, t, out[t], buckets):
             return None
-    return out, ew, np.concatenate(es)
+    full = np.zeros(n, F32)
+    for j, part in enumerate(owner_parts(n, D, buckets)):
+        for k, (lo, hi) in enumerate(part):
+            full[lo:hi] = es[j][k]
+    return out, ew, np.concatenate([e for j in range(D) for e in es[j]]), full
 
 
-def allgather(cfg, spec, gs, q1, D, n, steps):
+def allgather(cfg, spec, gs, q1, D, n, steps, buckets):
     ew, _ = residuals(n, D)
     out = np.zeros((steps, n), F32)
     for t in range(steps):
-        if not allgather_step(cfg, spec, [g[t] for g in gs], q1, ew, D, n, t, out[t]):
+        if not allgather_step(cfg, spec, [g[t] for g in gs], q1, ew, D, n, t, out[t], buckets):
             return None
-    return out, ew, None
+    return out, ew, None, None
 
 
 def identity(cfg, out, inputs, ew, es):
@@ -152,8 +193,9 @@ def identity(cfg, out, inputs, ew, es):
 def check_config(root, cfg):
     d = os.path.join(root, cfg)
     with open(os.path.join(d, "meta.txt")) as f:
-        mode, D, H, n, steps, spec = f.read().split()
+        mode, D, H, n, steps, spec, bucket, hold = f.read().split()
     D, H, n, steps = int(D), int(H), int(n), int(steps)
+    buckets = cut(n, int(hold), int(bucket))
 
     def load(r, what):
         return np.load(os.path.join(d, f"r{r}_{what}.npy"))
@@ -171,32 +213,32 @@ def check_config(root, cfg):
                 acc = acc + gs[i]
             inputs.append(acc / F32(L))
         res = twophase(cfg, spec, inputs, [load(r, "q1") for r in leaders], [load(r, "q2") for r in leaders], H, n,
-                       steps)
+                       steps, buckets)
         ew_dump = [load(r, "ew") for r in leaders]
         es_dump = np.concatenate([load(r, "es") for r in leaders])
     elif mode == "twophase":
         inputs = gs
         res = twophase(cfg, spec, gs, [load(r, "q1") for r in range(D)], [load(r, "q2") for r in range(D)], D, n,
-                       steps)
+                       steps, buckets)
         ew_dump = [load(r, "ew") for r in range(D)]
         es_dump = np.concatenate([load(r, "es") for r in range(D)])
     else:
         inputs = gs
-        res = allgather(cfg, spec, gs, [load(r, "q1") for r in range(D)], D, n, steps)
+        res = allgather(cfg, spec, gs, [load(r, "q1") for r in range(D)], D, n, steps, buckets)
         ew_dump = [load(r, "ew") for r in range(D)]
         es_dump = None
     if res is None:
         return
-    out, ew, es = res
+    out, ew, es, es_full = res
     ok = all(same(cfg, f"rank {r}'s outputs", outs[r], out) for r in range(D))
     ok &= all(same(cfg, f"worker residual {i}", ew_dump[i], ew[i]) for i in range(len(ew)))
     if es is not None:
         ok &= same(cfg, "owner residuals", es_dump, es)
-    identity(cfg, out, inputs, ew, es)
+    identity(cfg, out, inputs, ew, es_full)
     if mode == "hierarchical":
         # and against the members' own gradients: the host means are exact up to rounding
-        identity(cfg + " (members' gradients)", out, gs, ew, es)
-    print(f"{'ok' if ok else 'FAIL'} - model {cfg}: {mode} D={D} H={H} {spec}, {steps} steps")
+        identity(cfg + " (members' gradients)", out, gs, ew, es_full)
+    print(f"{'ok' if ok else 'FAIL'} - model {cfg}: {mode} D={D} H={H} {spec}, {len(buckets)} bucket(s), {steps} steps")
 
 
 def run_model(argv, doc, check, name, finish=None):

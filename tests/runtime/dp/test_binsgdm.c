@@ -91,11 +91,11 @@ static void run_config(pz_transport *t, int rank, const config *cf) {
     check_tag = dp_tag(cf->name, rank);
     pz_dp_group g;
     OK(dp_group_of(&g, t, rank, cf->D));
-    pz_dp_copts o = {cf->mode, 0, 11, cf->H};
+    pz_dp_copts o = {cf->mode, 0, 11, cf->H, 0, 0};
     pz_dp_creduce *c = NULL;
     OK(pz_dp_creduce_create(&c, &g, PZ_BINSGDM_SPEC, &o, N));
     dp_tap_ctx tc;
-    OK(dp_tap_init(&tc, PZ_BINSGDM_SPEC, cf->mode, cf->D, cf->H, rank, N, STEPS));
+    OK(dp_tap_init(&tc, PZ_BINSGDM_SPEC, cf->mode, cf->D, cf->H, rank, N, STEPS, 0, 0));
     pz_dp_creduce_set_tap(c, dp_tap, &tc);
     /* one block: gradients (STEPS rows), parameters (STEPS + 1), m, b, u */
     float *gs = xcalloc((size_t)(2 * STEPS + 4) * N, 4), *ps = gs + (size_t)STEPS * N;

@@ -6,7 +6,7 @@
  *
  * For each configuration (mode, D, hosts, codec spec) every rank runs 50
  * steps on fixed pseudo-random gradients and writes to OUTDIR/<config>/:
- *   meta.txt                      mode D H n steps spec
+ *   meta.txt                      mode D H n steps spec bucket hold
  *   r<rank>_g.npy   (steps, n)    its gradients
  *   r<rank>_out.npy (steps, n)    what the reduction returned
  *   r<rank>_q1.npy  (steps, n)    its all-gather / to-owner messages, decoded
@@ -43,21 +43,30 @@ typedef struct {
     pz_dp_mode mode;
     int D, H;
     const char *spec;
+    size_t bucket, hold;   /* buckets (pz_dp_buckets; 0: one) */
 } config;
 
+/* bucketed: [200, 1001) in buckets of 300 from the top, then [0, 200); with
+ * hold 2 the held bucket has fewer floats than D = 3 (empty parts) */
 static const config configs[] = {
-    {"twophase-fp16-d2", PZ_DP_TWOPHASE, 2, 0, "fp16"},
-    {"twophase-fp16-d3", PZ_DP_TWOPHASE, 3, 0, "fp16"},
-    {"twophase-sign-d3", PZ_DP_TWOPHASE, 3, 0, "sign"},
-    {"twophase-q4-d3", PZ_DP_TWOPHASE, 3, 0, "q4:group=512"},
-    {"twophase-topk-d2", PZ_DP_TWOPHASE, 2, 0, "topk:0.01"},
-    {"twophase-jointsq-d3", PZ_DP_TWOPHASE, 3, 0, "jointsq:2"},
-    {"allgather-fp16-d2", PZ_DP_ALLGATHER, 2, 0, "fp16"},
-    {"allgather-sign-d3", PZ_DP_ALLGATHER, 3, 0, "sign"},
-    {"allgather-nuq4-d3", PZ_DP_ALLGATHER, 3, 0, "nuq4:code=elias"},
-    {"allgather-jointsq-d2", PZ_DP_ALLGATHER, 2, 0, "jointsq:2"},
-    {"hierarchical-sign-d4h2", PZ_DP_HIERARCHICAL, 4, 2, "sign"},
-    {"hierarchical-fp16-d4h2", PZ_DP_HIERARCHICAL, 4, 2, "fp16"},
+    {"twophase-fp16-d2", PZ_DP_TWOPHASE, 2, 0, "fp16", 0, 0},
+    {"twophase-fp16-d3", PZ_DP_TWOPHASE, 3, 0, "fp16", 0, 0},
+    {"twophase-sign-d3", PZ_DP_TWOPHASE, 3, 0, "sign", 0, 0},
+    {"twophase-q4-d3", PZ_DP_TWOPHASE, 3, 0, "q4:group=512", 0, 0},
+    {"twophase-topk-d2", PZ_DP_TWOPHASE, 2, 0, "topk:0.01", 0, 0},
+    {"twophase-jointsq-d3", PZ_DP_TWOPHASE, 3, 0, "jointsq:2", 0, 0},
+    {"allgather-fp16-d2", PZ_DP_ALLGATHER, 2, 0, "fp16", 0, 0},
+    {"allgather-sign-d3", PZ_DP_ALLGATHER, 3, 0, "sign", 0, 0},
+    {"allgather-nuq4-d3", PZ_DP_ALLGATHER, 3, 0, "nuq4:code=elias", 0, 0},
+    {"allgather-jointsq-d2", PZ_DP_ALLGATHER, 2, 0, "jointsq:2", 0, 0},
+    {"hierarchical-sign-d4h2", PZ_DP_HIERARCHICAL, 4, 2, "sign", 0, 0},
+    {"hierarchical-fp16-d4h2", PZ_DP_HIERARCHICAL, 4, 2, "fp16", 0, 0},
+    {"bucketed-twophase-sign-d2", PZ_DP_TWOPHASE, 2, 0, "sign", 300, 200},
+    {"bucketed-twophase-sign-d3", PZ_DP_TWOPHASE, 3, 0, "sign", 300, 2},
+    {"bucketed-twophase-q4-d3", PZ_DP_TWOPHASE, 3, 0, "q4:group=64", 300, 200},
+    {"bucketed-allgather-sign-d2", PZ_DP_ALLGATHER, 2, 0, "sign", 300, 200},
+    {"bucketed-allgather-fp16-d3", PZ_DP_ALLGATHER, 3, 0, "fp16", 300, 2},
+    {"bucketed-hierarchical-sign-d4h2", PZ_DP_HIERARCHICAL, 4, 2, "sign", 300, 200},
 };
 
 static const char *g_out;
@@ -71,7 +80,7 @@ static void gradient(float *g, int rank, int step) {
 }
 
 static void check_refusals(pz_dp_group *g, pz_dp_creduce *a, const config *cf, const uint8_t *blob, size_t len) {
-    pz_dp_copts o = {cf->mode, 1, 7, cf->H};
+    pz_dp_copts o = {cf->mode, 1, 7, cf->H, cf->bucket, cf->hold};
     pz_dp_creduce *other = NULL;
     /* another codec */
     OK(pz_dp_creduce_create(&other, g, strcmp(cf->spec, "fp16") ? "fp16" : "sign", &o, N));
@@ -95,11 +104,11 @@ static void run_config(pz_transport *t, int rank, const config *cf) {
     check_tag = dp_tag(cf->name, rank);
     pz_dp_group g;
     OK(dp_group_of(&g, t, rank, cf->D));
-    pz_dp_copts o = {cf->mode, 1, 7, cf->H};
+    pz_dp_copts o = {cf->mode, 1, 7, cf->H, cf->bucket, cf->hold};
     pz_dp_creduce *a = NULL, *b = NULL;
     OK(pz_dp_creduce_create(&a, &g, cf->spec, &o, N));
     dp_tap_ctx tc;
-    OK(dp_tap_init(&tc, cf->spec, cf->mode, cf->D, cf->H, rank, N, STEPS));
+    OK(dp_tap_init(&tc, cf->spec, cf->mode, cf->D, cf->H, rank, N, STEPS, cf->bucket, cf->hold));
     pz_dp_creduce_set_tap(a, dp_tap, &tc);
     float *gs = xmalloc((size_t)STEPS * N * 4), *outs = xmalloc((size_t)STEPS * N * 4), *ob = xmalloc(N * 4);
     uint8_t *blob = NULL;
@@ -159,7 +168,7 @@ static void run_bytes(pz_transport *t, int rank, const char *spec) {
     int ranks[4] = {0, 1, 2, 3};
     pz_dp_group g = {0};
     OK(pz_dp_group_init(&g, t, rank, ranks, 4));
-    pz_dp_copts flat = {PZ_DP_TWOPHASE, 1, 7, 0}, hier = {PZ_DP_HIERARCHICAL, 1, 7, 2};
+    pz_dp_copts flat = {PZ_DP_TWOPHASE, 1, 7, 0, 0, 0}, hier = {PZ_DP_HIERARCHICAL, 1, 7, 2, 0, 0};
     pz_dp_creduce *f = NULL, *h = NULL;
     OK(pz_dp_creduce_create(&f, &g, spec, &flat, N));
     OK(pz_dp_creduce_create(&h, &g, spec, &hier, N));
@@ -212,7 +221,7 @@ static int child_errors(int rank, int world, int port, void *arg) {
     int ranks[2] = {0, 1};
     pz_dp_group g = {0};
     OK(pz_dp_group_init(&g, t, rank, ranks, 2));
-    pz_dp_copts o = {PZ_DP_TWOPHASE, 1, 7, 0}, h3 = {PZ_DP_HIERARCHICAL, 1, 7, 3}, bad = {(pz_dp_mode)9, 1, 7, 0};
+    pz_dp_copts o = {PZ_DP_TWOPHASE, 1, 7, 0, 0, 0}, h3 = {PZ_DP_HIERARCHICAL, 1, 7, 3, 0, 0}, bad = {(pz_dp_mode)9, 1, 7, 0, 0, 0};
     pz_dp_creduce *c = NULL;
     CHECK_STATUS(pz_dp_creduce_create(&c, &g, "ef(sign)", &o, N), PZ_ERR_ARG, "keeps state");
     CHECK_STATUS(pz_dp_creduce_create(&c, &g, "sign", &h3, N), PZ_ERR_ARG, "do not divide");
@@ -266,9 +275,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
         const config *cf = &configs[i];
         char line[256];
-        snprintf(line, sizeof line, "%s %d %d %d %d %s\n",
-                 dp_mode_word(cf->mode),
-                 cf->D, cf->H ? cf->H : 1, N, STEPS, cf->spec);
+        snprintf(line, sizeof line, "%s %d %d %d %d %s %zu %zu\n", dp_mode_word(cf->mode), cf->D, cf->H ? cf->H : 1, N,
+                 STEPS, cf->spec, cf->bucket, cf->hold);
         if (!dp_write_meta(g_out, cf->name, line)) return 1;
     }
     ok &= dp_fork_run("D=2: twophase, allgather", 2, 60, child, NULL);

@@ -13,7 +13,13 @@
  *    before the backward ends, and a good part of the sync time is hidden
  *    (sync_s - the time spent waiting in drain and finish), where a sync
  *    that starts only after the backward hides nothing;
- *  - a sync never armed (no backward reported) averages everything in finish. */
+ *  - a sync never armed (no backward reported) averages everything in finish;
+ *  - compressed (pz_dp_sync_codec: twophase and allgather, sign and fp16):
+ *    the buckets driven by the hook give bit for bit what the same
+ *    reduction run blocking (pz_dp_creduce_run, the same cut) gives, outputs
+ *    and error-feedback state, over 3 steps; on the simulated link the first
+ *    compressed bucket starts before the backward ends and part of the sync
+ *    is hidden. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +65,52 @@ typedef struct {
     size_t n, hold, bucket;
     int link;   /* simulated link and compute: the overlap */
 } scen;
+
+/* a compressed reduction of the sync's cut */
+static pz_dp_creduce *creduce_of(pz_dp_group *g, const scen *sc, pz_dp_mode mode, const char *spec) {
+    pz_dp_copts o = {mode, 1, 5, 0, sc->bucket, sc->hold};
+    pz_dp_creduce *c = NULL;
+    OK(pz_dp_creduce_create(&c, g, spec, &o, sc->n));
+    return c;
+}
+
+/* the hook-driven buckets against the blocking run of another object with
+ * the same cut: the same bits, and the same error feedback */
+static void check_compressed(pz_dp_group *g, const scen *sc, pz_dp_mode mode, const char *spec) {
+    float *x = xmalloc(sc->n * sizeof *x), *ref = xmalloc(sc->n * sizeof *ref);
+    pz_dp_creduce *a = creduce_of(g, sc, mode, spec), *b = creduce_of(g, sc, mode, spec);
+    pz_dp_sync s;
+    OK(pz_dp_sync_init(&s, g, x, sc->n, sc->hold, sc->bucket));
+    for (int step = 0; step < 3; step++) {
+        fill(x, sc->n, g->me, 10 + step);
+        memcpy(ref, x, sc->n * sizeof *x);
+        OK(pz_dp_creduce_run(b, ref, ref, (uint64_t)step));
+        OK(pz_dp_sync_codec(&s, a, (uint64_t)step));
+        backward_and_sync(&s, 7, 0.0);
+        CHECK(memcmp(x, ref, sc->n * sizeof *x) == 0, "%s %s, step %d: the bucketed sync's result is not the "
+              "blocking run's", mode == PZ_DP_TWOPHASE ? "twophase" : "allgather", spec, step);
+    }
+    uint8_t *ba = NULL, *bb = NULL;
+    size_t la = 0, lb = 0;
+    OK(pz_dp_creduce_save(a, &ba, &la));
+    OK(pz_dp_creduce_save(b, &bb, &lb));
+    CHECK(la == lb && memcmp(ba, bb, la) == 0, "%s: the error feedback differs from the blocking run's", spec);
+    OK(pz_dp_check_identical(g, x, sc->n * sizeof *x, "the compressed mean"));
+    pz_dp_copts other = {mode, 1, 5, 0, sc->n / 2 + 1, sc->hold};   /* another cut (never the scenario's) */
+    pz_dp_creduce *c = NULL;
+    OK(pz_dp_creduce_create(&c, g, spec, &other, sc->n));
+    CHECK(pz_dp_creduce_load(c, ba, la) == PZ_ERR_FORMAT && strstr(pz_last_error(), "--dp-bucket-mb"),
+          "a blob of another cut: %s", pz_last_error());
+    CHECK(pz_dp_sync_codec(&s, c, 0) == PZ_ERR_ARG, "a reduction of another cut");
+    pz_dp_creduce_free(c);
+    free(ba);
+    free(bb);
+    pz_dp_sync_free(&s);
+    pz_dp_creduce_free(a);
+    pz_dp_creduce_free(b);
+    free(x);
+    free(ref);
+}
 
 static void check_same_as_unbucketed(pz_dp_group *g, const scen *sc, int round) {
     float *x = xmalloc(sc->n * sizeof *x), *ref = xmalloc(sc->n * sizeof *ref);
@@ -109,6 +161,19 @@ static void check_overlap(pz_dp_group *g, const scen *sc) {
            check_tag, 1e3 * sync[0], 1e3 * hidden[0], 1e3 * sync[1], 1e3 * hidden[1]);
     CHECK(hidden[0] > 0.3 * sync[0], "bucketed: %.3f s of %.3f s hidden", hidden[0], sync[0]);
     CHECK(hidden[1] < 0.2 * sync[1], "after the backward: %.3f s of %.3f s hidden", hidden[1], sync[1]);
+    /* compressed buckets (fp16, twophase: half the ring's bytes) move the same way */
+    pz_dp_creduce *c = creduce_of(g, sc, PZ_DP_TWOPHASE, "fp16");
+    pz_dp_sync s;
+    fill(x, sc->n, g->me, 9);
+    OK(pz_dp_sync_init(&s, g, x, sc->n, 0, sc->bucket));
+    OK(pz_dp_sync_codec(&s, c, 0));
+    backward_and_sync(&s, 8, 0.04);
+    printf("%soverlap, compressed: sync %.0f ms, %.0f ms of it hidden\n", check_tag, 1e3 * s.sync_s, 1e3 * s.hidden_s);
+    CHECK(s.b[0].t_start < s.t_backward_end - 0.1, "compressed: the first bucket started %.3f s before the backward's "
+          "end", s.t_backward_end - s.b[0].t_start);
+    CHECK(s.hidden_s > 0.3 * s.sync_s, "compressed: %.3f s of %.3f s hidden", s.hidden_s, s.sync_s);
+    pz_dp_sync_free(&s);
+    pz_dp_creduce_free(c);
     free(x);
 }
 
@@ -125,6 +190,9 @@ static int child(int rank, int world, int port, void *arg) {
     } else {
         check_same_as_unbucketed(&g, sc, 1);
         check_same_as_unbucketed(&g, sc, 2);   /* the sync's second step */
+        check_compressed(&g, sc, PZ_DP_TWOPHASE, "sign");
+        check_compressed(&g, sc, PZ_DP_ALLGATHER, "sign");
+        check_compressed(&g, sc, PZ_DP_TWOPHASE, "fp16");
         /* never armed: finish averages everything */
         float *x = xmalloc(sc->n * sizeof *x), *ref = xmalloc(sc->n * sizeof *ref);
         fill(x, sc->n, rank, 3);

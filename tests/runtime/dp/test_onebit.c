@@ -88,11 +88,11 @@ static void start(float *p, float *m, float *v) {
 /* STEPS steps of configuration cf on rank, over group g; the runs to dir */
 static void run_steps(pz_dp_group *g, int rank, const config *cf, const char *dir) {
     const pz_optim_config oc = cfg_of();
-    pz_dp_copts o = {cf->mode, 1, 11, 0};
+    pz_dp_copts o = {cf->mode, 1, 11, 0, 0, 0};
     pz_dp_creduce *c = NULL;
     dp_tap_ctx tc;
     OK(pz_dp_creduce_create(&c, g, SPEC, &o, N));
-    OK(dp_tap_init(&tc, SPEC, cf->mode, cf->D, 0, rank, N, STEPS));
+    OK(dp_tap_init(&tc, SPEC, cf->mode, cf->D, 0, rank, N, STEPS, 0, 0));
     pz_dp_creduce_set_tap(c, dp_tap, &tc);
     /* one block: gradients (STEPS rows), parameters and momenta (STEPS + 1 each), v and its copy */
     float *gs = xcalloc((size_t)(3 * STEPS + 4) * N, 4), *ps = gs + (size_t)STEPS * N;

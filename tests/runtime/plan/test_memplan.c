@@ -81,7 +81,7 @@ static void check_ef(pz_dp_mode mode, int D, int hosts, size_t n) {
     for (int me = 0; me < D; me++) {
         pz_dp_group g;
         CHECK_STATUS(pz_dp_group_init(&g, (pz_transport *)&no_transport, ranks[me], ranks, D), PZ_OK, NULL);
-        pz_dp_copts co = {mode, 1, 7, hosts};
+        pz_dp_copts co = {mode, 1, 7, hosts, 0, 0};
         pz_dp_creduce *c = NULL;
         CHECK_STATUS(pz_dp_creduce_create(&c, &g, "sign", &co, n), PZ_OK, NULL);
         size_t w = 0, s = 0, wl = 0, sl = 0, lo = 0;
