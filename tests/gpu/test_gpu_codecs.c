@@ -22,6 +22,7 @@
 
 #define CHECK_MAX_PRINTED 50
 #include "tests/check.h"
+#include "tests/compress/elem_specs.h"
 #include "base/mem.h"
 #include "base/rng.h"
 
@@ -257,20 +258,7 @@ int main(void) {
     cudaStream_t stream;
     CU(cudaStreamCreate(&stream));
     static const char *specs[] = {
-        "fp32", "fp16", "bf16",
-        "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8",
-        "q4:scale=minmax", "q3:group=row", "q2:group=tensor", "q5:group=37", "q8:group=1", "q4:group=70000",
-        "q4:round=nearest", "q1:round=nearest,scale=minmax,group=row", "q4:sdtype=fp16",
-        "q6:scale=minmax,sdtype=fp16,group=64",
-        "q1:grid=midrise", "q2:grid=midrise", "q4:grid=midrise", "q8:grid=midrise", "q4:scale=minmax,grid=midrise",
-        "q3:round=nearest,grid=midrise", "q5:group=37,sdtype=fp16,grid=midrise", "q2:scale=minmax,round=nearest",
-        "sign", "sign:stochastic", "sign:group=channel", "sign:stochastic,group=channel", "sign:group=tensor",
-        "sign:group=100", "sign:sdtype=fp16", "sign:stochastic,group=13,sdtype=fp16",
-        "nuq1", "nuq2", "nuq3", "nuq4", "nuq8", "nuq4:bucket=100", "nuq3:bucket=1",
-        "nuq2:code=elias", "nuq4:code=elias,bucket=300", "nuq8:code=elias",
-        "topk:0.1", "topk:0.01,values=fp16", "topk:0.3,values=q8", "topk:0.05,scope=tensor", "topk:1",
-        "topk:0.5,scope=tensor,values=q8", "topk:0.001",
-        "jointsq:2", "jointsq:1.5,group=64",
+        "fp32", PZ_TEST_ELEM_SPECS, "q4:group=70000", "topk:0.001", "jointsq:2", "jointsq:1.5,group=64",
         "q4+zstd", "sign+zstd", "topk:0.1+zstd",
     };
     static const char *wrapped[] = {
