@@ -690,12 +690,18 @@ def compute_findings(results, a):
     def ms(r, c=U):
         return f"{r['policy']} {fmt_ms(r, c)}"
 
+    def finding(title, got, need):
+        """Appends (title, verdict, detail): got's (verdict, detail), or, where got is None (the rows it
+        needs are missing), 'not measured' and need."""
+        F.append((title,) + (got or ("not measured", need)))
+
     # gradients need milder compression than activations: the same codec on one direction only
     pairs = []
     for c in sorted(set(r["fwd"] for r in results) & set(r["bwd"] for r in results) - {"none"}):
         rf, rb = find(results, c, "none"), find(results, "none", c)
         if rf and rb:
             pairs.append((c, rf, rb))
+    got = None
     if pairs:
         # judged on the most aggressive common codec (fewest bits) that has seeds on both sides
         judged = [p for p in pairs if p[1]["n_seeds"] > 1 and p[2]["n_seeds"] > 1] or pairs
@@ -703,12 +709,11 @@ def compute_findings(results, a):
         v, d, s = judge_lower(rf, rb)
         det = "; ".join(f"{c_}: activations only {fmt_ms(f_, U)} ({pct(rel(f_[U], base_u))}), gradients only "
                         f"{fmt_ms(b_, U)} ({pct(rel(b_[U], base_u))})" for c_, f_, b_ in pairs)
-        F.append(("Gradients need milder compression than activations", v,
-                  f"val loss (uncompressed evaluation; none {fmt_ms(ref)}) with one direction compressed: {det}. "
-                  f"Judged at {c}: claim fwd-only lower than bwd-only, {ds(d, s)}."))
-    else:
-        F.append(("Gradients need milder compression than activations", "not measured",
-                  "needs the same codec as fwd-only and bwd-only rows"))
+        got = (v,
+               f"val loss (uncompressed evaluation; none {fmt_ms(ref)}) with one direction compressed: {det}. "
+               f"Judged at {c}: claim fwd-only lower than bwd-only, {ds(d, s)}.")
+    finding("Gradients need milder compression than activations", got,
+            "needs the same codec as fwd-only and bwd-only rows")
 
     # hadamard() before q<b> on activations
     for r in results:
@@ -760,16 +765,17 @@ def compute_findings(results, a):
     C = "val_loss_compressed"
     low = [(f, r) for f, r in topk if f <= 0.1]
     high = [(f, r) for f, r in topk if f >= 0.2]
+    got = None
     if low and high:
         fl, rl = max(low, key=lambda t: t[1][C])
         fh_, rh = min(high, key=lambda t: t[1][C])
         v, d, s = judge_lower(rh, rl, C)
         det = "; ".join(f"topk:{f:g} {fmt_ms(r, C)} ({pct(rel(r[C], base_u))})" for f, r in topk)
-        F.append(("TopK below 10-20% hurts", v,
-                  f"val loss (evaluated with the same TopK) vs uncompressed {fmt_ms(ref)}: {det}. Claim: the "
-                  f"best fraction >= 0.2 (topk:{fh_:g}) is lower than the worst <= 0.1 (topk:{fl:g}), {ds(d, s)}."))
-    else:
-        F.append(("TopK below 10-20% hurts", "not measured", "needs fwd=topk rows at fractions <= 0.1 and >= 0.2"))
+        got = (v,
+               f"val loss (evaluated with the same TopK) vs uncompressed {fmt_ms(ref)}: {det}. Claim: the "
+               f"best fraction >= 0.2 (topk:{fh_:g}) is lower than the worst <= 0.1 (topk:{fl:g}), {ds(d, s)}.")
+    finding("TopK below 10-20% hurts", got, "needs fwd=topk rows at fractions <= 0.1 and >= 0.2")
+    got = None
     if topk:
         vs = []
         for f, r in topk:
@@ -777,11 +783,10 @@ def compute_findings(results, a):
             vs.append(judge_lower(rc, r)[0])
         det = "; ".join(f"topk:{f:g} {fmt_ms(r, C)} with TopK at evaluation vs {fmt_ms(r, U)} without"
                         for f, r in topk)
-        F.append(("TopK needs compression at evaluation", majority(vs),
-                  f"{det}. Claim per fraction: evaluation through TopK is lower; verdicts {', '.join(vs)}; "
-                  f"the finding takes the majority."))
-    else:
-        F.append(("TopK needs compression at evaluation", "not measured", "needs fwd=topk rows"))
+        got = (majority(vs),
+               f"{det}. Claim per fraction: evaluation through TopK is lower; verdicts {', '.join(vs)}; "
+               f"the finding takes the majority.")
+    finding("TopK needs compression at evaluation", got, "needs fwd=topk rows")
 
     # error feedback does not help training: the plain codec's loss is lower than EF's
     ef = []
@@ -793,48 +798,46 @@ def compute_findings(results, a):
                 plain = find(results, **{dname: m.group(1), other: r[other]})
                 if plain:
                     ef.append((r, plain, judge_lower(plain, r)))
+    got = None
     if ef:
         det = "; ".join(f"{ms(r)} vs {ms(p)} ({pct(rel(r[U], p[U]))}, {ds(j[1], j[2])}: {j[0]})"
                         for r, p, j in ef)
-        F.append(("Error feedback does not help training", majority([j[0] for _, _, j in ef]),
-                  f"{det}. Claim per pair: the plain codec is lower than ef(codec); the finding takes the "
-                  f"majority."))
-    else:
-        F.append(("Error feedback does not help training", "not measured",
-                  "needs ef(C) rows next to rows with C alone"))
+        got = (majority([j[0] for _, _, j in ef]),
+               f"{det}. Claim per pair: the plain codec is lower than ef(codec); the finding takes the "
+               f"majority.")
+    finding("Error feedback does not help training", got, "needs ef(C) rows next to rows with C alone")
 
     # targets
     t1 = find(results, "aq(q4)", "q8")
+    got = None
     if t1:
         v, d, s = judge_lower(t1, ref, margin=0.01)
-        F.append(("Target: fwd=aq(q4),bwd=q8 within 1% of uncompressed val loss", v,
-                  f"{fmt_ms(t1)} vs {fmt_ms(ref)} ({pct(rel(t1[U], base_u))}); evaluated with q4 activations "
-                  f"{fmt_ms(t1, C)} ({pct(rel(t1[C], base_u))}); {ds(d, s)}."))
-    else:
-        F.append(("Target: fwd=aq(q4),bwd=q8 within 1% of uncompressed val loss", "not measured", "no such row"))
+        got = (v,
+               f"{fmt_ms(t1)} vs {fmt_ms(ref)} ({pct(rel(t1[U], base_u))}); evaluated with q4 activations "
+               f"{fmt_ms(t1, C)} ({pct(rel(t1[C], base_u))}); {ds(d, s)}.")
+    finding("Target: fwd=aq(q4),bwd=q8 within 1% of uncompressed val loss", got, "no such row")
     t2, t3 = find(results, "aq(q2)", "q4"), find(results, "q2", "q4")
+    got = None
     if t2 and t3:
         v1, d1, s1 = judge_lower(t2, ref, margin=0.02)
         v2, d2, s2 = judge_lower(t2, t3)
-        F.append(("Target: fwd=aq(q2),bwd=q4 within 2% and better than fwd=q2,bwd=q4", both(v1, v2),
-                  f"aq(q2)/q4 {fmt_ms(t2)} ({pct(rel(t2[U], base_u))} vs uncompressed {fmt_ms(ref)}); "
-                  f"q2/q4 {fmt_ms(t3)} ({pct(rel(t3[U], base_u))}). Within 2%: {ds(d1, s1)}, {v1}; better "
-                  f"than q2/q4: {ds(d2, s2)}, {v2}."))
-    else:
-        F.append(("Target: fwd=aq(q2),bwd=q4 within 2% and better than fwd=q2,bwd=q4", "not measured",
-                  "needs both rows"))
+        got = (both(v1, v2),
+               f"aq(q2)/q4 {fmt_ms(t2)} ({pct(rel(t2[U], base_u))} vs uncompressed {fmt_ms(ref)}); "
+               f"q2/q4 {fmt_ms(t3)} ({pct(rel(t3[U], base_u))}). Within 2%: {ds(d1, s1)}, {v1}; better "
+               f"than q2/q4: {ds(d2, s2)}, {v2}.")
+    finding("Target: fwd=aq(q2),bwd=q4 within 2% and better than fwd=q2,bwd=q4", got, "needs both rows")
     ra = find(results, policy="auto")
+    got = None
     if ra:
         v, d, s = judge_lower(ra, ref, margin=0.01)
         det = f"auto ({ra['policy_canonical']}) {fmt_ms(ra)} vs none {fmt_ms(ref)} ({pct(rel(ra[U], base_u))})"
         if t1:
             det += f", fwd=aq(q4),bwd=q8 {fmt_ms(t1)}"
-        F.append(("Target: --compress auto within 1% of uncompressed val loss", v,
-                  f"{det}; wire bits/elem fwd {ra['fwd_bits_per_elem']:.2f}, bwd {ra['bwd_bits_per_elem']:.2f}; "
-                  f"{ds(d, s)}."))
-    else:
-        F.append(("Target: --compress auto within 1% of uncompressed val loss", "not measured",
-                  "no auto row (add it with --resume --also auto)"))
+        got = (v,
+               f"{det}; wire bits/elem fwd {ra['fwd_bits_per_elem']:.2f}, bwd {ra['bwd_bits_per_elem']:.2f}; "
+               f"{ds(d, s)}.")
+    finding("Target: --compress auto within 1% of uncompressed val loss", got,
+            "no auto row (add it with --resume --also auto)")
 
     # communication-bound speedup vs wire bytes (steady state; both policies have the same raw bytes);
     # one speed run per bandwidth (first seed): not judged against a seed spread
