@@ -18,7 +18,11 @@
  * Per call, the split matmuls run as fast as a plain 2-thread sgemm of the
  * same shape (bench/bench_ops.c prints both). Every slice is a disjoint
  * block of the output, so there are no races, and the partition, hence
- * every sum, does not depend on timing. */
+ * every sum, does not depend on timing. It does depend on the thread count:
+ * OpenBLAS may sum a narrower slice in another order (dinp with C = 96 over
+ * 2 threads: 48-column slices differ from the whole call in the last bit at
+ * about 7% of the elements), so runs compare bit for bit only at one
+ * thread count (tests/pipeline/pipeline_equiv.sh). */
 #include "kernels/cpu/cpu_ops.h"
 
 #include <cblas.h>
