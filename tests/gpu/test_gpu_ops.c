@@ -33,6 +33,14 @@ static float *rnd(size_t n, float scale) {
     return p;
 }
 
+/* gpu->free of each of n device buffers: the body of GPU_FREE_ALL, the
+ * device side of PZ_FREE_ALL (base/mem.h) */
+static void gpu_free_each(void *const *d, size_t n) {
+    for (size_t i = 0; i < n; i++) gpu->free(d[i]);
+}
+#define GPU_FREE_ALL(...) \
+    gpu_free_each((void *const[]){__VA_ARGS__}, sizeof((void *const[]){__VA_ARGS__}) / sizeof(void *))
+
 /* a device copy of n floats (or ints) of host memory */
 static void *dev(const void *h, size_t bytes) {
     void *d = gpu->alloc(bytes);
@@ -76,9 +84,8 @@ static void test_encoder(void) {
     gpu->encoder_backward(gdwte, gdwpe, gdout, dtok, B, T, C);
     check("encoder_backward dwte", dwte, gdwte, (size_t)V * C, 1e-6f, 1e-5f);
     check("encoder_backward dwpe", dwpe, gdwpe, (size_t)T * C, 1e-6f, 1e-5f);
-    free(wte); free(wpe); free(out); free(dwte); free(dwpe); free(dout);
-    gpu->free(dtok); gpu->free(gwte); gpu->free(gwpe); gpu->free(gout); gpu->free(gdout);
-    gpu->free(gdwte); gpu->free(gdwpe);
+    PZ_FREE_ALL(wte, wpe, out, dwte, dwpe, dout);
+    GPU_FREE_ALL(dtok, gwte, gwpe, gout, gdout, gdwte, gdwpe);
 }
 
 static void test_layernorm(void) {
@@ -103,9 +110,8 @@ static void test_layernorm(void) {
     check("layernorm_backward dinp", dinp, gdinp, (size_t)N * C, 1e-5f, 1e-4f);
     check("layernorm_backward dweight", dw, gdw, C, 1e-5f, 1e-4f);
     check("layernorm_backward dbias", db, gdb, C, 1e-5f, 1e-4f);
-    free(inp); free(w); free(b); free(out); free(mean); free(rstd); free(dout); free(dinp); free(dw); free(db);
-    void *g[] = {ginp, gw, gb, gout, gmean, grstd, gdout, gdinp, gdw, gdb};
-    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) gpu->free(g[i]);
+    PZ_FREE_ALL(inp, w, b, out, mean, rstd, dout, dinp, dw, db);
+    GPU_FREE_ALL(ginp, gw, gb, gout, gmean, grstd, gdout, gdinp, gdw, gdb);
 }
 
 static void test_matmul(int OC, int with_bias, int with_dinp) {
@@ -132,9 +138,8 @@ static void test_matmul(int OC, int with_bias, int with_dinp) {
         gpu->matmul_backward(gdinp, NULL, NULL, gdout, ginp, gw, N, C, OC);
         check("matmul_backward input half (zb B)", dinp, gdinp, (size_t)N * C, 1e-4f, 1e-3f);
     }
-    free(inp); free(w); free(b); free(out); free(dout); free(dinp); free(dw); free(db);
-    void *g[] = {ginp, gw, gb, gout, gdout, gdinp, gdw, gdb};
-    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) gpu->free(g[i]);
+    PZ_FREE_ALL(inp, w, b, out, dout, dinp, dw, db);
+    GPU_FREE_ALL(ginp, gw, gb, gout, gdout, gdinp, gdw, gdb);
 }
 
 static void test_attention(int nh) {
@@ -157,9 +162,8 @@ static void test_attention(int nh) {
     gpu->attention_backward(gdqkv, gscr, gdout, gqkv, gatt, B, T, C, nh);
     check("attention_backward dqkv", dqkv, gdqkv, nqkv, 1e-4f, 1e-3f);
     check("attention_backward scratch", scr, gscr, natt, 1e-5f, 1e-3f);
-    free(qkv); free(out); free(att); free(dout); free(dqkv); free(scr);
-    void *g[] = {gqkv, gout, gatt, gdout, gdqkv, gscr};
-    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) gpu->free(g[i]);
+    PZ_FREE_ALL(qkv, out, att, dout, dqkv, scr);
+    GPU_FREE_ALL(gqkv, gout, gatt, gdout, gdqkv, gscr);
 }
 
 /* generation's attention against a KV cache: a prompt of 20 positions, then
@@ -184,9 +188,8 @@ static void test_attention_cached(int nh) {
         free(qkv);
         gpu->free(gqkv);
     }
-    free(kc); free(vc); free(scores); free(out);
-    void *g[] = {gkc, gvc, gscores, gout};
-    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) gpu->free(g[i]);
+    PZ_FREE_ALL(kc, vc, scores, out);
+    GPU_FREE_ALL(gkc, gvc, gscores, gout);
 }
 
 static void test_elementwise(void) {
@@ -208,9 +211,8 @@ static void test_elementwise(void) {
     gpu->residual_backward(gacc, gacc2, gd, n);
     check("residual_backward da", acc, gacc, n, 1e-6f, 1e-5f);
     check("residual_backward db", acc2, gacc2, n, 1e-6f, 1e-5f);
-    free(x); free(y); free(d); free(acc); free(acc2); free(out);
-    void *g[] = {gx, gy, gd, gacc, gacc2, gout};
-    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) gpu->free(g[i]);
+    PZ_FREE_ALL(x, y, d, acc, acc2, out);
+    GPU_FREE_ALL(gx, gy, gd, gacc, gacc2, gout);
 }
 
 static void test_crossentropy(float dscale) {
@@ -225,8 +227,8 @@ static void test_crossentropy(float dscale) {
     snprintf(name, sizeof name, "crossentropy dscale=%g loss", (double)dscale);
     check(name, losses, glosses, N, 1e-5f, 1e-4f);
     check("crossentropy logits/dlogits", logits, glogits, (size_t)N * VP, 1e-6f, 1e-4f);
-    free(logits); free(losses);
-    gpu->free(gtgt); gpu->free(glogits); gpu->free(glosses);
+    PZ_FREE_ALL(logits, losses);
+    GPU_FREE_ALL(gtgt, glogits, glosses);
 }
 
 static void test_optimizer(void) {
@@ -246,8 +248,8 @@ static void test_optimizer(void) {
     check("adamw param (3 steps)", p, gp, n, 1e-6f, 1e-5f);
     check("adamw m", m, gm, n, 1e-7f, 1e-5f);
     check("adamw v", v, gv, n, 1e-7f, 1e-5f);
-    free(g); free(p); free(m); free(v);
-    gpu->free(gg); gpu->free(gp); gpu->free(gm); gpu->free(gv);
+    PZ_FREE_ALL(g, p, m, v);
+    GPU_FREE_ALL(gg, gp, gm, gv);
 }
 
 int main(void) {
