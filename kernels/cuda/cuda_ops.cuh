@@ -25,19 +25,22 @@
 #include "kernels/backend.h"
 #include "kernels/op_math.h"
 
-#define CUDA_CHECK(call)                                                              \
-    do {                                                                              \
-        cudaError_t pz_e_ = (call);                                                   \
-        if (pz_e_ != cudaSuccess) pz_cuda_fatal(__FILE__, __LINE__, #call,            \
-                                                cudaGetErrorString(pz_e_));           \
-    } while (0)
+/* The message of a failed CUDA runtime or cuBLAS call, NULL on success: one
+ * overload per status type, so that one check macro serves both. */
+static inline const char *pz_cuda_failure(cudaError_t e) {
+    return e == cudaSuccess ? NULL : cudaGetErrorString(e);
+}
+static inline const char *pz_cuda_failure(cublasStatus_t s) {
+    return s == CUBLAS_STATUS_SUCCESS ? NULL : cublasGetStatusString(s);
+}
 
-#define CUBLAS_CHECK(call)                                                            \
+#define PZ_CUDA_CHECK_CALL(call)                                                      \
     do {                                                                              \
-        cublasStatus_t pz_s_ = (call);                                                \
-        if (pz_s_ != CUBLAS_STATUS_SUCCESS) pz_cuda_fatal(__FILE__, __LINE__, #call,  \
-                                                          cublasGetStatusString(pz_s_)); \
+        const char *pz_m_ = pz_cuda_failure(call);                                    \
+        if (pz_m_) pz_cuda_fatal(__FILE__, __LINE__, #call, pz_m_);                   \
     } while (0)
+#define CUDA_CHECK(call) PZ_CUDA_CHECK_CALL(call)
+#define CUBLAS_CHECK(call) PZ_CUDA_CHECK_CALL(call)
 
 /* after every kernel launch: bad launch configurations show up here */
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
