@@ -109,18 +109,19 @@ static size_t bucket_floats(const pz_replica *r) {
 }
 
 /* --dp-compress: one reduction per chunk, with error feedback, in the
- * sync's buckets (one per chunk without a sync: --dp-variance); binsgdm's
- * exchange: its codec, no error feedback, one bucket (the tied wte: its
- * own messages and random stream, the same on the first and the last rank,
- * so both copies move alike) */
+ * sync's buckets (the same cut without a sync, --dp-variance, so that
+ * dp_var measures the numbers training gets); binsgdm's exchange: its
+ * codec, no error feedback, one bucket (the tied wte: its own messages and
+ * random stream, the same on the first and the last rank, so both copies
+ * move alike) */
 static pz_status make_reductions(pz_replica *r, pz_dp_mode mode, int hosts) {
     pz_status st = PZ_OK;
     pz_dp_copts co = {mode, !bsgd(r), (uint64_t)r->o->model.seed, hosts, 0, 0};
     r->cr = xcalloc((size_t)r->V, sizeof *r->cr);
     for (int cc = 0; cc < r->V && st == PZ_OK; cc++) {
         size_t w = bsgd(r) ? tied_floats(r, cc) : 0;
-        co.bucket = r->sync ? bucket_floats(r) : 0;
-        co.hold = r->sync ? r->sync[cc].hold : 0;
+        co.bucket = bsgd(r) ? 0 : bucket_floats(r);
+        co.hold = pz_dp_held(&r->ch[cc].stage->cfg, r->S, r->G, r->ch[cc].g);
         st = pz_dp_creduce_create(&r->cr[cc], &r->dp, bsgd(r) ? PZ_BINSGDM_SPEC : r->o->dp.compress, &co,
                                   r->ch[cc].stage->grads.numel - w);
         pz_dp_copts cw = co;
