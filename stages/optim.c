@@ -32,8 +32,10 @@ pz_status pz_optim_init(pz_optim *o, const pz_stage *s, const pz_optim_config *c
 }
 
 void pz_optim_free(pz_optim *o, const pz_stage *s) {
-    s->be->free(o->m);
-    s->be->free(o->v);
+    if (s->be) {   /* a stage whose init failed (say --seq past the position table) has no backend and no m, v */
+        s->be->free(o->m);
+        s->be->free(o->v);
+    }
     free(o->tensors);
     memset(o, 0, sizeof *o);
 }
