@@ -42,7 +42,7 @@ pz_status pz_gen_init(pz_gen *g, const pz_backend *be, const pz_gpt2_params *p, 
 
 void pz_gen_free(pz_gen *g) {
     if (g->logits && g->logits != g->dlogits) g->be->host_free(g->logits);
-    g->be->free(g->mem);
+    if (g->mem) g->be->free(g->mem);   /* a zeroed pz_gen has no backend */
     memset(g, 0, sizeof *g);
 }
 

@@ -78,8 +78,8 @@ pz_status pz_acts_init_split(pz_acts *a, const pz_stage *s, int defer) {
 }
 
 void pz_acts_free(pz_acts *a, const pz_stage *s) {
-    s->be->free(a->mem);
-    s->be->free(a->tokens);
+    if (a->mem) s->be->free(a->mem);   /* not s->be: a stage whose init failed has none */
+    if (a->tokens) s->be->free(a->tokens);
     free(a->blocks);
     memset(a, 0, sizeof *a);
 }
