@@ -6,6 +6,7 @@
  *
  *   mpirun --allow-run-as-root -np 2 bench_allreduce [--runs N] [--algo auto|ring|rd]
  *          [--seg BYTES] [--small BYTES] [--spin SECONDS] [--min BYTES] [--max BYTES] [--batch-ms MS] [--mean]
+ *          [--net]
  *
  * For every size (x4 from --min 4 KiB to --max 64 MiB) and run, each side
  * does a timed batch of all-reduces (enough for --batch-ms of MPI, default
@@ -17,6 +18,8 @@
  * MPI's (bit for bit at D = 2, where both add the same two numbers).
  * --mean times the average instead (pz_dp_allreduce's mean, what training
  * runs; MPI's sum followed by the division, as an MPI user averages).
+ * The ranks share a host, so ours goes through shared memory (runtime/dp/shm.h);
+ * --net keeps it on the transport (the group's net_only), as across hosts.
  * Rank 0 picks the transport's port and broadcasts it with MPI. */
 #include <mpi.h>
 #include <stdio.h>
@@ -110,6 +113,7 @@ int main(int argc, char **argv) {
     int runs = 7;
     pz_dp_algo algo = PZ_DP_AUTO;
     double spin = 0, batch_ms = 50;
+    int net = 0;
     size_t seg = PZ_DP_SEG_BYTES, small = PZ_DP_SMALL_BYTES, lo = 4 << 10, hi = 64 << 20;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -123,6 +127,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--spin") && v) spin = atof(argv[++i]);
         else if (!strcmp(a, "--batch-ms") && v) batch_ms = atof(argv[++i]);
         else if (!strcmp(a, "--mean")) g_mean = 1;
+        else if (!strcmp(a, "--net")) net = 1;
         else if (!strcmp(a, "--min") && v) lo = parse_size(argv[++i]);
         else if (!strcmp(a, "--max") && v) hi = parse_size(argv[++i]);
         else {
@@ -158,15 +163,16 @@ int main(int argc, char **argv) {
     g.seg_bytes = seg;
     g.small_bytes = small;
     g.spin_s = spin;
+    g.net_only = net;
     size_t maxn = hi / sizeof(float);
     float *x = big_alloc(maxn), *y = big_alloc(maxn);
     if (g_rank == 0) {
         char cpu[128];
         cpu_name(cpu, sizeof cpu);
         printf("CPU: %s, %ld online\n", cpu, sysconf(_SC_NPROCESSORS_ONLN));
-        printf("bench_allreduce: D = %d ranks, %d runs per size (medians), algo %s, segments %zu B, recursive doubling up to %zu B, spin %g s, batches of %g ms, %s\n",
+        printf("bench_allreduce: D = %d ranks, %d runs per size (medians), algo %s, segments %zu B, recursive doubling up to %zu B, spin %g s, batches of %g ms, %s, %s\n",
                world, runs, algo == PZ_DP_RING ? "ring" : algo == PZ_DP_RDOUBLING ? "rd" : "auto", seg, small, spin,
-               batch_ms, g_mean ? "mean (MPI: sum, then / D)" : "sum");
+               batch_ms, g_mean ? "mean (MPI: sum, then / D)" : "sum", net ? "the transport only (--net)" : "shared memory where all map it");
         printf("%10s %12s %12s %12s %7s %s\n", "bytes", "ours busbw", "MPI busbw", "ours algbw", "ratio", "check");
     }
     double factor = world > 1 ? 2.0 * (world - 1) / world : 1.0;

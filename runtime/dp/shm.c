@@ -2,6 +2,7 @@
 #include "runtime/dp/shm.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -23,7 +24,7 @@
 #include "runtime/net/bootmsg.h"
 
 #define SHM_MAGIC 0x31686d737a70ull   /* "pzshm1" */
-#define NAME_LEN 40                    /* "/pz-dp-" + 32 hex digits + NUL */
+#define NAME_LEN PZ_DP_SHM_NAME_LEN
 #define HDR_BYTES 4096                 /* header page, then a member record each */
 #define MEMBER_BYTES 128               /* two cache lines: no false sharing */
 #define OFFER_BYTES (NAME_LEN + 8 + 8 + 4 + 16 + 1)
@@ -107,12 +108,31 @@ static const char *map_check(struct pz_dp_shm *S, int fd, int D, const uint8_t n
     return NULL;
 }
 
+/* The names of this user's segments whose maker is gone: a member 0 killed
+ * (SIGKILL) between making one and unlinking it (one round trip) left it. */
+static void sweep_stale(void) {
+    DIR *d = opendir("/dev/shm");
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        char *end, path[300];
+        if (strncmp(e->d_name, "pz-dp-", 6) != 0) continue;
+        long pid = strtol(e->d_name + 6, &end, 10);
+        if (end == e->d_name + 6 || *end != '-' || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;   /* alive, or not ours to judge */
+        struct stat sb;
+        snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+        if (stat(path, &sb) == 0 && sb.st_uid == geteuid()) unlink(path);
+    }
+    closedir(d);
+}
+
 /* member 0: makes and maps the segment; 0 when it cannot (then the network) */
 static int create(pz_dp_group *g, struct pz_dp_shm *S, char name[NAME_LEN], uint8_t nonce[16]) {
     uint8_t rnd[16];
+    sweep_stale();
     pz_boot_random(rnd, sizeof rnd);
     pz_boot_random(nonce, 16);
-    int pos = snprintf(name, NAME_LEN, "/pz-dp-");
+    int pos = snprintf(name, NAME_LEN, "/pz-dp-%d-", (int)getpid());
     for (int i = 0; i < 16; i++) pos += snprintf(name + pos, (size_t)(NAME_LEN - pos), "%02x", rnd[i]);
     int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) return 0;
@@ -133,11 +153,15 @@ static int create(pz_dp_group *g, struct pz_dp_shm *S, char name[NAME_LEN], uint
     return 1;
 }
 
+/* "/pz-dp-PID-" and 32 hex digits */
 static int name_ok(const uint8_t *b) {
     if (memcmp(b, "/pz-dp-", 7) != 0 || b[NAME_LEN - 1] != 0) return 0;
-    for (int i = 7; i < NAME_LEN - 1; i++)
+    int i = 7;
+    while (i < 17 && b[i] >= '0' && b[i] <= '9') i++;
+    if (i == 7 || b[i++] != '-') return 0;
+    for (int j = 0; j < 32; j++, i++)
         if (!((b[i] >= '0' && b[i] <= '9') || (b[i] >= 'a' && b[i] <= 'f'))) return 0;
-    return 1;
+    return b[i] == 0;
 }
 
 /* member i > 0: the offer; answer 1 mapped, 0 cannot open (another host), 2 bad offer */

@@ -39,6 +39,10 @@
 
 #include "runtime/dp/group.h"
 
+/* the offer's name field: "/pz-dp-PID-" (member 0's pid, so that a later
+ * member 0 removes what a killed one left) and 32 random hex digits */
+#define PZ_DP_SHM_NAME_LEN 64
+
 typedef struct pz_dp_shm_op pz_dp_shm_op;
 
 /* *use = whether an all-reduce of n floats with algo takes the shared-memory

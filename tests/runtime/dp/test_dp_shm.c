@@ -10,11 +10,16 @@
  *  - an offer naming no segment here (another host): the network, same sums;
  *    an offer whose sizes do not fit: PZ_ERR_PEER naming the offer;
  *  - a member frozen (SIGSTOP) before the set-up or after it: the others fail
- *    naming it within --peer-timeout. */
+ *    naming it within --peer-timeout;
+ *  - a segment a killed member 0 left (its pid gone) is removed by the next
+ *    set-up, one of a live process is not. */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/bytes.h"
@@ -81,12 +86,13 @@ static void in_flight(pz_dp_group *g) {
 
 /* member 0 plays a forged set-up by hand: an offer, member 1's answer */
 static void forged_offer(pz_dp_group *g, int fits) {
-    uint8_t off[40 + 8 + 8 + 4 + 16 + 1] = {0}, a = 9;
-    snprintf((char *)off, 40, "/pz-dp-%032x", 0);
+    enum { L = PZ_DP_SHM_NAME_LEN };
+    uint8_t off[L + 8 + 8 + 4 + 16 + 1] = {0}, a = 9;
+    snprintf((char *)off, L, "/pz-dp-%d-%032x", (int)getpid(), 0);
     size_t slot = PZ_DP_SHM_SLOT_BYTES, total = 8192 + 4 * slot;
-    pz_put_u64(off + 40, fits ? total : total + 1);
-    pz_put_u64(off + 48, slot);
-    pz_put_u32(off + 56, 2);
+    pz_put_u64(off + L, fits ? total : total + 1);
+    pz_put_u64(off + L + 8, slot);
+    pz_put_u32(off + L + 16, 2);
     off[sizeof off - 1] = 1;
     pz_request *r = NULL;
     OK(pz_dp_post(g, 1, 1, PZ_DP_KIND_SHM, 0, off, sizeof off, &r));
@@ -140,6 +146,20 @@ static int errors(pz_dp_group *g, what w, int victim) {
     return 1;
 }
 
+/* a segment's name as a member 0 of pid `pid` would make it; made here */
+static void leftover(char *name, size_t cap, int pid) {
+    snprintf(name, cap, "/pz-dp-%d-%032x", pid, 7);
+    int fd = shm_open(name, O_CREAT | O_RDWR, 0600);
+    CHECK(fd >= 0, "shm_open %s", name);
+    if (fd >= 0) close(fd);
+}
+
+static int exists(const char *name) {
+    int fd = shm_open(name, O_RDWR, 0);
+    if (fd >= 0) close(fd);
+    return fd >= 0;
+}
+
 static int child(int rank, int world, int port, void *arg) {
     what w = (what)(size_t)arg;
     static char tag[32];
@@ -153,12 +173,26 @@ static int child(int rank, int world, int port, void *arg) {
     if (w == SAME_BITS) {
         static const size_t sizes[] = {1, 2, 5, 1000, 16389, 300001};
         int round = 0;
+        char dead[80] = "", live[80] = "";
+        if (rank == 0 && world == 2) {
+            pid_t p = fork();   /* a pid that is gone */
+            if (p == 0) _exit(0);
+            waitpid(p, NULL, 0);
+            leftover(dead, sizeof dead, (int)p);
+            leftover(live, sizeof live, (int)getppid());
+        }
         for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
             for (int mean = 0; mean <= 1; mean++) {
                 same_bits(&g, sizes[k], mean, PZ_DP_AUTO, round++);
                 same_bits(&g, sizes[k], mean, PZ_DP_RING, round++);
             }
         CHECK(pz_dp_shm_active(&g), "the shared-memory path was not taken");
+        if (dead[0]) {
+            CHECK(!exists(dead) && exists(live), "left over: %s removed %d, %s kept %d", dead, !exists(dead), live,
+                  exists(live));
+            shm_unlink(dead);
+            shm_unlink(live);
+        }
         in_flight(&g);
         /* pieces of 4 KiB: many rounds, the ring's chunks cut across pieces */
         pz_dp_group_free(&g);
