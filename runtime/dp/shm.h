@@ -27,8 +27,7 @@
  * members in turn, the mean's division in the last add), so the bits are the
  * ring's, and with D = 2 recursive doubling's too (a + b either way).
  *
- * Waiting: poll ~20 us, then sched_yield until 1 ms, then futex waits of
- * 1 ms; --peer-timeout bounds each wait, and a member whose process is gone
+ * Waiting: poll ~20 us, then futex waits of 1 ms (a post wakes them); --peer-timeout bounds each wait, and a member whose process is gone
  * (kill(pid, 0)) is named at once. After any error the path is off for good
  * and the group's later all-reduces fail the same way (close the transport,
  * as after any dp error). */
