@@ -6,7 +6,7 @@
  *
  *   mpirun --allow-run-as-root -np 2 bench_allreduce [--runs N] [--algo auto|ring|rd]
  *          [--seg BYTES] [--small BYTES] [--spin SECONDS] [--min BYTES] [--max BYTES] [--batch-ms MS] [--mean]
- *          [--net]
+ *          [--net] [--shm-slot BYTES]
  *
  * For every size (x4 from --min 4 KiB to --max 64 MiB) and run, each side
  * does a timed batch of all-reduces (enough for --batch-ms of MPI, default
@@ -19,7 +19,8 @@
  * --mean times the average instead (pz_dp_allreduce's mean, what training
  * runs; MPI's sum followed by the division, as an MPI user averages).
  * The ranks share a host, so ours goes through shared memory (runtime/dp/shm.h);
- * --net keeps it on the transport (the group's net_only), as across hosts.
+ * --net keeps it on the transport (the group's net_only), as across hosts;
+ * --shm-slot sets its piece per member and round (the group's shm_slot_bytes).
  * Rank 0 picks the transport's port and broadcasts it with MPI. */
 #include <mpi.h>
 #include <stdio.h>
@@ -114,6 +115,7 @@ int main(int argc, char **argv) {
     pz_dp_algo algo = PZ_DP_AUTO;
     double spin = 0, batch_ms = 50;
     int net = 0;
+    size_t shm_slot = 0;
     size_t seg = PZ_DP_SEG_BYTES, small = PZ_DP_SMALL_BYTES, lo = 4 << 10, hi = 64 << 20;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -128,6 +130,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--batch-ms") && v) batch_ms = atof(argv[++i]);
         else if (!strcmp(a, "--mean")) g_mean = 1;
         else if (!strcmp(a, "--net")) net = 1;
+        else if (!strcmp(a, "--shm-slot") && v) shm_slot = parse_size(argv[++i]);
         else if (!strcmp(a, "--min") && v) lo = parse_size(argv[++i]);
         else if (!strcmp(a, "--max") && v) hi = parse_size(argv[++i]);
         else {
@@ -164,6 +167,7 @@ int main(int argc, char **argv) {
     g.small_bytes = small;
     g.spin_s = spin;
     g.net_only = net;
+    g.shm_slot_bytes = shm_slot;
     size_t maxn = hi / sizeof(float);
     float *x = big_alloc(maxn), *y = big_alloc(maxn);
     if (g_rank == 0) {
