@@ -111,12 +111,10 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     g_world = world;
-    int runs = 7;
+    int runs = 7, net = 0;
     pz_dp_algo algo = PZ_DP_AUTO;
     double spin = 0, batch_ms = 50;
-    int net = 0;
-    size_t shm_slot = 0;
-    size_t seg = PZ_DP_SEG_BYTES, small = PZ_DP_SMALL_BYTES, lo = 4 << 10, hi = 64 << 20;
+    size_t seg = PZ_DP_SEG_BYTES, small = PZ_DP_SMALL_BYTES, lo = 4 << 10, hi = 64 << 20, shm_slot = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--runs") && v) runs = atoi(argv[++i]);
