@@ -28,7 +28,9 @@
 #   ip netns exec pz<PID>_i env RANK=i WORLD_SIZE=S LOCAL_RANK=i LOCAL_WORLD_SIZE=S MASTER_ADDR=10.X.0.1
 #       MASTER_PORT=29500 UCX_TLS=tcp PIPEZIP train --stages S TRAIN_ARGS...
 # UCX_TLS=tcp is forced: otherwise UCX sees one host and silently moves the
-# data through shared memory, bypassing the link. Rank 0's stdout (the JSON
+# data through shared memory, bypassing the link. For the same reason each
+# rank also gets its own mount namespace with a private /dev/shm, so the
+# data-parallel all-reduce finds no segment its peers can map. Rank 0's stdout (the JSON
 # lines) is passed through unchanged; every rank's stderr is prefixed with
 # "[rank i] ". If a rank fails, the script names it, stops the others and exits
 # non-zero. The namespaces (and with them the veth pairs) are always deleted on
@@ -157,6 +159,10 @@ if [ "$check" = 1 ]; then
     fi
     if ! err=$(ip netns exec "$a" true 2>&1); then
         echo "$prog: cannot run a program in a namespace (ip netns exec): $err" >&2; exit 77
+    fi
+    if ! err=$(ip netns exec "$a" unshare -m --propagation private \
+            sh -c 'mount -t tmpfs -o mode=1777 pzshm /dev/shm' 2>&1); then
+        echo "$prog: cannot give a namespace its own /dev/shm (unshare -m, mount tmpfs): $err" >&2; exit 77
     fi
     if err=$(tc -n "$b" qdisc add dev pzl root netem delay 10ms rate 100mbit 2>&1); then
         echo "$prog: network namespaces, veth pairs, tc tbf and tc netem (--delay-ms) are available"
@@ -355,7 +361,11 @@ rep_args=()
 
 # ---- ranks
 for ((i = 0; i < W; i++)); do
-    ip netns exec "$(ns_name "$i")" env RANK="$i" WORLD_SIZE="$W" LOCAL_RANK="$i" LOCAL_WORLD_SIZE="$W" \
+    # unshare -m + a private tmpfs on /dev/shm: like hosts, the namespaces
+    # share no memory, so the replicas' all-reduce cannot take its
+    # shared-memory path (runtime/dp/shm.c) around the shaped links
+    ip netns exec "$(ns_name "$i")" unshare -m --propagation private \
+        sh -c 'mount -t tmpfs -o mode=1777 pzshm /dev/shm && exec "$@"' sh env RANK="$i" WORLD_SIZE="$W" LOCAL_RANK="$i" LOCAL_WORLD_SIZE="$W" \
         MASTER_ADDR="$master" MASTER_PORT="$port" UCX_TLS=tcp \
         "$pz" train --stages "$S" "${rep_args[@]}" "${train_args[@]}" \
         2> >(sed -u "s/^/[rank $i] /" >&2) &
