@@ -10,7 +10,8 @@
 # that loses a rank after step 10's checkpoint, resumed, logs steps 11..20
 # bit for bit as the run that was not interrupted.
 # With PART = compress (a test of its own, to keep each short): --dp-compress
-# instead, replicas identical every step with each reduction mode, q8 close
+# instead, replicas identical every step with each reduction mode, --dp-warmup's
+# steps on the ring and the later ones through the codec (dp_wire), q8 close
 # to uncompressed, resume with the error feedback bit for bit (sign+EF, and
 # 1-bit Adam with its momentum and frozen v). With PART =
 # lifted: interleaving, warmup=auto, --compress auto and --dump-edge with
@@ -235,6 +236,15 @@ PY
 fi
 crun "S=1 x D=3 sign twophase" "$dir/s3.jsonl" --replicas 3 --dp-compress sign --dp-warmup 2 --dp-bucket-mb 0.1 \
     && echo "ok: S=1 x D=3 sign twophase, warm-up 2, buckets of 0.1 MiB: replicas identical every step"
+# --dp-warmup 2: steps 1-2 send the ring's 2(D-1)/D of the gradient, the later ones sign's bits
+"$py" - "$dir/s3.jsonl" <<'PY' || fails=$((fails + 1))
+import json, sys
+st = [r for r in map(json.loads, open(sys.argv[1])) if "loss" in r]
+ring = [r["dp_wire"] / r["dp_raw"] for r in st]
+if len(st) != 20 or not all(1.3 < x < 1.4 for x in ring[:2]) or not all(x < 0.1 for x in ring[2:]):
+    print(f"FAIL: --dp-warmup 2: wire/raw per step {ring}"); sys.exit(1)
+print(f"ok: --dp-warmup 2: steps 1-2 sent {ring[0]:.3f} x the gradient (the ring), steps 3-20 {max(ring[2:]):.3f} x (sign)")
+PY
 crun "S=1 x D=4 sign hierarchical" "$dir/h4.jsonl" --replicas 4 --dp-compress sign --dp-reduce hierarchical --dp-hosts 2 \
     && echo "ok: S=1 x D=4 sign hierarchical over 2 hosts: replicas identical every step"
 # Hosts from the launch: 4 ranks started by hand (as mpirun would), each in a
