@@ -14,8 +14,8 @@
 # steps on the ring and the later ones through the codec (dp_wire), q8 close
 # to uncompressed, resume with the error feedback bit for bit (sign+EF, and
 # 1-bit Adam with its momentum and frozen v). With PART =
-# lifted: interleaving, warmup=auto, --compress auto and --dump-edge with
-# replicas (the replicas' choices identical every step).
+# lifted: interleaving, warmup=auto, --compress auto, the tied exchange through a
+# codec and --dump-edge with replicas (the replicas' choices identical every step).
 #   usage: replicas_equiv.sh PATH/TO/pipezip [equiv|compress|lifted]
 set -u
 pz="$1"
@@ -337,6 +337,17 @@ fi
 if lrun "--compress auto" "$dir/ca.jsonl" --compress auto --link-mbps 20; then
     grep -q "auto after step 10: edge 0-1 bwd" "$dir/l.err" && echo "ok: S=2 x D=2 --compress auto: the replicas chose alike every step" \
         || { grep auto "$dir/l.err"; echo "FAIL: --compress auto decided nothing"; fails=$((fails + 1)); }
+fi
+# the tied exchange through a codec (the default since issue 26 follows edge 0-1's bwd q8): the replicas
+# stay identical every step, and each one's two copies of wte (first and last stage) equal in its checkpoint
+if lrun "tied q8" /dev/null --steps 6 --compress bwd=q8 --checkpoint-dir "$dir/ckt"; then
+    if ! grep -q "tied exchange: q8 (as edge 0-1's bwd" "$dir/l.err"; then
+        echo "FAIL: S=2 x D=2 bwd=q8: the tied exchange does not follow the edge"; fails=$((fails + 1))
+    elif out=$("$py" "$(dirname "$0")/compare_ckpt.py" "$dir/ckt" "$dir/ckt" 0 0); then
+        echo "ok: S=2 x D=2 tied exchange q8: replicas identical every step, the copies of wte equal"
+    else
+        echo "$out"; echo "FAIL: S=2 x D=2 tied exchange q8: the copies of wte differ"; fails=$((fails + 1))
+    fi
 fi
 # --dump-edge: the files of one pipeline with D x M micro-batches (replica r's
 # are the global batch's r x M ..): activations bit for bit, gradients D times
