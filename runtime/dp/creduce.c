@@ -100,6 +100,8 @@ static pz_status hier_create(pz_dp_creduce *c, const char *spec) {
     if (st != PZ_OK) return st;
     c->host.small_bytes = c->g->small_bytes;
     c->host.seg_bytes = c->g->seg_bytes;
+    c->reqs = xcalloc((size_t)c->nb * L, sizeof *c->reqs);   /* each bucket's broadcast */
+    for (int k = 0; k < c->nb; k++) c->b[k].rreq = c->reqs + (size_t)k * L;
     c->leader = me % L == 0;
     if (!c->leader) return PZ_OK;
     for (int h = 0; h < H; h++) ranks[h] = c->g->ranks[h * L];
@@ -447,23 +449,82 @@ static pz_status advance(pz_dp_creduce *c, pz_dp_cbucket *b, int block, int *don
     return st;
 }
 
-/* hierarchical, bucket b whole: the host's uncompressed mean, the leaders'
- * twophase of that bucket, the leader's result shared with its host */
-static pz_status hier_bucket(pz_dp_creduce *c, int k, const float *grad, float *out, uint64_t step) {
-    size_t lo = c->b[k].lo, n = c->b[k].n;
-    memcpy(c->acc + lo, grad + lo, n * sizeof(float));
-    pz_status st = pz_dp_allreduce(&c->host, c->acc + lo, n, 1, PZ_DP_AUTO);   /* the host's mean */
-    if (st != PZ_OK) return st;
-    if (c->leader) {
-        st = pz_dp_creduce_start(c->inner, k, c->acc, out, step);
-        if (st == PZ_OK) st = pz_dp_creduce_wait(c->inner, k);
-        /* the leaders' traffic, by the full group's index */
-        const uint64_t *in = pz_dp_creduce_sent_to(c->inner);
-        int L = c->g->n / c->o.hosts;
-        for (int h = 0; h < c->o.hosts; h++) c->sent_to[h * L] = in[h];
+/* ---- hierarchical: a bucket in three stages ---------------------------------------- */
+
+/* the leaders' traffic, by the full group's index */
+static void hier_count(pz_dp_creduce *c) {
+    const uint64_t *in = pz_dp_creduce_sent_to(c->inner);
+    int L = c->g->n / c->o.hosts;
+    for (int h = 0; h < c->o.hosts; h++) c->sent_to[h * L] = in[h];
+}
+
+/* Stage 1 starts: the host's uncompressed mean of the bucket in acc,
+ * without blocking (shared memory or the ring, as pz_dp_allreduce picks:
+ * the same bits). The broadcast's number is taken now, so that a host's
+ * members number it alike whatever order their buckets end in; a member
+ * posts its receive of the leader's result at once. */
+static pz_status hier_start(pz_dp_creduce *c, pz_dp_cbucket *b) {
+    memcpy(c->acc + b->lo, b->grad + b->lo, b->n * sizeof(float));
+    pz_status st = pz_dp_allreduce_start(&c->host, c->acc + b->lo, b->n, 1, PZ_DP_AUTO, &b->hop);
+    b->hseq = c->host.seq++;
+    if (st == PZ_OK && !c->leader) st = pz_dp_broadcast_post(&c->host, b->hseq, 0, b->out + b->lo, b->n, b->rreq);
+    return st;
+}
+
+/* Stage 1 ends, stage 2 starts: once the host's mean of bucket k is in, a
+ * leader starts its twophase bucket over the leaders (a member just waits
+ * for the broadcast, stage 3). The leaders start those in bucket order (each
+ * takes the leaders' collective number), whatever order their hosts' means
+ * end in: bucket k waits for the ones before it (block: moves them on). */
+static pz_status hier_host(pz_dp_creduce *c, int k, int block) {
+    pz_dp_cbucket *b = &c->b[k];
+    pz_status st = PZ_OK;
+    if (b->hop) {
+        int d = 1;
+        st = block ? pz_dp_op_wait(b->hop) : pz_dp_op_test(b->hop, &d);
+        if (st != PZ_OK || d) b->hop = NULL;   /* the op frees itself then */
+        if (st != PZ_OK || !d) return st;
     }
-    /* the leader (the host's first member) shares the result */
-    if (st == PZ_OK) st = pz_dp_broadcast(&c->host, 0, out + lo, n);
+    if (!c->leader) {
+        b->phase = 3;
+        return PZ_OK;
+    }
+    while (block && c->hnext != k && st == PZ_OK) {   /* the buckets before k first */
+        if (c->b[c->hnext].phase != 1)
+            return pz_fail(PZ_ERR_ARG, "dp compressed reduction: hierarchical bucket %d started before bucket %d", k,
+                           c->hnext);
+        st = hier_host(c, c->hnext, 1);
+    }
+    if (st != PZ_OK || c->hnext != k) return st;
+    c->hnext = (k + 1) % c->nb;
+    b->phase = 2;
+    st = pz_dp_creduce_start(c->inner, k, c->acc, b->out, b->step);
+    hier_count(c);
+    return st;
+}
+
+/* Moves hierarchical bucket k as far as what has arrived allows (block: to
+ * its end): the host's mean; the leader's twophase bucket, its result into
+ * out; the leader's result to its host. */
+static pz_status hier_advance(pz_dp_creduce *c, int k, int block, int *done) {
+    pz_dp_cbucket *b = &c->b[k];
+    pz_status st = PZ_OK;
+    int d = 0;
+    *done = 0;
+    if (b->phase == 1) st = hier_host(c, k, block);
+    if (st == PZ_OK && b->phase == 2) {
+        st = block ? pz_dp_creduce_wait(c->inner, k) : pz_dp_creduce_test(c->inner, k, &d);
+        hier_count(c);
+        if (st == PZ_OK && (block || d)) {
+            st = pz_dp_broadcast_post(&c->host, b->hseq, 0, b->out + b->lo, b->n, b->rreq);
+            b->phase = 3;
+        }
+    }
+    if (st == PZ_OK && b->phase == 3) {
+        st = pz_dp_broadcast_test(&c->host, b->hseq, 0, b->n, b->rreq, block, &d);
+        if (st == PZ_OK && d) b->phase = 0, *done = 1;
+    }
+    if (st != PZ_OK) b->phase = 0;   /* after an error the transport is closed (group.h) */
     return st;
 }
 
@@ -485,23 +546,21 @@ void pz_dp_creduce_range(const pz_dp_creduce *c, int k, size_t *lo, size_t *hi) 
     *hi = c->b[k].lo + c->b[k].n;
 }
 
-int pz_dp_creduce_overlaps(const pz_dp_creduce *c) { return c->o.mode != PZ_DP_HIERARCHICAL && c->g->n > 1; }
-
 pz_status pz_dp_creduce_start(pz_dp_creduce *c, int k, const float *grad, float *out, uint64_t step) {
     if (!c || !grad || !out) return pz_fail(PZ_ERR_ARG, "dp compressed reduction: NULL argument");
     if (k < 0 || k >= c->nb) return pz_fail(PZ_ERR_ARG, "dp compressed reduction: bucket %d of %d", k, c->nb);
     pz_dp_cbucket *b = &c->b[k];
     if (b->phase != 0) return pz_fail(PZ_ERR_ARG, "dp compressed reduction: bucket %d started twice", k);
     pz_status st;
-    if (c->o.mode == PZ_DP_HIERARCHICAL) {
-        st = hier_bucket(c, k, grad, out, step);
-        c->g->seq++;
-        return st;
-    }
     b->grad = grad;
     b->out = out;
     b->step = step;
     b->seq = c->g->seq++;
+    if (c->o.mode == PZ_DP_HIERARCHICAL) {
+        st = hier_start(c, b);
+        b->phase = st == PZ_OK ? 1 : 0;
+        return st;
+    }
     memset(b->used, 0, (size_t)2 * c->g->n);
     if (c->g->n == 1) return alone_bucket(c, b);
     st = c->o.mode == PZ_DP_ALLGATHER ? allgather_start(c, b) : twophase_start(c, b);
@@ -512,13 +571,15 @@ pz_status pz_dp_creduce_start(pz_dp_creduce *c, int k, const float *grad, float 
 pz_status pz_dp_creduce_test(pz_dp_creduce *c, int k, int *done) {
     *done = 1;
     if (!c || k < 0 || k >= c->nb) return pz_fail(PZ_ERR_ARG, "dp compressed reduction: no bucket %d", k);
-    return c->b[k].phase ? advance(c, &c->b[k], 0, done) : PZ_OK;
+    if (!c->b[k].phase) return PZ_OK;
+    return c->o.mode == PZ_DP_HIERARCHICAL ? hier_advance(c, k, 0, done) : advance(c, &c->b[k], 0, done);
 }
 
 pz_status pz_dp_creduce_wait(pz_dp_creduce *c, int k) {
     int done = 1;
     if (!c || k < 0 || k >= c->nb) return pz_fail(PZ_ERR_ARG, "dp compressed reduction: no bucket %d", k);
-    return c->b[k].phase ? advance(c, &c->b[k], 1, &done) : PZ_OK;
+    if (!c->b[k].phase) return PZ_OK;
+    return c->o.mode == PZ_DP_HIERARCHICAL ? hier_advance(c, k, 1, &done) : advance(c, &c->b[k], 1, &done);
 }
 
 pz_status pz_dp_creduce_run(pz_dp_creduce *c, const float *grad, float *out, uint64_t step) {
@@ -573,6 +634,8 @@ size_t pz_dp_creduce_bytes(const pz_dp_creduce *c) {
     }
     b += D * sizeof *c->sent_to;
     b += c->host.scratch_n * f;
+    if (c->o.mode == PZ_DP_HIERARCHICAL)   /* each bucket's broadcast requests and its host all-reduce in flight */
+        for (int k = 0; k < c->nb; k++) b += c->host.n * sizeof *c->reqs + pz_dp_op_bytes(c->b[k].n, c->host.n);
     if (c->inner) b += pz_dp_creduce_bytes(c->inner) + c->leaders->scratch_n * f;
     return b;
 }

@@ -31,9 +31,12 @@
  *    members' gradients uncompressed (pz_dp_allreduce within the host); the
  *    first member of every host (its leader) runs twophase with the other
  *    leaders on the host mean; the leader then sends the result to its host
- *    (pz_dp_broadcast). Only the leaders' twophase
+ *    (pz_dp_broadcast_post). Only the leaders' twophase
  *    crosses hosts: about 2(H-1)/H x |C(n)| per leader instead of every
- *    member's 2(D-1)/D.
+ *    member's 2(D-1)/D. A bucket goes through the three stages as its
+ *    messages arrive (host mean, leaders' bucket, broadcast), each started
+ *    by test or wait once the one before it is done; the leaders start
+ *    their buckets in bucket order.
  *
  * Error feedback (ef = 1) is this module's own (the codec must keep no
  * state: ef() and friends are refused) because the worker error spans the
@@ -95,11 +98,11 @@ pz_status pz_dp_creduce_run(pz_dp_creduce *c, const float *grad, float *out, uin
  * members start their buckets in the same order (each takes the group's
  * collective number at start). grad[lo, hi) and out[lo, hi) of the bucket
  * belong to it until it is done. Data moves only inside test or wait.
- * Hierarchical buckets, and those of a group of one, run whole inside
- * start (overlaps() is 0 for them). */
+ * Hierarchical buckets move the same way (their three stages above); the
+ * buckets of a group of one run whole inside start (the codec's round trip:
+ * nothing to wait for). */
 int pz_dp_creduce_buckets(const pz_dp_creduce *c);
 void pz_dp_creduce_range(const pz_dp_creduce *c, int k, size_t *lo, size_t *hi);
-int pz_dp_creduce_overlaps(const pz_dp_creduce *c);
 pz_status pz_dp_creduce_start(pz_dp_creduce *c, int k, const float *grad, float *out, uint64_t step);
 pz_status pz_dp_creduce_test(pz_dp_creduce *c, int k, int *done);
 pz_status pz_dp_creduce_wait(pz_dp_creduce *c, int k);

@@ -18,7 +18,10 @@ typedef struct {
     float *out;
     uint64_t step;
     uint32_t seq;                /* the group's collective number at start */
-    int phase;                   /* 0 idle, 1 the first messages, 2 the owners', 3 the sends' completion */
+    int phase;                   /* 0 idle, 1 the first messages, 2 the owners', 3 the sends' completion;
+                                  * hierarchical: 1 the host's mean, 2 the leaders' exchange, 3 the broadcast */
+    pz_dp_op *hop;               /* hierarchical: the host's all-reduce in flight */
+    uint32_t hseq;               /* ... and the host group's number of the bucket's broadcast */
 } pz_dp_cbucket;
 
 struct pz_dp_creduce {
@@ -46,6 +49,7 @@ struct pz_dp_creduce {
     pz_dp_group *leaders;      /* leaders only: the hosts' first members */
     pz_dp_creduce *inner;      /* leaders only: twophase over `leaders` */
     int leader;
+    int hnext;                 /* leaders: the next bucket whose exchange starts (bucket order) */
 };
 
 #endif

@@ -551,27 +551,55 @@ pz_status pz_dp_op_wait(pz_dp_op *op) {
     return st;
 }
 
-pz_status pz_dp_broadcast(pz_dp_group *g, int root, float *buf, size_t n) {
+static pz_status bcast_args(const pz_dp_group *g, int root, const float *buf, size_t n) {
     if (!g || !g->ranks || (!buf && n)) return pz_fail(PZ_ERR_ARG, "dp broadcast: NULL argument");
     if (root < 0 || root >= g->n) return pz_fail(PZ_ERR_ARG, "dp broadcast: root %d of %d members", root, g->n);
-    pz_status st = PZ_OK;
+    return PZ_OK;
+}
+
+pz_status pz_dp_broadcast_post(pz_dp_group *g, uint32_t seq, int root, float *buf, size_t n, pz_request **rq) {
+    pz_status st = rq ? bcast_args(g, root, buf, n) : pz_fail(PZ_ERR_ARG, "dp broadcast: NULL request table");
     size_t bytes = n * sizeof(float);
-    if (g->me != root) {
-        pz_request *r = NULL;
-        st = pz_dp_post(g, 0, root, PZ_DP_KIND_BCAST, 0, buf, bytes, &r);
-        if (st == PZ_OK) st = wait_exact(g, r, root, bytes);
-    } else if (g->n > 1) {
-        pz_request **rq = xcalloc((size_t)g->n, sizeof *rq);
-        for (int i = 0; i < g->n && st == PZ_OK; i++)
-            if (i != root) st = pz_dp_post(g, 1, i, PZ_DP_KIND_BCAST, 0, buf, bytes, &rq[i]);
-        for (int i = 0; i < g->n && st == PZ_OK; i++)
-            if (rq[i]) {
-                st = pz_dp_wait(g, rq[i], NULL);
-                rq[i] = NULL;
-            }
-        free(rq);
+    if (st != PZ_OK || g->n == 1) return st;
+    if (g->me != root) return pz_dp_post_at(g, seq, 0, root, PZ_DP_KIND_BCAST, 0, buf, bytes, &rq[root]);
+    for (int i = 0; i < g->n && st == PZ_OK; i++)
+        if (i != root) st = pz_dp_post_at(g, seq, 1, i, PZ_DP_KIND_BCAST, 0, buf, bytes, &rq[i]);
+    return st;
+}
+
+pz_status pz_dp_broadcast_test(pz_dp_group *g, uint32_t seq, int root, size_t n, pz_request **rq, int block,
+                               int *done) {
+    *done = 1;
+    for (int i = 0; i < g->n; i++) {
+        if (!rq[i]) continue;
+        size_t got = 0;
+        int d = 1, recv = g->me != root;   /* the member's one receive, or the root's sends */
+        pz_status st = block ? pz_dp_wait(g, rq[i], recv ? &got : NULL)
+                             : pz_transport_test(g->t, rq[i], &d, recv ? &got : NULL);
+        if (st != PZ_OK || d) rq[i] = NULL;
+        if (st != PZ_OK) return st;
+        if (!d) {
+            *done = 0;
+            continue;
+        }
+        if (!recv) continue;
+        g->bytes_recv += got;
+        if (got != n * sizeof(float))   /* a root with another idea of the vector: mismatched calls */
+            return pz_fail(PZ_ERR_PEER, "rank %d: dp broadcast #%u: rank %d sent %zu bytes, expected %zu (mismatched "
+                           "calls?)", g->ranks[g->me], seq, g->ranks[root], got, n * sizeof(float));
     }
+    return PZ_OK;
+}
+
+pz_status pz_dp_broadcast(pz_dp_group *g, int root, float *buf, size_t n) {
+    pz_status st = bcast_args(g, root, buf, n);
+    if (st != PZ_OK) return st;
+    pz_request **rq = xcalloc((size_t)g->n, sizeof *rq);
+    int done = 0;
+    st = pz_dp_broadcast_post(g, g->seq, root, buf, n, rq);
+    if (st == PZ_OK) st = pz_dp_broadcast_test(g, g->seq, root, n, rq, 1, &done);
     g->seq++;
+    free(rq);   /* after an error the transport is closed (requests still posted are its own) */
     return st;
 }
 

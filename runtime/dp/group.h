@@ -145,6 +145,16 @@ pz_status pz_dp_mean_dev(pz_dp_group *g, const pz_backend *be, float *dev, size_
 /* buf[0..n) of member `root` to every member (root sends to each; for the
  * few members of a host). */
 pz_status pz_dp_broadcast(pz_dp_group *g, int root, float *buf, size_t n);
+/* The same in two halves, for a broadcast in flight beside others
+ * (hierarchical buckets, creduce.h): post this member's part of broadcast
+ * number `seq` (a collective number the caller took from g->seq earlier;
+ * the root's sends once buf holds the data, a member's receive at any time
+ * before), rq a table of g->n requests, zeroed; test moves them on (block:
+ * to the end) and says whether this member's part is done, checking the
+ * length that arrived. */
+pz_status pz_dp_broadcast_post(pz_dp_group *g, uint32_t seq, int root, float *buf, size_t n, pz_request **rq);
+pz_status pz_dp_broadcast_test(pz_dp_group *g, uint32_t seq, int root, size_t n, pz_request **rq, int block,
+                               int *done);
 
 /* The same without blocking, so that buckets of a gradient travel while the
  * caller computes (and several are in flight at once): start posts the

@@ -91,6 +91,16 @@ void pz_dp_sync_free(pz_dp_sync *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* The bytes this member sent so far: the compressed reduction's messages
+ * (hierarchical: those between hosts; its host's uncompressed mean and
+ * broadcast go through groups of their own), else the ring's. */
+static uint64_t sent_so_far(const pz_dp_sync *s) {
+    if (!s->cr) return s->g->bytes_sent;
+    uint64_t b = 0;
+    for (int i = 0; i < s->g->n; i++) b += pz_dp_creduce_sent_to(s->cr)[i];
+    return b;
+}
+
 void pz_dp_sync_arm(pz_dp_sync *s) {
     if (s->armed) return;
     s->armed = 1;
@@ -99,7 +109,7 @@ void pz_dp_sync_arm(pz_dp_sync *s) {
     s->err = PZ_OK;
     s->drained = 0;
     s->t_first = s->t_last = s->t_backward_end = s->sync_s = s->hidden_s = 0.0;
-    s->sent0 = s->g->bytes_sent;
+    s->sent0 = sent_so_far(s);
     for (int i = 0; i < s->nb; i++) s->b[i].state = 0, s->b[i].op = NULL;
 }
 
@@ -134,9 +144,7 @@ void pz_dp_sync_ready(void *ctx, size_t lo) {
     if (!s->armed || s->err != PZ_OK) return;
     if (lo < s->ready_lo) s->ready_lo = lo;
     if (lo == 0 && s->t_backward_end == 0.0) s->t_backward_end = pz_now();
-    /* a reduction whose buckets run whole inside start (hierarchical)
-     * would stall the backward: its buckets wait for finish */
-    start_ready(s, s->cr && !pz_dp_creduce_overlaps(s->cr) ? s->n : s->hold);
+    start_ready(s, s->hold);
     for (int i = 0; i < s->next && s->err == PZ_OK; i++) {
         int d = 0;
         if (s->b[i].state != 1) continue;
@@ -175,7 +183,7 @@ pz_status pz_dp_sync_finish(pz_dp_sync *s) {
     start_ready(s, 0);
     wait_started(s);
     s->sync_s += pz_now() - t0;
-    s->sent = s->g->bytes_sent - s->sent0;
+    s->sent = sent_so_far(s) - s->sent0;
     s->armed = 0;
     return s->err;
 }

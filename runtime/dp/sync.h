@@ -105,7 +105,8 @@ size_t pz_dp_plan_bytes(size_t n, size_t hold, size_t bucket_floats, int D, int 
 /* This step's buckets go through cr (--dp-compress, its buckets cut as the
  * sync's: pz_dp_copts.bucket and hold; refused otherwise), or the ring all-reduce
  * (cr NULL: uncompressed, --dp-warmup). Call before arm; it stays until changed.
- * Hierarchical buckets (pz_dp_creduce_overlaps 0) all start in finish. */
+ * With cr, `sent` counts cr's messages (pz_dp_creduce_sent_to; hierarchical:
+ * those between hosts). */
 pz_status pz_dp_sync_codec(pz_dp_sync *s, pz_dp_creduce *cr, uint64_t step);
 /* The step's last backward begins: the hook's marks count from here. A
  * second call before finish changes nothing (zero-bubble schedules run the

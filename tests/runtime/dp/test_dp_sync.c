@@ -14,12 +14,14 @@
  *    (sync_s - the time spent waiting in drain and finish), where a sync
  *    that starts only after the backward hides nothing;
  *  - a sync never armed (no backward reported) averages everything in finish;
- *  - compressed (pz_dp_sync_codec: twophase and allgather, sign and fp16):
+ *  - compressed (pz_dp_sync_codec: twophase and allgather, sign and fp16;
+ *    hierarchical at D=4 over 2 hosts, sign and fp16, and over 1 and 4):
  *    the buckets driven by the hook give bit for bit what the same
  *    reduction run blocking (pz_dp_creduce_run, the same cut) gives, outputs
  *    and error-feedback state, over 3 steps; on the simulated link the first
  *    compressed bucket starts before the backward ends and part of the sync
- *    is hidden. */
+ *    is hidden (twophase at D=2; hierarchical at D=4 over 2 hosts, the link
+ *    between the hosts). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,11 +66,16 @@ typedef struct {
     int D;
     size_t n, hold, bucket;
     int link;   /* simulated link and compute: the overlap */
+    int hosts;  /* > 0: D=4's hierarchical checks (and only those) over this many hosts */
 } scen;
 
-/* a compressed reduction of the sync's cut */
-static pz_dp_creduce *creduce_of(pz_dp_group *g, const scen *sc, pz_dp_mode mode, const char *spec) {
-    pz_dp_copts o = {mode, 1, 5, 0, sc->bucket, sc->hold};
+static const char *mode_name(pz_dp_mode m) {
+    return m == PZ_DP_TWOPHASE ? "twophase" : m == PZ_DP_ALLGATHER ? "allgather" : "hierarchical";
+}
+
+/* a compressed reduction of the sync's cut (hierarchical: over `hosts`) */
+static pz_dp_creduce *creduce_of(pz_dp_group *g, const scen *sc, pz_dp_mode mode, int hosts, const char *spec) {
+    pz_dp_copts o = {mode, 1, 5, mode == PZ_DP_HIERARCHICAL ? hosts : 0, sc->bucket, sc->hold};
     pz_dp_creduce *c = NULL;
     OK(pz_dp_creduce_create(&c, g, spec, &o, sc->n));
     return c;
@@ -76,9 +83,9 @@ static pz_dp_creduce *creduce_of(pz_dp_group *g, const scen *sc, pz_dp_mode mode
 
 /* the hook-driven buckets against the blocking run of another object with
  * the same cut: the same bits, and the same error feedback */
-static void check_compressed(pz_dp_group *g, const scen *sc, pz_dp_mode mode, const char *spec) {
+static void check_compressed(pz_dp_group *g, const scen *sc, pz_dp_mode mode, int hosts, const char *spec) {
     float *x = xmalloc(sc->n * sizeof *x), *ref = xmalloc(sc->n * sizeof *ref);
-    pz_dp_creduce *a = creduce_of(g, sc, mode, spec), *b = creduce_of(g, sc, mode, spec);
+    pz_dp_creduce *a = creduce_of(g, sc, mode, hosts, spec), *b = creduce_of(g, sc, mode, hosts, spec);
     pz_dp_sync s;
     OK(pz_dp_sync_init(&s, g, x, sc->n, sc->hold, sc->bucket));
     for (int step = 0; step < 3; step++) {
@@ -87,8 +94,8 @@ static void check_compressed(pz_dp_group *g, const scen *sc, pz_dp_mode mode, co
         OK(pz_dp_creduce_run(b, ref, ref, (uint64_t)step));
         OK(pz_dp_sync_codec(&s, a, (uint64_t)step));
         backward_and_sync(&s, 7, 0.0);
-        CHECK(memcmp(x, ref, sc->n * sizeof *x) == 0, "%s %s, step %d: the bucketed sync's result is not the "
-              "blocking run's", mode == PZ_DP_TWOPHASE ? "twophase" : "allgather", spec, step);
+        CHECK(memcmp(x, ref, sc->n * sizeof *x) == 0, "%s %s (%d hosts), step %d: the bucketed sync's result is not "
+              "the blocking run's", mode_name(mode), spec, hosts, step);
     }
     uint8_t *ba = NULL, *bb = NULL;
     size_t la = 0, lb = 0;
@@ -96,7 +103,7 @@ static void check_compressed(pz_dp_group *g, const scen *sc, pz_dp_mode mode, co
     OK(pz_dp_creduce_save(b, &bb, &lb));
     CHECK(la == lb && memcmp(ba, bb, la) == 0, "%s: the error feedback differs from the blocking run's", spec);
     OK(pz_dp_check_identical(g, x, sc->n * sizeof *x, "the compressed mean"));
-    pz_dp_copts other = {mode, 1, 5, 0, sc->n / 2 + 1, sc->hold};   /* another cut (never the scenario's) */
+    pz_dp_copts other = {mode, 1, 5, mode == PZ_DP_HIERARCHICAL ? hosts : 0, sc->n / 2 + 1, sc->hold};   /* another cut */
     pz_dp_creduce *c = NULL;
     OK(pz_dp_creduce_create(&c, g, spec, &other, sc->n));
     CHECK(pz_dp_creduce_load(c, ba, la) == PZ_ERR_FORMAT && strstr(pz_last_error(), "--dp-bucket-mb"),
@@ -137,6 +144,31 @@ static void check_same_as_unbucketed(pz_dp_group *g, const scen *sc, int round) 
     free(ref);
 }
 
+/* compressed buckets (fp16: half the ring's bytes; twophase, or
+ * hierarchical over sc->hosts with the link between the hosts) move as the
+ * ring's do: the first starts before the backward's end, and most of the
+ * sync is hidden */
+static void check_overlap_compressed(pz_dp_group *g, const scen *sc, pz_dp_mode mode) {
+    float *x = xmalloc(sc->n * sizeof *x);
+    pz_dp_creduce *c = creduce_of(g, sc, mode, sc->hosts, "fp16");
+    pz_dp_sync s;
+    fill(x, sc->n, g->me, 9);
+    OK(pz_dp_sync_init(&s, g, x, sc->n, 0, sc->bucket));
+    OK(pz_dp_sync_codec(&s, c, 0));
+    backward_and_sync(&s, 8, 0.04);
+    printf("%soverlap, compressed (%s): sync %.0f ms, %.0f ms of it hidden, %llu bytes sent\n", check_tag,
+           mode_name(mode), 1e3 * s.sync_s, 1e3 * s.hidden_s, (unsigned long long)s.sent);
+    CHECK(s.b[0].t_start < s.t_backward_end - 0.1, "compressed: the first bucket started %.3f s before the backward's "
+          "end", s.t_backward_end - s.b[0].t_start);
+    CHECK(s.hidden_s > 0.3 * s.sync_s, "compressed: %.3f s of %.3f s hidden", s.hidden_s, s.sync_s);
+    /* the reduction's messages (hierarchical: the leaders' between hosts, none from the others) */
+    int sends = mode != PZ_DP_HIERARCHICAL || g->me % (g->n / sc->hosts) == 0;
+    CHECK(sends ? s.sent > sc->n / 2 : s.sent == 0, "compressed: %llu bytes sent", (unsigned long long)s.sent);
+    pz_dp_sync_free(&s);
+    pz_dp_creduce_free(c);
+    free(x);
+}
+
 /* The overlap: 4 buckets of 1 MiB on a 200 Mbit/s link (about 160 ms of
  * ring traffic), a backward of 8 blocks of 40 ms. */
 static void check_overlap(pz_dp_group *g, const scen *sc) {
@@ -161,19 +193,7 @@ static void check_overlap(pz_dp_group *g, const scen *sc) {
            check_tag, 1e3 * sync[0], 1e3 * hidden[0], 1e3 * sync[1], 1e3 * hidden[1]);
     CHECK(hidden[0] > 0.3 * sync[0], "bucketed: %.3f s of %.3f s hidden", hidden[0], sync[0]);
     CHECK(hidden[1] < 0.2 * sync[1], "after the backward: %.3f s of %.3f s hidden", hidden[1], sync[1]);
-    /* compressed buckets (fp16, twophase: half the ring's bytes) move the same way */
-    pz_dp_creduce *c = creduce_of(g, sc, PZ_DP_TWOPHASE, "fp16");
-    pz_dp_sync s;
-    fill(x, sc->n, g->me, 9);
-    OK(pz_dp_sync_init(&s, g, x, sc->n, 0, sc->bucket));
-    OK(pz_dp_sync_codec(&s, c, 0));
-    backward_and_sync(&s, 8, 0.04);
-    printf("%soverlap, compressed: sync %.0f ms, %.0f ms of it hidden\n", check_tag, 1e3 * s.sync_s, 1e3 * s.hidden_s);
-    CHECK(s.b[0].t_start < s.t_backward_end - 0.1, "compressed: the first bucket started %.3f s before the backward's "
-          "end", s.t_backward_end - s.b[0].t_start);
-    CHECK(s.hidden_s > 0.3 * s.sync_s, "compressed: %.3f s of %.3f s hidden", s.hidden_s, s.sync_s);
-    pz_dp_sync_free(&s);
-    pz_dp_creduce_free(c);
+    check_overlap_compressed(g, sc, PZ_DP_TWOPHASE);
     free(x);
 }
 
@@ -185,14 +205,22 @@ static int child(int rank, int world, int port, void *arg) {
     pz_transport *t = NULL;
     pz_dp_group g = {0};
     OK(dp_world_group(&t, &g, rank, world, port, 20.0));
-    if (sc->link) {
+    if (sc->link && sc->hosts) {   /* the simulated link between the hosts only, as --dp-hosts */
+        pz_dp_group_set_link(&g, sc->hosts, 100, 1);
+        check_overlap_compressed(&g, sc, PZ_DP_HIERARCHICAL);
+    } else if (sc->link) {
         check_overlap(&g, sc);
+    } else if (sc->hosts) {
+        check_compressed(&g, sc, PZ_DP_HIERARCHICAL, 2, "sign");
+        check_compressed(&g, sc, PZ_DP_HIERARCHICAL, 2, "fp16");
+        check_compressed(&g, sc, PZ_DP_HIERARCHICAL, 1, "sign");   /* one host: the leaders' exchange alone */
+        check_compressed(&g, sc, PZ_DP_HIERARCHICAL, 4, "sign");   /* hosts of one: no host mean */
     } else {
         check_same_as_unbucketed(&g, sc, 1);
         check_same_as_unbucketed(&g, sc, 2);   /* the sync's second step */
-        check_compressed(&g, sc, PZ_DP_TWOPHASE, "sign");
-        check_compressed(&g, sc, PZ_DP_ALLGATHER, "sign");
-        check_compressed(&g, sc, PZ_DP_TWOPHASE, "fp16");
+        check_compressed(&g, sc, PZ_DP_TWOPHASE, 0, "sign");
+        check_compressed(&g, sc, PZ_DP_ALLGATHER, 0, "sign");
+        check_compressed(&g, sc, PZ_DP_TWOPHASE, 0, "fp16");
         /* never armed: finish averages everything */
         float *x = xmalloc(sc->n * sizeof *x), *ref = xmalloc(sc->n * sizeof *ref);
         fill(x, sc->n, rank, 3);
@@ -235,13 +263,16 @@ static int check_cut(void) {
 
 int main(void) {
     int ok = check_cut();
-    scen tiny = {2, 100003, 0, 997, 0}, held = {2, 300001, 70000, 40000, 0}, one = {2, 50000, 0, 1 << 20, 0},
-         d3 = {3, 200003, 30000, 25000, 0}, link = {2, 1 << 20, 0, 1 << 18, 1};
+    scen tiny = {2, 100003, 0, 997, 0, 0}, held = {2, 300001, 70000, 40000, 0, 0}, one = {2, 50000, 0, 1 << 20, 0, 0},
+         d3 = {3, 200003, 30000, 25000, 0, 0}, link = {2, 1 << 20, 0, 1 << 18, 1, 0},
+         hier = {4, 200003, 30000, 25000, 0, 2}, hlink = {4, 1 << 20, 0, 1 << 18, 1, 2};
     ok &= dp_fork_run("sync, D=2, buckets of 997 floats", 2, 60, child, &tiny);
     ok &= dp_fork_run("sync, D=2, a held prefix", 2, 60, child, &held);
     ok &= dp_fork_run("sync, D=2, one bucket", 2, 60, child, &one);
     ok &= dp_fork_run("sync, D=3", 3, 60, child, &d3);
     ok &= dp_fork_run("sync, D=2, overlap on a simulated link", 2, 60, child, &link);
+    ok &= dp_fork_run("sync, D=4, hierarchical", 4, 60, child, &hier);
+    ok &= dp_fork_run("sync, D=4, hierarchical, overlap on a simulated link between 2 hosts", 4, 60, child, &hlink);
     printf("test_dp_sync: %s\n", ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
 }
