@@ -23,7 +23,8 @@
 #     fwd=q4,bwd=q8, or whose extra bytes cost at most 2% of its step; both runs' tokens/s are
 #     printed (not asserted: timing on a shared host).
 #  3b. The same link under the default schedule (auto, issue 26): it says its
-#     choice, and auto weighs the candidates as overlapped (the warm-up
+#     choice on stderr and the same in the metrics (schedule_next), and
+#     auto weighs the candidates as overlapped (the warm-up
 #     hides them, and its predicted step counts fill and drain); the rule's
 #     picks: tests/runtime/edge/test_autospec.c, tests/runtime/exec/test_autopolicy.c.
 #  4. interleaved:v=2 on 2 ranks (3 boundaries): every boundary and direction
@@ -162,6 +163,10 @@ fi
 if "$pz" train "${common[@]}" --stages 2 --steps 6 --link-mbps 10 --link-latency-ms 5 --compress 'both=auto:every=4' \
      --metrics "$dir/autod" > "$dir/autod.out" 2> "$dir/autod.err"; then
   grep -q -- '--schedule auto: 1f1b' "$dir/autod.err" || { cat "$dir/autod.err"; fail "default schedule: no choice said"; }
+  # ... and the same choice in the metrics (issue 26: "on stderr and in the metrics")
+  said=$(grep -m1 -o -- '--schedule auto: 1f1b[^ ]*' "$dir/autod.err" | sed 's/^--schedule auto: //')
+  grep -q "\"schedule_next\":\"$said\"" "$dir/autod.jsonl" \
+    || fail "default schedule: '$said' said on stderr, not in the metrics' schedule_next"
   "$py" - "$dir/autod.jsonl" <<'PY' || fail "default schedule: auto's decisions"
 import json, sys
 m = [json.loads(l) for l in open(sys.argv[1])]
