@@ -92,7 +92,10 @@ typedef struct {
     int net_only;         /* 1: never the shared-memory path (set on every member:
                            * tests, benchmarks; pz_dp_group_set_link sets it
                            * for a group that spans simulated hosts) */
-    size_t shm_slot_bytes;     /* its piece per member (0: PZ_DP_SHM_SLOT_BYTES) */
+    size_t shm_slot_bytes;     /* its piece per member (0: PZ_DP_SHM_SLOT_BYTES; the
+                                * single copy's piece, 0: 1 MiB) */
+    int shm_copy;              /* 1: the two-copy reduction even where the single
+                                * copy works (set on every member: tests, benchmarks) */
     struct pz_dp_shm *shm;     /* its state (runtime/dp/shm.c) */
 } pz_dp_group;
 

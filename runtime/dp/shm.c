@@ -1,5 +1,5 @@
 /* shm.c: see shm.h. */
-#include "runtime/dp/shm.h"
+#include "runtime/dp/shm_priv.h"
 
 #include <errno.h>
 #include <dirent.h>
@@ -24,8 +24,8 @@
 
 #define SHM_MAGIC 0x31686d737a70ull   /* "pzshm1" */
 #define NAME_LEN PZ_DP_SHM_NAME_LEN
-#define HDR_BYTES 4096                 /* header page, then a member record each */
-#define MEMBER_BYTES 128               /* two cache lines: no false sharing */
+#define HDR_BYTES PZ_DP_SHM_HDR_BYTES
+#define MEMBER_BYTES PZ_DP_SHM_MEMBER_BYTES
 #define OFFER_BYTES (NAME_LEN + 8 + 8 + 4 + 16 + 1)
 
 typedef struct {
@@ -34,36 +34,9 @@ typedef struct {
     uint8_t nonce[16];
 } shm_hdr;
 
-/* one per member, written only by that member */
-typedef struct {
-    _Atomic uint32_t ctr;       /* the phases it finished: 2k+1, 2k+2 in round k */
-    _Atomic uint32_t waiters;   /* members in a futex wait on ctr */
-    int32_t pid;
-    uint32_t seq;               /* the all-reduce of its current round, and its length */
-    uint64_t n;
-} shm_member;
+typedef pz_dp_shm_member shm_member;
 
-struct pz_dp_shm {
-    int state;                  /* 0 undecided, 1 in use, 2 the network (for good), 3 failed */
-    uint8_t *base;
-    size_t total, slot_bytes, data_off;
-    uint32_t next_round;        /* rounds handed to ops so far */
-    pz_dp_shm_op *head, *tail;  /* ops in start order */
-    char err[256];              /* state 3: the first error */
-};
-
-struct pz_dp_shm_op {
-    pz_dp_group *g;
-    float *buf;
-    size_t n, piece;
-    int mean, phase, done;      /* phase: 0 copy in, 1 wait to reduce, 2 wait to copy out */
-    uint32_t seq, k0, rounds, r;
-    pz_dp_shm_op *next;
-};
-
-static shm_member *member(const struct pz_dp_shm *S, int i) {
-    return (shm_member *)(S->base + HDR_BYTES + (size_t)i * MEMBER_BYTES);
-}
+static shm_member *member(const struct pz_dp_shm *S, int i) { return pz_dp_shm_member_at(S, i); }
 static float *slot(const struct pz_dp_shm *S, int D, uint32_t k, int i) {
     return (float *)(S->base + S->data_off + ((size_t)(k & 1) * (size_t)D + (size_t)i) * S->slot_bytes);
 }
@@ -75,7 +48,7 @@ static size_t seg_total(int D, size_t slot_bytes) { return data_off(D) + 2 * (si
 
 /* ---- set-up ------------------------------------------------------------------ */
 
-static pz_status msg(pz_dp_group *g, int send, int peer, uint32_t k, void *buf, size_t bytes) {
+pz_status pz_dp_shm_msg(pz_dp_group *g, int send, int peer, uint32_t k, void *buf, size_t bytes) {
     pz_request *r = NULL;
     pz_status st = pz_dp_post(g, send, peer, PZ_DP_KIND_SHM, k, buf, bytes, &r);
     if (st != PZ_OK) return st;
@@ -149,6 +122,7 @@ static int create(pz_dp_group *g, struct pz_dp_shm *S, char name[NAME_LEN], uint
     h->slot_bytes = S->slot_bytes;
     h->D = (uint32_t)g->n;
     memcpy(h->nonce, nonce, 16);
+    memcpy(S->nonce, nonce, 16);
     return 1;
 }
 
@@ -166,7 +140,7 @@ static int name_ok(const uint8_t *b) {
 /* member i > 0: the offer; answer 1 mapped, 0 cannot open (another host), 2 bad offer */
 static pz_status join(pz_dp_group *g, struct pz_dp_shm *S, uint8_t *answer) {
     uint8_t off[OFFER_BYTES];
-    pz_status st = msg(g, 0, 0, 0, off, sizeof off);
+    pz_status st = pz_dp_shm_msg(g, 0, 0, 0, off, sizeof off);
     if (st != PZ_OK) return st;
     *answer = 0;
     if (!off[OFFER_BYTES - 1]) return PZ_OK;   /* member 0 could not make one */
@@ -192,6 +166,7 @@ static pz_status join(pz_dp_group *g, struct pz_dp_shm *S, uint8_t *answer) {
         return pz_fail(PZ_ERR_PEER, "rank %d: dp shared memory set-up: the segment rank %d offered fails its check: %s",
                        g->ranks[g->me], g->ranks[0], why);
     }
+    memcpy(S->nonce, off + NAME_LEN + 20, 16);
     *answer = 1;
     return PZ_OK;
 }
@@ -208,18 +183,18 @@ static pz_status lead(pz_dp_group *g, struct pz_dp_shm *S, uint8_t *verdict) {
     memcpy(off + NAME_LEN + 20, nonce, 16);
     off[OFFER_BYTES - 1] = (uint8_t)made;
     pz_status st = PZ_OK;
-    for (int i = 1; i < g->n && st == PZ_OK; i++) st = msg(g, 1, i, 0, off, sizeof off);
+    for (int i = 1; i < g->n && st == PZ_OK; i++) st = pz_dp_shm_msg(g, 1, i, 0, off, sizeof off);
     uint8_t v = made ? 1 : 0;
     int bad = -1;
     for (int i = 1; i < g->n && st == PZ_OK; i++) {
         uint8_t a = 0;
-        st = msg(g, 0, i, 1, &a, 1);
+        st = pz_dp_shm_msg(g, 0, i, 1, &a, 1);
         if (st == PZ_OK && a != 1 && v != 2) v = a == 0 ? 0 : 2;
         if (st == PZ_OK && a > 2) v = 2;
         if (st == PZ_OK && v == 2 && bad < 0) bad = i;
     }
     if (made) shm_unlink(name);   /* every member mapped it or never will */
-    for (int i = 1; i < g->n && st == PZ_OK; i++) st = msg(g, 1, i, 2, &v, 1);
+    for (int i = 1; i < g->n && st == PZ_OK; i++) st = pz_dp_shm_msg(g, 1, i, 2, &v, 1);
     *verdict = v;
     if (st == PZ_OK && v == 2)
         st = pz_fail(PZ_ERR_PEER, "rank %d: dp shared memory set-up: rank %d refused the segment", g->ranks[g->me],
@@ -239,9 +214,9 @@ static pz_status setup(pz_dp_group *g) {
     } else {
         uint8_t a = 0;
         st = join(g, S, &a);
-        pz_status sa = msg(g, 1, 0, 1, &a, 1);
+        pz_status sa = pz_dp_shm_msg(g, 1, 0, 1, &a, 1);
         if (st == PZ_OK) st = sa;
-        if (st == PZ_OK) st = msg(g, 0, 0, 2, &v, 1);
+        if (st == PZ_OK) st = pz_dp_shm_msg(g, 0, 0, 2, &v, 1);
         if (st == PZ_OK && v == 2)
             st = pz_fail(PZ_ERR_PEER, "rank %d: dp shared memory set-up: rank %d reports a member refused the segment",
                          g->ranks[g->me], g->ranks[0]);
@@ -257,6 +232,13 @@ static pz_status setup(pz_dp_group *g) {
     }
     shm_member *m = member(S, g->me);
     m->pid = (int32_t)getpid();
+    st = pz_dp_shm_cma_setup(g, S);
+    if (st != PZ_OK) {
+        unmap(S);
+        S->state = 3;
+        snprintf(S->err, sizeof S->err, "%s", pz_last_error());
+        return st;
+    }
     S->state = 1;
     return PZ_OK;
 }
@@ -425,20 +407,24 @@ static pz_status run(pz_dp_shm_op *op, int block) {
             shm_member *m = member(S, me);
             m->seq = op->seq;
             m->n = op->n;
-            memcpy(mine, op->buf + p0, lo * sizeof(float));
-            memcpy(mine + hi, op->buf + p0 + hi, (len - hi) * sizeof(float));
+            m->buf = (uint64_t)(uintptr_t)op->buf;   /* single copy: where the peer reads and writes */
+            if (!S->cma) {
+                memcpy(mine, op->buf + p0, lo * sizeof(float));
+                memcpy(mine + hi, op->buf + p0 + hi, (len - hi) * sizeof(float));
+            }
             post(S, me, 2 * k + 1);
             op->phase = 1;
         }
         if (op->phase == 1) {
             if ((st = wait_all(op, 2 * k + 1, block, &ok)) != PZ_OK || !ok) return st;
             if ((st = check_peers(op)) != PZ_OK) return st;
-            reduce_part(op, k, p0, lo, hi);
+            if (!S->cma) reduce_part(op, k, p0, lo, hi);
+            else if ((st = pz_dp_shm_cma_reduce(op, member(S, 1 - me)->buf)) != PZ_OK) return st;
             post(S, me, 2 * k + 2);
             op->phase = 2;
         }
         if ((st = wait_all(op, 2 * k + 2, block, &ok)) != PZ_OK || !ok) return st;
-        for (int r = 0; r < D; r++) {
+        for (int r = 0; r < D && !S->cma; r++) {   /* single copy: the peer wrote its sums here */
             if (r == me) continue;
             size_t a, b;
             pz_dp_chunk(len, D, r, &a, &b);
@@ -488,7 +474,7 @@ pz_status pz_dp_shm_advance(pz_dp_shm_op *op, int block, int *done) {
 pz_status pz_dp_shm_start(pz_dp_group *g, float *buf, size_t n, int mean, pz_dp_shm_op **out) {
     struct pz_dp_shm *S = g->shm;
     pz_dp_shm_op *op = xmalloc(sizeof *op);
-    size_t piece = S->slot_bytes / sizeof(float);
+    size_t piece = S->cma ? (n ? n : 1) : S->slot_bytes / sizeof(float);   /* single copy: one round */
     *op = (pz_dp_shm_op){.g = g, .buf = buf, .n = n, .piece = piece, .mean = mean, .seq = g->seq++,
                          .k0 = S->next_round, .rounds = (uint32_t)((n + piece - 1) / piece)};
     S->next_round += op->rounds;
@@ -508,9 +494,14 @@ void pz_dp_shm_op_free(pz_dp_shm_op *op) {
 
 int pz_dp_shm_active(const pz_dp_group *g) { return g->shm && g->shm->state == 1; }
 
+const char *pz_dp_shm_mode(const pz_dp_group *g) {
+    return pz_dp_shm_active(g) ? g->shm->mode : "not in use";
+}
+
 void pz_dp_shm_free(pz_dp_group *g) {
     if (!g->shm) return;
     unmap(g->shm);
+    free(g->shm->cma_scr);
     free(g->shm);
     g->shm = NULL;
 }

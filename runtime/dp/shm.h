@@ -15,9 +15,26 @@
  * cannot open the name: the verdict is then the network, for good. A
  * malformed offer or answer is PZ_ERR_PEER on every member.
  *
- * Reduction: the vector passes through in pieces of one slot (per member,
- * two sets used in turn); each piece is split into D parts, part r reduced by
- * member r. Round k of a piece: every member copies the parts of the others
+ * Single copy (D = 2, shm_cma.c), the reduction where the kernel lets it:
+ * after the verdict the two members swap their pids and the addresses of
+ * their copies of the nonce over the transport, and each reads the other's
+ * nonce with process_vm_readv: the pid is the peer's (not a reused pid or
+ * one of another pid namespace) and the kernel grants the access (same user,
+ * ptrace_scope). Both must succeed, or the group keeps the two copies below,
+ * with the reason in pz_dp_shm_mode. No process gains any access it did not
+ * have: the kernel's ptrace check decides, nothing here widens it. One round
+ * per all-reduce: each member publishes its vector's address in its record
+ * and posts 2k+1; once the peer has, it reads the peer's copy of its own
+ * part (the ring's chunk of the whole vector) in pieces of 1 MiB, sums it
+ * into its vector and writes the sums into the peer's vector, then posts
+ * 2k+2; once the peer has, its vector holds the whole result (the ring's
+ * bits: its own value plus the peer's, as the ring adds in its chunk). Neither
+ * touches the other's part of its own vector meanwhile, and neither returns
+ * before the other stopped touching its vector.
+ *
+ * Two copies (D >= 3, or no single copy): the vector passes through in
+ * pieces of one slot (per member, two sets used in turn); each piece is split
+ * into D parts, part r reduced by member r. Round k of a piece: every member copies the parts of the others
  * into its slot (its own part stays in its buffer) and posts 2k+1; once all
  * have, member r sums part r from the D sources into its slot and its buffer
  * and posts 2k+2; once all have, each copies the other parts' sums out. The
@@ -56,6 +73,9 @@ pz_status pz_dp_shm_advance(pz_dp_shm_op *op, int block, int *done);
 void pz_dp_shm_op_free(pz_dp_shm_op *op);
 /* Whether the group's all-reduces go through a segment now (tests). */
 int pz_dp_shm_active(const pz_dp_group *g);
+/* Which reduction the group's segment runs, and why not the single copy
+ * ("not in use" without a segment). */
+const char *pz_dp_shm_mode(const pz_dp_group *g);
 /* Unmaps the group's segment (g->shm); safe when none. */
 void pz_dp_shm_free(pz_dp_group *g);
 

@@ -5,12 +5,15 @@
  *    recursive doubling) on random inputs, sums and means, sizes 1 .. 300001,
  *    pieces of 4 KiB (many rounds, ring chunks cut across pieces), three
  *    non-blocking all-reduces in flight waited for out of order; every
- *    member holds the same bytes;
+ *    member holds the same bytes; D = 2 through the single copy (where the
+ *    kernel allows process_vm_readv between the ranks; the reason is printed
+ *    where not) and through the two copies (shm_copy);
  *  - a member that passes another length: both fail naming the mismatch;
  *  - an offer naming no segment here (another host): the network, same sums;
  *    an offer whose sizes do not fit: PZ_ERR_PEER naming the offer;
- *  - a member frozen (SIGSTOP) before the set-up or after it: the others fail
- *    naming it within --peer-timeout;
+ *  - a member frozen (SIGSTOP) before the set-up or after it (D = 2: the
+ *    single copy's wait; D = 3: the two copies'): the others fail naming it
+ *    within --peer-timeout;
  *  - a segment a killed member 0 left (its pid gone) is removed by the next
  *    set-up, one of a live process is not. */
 #include <fcntl.h>
@@ -187,6 +190,9 @@ static int child(int rank, int world, int port, void *arg) {
                 same_bits(&g, sizes[k], mean, PZ_DP_RING, round++);
             }
         CHECK(pz_dp_shm_active(&g), "the shared-memory path was not taken");
+        const char *mode = pz_dp_shm_mode(&g);
+        CHECK(world == 2 || strncmp(mode, "two copies", 10) == 0, "D=%d runs %s", world, mode);
+        if (rank == 0) printf("dp-shm: D=%d: %s\n", world, mode);
         if (dead[0]) {
             CHECK(!exists(dead) && exists(live), "left over: %s removed %d, %s kept %d", dead, !exists(dead), live,
                   exists(live));
@@ -202,6 +208,17 @@ static int child(int rank, int world, int port, void *arg) {
         same_bits(&g, 40000, 1, PZ_DP_RING, round++);
         same_bits(&g, 123457, 0, PZ_DP_RING, round++);
         in_flight(&g);
+        if (world == 2) {   /* the two copies where the single copy runs by default */
+            pz_dp_group_free(&g);
+            OK(pz_dp_group_init(&g, t, rank, ranks, world));
+            g.shm_slot_bytes = 4096;
+            g.shm_copy = 1;
+            same_bits(&g, 40000, 1, PZ_DP_RING, round++);
+            same_bits(&g, 123457, 0, PZ_DP_RING, round++);
+            same_bits(&g, 1000, 1, PZ_DP_AUTO, round++);
+            in_flight(&g);
+            CHECK(strncmp(pz_dp_shm_mode(&g), "two copies", 10) == 0, "shm_copy: %s", pz_dp_shm_mode(&g));
+        }
     } else {
         failed = errors(&g, w, world - 1);
     }
@@ -221,6 +238,8 @@ int main(void) {
                              (void *)(size_t)FROZEN_BEFORE, 1);
     ok &= dp_fork_run_victim("shared memory, a member frozen after it is named", 3, 30, child,
                              (void *)(size_t)FROZEN_AFTER, 2);
+    ok &= dp_fork_run_victim("shared memory, D=2: a member frozen after the set-up is named", 2, 30, child,
+                             (void *)(size_t)FROZEN_AFTER, 1);
     printf("test_dp_shm: %s\n", ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
 }
