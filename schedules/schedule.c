@@ -209,6 +209,11 @@ int pz_sched_splits_last(const pz_sched_spec *sp, int nstages) {
     return sp->kind == PZ_SCHED_1F1B && sp->warmup_auto == PZ_SCHED_NAMED_AUTO && nstages > 1;
 }
 
+int pz_sched_defers(const pz_sched_spec *sp, int stage, int nstages) {
+    if (sp->kind == PZ_SCHED_ZBH1) return stage;
+    return pz_sched_splits_last(sp, nstages) && stage > 0 ? 1 : 0;
+}
+
 /* 1F1B's warm-up forwards on stage s: (S-s-1)(1+K), at most m. */
 static int warmup_1f1b(const pz_sched_spec *sp, int stage, int nstages, int nmicro) {
     long w = (long)(nstages - stage - 1) * (1L + sp->warmup_extra);
@@ -217,8 +222,8 @@ static int warmup_1f1b(const pz_sched_spec *sp, int stage, int nstages, int nmic
 
 int pz_schedule_in_flight_bound(const pz_sched_spec *sp, int stage, int nstages, int nmicro) {
     switch (sp->kind) {
-    case PZ_SCHED_1F1B: {
-        int w = warmup_1f1b(sp, stage, nstages, nmicro);
+    case PZ_SCHED_1F1B: {   /* auto: one more slot where a weight half waits for the next B */
+        int w = warmup_1f1b(sp, stage, nstages, nmicro) + pz_sched_defers(sp, stage, nstages);
         return w + 1 < nmicro ? w + 1 : nmicro;
     }
     case PZ_SCHED_GPIPE: return nmicro;
@@ -268,6 +273,30 @@ int pz_sched_auto_warmup(int nstages, int nmicro, const double *c, const double 
     return k;
 }
 
+/* Peak activations held at once by local chunk `chunk` (-1: all chunks
+ * together): a micro-batch's live from its FORWARD to its last compute,
+ * BACKWARD_WEIGHT where the list has one for it (zb-h1, auto), else
+ * BACKWARD. */
+static int peak_of(const pz_schedule *s, int chunk) {
+    const size_t V = s->nchunks > 0 ? (size_t)s->nchunks : 1, cells = (size_t)s->nmicro * V;
+    unsigned char *split = xcalloc(cells, 1);
+    for (int k = 0; k < s->n; k++) {
+        const pz_instr *in = &s->ins[k];
+        if (in->op == PZ_OP_BACKWARD_WEIGHT && in->micro >= 0 && (size_t)in->micro * V + (size_t)in->chunk < cells)
+            split[(size_t)in->micro * V + (size_t)in->chunk] = 1;
+    }
+    int held = 0, peak = 0;
+    for (int k = 0; k < s->n; k++) {
+        const pz_instr *in = &s->ins[k];
+        if (in->micro < 0 || (chunk >= 0 && in->chunk != chunk)) continue;
+        const size_t at = (size_t)in->micro * V + (size_t)in->chunk;
+        if (in->op == PZ_OP_FORWARD && ++held > peak) peak = held;
+        if (in->op == (at < cells && split[at] ? PZ_OP_BACKWARD_WEIGHT : PZ_OP_BACKWARD)) held--;
+    }
+    free(split);
+    return peak;
+}
+
 /* Appends one instruction (the buffer is sized for the longest list). */
 static void emit(pz_schedule *s, pz_op op, int micro) {
     s->ins[s->n].op = op;
@@ -290,6 +319,7 @@ pz_status pz_schedule_build(pz_schedule *s, const pz_sched_spec *sp, int stage, 
     /* at most 7 instructions per micro-batch (6 per micro-batch and chunk)
      * plus 2 at the end; m (x V) <= 2^20 */
     s->ins = xmalloc(((size_t)7 * (size_t)m * (size_t)s->nchunks + 2) * sizeof *s->ins);
+    int wlate = m;   /* the first W emitted after REDUCE_TIED (auto) */
 
     if (sp->kind == PZ_SCHED_INTERLEAVED && s->nchunks > 1) {
         if ((st = pz_interleaved_fill(s, stage, nstages, m, s->nchunks)) != PZ_OK) {
@@ -311,10 +341,12 @@ pz_status pz_schedule_build(pz_schedule *s, const pz_sched_spec *sp, int stage, 
             if (!first) emit(s, PZ_OP_SEND_GRAD, i);
         }
     } else {
-        /* zb-h1: 1F1B's list; after each B the oldest W's run until at most
-         * `keep` (= stage) are pending */
-        const int zb = sp->kind == PZ_SCHED_ZBH1, keep = stage < m ? stage : m;
-        int wdone = 0;   /* W's emitted (in micro order) */
+        /* zb-h1 and auto (pz_sched_defers): 1F1B's list; after each B (and
+         * its SEND_GRAD) the oldest W's run until at most `keep` are pending.
+         * Otherwise only auto's W m-1 is left for the step's end. */
+        const int zb = sp->kind == PZ_SCHED_ZBH1, keep0 = pz_sched_defers(sp, stage, nstages);
+        const int keep = keep0 < m ? keep0 : m, split = zb || keep > 0;
+        int wdone = split ? 0 : pz_sched_splits_last(sp, nstages) ? m - 1 : m;   /* W's emitted (or none due) */
         const int w = warmup_1f1b(sp, stage, nstages, m);
         /* the next stage's warm-up: it sends gradient j between receiving
          * activations wn+j and wn+j+1 */
@@ -343,7 +375,7 @@ pz_status pz_schedule_build(pz_schedule *s, const pz_sched_spec *sp, int stage, 
                 emit(s, PZ_OP_BACKWARD, backs);
                 if (!first) emit(s, PZ_OP_SEND_GRAD, backs);
                 backs++;
-                for (; zb && backs - wdone > keep; wdone++) emit(s, PZ_OP_BACKWARD_WEIGHT, wdone);
+                for (; split && backs - wdone > keep; wdone++) emit(s, PZ_OP_BACKWARD_WEIGHT, wdone);
             }
         }
         for (; backs < m;) {   /* cool-down */
@@ -351,36 +383,23 @@ pz_status pz_schedule_build(pz_schedule *s, const pz_sched_spec *sp, int stage, 
             emit(s, PZ_OP_BACKWARD, backs);
             if (!first) emit(s, PZ_OP_SEND_GRAD, backs);
             backs++;
-            for (; zb && backs - wdone > keep; wdone++) emit(s, PZ_OP_BACKWARD_WEIGHT, wdone);
+            for (; split && backs - wdone > keep; wdone++) emit(s, PZ_OP_BACKWARD_WEIGHT, wdone);
         }
         for (; zb && wdone < m; wdone++) emit(s, PZ_OP_BACKWARD_WEIGHT, wdone);
+        wlate = wdone;
     }
     if (nstages > 1 && (first || last)) emit(s, PZ_OP_REDUCE_TIED, -1);
-    /* auto: the last backward was the input half; its weights after the
-     * gradient and the tied gradient (both final after B) have left */
-    if (pz_sched_splits_last(sp, nstages)) emit(s, PZ_OP_BACKWARD_WEIGHT, m - 1);
+    /* auto: the weight halves still pending (m-1's) run after the gradient
+     * and the tied gradient (both final after B) have left */
+    for (; wlate < m; wlate++) emit(s, PZ_OP_BACKWARD_WEIGHT, wlate);
     emit(s, PZ_OP_OPTIM_STEP, -1);
-
-    /* activations live from FORWARD to BACKWARD (zb-h1: to BACKWARD_WEIGHT) */
-    const pz_op frees = sp->kind == PZ_SCHED_ZBH1 ? PZ_OP_BACKWARD_WEIGHT : PZ_OP_BACKWARD;
-    int held = 0;
-    for (int k = 0; k < s->n; k++) {
-        if (s->ins[k].op == PZ_OP_FORWARD && ++held > s->max_in_flight) s->max_in_flight = held;
-        if (s->ins[k].op == frees) held--;
-    }
+    s->max_in_flight = peak_of(s, -1);
     return PZ_OK;
 }
 
 int pz_schedule_chunk_peak(const pz_schedule *s, int chunk) {
     if (chunk < 0 || chunk >= (s->nchunks > 0 ? s->nchunks : 1)) return 0;
-    const pz_op frees = s->kind == PZ_SCHED_ZBH1 ? PZ_OP_BACKWARD_WEIGHT : PZ_OP_BACKWARD;
-    int held = 0, peak = 0;
-    for (int k = 0; k < s->n; k++) {
-        if (s->ins[k].chunk != chunk) continue;
-        if (s->ins[k].op == PZ_OP_FORWARD && ++held > peak) peak = held;
-        if (s->ins[k].op == frees) held--;
-    }
-    return peak;
+    return peak_of(s, chunk);
 }
 
 void pz_schedule_free(pz_schedule *s) {

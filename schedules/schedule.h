@@ -11,8 +11,10 @@
  *   RECV_GRAD  receive micro's output gradient from stage s+1   (never on s = S-1)
  *   BACKWARD   backward of micro (accumulates parameter gradients); frees them
  *              (zb-h1: the input gradient only; the activations stay for W)
- *   BACKWARD_WEIGHT  zb-h1 only: micro's weight gradients (from the output
- *              gradients BACKWARD saved); frees its activations
+ *   BACKWARD_WEIGHT  zb-h1 and auto (pz_sched_defers, pz_sched_splits_last):
+ *              micro's weight gradients (from the output gradients BACKWARD
+ *              saved); frees its activations. Where a list has it for a
+ *              micro, that micro's BACKWARD is the input half only
  *   SEND_GRAD  send micro's input gradient to stage s-1          (never on s = 0)
  * and, once per step, after the stage's last backward:
  *   REDUCE_TIED  first and last stage exchange and sum their copies of the tied
@@ -236,6 +238,21 @@ void pz_schedule_free(pz_schedule *s);
  * gradients the weight half needs. */
 int pz_sched_splits_last(const pz_sched_spec *sp, int nstages);
 
+/* How many weight halves stage `stage`'s list keeps pending: after each
+ * BACKWARD (the input half) and its SEND_GRAD, the oldest BACKWARD_WEIGHTs
+ * run until at most this many wait. zb-h1: the stage index. auto (S > 1):
+ * 1 on every stage but the first, so that each stage's gradient leaves
+ * without the weight half of its own backward and that half runs after the
+ * next backward (the last one's at the step's end, after REDUCE_TIED). Over
+ * a slow link the first gradient of a step opens the gradient direction,
+ * which then stays busy to the step's end (issue 26: 10 Mbit/s, demo): it
+ * leaves a weight half earlier, and the deferred halves run where the stage
+ * would wait for the link or the next step. Costs one activation slot that
+ * keeps the matmuls' output gradients (pz_schedule_in_flight_bound counts
+ * it) and changes no sum: each accumulator still adds the micro-batches in
+ * order. 0 otherwise. */
+int pz_sched_defers(const pz_sched_spec *sp, int stage, int nstages);
+
 /* Rank that a communication op of `stage` talks to, for the kinds with one
  * chunk per rank (interleaved: use pz_instr_peer): RECV_ACT/SEND_GRAD ->
  * stage-1, SEND_ACT/RECV_GRAD -> stage+1, REDUCE_TIED -> the other end of the
@@ -256,8 +273,9 @@ typedef struct {
 } pz_peer;
 pz_peer pz_instr_peer(const pz_schedule *s, const pz_instr *in);
 
-/* The bound on activations held at once by `stage`: min(W_s + 1, m) for 1F1B
- * (min(S - s, m) without extra warm-up), min(S, m) for ZB-H1, m for GPipe,
+/* The bound on activations held at once by `stage`: min(W_s + 1 + D, m) for 1F1B
+ * (D = pz_sched_defers: auto's pending weight half; min(S - s, m) without
+ * extra warm-up and split), min(S, m) for ZB-H1, m for GPipe,
  * min(W_r + 1, mV) chunk activations for interleaved (0 for an unknown kind
  * or an interleaved spec without V). */
 int pz_schedule_in_flight_bound(const pz_sched_spec *sp, int stage, int nstages, int nmicro);

@@ -280,7 +280,8 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
                                         o->model.seq)) != PZ_OK ||
             (st = pz_optim_init(&c->opt, &c->stage, &oc)) != PZ_OK || (st = exec_edges(x, c)) != PZ_OK)
             return st;
-        c->stage.defer_weights = x->spec.kind == PZ_SCHED_ZBH1;   /* slots keep the matmuls' output gradients */
+        /* every B the input half (zb-h1, auto past stage 0): slots keep the matmuls' output gradients */
+        c->stage.defer_weights = x->spec.kind == PZ_SCHED_ZBH1 || pz_sched_defers(&x->spec, c->g, x->S) > 0;
     }
     const int V = cfg->padded_vocab_size, C = cfg->channels;
     if (tied_chunk(x) && (st = tied_auto(x) ? pz_tied_init_auto(&x->tied, &x->au.specs[PZ_BWD], x->au.cur[PZ_BWD], V, C)

@@ -143,7 +143,7 @@ static pz_mem_need chunks_need(const pz_mem_job *j, int r) {
 }
 
 static pz_mem_need stage_need(const pz_mem_job *j, int r) {
-    const int defer = j->spec->kind == PZ_SCHED_ZBH1;
+    const int defer = j->spec->kind == PZ_SCHED_ZBH1 || pz_sched_defers(j->spec, r, j->world) > 0;
     if (j->spec->kind == PZ_SCHED_INTERLEAVED && j->spec->virtual_stages > 1) {
         pz_mem_need n = chunks_need(j, r);
         if (!j->host_memory) n.total = n.buffers + n.codec;
@@ -153,7 +153,7 @@ static pz_mem_need stage_need(const pz_mem_job *j, int r) {
     pz_mem_need n = pz_mem_need_of(j->cfg, &j->ranges[r], j->B, j->T, defer, slots, j->micro, r == 0,
                                    r == j->world - 1,
                                    pz_mem_codec_bound(j->pol, r, j->world, j->B, j->T, j->cfg->channels));
-    if (pz_sched_splits_last(j->spec, j->world)) {   /* one slot also keeps the matmuls' output gradients */
+    if (!defer && pz_sched_splits_last(j->spec, j->world)) {   /* one slot also keeps the matmuls' output gradients */
         const double more = sizeof(float) * ((double)pz_acts_slot_numel(j->cfg, &j->ranges[r], j->B, j->T, 1) -
                                              (double)pz_acts_slot_numel(j->cfg, &j->ranges[r], j->B, j->T, 0));
         n.acts += more;

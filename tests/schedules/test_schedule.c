@@ -1028,10 +1028,51 @@ static void test_cmd(void) {
     printf("ok: command-line errors\n");
 }
 
-/* --schedule auto (any K the runtime picks) splits the last micro-batch's
- * backward when S > 1: its list is 1f1b:warmup=K's with BACKWARD_WEIGHT m-1
- * inserted right before OPTIM_STEP (after SEND_GRAD m-1 and REDUCE_TIED),
- * the slot bound unchanged, and it stays deadlock-free in both models. */
+/* auto's list on stage s of S, built from 1f1b:warmup=K's p: on stages
+ * past the first (S > 1) each SEND_GRAD j >= 1 is followed by W j-1, and
+ * W m-1 goes right before OPTIM_STEP (after REDUCE_TIED) on every stage;
+ * returns the number of instructions written to out. */
+static int auto_expected(const pz_schedule *p, int s, int S, int m, pz_instr *out) {
+    int n = 0;
+    for (int k = 0; k < p->n; k++) {
+        const pz_instr *in = &p->ins[k];
+        if (S > 1 && in->op == PZ_OP_OPTIM_STEP) out[n++] = (pz_instr){PZ_OP_BACKWARD_WEIGHT, m - 1, 0};
+        out[n++] = *in;
+        if (S > 1 && s > 0 && in->op == PZ_OP_SEND_GRAD && in->micro >= 1)
+            out[n++] = (pz_instr){PZ_OP_BACKWARD_WEIGHT, in->micro - 1, 0};
+    }
+    return n;
+}
+
+/* Whether slot `micro % peak` (the executor's) never holds two live
+ * micro-batches: live from FORWARD to W where the list has one, else to B. */
+static int slots_disjoint(const pz_schedule *a, int m) {
+    const int peak = a->max_in_flight;
+    int *owner = malloc((size_t)peak * sizeof *owner), *split = calloc((size_t)m, sizeof *split), ok = peak > 0;
+    for (int k = 0; k < peak; k++) owner[k] = -1;
+    for (int k = 0; k < a->n; k++)
+        if (a->ins[k].op == PZ_OP_BACKWARD_WEIGHT) split[a->ins[k].micro] = 1;
+    for (int k = 0; ok && k < a->n; k++) {
+        const pz_instr *in = &a->ins[k];
+        if (in->op == PZ_OP_FORWARD) {
+            ok = owner[in->micro % peak] < 0;
+            owner[in->micro % peak] = in->micro;
+        } else if (in->op == (split[in->micro] ? PZ_OP_BACKWARD_WEIGHT : PZ_OP_BACKWARD)) {
+            ok = owner[in->micro % peak] == in->micro;
+            owner[in->micro % peak] = -1;
+        }
+    }
+    free(owner);
+    free(split);
+    return ok;
+}
+
+/* --schedule auto (any K the runtime picks), S > 1: every stage splits its
+ * last micro-batch's backward (W m-1 right before OPTIM_STEP, after
+ * SEND_GRAD m-1 and REDUCE_TIED), and every stage but the first also defers
+ * each other W by one backward (pz_sched_defers): one more slot there,
+ * which pz_schedule_in_flight_bound counts and the executor's micro % peak
+ * slots keep apart; deadlock-free in both models. */
 static void test_auto_split(void) {
     int runs = 0;
     for (int K = 0; K <= 2; K++)
@@ -1043,15 +1084,20 @@ static void test_auto_split(void) {
                       "splits_last S=%d", S);
                 pz_schedule *a = build_all(au, S, m), *p = build_all(plain, S, m);
                 for (int s = 0; s < S; s++) {
-                    const int extra = S > 1;
-                    int same = a[s].n == p[s].n + extra && a[s].max_in_flight == p[s].max_in_flight;
-                    for (int k = 0; same && k < p[s].n - 1; k++)
-                        same = a[s].ins[k].op == p[s].ins[k].op && a[s].ins[k].micro == p[s].ins[k].micro;
-                    if (same && extra)
-                        same = a[s].ins[a[s].n - 2].op == PZ_OP_BACKWARD_WEIGHT && a[s].ins[a[s].n - 2].micro == m - 1;
-                    CHECK(same && a[s].ins[a[s].n - 1].op == PZ_OP_OPTIM_STEP,
-                          "auto K=%d S=%d m=%d stage %d: not 1f1b's list with W%d before the optimizer", K, S, m, s,
-                          m - 1);
+                    const int defers = pz_sched_defers(&au, s, S);
+                    CHECK(defers == (S > 1 && s > 0) && pz_sched_defers(&plain, s, S) == 0, "defers S=%d s=%d: %d", S,
+                          s, defers);
+                    pz_instr *want = malloc(((size_t)2 * p[s].n + 1) * sizeof *want);
+                    const int n = auto_expected(&p[s], s, S, m, want);
+                    int same = a[s].n == n;
+                    for (int k = 0; same && k < n; k++)
+                        same = a[s].ins[k].op == want[k].op && a[s].ins[k].micro == want[k].micro;
+                    free(want);
+                    const int bound = p[s].max_in_flight + defers < m ? p[s].max_in_flight + defers : m;
+                    CHECK(same && a[s].max_in_flight == bound &&
+                              bound == pz_schedule_in_flight_bound(&au, s, S, m) && slots_disjoint(&a[s], m),
+                          "auto K=%d S=%d m=%d stage %d: not 1f1b's list with the W's deferred (peak %d, want %d)", K,
+                          S, m, s, a[s].max_in_flight, bound);
                 }
                 FILE *null = fopen("/dev/null", "w");   /* the table runs the lists under rendezvous */
                 CHECK(null && pz_schedule_print_table(null, &au, S, m) == PZ_OK &&
@@ -1062,7 +1108,8 @@ static void test_auto_split(void) {
                 free_all(p, S);
                 runs++;
             }
-    printf("ok: auto splits the last backward: %d (K, S, m) lists are 1f1b's plus W(m-1), deadlock-free\n", runs);
+    printf("ok: auto splits the backwards: %d (K, S, m) lists are 1f1b's with the W's deferred by one past stage 0, "
+           "W(m-1) last, deadlock-free, slots apart\n", runs);
 }
 
 int main(void) {

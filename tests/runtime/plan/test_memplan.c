@@ -123,17 +123,26 @@ static void check_buckets(const pz_gpt2_config *cfg) {
     memset(&pol, 0, sizeof pol);
     pz_mem_job j = {cfg, all, &sp, &pol, 2, 2, 16, 4, 1, NULL, NULL};
     pz_mem_need a = pz_mem_rank_need(&j, 1);
-    /* --schedule auto: one slot (the last micro-batch's) also keeps the
-     * matmuls' output gradients for its split backward */
+    /* --schedule auto: on the last stage every backward is split and its
+     * weight half deferred by one backward (pz_sched_defers): one slot more
+     * than 1f1b's one, each keeping the matmuls' output gradients; on the
+     * first stage only the last micro-batch's slot keeps them */
     pz_sched_spec au = sp;
     au.warmup_auto = PZ_SCHED_NAMED_AUTO;
     j.spec = &au;
-    pz_mem_need c = pz_mem_rank_need(&j, 1);
+    pz_mem_need c = pz_mem_rank_need(&j, 1), c0 = pz_mem_rank_need(&j, 0);
     j.spec = &sp;
-    const double more = sizeof(float) * ((double)pz_acts_slot_numel(cfg, &r, j.B, j.T, 1) -
-                                         (double)pz_acts_slot_numel(cfg, &r, j.B, j.T, 0));
-    CHECK(more > 0 && c.acts == a.acts + more && c.total == a.total + more,
-          "auto's split slot: acts %.0f vs %.0f + %.0f", c.acts, a.acts, more);
+    pz_mem_need a0 = pz_mem_rank_need(&j, 0);
+    const double whole = sizeof(float) * (double)pz_acts_slot_numel(cfg, &r, j.B, j.T, 0),
+                 split = sizeof(float) * (double)pz_acts_slot_numel(cfg, &r, j.B, j.T, 1);
+    CHECK(split > whole && a.slots == 1 && a.acts == whole && c.slots == 2 && c.acts == 2 * split &&
+              c.buffers > a.buffers,
+          "auto's deferred weight halves, last stage: %d slots, acts %.0f (1f1b: %d, %.0f; one %.0f / %.0f)",
+          c.slots, c.acts, a.slots, a.acts, whole, split);
+    const double more0 = sizeof(float) * ((double)pz_acts_slot_numel(cfg, &all[0], j.B, j.T, 1) -
+                                          (double)pz_acts_slot_numel(cfg, &all[0], j.B, j.T, 0));
+    CHECK(more0 > 0 && c0.slots == a0.slots && c0.acts == a0.acts + more0 && c0.total == a0.total + more0,
+          "auto's split slot, first stage: acts %.0f vs %.0f + %.0f", c0.acts, a0.acts, more0);
     j.dp_bytes = dp_of;
     pz_mem_need b = pz_mem_rank_need(&j, 1);
     CHECK(b.dp == (double)want && b.total == a.total + b.dp && a.dp == 0, "rank need: dp %.0f, total %.0f vs %.0f",
