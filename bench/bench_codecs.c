@@ -92,6 +92,16 @@ int main(int argc, char **argv) {
             i++;
             if (!strcmp(argv[i], "cpu")) use_cpu_clock = 1;
             else if (strcmp(argv[i], "wall")) pz_die("--clock must be wall or cpu");
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: bench_codecs [--runs N] [--clock wall|cpu] [SPEC...]\n"
+                   "  encode/decode speed of each codec SPEC (default: every codec) against memcpy,\n"
+                   "  one table per instruction-set level this CPU runs (PIPEZIP_ISA=LEVEL: only that one)\n");
+            return 0;
+        } else if (argv[i][0] == '-') {
+            /* A mistyped option would otherwise be taken as a codec spec and
+             * "skipped" in every table, exiting 0. */
+            fprintf(stderr, "bench_codecs: unknown option '%s' (see --help)\n", argv[i]);
+            return 2;
         } else {
             first_spec = i;
             break;
