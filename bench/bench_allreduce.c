@@ -126,6 +126,49 @@ static size_t parse_size(const char *s) {
     return v > 0 ? (size_t)v : 0;
 }
 
+/* One size: the same inputs through both (the check column), then runs of
+ * alternating batches of ours and MPI's, and the medians' bus bandwidth. */
+static void bench_size(pz_dp_group *g, float *x, float *y, size_t bytes, int runs, double batch_ms, int best,
+                       pz_dp_algo algo, double factor) {
+    size_t n = bytes / sizeof(float);
+    /* correctness: the same inputs through both */
+    fill(x, n, g_rank, 0);
+    memcpy(y, x, n * sizeof *x);
+    allreduce(1, g, x, n, algo);
+    allreduce(0, g, y, n, algo);
+    double maxdiff = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = x[i] > y[i] ? x[i] - y[i] : y[i] - x[i];
+        if (d > maxdiff) maxdiff = d;
+    }
+    double md;
+    MPI_Allreduce(&maxdiff, &md, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    /* batch size: ~batch_ms of MPI at this size (longer batches average
+     * out more of a loaded machine's scheduling), at least 3 */
+    double one = time_batch(0, g, y, n, 2, algo);
+    int iters = one > 0 ? (int)(batch_ms * 1e-3 / one) : 1000;
+    if (iters < 3) iters = 3;
+    if (iters > 20000) iters = 20000;
+    MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    time_batch(1, g, x, n, 2, algo); /* warm-up */
+    double ours[MAX_RUNS], mpi[MAX_RUNS];
+    for (int r = 0; r < runs; r++) {   /* who goes first alternates: a trend in the load hits both alike */
+        int ours_first = r % 2 == 0;
+        if (ours_first) ours[r] = time_batch(1, g, x, n, iters, algo);
+        mpi[r] = time_batch(0, g, y, n, iters, algo);
+        if (!ours_first) ours[r] = time_batch(1, g, x, n, iters, algo);
+    }
+    double to = bench_median(ours, runs), tm = bench_median(mpi, runs);
+    double bo = (double)bytes * factor / to / 1e9, bm = (double)bytes * factor / tm / 1e9;
+    if (g_rank == 0) {
+        printf("%10zu %9.3f GB/s %9.3f GB/s %9.3f GB/s %6.2fx %s\n", bytes, bo, bm, (double)bytes / to / 1e9,
+               bo / bm, md == 0 ? "same bits as MPI" : "");
+        if (md != 0) printf("%10s max |ours - MPI| = %g\n", "", md);
+        fflush(stdout);
+    }
+    if (best > 0) best_of(g, x, y, n, bytes, best, algo, factor);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int world;
@@ -202,45 +245,7 @@ int main(int argc, char **argv) {
         printf("%10s %12s %12s %12s %7s %s\n", "bytes", "ours busbw", "MPI busbw", "ours algbw", "ratio", "check");
     }
     double factor = world > 1 ? 2.0 * (world - 1) / world : 1.0;
-    for (size_t bytes = lo; bytes <= hi; bytes *= 4) {
-        size_t n = bytes / sizeof(float);
-        /* correctness: the same inputs through both */
-        fill(x, n, g_rank, 0);
-        memcpy(y, x, n * sizeof *x);
-        allreduce(1, &g, x, n, algo);
-        allreduce(0, &g, y, n, algo);
-        double maxdiff = 0;
-        for (size_t i = 0; i < n; i++) {
-            double d = x[i] > y[i] ? x[i] - y[i] : y[i] - x[i];
-            if (d > maxdiff) maxdiff = d;
-        }
-        double md;
-        MPI_Allreduce(&maxdiff, &md, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        /* batch size: ~batch_ms of MPI at this size (longer batches average
-         * out more of a loaded machine's scheduling), at least 3 */
-        double one = time_batch(0, &g, y, n, 2, algo);
-        int iters = one > 0 ? (int)(batch_ms * 1e-3 / one) : 1000;
-        if (iters < 3) iters = 3;
-        if (iters > 20000) iters = 20000;
-        MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
-        time_batch(1, &g, x, n, 2, algo); /* warm-up */
-        double ours[MAX_RUNS], mpi[MAX_RUNS];
-        for (int r = 0; r < runs; r++) {   /* who goes first alternates: a trend in the load hits both alike */
-            int ours_first = r % 2 == 0;
-            if (ours_first) ours[r] = time_batch(1, &g, x, n, iters, algo);
-            mpi[r] = time_batch(0, &g, y, n, iters, algo);
-            if (!ours_first) ours[r] = time_batch(1, &g, x, n, iters, algo);
-        }
-        double to = bench_median(ours, runs), tm = bench_median(mpi, runs);
-        double bo = (double)bytes * factor / to / 1e9, bm = (double)bytes * factor / tm / 1e9;
-        if (g_rank == 0) {
-            printf("%10zu %9.3f GB/s %9.3f GB/s %9.3f GB/s %6.2fx %s\n", bytes, bo, bm, (double)bytes / to / 1e9,
-                   bo / bm, md == 0 ? "same bits as MPI" : "");
-            if (md != 0) printf("%10s max |ours - MPI| = %g\n", "", md);
-            fflush(stdout);
-        }
-        if (best > 0) best_of(&g, x, y, n, bytes, best, algo, factor);
-    }
+    for (size_t bytes = lo; bytes <= hi; bytes *= 4) bench_size(&g, x, y, bytes, runs, batch_ms, best, algo, factor);
     if (g_rank == 0) printf("ours: %s\n", net ? "the transport" : pz_dp_shm_mode(&g));
     pz_dp_group_free(&g);
     free(ranks);

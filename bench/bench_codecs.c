@@ -81,13 +81,13 @@ static void fill_input(float *x, size_t n, size_t C) {
     }
 }
 
-int main(int argc, char **argv) {
-    int runs = 9;
-    int first_spec = argc;
+/* The options before the first codec spec; returns that spec's index (argc:
+ * none, every codec). --help and an unknown option end the process here. */
+static int parse_options(int argc, char **argv, int *runs) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--runs") && i + 1 < argc) {
-            runs = atoi(argv[++i]);
-            if (runs < 1 || runs > 1000) pz_die("--runs must be 1..1000");
+            *runs = atoi(argv[++i]);
+            if (*runs < 1 || *runs > 1000) pz_die("--runs must be 1..1000");
         } else if (!strcmp(argv[i], "--clock") && i + 1 < argc) {
             i++;
             if (!strcmp(argv[i], "cpu")) use_cpu_clock = 1;
@@ -96,17 +96,22 @@ int main(int argc, char **argv) {
             printf("usage: bench_codecs [--runs N] [--clock wall|cpu] [SPEC...]\n"
                    "  encode/decode speed of each codec SPEC (default: every codec) against memcpy,\n"
                    "  one table per instruction-set level this CPU runs (PIPEZIP_ISA=LEVEL: only that one)\n");
-            return 0;
+            exit(0);
         } else if (argv[i][0] == '-') {
             /* A mistyped option would otherwise be taken as a codec spec and
              * "skipped" in every table, exiting 0. */
             fprintf(stderr, "bench_codecs: unknown option '%s' (see --help)\n", argv[i]);
-            return 2;
+            exit(2);
         } else {
-            first_spec = i;
-            break;
+            return i;
         }
     }
+    return argc;
+}
+
+int main(int argc, char **argv) {
+    int runs = 9;
+    int first_spec = parse_options(argc, argv, &runs);
     const char *env = getenv("PIPEZIP_ISA");
     if (!(env && *env) && pz_isa_built() > PZ_ISA_BASELINE) return bench_each_isa(argv, PZ_ISA_BASELINE, NULL);
     omp_set_num_threads(1);
