@@ -67,6 +67,7 @@ CODECS = [
     ("sign+EF", "sign", ["--dp-reduce", "twophase"]),
     ("binsgdm", None, ["--optimizer", "binsgdm"]),
     ("1bit-adam", "sign", ["--dp-reduce", "twophase", "--dp-compress-what", "momentum"]),
+    ("sign+EF frozen-v", "sign", ["--dp-reduce", "twophase", "--dp-compress-what", "grad-frozen-v"]),
     ("q4", "q4:group=512", []),
     ("jointsq:2", "jointsq:2", []),
     ("q2", "q2:group=512", []),
@@ -80,10 +81,14 @@ CODECS = [
 QUICK_CODECS = ["none", "sign+EF", "1bit-adam", "q4"]
 # the 1-bit rows whose warm-up the sweep searches (the shortest --dp-warmup of
 # --warmup-tries within 2%, when none is not enough); 1bit-adam (train
-# --dp-compress-what momentum) freezes AdamW's v when the warm-up ends, so it
-# runs only with one, and its speed runs use --dp-warmup 1
-WARMUP_SEARCH = ["sign+EF", "1bit-adam"]
-NEEDS_WARMUP = {"1bit-adam"}
+# --dp-compress-what momentum) and sign+EF frozen-v (grad-frozen-v: sign+EF's
+# gradient average, AdamW's v frozen) freeze AdamW's v when the warm-up ends,
+# so they run only with one, and their speed runs use --dp-warmup 1
+WARMUP_SEARCH = ["sign+EF", "1bit-adam", "sign+EF frozen-v"]
+# the rows that run only with a warm-up, and what their verdict calls them
+WARMUP_ROWS = {"1bit-adam": "1-bit Adam, momentum through sign+EF, twophase",
+               "sign+EF frozen-v": "sign+EF over the gradient, twophase, AdamW's v frozen after the warm-up"}
+NEEDS_WARMUP = set(WARMUP_ROWS)
 # NUQSGD against QSGD: (nuq row, q row) pairs judged on dp_var when both ran
 # and their measured bits per element are within BITS_MATCH of each other;
 # nuq4 elias against q4 (2.5 against 4 bits) is listed to say it is not
@@ -126,7 +131,8 @@ def build_args():
     ap.add_argument("--val-batches", type=int, help="validation batches after the last step (default 16; quick: 2)")
     ap.add_argument("--lr", help="peak learning rate (default: train's)")
     ap.add_argument("--warmup-tries", type=int_list, help="--dp-warmup values tried, shortest first, when sign+EF "
-                    "is not within 2%% without one, and for 1bit-adam (default: 5%%, 10%% and 20%% of --steps; 'none' skips: give 0)")
+                    "is not within 2%% without one, and for 1bit-adam and sign+EF frozen-v (default: 5%%, 10%% "
+                    "and 20%% of --steps; 'none' skips: give 0)")
     ap.add_argument("--link-mbps", type=int_list, help="slow links for the link verdict, Mbit/s: a speed run "
                     "per codec and rate (train --dp-link-mbps, first seed; default 100; 0: none)")
     ap.add_argument("--data", help="training shards (default data/fortunes_train.bin)")
@@ -381,7 +387,7 @@ def one_bit_verdict(name, zero, ref, rows, warm_found, tries, s):
     """whether the 1-bit row `name` needs a warm-up (judged with the seed
     spread), and the shortest of tries within 2% on the means"""
     if name in NEEDS_WARMUP:
-        head = "1-bit (1-bit Adam, momentum through sign+EF, twophase) warm-up"
+        head = f"1-bit ({WARMUP_ROWS[name]}) warm-up"
         verdict, without = "does not apply", "it runs only with one (v freezes when it ends)"
     else:
         head = "1-bit (sign+EF, twophase) needs no warm-up"
@@ -419,7 +425,8 @@ def verdicts(rows, ref, warm_found, tries, s, a, helptext):
         v, t = within_spread(by["binsgdm"], ref, 2.0)
         out.append(f"1-bit (binsgdm) needs no warm-up: {v}: {t} validation loss against uncompressed with "
                    "--dp-warmup 0 (target within 2%)")
-    targets = [("q4", 1.0), ("jointsq:2", 1.0), ("sign+EF", 2.0), ("binsgdm", 2.0), ("1bit-adam", 2.0)]
+    targets = [("q4", 1.0), ("jointsq:2", 1.0), ("sign+EF", 2.0), ("binsgdm", 2.0), ("1bit-adam", 2.0),
+               ("sign+EF frozen-v", 2.0)]
     for name, pct in targets:
         w = warm_found.get(name)
         r = by.get(name) or next((x for x in rows if x["codec"] == name and x["warmup"] == w), None)

@@ -85,6 +85,10 @@ pz_status pz_replica_binsgdm_step(pz_replica *r, int step, double norm, float *l
  * with v frozen (after --dp-warmup), and that step after the norm's
  * reduction: each replica's momentum, its compressed mean, the update */
 int pz_replica_onebit_on(const pz_replica *r, int step);
+/* ... and whether AdamW's v is frozen this step (momentum or grad-frozen-v:
+ * then pz_replica_onebit_step is the step; grad-frozen-v exchanges nothing
+ * there, its gradients were averaged by pz_replica_sync) */
+int pz_replica_frozen_on(const pz_replica *r, int step);
 pz_status pz_replica_onebit_step(pz_replica *r, int step, double norm, float *lr);
 /* --dp-variance's figures of the step (2 values, then zeroed) */
 void pz_replica_variance(pz_replica *r, double *out);

@@ -167,7 +167,7 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     double t_opt = pz_now();
     float lr = 0.0f;
     PZ_RANGE_PUSH("optimizer stage %d step %d", x->rank, step);
-    const int onebit = pz_replica_onebit_on(&x->rep, step);
+    const int onebit = pz_replica_frozen_on(&x->rep, step);   /* v frozen: 1-bit Adam or grad-frozen-v */
     if (o->model.optim.kind == PZ_OPTIM_BINSGDM) st = pz_replica_binsgdm_step(&x->rep, step, norm, &lr);
     else if (onebit) st = pz_replica_onebit_step(&x->rep, step, norm, &lr);
     for (int cc = 0; o->model.optim.kind == PZ_OPTIM_ADAMW && !onebit && cc < x->V; cc++)

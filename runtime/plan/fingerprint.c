@@ -124,7 +124,8 @@ char *pz_fingerprint_build(const pz_train_opts *o, const pz_gpt2_config *c, cons
         add(&l, "--dp-compress", "%s", o->dp.compress ? o->dp.compress : "none");
         add(&l, "--dp-reduce", "%d", o->dp.reduce);
         add(&l, "--dp-warmup", "%d", o->dp.warmup);
-        if (o->dp.momentum) add(&l, "--dp-compress-what", "%s", "momentum");   /* absent for grad: old job ids stay */
+        if (o->dp.freeze_v)   /* absent for grad: old job ids stay */
+            add(&l, "--dp-compress-what", "%s", o->dp.momentum ? "momentum" : "grad-frozen-v");
         add(&l, "--dp-hosts", "%d", o->dp.hosts);
         add(&l, "--dp-link-mbps", "%.9g", (double)o->dp.link_mbps);
         add(&l, "--dp-link-latency-ms", "%.9g", (double)o->dp.link_latency_ms);

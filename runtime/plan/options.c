@@ -164,17 +164,19 @@ static pz_status optimizer_check(pz_train_opts *o, const pz_train_words *w) {
     return PZ_OK;
 }
 
-/* --dp-compress-what momentum (1-bit Adam, runtime/dp/onebit.c):
- * AdamW's v freezes when the warm-up ends, so there must be one (a v of 0
- * would divide by eps); the tied embedding's two copies (S > 1) would need
- * an exchange of their own, which only binsgdm has. */
+/* --dp-compress-what momentum (1-bit Adam, runtime/dp/onebit.c) and
+ * grad-frozen-v: AdamW's v freezes when the warm-up ends, so there must be
+ * one (a v of 0 would divide by eps); the tied embedding's two copies
+ * (S > 1) would need a momentum exchange of their own, which only binsgdm
+ * has (grad-frozen-v averages their summed gradient, as grad does). */
 static pz_status momentum_check(pz_train_opts *o, const pz_train_words *w) {
     o->dp.momentum = strcmp(w->dp_what, "momentum") == 0;
-    if (!o->dp.momentum && strcmp(w->dp_what, "grad") != 0)
-        return pz_fail(PZ_ERR_ARG, "--dp-compress-what must be grad or momentum, not '%s'", w->dp_what);
-    if (o->dp.momentum && o->dp.warmup < 1)
-        return pz_fail(PZ_ERR_ARG, "--dp-compress-what momentum needs --dp-warmup N >= 1: AdamW's second moment is "
-                       "frozen when the warm-up ends (1-bit Adam), and without one it would be zero");
+    o->dp.freeze_v = o->dp.momentum || strcmp(w->dp_what, "grad-frozen-v") == 0;
+    if (!o->dp.freeze_v && strcmp(w->dp_what, "grad") != 0)
+        return pz_fail(PZ_ERR_ARG, "--dp-compress-what must be grad, grad-frozen-v or momentum, not '%s'", w->dp_what);
+    if (o->dp.freeze_v && o->dp.warmup < 1)
+        return pz_fail(PZ_ERR_ARG, "--dp-compress-what %s needs --dp-warmup N >= 1: AdamW's second moment is "
+                       "frozen when the warm-up ends (1-bit Adam), and without one it would be zero", w->dp_what);
     if (o->dp.momentum && o->sched.stages > 1)
         return pz_fail(PZ_ERR_ARG, "--dp-compress-what momentum needs --stages 1 for now: the tied embedding's copies "
                        "on the first and the last stage would get different momentum estimates");
@@ -288,7 +290,7 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
         {"--layout", PZ_FLAG_STR, &w->layout, "with --replicas: stage-major (rank = stage x D + replica, the default) or replica-major (rank = replica x S + stage)", 0, 0, NULL},
         {"--dp-compress", PZ_FLAG_STR, &o->dp.compress, "with --replicas: codec of the gradient average, e.g. sign, q4:group=512, topk:0.01 (stateless; error feedback is the reduction's own; default none)", 0, 0, NULL},
         {"--dp-reduce", PZ_FLAG_STR, &w->dp_reduce, "with --dp-compress or --optimizer binsgdm: allgather (default for 2 replicas), twophase (default above) or hierarchical", 0, 0, NULL},
-        {"--dp-compress-what", PZ_FLAG_STR, &w->dp_what, "with --dp-compress: grad (default: the gradient average goes through the codec) or momentum (1-bit Adam: after --dp-warmup N >= 1 AdamW's v is frozen and the replicas' momentum goes through the codec; --stages 1)", 0, 0, NULL},
+        {"--dp-compress-what", PZ_FLAG_STR, &w->dp_what, "with --dp-compress: grad (default: the gradient average goes through the codec), grad-frozen-v (as grad, and AdamW's v is frozen after --dp-warmup N >= 1) or momentum (1-bit Adam: after --dp-warmup N >= 1 AdamW's v is frozen and the replicas' momentum goes through the codec; --stages 1)", 0, 0, NULL},
         {"--dp-warmup", PZ_FLAG_INT, &o->dp.warmup, "with --dp-compress or --optimizer binsgdm: the first N steps average uncompressed", 0, 100000000, NULL},
         {"--dp-variance", PZ_FLAG_STR, &w->dp_variance, "with --replicas, on: each step also averages the gradients exactly and reports dp_var, ||mean estimate - exact mean||^2 / ||exact mean||^2 (a diagnostic: one more uncompressed all-reduce per step, and no buckets; off by default)", 0, 0, NULL},
         {"--dp-bucket-mb", PZ_FLAG_FLOAT, &o->dp.bucket_mb, "with --replicas: MiB per bucket of the gradient average, which starts during the last backward, compressed or not (default 25; --dp-compress: its error feedback is per bucket, a resume keeps the size)", 0.0001, 4096, &w->dp_bucket_given},

@@ -29,7 +29,7 @@ typedef struct {
     const char *optimizer;       /* --optimizer adamw|binsgdm */
     int dp_bucket_given;         /* --dp-bucket-mb appeared */
     const char *dp_variance;     /* --dp-variance on|off */
-    const char *dp_what;         /* --dp-compress-what grad|momentum */
+    const char *dp_what;         /* --dp-compress-what grad|grad-frozen-v|momentum */
 } pz_train_words;
 
 void pz_train_words_default(pz_train_words *w);

@@ -56,6 +56,8 @@ typedef struct {
     int warmup;             /* --dp-warmup N: the first N steps uncompressed */
     int momentum;           /* --dp-compress-what momentum: 1-bit Adam (AdamW's v frozen after the warm-up, the
                              * replicas' momentum through the codec; runtime/dp/onebit.c) */
+    int freeze_v;           /* AdamW's v frozen after the warm-up: momentum, or grad-frozen-v (the gradient
+                             * average through the codec, then AdamW with v frozen; onebit.c) */
     int hosts;              /* --dp-hosts H: hierarchical's hosts (simulated), dividing D */
     float bucket_mb;        /* --dp-bucket-mb: MiB per bucket of the uncompressed average (runtime/dp/sync.h) */
     int variance;           /* --dp-variance on: measure the average's error against the exact mean */

@@ -63,6 +63,7 @@ static const flag_case cases[] = {
     {"--dp-reduce", MATH, "allgather", "twophase", "--replicas 2 --dp-compress sign", NULL},
     {"--dp-warmup", MATH, NULL, "3", "--replicas 2 --dp-compress sign", NULL},
     {"--dp-compress-what", MATH, "grad", "momentum", "--stages 1 --replicas 2 --dp-compress sign --dp-warmup 3", NULL},
+    {"--dp-compress-what", MATH, "grad", "grad-frozen-v", "--replicas 2 --dp-compress sign --dp-warmup 3", NULL},
     {"--dp-variance", RANKS, NULL, "on", "--replicas 2 --dp-compress sign", "a measurement beside the sync (an extra all-reduce every member must join)"},
     {"--dp-hosts", MATH, "1", "2", "--replicas 2 --dp-compress sign --dp-reduce hierarchical", NULL},
     {"--split", MATH, NULL, "0,2", NULL, NULL},

@@ -69,6 +69,9 @@ static void mom_stages(pz_train_opts *o, pz_train_words *w) { mom(o, w), o->sche
 static void mom_nocodec(pz_train_opts *o, pz_train_words *w) { mom(o, w), o->dp.compress = NULL, o->dp.warmup = 0; }
 static void mom_bsgd(pz_train_opts *o, pz_train_words *w) { mom_nocodec(o, w), w->optimizer = "binsgdm"; }
 static void what_bad(pz_train_opts *o, pz_train_words *w) { mom(o, w), w->dp_what = "m"; }
+/* grad-frozen-v: a warm-up too (v freezes when it ends); any --stages (the gradient path's tied sum) */
+static void gfv(pz_train_opts *o, pz_train_words *w) { mom_stages(o, w), w->dp_what = "grad-frozen-v"; }
+static void gfv_nowarm(pz_train_opts *o, pz_train_words *w) { gfv(o, w), o->dp.warmup = 0; }
 
 static void check_optimizers(void) {
     for (size_t i = 0; i < sizeof opt_cases / sizeof opt_cases[0]; i++) {
@@ -122,7 +125,9 @@ static const opt_case cases[] = {
     {"1-bit Adam on 2 stages", mom_stages, "--dp-compress-what momentum needs --stages 1"},
     {"1-bit Adam without a codec", mom_nocodec, "--dp-compress-what momentum needs --dp-compress SPEC"},
     {"1-bit Adam under binsgdm", mom_bsgd, "--dp-compress-what momentum needs --dp-compress SPEC (and --optimizer adamw)"},
-    {"--dp-compress-what m", what_bad, "--dp-compress-what must be grad or momentum, not 'm'"},
+    {"--dp-compress-what m", what_bad, "--dp-compress-what must be grad, grad-frozen-v or momentum, not 'm'"},
+    {"grad-frozen-v on 2 stages", gfv, NULL},
+    {"grad-frozen-v without a warm-up", gfv_nowarm, "--dp-compress-what grad-frozen-v needs --dp-warmup N >= 1"},
 };
 
 int main(void) {
@@ -172,6 +177,9 @@ int main(void) {
     o.model.data = "d.bin";
     mom(&o, &w);
     CHECK_STATUS(pz_train_opts_check(&o, &w, &sp), PZ_OK, NULL);
-    CHECK(o.dp.momentum == 1, "--dp-compress-what momentum: %d", o.dp.momentum);
+    CHECK(o.dp.momentum == 1 && o.dp.freeze_v == 1, "--dp-compress-what momentum: %d %d", o.dp.momentum, o.dp.freeze_v);
+    gfv(&o, &w);
+    CHECK_STATUS(pz_train_opts_check(&o, &w, &sp), PZ_OK, NULL);
+    CHECK(o.dp.momentum == 0 && o.dp.freeze_v == 1, "grad-frozen-v: %d %d", o.dp.momentum, o.dp.freeze_v);
     return check_summary("options");
 }
