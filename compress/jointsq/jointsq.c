@@ -427,10 +427,9 @@ static void jsq_search_scales(const jsq_enc *e, int k, jsq_best *best) {
  * (G > 1), the codes staged per class, and every full JSQ_CH of a class's
  * codes packed at its stream's write offset wo[c]; the rest at the end. */
 static void jsq_write_values(const jsq_enc *e, const uint8_t *cls, const pz_codec_ctx *ctx, const float inv[4],
-                             const size_t off[4], const size_t mcount[4], uint8_t *payload) {
+                             const size_t off[4], uint8_t *payload) {
     const size_t G = e->g.G, n = e->g.n;
     pz_ukey uk = pz_ukey_at(pz_ctx_key(ctx), 0);
-    const int sparse = mcount[1] + mcount[2] + mcount[3] <= n - n / 4;   /* a quarter or more dropped */
     uint8_t *stb = xmalloc(4 * (2 * JSQ_CH + 128)), *ecb = G > 1 ? xmalloc(JSQ_CH + 64) : NULL;
     uint8_t *stg[4];
     size_t ns[4] = {0, 0, 0, 0}, wo[4];
@@ -445,7 +444,7 @@ static void jsq_write_values(const jsq_enc *e, const uint8_t *cls, const pz_code
             pz_jsq_expand_cls(cls, G, i0, cnt, ecb);
             ec = ecb;
         }
-        pz_jsq_codes(e->x + i0, ec, cnt, (uint32_t)i0, uk, inv, stg, ns, sparse);
+        pz_jsq_codes(e->x + i0, ec, cnt, (uint32_t)i0, uk, inv, stg, ns);
         for (int c = 1; c < 4; c++) {
             size_t done = 0;
             while (ns[c] - done >= JSQ_CH) {
@@ -512,7 +511,7 @@ static pz_status jsq_write_message(const jsq_enc *e, const uint8_t *cls, int k, 
         so += 4;
         inv[c] = (float)jsq_L[c] / scale;
     }
-    jsq_write_values(e, cls, ctx, inv, off, mcount, payload);
+    jsq_write_values(e, cls, ctx, inv, off, payload);
     *len = total;
     return PZ_OK;
 }

@@ -1,7 +1,7 @@
 /* jointsq_priv.h: what the JointSQ files share (compress/jointsq/jointsq.c:
  * spec, geometry, the scale search, encode; jointsq_assign.c: the model, the
  * item arrays and, on a sample, every group's class; jointsq_solve.c: item
- * errors and the assignment pass over all groups; jointsq_wire.c: the map and
+ * errors; jointsq_pass.c: the assignment pass over all groups; jointsq_wire.c: the map and
  * the value streams; jointsq_read.c: decode). The format and the algorithm
  * are described at the top of jointsq.c. Private to these files (and the
  * tests); the codec is reached through its table. */
@@ -154,8 +154,20 @@ int pz_jsq_assign_all(const jsq_enc *e, const jsq_best *best, uint8_t *cls, size
 /* jointsq.c */
 pz_status pz_jsq_geom(const pz_codec_params *p, const pz_shape *s, jsq_geom *g);
 
-/* jointsq_solve.c, jointsq_assign.c */
+/* Item costs in units of 2^-k bits (see jointsq.c's header comment). */
+static inline void jsq_costs(int k, uint32_t sz, uint32_t c[4]) {
+    c[0] = 1;
+    c[1] = (1 + (uint32_t)k + 1 + 2 * sz) << k;
+    c[2] = (1 + (uint32_t)k + 2 + 4 * sz) << k;
+    c[3] = (1 + (uint32_t)k + 2 + 8 * sz) << k;
+}
+
+/* jointsq_solve.c, jointsq_pass.c, jointsq_assign.c */
 void pz_jsq_model(jsq_model *md, float M, const float s[4]);
+/* Model errors of the items (groups of G, the last one shorter) covering
+ * x[0..nel), the same bits at every level (gm: group maxima, NULL when G == 1) */
+void pz_jsq_errs(const float *x, size_t nel, size_t G, const float *gm, const jsq_model *md, float *e0, float *e1,
+                 float *e2, float *e3);
 void pz_jsq_soa_fill(const float *x, size_t nel, size_t G, const float *gm, const jsq_model *md, int k,
                           pz_mckp_soa *s, uint32_t *ucost);
 /* items (candidates) of n (cap): the bytes, the arrays in a block of that
@@ -176,7 +188,7 @@ void pz_jsq_class_stats(const uint8_t *cls, size_t ng, const float *mag, size_t 
 uint64_t pz_jsq_write_map(const uint8_t *cls, size_t ng, int k, uint8_t *out);
 size_t pz_jsq_pack(const uint8_t *c, size_t cnt, int w, uint8_t *out);
 void pz_jsq_codes(const float *x, const uint8_t *ec, size_t cnt, uint32_t i0, pz_ukey uk, const float inv[4],
-                       uint8_t *st[4], size_t ns[4], int sparse);
+                       uint8_t *st[4], size_t ns[4]);
 pz_status pz_jsq_decode(const pz_codec_params *p, const uint8_t *payload, size_t len,
                             const pz_shape *s, float *out);
 void pz_jsq_expand_cls(const uint8_t *cls, size_t G, size_t i0, size_t cnt, uint8_t *ec);

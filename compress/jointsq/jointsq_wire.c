@@ -378,14 +378,57 @@ static inline __m128i jsq_code8(__m256 xv, __m128i c8, __m256i idx, pz_ukey uk, 
     return _mm_packus_epi16(w, w);
 }
 
-/* 8 codes cb (classes c8) appended to their classes' staging buffers, each
- * class's through one byte shuffle (compress/core/vec8.h) */
-static inline void jsq_stage8(__m128i c8, __m128i cb, uint8_t *st[4], size_t ns[4]) {
-    for (int c = 1; c < 4; c++) {
-        unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_set1_epi8((char)c))) & 0xffu;
-        _mm_storel_epi64((__m128i *)(void *)(st[c] + ns[c]), pz_v8_compress_b(m, cb));
-        ns[c] += (size_t)__builtin_popcount(m);
+/* Lanes a block of the AVX2 code loop below gathers at a time. */
+enum { JSQ_DB = 256 };
+
+/* A block's kept elements (class > 0): values, indices and classes,
+ * gathered 8 at a time by the table compress of compress/core/vec8.h. */
+typedef struct {
+    float x[JSQ_DB + 8];
+    uint32_t i[JSQ_DB + 8];
+    uint8_t c[JSQ_DB + 16];
+} jsq_kept8;
+
+static size_t jsq_gather8(const float *x, const uint8_t *ec, uint32_t i0, jsq_kept8 *g) {
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    size_t nk = 0;
+    for (size_t b = 0; b < JSQ_DB; b += 8) {
+        __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(ec + b));
+        unsigned m = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_setzero_si128())) & 0xffu;
+        __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + b));
+        __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int)(i0 + (uint32_t)b)), iota);
+        _mm256_storeu_si256((__m256i *)(void *)(g->x + nk), pz_v8_compress(m, xv));
+        _mm256_storeu_si256((__m256i *)(void *)(g->i + nk), pz_v8_compress(m, idx));
+        _mm_storel_epi64((__m128i *)(void *)(g->c + nk), pz_v8_compress_b(m, c8));
+        nk += (size_t)__builtin_popcount(m);
     }
+    return nk;
+}
+
+/* The codes of nk gathered elements appended to their classes' staging
+ * buffers, each class's through one byte shuffle (compress/core/vec8.h);
+ * the buffers have room for 8 bytes past the codes. (The pointers and
+ * counts in locals: through st and ns the byte stores would reload them.) */
+static void jsq_codes_kept8(const jsq_kept8 *g, size_t nk, pz_ukey uk, __m256 invt, uint8_t *st[4], size_t ns[4]) {
+    uint8_t *s1 = st[1] + ns[1], *s2 = st[2] + ns[2], *s3 = st[3] + ns[3];
+    const uint8_t *e1 = s1, *e2 = s2, *e3 = s3;
+    for (size_t k = 0; k < nk; k += 8) {
+        __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(g->c + k));
+        __m128i cb = jsq_code8(_mm256_loadu_ps(g->x + k), c8,
+                               _mm256_loadu_si256((const __m256i *)(const void *)(g->i + k)), uk, invt);
+        unsigned m1 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_set1_epi8(1))) & 0xffu;
+        unsigned m2 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_set1_epi8(2))) & 0xffu;
+        unsigned m3 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_set1_epi8(3))) & 0xffu;
+        _mm_storel_epi64((__m128i *)(void *)s1, pz_v8_compress_b(m1, cb));
+        _mm_storel_epi64((__m128i *)(void *)s2, pz_v8_compress_b(m2, cb));
+        _mm_storel_epi64((__m128i *)(void *)s3, pz_v8_compress_b(m3, cb));
+        s1 += __builtin_popcount(m1);
+        s2 += __builtin_popcount(m2);
+        s3 += __builtin_popcount(m3);
+    }
+    ns[1] += (size_t)(s1 - e1);
+    ns[2] += (size_t)(s2 - e2);
+    ns[3] += (size_t)(s3 - e3);
 }
 #endif
 
@@ -400,14 +443,11 @@ static inline void jsq_code1(float x, int c, uint32_t i, pz_ukey uk, const float
 }
 
 /* Codes of elements x[0..cnt) (element indices i0 + j) with per-element
- * classes ec, appended to the staging buffers st[1..3] (counts ns[]).
- * sparse: many elements are dropped (class 0), so the AVX2 path gathers the
- * kept ones first and codes only them (jointsq:4 drops about half, :2 three
- * quarters); the bytes are the same either way. */
+ * classes ec, appended to the staging buffers st[1..3] (counts ns[]; 8
+ * bytes of slack past them). */
 void pz_jsq_codes(const float *x, const uint8_t *ec, size_t cnt, uint32_t i0, pz_ukey uk, const float inv[4],
-                       uint8_t *st[4], size_t ns[4], int sparse) {
+                       uint8_t *st[4], size_t ns[4]) {
     size_t j = 0;
-    (void)sparse;
 #if defined(JSQ_VEC)
     const __m512 invt = _mm512_setr_ps(inv[0], inv[1], inv[2], inv[3], 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512 Lt = _mm512_setr_ps(0.0f, 1.0f, 7.0f, 127.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
@@ -445,39 +485,16 @@ void pz_jsq_codes(const float *x, const uint8_t *ec, size_t cnt, uint32_t i0, pz
         }
     }
 #elif defined(__AVX2__)
-    /* x86-64-v3: the same arithmetic 8 elements at a time */
+    /* x86-64-v3: the same arithmetic 8 elements at a time, on a block's
+     * kept elements gathered first (jointsq:4 drops about half, :2 three
+     * quarters); a class 0 lane padding the last 8 codes nothing */
     const __m256 invt = _mm256_setr_ps(inv[0], inv[1], inv[2], inv[3], 0, 0, 0, 0);
-    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    if (sparse) {
-        enum { DB = 256 };
-        float kx[DB + 8];
-        uint32_t ki[DB + 8];
-        uint8_t kc[DB + 16];
-        for (; j + DB <= cnt; j += DB) {
-            size_t nk = 0;
-            for (size_t b = 0; b < DB; b += 8) {
-                __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(ec + j + b));
-                unsigned m = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_setzero_si128())) & 0xffu;
-                __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + j + b));
-                __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int)(i0 + (uint32_t)(j + b))), iota);
-                _mm256_storeu_si256((__m256i *)(void *)(kx + nk), pz_v8_compress(m, xv));
-                _mm256_storeu_si256((__m256i *)(void *)(ki + nk), pz_v8_compress(m, idx));
-                _mm_storel_epi64((__m128i *)(void *)(kc + nk), pz_v8_compress_b(m, c8));
-                nk += (size_t)__builtin_popcount(m);
-            }
-            size_t k = 0;
-            for (; k + 8 <= nk; k += 8) {
-                __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(kc + k));
-                __m256i idx = _mm256_loadu_si256((const __m256i *)(const void *)(ki + k));
-                jsq_stage8(c8, jsq_code8(_mm256_loadu_ps(kx + k), c8, idx, uk, invt), st, ns);
-            }
-            for (; k < nk; k++) jsq_code1(kx[k], kc[k], ki[k], uk, inv, st, ns);
-        }
-    }
-    for (; j + 8 <= cnt; j += 8) {
-        __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(ec + j));
-        __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int)(i0 + (uint32_t)j)), iota);
-        jsq_stage8(c8, jsq_code8(_mm256_loadu_ps(x + j), c8, idx, uk, invt), st, ns);
+    jsq_kept8 g;
+    for (; j + JSQ_DB <= cnt; j += JSQ_DB) {
+        size_t nk = jsq_gather8(x + j, ec + j, i0 + (uint32_t)j, &g);
+        _mm256_storeu_ps(g.x + nk, _mm256_setzero_ps());
+        memset(g.c + nk, 0, 8);
+        jsq_codes_kept8(&g, nk, uk, invt, st, ns);
     }
 #endif
     for (; j < cnt; j++) jsq_code1(x[j], ec[j], i0 + (uint32_t)j, uk, inv, st, ns);
