@@ -59,21 +59,27 @@ jsq_cside pz_jsq_cside_alloc(size_t cap) { return pz_jsq_cside_at(pz_alloc_huge(
  * the run lengths. */
 int pz_jsq_best_k(const uint8_t *cls, size_t ng) {
     enum { RH = 1024 };
-    uint32_t h[RH];
+    uint32_t h2[2][RH + 1];
     uint64_t big[JSQ_MAX_K + 1];
-    memset(h, 0, sizeof h);
+    memset(h2, 0, sizeof h2);
     memset(big, 0, sizeof big);
     size_t run = 0, kept = 0;
-    for (size_t i = 0; i <= ng; i++) {
-        if (i < ng && !cls[i]) {
-            run++;
-            continue;
-        }
-        if (run < RH) h[run]++;
-        else for (int k = 0; k <= JSQ_MAX_K; k++) big[k] += run >> k;
-        run = 0;
-        kept += i < ng;
+    /* branch-free but for the rare long runs (a branch on each class
+     * mispredicts about every other group): a kept group adds 1 to the bin
+     * of the run before it (bin RH: a long run, counted in big instead),
+     * two histograms in turn so that equal bins do not wait on each other */
+    for (size_t i = 0; i < ng; i++) {
+        uint32_t kg = cls[i] != 0;
+        h2[i & 1][run < RH ? run : RH] += kg;
+        if (run >= RH && kg)
+            for (int k = 0; k <= JSQ_MAX_K; k++) big[k] += run >> k;
+        run = kg ? 0 : run + 1;
+        kept += kg;
     }
+    if (run < RH) h2[0][run]++;                             /* the final run */
+    else for (int k = 0; k <= JSQ_MAX_K; k++) big[k] += run >> k;
+    uint32_t h[RH];
+    for (size_t r = 0; r < RH; r++) h[r] = h2[0][r] + h2[1][r];
     int best = 0;
     uint64_t bb = UINT64_MAX;
     for (int k = 0; k <= JSQ_MAX_K; k++) {
