@@ -28,6 +28,9 @@
 static const char *const specs[] = {
     CODEC_STREAM_BASE_SPECS,
     "q4+zstd", "ef(q2)", "ef21(sign)", "hadamard(fp32)", "ef(hadamard(q4))",
+    /* width 3 still able to win where width 2 is allowed, in the x86-64-v3
+     * pass over the groups (jointsq_pass.c) */
+    "jointsq:8",
 };
 static const pz_shape shapes[] = {
     {3, {2, 37, 129}}, {3, {2, 64, 256}}, {2, {5, 1000}}, {3, {1, 3, 7}},
@@ -88,13 +91,31 @@ static void uneven_input(float *x, size_t n, size_t C, size_t k, size_t i, int s
     }
 }
 
+/* a tensor large enough that the x86-64-v3 pass over the groups
+ * (jointsq_pass.c) finds candidates among the lanes above the smallest
+ * scale (its second list, merged in element order) */
+static const char *const big_specs[] = {"jointsq:3", "jointsq:0.5"};
+static const pz_shape big_shapes[] = {{2, {512, 1024}}};
+
+/* heavy tails (cubes of normals): many lanes above the smallest scale */
+static void big_input(float *x, size_t n, size_t C, size_t k, size_t i, int step) {
+    (void)C;
+    pz_rng r;
+    pz_rng_seed(&r, 1000 * k + 10 * i + (size_t)step);
+    for (size_t j = 0; j < n; j++) {
+        float z = pz_rng_normal(&r);
+        x[j] = z * z * z;
+    }
+}
+
 /* child: encode and decode everything at the level PIPEZIP_ISA names, to fd */
 static int produce(int fd) {
     codec_stream cs = {specs, NSPECS, shapes, NSHAPES, 2, 0, input, emit, &fd};
     codec_stream ct = {tah_specs, sizeof tah_specs / sizeof tah_specs[0], tah_shapes, 2, 2, 0, input, emit, &fd};
     codec_stream cu = {uneven_specs, sizeof uneven_specs / sizeof uneven_specs[0], uneven_shapes,
                        sizeof uneven_shapes / sizeof uneven_shapes[0], 1, 0, uneven_input, emit, &fd};
-    return codec_stream_run(&cs) || codec_stream_run(&ct) || codec_stream_run(&cu);
+    codec_stream cb = {big_specs, sizeof big_specs / sizeof big_specs[0], big_shapes, 1, 1, 0, big_input, emit, &fd};
+    return codec_stream_run(&cs) || codec_stream_run(&ct) || codec_stream_run(&cu) || codec_stream_run(&cb);
 }
 
 /* runs produce() in a child at `level`; returns its whole output (malloc'ed) */
