@@ -381,26 +381,31 @@ static inline __m128i jsq_code8(__m256 xv, __m128i c8, __m256i idx, pz_ukey uk, 
 /* Lanes a block of the AVX2 code loop below gathers at a time. */
 enum { JSQ_DB = 256 };
 
-/* A block's kept elements (class > 0): values, indices and classes,
- * gathered 8 at a time by the table compress of compress/core/vec8.h. */
+/* A block's kept elements (class > 0): values, offsets in the block and
+ * classes, gathered 8 at a time by the table compress of
+ * compress/core/vec8.h (the offsets as bytes, JSQ_DB <= 256: one byte
+ * shuffle per 8 lanes where 32-bit indices took a broadcast, an add and
+ * a lane permute). */
 typedef struct {
     float x[JSQ_DB + 8];
-    uint32_t i[JSQ_DB + 8];
+    uint8_t o[JSQ_DB + 16];
     uint8_t c[JSQ_DB + 16];
 } jsq_kept8;
 
-static size_t jsq_gather8(const float *x, const uint8_t *ec, uint32_t i0, jsq_kept8 *g) {
-    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+_Static_assert(JSQ_DB <= 256, "block offsets are bytes");
+
+static size_t jsq_gather8(const float *x, const uint8_t *ec, jsq_kept8 *g) {
+    __m128i ob = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0);
     size_t nk = 0;
     for (size_t b = 0; b < JSQ_DB; b += 8) {
         __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(ec + b));
         unsigned m = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_setzero_si128())) & 0xffu;
         __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + b));
-        __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int)(i0 + (uint32_t)b)), iota);
         _mm256_storeu_si256((__m256i *)(void *)(g->x + nk), pz_v8_compress(m, xv));
-        _mm256_storeu_si256((__m256i *)(void *)(g->i + nk), pz_v8_compress(m, idx));
+        _mm_storel_epi64((__m128i *)(void *)(g->o + nk), pz_v8_compress_b(m, ob));
         _mm_storel_epi64((__m128i *)(void *)(g->c + nk), pz_v8_compress_b(m, c8));
         nk += (size_t)__builtin_popcount(m);
+        ob = _mm_add_epi8(ob, _mm_set1_epi8(8));
     }
     return nk;
 }
@@ -409,13 +414,15 @@ static size_t jsq_gather8(const float *x, const uint8_t *ec, uint32_t i0, jsq_ke
  * buffers, each class's through one byte shuffle (compress/core/vec8.h);
  * the buffers have room for 8 bytes past the codes. (The pointers and
  * counts in locals: through st and ns the byte stores would reload them.) */
-static void jsq_codes_kept8(const jsq_kept8 *g, size_t nk, pz_ukey uk, __m256 invt, uint8_t *st[4], size_t ns[4]) {
+static void jsq_codes_kept8(const jsq_kept8 *g, size_t nk, uint32_t i0, pz_ukey uk, __m256 invt, uint8_t *st[4],
+                            size_t ns[4]) {
     uint8_t *s1 = st[1] + ns[1], *s2 = st[2] + ns[2], *s3 = st[3] + ns[3];
     const uint8_t *e1 = s1, *e2 = s2, *e3 = s3;
+    const __m256i base = _mm256_set1_epi32((int)i0);
     for (size_t k = 0; k < nk; k += 8) {
         __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(g->c + k));
-        __m128i cb = jsq_code8(_mm256_loadu_ps(g->x + k), c8,
-                               _mm256_loadu_si256((const __m256i *)(const void *)(g->i + k)), uk, invt);
+        __m256i idx = _mm256_add_epi32(base, pz_v8_load_bytes(g->o + k));
+        __m128i cb = jsq_code8(_mm256_loadu_ps(g->x + k), c8, idx, uk, invt);
         unsigned m1 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_set1_epi8(1))) & 0xffu;
         unsigned m2 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_set1_epi8(2))) & 0xffu;
         unsigned m3 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_set1_epi8(3))) & 0xffu;
@@ -491,10 +498,11 @@ void pz_jsq_codes(const float *x, const uint8_t *ec, size_t cnt, uint32_t i0, pz
     const __m256 invt = _mm256_setr_ps(inv[0], inv[1], inv[2], inv[3], 0, 0, 0, 0);
     jsq_kept8 g;
     for (; j + JSQ_DB <= cnt; j += JSQ_DB) {
-        size_t nk = jsq_gather8(x + j, ec + j, i0 + (uint32_t)j, &g);
+        size_t nk = jsq_gather8(x + j, ec + j, &g);
         _mm256_storeu_ps(g.x + nk, _mm256_setzero_ps());
+        memset(g.o + nk, 0, 8);
         memset(g.c + nk, 0, 8);
-        jsq_codes_kept8(&g, nk, uk, invt, st, ns);
+        jsq_codes_kept8(&g, nk, i0 + (uint32_t)j, uk, invt, st, ns);
     }
 #endif
     for (; j < cnt; j++) jsq_code1(x[j], ec[j], i0 + (uint32_t)j, uk, inv, st, ns);
