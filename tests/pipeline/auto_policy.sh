@@ -40,9 +40,18 @@ pz_corpus || exit 1
 
 common=(--preset tiny --data "$dir/train.bin" --batch 2 --seq 64 --micro-batches 4 --threads 1 --seed 5 --lr 1e-3)
 
-# 1. an unthrottled link: fp16 or better
-if "$pz" train "${common[@]}" --stages 2 --steps 4 --schedule gpipe --compress 'both=auto' --metrics "$dir/fast" \
-     > "$dir/fast.out" 2> "$dir/fast.err"; then
+# 1. an unthrottled link: fp16 or better. The rate auto measures on loopback
+# is a message's time, so a host busy with other tests (CI runs two at once on
+# 2 cores) can measure under 1 Gbit/s and rightly pick a smaller codec: such a
+# run says nothing about a fast link and is repeated, at most 3 times.
+fast_link() {
+  "$pz" train "${common[@]}" --stages 2 --steps 4 --schedule gpipe --compress 'both=auto' --metrics "$dir/fast" \
+     > "$dir/fast.out" 2> "$dir/fast.err" || { cat "$dir/fast.err"; fail "fast link: auto run failed"; return 0; }
+  if ! "$py" -c 'import json,sys; m=[json.loads(l) for l in open(sys.argv[1])]; sys.exit(0 if min(e["auto_mbps"] for e in m[1]["edges"]) >= 1000 else 1)' \
+       "$dir/fast.jsonl" 2>/dev/null && [ "$1" -lt 3 ]; then
+    echo "fast link: loopback measured under 1000 Mbit/s (a loaded host), attempt $1 repeated"
+    return 1
+  fi
   # fp16, or q8 where fp16's exposed message costs the few ms of compute
   # more than 1% (the measured rate, a loaded host)
   grep -Eq 'auto after step 2: edge 0-1 fwd (keeps fp16|switches to q8,) ' "$dir/fast.err" \
@@ -58,12 +67,12 @@ for e in met[1]["edges"]:
     assert e["codec"] == "fp16" and e["auto_next"].split(":")[0] in ("fp16", "q8") and e["auto_rel_err"] < 0.01, e
     assert e["auto_step_ms"] >= e["auto_compute_ms"], e   # the predicted step: compute and what the link adds
 assert all("auto_next" not in e for m in (met[0], met[2], met[3]) for e in m["edges"]), met
-print("fast link: fp16 or q8 (rel err < 0.01), link %.3f ms per step, predicted step %.3f ms, compute %.3f ms"
-      % (met[1]["edges"][0]["auto_link_ms"], met[1]["edges"][0]["auto_step_ms"], met[1]["edges"][0]["auto_compute_ms"]))
+print("fast link: fp16 or q8 (rel err < 0.01), link %.3f ms per step at %.0f Mbit/s, predicted step %.3f ms, compute %.3f ms"
+      % (met[1]["edges"][0]["auto_link_ms"], met[1]["edges"][0]["auto_mbps"], met[1]["edges"][0]["auto_step_ms"],
+         met[1]["edges"][0]["auto_compute_ms"]))
 PY
-else
-  cat "$dir/fast.err"; fail "fast link: auto run failed"
-fi
+}
+for attempt in 1 2 3; do fast_link "$attempt" && break; done
 
 # 2. a switch mid-run, every end of every edge
 sw=(--stages 3 --steps 6 --link-mbps 100000 --schedule 1f1b)

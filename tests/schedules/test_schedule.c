@@ -1054,6 +1054,7 @@ static int slots_disjoint(const pz_schedule *a, int m) {
         if (a->ins[k].op == PZ_OP_BACKWARD_WEIGHT) split[a->ins[k].micro] = 1;
     for (int k = 0; ok && k < a->n; k++) {
         const pz_instr *in = &a->ins[k];
+        if (in->micro < 0) continue; /* OPTIM_STEP, REDUCE_TIED: no micro-batch, no slot */
         if (in->op == PZ_OP_FORWARD) {
             ok = owner[in->micro % peak] < 0;
             owner[in->micro % peak] = in->micro;
