@@ -167,10 +167,10 @@ static pz_status finish_step(exec *x, int step, int first_step, double t0, doubl
     double t_opt = pz_now();
     float lr = 0.0f;
     PZ_RANGE_PUSH("optimizer stage %d step %d", x->rank, step);
-    const int onebit = pz_replica_frozen_on(&x->rep, step);   /* v frozen: 1-bit Adam or grad-frozen-v */
+    const int frozen = pz_replica_frozen_on(&x->rep, step);   /* v frozen: 1-bit Adam or grad-frozen-v */
     if (o->model.optim.kind == PZ_OPTIM_BINSGDM) st = pz_replica_binsgdm_step(&x->rep, step, norm, &lr);
-    else if (onebit) st = pz_replica_onebit_step(&x->rep, step, norm, &lr);
-    for (int cc = 0; o->model.optim.kind == PZ_OPTIM_ADAMW && !onebit && cc < x->V; cc++)
+    else if (frozen) st = pz_replica_onebit_step(&x->rep, step, norm, &lr);
+    for (int cc = 0; o->model.optim.kind == PZ_OPTIM_ADAMW && !frozen && cc < x->V; cc++)
         lr = pz_optim_step(&x->ch[cc].opt, &x->ch[cc].stage, pz_clip_scale(&x->ch[cc].opt.cfg, norm));
     PZ_RANGE_POP();
     if (st != PZ_OK) return st;
