@@ -201,8 +201,7 @@ static void stop_others(run_state *s) {
 /* Reaps the ranks that ended, then judges them: a rank killed by a signal
  * is the cause rather than one that failed on its own, and that one rather
  * than a rank that exited because it lost a peer (PZ_EXIT_PEER). */
-static void reap(run_state *s) {
-    int reaped[64], nreaped = 0;
+static int reap_ended(run_state *s, int *reaped, int nreaped) {
     for (int r = 0; r < s->world && nreaped < 64; r++) {
         if (s->cs[r].done) continue;
         int st;
@@ -211,6 +210,30 @@ static void reap(run_state *s) {
         s->cs[r].status = st;
         s->alive--;
         reaped[nreaped++] = r;
+    }
+    return nreaped;
+}
+
+/* whether some reaped rank lost a peer and none ended otherwise badly */
+static int only_peer_losses(const run_state *s, const int *reaped, int n) {
+    int peer = 0;
+    for (int i = 0; i < n; i++) {
+        int st = s->cs[reaped[i]].status;
+        if (WIFEXITED(st) && WEXITSTATUS(st) == PZ_EXIT_PEER) peer = 1;
+        else if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) return 0;
+    }
+    return peer;
+}
+
+static void reap(run_state *s) {
+    int reaped[64], nreaped = reap_ended(s, reaped, 0);
+    /* A rank that lost its peer can end before the peer that failed is
+     * reaped (its exit still tearing down): wait up to a second for the
+     * cause, so the cause, not the rank that lost it, is named. */
+    for (double until = pz_now() + 1.0; s->failed_rank < 0 && !s->first_signal && s->alive > 0 &&
+                                        only_peer_losses(s, reaped, nreaped) && pz_now() < until;) {
+        usleep(10000);
+        nreaped = reap_ended(s, reaped, nreaped);
     }
     for (int pass = 0; pass < 3 && s->failed_rank < 0; pass++)
         for (int i = 0; i < nreaped && s->failed_rank < 0; i++) {

@@ -18,6 +18,7 @@ prefix=()       # a command to start the launcher under (taskset)
 # run_check S EXPECT_THREADS EXPECT_PINNED(1|0) [flags...]
 run_check() {
   local S=$1 want_t=$2 want_pin=$3; shift 3
+  rm -f "$dir/out"   # else the wait below can read the last run's step 2 before this launcher starts
   "${prefix[@]}" "$pz" train --preset tiny --data "$dir/train.bin" --batch 2 --seq 32 --micro-batches 2 \
       --steps 100000 --stages "$S" "$@" > "$dir/out" 2> "$dir/err" &
   local launcher=$!
