@@ -91,6 +91,9 @@ pz_status pz_dp_shm_cma_setup(pz_dp_group *g, struct pz_dp_shm *S) {
     S->cma = ok && peer_ok;
     if (!S->cma) {
         snprintf(S->mode, sizeof S->mode, "two copies through the segment (no single copy: %s)", why);
+        /* refused by the kernel (seccomp, Yama): said, since it costs time */
+        if (!g->shm_copy)
+            fprintf(stderr, "pipezip: rank %d: dp all-reduce over shared memory: %s\n", g->ranks[g->me], S->mode);
         return PZ_OK;
     }
     S->peer_pid = pid;

@@ -15,7 +15,12 @@
  *    single copy's wait; D = 3: the two copies'): the others fail naming it
  *    within --peer-timeout;
  *  - a segment a killed member 0 left (its pid gone) is removed by the next
- *    set-up, one of a live process is not. */
+ *    set-up, one of a live process is not;
+ *  - D = 2 where the kernel refuses process_vm_readv/writev with EPERM (a
+ *    seccomp filter, tests/runtime/dp/no_cma.c) to both members or to member
+ *    1 only: both fall back to the two copies, the mode names the refusal,
+ *    and the sums keep the network's bits (which the single copy gives). */
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -34,8 +39,9 @@
 #include "tests/check.h"
 #include "tests/runtime/dp/dp_dump.h"   /* OK() */
 #include "tests/runtime/dp/dp_fork.h"
+#include "tests/runtime/dp/no_cma.h"
 
-typedef enum { SAME_BITS, MISMATCH, NO_SEGMENT, BAD_OFFER, FROZEN_BEFORE, FROZEN_AFTER } what;
+typedef enum { SAME_BITS, MISMATCH, NO_SEGMENT, BAD_OFFER, FROZEN_BEFORE, FROZEN_AFTER, REFUSED_BOTH, REFUSED_ONE } what;
 
 static void fill(float *x, size_t n, int me, int round) {
     for (size_t i = 0; i < n; i++) {
@@ -163,6 +169,24 @@ static int exists(const char *name) {
     return fd >= 0;
 }
 
+/* the kernel refuses the single copy (to both members, or to member 1 only,
+ * whose peer can then read it but not be read): the two copies, the same bits */
+static void refused(pz_dp_group *g, int both) {
+    int round = 500;
+    for (int mean = 0; mean <= 1; mean++) {
+        same_bits(g, 300001, mean, PZ_DP_RING, round++);
+        same_bits(g, 1000, mean, PZ_DP_AUTO, round++);
+    }
+    in_flight(g);
+    const char *mode = pz_dp_shm_mode(g);
+    int here = both || g->me == 1;
+    CHECK(pz_dp_shm_active(g) && strncmp(mode, "two copies", 10) == 0 && strstr(mode, "no single copy"),
+          "refused: %s", mode);
+    CHECK(here ? strstr(mode, strerror(EPERM)) != NULL : strstr(mode, "rank 1 could not reach") != NULL,
+          "refused%s: the mode does not name why: %s", here ? " here" : " to the peer", mode);
+    printf("dp-shm: refused to %s, member %d: %s\n", both ? "both" : "member 1", g->me, mode);
+}
+
 static int child(int rank, int world, int port, void *arg) {
     what w = (what)(size_t)arg;
     static char tag[32];
@@ -171,6 +195,9 @@ static int child(int rank, int world, int port, void *arg) {
     check_fatal = 1;
     pz_transport *t = NULL;
     pz_dp_group g = {0};
+    char why[120];
+    if (w == REFUSED_BOTH || (w == REFUSED_ONE && rank == 1))
+        CHECK(no_cma_install(why, sizeof why) == 0, "%s", why);
     OK(dp_world_group(&t, &g, rank, world, port, w == SAME_BITS ? 20.0 : 2.0));
     int failed = 0;
     if (w == SAME_BITS) {
@@ -219,12 +246,34 @@ static int child(int rank, int world, int port, void *arg) {
             in_flight(&g);
             CHECK(strncmp(pz_dp_shm_mode(&g), "two copies", 10) == 0, "shm_copy: %s", pz_dp_shm_mode(&g));
         }
+    } else if (w == REFUSED_BOTH || w == REFUSED_ONE) {
+        refused(&g, w == REFUSED_BOTH);
     } else {
         failed = errors(&g, w, world - 1);
     }
     pz_dp_group_free(&g);
     pz_transport_close(t, failed || w == MISMATCH || w == BAD_OFFER);
     return check_summary("dp-shm");
+}
+
+/* whether a filter can be installed here (in a child: it cannot be undone) */
+static int seccomp_works(char *why, size_t cap) {
+    int fd[2];
+    if (pipe(fd) != 0) return 0;
+    pid_t p = fork();
+    if (p == 0) {
+        char w[120] = "";
+        int r = no_cma_install(w, sizeof w);
+        if (write(fd[1], w, strlen(w)) < 0) r = -1;
+        _exit(r == 0 ? 0 : 1);
+    }
+    close(fd[1]);
+    ssize_t n = read(fd[0], why, cap - 1);
+    why[n > 0 ? n : 0] = 0;
+    close(fd[0]);
+    int status = 0;
+    waitpid(p, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 int main(void) {
@@ -240,6 +289,15 @@ int main(void) {
                              (void *)(size_t)FROZEN_AFTER, 2);
     ok &= dp_fork_run_victim("shared memory, D=2: a member frozen after the set-up is named", 2, 30, child,
                              (void *)(size_t)FROZEN_AFTER, 1);
+    char why[120] = "";
+    if (seccomp_works(why, sizeof why)) {
+        ok &= dp_fork_run("shared memory, D=2: single copy refused (EPERM) to both: two copies", 2, 30, child,
+                          (void *)(size_t)REFUSED_BOTH);
+        ok &= dp_fork_run("shared memory, D=2: single copy refused to member 1: two copies", 2, 30, child,
+                          (void *)(size_t)REFUSED_ONE);
+    } else {
+        printf("skip - single copy refused: %s\n", why);
+    }
     printf("test_dp_shm: %s\n", ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
 }
