@@ -423,9 +423,11 @@ static void jsq_codes_kept8(const jsq_kept8 *g, size_t nk, uint32_t i0, pz_ukey 
         __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(g->c + k));
         __m256i idx = _mm256_add_epi32(base, pz_v8_load_bytes(g->o + k));
         __m128i cb = jsq_code8(_mm256_loadu_ps(g->x + k), c8, idx, uk, invt);
-        unsigned m1 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_set1_epi8(1))) & 0xffu;
-        unsigned m2 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_set1_epi8(2))) & 0xffu;
-        unsigned m3 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_set1_epi8(3))) & 0xffu;
+        /* the class masks from the classes' two bits (1, 2, 3), shifted
+         * to the bytes' top bits: two movemasks for three compares */
+        unsigned b0 = (unsigned)_mm_movemask_epi8(_mm_slli_epi16(c8, 7)) & 0xffu;
+        unsigned b1 = (unsigned)_mm_movemask_epi8(_mm_slli_epi16(c8, 6)) & 0xffu;
+        unsigned m3 = b0 & b1, m1 = b0 ^ m3, m2 = b1 ^ m3;
         _mm_storel_epi64((__m128i *)(void *)s1, pz_v8_compress_b(m1, cb));
         _mm_storel_epi64((__m128i *)(void *)s2, pz_v8_compress_b(m2, cb));
         _mm_storel_epi64((__m128i *)(void *)s3, pz_v8_compress_b(m3, cb));
