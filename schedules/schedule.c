@@ -209,6 +209,10 @@ int pz_sched_splits_last(const pz_sched_spec *sp, int nstages) {
     return sp->kind == PZ_SCHED_1F1B && sp->warmup_auto == PZ_SCHED_NAMED_AUTO && nstages > 1;
 }
 
+int pz_sched_halves(const pz_sched_spec *sp, int nstages, int replicas, int batch, int nmicro) {
+    return pz_sched_splits_last(sp, nstages) && replicas == 1 && batch % 2 == 0 && nmicro <= 32768;   /* 2m tags */
+}
+
 int pz_sched_defers(const pz_sched_spec *sp, int stage, int nstages) {
     if (sp->kind == PZ_SCHED_ZBH1) return stage;
     return pz_sched_splits_last(sp, nstages) && stage > 0 ? 1 : 0;

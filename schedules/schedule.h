@@ -253,6 +253,27 @@ int pz_sched_splits_last(const pz_sched_spec *sp, int nstages);
  * order. 0 otherwise. */
 int pz_sched_defers(const pz_sched_spec *sp, int stage, int nstages);
 
+/* Whether "auto" runs each micro-batch as two of half the batch: 1 for
+ * "auto" with S > 1, one replica, an even batch B and m <= 32768 (the
+ * message tags hold 2m). A decision from flags alone (not from the links:
+ * --link-mbps only slows a run down, it changes no sum), so a resumed run
+ * makes the same one. The runtime then walks the lists of 2m micro-batches
+ * of B/2: micro-batch 2i and 2i+1 are the first and the second half of the
+ * loader's batch i (it still reads B samples at a time). Over a slow link a
+ * step is the busier direction's messages plus the time it stands idle at
+ * the step boundary: the first stage's forward 0, the first activation on
+ * the link, the last stage's forward and input half 0 before the first
+ * gradient leaves, and the last gradient at the end; each of them halves
+ * (issue 26: ~260 of 1.6 s at 10 Mbit/s, demo). Without a link 1f1b's fill
+ * and drain halve the same way, for a few % more per-token compute in the
+ * smaller matmuls (demo: +0.4-1% CPU time). What is computed changes only
+ * in the order of float sums: each micro-batch's loss is the mean over
+ * B/2 x T tokens and the step's the mean of 2m of them (the gradient scale
+ * 1/(B T m) is the same), and the parameter gradients add two halves where
+ * they added one micro-batch; the run equals `--schedule 1f1b --batch B/2
+ * --micro-batches 2m` bit for bit where B divides the epoch. */
+int pz_sched_halves(const pz_sched_spec *sp, int nstages, int replicas, int batch, int nmicro);
+
 /* Rank that a communication op of `stage` talks to, for the kinds with one
  * chunk per rank (interleaved: use pz_instr_peer): RECV_ACT/SEND_GRAD ->
  * stage-1, SEND_ACT/RECV_GRAD -> stage+1, REDUCE_TIED -> the other end of the

@@ -290,13 +290,13 @@ static pz_status setup_model(exec *x, const pz_gpt2_config *cfg, const pz_stage_
     x->au.tied_follows = tied_auto(x);
     if (holds_first(x) || holds_last(x)) {
         if ((st = pz_dataset_open(&x->train, o->model.data, o->model.seq, cfg->vocab_size)) != PZ_OK ||
-            (st = pz_loader_init(&x->loader, &x->train, o->model.batch, 1, (uint64_t)o->model.seed)) != PZ_OK ||
+            (st = pz_loader_init(&x->loader, &x->train, x->flags->model.batch, 1, (uint64_t)o->model.seed)) != PZ_OK ||
             (o->model.val_data && (st = pz_dataset_open(&x->val, o->model.val_data, o->model.seq, cfg->vocab_size)) != PZ_OK))
             return st;
     }
-    x->tok = xcalloc(BT, sizeof(int));
-    x->tgt = xcalloc(BT, sizeof(int));
-    x->ids_tmp = xcalloc((size_t)o->model.batch, sizeof *x->ids_tmp);
+    x->tok = xcalloc(BT << x->halves, sizeof(int));   /* the loader's batch */
+    x->tgt = xcalloc(BT << x->halves, sizeof(int));
+    x->ids_tmp = xcalloc((size_t)x->flags->model.batch, sizeof *x->ids_tmp);
     if ((st = check_links(x)) != PZ_OK) return st;
     exec_slots_alloc(x);
     if (x->S * x->rep.D > 1 && is_root(x) && (st = pz_metrics_init(&x->met, &x->pol, o->observe.metrics, o->model.micro, o->observe.error_metrics,
@@ -426,6 +426,13 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
     pz_gpt2_config cfg;
     if ((st = pz_model_config(o->model.preset, o->model.init, o->model.heads, &cfg)) != PZ_OK) return st;
     if ((st = pz_train_policy(&o->link, pz_train_nchunks(&o->sched), &x.pol)) != PZ_OK) return st;
+    x.flags = o;
+    if ((x.halves = pz_sched_halves(&x.spec, x.S, o->dp.replicas, o->model.batch, o->model.micro))) {
+        x.halved = *o;   /* everything below runs 2m micro-batches of B/2 (exec_next_input) */
+        x.halved.model.batch /= 2;
+        x.halved.model.micro *= 2;
+        x.o = o = &x.halved;
+    }
     struct sigaction old_term, old_int, sa = {.sa_handler = on_stop_signal};
     int handlers = 0, stopped = 0;
     pz_stage_range *all = xcalloc((size_t)x.G, sizeof *all);
@@ -438,8 +445,11 @@ pz_status pz_pipeline_run_rank(const pz_train_opts *o, int rank, int world,
                        (st = start_replica(&x)) != PZ_OK))              /* binsgdm's exchange with itself */
         goto cleanup;
     if (is_root(&x))
-        pz_train_print_start(stderr, o, &cfg, x.S, x.V, x.rep.D, pz_dataset_num_samples(&x.train), cores.threads,
+        pz_train_print_start(stderr, x.flags, &cfg, x.S, x.V, x.rep.D, pz_dataset_num_samples(&x.train), cores.threads,
                              x.spec.warmup_auto);
+    if (is_root(&x) && x.halves)
+        fprintf(stderr, "pipezip train: --schedule auto: each micro-batch runs as its two halves, %d of "
+                "%d x %d per step\n", o->model.micro, o->model.batch, o->model.seq);
     sigaction(SIGTERM, &sa, &old_term);
     sigaction(SIGINT, &sa, &old_int);
     handlers = 1;

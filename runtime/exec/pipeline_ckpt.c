@@ -39,7 +39,7 @@ static int chunk_codecs(exec *x, pz_chunk *c, const char **names, pz_codec **cs)
 
 pz_status exec_job_start(exec *x, const pz_gpt2_config *cfg) {
     const pz_train_opts *o = x->o;
-    char *fp = pz_fingerprint_build(o, cfg, &x->pol, x->train.paths ? &x->train : NULL, x->val.paths ? &x->val : NULL);
+    char *fp = pz_fingerprint_build(x->flags, cfg, &x->pol, x->train.paths ? &x->train : NULL, x->val.paths ? &x->val : NULL);
     pz_fp_share share = {x->rank, x->rep.replica * o->model.micro, o->model.micro};   /* this replica's block */
     pz_status st = pz_fingerprint_agree(x->tp, x->rep.wrank, x->S * x->rep.D, fp, &share);
     if (st == PZ_OK) st = pz_ckpt_job_start(x->tp, &o->ckpt, x->rep.wrank, x->S * x->rep.D, fp, &x->job);

@@ -65,7 +65,10 @@ typedef struct {
 } pz_red_layout;
 
 typedef struct {
-    const pz_train_opts *o;
+    const pz_train_opts *o;    /* the flags; &halved where auto halves the micro-batches */
+    pz_train_opts halved;      /* --batch B/2, --micro-batches 2m (pz_sched_halves) */
+    int halves;                /* 1 then: micro-batch 2i and 2i+1 are the loader's batch i's halves */
+    const pz_train_opts *flags; /* as given: the loader's batch, the job's fingerprint */
     pz_transport *tp;
     const pz_backend *be;
     int rank, S, V, G;         /* rank: this process's stage (0..S-1), rep.rank */
@@ -118,6 +121,8 @@ static inline pz_status exec_allreduce(exec *x, double *v, int n) {
 }
 
 /* pipeline_instr.c */
+/* micro-batch i's tokens into exec.tok/tgt/ids_tmp from loader l (halves: i's half) */
+void exec_next_input(exec *x, pz_loader *l, int i);
 pz_status exec_run_instr(exec *x, const pz_instr *in, uint32_t step, double *loss_sum);
 /* after the list: this step's sends are out (before the parameters change) */
 pz_status exec_wait_sends(exec *x);

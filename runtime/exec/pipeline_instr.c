@@ -15,6 +15,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "base/clock.h"
 #include "runtime/observe/nvtx.h"
@@ -106,6 +107,21 @@ static const float *chunk_output(pz_chunk *c, int slot) {
     int nb = c->stage.range.l1 - c->stage.range.l0;
     const float *out = nb > 0 ? c->slots[slot].blocks[nb - 1].res3 : c->slots[slot].input;
     return pz_staging_out(&c->stg, slot, out);   /* device -> host before encoding */
+}
+
+/* Where auto halves the micro-batches (exec.halves), the loader still reads
+ * --batch samples at a time, so the same samples make up a step (an epoch's
+ * tail too): an even i reads the next batch and takes its first half, an
+ * odd i moves the second half to the front. */
+void exec_next_input(exec *x, pz_loader *l, int i) {
+    if (!x->halves || i % 2 == 0) {
+        pz_loader_next(l, x->tok, x->tgt, x->ids_tmp);
+        return;
+    }
+    size_t hb = (size_t)x->o->model.batch, n = hb * (size_t)x->o->model.seq;
+    memcpy(x->tok, x->tok + n, n * sizeof *x->tok);
+    memcpy(x->tgt, x->tgt + n, n * sizeof *x->tgt);
+    memcpy(x->ids_tmp, x->ids_tmp + hb, hb * sizeof *x->ids_tmp);
 }
 
 /* The forward of micro-batch i on chunk c: tokens into the first chunk, the
@@ -228,7 +244,7 @@ pz_status exec_run_instr(exec *x, const pz_instr *in, uint32_t step, double *los
         return post(x, 1, p.rank, p.boundary, PZ_KIND_GRAD, step, i, field(x, i, p.chunk), c->grad_wire_in[rg],
                     c->end[BWD_RX].cap, &c->grad_recv[rg], "recv gradient");
     case PZ_OP_FORWARD:
-        if (is_first(c) || is_last(x, c)) pz_loader_next(&x->loader, x->tok, x->tgt, x->ids_tmp);
+        if (is_first(c) || is_last(x, c)) exec_next_input(x, &x->loader, i);
         if (!is_first(c) && (st = recv_decode(x, &c->end[FWD_RX], &c->act_recv[ra], step, i, c->act_wire_in[ra],
                                                  c->act_in, c->ids[slot],
                                                  i == 0 && cc == 0 ? &x->act0_at : NULL)) != PZ_OK)
@@ -317,11 +333,11 @@ pz_status exec_validate(exec *x, int step, uint32_t *val_round, int compressed) 
     int nb = 0;
     pz_status st = PZ_OK;
     if (ends) {
-        if ((st = pz_loader_init(&vl, &x->val, o->model.batch, 0, 0)) != PZ_OK) return st;
+        if ((st = pz_loader_init(&vl, &x->val, x->flags->model.batch, 0, 0)) != PZ_OK) return st;
         nb = (int)pz_loader_batches_per_epoch(&vl);
         if (nb < 1) {
             pz_loader_free(&vl);
-            return pz_fail(PZ_ERR_SHAPE, "evaluation data has fewer than one batch of %d x %d tokens", o->model.batch, o->model.seq);
+            return pz_fail(PZ_ERR_SHAPE, "evaluation data has fewer than one batch of %d x %d tokens", x->flags->model.batch, o->model.seq);
         }
         if (nb > o->model.val_batches) nb = o->model.val_batches;
     }
@@ -329,13 +345,15 @@ pz_status exec_validate(exec *x, int step, uint32_t *val_round, int compressed) 
     double cnt = holds_first(x) && x->rep.replica == 0 ? nb : 0.0, sum = 0.0;   /* replicas: each validates, replica 0 counts */
     if ((st = exec_allreduce(x, &cnt, 1)) != PZ_OK) goto out;
     nb = (int)cnt;
-    for (int k = 0; k < nb && st == PZ_OK; k++) {
-        if (ends) pz_loader_next(&vl, x->tok, x->tgt, x->ids_tmp);
+    const int parts = 1 + x->halves;   /* halves: each batch as two, as in training */
+    for (int k = 0; k < nb * parts && st == PZ_OK; k++) {
+        if (ends) exec_next_input(x, &vl, k);
         st = validate_batch(x, k, round, compressed, &sum);
     }
     double v = holds_last(x) && x->rep.replica == 0 ? sum : 0.0;
     if (st == PZ_OK) st = exec_allreduce(x, &v, 1);
-    if (st == PZ_OK && is_root(x)) pz_report_val(stdout, step, nb > 0 ? v / nb : NAN, nb, x->S == 1 ? -1 : compressed);
+    if (st == PZ_OK && is_root(x))
+        pz_report_val(stdout, step, nb > 0 ? v / (nb * parts) : NAN, nb, x->S == 1 ? -1 : compressed);
 out:
     if (ends) pz_loader_free(&vl);
     return st;

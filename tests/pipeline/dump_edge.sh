@@ -5,20 +5,21 @@
 # readable by NumPy, finite, and the fwd ones equal whatever the codec (they
 # are taken before it). interleaved:v=2 on 2 ranks (4 chunks, 3 boundaries)
 # writes the same 3 boundaries' tensors as 1F1B on 3 stages over the same
-# blocks, byte for byte at step 1. Bad uses are refused.
+# blocks, byte for byte at step 1 (1f1b: auto would dump half micro-batches,
+# 4 of (1, T, C)). Bad uses are refused.
 #   dump_edge.sh PIPEZIP
 set -uo pipefail
 PZ="$1"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 "$PZ" tokenize --out "$tmp/t.bin" "$0" "$0" "$0" "$0" >/dev/null || { echo "FAIL: tokenize"; exit 1; }
 common=(train --preset tiny --data "$tmp/t.bin" --batch 2 --seq 16 --micro-batches 2 --steps 3 --seed 4 --dump-edge 1)
-"$PZ" "${common[@]}" --stages 3 --dump-dir "$tmp/raw" >/dev/null 2>"$tmp/err" || { cat "$tmp/err"; echo "FAIL: raw run"; exit 1; }
+"$PZ" "${common[@]}" --stages 3 --schedule 1f1b --dump-dir "$tmp/raw" >/dev/null 2>"$tmp/err" || { cat "$tmp/err"; echo "FAIL: raw run"; exit 1; }
 # 4 chunks: embedding | block 0 | block 1 | head, and 1F1B on 4 stages cut the same way
 "$PZ" "${common[@]}" --stages 2 --schedule interleaved:v=2 --split 0,1,1,0 --dump-dir "$tmp/il" \
   >/dev/null 2>"$tmp/err" || { cat "$tmp/err"; echo "FAIL: interleaved run"; exit 1; }
-"$PZ" "${common[@]}" --stages 4 --split 0,1,1,0 --dump-dir "$tmp/p4" >/dev/null 2>"$tmp/err" ||
+"$PZ" "${common[@]}" --stages 4 --schedule 1f1b --split 0,1,1,0 --dump-dir "$tmp/p4" >/dev/null 2>"$tmp/err" ||
   { cat "$tmp/err"; echo "FAIL: 4-stage run"; exit 1; }
-"$PZ" "${common[@]}" --stages 3 --dump-dir "$tmp/q4" --compress 'fwd=q4,bwd=q8' >/dev/null 2>"$tmp/err" || { cat "$tmp/err"; echo "FAIL: q4 run"; exit 1; }
+"$PZ" "${common[@]}" --stages 3 --schedule 1f1b --dump-dir "$tmp/q4" --compress 'fwd=q4,bwd=q8' >/dev/null 2>"$tmp/err" || { cat "$tmp/err"; echo "FAIL: q4 run"; exit 1; }
 "${PZ_TORCH_PYTHON:-/usr/bin/python3}" - "$tmp" <<'PY' || exit 1  # Debian's, with python3-numpy
 import glob, os, sys
 import numpy as np

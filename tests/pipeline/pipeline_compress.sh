@@ -45,7 +45,9 @@ PY
 head -c 2400 "$dir/text.txt" > "$dir/small.txt"   # 74 samples: ~18 steps per epoch
 "$pz" tokenize --out "$dir/small.bin" "$dir/small.txt" >/dev/null || exit 1
 printf '# edge 0-1 quantizes, edge 1-2 keeps AQ buffers\n0-1:fwd=q8,bwd=q4 \n\n1-2:fwd=aq(q4)  # deltas\n*:bwd=topk:0.25\n' > "$dir/policy.txt"
-if "$pz" train "${common[@]}" --data "$dir/small.bin" --stages 3 --steps 40 --val-every 20 \
+# (--schedule 1f1b: auto would send half micro-batches, B=1, whose q8 channel
+# scales take twice the share of a message: ratio 3.48)
+if "$pz" train "${common[@]}" --data "$dir/small.bin" --stages 3 --steps 40 --val-every 20 --schedule 1f1b \
      --policy-file "$dir/policy.txt" --metrics "$dir/m" > "$dir/p3.jsonl" 2>"$dir/p3.err"; then
   "$py" - "$dir/p3.jsonl" "$dir/m.jsonl" "$dir/m.csv" <<'PY' || fail "3-stage policy metrics"
 import csv, json, math, sys

@@ -47,6 +47,14 @@ common=(--preset tiny --data "$dir/train.bin" --val-data "$dir/val.bin" --batch 
 # equal to each other; against this reference, 5.3e-7 (2026-11-28, AMD EPYC).
 "$pz" train "${common[@]}" --threads 2 --save "$dir/ref2.safetensors" --checkpoint-dir "$dir/ckref2" \
   > "$dir/ref2.jsonl" 2>"$dir/ref2.err" || { cat "$dir/ref2.err"; echo "FAIL: single-process run, 2 threads"; exit 1; }
+# The reference of --schedule auto, which runs each micro-batch of 2 as two
+# of 1 (pz_sched_halves): the single process with 8 micro-batches of 1 and
+# 6 validation batches of 1, the same samples in the same order (against
+# the reference above auto differs by adam_m 1.6e-5: the gradients add two
+# halves where they added one micro-batch)
+"$pz" train "${common[@]}" --batch 1 --micro-batches 8 --val-batches 6 --save "$dir/refh.safetensors" \
+  --checkpoint-dir "$dir/ckrefh" > "$dir/refh.jsonl" 2>"$dir/refh.err" \
+  || { cat "$dir/refh.err"; echo "FAIL: single-process run, halved micro-batches"; exit 1; }
 
 fails=0
 # S, schedule, extra flags: extra warm-up (fixed, and --schedule auto, the
@@ -60,6 +68,7 @@ for run in "${runs[@]}"; do
     read -r -a extra <<<"${rest:-}"
     ref=ref
     [[ " ${extra[*]} " == *" --threads 2 "* ]] && ref=ref2
+    [ "$sched" = auto ] && ref=refh
     rm -rf "$dir/ckp"
     if ! timeout 300 "$pz" train "${common[@]}" --stages "$S" --schedule "$sched" \
          --save "$dir/p.safetensors" --checkpoint-dir "$dir/ckp" "${extra[@]}" > "$dir/p.jsonl" 2>"$dir/p.err"; then

@@ -351,8 +351,10 @@ if lrun "tied q8" /dev/null --steps 6 --compress bwd=q8 --checkpoint-dir "$dir/c
 fi
 # --dump-edge: the files of one pipeline with D x M micro-batches (replica r's
 # are the global batch's r x M ..): activations bit for bit, gradients D times
-# theirs (each replica's loss is its own M micro-batches' mean)
-"$pz" train "${common[@]}" --stages 2 --micro-batches 4 --steps 1 --dump-edge 1 --dump-dir "$dir/d1" > /dev/null 2>&1 \
+# theirs (each replica's loss is its own M micro-batches' mean); 1f1b: auto
+# would run one pipeline's micro-batches as halves (replicas keep them whole)
+"$pz" train "${common[@]}" --stages 2 --micro-batches 4 --steps 1 --dump-edge 1 --dump-dir "$dir/d1" --schedule 1f1b \
+    > /dev/null 2>&1 \
     || { echo "FAIL: --dump-edge of one pipeline"; fails=$((fails + 1)); }
 if lrun "--dump-edge" /dev/null --steps 1 --dump-edge 1 --dump-dir "$dir/d2"; then
     "${PZ_TORCH_PYTHON:-/usr/bin/python3}" - "$dir/d1" "$dir/d2" <<'PY' || fails=$((fails + 1))

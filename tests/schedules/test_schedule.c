@@ -1113,6 +1113,24 @@ static void test_auto_split(void) {
            "W(m-1) last, deadlock-free, slots apart\n", runs);
 }
 
+/* auto's half micro-batches (pz_sched_halves): a decision from the flags
+ * alone, only for "auto" past one stage, one replica, an even batch and 2m
+ * within the message tags */
+static void test_auto_halves(void) {
+    pz_sched_spec au = spec_k(PZ_SCHED_1F1B, 0), k1 = spec_k(PZ_SCHED_1F1B, 0), wa = spec_k(PZ_SCHED_1F1B, 0);
+    au.warmup_auto = PZ_SCHED_NAMED_AUTO;
+    wa.warmup_auto = 1;   /* 1f1b:warmup=auto, as named: whole micro-batches */
+    CHECK(pz_sched_halves(&au, 2, 1, 4, 8) && pz_sched_halves(&au, 8, 1, 2, 32768), "auto S=2 B=4 m=8: halves");
+    CHECK(!pz_sched_halves(&au, 1, 1, 4, 8), "one stage: no halves");
+    CHECK(!pz_sched_halves(&au, 2, 2, 4, 8), "replicas: no halves");
+    CHECK(!pz_sched_halves(&au, 2, 1, 3, 8) && !pz_sched_halves(&au, 2, 1, 1, 8), "odd batch: no halves");
+    CHECK(!pz_sched_halves(&au, 2, 1, 4, 32769), "2m past the tags: no halves");
+    CHECK(!pz_sched_halves(&k1, 2, 1, 4, 8) && !pz_sched_halves(&wa, 2, 1, 4, 8), "named schedules: no halves");
+    pz_sched_spec gp = pz_sched_plain(PZ_SCHED_GPIPE), zb = pz_sched_plain(PZ_SCHED_ZBH1);
+    CHECK(!pz_sched_halves(&gp, 2, 1, 4, 8) && !pz_sched_halves(&zb, 2, 1, 4, 8), "gpipe, zb-h1: no halves");
+    printf("ok: auto halves the micro-batches only for auto, S > 1, one replica, an even batch\n");
+}
+
 int main(void) {
     test_api();
     test_shapes();
@@ -1122,6 +1140,7 @@ int main(void) {
     test_link_rtt();
     test_zb_idle();
     test_auto_split();
+    test_auto_halves();
     test_checker_catches_defects();
     test_table();
     test_cmd();
