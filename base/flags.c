@@ -12,6 +12,13 @@ void pz_flags_print(FILE *f, const pz_flag *fs, int n) {
         char left[64];
         snprintf(left, sizeof left, "%s%s", fs[i].name, arg);
         fprintf(f, "  %-22s %s", left, fs[i].help);
+        /* a help that states its default itself ("default: steps/10"), or
+         * that there is none ("required"), knows better than the variable's
+         * start value, which may be a sentinel */
+        if (strstr(fs[i].help, "default") || strstr(fs[i].help, "required")) {
+            fputc('\n', f);
+            continue;
+        }
         switch (fs[i].kind) {
         case PZ_FLAG_INT: fprintf(f, " (default %d)", *(int *)fs[i].ptr); break;
         case PZ_FLAG_LONG: fprintf(f, " (default %ld)", *(long *)fs[i].ptr); break;

@@ -199,6 +199,7 @@ static int cmd_generate(int argc, char **argv) {
     o.sampling.top_p = 1.0f;
     o.stages = 1;
     o.max_new_tokens = -1;
+    o.peer_timeout = 60.0f;   /* train's default; --help prints it */
     long seed = 1337;
     /* one position per token is too little work to split: on the demo model
      * (2 vCPUs, AMD EPYC) 1 thread made 141 tokens/s, 2 threads 43 */

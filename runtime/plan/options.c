@@ -299,7 +299,7 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
         {"--dp-link-latency-ms", PZ_FLAG_FLOAT, &o->dp.link_latency_ms, "with --replicas: simulated one-way delay of the links between replicas, ms", 0, 60000, NULL},
         {"--split", PZ_FLAG_STR, &o->sched.split, "blocks per stage, e.g. 3,3,3,3 (interleaved: per chunk; default: balanced by a cost model)", 0, 0, NULL},
         {"--schedule", PZ_FLAG_STR, &o->sched.name, "pipeline schedule: auto (1f1b, with the extra warm-up of warmup=auto where the links do not keep up with compute; said on stderr and in --metrics; an even --batch runs as 2x the micro-batches of half of it), 1f1b, 1f1b:warmup=K|auto (more in flight for slow links), zb-h1 (zero bubble), gpipe or interleaved:v=V (V model chunks per stage, Megatron's interleaved 1F1B)", 0, 0, NULL},
-        {"--virtual-stages", PZ_FLAG_INT, &o->sched.virtual_stages, "with --schedule interleaved: model chunks per stage (the same as interleaved:v=V)", 1, PZ_SCHED_MAX_VIRTUAL, NULL},
+        {"--virtual-stages", PZ_FLAG_INT, &o->sched.virtual_stages, "with --schedule interleaved: model chunks per stage (the same as interleaved:v=V; no default: one of them says V)", 1, PZ_SCHED_MAX_VIRTUAL, NULL},
         {"--peer-timeout", PZ_FLAG_FLOAT, &o->net.peer_timeout, "seconds a stage waits for a peer before failing", 0.1, 86400, NULL},
         {"--job-secret-file", PZ_FLAG_STR, &o->net.job_secret_file, "file with the secret every rank proves it holds (else $" PZ_JOB_SECRET_ENV "; the local launcher makes one)", 0, 0, NULL},
         {"--trace", PZ_FLAG_STR, &o->observe.trace, "write a Chrome/Perfetto trace JSON of all stages (pipeline only)", 0, 0, NULL},

@@ -204,5 +204,17 @@ expect_fail "generate --stages 100 before any rank starts" "^pipezip generate: e
   "$pz" generate --model "$dir/m.safetensors" --prompt-ids 1,2 --max-new-tokens 1 --stages 100
 [ -z "$(ls "$dir" | grep -E '^(ck|edge-dump)')" ] || { echo "FAIL: a refused run left files: $(ls "$dir")"; fails=$((fails + 1)); }
 
+# --help tells the truth about defaults: a default it states is a value the
+# flag takes (generate's --peer-timeout said 0, out of its range), and no flag
+# states two (train's --warmup said "default: steps/10" and "default 0")
+for sub in train eval tokenize generate schedule codec; do
+  n=$((n + 1))
+  bad=$("$pz" "$sub" --help | grep -E 'default.*\(default [^ )]*\)$' || true)
+  while read -r flag val; do
+    "$pz" "$sub" "$flag" "$val" --help >/dev/null 2>"$dir/help.err" || bad+="$flag $val: $(cat "$dir/help.err") "
+  done < <("$pz" "$sub" --help | sed -nE 's/^  (--[a-z0-9-]+) N .*\(default ([^ )]*)\)$/\1 \2/p')
+  [ -z "$bad" ] && echo "ok: $sub --help: the defaults it states" || { echo "FAIL: $sub --help: $bad"; fails=$((fails + 1)); }
+done
+
 echo "$((n - fails)) of $n cli error checks passed"
 [ "$fails" = 0 ]
