@@ -401,6 +401,12 @@ pz_status pz_resume_note_last_good(pz_status st, const char *dir, const pz_ckpt_
     return pz_fail(st, "%s; the last good checkpoint is %s", msg, good[0] ? good : "none (nothing to resume from)");
 }
 
+pz_status pz_resume_final_lost(const char *dir, int step, const pz_ckpt_job *job) {
+    pz_fail(PZ_ERR_IO, "the checkpoint of the last step, %d, could not be written (above) and there is no --save: "
+            "the trained model is kept nowhere", step);
+    return pz_resume_note_last_good(PZ_ERR_IO, dir, job);
+}
+
 pz_status pz_resume_scan(const char *dir, int allow_missing, pz_ckpt_entry **out, int *count) {
     *out = NULL;
     *count = 0;

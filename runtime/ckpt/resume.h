@@ -53,10 +53,15 @@ pz_status pz_resume_commit(const char *dir, int step, int world, int keep, const
  * removes its files of it (rank -1: rank 0 alone, every file pipezip wrote
  * there, after the manifest failed), and the step directory goes when
  * nothing else is in it; rank 0 names the last good checkpoint. The run
- * goes on (a full disk must not cost the --save at the end): PZ_OK. */
+ * goes on (a full disk must not cost the --save at the end): PZ_OK; at the
+ * last step without --save, see pz_resume_final_lost. */
 pz_status pz_resume_abandon(const char *dir, int step, int rank, const pz_ckpt_job *job, pz_status why);
 /* st (an error) with "; the last good checkpoint is DIR/step-N" added. */
 pz_status pz_resume_note_last_good(pz_status st, const char *dir, const pz_ckpt_job *job);
+/* The checkpoint of the run's last step was abandoned and there is no
+ * --save: the trained model would be kept nowhere, so the run fails (exit 0
+ * would claim it was). An error naming the last good checkpoint. */
+pz_status pz_resume_final_lost(const char *dir, int step, const pz_ckpt_job *job);
 
 /* The complete checkpoints in dir, newest first: step, format version, job
  * and its description (version 2). A manifest that cannot be read is warned

@@ -124,7 +124,7 @@ pz_status exec_checkpoint(exec *x, int step) {
     /* a shard that could not be written (a full disk): none of it stays, the run goes on */
     if (bad > 0) {
         for (int cc = 0; x->rep.replica == 0 && cc < x->V; cc++) pz_resume_abandon(dir, step, x->ch[cc].g, &x->job, cc ? PZ_OK : st);
-        return PZ_OK;
+        return step == x->o->model.steps && !x->o->model.save ? pz_resume_final_lost(dir, step, &x->job) : PZ_OK;
     }
     if (is_root(x) && (st = pz_resume_commit(dir, step, x->G, x->o->ckpt.keep, &x->job)) == PZ_OK)
         fprintf(stderr, "pipezip train: checkpoint of step %d in %s\n", step, dir);

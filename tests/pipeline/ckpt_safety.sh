@@ -245,6 +245,16 @@ else
   echo "note: cannot mount a tmpfs here: the full disk is an injected ENOSPC only"
 fi
 full "an injected ENOSPC on rank 1 at step 6" "$dir/ckN" "nospace:6:1" 4
+# the last step's checkpoint lost and no --save: the model is kept nowhere,
+# which exit 0 would hide (it did): an error naming the last good checkpoint
+PIPEZIP_FAULT=nospace:4:1 "$pz" "${base[@]}" --steps 4 --seed 1 --checkpoint-every 2 --checkpoint-dir "$dir/cklast" \
+  > /dev/null 2>"$dir/err"
+rc=$?
+if [ "$rc" != 0 ] && grep -q "error: the checkpoint of the last step, 4, .*no --save.*the last good checkpoint is $dir/cklast/step-00000002" "$dir/err"; then
+  echo "ok: the last checkpoint lost without --save: exit $rc, $(grep -m1 -o 'the trained model is kept nowhere' "$dir/err")"
+else
+  cat "$dir/err"; fail "the last checkpoint lost without --save: exit $rc"
+fi
 
 if [ "$fails" = 0 ]; then echo "ckpt-safety: all passed"; else echo "ckpt-safety: $fails failed"; fi
 [ "$fails" = 0 ]
