@@ -425,9 +425,10 @@ static void jsq_search_scales(const jsq_enc *e, int k, jsq_best *best) {
 
 /* The value streams: per element chunk, the classes expanded to elements
  * (G > 1), the codes staged per class, and every full JSQ_CH of a class's
- * codes packed at its stream's write offset wo[c]; the rest at the end. */
+ * codes packed at its stream's write offset wo[c]; the rest at the end;
+ * with ms, the map's codes too (pz_jsq_codes). */
 static void jsq_write_values(const jsq_enc *e, const uint8_t *cls, const pz_codec_ctx *ctx, const float inv[4],
-                             const size_t off[4], uint8_t *payload) {
+                             const size_t off[4], uint8_t *payload, jsq_mapst *ms) {
     const size_t G = e->g.G, n = e->g.n;
     pz_ukey uk = pz_ukey_at(pz_ctx_key(ctx), 0);
     uint8_t *stb = xmalloc(4 * (2 * JSQ_CH + 128)), *ecb = G > 1 ? xmalloc(JSQ_CH + 64) : NULL;
@@ -444,7 +445,7 @@ static void jsq_write_values(const jsq_enc *e, const uint8_t *cls, const pz_code
             pz_jsq_expand_cls(cls, G, i0, cnt, ecb);
             ec = ecb;
         }
-        pz_jsq_codes(e->x + i0, ec, cnt, (uint32_t)i0, uk, inv, stg, ns);
+        pz_jsq_codes(e->x + i0, ec, cnt, (uint32_t)i0, uk, inv, stg, ns, ms);
         for (int c = 1; c < 4; c++) {
             size_t done = 0;
             while (ns[c] - done >= JSQ_CH) {
@@ -472,20 +473,31 @@ static pz_status jsq_write_message(const jsq_enc *e, const uint8_t *cls, int k, 
                                    const uint32_t cmax[4], const pz_codec_ctx *ctx, uint8_t *payload, size_t cap,
                                    size_t *len) {
     const size_t G = e->g.G, ng = e->g.ng;
-    size_t mcount[4] = {0, 0, 0, 0};
+    size_t mcount[4] = {0, 0, 0, 0}, vrel[4] = {0, 0, 0, 0}, vlen = 0, nsc = 0;
     for (int c = 1; c < 4; c++) mcount[c] = gcount[c] * G;
     if (e->g.n % G && cls[ng - 1]) mcount[cls[ng - 1]] -= G - e->g.n % G;
-    size_t maxmap = (size_t)(e->room_bits / 8) + 2;
-    uint8_t *mtmp = cap >= 1 + maxmap + 8 ? NULL : xmalloc(maxmap + 8);
-    uint64_t mapbits = pz_jsq_write_map(cls, ng, k, mtmp ? mtmp : payload + 1);
-    size_t mapbytes = (size_t)((mapbits + 7) / 8);
-    size_t off_sc = 1 + mapbytes, nsc = 0;
-    for (int c = 1; c < 4; c++) nsc += gcount[c] > 0;
-    size_t off[4] = {0, 0, 0, 0}, total = off_sc + 4 * nsc;
-    for (int c = 1; c < 4; c++) {
-        off[c] = total;
-        total += (mcount[c] * (size_t)jsq_width[c] + 7) / 8;
+    float inv[4] = {0, 0, 0, 0};
+    for (int c = 1; c < 4; c++) {                       /* the streams' offsets from the first's */
+        vrel[c] = vlen;
+        vlen += (mcount[c] * (size_t)jsq_width[c] + 7) / 8;
+        nsc += gcount[c] > 0;
+        if (gcount[c]) inv[c] = (float)jsq_L[c] / pz_u2f(cmax[c]);
     }
+    size_t maxmap = (size_t)(e->room_bits / 8) + 2;
+    uint8_t *mtmp = cap >= 1 + maxmap + 8 ? NULL : xmalloc(maxmap + 8), *mout = mtmp ? mtmp : payload + 1;
+    uint8_t *vbuf = NULL;
+    uint64_t mapbits;
+#if defined(JSQ_FUSED_MAP)
+    if (G == 1 && k > 0) {                              /* the map's codes in the values' sweep */
+        jsq_mapst ms = {mout, 0, 0, k, 0};
+        vbuf = xmalloc(vlen + 64);
+        jsq_write_values(e, cls, ctx, inv, vrel, vbuf, &ms);
+        mapbits = pz_jsq_map_finish(&ms, ng, mout);
+    } else
+#endif
+        mapbits = pz_jsq_write_map(cls, ng, k, mout);
+    size_t mapbytes = (size_t)((mapbits + 7) / 8), off_sc = 1 + mapbytes, off[4], total = off_sc + 4 * nsc + vlen;
+    for (int c = 0; c < 4; c++) off[c] = off_sc + 4 * nsc + vrel[c];
     pz_status fail = PZ_OK;
     if (mapbits > e->room_bits || total > e->g.pmax)      /* cannot happen: capacity reserves */
         fail = pz_fail(PZ_ERR_ARG, "jointsq: internal: %zu bytes over the budget of %zu", total, e->g.pmax);
@@ -493,6 +505,7 @@ static pz_status jsq_write_message(const jsq_enc *e, const uint8_t *cls, int k, 
         fail = pz_fail(PZ_ERR_ARG, "jointsq: payload buffer of %zu bytes too small (%zu needed)", cap, total);
     if (fail != PZ_OK) {
         free(mtmp);
+        free(vbuf);
         return fail;
     }
     payload[0] = (uint8_t)k;
@@ -503,15 +516,18 @@ static pz_status jsq_write_message(const jsq_enc *e, const uint8_t *cls, int k, 
         payload[mapbytes] &= (uint8_t)((1u << (mapbits % 8)) - 1);   /* (the writer's bytes past the end are overwritten below) */
     }
     size_t so = off_sc;
-    float inv[4] = {0, 0, 0, 0};
     for (int c = 1; c < 4; c++) {
         if (!gcount[c]) continue;
         float scale = pz_u2f(cmax[c]);
         memcpy(payload + so, &scale, 4);
         so += 4;
-        inv[c] = (float)jsq_L[c] / scale;
     }
-    jsq_write_values(e, cls, ctx, inv, off, payload);
+    if (vbuf) {
+        memcpy(payload + off[1], vbuf, vlen);
+        free(vbuf);
+    } else {
+        jsq_write_values(e, cls, ctx, inv, off, payload, NULL);
+    }
     *len = total;
     return PZ_OK;
 }

@@ -280,50 +280,84 @@ static inline void jsq_pair_codes(const uint32_t *pos, const uint32_t *cl, size_
     }
 #endif
 }
+
+/* Appends the codes of cnt kept groups (jsq_pair_codes' pairs pv, pl; the
+ * runs' ends pos, classes cl for the long runs) to the map. */
+static inline mapw_ jsq_put_pairs(mapw_ w, const uint32_t *pos, const uint32_t *cl, size_t cnt, int k, const uint64_t *pv,
+                           const uint64_t *pl) {
+    size_t npair = (cnt + 1) / 2;
+    for (size_t j = 0; j < npair; j++) {
+        /* two pairs at once when they fit in one put (the usual case) */
+        if (j + 1 < npair && pl[j] + pl[j + 1] <= 56) {
+            w = mw_put(w, pv[j] | pv[j + 1] << pl[j], (unsigned)(pl[j] + pl[j + 1]));
+            j++;
+        } else if (pl[j] != 255) {
+            w = mw_put(w, pv[j], (unsigned)pl[j]);
+        } else {
+            /* the run in 32 bits, as in the vectors above: pos[0] is
+             * 2^32 - 1 before the first kept group (last = 0), and in
+             * 64 bits the first run came out near 2^64 (a write far
+             * past the map when that run was a slow code) */
+            for (size_t e = 2 * j; e < 2 * j + 2 && e < cnt; e++)
+                w = mw_run(w, (uint32_t)(pos[1 + e] - pos[e] - 1u), k, (int)cl[e]);
+        }
+    }
+    return w;
+}
 #endif
 
-/* Writes the map of cls[0..ng) with Rice parameter k at out (8 bytes of
- * slack past its end); returns its length in bits. With vectors (AVX-512,
- * AVX2) the kept groups of JSQ_MB at a time are gathered and their codes
- * (value, length) computed a vector at a time; the serial part only appends
- * them. */
-uint64_t pz_jsq_write_map(const uint8_t *cls, size_t ng, int k, uint8_t *out) {
-    if (k == 0) return jsq_write_map_k0(cls, ng, out);
-    mapw_ w = {out, 0, 0};
-    size_t last = 0, i0 = 0;
+static inline mapw_ mw_of(const jsq_mapst *m) {
+    mapw_ w = {m->p, m->acc, m->n};
+    return w;
+}
+
+static inline void mw_save(jsq_mapst *m, mapw_ w) {
+    m->p = w.p;
+    m->acc = w.acc;
+    m->n = w.n;
+}
+
+/* Appends the codes of the groups [i0, end) of cls (Rice parameter k > 0;
+ * *lastp: the group after the last kept one before i0, then after i0).
+ * With vectors (AVX-512, AVX2) the kept groups of JSQ_MB at a time are
+ * gathered and their codes (value, length) computed a vector at a time;
+ * the serial part only appends them. */
+static mapw_ jsq_map_range(mapw_ w, const uint8_t *cls, size_t i0, size_t end, int k, size_t *lastp) {
+    size_t last = *lastp;
 #if defined(JSQ_VEC) || defined(__AVX2__)
     uint32_t pos[JSQ_MB + 32], cl[JSQ_MB + 32];
     uint64_t pv[JSQ_MB / 2 + 16], pl[JSQ_MB / 2 + 16];
-    for (; i0 + JSQ_MB <= ng; i0 += JSQ_MB) {
+    for (; i0 + JSQ_MB <= end; i0 += JSQ_MB) {
         pos[0] = (uint32_t)last - 1;                 /* the previous kept group (wraps at 0: fine) */
         size_t cnt = jsq_kept_block(cls, i0, pos, cl);
         jsq_pair_codes(pos, cl, cnt, k, pv, pl);
-        size_t npair = (cnt + 1) / 2;
-        for (size_t j = 0; j < npair; j++) {
-            /* two pairs at once when they fit in one put (the usual case) */
-            if (j + 1 < npair && pl[j] + pl[j + 1] <= 56) {
-                w = mw_put(w, pv[j] | pv[j + 1] << pl[j], (unsigned)(pl[j] + pl[j + 1]));
-                j++;
-            } else if (pl[j] != 255) {
-                w = mw_put(w, pv[j], (unsigned)pl[j]);
-            } else {
-                /* the run in 32 bits, as in the vectors above: pos[0] is
-                 * 2^32 - 1 before the first kept group (last = 0), and in
-                 * 64 bits the first run came out near 2^64 (a write far
-                 * past the map when that run was a slow code) */
-                for (size_t e = 2 * j; e < 2 * j + 2 && e < cnt; e++)
-                    w = mw_run(w, (uint32_t)(pos[1 + e] - pos[e] - 1u), k, (int)cl[e]);
-            }
-        }
+        w = jsq_put_pairs(w, pos, cl, cnt, k, pv, pl);
         if (cnt) last = pos[cnt] + 1;
     }
 #endif
-    for (; i0 < ng; i0++) {
+    for (; i0 < end; i0++) {
         if (!cls[i0]) continue;
         w = mw_run(w, i0 - last, k, cls[i0]);
         last = i0 + 1;
     }
-    w = mw_run(w, ng - last, k, 0);
+    *lastp = last;
+    return w;
+}
+
+/* Writes the map of cls[0..ng) with Rice parameter k at out (8 bytes of
+ * slack past its end); returns its length in bits. */
+uint64_t pz_jsq_write_map(const uint8_t *cls, size_t ng, int k, uint8_t *out) {
+    if (k == 0) return jsq_write_map_k0(cls, ng, out);
+    jsq_mapst ms = {out, 0, 0, k, 0};
+    mw_save(&ms, jsq_map_range(mw_of(&ms), cls, 0, ng, k, &ms.last));
+    return pz_jsq_map_finish(&ms, ng, out);
+}
+
+/* The map's end: the final run of dropped groups; returns the map's length
+ * in bits from out. */
+uint64_t pz_jsq_map_finish(jsq_mapst *ms, size_t ng, const uint8_t *out) {
+    mapw_ w = mw_run(mw_of(ms), ng - ms->last, ms->k, 0);
+    mw_save(ms, w);
     return (uint64_t)(w.p - out) * 8 + w.n;
 }
 
@@ -439,6 +473,22 @@ static void jsq_codes_kept8(const jsq_kept8 *g, size_t nk, uint32_t i0, pz_ukey 
     ns[2] += (size_t)(s2 - e2);
     ns[3] += (size_t)(s3 - e3);
 }
+
+/* The map's codes of a gathered block's kept elements (element i0 + o,
+ * class c: groups of 1), appended to the map of ms. */
+static void jsq_map_kept8(jsq_mapst *ms, const jsq_kept8 *g, size_t nk, uint32_t i0) {
+    uint32_t pos[JSQ_DB + 16], cl[JSQ_DB + 16];
+    uint64_t pv[JSQ_DB / 2 + 8], pl[JSQ_DB / 2 + 8];
+    const __m256i base = _mm256_set1_epi32((int)i0);
+    pos[0] = (uint32_t)ms->last - 1;                 /* as jsq_map_range's */
+    for (size_t e = 0; e < nk; e += 8) {
+        _mm256_storeu_si256((__m256i *)(void *)(pos + 1 + e), _mm256_add_epi32(base, pz_v8_load_bytes(g->o + e)));
+        _mm256_storeu_si256((__m256i *)(void *)(cl + e), pz_v8_load_bytes(g->c + e));
+    }
+    jsq_pair_codes(pos, cl, nk, ms->k, pv, pl);
+    mw_save(ms, jsq_put_pairs(mw_of(ms), pos, cl, nk, ms->k, pv, pl));
+    if (nk) ms->last = pos[nk] + 1;
+}
 #endif
 
 /* the scalar form of one element's code (class c > 0, element index i) */
@@ -453,10 +503,11 @@ static inline void jsq_code1(float x, int c, uint32_t i, pz_ukey uk, const float
 
 /* Codes of elements x[0..cnt) (element indices i0 + j) with per-element
  * classes ec, appended to the staging buffers st[1..3] (counts ns[]; 8
- * bytes of slack past them). */
+ * bytes of slack past them); with ms (groups of 1: ec is then the classes
+ * from group i0 on), the map's codes of the same groups appended too. */
 void pz_jsq_codes(const float *x, const uint8_t *ec, size_t cnt, uint32_t i0, pz_ukey uk, const float inv[4],
-                       uint8_t *st[4], size_t ns[4]) {
-    size_t j = 0;
+                       uint8_t *st[4], size_t ns[4], jsq_mapst *ms) {
+    size_t j = 0, jm = 0;                            /* jm: the map written for [0, jm) */
 #if defined(JSQ_VEC)
     const __m512 invt = _mm512_setr_ps(inv[0], inv[1], inv[2], inv[3], 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512 Lt = _mm512_setr_ps(0.0f, 1.0f, 7.0f, 127.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
@@ -504,9 +555,12 @@ void pz_jsq_codes(const float *x, const uint8_t *ec, size_t cnt, uint32_t i0, pz
         _mm256_storeu_ps(g.x + nk, _mm256_setzero_ps());
         memset(g.o + nk, 0, 8);
         memset(g.c + nk, 0, 8);
+        if (ms) jsq_map_kept8(ms, &g, nk, i0 + (uint32_t)j);
         jsq_codes_kept8(&g, nk, i0 + (uint32_t)j, uk, invt, st, ns);
     }
+    jm = j;
 #endif
+    if (ms) mw_save(ms, jsq_map_range(mw_of(ms), ec - i0, i0 + jm, i0 + cnt, ms->k, &ms->last));
     for (; j < cnt; j++) jsq_code1(x[j], ec[j], i0 + (uint32_t)j, uk, inv, st, ns);
 }
 
