@@ -23,6 +23,9 @@
 
 /* ---------------------------------------------------------------- helpers */
 
+/* the longest spec an error message echoes whole */
+#define SPEC_ECHO 120
+
 pz_status pz_spec_fail(const char *spec, size_t off, const char *fmt, ...) {
     char msg[256];
     va_list ap;
@@ -32,8 +35,17 @@ pz_status pz_spec_fail(const char *spec, size_t off, const char *fmt, ...) {
     size_t slen = strlen(spec);
     if (off > slen) off = slen;
     char head[512];
-    snprintf(head, sizeof head, "bad codec spec '%s': %s at offset %zu: ", spec, msg, off);
-    return pz_fail_caret(PZ_ERR_ARG, head, "", spec, off);
+    if (slen <= SPEC_ECHO) {
+        snprintf(head, sizeof head, "bad codec spec '%s': %s at offset %zu: ", spec, msg, off);
+        return pz_fail_caret(PZ_ERR_ARG, head, "", spec, off);
+    }
+    /* a long spec whole would push the reason past the message's bounds:
+     * its start quoted, and a window around the offset under the caret */
+    snprintf(head, sizeof head, "bad codec spec '%.40s...' (%zu characters): %s at offset %zu: ", spec, slen, msg, off);
+    size_t from = off > SPEC_ECHO / 2 ? off - SPEC_ECHO / 2 : 0;
+    char window[SPEC_ECHO + 1];
+    snprintf(window, sizeof window, "%s", spec + from);
+    return pz_fail_caret(PZ_ERR_ARG, head, from ? "..." : "", window, off - from);
 }
 
 int pz_spec_next_opt(const char *spec, size_t base, const char *list, size_t *pos, pz_spec_opt *o) {

@@ -438,6 +438,25 @@ static void expect_spec_error(const char *spec, size_t off, const char *needle) 
     CHECK(caret && (size_t)(caret - (nl + 1)) == first - sl + off, "'%s': caret misplaced", spec);
 }
 
+/* a spec too long to echo whole: the reason survives the message's bounds
+ * (it was cut off after the echoed spec), the caret under the offending
+ * character of the window shown */
+static void long_spec_error(void) {
+    char spec[1024] = "";
+    for (int i = 0; i < 200; i++) strcat(spec, "ef(");
+    strcat(spec, "q4");
+    for (int i = 0; i < 200; i++) strcat(spec, ")");
+    pz_codec *c = NULL;
+    CHECK(pz_codec_create(spec, &c) == PZ_ERR_ARG, "200 nested ef() should fail");
+    pz_codec_free(c);
+    const char *m = pz_last_error(), *nl = strchr(m, '\n');
+    CHECK(strstr(m, "nested more than 4 deep at offset 12") && strstr(m, "(802 characters)"), "message: %s", m);
+    const char *caret = nl ? strchr(nl + 1, '^') : NULL;
+    size_t col = caret ? (size_t)(caret - (nl + 1)) : 0;
+    CHECK(caret && nl - m >= 120 && !strncmp(nl - 120, spec, 120) && col == (size_t)(nl - m) - 120 + 12,
+          "the first line does not end with the spec's first 120 characters, or the caret is misplaced: %s", m);
+}
+
 static void test_spec(void) {
     expect_spec("fp32", "fp32");
     expect_spec("fp16", "fp16");
@@ -494,6 +513,8 @@ static void test_spec_errors(void) {
     expect_spec_error("foo(q4)", 0, "unknown wrapper 'foo'");
     expect_spec_error("ef()", 3, "codec expected");
     expect_spec_error("ef(ef(ef(ef(ef(q4)))))", 12, "nested more than 4 deep");
+    /* 200 deep: the reason, the offset and a caret under the window the message shows */
+    long_spec_error();
     expect_spec_error("aq(q4,warmup=q9)", 14, "bits must be 1..8");
     expect_spec_error("q 4", 1, "unexpected ' '");
 }
