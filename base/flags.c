@@ -32,6 +32,15 @@ void pz_flags_print(FILE *f, const pz_flag *fs, int n) {
     }
 }
 
+/* whether arg names one of the flags, as "--name" or "--name=value" */
+static int is_flag(const pz_flag *fs, int n, const char *arg) {
+    if (strncmp(arg, "--", 2) != 0) return 0;
+    size_t len = strcspn(arg, "=");
+    for (int k = 0; k < n; k++)
+        if (strlen(fs[k].name) == len && strncmp(fs[k].name, arg, len) == 0) return 1;
+    return strcmp(arg, "--help") == 0;
+}
+
 int pz_flags_parse(const char *cmd, const char *usage, int argc, char **argv,
                    const pz_flag *fs, int n, int *rest_start) {
     int i = 0;
@@ -71,6 +80,13 @@ int pz_flags_parse(const char *cmd, const char *usage, int argc, char **argv,
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         if (!val) {
             fprintf(stderr, "pipezip %s: error: %s needs a value\n", cmd, name);
+            return 1;
+        }
+        /* "--save --steps 3": the value left out, the next flag taken for it
+         * (else the error blames the stray '3') */
+        if (!eq && is_flag(fs, n, val)) {
+            fprintf(stderr, "pipezip %s: error: %s needs a value: the next argument, %s, is a flag (write %s=%s for a "
+                    "value that looks like one)\n", cmd, name, val, name, val);
             return 1;
         }
         pz_status st = PZ_OK;

@@ -30,6 +30,10 @@ printf 'hello world, this is a small corpus of text.\n%.0s' $(seq 1 200) > "$dir
 expect_fail "unknown command" "unknown command 'trian'" "$pz" trian
 expect_fail "unknown flag" "unknown flag '--bogus'" "$pz" train --preset tiny --data "$dir/tok.bin" --bogus 1
 expect_fail "flag without value" "--steps needs a value" "$pz" train --preset tiny --data "$dir/tok.bin" --steps
+expect_fail "a flag where a value belongs" "--save needs a value: the next argument, --steps, is a flag" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --save --steps 3
+expect_fail "a flag= where a value belongs" "--compress needs a value: the next argument, --val-every=3, is a flag" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --compress --val-every=3
 expect_fail "non-numeric value" "not an integer" "$pz" train --preset tiny --data "$dir/tok.bin" --steps ten
 expect_fail "out-of-range value" "out of range" "$pz" train --preset tiny --data "$dir/tok.bin" --batch 0
 expect_fail "unknown preset" "unknown preset 'huge'" "$pz" train --preset huge --data "$dir/tok.bin"
