@@ -129,6 +129,15 @@ char *pz_job_desc(const char *fp) {
     return out;
 }
 
+/* a value the fingerprint keeps as a number (runtime/plan/fingerprint.c:
+ * so that the job ids of old checkpoints stay) as the flag's word, for the
+ * messages: --dp-reduce 0 (no --dp-compress), 1, 2, 3 (runtime/plan/options.c) */
+static const char *shown(const char *key, size_t kl, const char *v) {
+    static const char *const reduce[] = {"(uncompressed)", "allgather", "twophase", "hierarchical"};
+    if (kl == 11 && !memcmp(key, "--dp-reduce", 11) && v[0] >= '0' && v[0] <= '3' && !v[1]) return reduce[v[0] - '0'];
+    return v;
+}
+
 /* the differences of a's keys against b, allowed ones (pass 1) or not (pass 0) */
 static int diff_pass(const char *a, const char *b, int swap, int pass, char *msg, size_t cap, size_t *n) {
     int found = 0;
@@ -145,7 +154,7 @@ static int diff_pass(const char *a, const char *b, int swap, int pass, char *msg
             if (strcmp(va, vb) != 0 && in_list(resume_may, p, kl) == pass) {
                 found = 1;
                 int w = snprintf(msg + *n, cap - *n, "%s%.*s is %s here, %s there", *n ? "; " : "", (int)kl, p,
-                                 swap ? vb : va, swap ? va : vb);
+                                 shown(p, kl, swap ? vb : va), shown(p, kl, swap ? va : vb));
                 if (w > 0) *n = (size_t)w < cap - *n ? *n + (size_t)w : cap - 1;
             }
         }

@@ -61,6 +61,13 @@ static void test_job(void) {
     CHECK(pz_job_id(d) != pz_job_id(other), "ids");
     free(other);
     free(d);
+    /* --dp-reduce is kept as a number and named in the message (it said "is 2 here, 1 there") */
+    d = pz_job_desc("--replicas\t2\n--dp-reduce\t1\n");
+    other = pz_job_desc("--replicas\t3\n--dp-reduce\t2\n");
+    CHECK(pz_job_compare(other, d, msg, sizeof msg) == 2 && strstr(msg, "--dp-reduce is twophase here, allgather there"),
+          "dp-reduce: [%s]", msg);
+    free(other);
+    free(d);
     /* a long value is hashed, so a description stays small */
     char big[1200] = "--data\t";
     memset(big + 7, 'x', 1000);
