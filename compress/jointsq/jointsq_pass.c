@@ -238,8 +238,9 @@ static inline __m256i jsq_vpick8(const __m256 e[4], const __m256 h[4]) {
 
 /* Lanes a block of the pass below takes at a time: each block costs its
  * calls' set-up (the constants and totals reloaded, the loops' exits
- * mispredicted), about 4% of the pass at 256 lanes. */
-enum { JSQ_B8 = 512 };
+ * mispredicted), about 7% of the pass's instructions at 256 lanes; at
+ * 1024 a block's lists still sit in L1 beside its 4 KB of x. */
+enum { JSQ_B8 = 1024 };
 
 /* 8 offsets at p (16 bits: a block has more than 256 lanes): the lanes that
  * m selects (the compress table's row), plus base. */
