@@ -136,16 +136,18 @@ static void builder_free(builder *B) {
 
 static const char *bstr(const builder *B, size_t off) { return (const char *)B->strs.p + off; }
 
-static pz_status read_id(pz_json *p, const char *ctx, const char *name, uint32_t *id) {
+/* who: the token, as an error names it */
+static pz_status read_id(pz_json *p, const char *who, uint32_t *id) {
     double v;
     int is_int;
     char c = pz_json_peek(p);
     if (!(c == '-' || (c >= '0' && c <= '9')))
-        return pz_fail(PZ_ERR_FORMAT, "%s: %s \"%s\": the id must be a number", p->what, ctx, name);
+        return pz_fail(PZ_ERR_FORMAT, "%s: %s: the id must be a number", p->what, who);
     pz_status st = pz_json_number(p, &v, &is_int);
     if (st) return st;
+    /* %.15g: 16777216 as itself (%g said 1.67772e+07, which reads as inside the range) */
     if (!is_int || !(v >= 0 && v <= PZ_BPE_MAX_ID))
-        return pz_fail(PZ_ERR_FORMAT, "%s: %s \"%s\": id %g is not a whole number from 0 to %u", p->what, ctx, name, v,
+        return pz_fail(PZ_ERR_FORMAT, "%s: %s: id %.15g is not a whole number from 0 to %u", p->what, who, v,
                        PZ_BPE_MAX_ID);
     *id = (uint32_t)v;
     return PZ_OK;
@@ -154,7 +156,9 @@ static pz_status read_id(pz_json *p, const char *ctx, const char *name, uint32_t
 static pz_status vocab_entry(pz_json *p, const char *key, void *ctx) {
     builder *B = ctx;
     uint32_t id = 0;
-    pz_status st = read_id(p, "vocabulary token", key, &id);
+    char who[MAX_TOKEN + 32];
+    snprintf(who, sizeof who, "vocabulary token \"%s\"", key);
+    pz_status st = read_id(p, who, &id);
     if (st) return st;
     B->voff = grow(B->voff, &B->capv, B->nv + 1, sizeof *B->voff);
     B->vid = realloc(B->vid, B->capv * sizeof *B->vid);
@@ -226,7 +230,16 @@ typedef struct {
     char content[MAX_TOKEN + 1];
     uint32_t id;
     int has_id, has_content;
+    size_t index;
 } added_ctx;
+
+/* how an error names an added token: by its text once read, else by its
+ * place ("id" comes before "content" in HF's files) */
+static const char *added_name(const added_ctx *a, char *buf, size_t cap) {
+    if (a->has_content) snprintf(buf, cap, "added token \"%s\"", a->content);
+    else snprintf(buf, cap, "added token number %zu", a->index + 1);
+    return buf;
+}
 
 static pz_status need_bool(pz_json *p, const char *ctx, const char *key, int *v) {
     if (pz_json_lit(p, "true")) *v = 1;
@@ -237,7 +250,8 @@ static pz_status need_bool(pz_json *p, const char *ctx, const char *key, int *v)
 
 static pz_status added_key(pz_json *p, const char *key, void *ctx) {
     added_ctx *a = ctx;
-    if (strcmp(key, "id") == 0) { a->has_id = 1; return read_id(p, "added token", a->content, &a->id); }
+    char who[MAX_TOKEN + 32];
+    if (strcmp(key, "id") == 0) { a->has_id = 1; return read_id(p, added_name(a, who, sizeof who), &a->id); }
     if (strcmp(key, "content") == 0) {
         if (pz_json_peek(p) != '"') return pz_fail(PZ_ERR_FORMAT, "%s: an added token's \"content\" must be a string", p->what);
         a->has_content = 1;
@@ -247,7 +261,7 @@ static pz_status added_key(pz_json *p, const char *key, void *ctx) {
         int v;
         pz_status st = need_bool(p, "added token", key, &v);
         if (st) return st;
-        if (v) return pz_fail(PZ_ERR_FORMAT, "%s: added token \"%s\": \"%s\": true is not supported", p->what, a->content, key);
+        if (v) return pz_fail(PZ_ERR_FORMAT, "%s: %s: \"%s\": true is not supported", p->what, added_name(a, who, sizeof who), key);
         return PZ_OK;
     }
     return pz_json_skip(p);   /* "special", "normalized": no normalizer here, so both match the text as it is */
@@ -258,6 +272,7 @@ static pz_status added_entry(pz_json *p, size_t index, void *ctx) {
     added_ctx a;
     memset(&a, 0, sizeof a);
     a.B = B;
+    a.index = index;
     pz_status st = pz_json_members(p, added_key, &a, 1);
     if (st) return st;
     if (!a.has_id || !a.has_content || !a.content[0])

@@ -274,7 +274,11 @@ static void test_malformed(void) {
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}}}", "tok.json: no merges"},
         {"{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}", "the vocabulary is empty"},
         {"{\"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}, \"merges\": []}}", "\"model\" of type \"WordPiece\""},
-        {"{\"model\": {\"vocab\": {\"a\": 16777216}, \"merges\": []}}", "id 1.67772e+07 is not a whole number from 0 to 16777215"},
+        {"{\"model\": {\"vocab\": {\"a\": 16777216}, \"merges\": []}}", "id 16777216 is not a whole number from 0 to 16777215"},
+        /* HF's order, "id" before "content": the token named by its place, not as "" */
+        {"{\"added_tokens\": [{\"id\": 1, \"content\": \"<s>\"}, {\"id\": 99999999, \"content\": \"<t>\"}], "
+         "\"model\": {\"vocab\": {\"a\": 0}, \"merges\": []}}",
+         "added token number 2: id 99999999 is not a whole number from 0 to 16777215"},
         {"{\"model\": {\"vocab\": {\"a\": -1}, \"merges\": []}}", "is not a whole number"},
         {"{\"model\": {\"vocab\": {\"a\": 1.5}, \"merges\": []}}", "is not a whole number"},
         {"{\"model\": {\"vocab\": {\"a\": \"1\"}, \"merges\": []}}", "the id must be a number"},
