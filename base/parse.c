@@ -25,7 +25,8 @@ pz_status pz_parse_float(const char *s, double lo, double hi, double *out, const
     if (!*s || *end || errno || !isfinite(v))
         return pz_fail(PZ_ERR_ARG, "%s: '%s' is not a finite number", what, s);
     if (v < lo || v > hi)
-        return pz_fail(PZ_ERR_ARG, "%s: %g is out of range [%g, %g]", what, v, lo, hi);
+        /* the value as written: %g said '--lr: 10 is out of range [0, 10]' for 10.000001 */
+        return pz_fail(PZ_ERR_ARG, "%s: %s is out of range [%.15g, %.15g]", what, s, lo, hi);
     *out = v;
     return PZ_OK;
 }

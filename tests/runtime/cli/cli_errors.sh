@@ -34,6 +34,10 @@ expect_fail "a flag where a value belongs" "--save needs a value: the next argum
   "$pz" train --preset tiny --data "$dir/tok.bin" --save --steps 3
 expect_fail "a flag= where a value belongs" "--compress needs a value: the next argument, --val-every=3, is a flag" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --compress --val-every=3
+expect_fail "a number just over its bound, as written" "--lr: 10.000001 is out of range \[0, 10\]" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --lr 10.000001
+expect_fail "a large bound in full" "--grad-clip: 1000000001 is out of range \[0, 1000000000\]" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --grad-clip 1000000001
 expect_fail "non-numeric value" "not an integer" "$pz" train --preset tiny --data "$dir/tok.bin" --steps ten
 expect_fail "out-of-range value" "out of range" "$pz" train --preset tiny --data "$dir/tok.bin" --batch 0
 expect_fail "unknown preset" "unknown preset 'huge'" "$pz" train --preset huge --data "$dir/tok.bin"
