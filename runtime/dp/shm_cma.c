@@ -47,7 +47,9 @@ static int probe(struct pz_dp_shm *S, int pid, uint64_t addr, char *why, size_t 
     }
     ssize_t n = move(pid, 0, got, addr, sizeof got);
     if (n < 0) {
-        snprintf(why, cap, "process_vm_readv of pid %d: %s", pid, strerror(errno));
+        int e = errno;
+        snprintf(why, cap, "process_vm_readv of pid %d: %s%s", pid, strerror(e),
+                 e == EPERM ? ", the kernel's ptrace check: Yama's ptrace_scope or a seccomp filter" : "");
         return 0;
     }
     if (n != (ssize_t)sizeof got || memcmp(got, S->nonce, sizeof got) != 0) {
@@ -66,7 +68,7 @@ static pz_status swap(pz_dp_group *g, uint32_t k, void *mine, void *theirs, size
 }
 
 pz_status pz_dp_shm_cma_setup(pz_dp_group *g, struct pz_dp_shm *S) {
-    char why[160] = "";
+    char why[sizeof S->mode - 64] = "";
     S->cma = 0;
     if (g->n != 2) {
         snprintf(S->mode, sizeof S->mode, "two copies through the segment (single copy is for D = 2, not %d)", g->n);

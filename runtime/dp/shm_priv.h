@@ -34,7 +34,7 @@ struct pz_dp_shm {
     int peer_pid;               /* its peer's pid, as the peer sent it over the transport */
     size_t cma_piece;           /* floats per read-sum-write piece */
     float *cma_scr;             /* the peer's piece, read here (cma_piece floats) */
-    char mode[200];             /* which reduction, and why not the single copy */
+    char mode[320];             /* which reduction, and why not the single copy */
 };
 
 struct pz_dp_shm_op {

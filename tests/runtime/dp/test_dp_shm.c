@@ -182,7 +182,8 @@ static void refused(pz_dp_group *g, int both) {
     int here = both || g->me == 1;
     CHECK(pz_dp_shm_active(g) && strncmp(mode, "two copies", 10) == 0 && strstr(mode, "no single copy"),
           "refused: %s", mode);
-    CHECK(here ? strstr(mode, strerror(EPERM)) != NULL : strstr(mode, "rank 1 could not reach") != NULL,
+    CHECK(here ? strstr(mode, strerror(EPERM)) && strstr(mode, "ptrace_scope or a seccomp filter)")
+               : strstr(mode, "rank 1 could not reach") != NULL,
           "refused%s: the mode does not name why: %s", here ? " here" : " to the peer", mode);
     printf("dp-shm: refused to %s, member %d: %s\n", both ? "both" : "member 1", g->me, mode);
 }
