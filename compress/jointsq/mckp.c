@@ -363,15 +363,21 @@ static size_t compact_vec(const active_ *A, uint8_t *ch_lo, uint8_t *ch_hi, uint
                 fcv = _mm256_add_epi64(fcv, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(cai, 1)));
                 fev = _mm256_add_pd(fev, _mm256_cvtps_pd(_mm256_castps256_ps128(ea)));
                 fev = _mm256_add_pd(fev, _mm256_cvtps_pd(_mm256_extractf128_ps(ea, 1)));
-                _mm256_storeu_si256((__m256i *)(void *)ids, idv);
-                _mm256_storeu_si256((__m256i *)(void *)as, a);
-                unsigned f = fix;
-                while (f) {
-                    int l = __builtin_ctz(f);
-                    f &= f - 1;
-                    choice[ids[l]] = (uint8_t)as[l];
+                if (id) {
+                    _mm256_storeu_si256((__m256i *)(void *)ids, idv);
+                    _mm256_storeu_si256((__m256i *)(void *)as, a);
+                    unsigned f = fix;
+                    while (f) {
+                        int l = __builtin_ctz(f);
+                        f &= f - 1;
+                        choice[ids[l]] = (uint8_t)as[l];
+                    }
                 }
             }
+            /* before the first compact the ids are j..j + 7: all 8 picks in
+             * one store, the active ones' provisional as in the scalar loop
+             * below (a loop over the fixed lanes mispredicted its exit) */
+            if (!id) _mm_storel_epi64((__m128i *)(void *)(choice + j), hi8);
             _mm256_storeu_ps(e0 + k, _mm256_castsi256_ps(pz_v8_compress(act, _mm256_castps_si256(v0))));
             _mm256_storeu_ps(e1 + k, _mm256_castsi256_ps(pz_v8_compress(act, _mm256_castps_si256(v1))));
             _mm256_storeu_ps(e2 + k, _mm256_castsi256_ps(pz_v8_compress(act, _mm256_castps_si256(v2))));
