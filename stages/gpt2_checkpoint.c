@@ -504,6 +504,9 @@ static pz_status load_llmc(const char *path, pz_gpt2_params *p) {
  * wrong files (other llm.c files, implausible header lengths) get their
  * own message instead of a safetensors parse error. */
 static pz_status detect(const char *path, pz_ckpt_format *fmt) {
+    /* before opening: a FIFO would wait for a writer forever */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) return pz_fail(PZ_ERR_IO, "%s: not a regular file", path);
     FILE *f = fopen(path, "rb");
     if (!f) return pz_fail(PZ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     uint8_t head[8] = {0};

@@ -172,7 +172,9 @@ void pz_atomic_abort(pz_atomic_file *af) {
 pz_status pz_map_file(const char *path, const void **map, size_t *len) {
     *map = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO is refused below instead of waiting for a writer
+     * forever (a regular file's reads and mapping ignore the flag) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return pz_fail(PZ_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {

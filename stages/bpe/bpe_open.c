@@ -54,6 +54,8 @@ typedef enum { TOK_JSON, TOK_VOCAB, TOK_MERGES } tok_kind;
 
 static tok_kind sniff(const char *path) {
     char head[4096];
+    struct stat sb;   /* a FIFO would wait for a writer forever: read_text refuses it */
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) return TOK_JSON;
     FILE *f = fopen(path, "rb");
     if (!f) return TOK_JSON;
     size_t n = fread(head, 1, sizeof head, f);

@@ -212,6 +212,16 @@ expect_fail "generate --stages 100 before any rank starts" "^pipezip generate: e
   "$pz" generate --model "$dir/m.safetensors" --prompt-ids 1,2 --max-new-tokens 1 --stages 100
 [ -z "$(ls "$dir" | grep -E '^(ck|edge-dump)')" ] || { echo "FAIL: a refused run left files: $(ls "$dir")"; fails=$((fails + 1)); }
 
+# a FIFO given as a file to read whole waited for a writer forever: refused at once
+mkfifo "$dir/fifo"
+expect_fail "--data a FIFO" "fifo: not a regular file" timeout 20 "$pz" train --preset tiny --data "$dir/fifo" --steps 1
+expect_fail "--init a FIFO" "fifo: not a regular file" timeout 20 "$pz" train --init "$dir/fifo" --data "$dir/tok.bin" --steps 1
+expect_fail "eval --model a FIFO" "fifo: not a regular file" timeout 20 "$pz" eval --model "$dir/fifo" --data "$dir/tok.bin"
+expect_fail "generate --model a FIFO" "fifo: not a regular file" \
+  timeout 20 "$pz" generate --model "$dir/fifo" --prompt-ids 1 --max-new-tokens 1
+expect_fail "tokenize --tokenizer a FIFO" "fifo: not a regular file" \
+  timeout 20 "$pz" tokenize --tokenizer "$dir/fifo" --out "$dir/f.bin" "$dir/text.txt"
+
 # --help tells the truth about defaults: a default it states is a value the
 # flag takes (generate's --peer-timeout said 0, out of its range), and no flag
 # states two (train's --warmup said "default: steps/10" and "default 0")
