@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -67,6 +68,20 @@ static pz_status swap(pz_dp_group *g, uint32_t k, void *mine, void *theirs, size
     return st;
 }
 
+/* Yama's ptrace_scope 1 (Ubuntu's default) lets a process read only its own
+ * descendants, and the members are siblings: each names its peer, whose pid
+ * came over the authenticated transport, as the one process that may read
+ * it. Without Yama the call fails (EINVAL) and changes nothing; under scope
+ * 2 or 3 it does not help and the probe reports the refusal. The exchange
+ * after it keeps either member from probing before the other allowed it. */
+static pz_status allow_peer(pz_dp_group *g, int pid) {
+#ifdef PR_SET_PTRACER
+    if (!g->shm_copy && pid > 0) (void)prctl(PR_SET_PTRACER, (unsigned long)pid, 0UL, 0UL, 0UL);
+#endif
+    uint8_t mine = 1, theirs = 0;
+    return swap(g, 5, &mine, &theirs, 1);
+}
+
 pz_status pz_dp_shm_cma_setup(pz_dp_group *g, struct pz_dp_shm *S) {
     char why[sizeof S->mode - 64] = "";
     S->cma = 0;
@@ -82,6 +97,7 @@ pz_status pz_dp_shm_cma_setup(pz_dp_group *g, struct pz_dp_shm *S) {
     pz_status st = swap(g, 3, mine, theirs, sizeof mine);
     if (st != PZ_OK) return st;
     int pid = (int)pz_get_u32(theirs);
+    if ((st = allow_peer(g, pid)) != PZ_OK) return st;
     uint8_t ok = 0, peer_ok = 0;
     if (g->shm_copy) snprintf(why, sizeof why, "switched off (shm_copy)");
     else ok = (uint8_t)probe(S, pid, pz_get_u64(theirs + 4), why, sizeof why);
