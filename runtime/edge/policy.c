@@ -2,6 +2,7 @@
 #include "runtime/edge/policy.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,18 @@ static pz_status parse_edges(const pz_policy *p, const char *origin, const char 
     return PZ_OK;
 }
 
+/* An edge named twice for the same direction in one text (one --compress, one
+ * policy file) is a contradiction, not an override: the user would not know
+ * which value ran. named[2*edge + dir] remembers the spec named first
+ * ("none" for NULL: a text naming "none" then q4 is as contradictory). */
+static pz_status check_named(char **named, const char *origin, const char *text, size_t pos, int edge, int dir,
+                             const char *spec) {
+    int k = 2 * edge + dir;
+    if (!named[k]) { named[k] = xstrdup(spec); return PZ_OK; }
+    return fail_at(origin, text, pos, "edge %d-%d %s is given twice (%s, then %s): name each edge's direction once",
+                   edge, edge + 1, dir == PZ_FWD ? "fwd" : "bwd", named[k], spec);
+}
+
 static void set_spec(pz_policy *p, int edge, int dir, const char *spec, int prio) {
     int e0 = edge < 0 ? 0 : edge, e1 = edge < 0 ? p->stages - 2 : edge;
     for (int e = e0; e <= e1; e++) {
@@ -109,7 +122,16 @@ static pz_status check_codec(const char *origin, const char *text, size_t pos, c
     return fail_at(origin, text, pos + off, "%s: %s", what, reason);
 }
 
-pz_status pz_policy_parse(pz_policy *p, const char *text, const char *origin) {
+static char **named_new(const pz_policy *p) {
+    return xcalloc((size_t)(2 * (p->stages > 1 ? p->stages - 1 : 0) + 1), sizeof(char *));
+}
+
+static void named_free(const pz_policy *p, char **named) {
+    for (int k = 0; k < 2 * (p->stages - 1); k++) free(named[k]);
+    free(named);
+}
+
+static pz_status parse_text(pz_policy *p, const char *text, const char *origin, char **named) {
     if (p->stages < 2) return pz_fail(PZ_ERR_ARG, "%s: a compression policy needs --stages 2 or more", origin);
     size_t len = strlen(text), pos = 0;
     if (len == 0) return fail_at(origin, text, 0, "empty policy");
@@ -170,6 +192,8 @@ pz_status pz_policy_parse(pz_policy *p, const char *text, const char *origin) {
             char what[48];
             snprintf(what, sizeof what, "%s codec", both ? "both" : dir0 == PZ_FWD ? "fwd" : "bwd");
             pz_status st = check_codec(origin, text, vstart, spec, what);
+            for (int d = 0; d < 2 && st == PZ_OK && edge >= 0; d++)
+                if (both || dir0 == d) st = check_named(named, origin, text, pos, edge, d, spec);
             if (st == PZ_OK) {
                 if (both || dir0 == PZ_FWD) set_spec(p, edge, PZ_FWD, spec, prio);
                 if (both || dir0 == PZ_BWD) set_spec(p, edge, PZ_BWD, spec, prio);
@@ -183,6 +207,13 @@ pz_status pz_policy_parse(pz_policy *p, const char *text, const char *origin) {
         if (cend == len) break;
     }
     return PZ_OK;
+}
+
+pz_status pz_policy_parse(pz_policy *p, const char *text, const char *origin) {
+    char **named = named_new(p);
+    pz_status st = parse_text(p, text, origin, named);
+    named_free(p, named);
+    return st;
 }
 
 pz_status pz_policy_parse_file(pz_policy *p, const char *path) {
@@ -199,6 +230,7 @@ pz_status pz_policy_parse_file(pz_policy *p, const char *path) {
     text[len] = 0;
     free(buf);
     int lineno = 0, clauses = 0;
+    char **named = named_new(p);   /* the whole file is one text: an edge named on two lines is refused */
     for (char *line = text; line && st == PZ_OK;) {
         char *nl = strchr(line, '\n');
         if (nl) *nl = 0;
@@ -211,12 +243,13 @@ pz_status pz_policy_parse_file(pz_policy *p, const char *path) {
         if (*line) {
             char origin[4200];
             snprintf(origin, sizeof origin, "%s:%d", path, lineno);
-            st = pz_policy_parse(p, line, origin);
+            st = parse_text(p, line, origin, named);
             clauses++;
         }
         line = nl ? nl + 1 : NULL;
     }
     free(text);
+    named_free(p, named);
     if (st == PZ_OK && clauses == 0) st = pz_fail(PZ_ERR_FORMAT, "%s: no policy clause in the file", path);
     return st;
 }
@@ -225,7 +258,7 @@ pz_status pz_policy_parse_file(pz_policy *p, const char *path) {
  * ';' with the precedence of the codec clauses. what/unit name the value in
  * messages; values outside [0, max] are refused. */
 static pz_status parse_edge_values(pz_policy *p, const char *text, const char *origin, double *vals, int *prios,
-                                   double max, const char *what) {
+                                   double max, const char *what, double *given) {
     size_t len = strlen(text), pos = 0;
     if (len == 0) return fail_at(origin, text, 0, "empty value");
     while (pos <= len) {
@@ -251,6 +284,15 @@ static pz_status parse_edge_values(pz_policy *p, const char *text, const char *o
         double v = strtod(num, &e);
         if (e == num || *e || !(v >= 0.0) || v > max)
             return fail_at(origin, text, vpos + (size_t)(e - num), "expected %s, 0 .. %g", what, max);
+        /* the same edge (or '*') twice is a contradiction, not an override:
+         * the user would not know which value ran */
+        double *first = &given[edge + 1];   /* [0]: '*' or a bare N; NAN: not given yet */
+        if (!isnan(*first)) {
+            char name[48];
+            snprintf(name, sizeof name, edge < 0 ? "every edge ('*' or a bare N)" : "edge %d-%d", edge, edge + 1);
+            return fail_at(origin, text, pos, "%s is given twice (%g, then %g): give each edge once", name, *first, v);
+        }
+        *first = v;
         int e0 = edge < 0 ? 0 : edge, e1 = edge < 0 ? p->stages - 2 : edge;
         for (int k = e0; k <= e1; k++)
             if (prios[k] <= prio) { vals[k] = v; prios[k] = prio; }
@@ -260,13 +302,24 @@ static pz_status parse_edge_values(pz_policy *p, const char *text, const char *o
     return PZ_OK;
 }
 
+/* parse_edge_values with its record of what the text gave (a '*' slot, then
+ * one per edge) */
+static pz_status parse_values(pz_policy *p, const char *text, const char *origin, double *vals, int *prios,
+                              double max, const char *what) {
+    int slots = (p->stages > 1 ? p->stages - 1 : 0) + 1;
+    double *given = xmalloc((size_t)slots * sizeof *given);
+    for (int k = 0; k < slots; k++) given[k] = NAN;
+    pz_status st = parse_edge_values(p, text, origin, vals, prios, max, what, given);
+    free(given);
+    return st;
+}
+
 pz_status pz_policy_parse_mbps(pz_policy *p, const char *text, const char *origin) {
-    return parse_edge_values(p, text, origin, p->mbps, p->mbps_prio, 1e7, "a rate in Mbit/s (0 = unlimited)");
+    return parse_values(p, text, origin, p->mbps, p->mbps_prio, 1e7, "a rate in Mbit/s (0 = unlimited)");
 }
 
 pz_status pz_policy_parse_latency(pz_policy *p, const char *text, const char *origin) {
-    return parse_edge_values(p, text, origin, p->latency_ms, p->latency_prio, 60000,
-                             "a one-way delay in milliseconds");
+    return parse_values(p, text, origin, p->latency_ms, p->latency_prio, 60000, "a one-way delay in milliseconds");
 }
 
 const char *pz_policy_codec(const pz_policy *p, int edge, int dir) {

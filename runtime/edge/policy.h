@@ -19,10 +19,13 @@
  * starts a new assignment only when the text after it is fwd=, bwd= or both=.
  * A clause without edges means '*'. Clauses naming an edge beat '*' clauses
  * whatever their order; otherwise a later clause overrides an earlier one.
+ * One text (a --compress, a whole policy file) naming the same edge's
+ * direction twice is refused: a contradiction, not an override.
  * Unnamed (edge, direction) pairs stay "none".
  *
  * Link rates (--link-mbps): 'N' for every edge, or 'edges=N' items separated
- * by ';' (e.g. '0-1=100;*=1000'), the same precedence rule. 0 = unlimited.
+ * by ';' (e.g. '0-1=100;*=1000'), the same precedence rule; an edge or '*'
+ * given twice is refused. 0 = unlimited.
  * Link delays (--link-latency-ms): one-way milliseconds, the same grammar. */
 #ifndef PZ_POLICY_H
 #define PZ_POLICY_H

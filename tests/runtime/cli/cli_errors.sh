@@ -117,6 +117,10 @@ expect_fail "negative link delay" "expected a one-way delay in milliseconds" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --link-latency-ms=-5
 expect_fail "link delay on a missing edge" "1-2" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --link-latency-ms '1-2=5'
+expect_fail "an edge's rate given twice" "--link-mbps: edge 0-1 is given twice \\(5, then 6\\)" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --link-mbps '0-1=5;0-1=6'
+expect_fail "an edge's codec given twice" "--compress: edge 0-1 bwd is given twice \\(q8, then q4\\)" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --compress '0-1:bwd=q8;0-1:both=q4'
 # the data-parallel links (--dp-link-mbps, --dp-link-latency-ms): replicas only, in range, not slower than the peer timeout
 expect_fail "data-parallel link rate without replicas" "--dp-link-mbps needs --replicas 2 or more .*--link-mbps" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --dp-link-mbps 100

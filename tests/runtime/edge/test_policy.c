@@ -51,9 +51,10 @@ static const struct { int S; const char *text, *want; } parses[] = {
     /* a comma inside a codec spec stays in it; one before a direction splits */
     {2, "fwd=q4:group=row,round=nearest,bwd=q8:round=nearest", "q4:group=row,round=nearest|q8:round=nearest"},
     {2, "fwd=aq(q4,warmup=fp16,mem=1G)", "aq(q4,warmup=fp16,mem=1G)|none"},
-    /* an edge's own clause beats '*', in either order; otherwise later wins */
+    /* an edge's own clause beats '*', in either order; otherwise later wins
+     * (an edge named twice is refused below) */
     {3, "1-2:fwd=q2;*:fwd=q8", "q8|none;q2|none"}, {3, "*:fwd=q8;1-2:fwd=q2", "q8|none;q2|none"},
-    {3, "fwd=q8;fwd=q4", "q4|none;q4|none"}, {3, "0-1:fwd=q8;0-1:fwd=none", "none|none;none|none"},
+    {3, "fwd=q8;fwd=q4", "q4|none;q4|none"},
     {4, "1-2:both=sign ; 2-3:bwd=nuq4+zstd", "none|none;sign|sign;none|nuq4+zstd"},
     {3, "none", "none|none;none|none"}, {3, "none;1-2:fwd=q4", "none|none;q4|none"},
     /* auto (runtime/edge/autospec.h): its options' commas and candidates' commas stay in the value */
@@ -75,6 +76,8 @@ static const struct { int S; const char *text, *want; int col; } refused[] = {
     {2, "grad=q4", "expected fwd=", 0}, {2, "0-1:grad=q4", "expected fwd=CODEC", 4},
     {2, "x1-2:fwd=q4", "expected an edge", 0}, {2, "0-1x:fwd=q4", "unexpected character in edge", 3},
     {2, "", "empty policy", 0},
+    /* the same edge's direction twice: a contradiction, both values named */
+    {3, "0-1:fwd=q8;0-1:fwd=none", "edge 0-1 fwd is given twice (q8, then none)", 15},
     /* auto: carets under the option or the candidate (and into a candidate's spec) */
     {2, "fwd=auto:every=0", "every= expects a whole number", 15}, {2, "fwd=auto:every=5x", "every=", 15},
     {2, "fwd=auto:", "expected every=N, candidates=", 9}, {2, "fwd=auto:often=2", "unknown option", 9},
@@ -203,6 +206,30 @@ int main(void) {
         CHECK(pz_policy_parse_latency(&p, "60001", "--link-latency-ms") != PZ_OK, "a minute of delay accepted");
         CHECK(pz_policy_parse_latency(&p, "nan", "--link-latency-ms") != PZ_OK, "NaN delay accepted");
         CHECK(p.latency_ms[0] == 25 && p.latency_ms[1] == 5, "a refused value changed the delays");
+        /* an edge (or '*') given twice in one text: refused, naming both values */
+        CHECK(pz_policy_parse_mbps(&p, "0-1=5;0-1=6", "--link-mbps") != PZ_OK &&
+                  strstr(pz_last_error(), "edge 0-1 is given twice (5, then 6)"),
+              "a repeated edge rate: '%s'", pz_last_error());
+        CHECK(pz_policy_parse_latency(&p, "*=1;1-2=3;2", "--link-latency-ms") != PZ_OK &&
+                  strstr(pz_last_error(), "every edge ('*' or a bare N) is given twice (1, then 2)"),
+              "a repeated '*' delay: '%s'", pz_last_error());
+        CHECK(pz_policy_parse_mbps(&p, "0-1=5;1-2=6;*=7", "--link-mbps") == PZ_OK, "%s", pz_last_error());
+        pz_policy_free(&p);
+    }
+
+    /* codecs: an edge's direction named twice in one text is refused; other
+     * directions, '*' clauses and --compress over a policy file are not repeats */
+    {
+        pz_policy p;
+        pz_policy_init(&p, 3);
+        CHECK(pz_policy_parse(&p, "0-1:fwd=q8;1-2:fwd=q4;0-1:both=q2", "--compress") != PZ_OK &&
+                  strstr(pz_last_error(), "edge 0-1 fwd is given twice (q8, then q2)"),
+              "a repeated edge codec: '%s'", pz_last_error());
+        pz_policy_free(&p);
+        pz_policy_init(&p, 3);
+        CHECK(pz_policy_parse(&p, "0-1:fwd=q8;0-1:bwd=q4;fwd=q2;fwd=q4", "--compress") == PZ_OK, "%s", pz_last_error());
+        CHECK(pz_policy_parse(&p, "0-1:fwd=q2", "--compress") == PZ_OK, "%s", pz_last_error());
+        CHECK(strcmp(spec_or_none(&p, 0, PZ_FWD), "q2") == 0, "a later text's edge did not override");
         pz_policy_free(&p);
     }
 
@@ -242,6 +269,13 @@ int main(void) {
         pz_policy_init(&p, 3);
         CHECK(pz_policy_parse_file(&p, path) != PZ_OK && strstr(pz_last_error(), ":3: fwd codec"),
               "bad line not named: %s", pz_last_error());
+        pz_policy_free(&p);
+        f = fopen(path, "w");
+        fputs("0-1:fwd=q8\n1-2:fwd=q8\n0-1:fwd=q4\n", f);   /* the file is one text: a repeat on another line */
+        fclose(f);
+        pz_policy_init(&p, 3);
+        CHECK(pz_policy_parse_file(&p, path) != PZ_OK && strstr(pz_last_error(), ":3: edge 0-1 fwd is given twice"),
+              "a repeat across lines: %s", pz_last_error());
         pz_policy_free(&p);
         remove(path);
     }
