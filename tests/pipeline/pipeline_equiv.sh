@@ -60,9 +60,11 @@ fails=0
 # S, schedule, extra flags: extra warm-up (fixed, and --schedule auto, the
 # default since issue 26, behind a 20 ms link, where it must pick K > 0 and say
 # so on stderr and in the metrics), the progress thread switched off, and
-# zero-bubble H1 (its split backward with one and two threads)
+# zero-bubble H1 (its split backward with one and two threads), and a last
+# stage without blocks (--split 2,0: only the norm, head and loss; docs/cli.md
+# says it is legal; 4 stages of tiny's 2 blocks give the first one none too)
 runs=("2 1f1b --trace $dir/trace.json" "2 gpipe" "4 1f1b" "4 gpipe" "4 1f1b:warmup=2 --progress inline"
-      "2 auto --link-latency-ms 20 --metrics $dir/am" "4 zb-h1" "2 zb-h1 --threads 2")
+      "2 auto --link-latency-ms 20 --metrics $dir/am" "4 zb-h1" "2 zb-h1 --threads 2" "2 1f1b --split 2,0")
 for run in "${runs[@]}"; do
     read -r S sched rest <<<"$run"
     read -r -a extra <<<"${rest:-}"

@@ -54,6 +54,8 @@ expect_fail "split naming too many stages" "names more than 2 stages" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --split 1,1,0 --steps 1
 expect_fail "split not covering the model" "covers 1 of the model's 2 blocks" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --split 1,0 --steps 1
+expect_fail "split leaving a middle stage empty" "--split '1,0,1': stage 1 would own nothing" \
+  "$pz" train --preset tiny --data "$dir/tok.bin" --stages 3 --split 1,0,1 --steps 1
 expect_fail "split with garbage" "expected block counts" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --split 1,x --steps 1
 expect_fail "more stages than blocks allow" "at most 4 stages" \
