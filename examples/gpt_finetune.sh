@@ -154,6 +154,37 @@ mkdir -p "$cache" || die "cannot create cache directory $cache"
 [ "$stages" -ge 2 ] || [ "$policy" = none ] || die "--compress needs --stages 2 or more (compression happens between stages)"
 [ "$replicas" -ge 2 ] || [ "$dp_compress" = none ] || die "--dp-compress needs --replicas 2 or more (it compresses the average between replicas)"
 
+# The fine-tuning command: args=(train --init MODEL --data SHARDS ...) from
+# the flags. MODEL is a --preset word for the up-front check below.
+train_args() {
+    local model=(--init "$1"); [ "${1#--preset=}" = "$1" ] || model=(--preset "${1#--preset=}")
+    args=(train "${model[@]}" --data "$2" --stages "$stages"
+          --batch "$batch" --micro-batches "$micro" --seq "$seq" --steps "$steps"
+          --lr "$lr" --warmup "$warmup" --seed "$seed" --threads "$threads"
+          --eval-compress "$eval_compress" --error-metrics "$error_metrics" --metrics "$out/metrics")
+    # one stage has no link to slow: train refuses --link-mbps there, even 0
+    [ "$stages" = 1 ] && [ "$link_mbps" = 0 ] || args+=(--link-mbps "$link_mbps")
+    [ "$replicas" = 1 ] || args+=(--replicas "$replicas")
+    [ "$dp_compress" = none ] || args+=(--dp-compress "$dp_compress")
+    # pipezip's default is no compression; it takes 'none' only as a codec (fwd=none)
+    [ "$policy" = none ] || args+=(--compress "$policy")
+    if [ "$val_batches" != 0 ]; then
+        args+=(--val-data "$val_data" --val-every "$val_every" --val-batches "$val_batches")
+    else
+        args+=(--val-every 0)
+    fi
+    [ "$save" = 1 ] && args+=(--save "$out/model.safetensors")
+    return 0
+}
+# pipezip's own check of the fine-tuning flags (the policy, link rates, the
+# split against the model's configuration), before the base model and the
+# "before" evaluation take minutes: the base model is the $base_preset preset's
+# shape, --init's configuration is read from its header
+[ "$base_only" = 1 ] || {
+    if [ -n "$init" ]; then train_args "$init" "$data"; else train_args "--preset=$base_preset" "$data"; fi
+    check=$("$pipezip" "${args[@]}" --check 2>&1) || die "${check#pipezip train: error: }"
+}
+
 # Files of a shard list (a file, a comma list or a glob), one per line, for
 # hashing; errors name what is missing.
 shard_files() {
@@ -292,22 +323,7 @@ fi
 # ---- fine-tuning -------------------------------------------------------------
 mkdir -p "$out" || die "cannot create --out directory $out"
 rm -f "$out"/{train.jsonl,train.err,metrics.csv,metrics.jsonl,report.json,report.txt,before.json}
-args=(train --init "$base_path" --data "$train_shards" --stages "$stages"
-      --batch "$batch" --micro-batches "$micro" --seq "$seq" --steps "$steps"
-      --lr "$lr" --warmup "$warmup" --seed "$seed" --threads "$threads"
-      --eval-compress "$eval_compress" --error-metrics "$error_metrics" --metrics "$out/metrics")
-# one stage has no link to slow: train refuses --link-mbps there, even 0
-[ "$stages" = 1 ] && [ "$link_mbps" = 0 ] || args+=(--link-mbps "$link_mbps")
-[ "$replicas" = 1 ] || args+=(--replicas "$replicas")
-[ "$dp_compress" = none ] || args+=(--dp-compress "$dp_compress")
-# pipezip's default is no compression; it takes 'none' only as a codec (fwd=none)
-[ "$policy" = none ] || args+=(--compress "$policy")
-if [ "$val_batches" != 0 ]; then
-    args+=(--val-data "$val_data" --val-every "$val_every" --val-batches "$val_batches")
-else
-    args+=(--val-every 0)
-fi
-[ "$save" = 1 ] && args+=(--save "$out/model.safetensors")
+train_args "$base_path" "$train_shards"
 
 before="null"
 if [ "$val_batches" != 0 ] && [ "$before_eval" = 1 ]; then

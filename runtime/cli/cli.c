@@ -133,11 +133,27 @@ static int train_run(pz_train_opts *o, const pz_train_words *w) {
     return st == PZ_OK ? 0 : fail("train", st);
 }
 
+/* --check: the launcher's pre-flight of the flags (pipeline_check reads only
+ * the model's configuration, never its weights or the data), so that a
+ * script learns of a bad flag before its slow steps */
+static int train_check_only(const pz_train_opts *o) {
+    pz_status st;
+    if (o->sched.stages > 1) st = pipeline_check(o);
+    else {
+        pz_gpt2_config cfg;
+        st = pz_model_config(o->model.preset, o->model.init, o->model.heads, &cfg);
+    }
+    if (st != PZ_OK) return fail("train", st);
+    fprintf(stderr, "pipezip train: --check: the command line is valid\n");
+    return 0;
+}
+
 static int cmd_train(int argc, char **argv) {
     pz_train_opts o;
     pz_train_words w;
     int r = pz_train_parse(argc, argv, &o, &w);   /* runtime/plan/options.c: every flag, parsed and checked */
     if (r) return r == 2 ? 0 : 1;
+    if (w.check) return train_check_only(&o);
     return train_run(&o, &w);
 }
 

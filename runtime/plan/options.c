@@ -24,6 +24,7 @@ void pz_train_words_default(pz_train_words *w) {
     w->dp_bucket_given = 0;
     w->dp_variance = "off";
     w->dp_what = "grad";
+    w->check = 0;
 }
 
 pz_status pz_sched_of_flags(const char *schedule, int virtual_stages, pz_sched_spec *sp) {
@@ -313,6 +314,7 @@ int pz_train_parse(int argc, char **argv, pz_train_opts *o, pz_train_words *w) {
         {"--checkpoint-every", PZ_FLAG_INT, &o->ckpt.every, "steps between checkpoints (0 = after the last step only)", 0, 100000000, NULL},
         {"--keep-checkpoints", PZ_FLAG_INT, &o->ckpt.keep, "complete checkpoints to keep, newest first", 1, 1000000, NULL},
         {"--max-restarts", PZ_FLAG_INT, &w->max_restarts, "when a rank dies, restart all from the newest checkpoint up to K times (local launcher)", 0, 1000, NULL},
+        {"--check", PZ_FLAG_BOOL, &w->check, "check the command line (every flag; the policy, links and split against the model's configuration), print ok and exit without training: scripts validate their flags before slow work", 0, 0, NULL},
         {"--resume", PZ_FLAG_STR, &o->ckpt.resume, "continue from the newest complete checkpoint in DIR; auto: in --checkpoint-dir, if any", 0, 0, NULL},
         {"--progress", PZ_FLAG_STR, &w->progress, "thread: a thread per stage moves messages while it computes; inline: only between blocks", 0, 0, NULL},
         {"--metrics", PZ_FLAG_STR, &o->observe.metrics, "write per-edge metrics to PREFIX.jsonl (per step) and PREFIX.csv", 0, 0, NULL},

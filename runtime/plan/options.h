@@ -30,6 +30,7 @@ typedef struct {
     int dp_bucket_given;         /* --dp-bucket-mb appeared */
     const char *dp_variance;     /* --dp-variance on|off */
     const char *dp_what;         /* --dp-compress-what grad|grad-frozen-v|momentum */
+    int check;                   /* --check: validate the command line, then exit */
 } pz_train_words;
 
 void pz_train_words_default(pz_train_words *w);

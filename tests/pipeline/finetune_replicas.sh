@@ -6,7 +6,8 @@
 # report names the replicas and the codec, report.json carries the run's
 # dp_raw, dp_wire, dp_sync_s and dp_hidden_s (sign: under a tenth of the raw
 # bytes on the wire), and report.txt prints its "data parallel" line;
-# --dp-compress without --replicas is refused before anything runs.
+# --dp-compress without --replicas is refused before anything runs, and so
+# is a value pipezip refuses (--link-mbps -5), before the base model.
 #   usage: finetune_replicas.sh PATH/TO/pipezip
 set -u
 source "$(dirname "$0")/../lib.sh"
@@ -41,5 +42,16 @@ fi
 if PIPEZIP="$pz" bash "$ex" "${args[@]}" --dp-compress sign > /dev/null 2>"$dir/no.err" ||
    ! grep -q -- "--dp-compress needs --replicas 2 or more" "$dir/no.err"; then
     cat "$dir/no.err"; fail "--dp-compress without --replicas was not refused"
+fi
+# a bad flag pipezip checks (--link-mbps -5) fails in the first seconds,
+# before the demo base model's 300 pre-training steps (minutes) and the
+# "before" evaluation: the example runs pipezip train --check first
+t0=$SECONDS
+if PIPEZIP="$pz" timeout 30 bash "$ex" --data "$dir/train.bin" --val-data "$dir/train.bin" --base-data "$dir/train.bin"        --base-val-data "$dir/train.bin" --cache "$dir/cache-bad" --out "$dir/run-bad" --link-mbps -5 > /dev/null 2>"$dir/bad.err" ||
+   ! grep -q "^examples/gpt_finetune.sh: error: --link-mbps: expected a rate" "$dir/bad.err" ||
+   ls "$dir/cache-bad"/base-* > /dev/null 2>&1 || [ -e "$dir/run-bad/before.json" ]; then
+    cat "$dir/bad.err"; fail "--link-mbps -5 was not refused up front ($((SECONDS - t0)) s)"
+else
+    echo "ok: --link-mbps -5 refused in $((SECONDS - t0)) s, before the base model: $(head -n 1 "$dir/bad.err")"
 fi
 [ "$fails" = 0 ] && echo "finetune-replicas: all passed" || { echo "finetune-replicas: $fails failed"; exit 1; }

@@ -121,6 +121,14 @@ expect_fail "link delay on a missing edge" "1-2" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --link-latency-ms '1-2=5'
 expect_fail "an edge's rate given twice" "--link-mbps: edge 0-1 is given twice \\(5, then 6\\)" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --link-mbps '0-1=5;0-1=6'
+# --check: the same checks, then exit 0 without reading the data or training
+expect_fail "--check refuses what train refuses" "--link-mbps: expected a rate" \
+  "$pz" train --preset tiny --data "$dir/no-such.bin" --stages 2 --link-mbps=-5 --check
+n=$((n + 1))
+if ! out=$("$pz" train --preset tiny --data "$dir/no-such.bin" --stages 2 --split 2,0 --check 2>&1) ||
+   ! grep -q "the command line is valid" <<<"$out"; then
+  echo "FAIL: --check of a valid command line: $out"; fails=$((fails + 1))
+fi
 expect_fail "an edge's codec given twice" "--compress: edge 0-1 bwd is given twice \\(q8, then q4\\)" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --compress '0-1:bwd=q8;0-1:both=q4'
 # the data-parallel links (--dp-link-mbps, --dp-link-latency-ms): replicas only, in range, not slower than the peer timeout

@@ -99,6 +99,7 @@ static const flag_case cases[] = {
     {"--checkpoint-dir", NOT, NULL, "ck2", NULL, "where checkpoints go; the job check reads it"},
     {"--keep-checkpoints", NOT, NULL, "5", NULL, "how many checkpoints stay"},
     {"--max-restarts", NOT, NULL, "1", NULL, "the launcher's, not the ranks'"},
+    {"--check", NOT, NULL, NULL, NULL, "validates the command line and exits: no rank runs"},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
