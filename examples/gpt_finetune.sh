@@ -481,6 +481,12 @@ rep = {"base_model": base, "data": data, "train_shards": shards, "train_tokens":
 json.dump(rep, open(os.path.join(out, "report.json"), "w"), indent=1)
 
 def mb(x): return f"{x / 1e6:.1f} MB"
+def saved(raw, wire):
+    # uncompressed activations still carry their sample ids (8 bytes a
+    # sequence), so the wire can exceed the raw size: "saved -0.0 MB" misread
+    if wire >= raw:
+        return "saved none" + (f" ({wire - raw} bytes more: sample ids and codec headers)" if wire > raw else "")
+    return f"saved {mb(raw - wire)} ({100 * (1 - wire / raw):.1f}%)"
 L = []
 L.append(f"== fine-tuning report ({out}) ==")
 L.append(f"starting model     {base}")
@@ -502,8 +508,7 @@ for d, name in (("fwd", "activations (fwd)"), ("bwd", "gradients (bwd)")):
     p = per_dir[d]
     if p["raw_bytes"]:
         L.append(f"{name:<19}{mb(p['wire_bytes'])} sent for {mb(p['raw_bytes'])} uncompressed: "
-                 f"saved {mb(p['raw_bytes'] - p['wire_bytes'])} ({100 * p['saved_frac']:.1f}%), "
-                 f"{p['bits_per_elem']:.2f} bits/element")
+                 f"{saved(p['raw_bytes'], p['wire_bytes'])}, {p['bits_per_elem']:.2f} bits/element")
 dp = rep["data_parallel"]
 if dp and dp.get("dp_sync_s"):   # one replica's figures, summed over its stages
     n = max(1, len(steps))

@@ -43,6 +43,17 @@ if PIPEZIP="$pz" bash "$ex" "${args[@]}" --dp-compress sign > /dev/null 2>"$dir/
    ! grep -q -- "--dp-compress needs --replicas 2 or more" "$dir/no.err"; then
     cat "$dir/no.err"; fail "--dp-compress without --replicas was not refused"
 fi
+# uncompressed: the activations' wire bytes exceed the raw ones by the sample
+# ids, which the report must not print as "saved -0.0 MB"
+if ! PIPEZIP="$pz" timeout 60 bash "$ex" "${args[@]}" --stages 2 --compress none --steps 2 --val-batches 0 --no-save \
+       --out "$dir/run-none" > "$dir/none.txt" 2>"$dir/none.err"; then
+    tail -20 "$dir/none.err"; fail "gpt_finetune.sh --compress none"
+elif ! grep -qE "^activations \(fwd\) .*: saved none \([0-9]+ bytes more: sample ids" "$dir/none.txt" ||
+     ! grep -qE "^gradients \(bwd\) .*: saved none, 32.00 bits" "$dir/none.txt" || grep -q -- "-0\.0" "$dir/none.txt"; then
+    cat "$dir/none.txt"; fail "the uncompressed report's 'saved'"
+else
+    grep "saved none" "$dir/none.txt"
+fi
 # a bad flag pipezip checks (--link-mbps -5) fails in the first seconds,
 # before the demo base model's 300 pre-training steps (minutes) and the
 # "before" evaluation: the example runs pipezip train --check first
