@@ -17,6 +17,7 @@
 #include "runtime/ckpt/job.h"
 #include "runtime/net/launcher.h"
 #include "runtime/plan/partition.h"
+#include "runtime/plan/memplan.h"
 #include "runtime/plan/options.h"
 #include "runtime/edge/policy.h"
 #include "runtime/exec/pipeline.h"
@@ -183,7 +184,10 @@ static int cmd_eval(int argc, char **argv) {
     pz_stage s;
     pz_acts a;
     pz_dataset d;
-    pz_status st = pz_model_create(&s, pz_backend_cpu(), NULL, model, heads, 0, batch, seq);
+    pz_gpt2_config cfg;   /* the header only: the need is known before anything big is allocated */
+    pz_status st = pz_model_config(NULL, model, heads, &cfg);
+    if (st == PZ_OK && seq <= cfg.max_seq_len) st = pz_mem_check_eval(&cfg, batch, seq);
+    if (st == PZ_OK) st = pz_model_create(&s, pz_backend_cpu(), NULL, model, heads, 0, batch, seq);
     if (st != PZ_OK) return fail("eval", st);
     if ((st = pz_dataset_open(&d, data, seq, s.cfg.vocab_size)) != PZ_OK) {
         pz_stage_free(&s);

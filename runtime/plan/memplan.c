@@ -215,3 +215,16 @@ pz_status pz_mem_check(const pz_mem_job *j, int rank, int local_first, int local
                    gib(mine.total), gib(mine.acts), mine.slots, mine.slots == 1 ? "" : "es", j->B, j->T,
                    gib(mine.model + mine.optim));
 }
+
+pz_status pz_mem_check_eval(const pz_gpt2_config *cfg, int B, int T) {
+    pz_stage_range all = {0, cfg->num_layers, 1, 1};
+    pz_mem_need n = pz_mem_need_of(cfg, &all, B, T, 0, 1, 1, 1, 1, 0.0);
+    n.total -= n.optim + n.buffers;   /* eval builds a stage: no AdamW moments, no messages */
+    const char *source = "", *skip = getenv("PIPEZIP_MEM_CHECK");
+    double avail = pz_mem_available(&source);
+    if (avail <= 0 || n.total <= avail || (skip && strcmp(skip, "0") == 0)) return PZ_OK;
+    return pz_fail(PZ_ERR_ARG, "not enough memory: --batch %d x --seq %d needs about %.2f GiB (%.0f bytes: activations "
+                   "%.2f GiB, model and gradients %.2f GiB, scratch %.2f GiB), but %.2f GiB (%.0f bytes) is available "
+                   "(%s). Lower --batch or --seq; PIPEZIP_MEM_CHECK=0 runs anyway", B, T, gib(n.total), n.total, gib(n.acts),
+                   gib(n.model), gib(n.scratch), gib(avail), avail, source);
+}

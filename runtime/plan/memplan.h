@@ -73,6 +73,12 @@ typedef struct pz_mem_job {
  * than is available. PIPEZIP_MEM_CHECK=0 skips the refusal. */
 pz_status pz_mem_check(const pz_mem_job *j, int rank, int local_first, int local_count, const char *prefix);
 
+/* `pipezip eval`'s need: the whole model at (B, T) on the host, one
+ * micro-batch (pz_mem_need_of's model, scratch and one activation slot; no
+ * optimizer, no transport buffers), refused like pz_mem_check (--batch and
+ * --seq named, PIPEZIP_MEM_CHECK=0 skips) before anything is allocated. */
+pz_status pz_mem_check_eval(const pz_gpt2_config *cfg, int B, int T);
+
 /* The largest extra warm-up K <= kmax (1f1b:warmup=K) whose micro-batches
  * in flight still fit this host's ranks; kmax when nothing limits it. */
 int pz_mem_max_warmup(const pz_mem_job *j, int local_first, int local_count, int kmax);

@@ -170,6 +170,10 @@ expect_fail "warm-up auto in the table" "'auto' is chosen by 'pipezip train'" \
   "$pz" schedule --stages 2 --micro-batches 4 --schedule 1f1b:warmup=auto
 expect_fail "missing checkpoint" "nope.safetensors" "$pz" eval --model "$dir/nope.safetensors" --data "$dir/tok.bin"
 expect_fail "garbage checkpoint" "garbage.bin" "$pz" eval --model "$dir/garbage.bin" --data "$dir/tok.bin"
+# a batch too large for the memory: refused before allocating, naming --batch and the bytes (the train
+# path's estimate; the 4 GiB limit is set so the result does not depend on this machine's memory)
+expect_fail "eval --batch over the memory" "not enough memory: --batch 65536 x --seq 64 needs about 95\.[0-9]+ GiB \([0-9]+ bytes.*but 4\.00 GiB \(4294967296 bytes\) is available \(PIPEZIP_MEM_AVAILABLE\)" \
+  env PIPEZIP_MEM_AVAILABLE=4294967296 "$pz" eval --model "$dir/nan.safetensors" --data "$dir/tok.bin" --batch 65536 --seq 64
 expect_fail "tokenize without inputs" "at least one input" "$pz" tokenize --out "$dir/x.bin"
 expect_fail "tokenize missing input" "missing.txt" "$pz" tokenize --out "$dir/x.bin" "$dir/missing.txt"
 
