@@ -133,10 +133,16 @@ d, R, FAST, has_c, has_s = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), 
 #    suite; since stages drive UCX from a progress thread, the simulated
 #    link overlaps its two directions fully while real TCP over tbf loses
 #    some of that (its ACKs queue behind the other direction's data): +11%
-#    quiet, +24% and +31% with another build running beside it, so 30%;
+#    quiet, +24% and +31% with another build running beside it; since
+#    --schedule auto (the default) runs half micro-batches (63905d7) both
+#    directions are busy at once for more of the step, and the gap grew:
+#    2026-11-29, AMD EPYC, this job: with --schedule 1f1b real 1731 / sim
+#    1971 tok/s (+13.9%), with the default real 1852 / sim 2347 (+26.8%)
+#    quiet and +31.1% / +34.4% under CI's load (both got faster, the
+#    simulation more), so 40%;
 #  - compressed, the link is only ~40% of the step and the compute (which
 #    varies by +-20% with the machine's load) the rest: -11.7% to +3.0%; 25%.
-TOL_SIM = {"none": 0.30, "comp": 0.25}
+TOL_SIM = {"none": 0.40, "comp": 0.25}
 MIN_SPEEDUP = 1.5   # compressed over uncompressed, real link
 WARMUP = 2          # steps left out of medians
 
