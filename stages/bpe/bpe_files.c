@@ -136,19 +136,21 @@ static void builder_free(builder *B) {
 
 static const char *bstr(const builder *B, size_t off) { return (const char *)B->strs.p + off; }
 
-/* who: the token, as an error names it */
-static pz_status read_id(pz_json *p, const char *who, uint32_t *id) {
+/* kind, and key when not NULL (quoted): the token, as an error names it;
+ * nothing is formatted unless it fails (vocab_entry runs once a token) */
+static pz_status read_id(pz_json *p, const char *kind, const char *key, uint32_t *id) {
+    const char *q = key ? " \"" : "", *k = key ? key : "", *qe = key ? "\"" : "";
     double v;
     int is_int;
     char c = pz_json_peek(p);
     if (!(c == '-' || (c >= '0' && c <= '9')))
-        return pz_fail(PZ_ERR_FORMAT, "%s: %s: the id must be a number", p->what, who);
+        return pz_fail(PZ_ERR_FORMAT, "%s: %s%s%s%s: the id must be a number", p->what, kind, q, k, qe);
     pz_status st = pz_json_number(p, &v, &is_int);
     if (st) return st;
     /* %.15g: 16777216 as itself (%g said 1.67772e+07, which reads as inside the range) */
     if (!is_int || !(v >= 0 && v <= PZ_BPE_MAX_ID))
-        return pz_fail(PZ_ERR_FORMAT, "%s: %s: id %.15g is not a whole number from 0 to %u", p->what, who, v,
-                       PZ_BPE_MAX_ID);
+        return pz_fail(PZ_ERR_FORMAT, "%s: %s%s%s%s: id %.15g is not a whole number from 0 to %u", p->what, kind, q, k,
+                       qe, v, PZ_BPE_MAX_ID);
     *id = (uint32_t)v;
     return PZ_OK;
 }
@@ -156,9 +158,7 @@ static pz_status read_id(pz_json *p, const char *who, uint32_t *id) {
 static pz_status vocab_entry(pz_json *p, const char *key, void *ctx) {
     builder *B = ctx;
     uint32_t id = 0;
-    char who[MAX_TOKEN + 32];
-    snprintf(who, sizeof who, "vocabulary token \"%s\"", key);
-    pz_status st = read_id(p, who, &id);
+    pz_status st = read_id(p, "vocabulary token", key, &id);
     if (st) return st;
     B->voff = grow(B->voff, &B->capv, B->nv + 1, sizeof *B->voff);
     B->vid = realloc(B->vid, B->capv * sizeof *B->vid);
@@ -251,7 +251,7 @@ static pz_status need_bool(pz_json *p, const char *ctx, const char *key, int *v)
 static pz_status added_key(pz_json *p, const char *key, void *ctx) {
     added_ctx *a = ctx;
     char who[MAX_TOKEN + 32];
-    if (strcmp(key, "id") == 0) { a->has_id = 1; return read_id(p, added_name(a, who, sizeof who), &a->id); }
+    if (strcmp(key, "id") == 0) { a->has_id = 1; return read_id(p, added_name(a, who, sizeof who), NULL, &a->id); }
     if (strcmp(key, "content") == 0) {
         if (pz_json_peek(p) != '"') return pz_fail(PZ_ERR_FORMAT, "%s: an added token's \"content\" must be a string", p->what);
         a->has_content = 1;
