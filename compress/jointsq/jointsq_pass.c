@@ -423,17 +423,25 @@ static inline __attribute__((always_inline)) void jsq_list_picks8(const jsq_vmod
     uint8_t *pick = L->pick;
     uint16_t *dif = L->dif;
     size_t nd = 0;
-    __m128i base = _mm_setzero_si128();
-    for (size_t k = 0; k < n; k += 8, base = _mm_add_epi16(base, _mm_set1_epi16(8))) {
-        __m256i key = _mm256_loadu_si256((const __m256i *)(const void *)(keys + k)), a, bq;
+    /* two loops: the picks (a long chain of dependent vector operations
+     * per 8 lanes) into pa, pb, then their bookkeeping, whose operations
+     * would otherwise wait in the scheduler behind that chain and leave
+     * less room for the next 8s' picks */
+    __m256i pa[JSQ_B8 / 8], pb[JSQ_B8 / 8];
+    for (size_t k = 0; k < n; k += 8) {
+        __m256i key = _mm256_loadu_si256((const __m256i *)(const void *)(keys + k));
         if (kind) {
-            jsq_picks_free8(K, key, hh, hl, kind == 4, &a, &bq);
+            jsq_picks_free8(K, key, hh, hl, kind == 4, &pa[k / 8], &pb[k / 8]);
         } else {
             __m256 e[4];
             jsq_verrs8(K, key, e);
-            a = jsq_vpick8(e, hh);
-            bq = jsq_vpick8(e, hl);
+            pa[k / 8] = jsq_vpick8(e, hh);
+            pb[k / 8] = jsq_vpick8(e, hl);
         }
+    }
+    __m128i base = _mm_setzero_si128();
+    for (size_t k = 0; k < n; k += 8, base = _mm_add_epi16(base, _mm_set1_epi16(8))) {
+        __m256i key = _mm256_loadu_si256((const __m256i *)(const void *)(keys + k)), a = pa[k / 8], bq = pb[k / 8];
         pz_v8_store_bytes(pick + k, a);
         nhv = pz_mckp_vcount8(nhv, a);
         nlv = pz_mckp_vcount8(nlv, bq);
