@@ -19,7 +19,7 @@ pz_test_init "$1"
 pz_corpus || exit 1
 flags=(--preset tiny --data "$dir/train.bin" --batch 2 --seq 32 --micro-batches 2 --threads 1 --stages 2)
 secret=0123456789abcdef0123456789abcdef
-port() { echo $((20000 + RANDOM % 20000)); }
+port() { python3 "$(dirname "$0")/free_port.py"; }  # below the ephemeral range: see there
 # rank R PORT [env options and NAME=VALUE...]: a manual rank in the foreground, bounded
 rank() {
   local r=$1 p=$2; shift 2

@@ -66,7 +66,7 @@ if command -v mpirun >/dev/null; then
   # under mpirun the local rank count comes from OMPI_COMM_WORLD_LOCAL_SIZE;
   # with --bind-to none pipezip pins, with mpirun's own binding it keeps the mask
   for mode in none core; do
-    port=$((20000 + RANDOM % 20000))
+    port=$(python3 "$(dirname "$0")/free_port.py")
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
       mpirun --oversubscribe --bind-to "$mode" -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" \
       "$pz" train --preset tiny --data "$dir/train.bin" --batch 2 --seq 32 --steps 2 --stages 2 \
