@@ -122,8 +122,8 @@ static uint64_t jsq_write_map_k0(const uint8_t *cls, size_t ng, uint8_t *out) {
     size_t i = 0;
 #if defined(__AVX2__)
     /* 32 groups a vector: the codes of pairs from a 16-entry byte table,
-     * then pairs joined into fours and eights by variable shifts; the
-     * serial part appends two runs of 16 groups (at most 48 bits each) */
+     * then pairs joined into fours, eights and sixteens by variable
+     * shifts; the serial part appends the two sixteens */
     uint8_t pv8[16], pl8[16];
     for (int t = 0; t < 16; t++) {
         uint32_t v0, l0, v1, l1;
@@ -150,11 +150,13 @@ static uint64_t jsq_write_map_k0(const uint8_t *cls, size_t ng, uint8_t *out) {
         __m256i l8 = _mm256_and_si256(l, lo32);
         v = _mm256_or_si256(_mm256_and_si256(v, lo32), _mm256_sllv_epi64(_mm256_srli_epi64(v, 32), l8));
         l = _mm256_add_epi64(l8, _mm256_srli_epi64(l, 32));
-        uint64_t vq[4], lq[4];
-        _mm256_storeu_si256((__m256i *)(void *)vq, v);
-        _mm256_storeu_si256((__m256i *)(void *)lq, l);
-        w = mw_put(w, vq[0] | vq[1] << lq[0], (unsigned)(lq[0] + lq[1]));
-        w = mw_put(w, vq[2] | vq[3] << lq[2], (unsigned)(lq[2] + lq[3]));
+        /* and sixteens (at most 48 bits) in the 64-bit lanes 0 and 2 */
+        v = _mm256_or_si256(v, _mm256_sllv_epi64(_mm256_srli_si256(v, 8), l));
+        l = _mm256_add_epi64(l, _mm256_srli_si256(l, 8));
+        __m128i vh = _mm256_extracti128_si256(v, 1), lh = _mm256_extracti128_si256(l, 1);
+        w = mw_put(w, (uint64_t)_mm_cvtsi128_si64(_mm256_castsi256_si128(v)),
+                   (unsigned)_mm_cvtsi128_si64(_mm256_castsi256_si128(l)));
+        w = mw_put(w, (uint64_t)_mm_cvtsi128_si64(vh), (unsigned)_mm_cvtsi128_si64(lh));
     }
 #endif
     for (; i + 16 <= ng; i += 16) {
@@ -388,26 +390,30 @@ size_t pz_jsq_pack(const uint8_t *c, size_t cnt, int w, uint8_t *out) {
 }
 
 #if defined(__AVX2__) && !defined(JSQ_VEC)
-/* The codes (bytes) of 8 elements xv with classes c8 and element indices
- * idx: the arithmetic of the scalar loop below (and AVX-512's). */
-static inline __m128i jsq_code8(__m256 xv, __m128i c8, __m256i idx, pz_ukey uk, __m256 invt) {
+/* The codes (bytes) of 8 elements xv with classes c8: the arithmetic of
+ * the scalar loop below (and AVX-512's) in fewer vector operations (the
+ * loop is bound by the vector pipes). hx: element index ^ key, the hash's
+ * first step. The clamp to [-L, L] is min(L, y) before the rounding (y
+ * above L rounds to L either way; y = L has no fraction, so no round up)
+ * and the packs' saturation after it: a code under 0 packs to 0, as
+ * max(q, -L) gave, and so does a NaN lane (0 * inf: a class of zeros;
+ * minps returns its second operand when one is NaN, so it stays NaN and
+ * converts to INT_MIN). */
+static inline __m128i jsq_code8(__m256 xv, __m128i c8, __m256i hx, pz_ukey uk, __m256 invt) {
     const __m256 Lt = _mm256_setr_ps(0.0f, 1.0f, 7.0f, 127.0f, 0, 0, 0, 0);
     __m256i c32 = _mm256_cvtepu8_epi32(c8);
     __m256 iv = _mm256_permutevar8x32_ps(invt, c32), Lf = _mm256_permutevar8x32_ps(Lt, c32);
-    __m256 y = _mm256_mul_ps(xv, iv);
+    __m256 y = _mm256_min_ps(Lf, _mm256_mul_ps(xv, iv));
     __m256 f = _mm256_round_ps(y, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    __m256i h = _mm256_xor_si256(idx, _mm256_set1_epi32((int)uk.lo));
-    h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
+    __m256i h = _mm256_xor_si256(hx, _mm256_srli_epi32(hx, 16));
     h = _mm256_mullo_epi32(h, _mm256_set1_epi32(0x7feb352d));
     h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 15));
     h = _mm256_mullo_epi32(h, _mm256_set1_epi32((int)0x846ca68bu));
     h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
     h = _mm256_xor_si256(h, _mm256_set1_epi32((int)uk.hi));
     __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), _mm256_set1_ps(0x1p-24f));
-    __m256 up = _mm256_cmp_ps(u, _mm256_sub_ps(y, f), _CMP_LT_OQ);
-    __m256 qv = _mm256_add_ps(f, _mm256_and_ps(up, _mm256_set1_ps(1.0f)));
-    qv = _mm256_min_ps(_mm256_max_ps(qv, _mm256_sub_ps(_mm256_setzero_ps(), Lf)), Lf);
-    __m256i code = _mm256_cvtps_epi32(_mm256_add_ps(qv, Lf));
+    __m256i up = _mm256_castps_si256(_mm256_cmp_ps(u, _mm256_sub_ps(y, f), _CMP_LT_OQ));
+    __m256i code = _mm256_sub_epi32(_mm256_cvtps_epi32(_mm256_add_ps(f, Lf)), up);   /* (up: -1 or 0) */
     __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(code), _mm256_extracti128_si256(code, 1));
     return _mm_packus_epi16(w, w);
 }
@@ -452,15 +458,21 @@ static void jsq_codes_kept8(const jsq_kept8 *g, size_t nk, uint32_t i0, pz_ukey 
                             size_t ns[4]) {
     uint8_t *s1 = st[1] + ns[1], *s2 = st[2] + ns[2], *s3 = st[3] + ns[3];
     const uint8_t *e1 = s1, *e2 = s2, *e3 = s3;
-    const __m256i base = _mm256_set1_epi32((int)i0);
+    /* i0 is a multiple of 256 (JSQ_DB): the index i0 + o is i0 | o, so
+     * (i0 + o) ^ key = (i0 ^ key) ^ o, one operation per 8 lanes */
+    const __m256i base = _mm256_set1_epi32((int)(i0 ^ uk.lo));
     for (size_t k = 0; k < nk; k += 8) {
         __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(g->c + k));
-        __m256i idx = _mm256_add_epi32(base, pz_v8_load_bytes(g->o + k));
-        __m128i cb = jsq_code8(_mm256_loadu_ps(g->x + k), c8, idx, uk, invt);
+        __m256i hx = _mm256_xor_si256(base, pz_v8_load_bytes(g->o + k));
+        __m128i cb = jsq_code8(_mm256_loadu_ps(g->x + k), c8, hx, uk, invt);
         /* the class masks from the classes' two bits (1, 2, 3), shifted
-         * to the bytes' top bits: two movemasks for three compares */
-        unsigned b0 = (unsigned)_mm_movemask_epi8(_mm_slli_epi16(c8, 7)) & 0xffu;
-        unsigned b1 = (unsigned)_mm_movemask_epi8(_mm_slli_epi16(c8, 6)) & 0xffu;
+         * to the bytes' top bits: the 8 classes twice (a load that
+         * duplicates them), one copy shifted by 7, the other by 6 (a bit
+         * crossing into the next byte lands in its bit 0 or 1, not 7),
+         * one movemask for both */
+        __m128i c2 = _mm_castpd_si128(_mm_loaddup_pd((const double *)(const void *)(g->c + k)));
+        unsigned bb = (unsigned)_mm_movemask_epi8(_mm_sllv_epi64(c2, _mm_set_epi64x(6, 7)));
+        unsigned b0 = bb & 0xffu, b1 = bb >> 8;
         unsigned m3 = b0 & b1, m1 = b0 ^ m3, m2 = b1 ^ m3;
         _mm_storel_epi64((__m128i *)(void *)s1, pz_v8_compress_b(m1, cb));
         _mm_storel_epi64((__m128i *)(void *)s2, pz_v8_compress_b(m2, cb));
@@ -550,7 +562,7 @@ void pz_jsq_codes(const float *x, const uint8_t *ec, size_t cnt, uint32_t i0, pz
      * quarters); a class 0 lane padding the last 8 codes nothing */
     const __m256 invt = _mm256_setr_ps(inv[0], inv[1], inv[2], inv[3], 0, 0, 0, 0);
     jsq_kept8 g;
-    for (; j + JSQ_DB <= cnt; j += JSQ_DB) {
+    for (; i0 % JSQ_DB == 0 && j + JSQ_DB <= cnt; j += JSQ_DB) {   /* (jsq_codes_kept8's index trick) */
         size_t nk = jsq_gather8(x + j, ec + j, &g);
         _mm256_storeu_ps(g.x + nk, _mm256_setzero_ps());
         memset(g.o + nk, 0, 8);
