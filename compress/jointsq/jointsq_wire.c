@@ -432,20 +432,31 @@ typedef struct {
     uint8_t c[JSQ_DB + 16];
 } jsq_kept8;
 
-_Static_assert(JSQ_DB <= 256, "block offsets are bytes");
+_Static_assert(JSQ_DB <= 256 && JSQ_DB % 16 == 0, "block offsets are bytes; the gather takes 16 lanes at a time");
 
 static size_t jsq_gather8(const float *x, const uint8_t *ec, jsq_kept8 *g) {
-    __m128i ob = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0);
+    /* 16 lanes an iteration: one compare and movemask for both 8s, and
+     * the offsets and classes of both in one 16-byte vector each (the
+     * second 8's shuffle index: the table's plus 8) */
+    __m128i ob = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m128i hi8 = _mm_set1_epi8(8);
     size_t nk = 0;
-    for (size_t b = 0; b < JSQ_DB; b += 8) {
-        __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(ec + b));
-        unsigned m = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c8, _mm_setzero_si128())) & 0xffu;
-        __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + b));
-        _mm256_storeu_si256((__m256i *)(void *)(g->x + nk), pz_v8_compress(m, xv));
-        _mm_storel_epi64((__m128i *)(void *)(g->o + nk), pz_v8_compress_b(m, ob));
-        _mm_storel_epi64((__m128i *)(void *)(g->c + nk), pz_v8_compress_b(m, c8));
-        nk += (size_t)__builtin_popcount(m);
-        ob = _mm_add_epi8(ob, _mm_set1_epi8(8));
+    for (size_t b = 0; b < JSQ_DB; b += 16) {
+        __m128i c16 = _mm_loadu_si128((const __m128i *)(const void *)(ec + b));
+        unsigned m = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(c16, _mm_setzero_si128())) & 0xffffu;
+        unsigned m0 = m & 0xffu, m1 = m >> 8;
+        size_t n0 = (size_t)__builtin_popcount(m0);
+        __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(x + b));
+        __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(x + b + 8));
+        _mm256_storeu_si256((__m256i *)(void *)(g->x + nk), pz_v8_compress(m0, x0));
+        _mm256_storeu_si256((__m256i *)(void *)(g->x + nk + n0), pz_v8_compress(m1, x1));
+        __m128i i1 = _mm_add_epi8(_mm_cvtsi64_si128((long long)pz_v8_ctab[m1]), hi8);
+        _mm_storel_epi64((__m128i *)(void *)(g->o + nk), pz_v8_compress_b(m0, ob));
+        _mm_storel_epi64((__m128i *)(void *)(g->o + nk + n0), _mm_shuffle_epi8(ob, i1));
+        _mm_storel_epi64((__m128i *)(void *)(g->c + nk), pz_v8_compress_b(m0, c16));
+        _mm_storel_epi64((__m128i *)(void *)(g->c + nk + n0), _mm_shuffle_epi8(c16, i1));
+        nk += n0 + (size_t)__builtin_popcount(m1);
+        ob = _mm_add_epi8(ob, _mm_set1_epi8(16));
     }
     return nk;
 }
