@@ -390,7 +390,8 @@ size_t pz_jsq_pack(const uint8_t *c, size_t cnt, int w, uint8_t *out) {
 }
 
 #if defined(__AVX2__) && !defined(JSQ_VEC)
-/* The codes (bytes) of 8 elements xv with classes c8: the arithmetic of
+/* The codes of 8 elements xv with classes c8 (32-bit lanes, to be packed
+ * with signed then unsigned saturation): the arithmetic of
  * the scalar loop below (and AVX-512's) in fewer vector operations (the
  * loop is bound by the vector pipes). hx: element index ^ key, the hash's
  * first step. The clamp to [-L, L] is min(L, y) before the rounding (y
@@ -399,7 +400,7 @@ size_t pz_jsq_pack(const uint8_t *c, size_t cnt, int w, uint8_t *out) {
  * max(q, -L) gave, and so does a NaN lane (0 * inf: a class of zeros;
  * minps returns its second operand when one is NaN, so it stays NaN and
  * converts to INT_MIN). */
-static inline __m128i jsq_code8(__m256 xv, __m128i c8, __m256i hx, pz_ukey uk, __m256 invt) {
+static inline __m256i jsq_code8(__m256 xv, __m128i c8, __m256i hx, pz_ukey uk, __m256 invt) {
     const __m256 Lt = _mm256_setr_ps(0.0f, 1.0f, 7.0f, 127.0f, 0, 0, 0, 0);
     __m256i c32 = _mm256_cvtepu8_epi32(c8);
     __m256 iv = _mm256_permutevar8x32_ps(invt, c32), Lf = _mm256_permutevar8x32_ps(Lt, c32);
@@ -413,10 +414,13 @@ static inline __m128i jsq_code8(__m256 xv, __m128i c8, __m256i hx, pz_ukey uk, _
     h = _mm256_xor_si256(h, _mm256_set1_epi32((int)uk.hi));
     __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), _mm256_set1_ps(0x1p-24f));
     __m256i up = _mm256_castps_si256(_mm256_cmp_ps(u, _mm256_sub_ps(y, f), _CMP_LT_OQ));
-    __m256i code = _mm256_sub_epi32(_mm256_cvtps_epi32(_mm256_add_ps(f, Lf)), up);   /* (up: -1 or 0) */
-    __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(code), _mm256_extracti128_si256(code, 1));
-    return _mm_packus_epi16(w, w);
+    return _mm256_sub_epi32(_mm256_cvtps_epi32(_mm256_add_ps(f, Lf)), up);   /* (up: -1 or 0) */
 }
+
+/* compress/core/vec8.h's compress table for the second 8 bytes of a
+ * 16-byte vector: each index plus 8 */
+#define JSQ_V8_CEH(m) (PZ_V8_CE(m) + 0x0808080808080808ull)
+static const uint64_t jsq_ctab_hi[256] = {PZ_V8_R256(JSQ_V8_CEH)};
 
 /* Lanes a block of the AVX2 code loop below gathers at a time. */
 enum { JSQ_DB = 256 };
@@ -427,7 +431,7 @@ enum { JSQ_DB = 256 };
  * shuffle per 8 lanes where 32-bit indices took a broadcast, an add and
  * a lane permute). */
 typedef struct {
-    float x[JSQ_DB + 8];
+    float x[JSQ_DB + 16];
     uint8_t o[JSQ_DB + 16];
     uint8_t c[JSQ_DB + 16];
 } jsq_kept8;
@@ -436,10 +440,8 @@ _Static_assert(JSQ_DB <= 256 && JSQ_DB % 16 == 0, "block offsets are bytes; the 
 
 static size_t jsq_gather8(const float *x, const uint8_t *ec, jsq_kept8 *g) {
     /* 16 lanes an iteration: one compare and movemask for both 8s, and
-     * the offsets and classes of both in one 16-byte vector each (the
-     * second 8's shuffle index: the table's plus 8) */
+     * the offsets and classes of both in one 16-byte vector each */
     __m128i ob = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m128i hi8 = _mm_set1_epi8(8);
     size_t nk = 0;
     for (size_t b = 0; b < JSQ_DB; b += 16) {
         __m128i c16 = _mm_loadu_si128((const __m128i *)(const void *)(ec + b));
@@ -450,7 +452,7 @@ static size_t jsq_gather8(const float *x, const uint8_t *ec, jsq_kept8 *g) {
         __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(x + b + 8));
         _mm256_storeu_si256((__m256i *)(void *)(g->x + nk), pz_v8_compress(m0, x0));
         _mm256_storeu_si256((__m256i *)(void *)(g->x + nk + n0), pz_v8_compress(m1, x1));
-        __m128i i1 = _mm_add_epi8(_mm_cvtsi64_si128((long long)pz_v8_ctab[m1]), hi8);
+        __m128i i1 = _mm_cvtsi64_si128((long long)jsq_ctab_hi[m1]);
         _mm_storel_epi64((__m128i *)(void *)(g->o + nk), pz_v8_compress_b(m0, ob));
         _mm_storel_epi64((__m128i *)(void *)(g->o + nk + n0), _mm_shuffle_epi8(ob, i1));
         _mm_storel_epi64((__m128i *)(void *)(g->c + nk), pz_v8_compress_b(m0, c16));
@@ -461,10 +463,39 @@ static size_t jsq_gather8(const float *x, const uint8_t *ec, jsq_kept8 *g) {
     return nk;
 }
 
-/* The codes of nk gathered elements appended to their classes' staging
- * buffers, each class's through one byte shuffle (compress/core/vec8.h);
- * the buffers have room for 8 bytes past the codes. (The pointers and
- * counts in locals: through st and ns the byte stores would reload them.) */
+/* jsq_code8 of the gathered elements k .. k + 7 (hb: the block's first
+ * index ^ the key, see below) */
+static inline __m256i jsq_code8_at(const jsq_kept8 *g, size_t k, __m256i hb, pz_ukey uk, __m256 invt) {
+    __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(g->c + k));
+    return jsq_code8(_mm256_loadu_ps(g->x + k), c8, _mm256_xor_si256(hb, pz_v8_load_bytes(g->o + k)), uk, invt);
+}
+
+/* 16 code bytes cb (classes c16, 0: none) appended to their classes'
+ * staging buffers *s1, *s2, *s3, each 8 through one byte shuffle
+ * (compress/core/vec8.h); the buffers have room for 8 bytes past the codes. */
+static inline void jsq_put16(__m128i cb, __m128i c16, uint8_t **s1, uint8_t **s2, uint8_t **s3) {
+    /* the class masks from the classes' two bits (1, 2, 3), shifted to
+     * the bytes' top bits (a bit crossing into the next byte lands in its
+     * bit 0 or 1, not 7): two movemasks for three compares */
+    unsigned b0 = (unsigned)_mm_movemask_epi8(_mm_slli_epi16(c16, 7));
+    unsigned b1 = (unsigned)_mm_movemask_epi8(_mm_slli_epi16(c16, 6));
+    unsigned m[3] = {b0 & ~b1, b1 & ~b0, b0 & b1};
+    uint8_t **sp[3] = {s1, s2, s3};
+    for (int c = 0; c < 3; c++) {
+        uint8_t *p = *sp[c];
+        unsigned lo = m[c] & 0xffu, hi = m[c] >> 8;
+        _mm_storel_epi64((__m128i *)(void *)p, pz_v8_compress_b(lo, cb));
+        p += __builtin_popcount(lo);
+        _mm_storel_epi64((__m128i *)(void *)p, _mm_shuffle_epi8(cb, _mm_cvtsi64_si128((long long)jsq_ctab_hi[hi])));
+        *sp[c] = p + __builtin_popcount(hi);
+    }
+}
+
+/* The codes of nk gathered elements (class 0 past them, to a multiple of
+ * 16) appended to their classes' staging buffers, 16 at a time: the two
+ * 8s' 32-bit codes packed together (two packs and a lane permute for 16
+ * bytes where each 8 took an extract and two packs). (The pointers in
+ * locals: through st and ns the byte stores would reload them.) */
 static void jsq_codes_kept8(const jsq_kept8 *g, size_t nk, uint32_t i0, pz_ukey uk, __m256 invt, uint8_t *st[4],
                             size_t ns[4]) {
     uint8_t *s1 = st[1] + ns[1], *s2 = st[2] + ns[2], *s3 = st[3] + ns[3];
@@ -472,25 +503,15 @@ static void jsq_codes_kept8(const jsq_kept8 *g, size_t nk, uint32_t i0, pz_ukey 
     /* i0 is a multiple of 256 (JSQ_DB): the index i0 + o is i0 | o, so
      * (i0 + o) ^ key = (i0 ^ key) ^ o, one operation per 8 lanes */
     const __m256i base = _mm256_set1_epi32((int)(i0 ^ uk.lo));
-    for (size_t k = 0; k < nk; k += 8) {
-        __m128i c8 = _mm_loadl_epi64((const __m128i *)(const void *)(g->c + k));
-        __m256i hx = _mm256_xor_si256(base, pz_v8_load_bytes(g->o + k));
-        __m128i cb = jsq_code8(_mm256_loadu_ps(g->x + k), c8, hx, uk, invt);
-        /* the class masks from the classes' two bits (1, 2, 3), shifted
-         * to the bytes' top bits: the 8 classes twice (a load that
-         * duplicates them), one copy shifted by 7, the other by 6 (a bit
-         * crossing into the next byte lands in its bit 0 or 1, not 7),
-         * one movemask for both */
-        __m128i c2 = _mm_castpd_si128(_mm_loaddup_pd((const double *)(const void *)(g->c + k)));
-        unsigned bb = (unsigned)_mm_movemask_epi8(_mm_sllv_epi64(c2, _mm_set_epi64x(6, 7)));
-        unsigned b0 = bb & 0xffu, b1 = bb >> 8;
-        unsigned m3 = b0 & b1, m1 = b0 ^ m3, m2 = b1 ^ m3;
-        _mm_storel_epi64((__m128i *)(void *)s1, pz_v8_compress_b(m1, cb));
-        _mm_storel_epi64((__m128i *)(void *)s2, pz_v8_compress_b(m2, cb));
-        _mm_storel_epi64((__m128i *)(void *)s3, pz_v8_compress_b(m3, cb));
-        s1 += __builtin_popcount(m1);
-        s2 += __builtin_popcount(m2);
-        s3 += __builtin_popcount(m3);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (size_t k = 0; k < nk; k += 16) {
+        __m256i a = jsq_code8_at(g, k, base, uk, invt);
+        __m256i b = k + 8 < nk ? jsq_code8_at(g, k + 8, base, uk, invt) : a;   /* (past nk: class 0) */
+        /* words a0-3 b0-3 | a4-7 b4-7, bytes the same twice: the 4-byte
+         * pieces a0-3, a4-7, b0-3, b4-7 are lanes 0, 4, 1, 5 */
+        __m256i w = _mm256_packs_epi32(a, b);
+        w = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w, w), order);
+        jsq_put16(_mm256_castsi256_si128(w), _mm_loadu_si128((const __m128i *)(const void *)(g->c + k)), &s1, &s2, &s3);
     }
     ns[1] += (size_t)(s1 - e1);
     ns[2] += (size_t)(s2 - e2);
@@ -576,8 +597,9 @@ void pz_jsq_codes(const float *x, const uint8_t *ec, size_t cnt, uint32_t i0, pz
     for (; i0 % JSQ_DB == 0 && j + JSQ_DB <= cnt; j += JSQ_DB) {   /* (jsq_codes_kept8's index trick) */
         size_t nk = jsq_gather8(x + j, ec + j, &g);
         _mm256_storeu_ps(g.x + nk, _mm256_setzero_ps());
-        memset(g.o + nk, 0, 8);
-        memset(g.c + nk, 0, 8);
+        _mm256_storeu_ps(g.x + nk + 8, _mm256_setzero_ps());
+        memset(g.o + nk, 0, 16);
+        memset(g.c + nk, 0, 16);
         if (ms) jsq_map_kept8(ms, &g, nk, i0 + (uint32_t)j);
         jsq_codes_kept8(&g, nk, i0 + (uint32_t)j, uk, invt, st, ns);
     }
