@@ -54,32 +54,57 @@ jsq_cside pz_jsq_cside_at(void *blk, size_t cap) {
 
 jsq_cside pz_jsq_cside_alloc(size_t cap) { return pz_jsq_cside_at(pz_alloc_huge(pz_jsq_cside_bytes(cap)), cap); }
 
+/* bit i set iff cls[i] != 0, for the n <= 64 groups from cls */
+static inline uint64_t jsq_kept64(const uint8_t *cls, size_t n) {
+#if defined(__AVX2__)
+    if (n == 64) {
+        const __m256i z = _mm256_setzero_si256();
+        uint32_t lo = (uint32_t)_mm256_movemask_epi8(
+            _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(const void *)cls), z));
+        uint32_t hi = (uint32_t)_mm256_movemask_epi8(
+            _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(const void *)(cls + 32)), z));
+        return ~((uint64_t)hi << 32 | lo);
+    }
+#endif
+    uint64_t m = 0;
+    for (size_t j = 0; j < n; j++) m |= (uint64_t)(cls[j] != 0) << j;
+    return m;
+}
+
 /* The Rice parameter that codes the map of cls[] in the fewest bits (the
  * smallest such k): sum over runs r of floor(r / 2^k), from a histogram of
- * the run lengths. */
+ * the run lengths. The runs come from the kept groups' bit masks, 64
+ * groups at a time: a kept group after a kept one (run 0, the most common)
+ * is counted by a popcount, and only those after a dropped group (where a
+ * run ends) take a step of their own (a step per group, with its branch or
+ * its store to the histogram, cost five times as much). */
 int pz_jsq_best_k(const uint8_t *cls, size_t ng) {
     enum { RH = 1024 };
-    uint32_t h2[2][RH + 1];
-    uint64_t big[JSQ_MAX_K + 1];
-    memset(h2, 0, sizeof h2);
-    memset(big, 0, sizeof big);
-    size_t run = 0, kept = 0;
-    /* branch-free but for the rare long runs (a branch on each class
-     * mispredicts about every other group): a kept group adds 1 to the bin
-     * of the run before it (bin RH: a long run, counted in big instead),
-     * two histograms in turn so that equal bins do not wait on each other */
-    for (size_t i = 0; i < ng; i++) {
-        uint32_t kg = cls[i] != 0;
-        h2[i & 1][run < RH ? run : RH] += kg;
-        if (run >= RH && kg)
-            for (int k = 0; k <= JSQ_MAX_K; k++) big[k] += run >> k;
-        run = kg ? 0 : run + 1;
-        kept += kg;
-    }
-    if (run < RH) h2[0][run]++;                             /* the final run */
-    else for (int k = 0; k <= JSQ_MAX_K; k++) big[k] += run >> k;
     uint32_t h[RH];
-    for (size_t r = 0; r < RH; r++) h[r] = h2[0][r] + h2[1][r];
+    uint64_t big[JSQ_MAX_K + 1];
+    memset(h, 0, sizeof h);
+    memset(big, 0, sizeof big);
+    size_t kept = 0, last = 0;                       /* last: the group after the last kept one */
+    uint64_t prev = 1;                               /* group i0 - 1 kept (group -1: yes) */
+    for (size_t i0 = 0; i0 < ng; i0 += 64) {
+        size_t n = ng - i0 < 64 ? ng - i0 : 64;
+        uint64_t m = jsq_kept64(cls + i0, n), after = m << 1 | prev;
+        kept += (size_t)__builtin_popcountll(m);
+        h[0] += (uint32_t)__builtin_popcountll(m & after);
+        for (uint64_t ends = m & ~after; ends; ends &= ends - 1) {
+            unsigned p = (unsigned)__builtin_ctzll(ends);
+            uint64_t below = m & ((1ull << p) - 1);
+            if (below) last = i0 + 64 - (size_t)__builtin_clzll(below);
+            size_t run = i0 + p - last;
+            if (run < RH) h[run]++;
+            else for (int k = 0; k <= JSQ_MAX_K; k++) big[k] += run >> k;
+        }
+        if (m) last = i0 + 64 - (size_t)__builtin_clzll(m);
+        prev = m >> 63;
+    }
+    size_t run = ng - last;                          /* the final run */
+    if (run < RH) h[run]++;
+    else for (int k = 0; k <= JSQ_MAX_K; k++) big[k] += run >> k;
     int best = 0;
     uint64_t bb = UINT64_MAX;
     for (int k = 0; k <= JSQ_MAX_K; k++) {
