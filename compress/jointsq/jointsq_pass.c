@@ -293,10 +293,13 @@ static int jsq_zero_ok8(const jsq_model *md, const float hm[2][4], uint32_t klo,
 /* The largest key at or below which every lane takes width 0 at both
  * multipliers (-1 when key 0 may not), so that one integer compare a lane
  * sets them aside in the pass: first from key 0, where the bound of e_c is 0
- * (e0 + h0 <= h_1 <= h_c), then from past that limit (where jsq_g_low bounds
- * e_c: the keys up to the first one a width can win, about a quarter of the
- * lanes jointsq:4 would otherwise give the picks, on normal data). On
- * [k0, k] the test only weakens as k grows, so a bisection finds each. */
+ * (e0 + h0 <= h_1 <= h_c), then from past the limit so far, again and again
+ * (each range of keys a fresh range of f for jsq_g_low: on bench_codecs'
+ * tensor 9 steps reach the first key where a width wins, past a third of
+ * the lanes jointsq:4 would otherwise give the picks; 2 steps got 80% of
+ * them). On [k0, k] the test only weakens as k grows, so a bisection finds
+ * each step's limit. */
+enum { JSQ_ZSTEPS = 16 };
 static int32_t jsq_zero_limit8(const jsq_model *md, const uint32_t cf[4], float lam_lo, float lam_hi) {
     float hm[2][4];
     for (int c = 0; c < 4; c++) {
@@ -304,7 +307,7 @@ static int32_t jsq_zero_limit8(const jsq_model *md, const uint32_t cf[4], float 
         hm[1][c] = lam_hi * (float)cf[c];
     }
     int32_t lim = -1;
-    for (int step = 0; step < 2; step++) {
+    for (int step = 0; step < JSQ_ZSTEPS; step++) {
         uint32_t k0 = (uint32_t)(lim + 1), lo = k0, hi = 0x7f800000u;   /* proved up to lo; hi: infinity, never */
         if (!jsq_zero_ok8(md, hm, k0, k0)) return lim;
         while (hi - lo > 1) {
