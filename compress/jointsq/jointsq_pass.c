@@ -565,7 +565,7 @@ static void jsq_block_cands8(size_t i, const jsq_list8 *fr, const jsq_list8 *ot,
 
 /* The pass for G = 1, in blocks of JSQ_B8 lanes. Each block's lanes are
  * split by key (jsq_split8): those that surely take width 0 at both
- * multipliers (key <= jsq_zero_limit8: 45% at jointsq:4, 78% at
+ * multipliers (key <= jsq_zero_limit8: 49% at jointsq:4, 79% at
  * jointsq:2, on normal data) are set aside; those where every width is allowed
  * (the free list, most of the rest) take the picks without INFINITY blends
  * and, where it cannot win, without width 3; the others (above the smallest
