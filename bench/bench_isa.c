@@ -1,15 +1,17 @@
 /* bench_isa.c: see bench_isa.h. */
 #include "bench/bench_isa.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/io/file.h"
 #include "base/status.h"
 
-int bench_each_isa(char **argv, pz_isa lowest, void (*setup)(pz_isa level)) {
+int bench_each_isa(char **argv, pz_isa lowest, int (*setup)(pz_isa level)) {
     char self[4096];
     if (pz_self_exe(self, sizeof self) != 0) pz_die("%s: cannot find its own executable", argv[0]);
     pz_isa top = pz_isa_cpu() < pz_isa_built() ? pz_isa_cpu() : pz_isa_built();
@@ -32,4 +34,13 @@ int bench_each_isa(char **argv, pz_isa lowest, void (*setup)(pz_isa level)) {
         }
     }
     return bad;
+}
+
+void bench_isa_same_env(char **argv, int (*setup)(pz_isa level)) {
+    if (!setup(pz_isa_level())) return;
+    char self[4096];
+    if (pz_self_exe(self, sizeof self) != 0) pz_die("%s: cannot find its own executable", argv[0]);
+    fflush(NULL);
+    execv(self, argv);
+    pz_die("%s: cannot run itself again (%s): %s", argv[0], self, strerror(errno));
 }
