@@ -32,6 +32,7 @@
 #include "base/mem.h"
 #include "base/io/file.h"
 #include "base/io/iocheck.h"
+#include "base/isa.h"
 #include "base/flags.h"
 #include "base/parse.h"
 
@@ -139,6 +140,7 @@ static int train_run(pz_train_opts *o, const pz_train_words *w) {
  * script learns of a bad flag before its slow steps */
 static int train_check_only(const pz_train_opts *o) {
     pz_status st;
+    (void)pz_isa_level();   /* a PIPEZIP_ISA the run would refuse exits 1 here, naming it (base/isa.h) */
     if (o->sched.stages > 1) st = pipeline_check(o);
     else {
         pz_gpt2_config cfg;

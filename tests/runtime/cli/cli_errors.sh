@@ -129,6 +129,12 @@ if ! out=$("$pz" train --preset tiny --data "$dir/no-such.bin" --stages 2 --spli
    ! grep -q "the command line is valid" <<<"$out"; then
   echo "FAIL: --check of a valid command line: $out"; fails=$((fails + 1))
 fi
+# a PIPEZIP_ISA the run would refuse (x86-64-v4 is spelled x86-64-v4+vbmi2 here): --check used to call the
+# command line valid (a -Dnative=true build ignores the variable, saying so)
+if ! PIPEZIP_ISA=x86-64-v4 "$pz" train --preset tiny --data "$dir/no-such.bin" --check 2>&1 | grep -q 'ignored: this build is -Dnative=true'; then
+  expect_fail "--check of a bad PIPEZIP_ISA" "PIPEZIP_ISA=x86-64-v4: expected x86-64, x86-64-v2, x86-64-v3 or x86-64-v4\\+vbmi2" \
+    env PIPEZIP_ISA=x86-64-v4 "$pz" train --preset tiny --data "$dir/no-such.bin" --stages 2 --check
+fi
 expect_fail "an edge's codec given twice" "--compress: edge 0-1 bwd is given twice \\(q8, then q4\\)" \
   "$pz" train --preset tiny --data "$dir/tok.bin" --stages 2 --compress '0-1:bwd=q8;0-1:both=q4'
 # the data-parallel links (--dp-link-mbps, --dp-link-latency-ms): replicas only, in range, not slower than the peer timeout
