@@ -385,7 +385,8 @@ static int cmd_codec(int argc, char **argv) {
                         "       pipezip codec --decode MSG --out Y.npy [--seed N]\n\n"
                         "Encodes a float32 tensor with a codec (grammar and codecs: compress/README.md) and\n"
                         "prints one JSON line: input_bytes, wire_bytes, ratio, bits_per_elem, rel_l2_error\n"
-                        "(of the decoded tensor), encode_gbps and decode_gbps (one thread). --decode turns a\n"
+                        "(of the decoded tensor), encode_gbps and decode_gbps (one thread) and isa, the\n"
+                        "instruction-set level they ran at (PIPEZIP_ISA caps it). --decode turns a\n"
                         "message of a codec without receiver state back into an .npy file.",
                         argc, argv, fs, NFLAGS(fs), NULL);
     if (r) return r == 2 ? 0 : 1;

@@ -10,6 +10,7 @@
 #include "compress/core/npy.h"
 #include "base/clock.h"
 #include "base/io/file.h"
+#include "base/isa.h"
 #include "base/mem.h"
 
 /* Prints "pipezip codec: error: MSG", indenting continuation lines so that a
@@ -238,9 +239,10 @@ static int do_encode(const pz_codec_cmd_opts *o) {
     printf(",\"shape\":");
     print_shape(&shape);
     printf(",\"input_bytes\":%zu,\"wire_bytes\":%zu,\"ratio\":%.6g,\"bits_per_elem\":%.6g,"
-           "\"rel_l2_error\":%.6g,\"encode_gbps\":%.4g,\"decode_gbps\":%.4g}\n",
+           "\"rel_l2_error\":%.6g,\"encode_gbps\":%.4g,\"decode_gbps\":%.4g,\"isa\":\"%s\"}\n",
            n * 4, len, in_bytes / (double)len, (double)len * 8.0 / (double)n, rel,
-           t_enc > 0 ? in_bytes / t_enc * 1e-9 : 0.0, t_dec > 0 ? in_bytes / t_dec * 1e-9 : 0.0);
+           t_enc > 0 ? in_bytes / t_enc * 1e-9 : 0.0, t_dec > 0 ? in_bytes / t_dec * 1e-9 : 0.0,
+           pz_isa_name(pz_isa_level()));   /* the speeds are this level's (base/isa.h) */
     rc = 0;
 out:
     if (rc) fail();

@@ -5,10 +5,11 @@
  *   pipezip codec --decode MSG --out Y.npy [--seed N]   (hadamard(): the encoder's seed)
  * Encoding prints one JSON line: {"spec", "shape", "input_bytes",
  * "wire_bytes", "ratio", "bits_per_elem", "rel_l2_error", "encode_gbps",
- * "decode_gbps"}; rel_l2_error = |x - decode(encode(x))| / |x| (0 when x is 0),
+ * "decode_gbps", "isa"}; rel_l2_error = |x - decode(encode(x))| / |x| (0 when x is 0),
  * decoded by a second codec object made from the same spec, as a receiver
  * would. GB/s are of float input (4 bytes per element), one thread, the median
- * of repeated runs for stateless codecs. Decoding prints {"spec", "shape",
+ * of repeated runs for stateless codecs, at the instruction-set level "isa"
+ * names (base/isa.h: x86-64 ... x86-64-v4+vbmi2, PIPEZIP_ISA caps it). Decoding prints {"spec", "shape",
  * "wire_bytes", "out"}. Files are written atomically. */
 #ifndef PZ_CODEC_CLI_H
 #define PZ_CODEC_CLI_H

@@ -75,7 +75,7 @@ if out=$("$pz" codec --spec q4:group=row --in "$dir/x.npy" --out "$dir/m.bin" --
   if python3 - "$out" <<'EOF'
 import json, sys
 j = json.loads(sys.argv[1])
-need = ["spec", "shape", "input_bytes", "wire_bytes", "ratio", "bits_per_elem", "rel_l2_error", "encode_gbps", "decode_gbps"]
+need = ["spec", "shape", "input_bytes", "wire_bytes", "ratio", "bits_per_elem", "rel_l2_error", "encode_gbps", "decode_gbps", "isa"]
 missing = [k for k in need if k not in j]
 assert not missing, missing
 assert j["shape"] == [4, 16, 48] and j["input_bytes"] == 4 * 3072
@@ -88,6 +88,10 @@ EOF
 else bad "encode of a good .npy failed"; fi
 [ "$(stat -c %s "$dir/m.bin")" = "$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['wire_bytes'])" "$out")" ] \
   && ok "message size equals wire_bytes" || bad "message size differs from wire_bytes"
+# the speeds name the level they ran at (a -Dnative=true build has one level, "native")
+out=$(PIPEZIP_ISA=x86-64 "$pz" codec --spec q4 --in "$dir/x.npy" --out "$dir/m.bin" 2>/dev/null)
+grep -q -E '"isa":"(x86-64|native)"}$' <<<"$out" && ok "PIPEZIP_ISA=x86-64: the line says isa x86-64" ||
+  bad "PIPEZIP_ISA=x86-64: the line does not name that level: $out"
 
 if dout=$("$pz" codec --decode "$dir/m.bin" --out "$dir/y.npy"); then
   if python3 - "$dir/x.npy" "$dir/y.npy" "$out" <<'EOF'
