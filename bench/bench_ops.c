@@ -306,8 +306,11 @@ int main(int argc, char **argv) {
     be = pz_backend_cpu();
     pz_backend_cpu_set_threads(nt);
     pz_rng_seed(&rng, 42);
-    printf("bench_ops: threads %d, B=%d T=%d (GPT-2 124M shapes), op times by %s, ops compiled for %s\n",
-           pz_backend_cpu_threads(), B, T, cpu_clock ? "CPU time / threads" : "wall clock", pz_isa_describe());
+    /* the matmuls are OpenBLAS's, whose kernel follows the CPU (or OPENBLAS_CORETYPE), not PIPEZIP_ISA */
+    printf("bench_ops: threads %d, B=%d T=%d (GPT-2 124M shapes), op times by %s, ops compiled for %s; "
+           "OpenBLAS sgemm kernel: %s\n",
+           pz_backend_cpu_threads(), B, T, cpu_clock ? "CPU time / threads" : "wall clock", pz_isa_describe(),
+           openblas_get_corename());
     if (ops) bench_all_ops(B, T);
     if (steps > 0) bench_step(B, T, steps);
     return 0;
