@@ -50,19 +50,17 @@ static uint64_t eval(float *const *e, uint32_t *const *c, const uint32_t *cu, si
         for (int o = 0; o < PZ_MCKP_OPTS; o++) h[o] = _mm512_mul_ps(lv, _mm512_cvtepu32_ps(_mm512_set1_epi32((int)cu[o])));
         __m512i cnt = _mm512_setzero_si512();
         uint64_t nc[PZ_MCKP_OPTS] = {0, 0, 0, 0};
-        size_t it = 0;
-        for (; i + 16 <= n; i += 16) {
-            __m512 v[PZ_MCKP_OPTS];
-            for (int o = 0; o < PZ_MCKP_OPTS; o++) v[o] = _mm512_add_ps(_mm512_loadu_ps(e[o] + i), h[o]);
-            __m512i a = pz_mckp_vpick(v, all, m);
-            if (ch) _mm_storeu_si128((__m128i *)(void *)(ch + i), _mm512_cvtepi32_epi8(a));
-            cnt = pz_mckp_vcount(cnt, a);
-            if (++it == 1023) {
-                pz_mckp_vcount_flush(&cnt, nc);
-                it = 0;
+        /* (chunks of 1023 vectors between flushes: no count in the loop) */
+        for (size_t end; i + 16 <= n; pz_mckp_vcount_flush(&cnt, nc)) {
+            end = n - i > 1023 * 16 ? i + 1023 * 16 : n;
+            for (; i + 16 <= end; i += 16) {
+                __m512 v[PZ_MCKP_OPTS];
+                for (int o = 0; o < PZ_MCKP_OPTS; o++) v[o] = _mm512_add_ps(_mm512_loadu_ps(e[o] + i), h[o]);
+                __m512i a = pz_mckp_vpick(v, all, m);
+                if (ch) _mm_storeu_si128((__m128i *)(void *)(ch + i), _mm512_cvtepi32_epi8(a));
+                cnt = pz_mckp_vcount(cnt, a);
             }
         }
-        pz_mckp_vcount_flush(&cnt, nc);
         cost = ((uint64_t)i - nc[1] - nc[2] - nc[3]) * cu[0] + nc[1] * cu[1] + nc[2] * cu[2] + nc[3] * cu[3];
     } else {
         __m512i acc = _mm512_setzero_si512();
@@ -90,19 +88,16 @@ static uint64_t eval(float *const *e, uint32_t *const *c, const uint32_t *cu, si
         for (int o = 0; o < PZ_MCKP_OPTS; o++) h[o] = _mm256_mul_ps(lv, pz_v8_cvtepu32_ps(_mm256_set1_epi32((int)cu[o])));
         __m256i cnt = _mm256_setzero_si256();
         uint64_t nc[PZ_MCKP_OPTS] = {0, 0, 0, 0};
-        size_t it = 0;
-        for (; i + 8 <= n; i += 8) {
-            __m256 v[PZ_MCKP_OPTS];
-            for (int o = 0; o < PZ_MCKP_OPTS; o++) v[o] = _mm256_add_ps(_mm256_loadu_ps(e[o] + i), h[o]);
-            __m256i a = pz_mckp_vpick8(v, NULL, m);
-            if (ch) pz_v8_store_bytes(ch + i, a);
-            cnt = pz_mckp_vcount8(cnt, a);
-            if (++it == 1023) {
-                pz_mckp_vcount8_flush(&cnt, nc);
-                it = 0;
+        for (size_t end; i + 8 <= n; pz_mckp_vcount8_flush(&cnt, nc)) {
+            end = n - i > 1023 * 8 ? i + 1023 * 8 : n;
+            for (; i + 8 <= end; i += 8) {
+                __m256 v[PZ_MCKP_OPTS];
+                for (int o = 0; o < PZ_MCKP_OPTS; o++) v[o] = _mm256_add_ps(_mm256_loadu_ps(e[o] + i), h[o]);
+                __m256i a = pz_mckp_vpick8(v, NULL, m);
+                if (ch) pz_v8_store_bytes(ch + i, a);
+                cnt = pz_mckp_vcount8(cnt, a);
             }
         }
-        pz_mckp_vcount8_flush(&cnt, nc);
         cost = ((uint64_t)i - nc[1] - nc[2] - nc[3]) * cu[0] + nc[1] * cu[1] + nc[2] * cu[2] + nc[3] * cu[3];
     } else {
         __m256i acc = _mm256_setzero_si256();
