@@ -217,9 +217,7 @@ static double jsq_solve_sample(pz_mckp_soa *s, size_t ms, uint64_t cap, int exac
         return info.base_fits ? info.err : INFINITY;
     }
     double err;
-    uint64_t cost;
-    *lam = pz_mckp_lambda(s, ms, cap, 10, *lam, &cost, &err);
-    pz_mckp_cost_at(s, ms, *lam, choice, NULL);
+    *lam = pz_mckp_lambda(s, ms, cap, 10, *lam, NULL, &err, choice);
     return err;
 }
 #if defined(__AVX512F__)

@@ -261,8 +261,8 @@ int pz_jsq_assign_all(const jsq_enc *e, const jsq_best *best, uint8_t *cls, size
     pz_mckp_soa ss = pz_jsq_soa_at(pz_scratch_get(e->scr, JSQ_S_SAMPLE, pz_jsq_soa_bytes(e->ms)), e->ms);
     pz_jsq_soa_fill(e->sx, e->snel, e->g.G, e->sgm, &md, k, &ss, ucost);
     const double delta = pz_jsq_tune.delta, scap = (double)capacity * e->sfrac;
-    float lam_hi = pz_mckp_lambda(&ss, e->ms, (uint64_t)(scap * (1 - delta)), 12, best->lam, NULL, NULL);
-    float lam_lo = pz_mckp_lambda(&ss, e->ms, (uint64_t)(scap * (1 + delta)), 12, best->lam, NULL, NULL);
+    float lam_hi = pz_mckp_lambda(&ss, e->ms, (uint64_t)(scap * (1 - delta)), 12, best->lam, NULL, NULL, NULL);
+    float lam_lo = pz_mckp_lambda(&ss, e->ms, (uint64_t)(scap * (1 + delta)), 12, best->lam, NULL, NULL, NULL);
     jsq_cands cb;
     cb.ccap = pz_jsq_default_ccap(ng);
     cb.cand = pz_jsq_soa_at(pz_scratch_get(e->scr, JSQ_S_CAND, pz_jsq_soa_bytes(cb.ccap)), cb.ccap);

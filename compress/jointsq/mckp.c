@@ -135,20 +135,8 @@ uint64_t pz_mckp_pick_uniform(float *const err[PZ_MCKP_OPTS], const uint32_t cos
     return eval(err, NULL, cost, n, lam, choice);
 }
 
-uint64_t pz_mckp_cost_at(const pz_mckp_soa *s, size_t n, float lam, uint8_t *choice, double *err) {
-    uint8_t *ch = choice ? choice : xmalloc(n ? n : 1);
-    uint64_t cost = eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, lam, ch);
-    if (err) {
-        double e = 0;
-        for (size_t i = 0; i < n; i++) e += s->err[ch[i]][i];
-        *err = e;
-    }
-    if (!choice) free(ch);
-    return cost;
-}
-
 float pz_mckp_lambda(const pz_mckp_soa *s, size_t n, uint64_t capacity, int rel_bits, float guess,
-                     uint64_t *cost, double *err) {
+                     uint64_t *cost, double *err, uint8_t *choice) {
     uint32_t lo = 0, hi = KEY_MAX;
     uint64_t chi;
     /* (the picks are wanted only for the error at the end) */
@@ -199,13 +187,15 @@ float pz_mckp_lambda(const pz_mckp_soa *s, size_t n, uint64_t capacity, int rel_
     }
     float lam = u2f(hi);
     if (cost) *cost = chi;
-    if (err) {
-        uint8_t *ch = xmalloc(n ? n : 1);
+    if (err || choice) {
+        uint8_t *ch = choice ? choice : xmalloc(n ? n : 1);
         eval(s->err, s->ucost ? NULL : s->cost, s->ucost, n, lam, ch);
-        double e = 0;
-        for (size_t i = 0; i < n; i++) e += s->err[ch[i]][i];
-        *err = e;
-        free(ch);
+        if (err) {
+            double e = 0;
+            for (size_t i = 0; i < n; i++) e += s->err[ch[i]][i];
+            *err = e;
+        }
+        if (!choice) free(ch);
     }
     return lam;
 }

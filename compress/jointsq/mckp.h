@@ -169,10 +169,6 @@ void pz_mckp_solve_soa(pz_mckp_soa *s, size_t n, uint64_t capacity, float lam_lo
  * on every call). */
 size_t pz_mckp_work_bytes(size_t n);
 
-/* Cost of pick(lam) over the items; writes the picks to choice when not
- * NULL, and the sum of picked errors to *err when not NULL. */
-uint64_t pz_mckp_cost_at(const pz_mckp_soa *s, size_t n, float lam, uint8_t *choice, double *err);
-
 /* pick(lam) of n items whose costs are the same for all (cost[o]); writes
  * the picks to choice and returns the sum of their costs. */
 uint64_t pz_mckp_pick_uniform(float *const err[PZ_MCKP_OPTS], const uint32_t cost[PZ_MCKP_OPTS], size_t n,
@@ -181,10 +177,10 @@ uint64_t pz_mckp_pick_uniform(float *const err[PZ_MCKP_OPTS], const uint32_t cos
 /* An approximate critical multiplier, for estimates: a lambda with
  * cost(lambda) <= capacity < cost(lambda') for some lambda' < lambda within a
  * relative 2^-rel_bits (rel_bits <= 23) of it; 0 when cost(0) <= capacity.
- * guess > 0 starts the search around it. *cost and *err (optional) receive
- * the cost and error of pick(lambda). */
+ * guess > 0 starts the search around it. *cost, *err and choice (n bytes;
+ * each optional) receive the cost, error and picks of pick(lambda). */
 float pz_mckp_lambda(const pz_mckp_soa *s, size_t n, uint64_t capacity, int rel_bits, float guess,
-                     uint64_t *cost, double *err);
+                     uint64_t *cost, double *err, uint8_t *choice);
 
 /* Exhaustive search (tests only): optimal sum of errors over all 4^n
  * assignments within the capacity, n <= 12; writes the best choice. */
