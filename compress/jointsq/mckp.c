@@ -310,7 +310,7 @@ static size_t compact_vec(const active_ *A, uint8_t *ch_lo, uint8_t *ch_hi, uint
         const __m256i iv = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         __m256i fcv = _mm256_setzero_si256();
         __m256d fev = _mm256_setzero_pd();
-        uint32_t ids[8], as[8];
+        uint32_t ids[8];
         for (; j + 8 <= m; j += 8) {
             __m128i lo8 = _mm_loadl_epi64((const __m128i *)(const void *)(ch_lo + j));
             __m128i hi8 = _mm_loadl_epi64((const __m128i *)(const void *)(ch_hi + j));
@@ -348,15 +348,11 @@ static size_t compact_vec(const active_ *A, uint8_t *ch_lo, uint8_t *ch_hi, uint
                 fcv = _mm256_add_epi64(fcv, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(cai, 1)));
                 fev = _mm256_add_pd(fev, _mm256_cvtps_pd(_mm256_castps256_ps128(ea)));
                 fev = _mm256_add_pd(fev, _mm256_cvtps_pd(_mm256_extractf128_ps(ea, 1)));
-                if (id) {
+                if (id) {   /* all 8 picks, the active ones' provisional (a loop
+                               * over the fixed lanes mispredicted its exit) */
                     _mm256_storeu_si256((__m256i *)(void *)ids, idv);
-                    _mm256_storeu_si256((__m256i *)(void *)as, a);
-                    unsigned f = fix;
-                    while (f) {
-                        int l = __builtin_ctz(f);
-                        f &= f - 1;
-                        choice[ids[l]] = (uint8_t)as[l];
-                    }
+                    uint64_t as = (uint64_t)_mm_cvtsi128_si64(hi8);
+                    for (int l = 0; l < 8; l++) choice[ids[l]] = (uint8_t)(as >> 8 * l);
                 }
             }
             /* before the first compact the ids are j..j + 7: all 8 picks in
