@@ -90,6 +90,7 @@ static uint64_t eval(float *const *e, uint32_t *const *c, const uint32_t *cu, si
         uint64_t nc[PZ_MCKP_OPTS] = {0, 0, 0, 0};
         for (size_t end; i + 8 <= n; pz_mckp_vcount8_flush(&cnt, nc)) {
             end = n - i > 1023 * 8 ? i + 1023 * 8 : n;
+#pragma GCC unroll 2  /* (the loop bookkeeping was a quarter of its instructions) */
             for (; i + 8 <= end; i += 8) {
                 __m256 v[PZ_MCKP_OPTS];
                 for (int o = 0; o < PZ_MCKP_OPTS; o++) v[o] = _mm256_add_ps(_mm256_loadu_ps(e[o] + i), h[o]);
