@@ -35,8 +35,8 @@ static float u2f(uint32_t u) {
  * every item when c is NULL); writes them to ch (unless NULL), returns the
  * sum of picked costs. The vector loops compute exactly what pz_mckp_pick
  * does. */
-static uint64_t eval(float *const *e, uint32_t *const *c, const uint32_t *cu, size_t n, float lam, uint8_t *ch) {
-    const float *e0 = e[0], *e1 = e[1], *e2 = e[2], *e3 = e[3];
+static uint64_t eval(float *const *ea, uint32_t *const *c, const uint32_t *cu, size_t n, float lam, uint8_t *ch) {
+    const float *const e[PZ_MCKP_OPTS] = {ea[0], ea[1], ea[2], ea[3]};   /* (ch may alias ea[]: reloaded) */
     uint64_t cost = 0;
     size_t i = 0;
 #if defined(__AVX512F__)
@@ -124,7 +124,7 @@ static uint64_t eval(float *const *e, uint32_t *const *c, const uint32_t *cu, si
 #endif
     for (; i < n; i++) {
         uint32_t k0 = c ? c[0][i] : cu[0], k1 = c ? c[1][i] : cu[1], k2 = c ? c[2][i] : cu[2], k3 = c ? c[3][i] : cu[3];
-        int a = pz_mckp_pick(e0[i], e1[i], e2[i], e3[i], (float)k0, (float)k1, (float)k2, (float)k3, lam);
+        int a = pz_mckp_pick(e[0][i], e[1][i], e[2][i], e[3][i], (float)k0, (float)k1, (float)k2, (float)k3, lam);
         if (ch) ch[i] = (uint8_t)a;
         cost += a == 0 ? k0 : a == 1 ? k1 : a == 2 ? k2 : k3;
     }
