@@ -395,7 +395,7 @@ static size_t compact_vec(const active_ *A, uint8_t *ch_lo, uint8_t *ch_hi, uint
 }
 #endif
 
-/* How many of a[0..m), b[0..m) differ (AVX2: a compare mask's bits
+/* How many of a[0..m), b[0..m) (NULL: zeros) differ (AVX2: a compare mask's bits
  * counted 32 at a time; gcc's own vector loop widened every byte to 64
  * bits). */
 static size_t count_ne(const uint8_t *a, const uint8_t *b, size_t m) {
@@ -403,11 +403,11 @@ static size_t count_ne(const uint8_t *a, const uint8_t *b, size_t m) {
 #if defined(__AVX2__)
     for (; j + 32 <= m; j += 32) {
         __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(a + j));
-        __m256i y = _mm256_loadu_si256((const __m256i *)(const void *)(b + j));
+        __m256i y = b ? _mm256_loadu_si256((const __m256i *)(const void *)(b + j)) : _mm256_setzero_si256();
         n += 32 - (size_t)__builtin_popcount((unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, y)));
     }
 #endif
-    for (; j < m; j++) n += a[j] != b[j];
+    for (; j < m; j++) n += a[j] != (b ? b[j] : 0);
     return n;
 }
 
@@ -681,9 +681,7 @@ void pz_mckp_solve_soa(pz_mckp_soa *s, size_t n, uint64_t capacity, float lam_lo
     uint32_t lo;
     solve(&w, n, capacity, lam_lo, lam_hi, choice, info, &lo, work);
     free(blk);
-    size_t up = 0;
-    for (size_t i = 0; i < n; i++) up += choice[i] != 0;
-    info->upgrades = up;
+    info->upgrades = count_ne(choice, NULL, n);
     if (want_gap && info->lambda > 0) {
         double lb = lower_bound(s, n, capacity, (double)info->lambda);
         double lb2 = lower_bound(s, n, capacity, (double)u2f(lo));
