@@ -54,18 +54,10 @@ jsq_cside pz_jsq_cside_at(void *blk, size_t cap) {
 
 jsq_cside pz_jsq_cside_alloc(size_t cap) { return pz_jsq_cside_at(pz_alloc_huge(pz_jsq_cside_bytes(cap)), cap); }
 
-/* bit i set iff cls[i] != 0, for the n <= 64 groups from cls */
+/* bit i set iff cls[i] != 0, for the n <= 64 groups from cls (nz64 for
+ * a full 64) */
 static inline uint64_t jsq_kept64(const uint8_t *cls, size_t n) {
-#if defined(__AVX2__)
-    if (n == 64) {
-        const __m256i z = _mm256_setzero_si256();
-        uint32_t lo = (uint32_t)_mm256_movemask_epi8(
-            _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(const void *)cls), z));
-        uint32_t hi = (uint32_t)_mm256_movemask_epi8(
-            _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(const void *)(cls + 32)), z));
-        return ~((uint64_t)hi << 32 | lo);
-    }
-#endif
+    if (n == 64) return nz64(cls);
     uint64_t m = 0;
     for (size_t j = 0; j < n; j++) m |= (uint64_t)(cls[j] != 0) << j;
     return m;

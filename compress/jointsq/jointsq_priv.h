@@ -43,7 +43,7 @@ static const int __attribute__((unused)) jsq_L[4] = {0, 1, 7, 127};
 
 /* ---- vector helpers ---- */
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VBMI2__)
@@ -60,6 +60,12 @@ static inline uint64_t nz64(const uint8_t *p) {
 #if defined(JSQ_VEC)
     __m512i v = _mm512_loadu_si512((const void *)p);
     return _mm512_test_epi8_mask(v, v);
+#elif defined(__AVX2__)
+    const __m256i z = _mm256_setzero_si256();
+    uint32_t lo = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(const void *)p), z));
+    uint32_t hi = (uint32_t)_mm256_movemask_epi8(
+        _mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i *)(const void *)(p + 32)), z));
+    return ~((uint64_t)hi << 32 | lo);
 #else
     uint64_t m = 0;
     for (int j = 0; j < 64; j++) m |= (uint64_t)(p[j] != 0) << j;
